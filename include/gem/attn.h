@@ -1,0 +1,207 @@
+/*
+ * gem: exact long-context decode attention.
+ *
+ * Public C API of the core library: status codes, the attention shape and
+ * buffer description, the double-precision reference, the float online-softmax
+ * oracle (partial / merge / finalize) and the fused scratch byte contract.
+ *
+ * Conventions
+ *   - Sizes and counts are int64_t, byte sizes are size_t; every product and
+ *     sum of sizes is overflow-checked and reports GEM_ERR_OVERFLOW.
+ *   - Tensors are dense, row-major F32:
+ *       q   (n_q_heads, dk)
+ *       k   (n_kv_heads, capacity, dk)   element (h, t, i) at (h*capacity + t)*dk + i
+ *       v   (n_kv_heads, capacity, dv)
+ *       out (n_q_heads, dv)
+ *     `capacity` is the number of token rows each KV head owns in the cache;
+ *     only rows [0, live) take part, so a cache may hold more rows than live.
+ *   - Query head h reads KV head h / (n_q_heads / n_kv_heads) (GQA).
+ *   - Functions never write an output when they return an error, unless their
+ *     contract says otherwise.
+ */
+#ifndef GEM_ATTN_H
+#define GEM_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GEM_VERSION "0.1.0"
+
+typedef enum gem_status {
+    GEM_OK = 0,
+    GEM_ERR_NULL,        /* a required pointer is NULL */
+    GEM_ERR_SHAPE,       /* zero or negative size, heads not divisible, live < 1 */
+    GEM_ERR_RANGE,       /* a range or live length beyond what the buffers hold */
+    GEM_ERR_OVERFLOW,    /* size arithmetic would overflow */
+    GEM_ERR_STATE,       /* an invalid online-softmax state (see gem_online_state_check) */
+    GEM_ERR_NONFINITE,   /* NaN or infinity in an input */
+    GEM_ERR_ALIGN,       /* a buffer is not aligned as the route requires */
+    GEM_ERR_NOMEM,       /* an allocation failed */
+    GEM_ERR_PARAM,       /* a bad route parameter (partitions, tile, threads) */
+    GEM_ERR_UNSUPPORTED, /* a valid shape the chosen route or backend does not cover */
+    GEM_ERR_NO_DEVICE,   /* the CUDA backend was asked for but no GPU (or no CUDA build) */
+    GEM_ERR_DEVICE,      /* a CUDA runtime call failed */
+    GEM_ERR_IO,          /* a file could not be read or written */
+    GEM_ERR_FORMAT,      /* a receipt or input file is malformed */
+    GEM_STATUS_COUNT
+} gem_status;
+
+/* One line, no trailing newline, describing `s`; never NULL (unknown codes get
+ * a generic message). The string is static. */
+const char *gem_status_str(gem_status s);
+
+/* Short stable identifier of `s` ("ok", "shape", "overflow", ...), for receipts. */
+const char *gem_status_name(gem_status s);
+
+/* The geometry of one decode-attention call. */
+typedef struct gem_attn_shape {
+    int64_t n_q_heads;  /* query heads, >= 1 */
+    int64_t n_kv_heads; /* KV heads, >= 1, divides n_q_heads */
+    int64_t dk;         /* key/query head dimension, >= 1 */
+    int64_t dv;         /* value/output head dimension, >= 1 */
+    int64_t live;       /* tokens attended, 1 <= live <= capacity */
+    int64_t capacity;   /* token rows per KV head in k and v, >= live */
+    float scale;        /* score = scale * dot(q, k); finite, given by the caller */
+} gem_attn_shape;
+
+/* The inputs of one call and how many elements each buffer holds. */
+typedef struct gem_attn_inputs {
+    const float *q; /* (n_q_heads, dk) */
+    const float *k; /* (n_kv_heads, capacity, dk) */
+    const float *v; /* (n_kv_heads, capacity, dv) */
+    size_t q_elems; /* elements available at q */
+    size_t k_elems; /* elements available at k */
+    size_t v_elems; /* elements available at v */
+} gem_attn_inputs;
+
+/* Checked size arithmetic: *r = a*b or a+b; GEM_ERR_OVERFLOW when it does not fit. */
+gem_status gem_mul_size(size_t a, size_t b, size_t *r);
+gem_status gem_add_size(size_t a, size_t b, size_t *r);
+
+/* Element counts a shape needs: q, k, v and out. Any pointer may be NULL.
+ * Returns GEM_ERR_SHAPE for an invalid shape, GEM_ERR_OVERFLOW when a count
+ * does not fit size_t. */
+gem_status gem_attn_shape_elems(const gem_attn_shape *shape, size_t *q_elems,
+                                size_t *k_elems, size_t *v_elems, size_t *out_elems);
+
+/* Validates a shape on its own: all sizes >= 1, n_kv_heads divides n_q_heads,
+ * live <= capacity, finite scale, and every element count fits size_t.
+ * live = 0 is GEM_ERR_SHAPE (softmax over no tokens is undefined). */
+gem_status gem_attn_shape_check(const gem_attn_shape *shape);
+
+/* Validates shape, inputs and an output of `out_elems` elements: non-NULL
+ * pointers, 4-byte alignment, buffers large enough (GEM_ERR_RANGE otherwise).
+ * Does not read the data. */
+gem_status gem_attn_check(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                          const void *out, size_t out_elems);
+
+/* Scans q (all of it) and rows [0, live) of k and v for NaN or infinity.
+ * GEM_ERR_NONFINITE if any is found. The input policy of every route is to
+ * reject non-finite inputs with that status. */
+gem_status gem_attn_check_finite(const gem_attn_shape *shape, const gem_attn_inputs *in);
+
+/* Double-precision direct softmax, the oracle of every route:
+ *   s_t = scale * sum_i q[h,i] k[g,t,i]   (in double)
+ *   out[h,:] = sum_t exp(s_t - max_t s) v[g,t,:] / sum_t exp(s_t - max_t s)
+ * with g = h / (n_q_heads / n_kv_heads). Inputs are F32, every operation is
+ * double. `out` (n_q_heads, dv) doubles, `out_elems` available.
+ * Rejects non-finite inputs (GEM_ERR_NONFINITE). Single-threaded, slow. */
+gem_status gem_attn_reference(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                              double *out, size_t out_elems);
+
+/* ---- online softmax oracle (float) ---------------------------------------
+ * A partial state over a token range is (M, S, O[dv]) per query head:
+ *   M = max score, S = sum exp(s_t - M), O = sum exp(s_t - M) v_t.
+ * The empty state is M = -inf, S = 0, O = 0. */
+
+/* Valid states: either empty (M = -inf, S = 0, every O = 0) or finite M,
+ * finite S > 0, finite O. Everything else is GEM_ERR_STATE: NaN anywhere,
+ * M = +inf, S < 0, S = 0 with finite M, S > 0 with M = -inf, non-finite S,
+ * non-finite O, or M = -inf with a non-zero O. `o` is (dv). */
+gem_status gem_online_state_check(int64_t dv, float m, float s, const float *o);
+
+/* Partition p of P over `live` tokens: chunk = ceil(live / P),
+ * begin = min(p*chunk, live), end = min(begin + chunk, live). Partitions past
+ * the tokens are empty (begin == end == live). Every route that splits the
+ * sequence uses this rule, so their partials describe the same ranges.
+ * GEM_ERR_PARAM for P < 1, p outside [0, P) or live < 0. */
+gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p,
+                               int64_t *begin, int64_t *end);
+
+/* Partial states of every query head over tokens [begin, end), in float, in
+ * token order: m, s (n_q_heads), o (n_q_heads, dv). begin == end yields empty
+ * states. GEM_ERR_RANGE unless 0 <= begin <= end <= live. The caller states
+ * how many elements m/s (`ms_elems`) and o (`o_elems`) hold. */
+gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                              int64_t begin, int64_t end, float *m, float *s,
+                              size_t ms_elems, float *o, size_t o_elems);
+
+/* Merges state a and state b of one head into (m_out, s_out, o_out) with the
+ * exact identity M = max(Ma, Mb), S = Sa exp(Ma-M) + Sb exp(Mb-M),
+ * O = Oa exp(Ma-M) + Ob exp(Mb-M). An empty state is the identity on either
+ * side. Both states are validated first; on error nothing is written.
+ * o_out may alias oa or ob. Vectors are (dv). */
+gem_status gem_online_merge(int64_t dv, float ma, float sa, const float *oa,
+                            float mb, float sb, const float *ob,
+                            float *m_out, float *s_out, float *o_out);
+
+/* out = O / S for one head, after validating the state. Finalizing an empty
+ * state is GEM_ERR_STATE. On error nothing is written. Vectors are (dv). */
+gem_status gem_online_finalize(int64_t dv, float m, float s, const float *o, float *out);
+
+/* The whole float oracle: P partials (gem_partition_range), merged per head
+ * in partition order 0..P-1, finalized into out (n_q_heads, dv) floats.
+ * Rejects non-finite inputs. Single-threaded; allocates its own scratch. */
+gem_status gem_attn_online(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                           int64_t partitions, float *out, size_t out_elems);
+
+/* ---- fused scratch byte contract ------------------------------------------ */
+
+typedef struct gem_online_scratch {
+    size_t maxima_bytes;       /* P * n_q_heads * sizeof(float) */
+    size_t denominators_bytes; /* P * n_q_heads * sizeof(float) */
+    size_t numerators_bytes;   /* P * n_q_heads * dv * sizeof(float) */
+    size_t total_bytes;        /* the sum of the three */
+} gem_online_scratch;
+
+/* Bytes of the partition-major partial layout for P partitions:
+ * P=32, 32 heads, DV=512 gives 4,096 / 4,096 / 2,097,152 / 2,105,344.
+ * GEM_ERR_PARAM for a count < 1, GEM_ERR_OVERFLOW when a product or the sum
+ * does not fit size_t; on error *out is not written. */
+gem_status gem_attention_online_scratch_bytes(int64_t partitions, int64_t n_q_heads,
+                                              int64_t dv, gem_online_scratch *out);
+
+/* ---- routes -------------------------------------------------------------- */
+
+typedef enum gem_route {
+    GEM_ROUTE_REFERENCE = 0, /* double direct softmax (output rounded to float) */
+    GEM_ROUTE_ONLINE,        /* float online-softmax oracle */
+    GEM_ROUTE_BASELINE,      /* three-stage score / normalize / value + reduce */
+    GEM_ROUTE_FUSED,         /* fused split-KV first pass + merge */
+    GEM_ROUTE_COUNT
+} gem_route;
+
+typedef enum gem_backend {
+    GEM_BACKEND_CPU = 0,
+    GEM_BACKEND_CUDA,
+    GEM_BACKEND_COUNT
+} gem_backend;
+
+/* Stable lower-case names ("reference", "online", "baseline", "fused";
+ * "cpu", "cuda"); NULL for an out-of-range value. */
+const char *gem_route_name(gem_route r);
+const char *gem_backend_name(gem_backend b);
+
+/* Parse a name as printed by the functions above. GEM_ERR_PARAM if unknown. */
+gem_status gem_route_parse(const char *name, gem_route *out);
+gem_status gem_backend_parse(const char *name, gem_backend *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEM_ATTN_H */

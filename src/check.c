@@ -1,0 +1,257 @@
+/*
+ * Check support: seeded inputs, comparison figures, SHA-256 digests and
+ * poisoned, guarded buffers (include/gem/check.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "gem/check.h"
+
+/* ---- seeded inputs ------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+void gem_fill_uniform(uint64_t seed, float lo, float hi, float *dst, size_t n)
+{
+    const float span = hi - lo;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t r = splitmix64(seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
+        const float u = (float)(r >> 40) * 0x1.0p-24f; /* exact: 24 bits */
+        dst[i] = lo + span * u;
+    }
+}
+
+gem_input_seeds gem_input_seeds_from(uint64_t seed)
+{
+    gem_input_seeds s = {seed ^ 0x51u, seed ^ 0x4Bu, seed ^ 0x56u};
+    return s;
+}
+
+static void *alloc_aligned(size_t elems, size_t elem_size)
+{
+    size_t bytes;
+    if (gem_mul_size(elems, elem_size, &bytes) != GEM_OK)
+        return NULL;
+    /* aligned_alloc wants a multiple of the alignment. */
+    if (gem_add_size(bytes, 63, &bytes) != GEM_OK)
+        return NULL;
+    bytes &= ~(size_t)63;
+    if (bytes == 0)
+        bytes = 64;
+    return aligned_alloc(64, bytes);
+}
+
+gem_status gem_inputs_make(const gem_attn_shape *shape, uint64_t seed, gem_owned_inputs *out)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    memset(out, 0, sizeof *out);
+    size_t nq, nk, nv;
+    gem_status st = gem_attn_shape_elems(shape, &nq, &nk, &nv, NULL);
+    if (st != GEM_OK)
+        return st;
+    float *q = alloc_aligned(nq, sizeof(float));
+    float *k = alloc_aligned(nk, sizeof(float));
+    float *v = alloc_aligned(nv, sizeof(float));
+    if (!q || !k || !v) {
+        free(q);
+        free(k);
+        free(v);
+        return GEM_ERR_NOMEM;
+    }
+    out->seeds = gem_input_seeds_from(seed);
+    gem_fill_uniform(out->seeds.q, -1.0f, 1.0f, q, nq);
+    gem_fill_uniform(out->seeds.k, -1.0f, 1.0f, k, nk);
+    gem_fill_uniform(out->seeds.v, -1.0f, 1.0f, v, nv);
+    out->q = q;
+    out->k = k;
+    out->v = v;
+    out->in = (gem_attn_inputs){q, k, v, nq, nk, nv};
+    return GEM_OK;
+}
+
+void gem_inputs_free(gem_owned_inputs *in)
+{
+    if (!in)
+        return;
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    memset(in, 0, sizeof *in);
+}
+
+/* ---- comparison ---------------------------------------------------------------- */
+
+/* Figures of got against a reference given either as doubles (ref_d) or as
+ * floats (ref_f); exactly one of the two is non-NULL. Means first, then
+ * centred sums: stable for correlations very close to 1. */
+static gem_status compare(const float *got, const double *ref_d, const float *ref_f, size_t n,
+                          gem_compare *out)
+{
+    if (!got || (!ref_d && !ref_f) || !out)
+        return GEM_ERR_NULL;
+    if (n == 0)
+        return GEM_ERR_PARAM;
+#define REF(i) (ref_d ? ref_d[i] : (double)ref_f[i])
+    double mg = 0, mr = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(REF(i))) {
+            nonfinite++;
+            continue;
+        }
+        mg += got[i];
+        mr += REF(i);
+    }
+    out->n = n;
+    out->nonfinite = nonfinite;
+    if (nonfinite) {
+        out->correlation = out->nmse = out->max_abs = NAN;
+        return GEM_OK;
+    }
+    mg /= (double)n;
+    mr /= (double)n;
+    double sgg = 0, srr = 0, sgr = 0, se = 0, sref2 = 0, maxabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double g = got[i], r = REF(i), e = g - r;
+        sgg += (g - mg) * (g - mg);
+        srr += (r - mr) * (r - mr);
+        sgr += (g - mg) * (r - mr);
+        se += e * e;
+        sref2 += r * r;
+        if (fabs(e) > maxabs)
+            maxabs = fabs(e);
+    }
+#undef REF
+    if (sgg <= 0.0 || srr <= 0.0)
+        out->correlation = (se == 0.0) ? 1.0 : 0.0; /* a constant vector */
+    else
+        out->correlation = sgr / sqrt(sgg * srr);
+    out->nmse = sref2 > 0.0 ? se / sref2 : se;
+    out->max_abs = maxabs;
+    return GEM_OK;
+}
+
+gem_status gem_compare_f32_f64(const float *got, const double *ref, size_t n, gem_compare *out)
+{
+    if (!ref)
+        return GEM_ERR_NULL;
+    return compare(got, ref, NULL, n, out);
+}
+
+gem_status gem_compare_f32_f32(const float *got, const float *ref, size_t n, gem_compare *out)
+{
+    if (!ref)
+        return GEM_ERR_NULL;
+    return compare(got, NULL, ref, n, out);
+}
+
+/* ---- digests --------------------------------------------------------------------- */
+
+static void to_hex(const unsigned char *md, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+gem_status gem_sha256_hex(const void *data, size_t bytes, char hex[65])
+{
+    if (!hex || (!data && bytes))
+        return GEM_ERR_NULL;
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx)
+        return GEM_ERR_NOMEM;
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             (bytes == 0 || EVP_DigestUpdate(ctx, data, bytes) == 1) &&
+             EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return GEM_ERR_IO;
+    to_hex(md, hex);
+    return GEM_OK;
+}
+
+gem_status gem_sha256_file_hex(const char *path, char hex[65])
+{
+    if (!path || !hex)
+        return GEM_ERR_NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return GEM_ERR_IO;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx) {
+        fclose(f);
+        return GEM_ERR_NOMEM;
+    }
+    unsigned char buf[1 << 16], md[32];
+    unsigned int len = 0;
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    size_t got;
+    while (ok && (got = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = EVP_DigestUpdate(ctx, buf, got) == 1;
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    fclose(f);
+    if (!ok)
+        return GEM_ERR_IO;
+    to_hex(md, hex);
+    return GEM_OK;
+}
+
+/* ---- poisoned, guarded buffers ------------------------------------------------------ */
+
+float *gem_guard_alloc(size_t n)
+{
+    size_t bytes;
+    if (gem_mul_size(n, sizeof(float), &bytes) != GEM_OK ||
+        gem_add_size(bytes, GEM_GUARD_BYTES, &bytes) != GEM_OK)
+        return NULL;
+    float *p = alloc_aligned(bytes, 1);
+    if (p)
+        gem_guard_poison(p, n);
+    return p;
+}
+
+void gem_guard_poison(float *p, size_t n)
+{
+    const uint32_t bits = GEM_POISON_BITS;
+    for (size_t i = 0; i < n; i++)
+        memcpy(p + i, &bits, sizeof bits);
+    memset(p + n, 0xA5, GEM_GUARD_BYTES);
+}
+
+void gem_guard_check(const float *p, size_t n, size_t *unwritten, int *guard_ok)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, p + i, sizeof bits);
+        count += (bits == GEM_POISON_BITS);
+    }
+    const unsigned char *g = (const unsigned char *)(p + n);
+    int ok = 1;
+    for (size_t i = 0; i < GEM_GUARD_BYTES; i++)
+        ok &= (g[i] == 0xA5);
+    if (unwritten)
+        *unwritten = count;
+    if (guard_ok)
+        *guard_ok = ok;
+}
+
+void gem_guard_free(float *p) { free(p); }
