@@ -1,9 +1,299 @@
-/* PLACEHOLDER until the subcommand lands; replaced by its real implementation. */
+/*
+ * gem analyze <kind>: the design's fail-closed analyzers.
+ *
+ *   merge-boundary  a gem-online-merge-check receipt
+ *   resources       a CUDA compiled-resource receipt (gem resources)
+ *   correctness     the CPU gate, the resource analysis, five operator and
+ *                   three model differential records
+ *   ceiling         stage profiles -> fused-split-kv-ceiling.json
+ *
+ * Each prints one line and exits 0 when everything passes, or prints ONE line
+ * naming the file, the field and the defect on stderr and exits 1. Usage and
+ * I/O problems of the analyzer itself exit 2. An analysis document is written
+ * only on a pass (--out).
+ */
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "analyze.h"
 #include "cli.h"
+#include "gem/check.h"
+#include "gem/receipt.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gem analyze <kind> [options]\n\n"
+            "kinds:\n"
+            "  merge-boundary RECEIPT [--out PATH]\n"
+            "      validates a gem-online-merge-check receipt: the design's positions,\n"
+            "      geometry, thresholds and seeds; recomputes the raw-input digests\n"
+            "  resources RECEIPT [--root DIR] [--out PATH]\n"
+            "      validates a compiled-resource receipt (gem resources); source and binary\n"
+            "      paths are relative to DIR (default: the source tree)\n"
+            "  correctness --merge R --merge-analysis A --resources R --resources-analysis A\n"
+            "              --diff F (x5) [--model F (x3)] [--out PATH]\n"
+            "      the design's correctness gate; never reports promotion eligibility\n"
+            "  ceiling PROFILE... [--out PATH]   (default fused-split-kv-ceiling.json)\n"
+            "      attribution of whole-token time to global attention from stage profiles\n"
+            "  input-digests --live L [--capacity C] --seed S [--scale X]\n"
+            "      prints the SHA-256 of the seeded q, k, v (32/4/512/512) as JSON: what the\n"
+            "      analyzers recompute, for producers and tests of records\n\n"
+            "exit status: 0 pass, 1 a defect (one line on stderr), 2 usage or I/O error\n"
+            "docs/gates.md describes every gate and the exact command for it.\n");
+}
+
+static int finish(const char *kind, an_ctx *c, int rc, json_t *analysis, const char *out,
+                  const char *pass_line)
+{
+    if (rc != 0 || c->failed) {
+        fprintf(stderr, "gem analyze %s: FAIL: %s\n", kind,
+                c->failed ? c->msg : "unknown defect");
+        json_decref(analysis);
+        return 1;
+    }
+    if (out && analysis) {
+        gem_status st = gem_receipt_write(out, analysis);
+        if (st != GEM_OK) {
+            cli_error("analyze", "cannot write %s: %s", out, gem_status_str(st));
+            json_decref(analysis);
+            return 2;
+        }
+    }
+    json_decref(analysis);
+    printf("gem analyze %s: pass: %s%s%s\n", kind, pass_line, out ? " -> " : "", out ? out : "");
+    return 0;
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (argv[i][0] != '-' && !in) {
+            in = argv[i];
+        } else {
+            cli_error("analyze merge-boundary", "unexpected argument '%s' (see --help)", argv[i]);
+            return 2;
+        }
+    }
+    if (!in) {
+        cli_error("analyze merge-boundary", "no receipt given (see --help)");
+        return 2;
+    }
+    an_ctx c = {0};
+    an_opts o = {.recompute_digests = 1, .root = NULL};
+    json_t *a = NULL;
+    int rc = an_merge_boundary(&c, in, &o, out ? &a : NULL);
+    return finish("merge-boundary", &c, rc, a, out,
+                  "CPU online-softmax algebra bound at 8191/8192/8193/65536/131072 "
+                  "(inputs recomputed from seeds); CPU prerequisite only");
+}
+
+static int cmd_resources(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *root = GEM_SOURCE_DIR;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+            root = argv[++i];
+        } else if (argv[i][0] != '-' && !in) {
+            in = argv[i];
+        } else {
+            cli_error("analyze resources", "unexpected argument '%s' (see --help)", argv[i]);
+            return 2;
+        }
+    }
+    if (!in) {
+        cli_error("analyze resources", "no receipt given (see --help)");
+        return 2;
+    }
+    an_ctx c = {0};
+    an_opts o = {.recompute_digests = 1, .root = root};
+    json_t *a = NULL;
+    int rc = an_resources(&c, in, &o, out ? &a : NULL);
+    return finish("resources", &c, rc, a, out,
+                  "compilable and launchable (this is not occupancy, correctness or timing)");
+}
+
+static int cmd_correctness(int argc, char **argv)
+{
+    an_correctness_in in = {0};
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!v) {
+            cli_error("analyze correctness", "'%s' needs a value or is unknown (see --help)", a);
+            return 2;
+        } else if (!strcmp(a, "--out")) {
+            out = v;
+        } else if (!strcmp(a, "--merge")) {
+            in.merge_receipt = v;
+        } else if (!strcmp(a, "--merge-analysis")) {
+            in.merge_analysis = v;
+        } else if (!strcmp(a, "--resources")) {
+            in.resources_receipt = v;
+        } else if (!strcmp(a, "--resources-analysis")) {
+            in.resources_analysis = v;
+        } else if (!strcmp(a, "--diff")) {
+            if (in.n_diffs == sizeof in.diffs / sizeof in.diffs[0]) {
+                cli_error("analyze correctness", "too many --diff records");
+                return 2;
+            }
+            in.diffs[in.n_diffs++] = v;
+        } else if (!strcmp(a, "--model")) {
+            if (in.n_models == sizeof in.models / sizeof in.models[0]) {
+                cli_error("analyze correctness", "too many --model records");
+                return 2;
+            }
+            in.models[in.n_models++] = v;
+        } else {
+            cli_error("analyze correctness", "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+        i++;
+    }
+    an_ctx c = {0};
+    an_opts o = {.recompute_digests = 1, .root = NULL};
+    json_t *an = NULL;
+    int rc = an_correctness(&c, &in, &o, out ? &an : NULL);
+    return finish("correctness", &c, rc, an, out,
+                  "operator and model differentials bound; this is not a promotion claim");
+}
+
+static int cmd_ceiling(int argc, char **argv)
+{
+    const char *out = "fused-split-kv-ceiling.json";
+    const char *profiles[16];
+    size_t n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (argv[i][0] != '-' && n < sizeof profiles / sizeof profiles[0]) {
+            profiles[n++] = argv[i];
+        } else {
+            cli_error("analyze ceiling", "unexpected argument '%s' (see --help)", argv[i]);
+            return 2;
+        }
+    }
+    if (n == 0) {
+        cli_error("analyze ceiling", "no stage profiles given (see --help)");
+        return 2;
+    }
+    an_ctx c = {0};
+    an_opts o = {.recompute_digests = 1, .root = NULL};
+    json_t *a = NULL;
+    int rc = an_ceiling(&c, profiles, n, &o, &a);
+    if (rc == 0 && !c.failed && a) {
+        /* Print the attribution before the pass line. */
+        const json_t *ctx = json_object_get(a, "contexts");
+        size_t i;
+        const json_t *e;
+        json_array_foreach(ctx, i, e) {
+            printf("context %lld: global attention %.2f%% of whole-token time, score %.2f%%, "
+                   "required reduction within global attention %.2f%%\n",
+                   (long long)json_integer_value(json_object_get(e, "context")),
+                   json_number_value(json_object_get(e, "global_attention_share_pct")),
+                   json_number_value(json_object_get(e, "score_share_pct")),
+                   json_number_value(json_object_get(e, "required_reduction_pct")));
+        }
+    }
+    return finish("ceiling", &c, rc, a, out,
+                  "attribution only; not a promotion claim and no gain prediction");
+}
+
+static int cmd_input_digests(int argc, char **argv)
+{
+    int64_t live = 0, capacity = 0;
+    uint64_t seed = 0;
+    double scale = 1.0;
+    int have_seed = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        int bad = !v;
+        if (!bad && !strcmp(a, "--live"))
+            bad = cli_parse_i64(v, 1, INT64_C(1) << 40, &live);
+        else if (!bad && !strcmp(a, "--capacity"))
+            bad = cli_parse_i64(v, 1, INT64_C(1) << 40, &capacity);
+        else if (!bad && !strcmp(a, "--seed"))
+            bad = cli_parse_u64(v, &seed) || !(have_seed = 1);
+        else if (!bad && !strcmp(a, "--scale"))
+            bad = cli_parse_f64(v, &scale);
+        else
+            bad = 1;
+        if (bad) {
+            cli_error("analyze input-digests", "bad or unknown argument '%s' (see --help)", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!live || !have_seed) {
+        cli_error("analyze input-digests", "--live and --seed are required");
+        return 2;
+    }
+    gem_attn_shape s = {32, 4, 512, 512, live, capacity ? capacity : live, (float)scale};
+    gem_owned_inputs in;
+    gem_status st = gem_inputs_make(&s, seed, &in);
+    if (st != GEM_OK) {
+        cli_error("analyze input-digests", "%s", gem_status_str(st));
+        return 2;
+    }
+    char h[3][65];
+    st = gem_sha256_hex(in.q, in.in.q_elems * sizeof(float), h[0]);
+    if (st == GEM_OK)
+        st = gem_sha256_hex(in.k, in.in.k_elems * sizeof(float), h[1]);
+    if (st == GEM_OK)
+        st = gem_sha256_hex(in.v, in.in.v_elems * sizeof(float), h[2]);
+    gem_inputs_free(&in);
+    if (st != GEM_OK) {
+        cli_error("analyze input-digests", "%s", gem_status_str(st));
+        return 2;
+    }
+    printf("{\"q\": \"%s\", \"k\": \"%s\", \"v\": \"%s\"}\n", h[0], h[1], h[2]);
+    return 0;
+}
+
 int gem_cmd_analyze(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "gem %s: not available in this build yet\n", argv[0]);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *k = argv[1];
+    if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(k, "merge-boundary"))
+        return cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(k, "resources"))
+        return cmd_resources(argc - 1, argv + 1);
+    if (!strcmp(k, "correctness"))
+        return cmd_correctness(argc - 1, argv + 1);
+    if (!strcmp(k, "ceiling"))
+        return cmd_ceiling(argc - 1, argv + 1);
+    if (!strcmp(k, "input-digests"))
+        return cmd_input_digests(argc - 1, argv + 1);
+    cli_error("analyze", "unknown kind '%s' (merge-boundary, resources, correctness, ceiling)", k);
     return 2;
 }

@@ -1,0 +1,574 @@
+/*
+ * gem merge-check (gem-online-merge-check): audits the float online-softmax
+ * oracle (gem_attn_online: P=32 partials merged in partition order, then
+ * finalized) against the independent double-precision direct softmax
+ * (gem_attn_reference) at the design's boundary positions 8,191 / 8,192 /
+ * 8,193 and the 65,536 / 131,072 tails, for the fixed production geometry
+ * (32 query heads, 4 KV heads, DK = DV = 512, F32, no window).
+ *
+ * Per length it reports correlation, NMSE, max abs error, finiteness,
+ * repeat-determinism (two independent runs of the oracle, SHA-256 of the
+ * output bytes), the poison/guard state of the output buffers, and the spread
+ * of the scores that sets the difficulty (std, range, largest softmax weight,
+ * effective number of attended tokens). The receipt (schema
+ * gem.merge_check.v1, docs/receipts-merge-check.md) binds seeds, raw-input
+ * digests and output digests, so `gem analyze merge-boundary` can recompute
+ * every input from its seed.
+ *
+ * Work inside one length is split into independent single-threaded tasks
+ * (the two oracle runs, the reference and the score statistics per KV-head
+ * group, the three input digests) run by a small thread pool. Every task
+ * writes its own disjoint output, so the results are bitwise identical for
+ * any --threads value.
+ */
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gem/attn.h"
+#include "gem/check.h"
+#include "gem/receipt.h"
+#include "merge_check.h"
+
+#define MC_CMD "merge-check"
+#define MC_MAX_LENGTHS 16
+#define MC_MAX_THREADS 64
+
+const int64_t gem_mc_design_lengths[GEM_MC_N_LENGTHS] = {8191, 8192, 8193, 65536, 131072};
+
+/* ---- score statistics ------------------------------------------------------ */
+
+/* Spread of the scores s_t = scale * q.k_t of one KV-head group, in double. */
+typedef struct score_stats {
+    double sum, sumsq;   /* over heads and tokens, for mean and std */
+    double min, max;     /* extreme scores */
+    double max_weight;   /* largest softmax weight of any head */
+    double min_eff;      /* smallest effective token count (sum w)^2 / sum w^2 */
+    double count;        /* heads * tokens */
+} score_stats;
+
+/* Scores of the heads [h0, h0 + nh) of one shape, against KV head g.
+ * q (n_q_heads, dk), k (n_kv_heads, capacity, dk), scratch (live) doubles. */
+static void group_score_stats(const gem_attn_shape *s, const float *q, const float *k,
+                              int64_t g, double *scratch, score_stats *st)
+{
+    int64_t group = s->n_q_heads / s->n_kv_heads;
+    st->sum = st->sumsq = 0.0;
+    st->min = INFINITY;
+    st->max = -INFINITY;
+    st->max_weight = 0.0;
+    st->min_eff = INFINITY;
+    st->count = 0.0;
+    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+        const float *qh = q + (size_t)h * (size_t)s->dk;
+        double mx = -INFINITY;
+        for (int64_t t = 0; t < s->live; t++) {
+            const float *kt = k + ((size_t)g * (size_t)s->capacity + (size_t)t) * (size_t)s->dk;
+            double dot = 0.0;
+            for (int64_t i = 0; i < s->dk; i++)
+                dot += (double)qh[i] * (double)kt[i];
+            double sc = (double)s->scale * dot;
+            scratch[t] = sc;
+            st->sum += sc;
+            st->sumsq += sc * sc;
+            if (sc < st->min)
+                st->min = sc;
+            if (sc > mx)
+                mx = sc;
+        }
+        if (mx > st->max)
+            st->max = mx;
+        double sw = 0.0, sw2 = 0.0;
+        for (int64_t t = 0; t < s->live; t++) {
+            double w = exp(scratch[t] - mx);
+            sw += w;
+            sw2 += w * w;
+        }
+        double wmax = 1.0 / sw; /* the top token has w = 1 */
+        if (wmax > st->max_weight)
+            st->max_weight = wmax;
+        double eff = sw * sw / sw2;
+        if (eff < st->min_eff)
+            st->min_eff = eff;
+        st->count += (double)s->live;
+    }
+}
+
+/* ---- tasks ----------------------------------------------------------------- */
+
+typedef enum task_kind { T_ONLINE, T_REFERENCE, T_STATS, T_SHA } task_kind;
+
+typedef struct mc_case_work {
+    gem_attn_shape shape;
+    gem_owned_inputs in;
+    float *out[2];        /* guarded (n_q_heads * dv) floats, runs 1 and 2 */
+    gem_status online_st[2];
+    double *ref;          /* (n_q_heads, dv) doubles */
+    gem_status ref_st[GEM_MC_MAX_GROUPS];
+    double *stats_scratch[GEM_MC_MAX_GROUPS]; /* (live) doubles each */
+    score_stats stats[GEM_MC_MAX_GROUPS];
+    char in_sha[3][65];   /* q, k, v */
+    gem_status sha_st[3];
+} mc_case_work;
+
+typedef struct task {
+    task_kind kind;
+    int index; /* run, group or tensor */
+} task;
+
+typedef struct pool {
+    pthread_mutex_t lock;
+    size_t next, n;
+    task tasks[2 + 3 * GEM_MC_MAX_GROUPS + 3];
+    mc_case_work *w;
+} pool;
+
+static void run_task(mc_case_work *w, const task *t)
+{
+    const gem_attn_shape *s = &w->shape;
+    int64_t group = s->n_q_heads / s->n_kv_heads;
+    switch (t->kind) {
+    case T_ONLINE:
+        w->online_st[t->index] = gem_attn_online(s, &w->in.in, GEM_MC_PARTITIONS,
+                                                 w->out[t->index],
+                                                 (size_t)(s->n_q_heads * s->dv));
+        break;
+    case T_REFERENCE: {
+        /* One KV-head group: its query heads and its K/V rows, the same
+         * arithmetic per head as a whole-shape call. */
+        int64_t g = t->index;
+        gem_attn_shape sub = *s;
+        sub.n_q_heads = group;
+        sub.n_kv_heads = 1;
+        size_t qoff = (size_t)(g * group * s->dk);
+        size_t koff = (size_t)g * (size_t)s->capacity * (size_t)s->dk;
+        size_t voff = (size_t)g * (size_t)s->capacity * (size_t)s->dv;
+        gem_attn_inputs in = {
+            .q = w->in.q + qoff,
+            .k = w->in.k + koff,
+            .v = w->in.v + voff,
+            .q_elems = (size_t)(group * s->dk),
+            .k_elems = (size_t)s->capacity * (size_t)s->dk,
+            .v_elems = (size_t)s->capacity * (size_t)s->dv,
+        };
+        w->ref_st[g] = gem_attn_reference(&sub, &in, w->ref + (size_t)(g * group * s->dv),
+                                          (size_t)(group * s->dv));
+        break;
+    }
+    case T_STATS:
+        group_score_stats(s, w->in.q, w->in.k, t->index, w->stats_scratch[t->index],
+                          &w->stats[t->index]);
+        break;
+    case T_SHA: {
+        const float *p = t->index == 0 ? w->in.q : t->index == 1 ? w->in.k : w->in.v;
+        size_t n = t->index == 0 ? w->in.in.q_elems
+                   : t->index == 1 ? w->in.in.k_elems
+                                   : w->in.in.v_elems;
+        w->sha_st[t->index] = gem_sha256_hex(p, n * sizeof(float), w->in_sha[t->index]);
+        break;
+    }
+    }
+}
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next < p->n ? p->next++ : p->n;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->n)
+            return NULL;
+        run_task(p->w, &p->tasks[i]);
+    }
+}
+
+/* Runs every task of one case on `threads` threads (1 = this thread only). */
+static int run_tasks(mc_case_work *w, int64_t threads)
+{
+    pool p = {.next = 0, .n = 0, .w = w};
+    if (pthread_mutex_init(&p.lock, NULL) != 0)
+        return -1;
+    int64_t groups = w->shape.n_kv_heads;
+    /* Longest first: the oracle runs, then the reference and statistics. */
+    p.tasks[p.n++] = (task){T_ONLINE, 0};
+    p.tasks[p.n++] = (task){T_ONLINE, 1};
+    for (int64_t g = 0; g < groups; g++)
+        p.tasks[p.n++] = (task){T_REFERENCE, (int)g};
+    for (int64_t g = 0; g < groups; g++)
+        p.tasks[p.n++] = (task){T_STATS, (int)g};
+    for (int i = 0; i < 3; i++)
+        p.tasks[p.n++] = (task){T_SHA, i};
+
+    pthread_t tid[MC_MAX_THREADS];
+    int64_t started = 0;
+    for (int64_t i = 1; i < threads; i++) {
+        if (pthread_create(&tid[started], NULL, worker, &p) != 0)
+            break; /* fewer helpers only means slower; results do not change */
+        started++;
+    }
+    worker(&p);
+    for (int64_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&p.lock);
+    return 0;
+}
+
+/* ---- one length -------------------------------------------------------------- */
+
+static void work_free(mc_case_work *w)
+{
+    gem_inputs_free(&w->in);
+    gem_guard_free(w->out[0]);
+    gem_guard_free(w->out[1]);
+    free(w->ref);
+    for (int g = 0; g < GEM_MC_MAX_GROUPS; g++)
+        free(w->stats_scratch[g]);
+    memset(w, 0, sizeof *w);
+}
+
+static json_t *seeds_json(uint64_t run, const gem_input_seeds *s)
+{
+    return json_pack("{s:o, s:o, s:o, s:o}", "run", gem_receipt_u64(run), "q",
+                     gem_receipt_u64(s->q), "k", gem_receipt_u64(s->k), "v",
+                     gem_receipt_u64(s->v));
+}
+
+/* Evaluates one length; fills `fig` and appends its case object to `cases`.
+ * Returns 0, or -1 after printing why (a library call failed). */
+static int check_length(int64_t live, uint64_t seed, float scale, int64_t threads,
+                        json_t *cases, gem_mc_figures *fig)
+{
+    mc_case_work w;
+    memset(&w, 0, sizeof w);
+    w.shape = (gem_attn_shape){GEM_MC_N_Q_HEADS, GEM_MC_N_KV_HEADS, GEM_MC_DK, GEM_MC_DV,
+                               live, live, scale};
+    const size_t n_out = (size_t)(GEM_MC_N_Q_HEADS * GEM_MC_DV);
+    int rc = -1;
+    json_t *c = NULL;
+    json_t *gates = NULL, *scores = NULL;
+
+    gem_status st = gem_inputs_make(&w.shape, seed, &w.in);
+    if (st != GEM_OK) {
+        cli_error(MC_CMD, "inputs for %" PRId64 " tokens: %s", live, gem_status_str(st));
+        goto out;
+    }
+    w.out[0] = gem_guard_alloc(n_out);
+    w.out[1] = gem_guard_alloc(n_out);
+    w.ref = calloc(n_out, sizeof(double));
+    int oom = !w.out[0] || !w.out[1] || !w.ref;
+    for (int g = 0; g < GEM_MC_N_KV_HEADS && !oom; g++) {
+        w.stats_scratch[g] = malloc((size_t)live * sizeof(double));
+        oom = !w.stats_scratch[g];
+    }
+    if (oom) {
+        cli_error(MC_CMD, "out of memory at %" PRId64 " tokens", live);
+        goto out;
+    }
+
+    if (run_tasks(&w, threads) != 0) {
+        cli_error(MC_CMD, "could not start the worker pool");
+        goto out;
+    }
+    for (int r = 0; r < 2; r++)
+        if (w.online_st[r] != GEM_OK) {
+            cli_error(MC_CMD, "online oracle run %d at %" PRId64 " tokens: %s", r + 1, live,
+                      gem_status_str(w.online_st[r]));
+            goto out;
+        }
+    for (int g = 0; g < GEM_MC_N_KV_HEADS; g++)
+        if (w.ref_st[g] != GEM_OK) {
+            cli_error(MC_CMD, "reference (KV head %d) at %" PRId64 " tokens: %s", g, live,
+                      gem_status_str(w.ref_st[g]));
+            goto out;
+        }
+    for (int i = 0; i < 3; i++)
+        if (w.sha_st[i] != GEM_OK) {
+            cli_error(MC_CMD, "input digest: %s", gem_status_str(w.sha_st[i]));
+            goto out;
+        }
+
+    /* Figures. */
+    memset(fig, 0, sizeof *fig);
+    fig->live = live;
+    st = gem_compare_f32_f64(w.out[0], w.ref, n_out, &fig->cmp);
+    if (st != GEM_OK) {
+        cli_error(MC_CMD, "compare: %s", gem_status_str(st));
+        goto out;
+    }
+    char out_sha[2][65], ref_sha[65];
+    if (gem_sha256_hex(w.out[0], n_out * sizeof(float), out_sha[0]) != GEM_OK ||
+        gem_sha256_hex(w.out[1], n_out * sizeof(float), out_sha[1]) != GEM_OK ||
+        gem_sha256_hex(w.ref, n_out * sizeof(double), ref_sha) != GEM_OK) {
+        cli_error(MC_CMD, "output digest failed");
+        goto out;
+    }
+    fig->finite = fig->cmp.nonfinite == 0;
+    for (int r = 0; r < 2; r++) {
+        size_t unwritten = 0;
+        int guard_ok = 0;
+        gem_guard_check(w.out[r], n_out, &unwritten, &guard_ok);
+        fig->unwritten[r] = unwritten;
+        fig->guard_ok[r] = guard_ok;
+    }
+    fig->deterministic = !strcmp(out_sha[0], out_sha[1]) &&
+                         memcmp(w.out[0], w.out[1], n_out * sizeof(float)) == 0;
+
+    score_stats all = w.stats[0];
+    for (int g = 1; g < GEM_MC_N_KV_HEADS; g++) { /* fixed order */
+        const score_stats *b = &w.stats[g];
+        all.sum += b->sum;
+        all.sumsq += b->sumsq;
+        all.count += b->count;
+        all.min = fmin(all.min, b->min);
+        all.max = fmax(all.max, b->max);
+        all.max_weight = fmax(all.max_weight, b->max_weight);
+        all.min_eff = fmin(all.min_eff, b->min_eff);
+    }
+    fig->score_mean = all.sum / all.count;
+    double var = all.sumsq / all.count - fig->score_mean * fig->score_mean;
+    fig->score_std = sqrt(var > 0.0 ? var : 0.0);
+    fig->score_min = all.min;
+    fig->score_max = all.max;
+    fig->max_weight = all.max_weight;
+    fig->min_effective_tokens = all.min_eff;
+    gem_mc_gates(fig);
+
+    c = json_object();
+    gates = json_pack("{s:b, s:b, s:b, s:b, s:b, s:b}", "correlation", fig->gate_corr,
+                              "nmse", fig->gate_nmse, "max_abs", fig->gate_max_abs, "finite",
+                              fig->finite, "repeat_deterministic", fig->deterministic,
+                              "output_written", fig->gate_written);
+    scores = json_pack(
+        "{s:o, s:o, s:o, s:o, s:o, s:o}", "mean", gem_receipt_real(fig->score_mean), "std",
+        gem_receipt_real(fig->score_std), "min", gem_receipt_real(fig->score_min), "max",
+        gem_receipt_real(fig->score_max), "max_softmax_weight",
+        gem_receipt_real(fig->max_weight), "min_effective_tokens",
+        gem_receipt_real(fig->min_effective_tokens));
+    if (!c || !gates || !scores) {
+        json_decref(c);
+        json_decref(gates);
+        json_decref(scores);
+        cli_error(MC_CMD, "out of memory building the receipt");
+        goto out;
+    }
+    if (json_object_set_new(c, "live", json_integer(live)) ||
+        json_object_set_new(c, "geometry", gem_receipt_geometry(&w.shape)) ||
+        json_object_set_new(c, "seeds", seeds_json(seed, &w.in.seeds)) ||
+        json_object_set_new(c, "input_sha256",
+                            json_pack("{s:s, s:s, s:s}", "q", w.in_sha[0], "k", w.in_sha[1],
+                                      "v", w.in_sha[2])) ||
+        json_object_set_new(c, "output_sha256",
+                            json_pack("{s:s, s:s, s:s}", "online", out_sha[0],
+                                      "online_repeat", out_sha[1], "reference", ref_sha)) ||
+        json_object_set_new(c, "finite", json_boolean(fig->finite)) ||
+        json_object_set_new(c, "repeat_deterministic", json_boolean(fig->deterministic)) ||
+        json_object_set_new(c, "unwritten",
+                            json_pack("{s:I, s:I}", "online", (json_int_t)fig->unwritten[0],
+                                      "online_repeat", (json_int_t)fig->unwritten[1])) ||
+        json_object_set_new(c, "guard_ok",
+                            json_pack("{s:b, s:b}", "online", fig->guard_ok[0],
+                                      "online_repeat", fig->guard_ok[1])) ||
+        json_object_set_new(c, "online_vs_reference", gem_receipt_compare(&fig->cmp)) ||
+        json_object_set_new(c, "scores", scores) ||
+        json_object_set_new(c, "gates", gates) ||
+        json_object_set_new(c, "verdict", json_string(fig->pass ? "pass" : "fail"))) {
+        json_decref(c);
+        cli_error(MC_CMD, "out of memory building the receipt");
+        goto out;
+    }
+    if (json_array_append_new(cases, c)) { /* steals c even on failure */
+        cli_error(MC_CMD, "out of memory building the receipt");
+        goto out;
+    }
+    rc = 0;
+out:
+    work_free(&w);
+    return rc;
+}
+
+/* ---- gates (shared with the analyzer) --------------------------------------- */
+
+void gem_mc_gates(gem_mc_figures *f)
+{
+    /* NaN compares false, so a non-finite figure fails every gate. */
+    f->gate_corr = f->cmp.correlation >= GEM_MC_MIN_CORRELATION;
+    f->gate_nmse = f->cmp.nmse <= GEM_MC_MAX_NMSE;
+    f->gate_max_abs = f->cmp.max_abs < GEM_MC_MAX_ABS_BELOW;
+    f->gate_written = f->unwritten[0] == 0 && f->unwritten[1] == 0 && f->guard_ok[0] &&
+                      f->guard_ok[1];
+    f->pass = f->gate_corr && f->gate_nmse && f->gate_max_abs && f->finite &&
+              f->deterministic && f->gate_written;
+}
+
+/* ---- command line ------------------------------------------------------------- */
+
+static void usage(FILE *f, const char *name)
+{
+    fprintf(f,
+            "usage: %s [options]\n\n"
+            "Audits the float online-softmax oracle (P=%d partials merged in order) against\n"
+            "the double-precision direct softmax at 32 query heads, 4 KV heads, DK=DV=512,\n"
+            "on seeded inputs (q, k, v uniform in [-1, 1)), at 8,191 / 8,192 / 8,193 /\n"
+            "65,536 / 131,072 live tokens. Gates: correlation >= %.12f, NMSE <= %.3g,\n"
+            "max abs error < %.3g, finite, repeat-deterministic (SHA-256 of two runs).\n"
+            "Writes a JSON receipt (docs/receipts-merge-check.md) and a summary table.\n\n"
+            "options:\n"
+            "  --out PATH      receipt path (default %s)\n"
+            "  --seed N        run seed; q/k/v seeds derive from it (default %" PRIu64 ")\n"
+            "  --scale X       score scale (default %.9g = 1/sqrt(512)); the analyzer binds\n"
+            "                  the default\n"
+            "  --lengths LIST  live lengths, e.g. 8191,64K (default the design's five); for\n"
+            "                  experiments only: the analyzer accepts only the design's set\n"
+            "  --threads N     worker threads, 1..%d (default: online CPUs); results are\n"
+            "                  identical for any value\n"
+            "  -h, --help      this text\n\n"
+            "exit status: 0 every gate passed, 1 a gate failed (receipt still written),\n"
+            "2 bad usage or an error (no receipt)\n",
+            name, GEM_MC_PARTITIONS, GEM_MC_MIN_CORRELATION, GEM_MC_MAX_NMSE,
+            GEM_MC_MAX_ABS_BELOW, GEM_MC_DEFAULT_OUT, GEM_MC_DEFAULT_SEED,
+            (double)GEM_MC_DEFAULT_SCALE, MC_MAX_THREADS);
+}
+
+static json_t *thresholds_json(void)
+{
+    return json_pack("{s:f, s:f, s:f}", "min_correlation", GEM_MC_MIN_CORRELATION, "max_nmse",
+                     GEM_MC_MAX_NMSE, "max_abs_below", GEM_MC_MAX_ABS_BELOW);
+}
+
+int gem_cmd_merge_check(int argc, char **argv)
+{
+    const char *name = argv[0];
+    const char *out_path = GEM_MC_DEFAULT_OUT;
+    uint64_t seed = GEM_MC_DEFAULT_SEED;
+    double scale = (double)GEM_MC_DEFAULT_SCALE;
+    int64_t lengths[MC_MAX_LENGTHS];
+    size_t n_lengths = GEM_MC_N_LENGTHS;
+    memcpy(lengths, gem_mc_design_lengths, sizeof gem_mc_design_lengths);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t threads = ncpu < 1 ? 1 : ncpu > MC_MAX_THREADS ? MC_MAX_THREADS : ncpu;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout, name);
+            return 0;
+        } else if (!strcmp(a, "--out") && v) {
+            out_path = v;
+            i++;
+        } else if (!strcmp(a, "--seed") && v) {
+            if (cli_parse_u64(v, &seed)) {
+                cli_error(MC_CMD, "--seed '%s' is not an unsigned 64-bit integer", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--scale") && v) {
+            if (cli_parse_f64(v, &scale) || !isfinite(scale) || scale <= 0.0 ||
+                scale > FLT_MAX) {
+                cli_error(MC_CMD, "--scale '%s' is not a positive finite float", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--lengths") && v) {
+            if (cli_parse_i64_list(v, 1, 1 << 20, lengths, MC_MAX_LENGTHS, &n_lengths) ||
+                n_lengths == 0) {
+                cli_error(MC_CMD,
+                          "--lengths '%s': expected up to %d comma-separated lengths in "
+                          "[1, 1048576]",
+                          v, MC_MAX_LENGTHS);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--threads") && v) {
+            if (cli_parse_i64(v, 1, MC_MAX_THREADS, &threads)) {
+                cli_error(MC_CMD, "--threads '%s' is not an integer in [1, %d]", v,
+                          MC_MAX_THREADS);
+                return 2;
+            }
+            i++;
+        } else {
+            cli_error(MC_CMD, "%s '%s' (see --help)",
+                      (a[0] == '-' && !v) ? "missing value for" : "unknown argument", a);
+            return 2;
+        }
+    }
+
+    json_t *doc = gem_receipt_new(GEM_MC_SCHEMA, GEM_MC_TOOL_NAME, cli_git_commit());
+    json_t *positions = json_array();
+    json_t *cases = json_array();
+    if (!doc || !positions || !cases) {
+        cli_error(MC_CMD, "out of memory");
+        json_decref(doc);
+        json_decref(positions);
+        json_decref(cases);
+        return 2;
+    }
+    for (size_t i = 0; i < n_lengths; i++)
+        json_array_append_new(positions, json_integer(lengths[i]));
+    json_object_set_new(doc, "partitions", json_integer(GEM_MC_PARTITIONS));
+    json_object_set_new(doc, "inputs",
+                        json_pack("{s:s, s:f, s:f, s:o}", "distribution", GEM_MC_DISTRIBUTION,
+                                  "lo", -1.0, "hi", 1.0, "scale",
+                                  gem_receipt_real((double)(float)scale)));
+    json_object_set_new(doc, "seed", gem_receipt_u64(seed));
+    json_object_set_new(doc, "positions", positions);
+    json_object_set_new(doc, "thresholds", thresholds_json());
+
+    gem_mc_figures figs[MC_MAX_LENGTHS];
+    int all_pass = 1;
+    double t0 = cli_now();
+    for (size_t i = 0; i < n_lengths; i++) {
+        cli_progress("merge-check: %" PRId64 " live tokens (%zu of %zu), %" PRId64
+                     " thread(s)",
+                     lengths[i], i + 1, n_lengths, threads);
+        if (check_length(lengths[i], seed, (float)scale, threads, cases, &figs[i]) != 0) {
+            json_decref(cases);
+            json_decref(doc);
+            return 2;
+        }
+        all_pass &= figs[i].pass;
+        cli_progress("merge-check: %" PRId64 " tokens: nmse %.3g, max abs %.3g, %s",
+                     lengths[i], figs[i].cmp.nmse, figs[i].cmp.max_abs,
+                     figs[i].pass ? "pass" : "FAIL");
+    }
+    json_object_set_new(doc, "cases", cases);
+    json_object_set_new(doc, "verdict", json_string(all_pass ? "pass" : "fail"));
+
+    gem_status st = gem_receipt_write(out_path, doc);
+    json_decref(doc);
+    if (st != GEM_OK) {
+        cli_error(MC_CMD, "cannot write the receipt %s: %s", out_path, gem_status_str(st));
+        return 2;
+    }
+
+    printf("gem-online-merge-check: P=%d, %d query / %d KV heads, DK=DV=%d, f32, seed %" PRIu64
+           ", scale %.9g\n",
+           GEM_MC_PARTITIONS, GEM_MC_N_Q_HEADS, GEM_MC_N_KV_HEADS, GEM_MC_DK, seed,
+           (double)(float)scale);
+    printf("inputs: q, k, v uniform in [-1, 1); scores = scale * q.k\n\n");
+    printf("%8s  %-16s  %-9s  %-9s  %-6s  %-6s  %-8s  %-16s  %-9s  %s\n", "live",
+           "correlation", "nmse", "max_abs", "finite", "determ", "score sd",
+           "score range", "max w", "verdict");
+    for (size_t i = 0; i < n_lengths; i++) {
+        const gem_mc_figures *f = &figs[i];
+        printf("%8" PRId64 "  %.14f  %-9.3g  %-9.3g  %-6s  %-6s  %-8.4f  [%6.3f, %6.3f]  "
+               "%-9.3g  %s\n",
+               f->live, f->cmp.correlation, f->cmp.nmse, f->cmp.max_abs,
+               f->finite ? "yes" : "NO", f->deterministic ? "yes" : "NO", f->score_std,
+               f->score_min, f->score_max, f->max_weight, f->pass ? "pass" : "FAIL");
+    }
+    printf("\ngates: correlation >= %.12f, nmse <= %.3g, max_abs < %.3g, finite, "
+           "repeat-deterministic\n",
+           GEM_MC_MIN_CORRELATION, GEM_MC_MAX_NMSE, GEM_MC_MAX_ABS_BELOW);
+    printf("verdict: %s   (%.1f s)   receipt: %s\n", all_pass ? "pass" : "FAIL",
+           cli_now() - t0, out_path);
+    return all_pass ? 0 : 1;
+}

@@ -1,0 +1,58 @@
+/*
+ * The merge-check contract shared by `gem merge-check` (the producer) and
+ * `gem analyze merge-boundary` (the fail-closed consumer): the design's fixed
+ * geometry, positions, thresholds and the gate logic. docs/receipts-merge-check.md
+ * describes the receipt.
+ */
+#ifndef GEM_MERGE_CHECK_H
+#define GEM_MERGE_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/check.h"
+
+#define GEM_MC_SCHEMA "gem.merge_check.v1"
+#define GEM_MC_TOOL_NAME "gem-online-merge-check"
+#define GEM_MC_DISTRIBUTION "uniform"
+#define GEM_MC_DEFAULT_OUT "merge-check.json"
+#define GEM_MC_DEFAULT_SEED UINT64_C(20260501)
+/* 1/sqrt(512) rounded to float: see docs/receipts-merge-check.md for why. */
+#define GEM_MC_DEFAULT_SCALE 0.0441941738f
+
+#define GEM_MC_PARTITIONS 32
+#define GEM_MC_N_Q_HEADS 32
+#define GEM_MC_N_KV_HEADS 4
+#define GEM_MC_MAX_GROUPS 4
+#define GEM_MC_DK 512
+#define GEM_MC_DV 512
+#define GEM_MC_N_LENGTHS 5
+
+/* The design's gates. */
+#define GEM_MC_MIN_CORRELATION 0.999999999999
+#define GEM_MC_MAX_NMSE 1.42e-11
+#define GEM_MC_MAX_ABS_BELOW 1.64e-7
+
+/* 8,191 / 8,192 / 8,193 / 65,536 / 131,072, in this order. */
+extern const int64_t gem_mc_design_lengths[GEM_MC_N_LENGTHS];
+
+/* The figures of one length and the gates they decide. */
+typedef struct gem_mc_figures {
+    int64_t live;
+    gem_compare cmp;        /* online oracle vs double reference */
+    int finite;             /* no non-finite output element */
+    int deterministic;      /* runs 1 and 2 have identical bytes */
+    size_t unwritten[2];    /* poisoned elements left, runs 1 and 2 */
+    int guard_ok[2];        /* guard bytes intact, runs 1 and 2 */
+    double score_mean, score_std, score_min, score_max;
+    double max_weight;      /* largest softmax weight of any head */
+    double min_effective_tokens;
+    int gate_corr, gate_nmse, gate_max_abs, gate_written; /* set by gem_mc_gates */
+    int pass;
+} gem_mc_figures;
+
+/* Sets the gate_* flags and pass from cmp, finite, deterministic, unwritten
+ * and guard_ok. A non-finite figure fails its gate. */
+void gem_mc_gates(gem_mc_figures *f);
+
+#endif /* GEM_MERGE_CHECK_H */
