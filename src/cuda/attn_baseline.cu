@@ -1,0 +1,298 @@
+/*
+ * The three-stage baseline route on CUDA (the design's selector 19),
+ * D512 / group 8.
+ *
+ *   1. score:     one 256-thread block per (256-token block, KV head g). Q of
+ *                 the eight heads of g sits in shared memory (16 KiB); each warp
+ *                 holds four K rows in registers (16 dims per lane), so every K
+ *                 row is read from memory once for all eight query heads, and
+ *                 writes scale * q.k for 8 heads x 4 tokens. scores: (n_q_heads,
+ *                 live) F32, 32 * live * 4 bytes at 32 heads.
+ *   2. normalize: one block per query head: row max, e = exp(s - max) written
+ *                 back with its sum, then e / sum written back (in place).
+ *   3. value:     the dim32 x split16 kernel: one block per (sequence partition,
+ *                 32-dim output tile, KV head): 16 x 16 x 4 = 1,024 blocks at the
+ *                 design's shape. Lane l owns output dim 32*tile + l; warp w takes
+ *                 every eighth token of a staged 64-token chunk for all eight
+ *                 heads (each V element is loaded once), and the eight warps'
+ *                 sums are added in warp order. partials: (16, n_q_heads, 512),
+ *                 1 MiB at 32 heads.
+ *   4. reduce:    out[h, d] = sum over the 16 partials in partition order.
+ *
+ * Sequence partitions follow gem_partition_range (chunk = ceil(live / P)).
+ * Every sum has a fixed order and there are no atomics, so the output is
+ * bitwise reproducible.
+ */
+#include <math.h>
+
+#include "gem_cuda_internal.h"
+
+#define GEM_CU_NORM_THREADS 1024
+
+/* ---- 1. score ---------------------------------------------------------------- */
+
+/* One halving step of a transposed warp sum over 2*W values per lane: lanes
+ * with bit W clear keep values [0, W), the others keep [W, 2W), each adding
+ * the partner's copy. After the steps 16, 8, 4, 2, 1 lane l holds the warp
+ * sum of value l (31 shuffles for 32 sums). */
+template <int W> __device__ __forceinline__ void gem_transpose_step(float *acc, int lane)
+{
+    const int upper = (lane & W) != 0;
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float send = upper ? acc[i] : acc[i + W];
+        const float keep = upper ? acc[i + W] : acc[i];
+        acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, W);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_score(const float *__restrict__ q, /* (n_q_heads, 512) */
+                       const float *__restrict__ k, /* (n_kv_heads, live, 512) */
+                       float *__restrict__ scores,  /* (n_q_heads, live) */
+                       int64_t live, float scale)
+{
+    __shared__ float4 qs[GEM_CU_GROUP * GEM_CU_ROW_F4]; /* (8, 128) float4: 16 KiB */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t g = blockIdx.y;
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4;
+    for (int i = threadIdx.x; i < GEM_CU_GROUP * GEM_CU_ROW_F4; i += GEM_CU_THREADS)
+        qs[i] = __ldg(q4 + i);
+    __syncthreads();
+
+    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * live * GEM_CU_ROW_F4;
+    const int R = GEM_CU_SCORE_ROWS;
+    const int64_t block0 = (int64_t)blockIdx.x * GEM_CU_SCORE_TOKENS;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int grp = warp; grp < GEM_CU_SCORE_TOKENS / R; grp += GEM_CU_THREADS / 32) {
+        const int64_t t0 = block0 + (int64_t)grp * R;
+        if (t0 >= live)
+            break;
+        float4 kk[R][4];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                kk[r][j] = t0 + r < live ? __ldg(kg + (t0 + r) * GEM_CU_ROW_F4 + j * 32 + lane)
+                                         : zero;
+        float acc[GEM_CU_GROUP * R]; /* index h * R + r */
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[h * R + r] = 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float4 qv = qs[h * GEM_CU_ROW_F4 + j * 32 + lane];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float a = acc[h * R + r];
+                    a = fmaf(qv.x, kk[r][j].x, a);
+                    a = fmaf(qv.y, kk[r][j].y, a);
+                    a = fmaf(qv.z, kk[r][j].z, a);
+                    a = fmaf(qv.w, kk[r][j].w, a);
+                    acc[h * R + r] = a;
+                }
+            }
+        }
+        gem_transpose_step<16>(acc, lane);
+        gem_transpose_step<8>(acc, lane);
+        gem_transpose_step<4>(acc, lane);
+        gem_transpose_step<2>(acc, lane);
+        gem_transpose_step<1>(acc, lane);
+        const int h = lane / R, r = lane % R;
+        if (t0 + r < live)
+            scores[(g * GEM_CU_GROUP + h) * live + t0 + r] = acc[0] * scale;
+    }
+}
+
+/* ---- 2. normalize ------------------------------------------------------------- */
+
+/* Block-wide reductions in a fixed order (warp butterfly, then warp 0 over the
+ * warps' results). red: (32) floats of shared memory. */
+__device__ __forceinline__ float gem_block_max(float x, float *red)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int off = 16; off > 0; off >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = x;
+    __syncthreads();
+    x = lane < nw ? red[lane] : -INFINITY;
+    for (int off = 16; off > 0; off >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+
+__device__ __forceinline__ float gem_block_sum(float x, float *red)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int off = 16; off > 0; off >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = x;
+    __syncthreads();
+    x = lane < nw ? red[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_NORM_THREADS)
+    gem_baseline_normalize(float *__restrict__ scores, /* (n_q_heads, live), in place */
+                           int64_t live)
+{
+    __shared__ float red[32];
+    float *row = scores + (int64_t)blockIdx.x * live;
+    float mx = -INFINITY;
+    for (int64_t t = threadIdx.x; t < live; t += blockDim.x)
+        mx = fmaxf(mx, row[t]);
+    mx = gem_block_max(mx, red);
+    float sum = 0.f;
+    for (int64_t t = threadIdx.x; t < live; t += blockDim.x) {
+        const float e = expf(row[t] - mx);
+        row[t] = e;
+        sum += e;
+    }
+    sum = gem_block_sum(sum, red);
+    for (int64_t t = threadIdx.x; t < live; t += blockDim.x)
+        row[t] = row[t] / sum;
+}
+
+/* ---- 3. value ----------------------------------------------------------------- */
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_value(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
+                       const float *__restrict__ v,       /* (n_kv_heads, live, 512) */
+                       float *__restrict__ partials,      /* (P, n_q_heads, 512) */
+                       int64_t live, int64_t partitions)
+{
+    __shared__ __align__(16) float ps[GEM_CU_VALUE_CHUNK][GEM_CU_GROUP];       /* 2 KiB */
+    __shared__ float red[GEM_CU_THREADS / 32][GEM_CU_GROUP][32];               /* 8 KiB */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t p = blockIdx.x, g = blockIdx.z;
+    const int64_t n_q_heads = (int64_t)gridDim.z * GEM_CU_GROUP;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_VALUE_DIM_TILE + lane;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const float *vg = v + g * live * GEM_CU_D + d;
+    const float *wg = weights + g * GEM_CU_GROUP * live;
+
+    float acc[GEM_CU_GROUP];
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++)
+        acc[h] = 0.f;
+    for (int64_t c0 = begin; c0 < end; c0 += GEM_CU_VALUE_CHUNK) {
+        __syncthreads(); /* the previous chunk's weights are consumed */
+#pragma unroll
+        for (int u = 0; u < GEM_CU_VALUE_CHUNK * GEM_CU_GROUP / GEM_CU_THREADS; u++) {
+            const int i = threadIdx.x + u * GEM_CU_THREADS;
+            const int h = i / GEM_CU_VALUE_CHUNK, t = i % GEM_CU_VALUE_CHUNK;
+            ps[t][h] = c0 + t < end ? __ldg(wg + h * live + c0 + t) : 0.f;
+        }
+        __syncthreads();
+        const int n = (int)min((int64_t)GEM_CU_VALUE_CHUNK, end - c0);
+#pragma unroll
+        for (int tt = warp; tt < GEM_CU_VALUE_CHUNK; tt += GEM_CU_THREADS / 32) {
+            if (tt < n) {
+                const float vv = __ldg(vg + (c0 + tt) * GEM_CU_D);
+#pragma unroll
+                for (int h = 0; h < GEM_CU_GROUP; h++)
+                    acc[h] = fmaf(ps[tt][h], vv, acc[h]);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++)
+        red[warp][h][lane] = acc[h];
+    __syncthreads();
+    const int h = threadIdx.x >> 5; /* now: thread (h, lane) adds the warps in order */
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < GEM_CU_THREADS / 32; w++)
+        sum += red[w][h][lane];
+    partials[(p * n_q_heads + g * GEM_CU_GROUP + h) * GEM_CU_D + d] = sum;
+}
+
+/* ---- 4. reduce ------------------------------------------------------------------ */
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_reduce(const float *__restrict__ partials, /* (P, n) */
+                        float *__restrict__ out,            /* (n) = (n_q_heads, 512) */
+                        int64_t n, int64_t partitions)
+{
+    const int64_t i = (int64_t)blockIdx.x * GEM_CU_THREADS + threadIdx.x;
+    if (i >= n)
+        return;
+    float sum = 0.f;
+    for (int64_t p = 0; p < partitions; p++)
+        sum += __ldg(partials + p * n + i);
+    out[i] = sum;
+}
+
+/* ---- host side ----------------------------------------------------------------- */
+
+void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4])
+{
+    out[0].func = (const void *)gem_baseline_score;
+    out[0].name = "gem_baseline_score";
+    out[0].role = "baseline_score";
+    out[0].dynamic_shared = 0;
+    out[0].threads = GEM_CU_THREADS;
+    out[1].func = (const void *)gem_baseline_normalize;
+    out[1].name = "gem_baseline_normalize";
+    out[1].role = "baseline_normalize";
+    out[1].dynamic_shared = 0;
+    out[1].threads = GEM_CU_NORM_THREADS;
+    out[2].func = (const void *)gem_baseline_value;
+    out[2].name = "gem_baseline_value";
+    out[2].role = "baseline_value";
+    out[2].dynamic_shared = 0;
+    out[2].threads = GEM_CU_THREADS;
+    out[3].func = (const void *)gem_baseline_reduce;
+    out[3].name = "gem_baseline_reduce";
+    out[3].role = "baseline_reduce";
+    out[3].dynamic_shared = 0;
+    out[3].threads = GEM_CU_THREADS;
+}
+
+void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
+                            int64_t blocks[4])
+{
+    const int64_t n_q_heads = n_kv_heads * GEM_CU_GROUP;
+    blocks[0] = (live + GEM_CU_SCORE_TOKENS - 1) / GEM_CU_SCORE_TOKENS * n_kv_heads;
+    blocks[1] = n_q_heads;
+    blocks[2] = value_partitions * (GEM_CU_D / GEM_CU_VALUE_DIM_TILE) * n_kv_heads;
+    blocks[3] = (n_q_heads * GEM_CU_D + GEM_CU_THREADS - 1) / GEM_CU_THREADS;
+}
+
+gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t stream)
+{
+    if (a->value_partitions < 1 || a->value_partitions > 65535 || a->n_kv_heads < 1 ||
+        a->n_kv_heads > 65535 / GEM_CU_GROUP || a->live < 1)
+        return GEM_ERR_PARAM;
+    const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
+    const int64_t score_blocks = (a->live + GEM_CU_SCORE_TOKENS - 1) / GEM_CU_SCORE_TOKENS;
+    if (score_blocks > INT32_MAX)
+        return GEM_ERR_PARAM;
+    const dim3 g1((unsigned)score_blocks, (unsigned)a->n_kv_heads);
+    gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->scores, a->live,
+                                                          a->scale);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    gem_baseline_normalize<<<(unsigned)n_q_heads, GEM_CU_NORM_THREADS, 0, stream>>>(a->scores,
+                                                                                   a->live);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    const dim3 g3((unsigned)a->value_partitions, GEM_CU_D / GEM_CU_VALUE_DIM_TILE,
+                  (unsigned)a->n_kv_heads);
+    gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(a->scores, a->v, a->partials, a->live,
+                                                          a->value_partitions);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    const int64_t n = n_q_heads * GEM_CU_D;
+    gem_baseline_reduce<<<(unsigned)((n + GEM_CU_THREADS - 1) / GEM_CU_THREADS), GEM_CU_THREADS,
+                          0, stream>>>(a->partials, a->out, n, a->value_partitions);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    return GEM_OK;
+}

@@ -1,0 +1,462 @@
+/*
+ * The fused split-KV route on CUDA (the design's candidate), D512 / group 8.
+ *
+ * First pass: one 256-thread block per (sequence partition p, KV head g).
+ * Warp w owns query head g*8 + w; lane l owns the 16 dims
+ * {j*128 + 4*l + c : j < 4, c < 4} of that head (Q and, in the design's
+ * variant, O in registers; the float4 at j*128 + 4*l makes every shared and
+ * global access of a warp one contiguous 512-byte run). The block walks its
+ * partition in tiles of TILE tokens: the 256 threads stage the tile's K and V
+ * rows (TILE * 512 * 2 * 4 bytes: 16,384 at tile 4) in dynamic shared memory
+ * once, then each warp scores the tile for its head (warp butterfly sums) and
+ * updates its exact online state (M, S, O): M' = max(M, max_t s_t),
+ * S' = S e^(M-M') + sum_t e^(s_t-M'), O' = O e^(M-M') + sum_t e^(s_t-M') v_t.
+ * It writes one (M, S, O) partial per head, partition-major:
+ *   part_m, part_s (P, n_q_heads); part_o (P, n_q_heads, 512)
+ * which is the layout and size of gem_attention_online_scratch_bytes, with the
+ * ranges of gem_partition_range (chunk = ceil(live / P)).
+ *
+ * Variants (one axis each, see gem_cu_fused_variant):
+ *   STAGES = 1  the design: plain loads through registers, two barriers a tile;
+ *   STAGES > 1  cp.async copies, STAGES tiles in flight (16-byte cp.async.cg,
+ *               zero-filled rows past the partition end);
+ *   VSHARE = 1  the V side is owned per thread instead of per warp: after the
+ *               warps publish e^(s_t-M') and e^(M-M') of their head in shared
+ *               memory, thread i accumulates dims 2i, 2i+1 of all eight heads,
+ *               so each staged V element is read once instead of eight times.
+ *
+ * Reducer: one 256-thread block per (query head, half of the 512 dims); thread
+ * i merges the P partials of dim 256*half + i in partition order 0..P-1 with
+ * the identity of gem_online_merge (an empty partial, S = 0, is the identity)
+ * and writes O / S. No dynamic shared memory, no atomics: the result is
+ * bitwise reproducible.
+ */
+#include <math.h>
+
+#include "gem_cuda_internal.h"
+
+/* ---- cp.async helpers (sm_80+) -------------------------------------------- */
+
+/* 16-byte global->shared copy; src_bytes 0 zero-fills the destination. */
+__device__ __forceinline__ void gem_cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void gem_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void gem_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* ---- tile staging ------------------------------------------------------------ */
+
+/* buf: (2, TILE, 128) float4: K rows then V rows of tokens t0 .. t0+n-1;
+ * rows n .. TILE-1 are zero. kg, vg: this KV head's (live, 128) float4. */
+template <int TILE>
+__device__ __forceinline__ void gem_stage_sync(float4 *buf, const float4 *__restrict__ kg,
+                                               const float4 *__restrict__ vg, int64_t t0, int n)
+{
+    const int per = TILE * GEM_CU_ROW_F4 / GEM_CU_THREADS; /* float4 of K per thread */
+    float4 rk[per], rv[per];
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int u = 0; u < per; u++) {
+        const int i = threadIdx.x + u * GEM_CU_THREADS;
+        const int row = i / GEM_CU_ROW_F4, col = i % GEM_CU_ROW_F4;
+        const int64_t at = (t0 + row) * GEM_CU_ROW_F4 + col;
+        rk[u] = row < n ? __ldg(kg + at) : zero;
+        rv[u] = row < n ? __ldg(vg + at) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < per; u++) {
+        const int i = threadIdx.x + u * GEM_CU_THREADS;
+        buf[i] = rk[u];
+        buf[TILE * GEM_CU_ROW_F4 + i] = rv[u];
+    }
+}
+
+template <int TILE>
+__device__ __forceinline__ void gem_stage_async(float4 *buf, const float4 *__restrict__ kg,
+                                                const float4 *__restrict__ vg, int64_t t0, int n)
+{
+    const int per = TILE * GEM_CU_ROW_F4 / GEM_CU_THREADS;
+#pragma unroll
+    for (int u = 0; u < per; u++) {
+        const int i = threadIdx.x + u * GEM_CU_THREADS;
+        const int row = i / GEM_CU_ROW_F4, col = i % GEM_CU_ROW_F4;
+        const int ok = row < n;
+        const int64_t at = ok ? (t0 + row) * GEM_CU_ROW_F4 + col : 0;
+        gem_cp_async16(buf + i, kg + at, ok ? 16 : 0);
+        gem_cp_async16(buf + TILE * GEM_CU_ROW_F4 + i, vg + at, ok ? 16 : 0);
+    }
+}
+
+/* ---- first pass ------------------------------------------------------------------ */
+
+template <int TILE, int STAGES, int VSHARE>
+__device__ __forceinline__ void gem_fused_first_pass_body(
+    const float *__restrict__ q,  /* (n_q_heads, 512) */
+    const float *__restrict__ k,  /* (n_kv_heads, live, 512) */
+    const float *__restrict__ v,  /* (n_kv_heads, live, 512) */
+    float *__restrict__ part_m,   /* (P, n_q_heads) */
+    float *__restrict__ part_s,   /* (P, n_q_heads) */
+    float *__restrict__ part_o,   /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, float scale)
+{
+    extern __shared__ float4 gem_fused_smem[]; /* (STAGES, 2, TILE, 128) float4 */
+    __shared__ __align__(16) float sp[VSHARE ? GEM_CU_GROUP : 1][VSHARE ? TILE : 1];
+    __shared__ float salpha[VSHARE ? GEM_CU_GROUP : 1];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t n_q_heads = (int64_t)gridDim.y * GEM_CU_GROUP;
+    const int64_t head = g * GEM_CU_GROUP + warp;
+
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + TILE - 1) / TILE;
+
+    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * live * GEM_CU_ROW_F4;
+    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * live * GEM_CU_ROW_F4;
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + head * GEM_CU_ROW_F4;
+
+    float4 qr[4], o[4];
+    float2 o2[VSHARE ? GEM_CU_GROUP : 1];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        qr[j] = __ldg(q4 + j * 32 + lane);
+        o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int h = 0; h < (VSHARE ? GEM_CU_GROUP : 1); h++)
+        o2[h] = make_float2(0.f, 0.f);
+    float m = -INFINITY, s = 0.f;
+
+    if (STAGES > 1) {
+#pragma unroll
+        for (int st = 0; st < STAGES - 1; st++) {
+            if (st < ntiles) {
+                const int64_t t0 = begin + (int64_t)st * TILE;
+                gem_stage_async<TILE>(gem_fused_smem + st * 2 * TILE * GEM_CU_ROW_F4, kg, vg, t0,
+                                      (int)min((int64_t)TILE, end - t0));
+            }
+            gem_cp_async_commit();
+        }
+    }
+
+    for (int64_t i = 0; i < ntiles; i++) {
+        const int64_t t0 = begin + i * TILE;
+        const int n = (int)min((int64_t)TILE, end - t0);
+        const float4 *buf;
+        if (STAGES == 1) {
+            __syncthreads(); /* every warp is done with the previous tile */
+            gem_stage_sync<TILE>(gem_fused_smem, kg, vg, t0, n);
+            __syncthreads();
+            buf = gem_fused_smem;
+        } else {
+            gem_cp_async_wait<STAGES - 2>(); /* this thread's copies of tile i landed */
+            __syncthreads(); /* everyone's copies landed; tile i-1's buffer is free */
+            const int64_t nx = i + STAGES - 1;
+            if (nx < ntiles) {
+                const int64_t tn = begin + nx * TILE;
+                gem_stage_async<TILE>(gem_fused_smem + (nx % STAGES) * 2 * TILE * GEM_CU_ROW_F4,
+                                      kg, vg, tn, (int)min((int64_t)TILE, end - tn));
+            }
+            gem_cp_async_commit();
+            buf = gem_fused_smem + (i % STAGES) * 2 * TILE * GEM_CU_ROW_F4;
+        }
+        const float4 *ks = buf;
+        const float4 *vs = buf + TILE * GEM_CU_ROW_F4;
+
+        /* scores of the tile for this warp's head */
+        float sc[TILE];
+#pragma unroll
+        for (int t = 0; t < TILE; t++) {
+            float a = 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float4 kk = ks[t * GEM_CU_ROW_F4 + j * 32 + lane];
+                a = fmaf(qr[j].x, kk.x, a);
+                a = fmaf(qr[j].y, kk.y, a);
+                a = fmaf(qr[j].z, kk.z, a);
+                a = fmaf(qr[j].w, kk.w, a);
+            }
+            sc[t] = a;
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int t = 0; t < TILE; t++)
+                sc[t] += __shfl_xor_sync(0xffffffffu, sc[t], off);
+        }
+        float mn = m;
+#pragma unroll
+        for (int t = 0; t < TILE; t++) {
+            sc[t] = t < n ? sc[t] * scale : -INFINITY;
+            mn = fmaxf(mn, sc[t]);
+        }
+        const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+        float psum = 0.f;
+#pragma unroll
+        for (int t = 0; t < TILE; t++) {
+            sc[t] = expf(sc[t] - mn); /* rows past n: exp(-inf) = 0 */
+            psum += sc[t];
+        }
+        s = s * alpha + psum;
+        m = mn;
+
+        if (!VSHARE) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                o[j].x *= alpha;
+                o[j].y *= alpha;
+                o[j].z *= alpha;
+                o[j].w *= alpha;
+            }
+#pragma unroll
+            for (int t = 0; t < TILE; t++) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float4 vv = vs[t * GEM_CU_ROW_F4 + j * 32 + lane];
+                    o[j].x = fmaf(sc[t], vv.x, o[j].x);
+                    o[j].y = fmaf(sc[t], vv.y, o[j].y);
+                    o[j].z = fmaf(sc[t], vv.z, o[j].z);
+                    o[j].w = fmaf(sc[t], vv.w, o[j].w);
+                }
+            }
+        } else {
+            if (lane == 0) {
+#pragma unroll
+                for (int t = 0; t < TILE; t++)
+                    sp[warp][t] = sc[t];
+                salpha[warp] = alpha;
+            }
+            __syncthreads(); /* the weights of all eight heads are published */
+            const float2 *vs2 = reinterpret_cast<const float2 *>(vs);
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                const float al = salpha[h];
+                o2[h].x *= al;
+                o2[h].y *= al;
+            }
+#pragma unroll
+            for (int t = 0; t < TILE; t++) {
+                const float2 vv = vs2[t * (GEM_CU_D / 2) + threadIdx.x];
+#pragma unroll
+                for (int h = 0; h < GEM_CU_GROUP; h++) {
+                    const float w = sp[h][t];
+                    o2[h].x = fmaf(w, vv.x, o2[h].x);
+                    o2[h].y = fmaf(w, vv.y, o2[h].y);
+                }
+            }
+            /* the next iteration's barrier orders these reads before sp is rewritten */
+        }
+    }
+    if (STAGES > 1)
+        gem_cp_async_wait<0>(); /* no copy may outlive the block (empty groups only) */
+
+    const int64_t row = p * n_q_heads + head;
+    if (lane == 0) {
+        part_m[row] = m;
+        part_s[row] = s;
+    }
+    if (!VSHARE) {
+        float4 *po = reinterpret_cast<float4 *>(part_o) + row * GEM_CU_ROW_F4;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            po[j * 32 + lane] = o[j];
+    } else {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const int64_t r = p * n_q_heads + g * GEM_CU_GROUP + h;
+            reinterpret_cast<float2 *>(part_o)[r * (GEM_CU_D / 2) + threadIdx.x] = o2[h];
+        }
+    }
+}
+
+/* The compiled variants, one extern "C" symbol each (the receipt names them). */
+#define GEM_FUSED_FIRST_PASS(T, S, V)                                                          \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        gem_fused_first_pass_t##T##_s##S##_v##V(                                               \
+            const float *__restrict__ q, const float *__restrict__ k,                          \
+            const float *__restrict__ v, float *__restrict__ part_m,                           \
+            float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,              \
+            int64_t partitions, float scale)                                                   \
+    {                                                                                          \
+        gem_fused_first_pass_body<T, S, V>(q, k, v, part_m, part_s, part_o, live, partitions,  \
+                                           scale);                                             \
+    }
+
+GEM_FUSED_FIRST_PASS(4, 1, 0)
+GEM_FUSED_FIRST_PASS(8, 1, 0)
+GEM_FUSED_FIRST_PASS(16, 1, 0)
+GEM_FUSED_FIRST_PASS(4, 2, 0)
+GEM_FUSED_FIRST_PASS(8, 2, 0)
+GEM_FUSED_FIRST_PASS(16, 2, 0)
+GEM_FUSED_FIRST_PASS(4, 3, 0)
+GEM_FUSED_FIRST_PASS(8, 3, 0)
+GEM_FUSED_FIRST_PASS(16, 3, 0)
+GEM_FUSED_FIRST_PASS(4, 1, 1)
+GEM_FUSED_FIRST_PASS(8, 1, 1)
+GEM_FUSED_FIRST_PASS(16, 1, 1)
+GEM_FUSED_FIRST_PASS(4, 2, 1)
+GEM_FUSED_FIRST_PASS(8, 2, 1)
+GEM_FUSED_FIRST_PASS(16, 2, 1)
+GEM_FUSED_FIRST_PASS(4, 3, 1)
+GEM_FUSED_FIRST_PASS(8, 3, 1)
+GEM_FUSED_FIRST_PASS(16, 3, 1)
+
+typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
+                                  float *, int64_t, int64_t, float);
+
+typedef struct gem_first_pass_entry {
+    int tile, stages, vshare;
+    gem_first_pass_fn fn;
+    const char *name;
+} gem_first_pass_entry;
+
+#define GEM_FP_ENTRY(T, S, V)                                                                  \
+    {T, S, V, gem_fused_first_pass_t##T##_s##S##_v##V,                                         \
+     "gem_fused_first_pass_t" #T "_s" #S "_v" #V}
+
+static const gem_first_pass_entry gem_first_pass_table[] = {
+    GEM_FP_ENTRY(4, 1, 0),  GEM_FP_ENTRY(8, 1, 0), GEM_FP_ENTRY(16, 1, 0),
+    GEM_FP_ENTRY(4, 2, 0),  GEM_FP_ENTRY(8, 2, 0), GEM_FP_ENTRY(16, 2, 0),
+    GEM_FP_ENTRY(4, 3, 0),  GEM_FP_ENTRY(8, 3, 0), GEM_FP_ENTRY(16, 3, 0),
+    GEM_FP_ENTRY(4, 1, 1),  GEM_FP_ENTRY(8, 1, 1), GEM_FP_ENTRY(16, 1, 1),
+    GEM_FP_ENTRY(4, 2, 1),  GEM_FP_ENTRY(8, 2, 1), GEM_FP_ENTRY(16, 2, 1),
+    GEM_FP_ENTRY(4, 3, 1),  GEM_FP_ENTRY(8, 3, 1), GEM_FP_ENTRY(16, 3, 1),
+};
+#define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
+
+static size_t gem_fp_dynamic_bytes(int tile, int stages)
+{
+    return (size_t)stages * 2u * (size_t)tile * GEM_CU_D * sizeof(float);
+}
+
+/* ---- reducer ------------------------------------------------------------------ */
+
+/* One merge step of gem_online_merge for one dim, written with explicit
+ * roundings so that no multiply-add is contracted. */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_fused_reducer(const float *__restrict__ part_m, /* (P, n_q_heads) */
+                      const float *__restrict__ part_s, /* (P, n_q_heads) */
+                      const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+                      float *__restrict__ out,          /* (n_q_heads, 512) */
+                      int64_t partitions)
+{
+    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    float m = -INFINITY, s = 0.f, o = 0.f;
+    const int B = 8; /* partials loaded ahead of the merge chain */
+    for (int64_t p0 = 0; p0 < partitions; p0 += B) {
+        float mp[B], spv[B], op[B];
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            const int64_t p = p0 + b;
+            const int ok = p < partitions;
+            const int64_t r = ok ? p * n_q_heads + h : 0;
+            mp[b] = ok ? __ldg(part_m + r) : -INFINITY;
+            spv[b] = ok ? __ldg(part_s + r) : 0.f;
+            op[b] = ok ? __ldg(part_o + r * GEM_CU_D + d) : 0.f;
+        }
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            if (spv[b] == 0.f)
+                continue; /* an empty partial is the identity */
+            if (s == 0.f) {
+                m = mp[b];
+                s = spv[b];
+                o = op[b];
+                continue;
+            }
+            const float mm = m > mp[b] ? m : mp[b];
+            const float ea = expf(m - mm), eb = expf(mp[b] - mm);
+            o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(op[b], eb));
+            s = __fadd_rn(__fmul_rn(s, ea), __fmul_rn(spv[b], eb));
+            m = mm;
+        }
+    }
+    out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
+}
+
+/* ---- host side ------------------------------------------------------------------ */
+
+static const gem_first_pass_entry *gem_fp_find(const gem_cu_fused_variant *var)
+{
+    for (size_t i = 0; i < GEM_FP_COUNT; i++) {
+        const gem_first_pass_entry *e = &gem_first_pass_table[i];
+        if (e->tile == var->tile && e->stages == var->stages && e->vshare == var->vshare)
+            return e;
+    }
+    return NULL;
+}
+
+gem_status gem_cu_fused_kernels(const gem_cu_fused_variant *var, gem_cu_kernel_ref *first,
+                                gem_cu_kernel_ref *reducer)
+{
+    const gem_first_pass_entry *e = gem_fp_find(var);
+    if (!e)
+        return GEM_ERR_PARAM;
+    first->func = (const void *)e->fn;
+    first->name = e->name;
+    first->role = "fused_first_pass";
+    first->dynamic_shared = gem_fp_dynamic_bytes(e->tile, e->stages);
+    first->threads = GEM_CU_THREADS;
+    reducer->func = (const void *)gem_fused_reducer;
+    reducer->name = "gem_fused_reducer";
+    reducer->role = "fused_reducer";
+    reducer->dynamic_shared = 0;
+    reducer->threads = GEM_CU_THREADS;
+    return GEM_OK;
+}
+
+gem_status gem_cu_fused_prepare(void)
+{
+    for (size_t i = 0; i < GEM_FP_COUNT; i++) {
+        const gem_first_pass_entry *e = &gem_first_pass_table[i];
+        const size_t dyn = gem_fp_dynamic_bytes(e->tile, e->stages);
+        if (dyn > 48u * 1024u)
+            GEM_CUDA_CHECK(cudaFuncSetAttribute((const void *)e->fn,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)dyn));
+    }
+    return GEM_OK;
+}
+
+int64_t gem_cu_fused_first_blocks(int64_t n_kv_heads, int64_t partitions)
+{
+    return n_kv_heads * partitions;
+}
+
+int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads)
+{
+    return n_q_heads * (GEM_CU_D / GEM_CU_THREADS);
+}
+
+gem_status gem_cu_fused_launch(const gem_cu_fused_variant *var, const gem_cu_fused_args *a,
+                               cudaStream_t stream)
+{
+    const gem_first_pass_entry *e = gem_fp_find(var);
+    if (!e)
+        return GEM_ERR_PARAM;
+    if (a->partitions < 1 || a->partitions > 65535 || a->n_kv_heads < 1 ||
+        a->n_kv_heads > 65535 / GEM_CU_GROUP)
+        return GEM_ERR_PARAM;
+    const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
+    e->fn<<<grid1, GEM_CU_THREADS, gem_fp_dynamic_bytes(e->tile, e->stages), stream>>>(
+        a->q, a->k, a->v, a->part_m, a->part_s, a->part_o, a->live, a->partitions, a->scale);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    const dim3 grid2((unsigned)(a->n_kv_heads * GEM_CU_GROUP), GEM_CU_D / GEM_CU_THREADS);
+    gem_fused_reducer<<<grid2, GEM_CU_THREADS, 0, stream>>>(a->part_m, a->part_s, a->part_o,
+                                                            a->out, a->partitions);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    return GEM_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * Internal to the CUDA backend: the error macro, the fixed fast-path shape,
+ * the launch helpers of the two routes and the kernel table the resource
+ * receipt reads. Included by the .cu files of src/cuda/ only.
+ *
+ * The kernels are CUDA C: plain functions and structs, extern "C" names for
+ * every __global__ symbol (so the names in the resource receipt are the
+ * symbols the binary holds), and integer template parameters only where a
+ * tile size or pipeline depth must be a compile-time constant.
+ */
+#ifndef GEM_CUDA_INTERNAL_H
+#define GEM_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "gem/attn.h"
+}
+
+/* The shape the kernels specialise: DK = DV = 512, eight query heads per KV
+ * head. One warp per query head, 16 dims per lane. */
+#define GEM_CU_D 512
+#define GEM_CU_GROUP 8
+#define GEM_CU_THREADS 256 /* every kernel of both routes runs 256-thread blocks */
+#define GEM_CU_ROW_F4 (GEM_CU_D / 4) /* float4 per 512-float row: 128 */
+
+/* Baseline geometry (the design's selector 19). */
+#define GEM_CU_VALUE_DIM_TILE 32   /* value kernel: output dims per block ("dim32") */
+#define GEM_CU_VALUE_CHUNK 64      /* value kernel: tokens of p staged at a time */
+#define GEM_CU_SCORE_TOKENS 256    /* score kernel: tokens per block */
+#define GEM_CU_SCORE_ROWS 4        /* score kernel: tokens a warp holds in registers */
+
+/* Reports a failed CUDA call on stderr: call text, file, line, device and the
+ * runtime's message. Returns the gem status the caller should answer. */
+gem_status gem_cuda_fail(cudaError_t err, const char *call, const char *file, int line);
+
+/* Checks one CUDA runtime call (or, after a launch, cudaGetLastError()) and
+ * returns GEM_ERR_NOMEM / GEM_ERR_DEVICE from the enclosing function on
+ * failure. Only for functions that return gem_status. */
+#define GEM_CUDA_CHECK(call)                                                                   \
+    do {                                                                                       \
+        cudaError_t gem_cu_err_ = (call);                                                      \
+        if (gem_cu_err_ != cudaSuccess)                                                        \
+            return gem_cuda_fail(gem_cu_err_, #call, __FILE__, __LINE__);                     \
+    } while (0)
+
+/* The fused route's variant: the design's candidate is stages = 1 (plain
+ * loads staged through registers into shared memory), vshare = 0 (warp w
+ * accumulates O of query head w). stages 2..3 stage tiles with cp.async, that
+ * many tiles in flight; vshare = 1 lets every thread accumulate two output
+ * dims of all eight heads, so each staged V element is read from shared memory
+ * once instead of eight times. */
+typedef struct gem_cu_fused_variant {
+    int tile;   /* tokens per staged tile: 4, 8 or 16 */
+    int stages; /* 1, 2 or 3 */
+    int vshare; /* 0 or 1 */
+} gem_cu_fused_variant;
+
+/* One kernel of a route, as launched for a geometry. */
+typedef struct gem_cu_kernel_ref {
+    const void *func;       /* the __global__ function */
+    const char *name;       /* its symbol */
+    const char *role;       /* fused_first_pass, fused_reducer, baseline_score, ... */
+    size_t dynamic_shared;  /* bytes it is launched with */
+    int threads;            /* threads per block it is launched with */
+} gem_cu_kernel_ref;
+
+/* Device buffers of one fused run. */
+typedef struct gem_cu_fused_args {
+    const float *q;  /* (n_q_heads, 512) */
+    const float *k;  /* (n_kv_heads, live, 512) */
+    const float *v;  /* (n_kv_heads, live, 512) */
+    float *part_m;   /* (P, n_q_heads) */
+    float *part_s;   /* (P, n_q_heads) */
+    float *part_o;   /* (P, n_q_heads, 512) */
+    float *out;      /* (n_q_heads, 512) */
+    int64_t n_kv_heads;
+    int64_t live;
+    int64_t partitions;
+    float scale;
+} gem_cu_fused_args;
+
+/* Device buffers of one baseline run. */
+typedef struct gem_cu_baseline_args {
+    const float *q;   /* (n_q_heads, 512) */
+    const float *k;   /* (n_kv_heads, live, 512) */
+    const float *v;   /* (n_kv_heads, live, 512) */
+    float *scores;    /* (n_q_heads, live): scores, then normalized weights in place */
+    float *partials;  /* (value_partitions, n_q_heads, 512) */
+    float *out;       /* (n_q_heads, 512) */
+    int64_t n_kv_heads;
+    int64_t live;
+    int64_t value_partitions; /* 16 for the design */
+    float scale;
+} gem_cu_baseline_args;
+
+/* The fused variant's kernels: first pass and reducer. GEM_ERR_PARAM for a
+ * variant without compiled kernels. */
+gem_status gem_cu_fused_kernels(const gem_cu_fused_variant *var, gem_cu_kernel_ref *first,
+                                gem_cu_kernel_ref *reducer);
+/* Raises the dynamic shared-memory limit of every compiled first pass that
+ * needs more than 48 KiB. Called once at create. */
+gem_status gem_cu_fused_prepare(void);
+/* Launches first pass + reducer on `stream`. */
+gem_status gem_cu_fused_launch(const gem_cu_fused_variant *var, const gem_cu_fused_args *a,
+                               cudaStream_t stream);
+/* Grid of the first pass / reducer for a geometry (for the receipt). */
+int64_t gem_cu_fused_first_blocks(int64_t n_kv_heads, int64_t partitions);
+int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads);
+
+/* The baseline's four kernels in stage order. */
+void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4]);
+/* Launches score, normalize, value and reduce on `stream`. */
+gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t stream);
+/* Grids of the four stages, in the same order. */
+void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
+                            int64_t blocks[4]);
+
+/* Fills n floats at p with the 32-bit pattern `bits` (poison). */
+gem_status gem_cu_fill_bits(float *p, size_t n, uint32_t bits, cudaStream_t stream);
+
+#endif /* GEM_CUDA_INTERNAL_H */

@@ -1,0 +1,222 @@
+/*
+ * The CUDA backend through the engine API.
+ *
+ * Without a GPU (or in a build without CUDA) the backend must answer
+ * GEM_ERR_NO_DEVICE from create and from every gem/cuda.h query; the test
+ * asserts exactly that and says that the GPU part was not run.
+ *
+ * With a GPU: both CUDA routes against the double reference on small and odd
+ * lengths (1 .. 4,097, capacity larger than live, two scales, several P and
+ * tiles, two KV-head counts), every output element written and the guard
+ * intact, bitwise repeatability (same copy, other rotation copies),
+ * unsupported shapes and CPU-only routes refused, bad parameters rejected,
+ * and the resource query's fixed design figures.
+ *
+ * `test_cuda_backend --small` runs only the short lengths (for
+ * compute-sanitizer).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/attn.h"
+#include "gem/check.h"
+#include "gem/cuda.h"
+#include "gem/engine.h"
+#include "tcheck.h"
+
+#define NMSE_MAX 1e-9  /* F32 accumulation over <= 8K tokens lands near 1e-13 */
+#define CORR_MIN 0.999999
+
+static void check_no_device(void)
+{
+    gem_engine *e = (gem_engine *)1;
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CUDA, 0, &e), GEM_ERR_NO_DEVICE);
+    TCHECK(e == NULL);
+    gem_cuda_device_info dev;
+    TCHECK_STATUS(gem_cuda_device_query(&dev), GEM_ERR_NO_DEVICE);
+    double bps = 0;
+    TCHECK_STATUS(gem_cuda_read_bandwidth((size_t)1 << 24, 1, &bps), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_cuda_copy_bandwidth((size_t)1 << 24, 1, &bps), GEM_ERR_NO_DEVICE);
+    gem_cuda_fused_config cfg = {32, 4, 1, 0};
+    gem_cuda_kernel_info ks[6];
+    size_t n = 99;
+    TCHECK_STATUS(gem_cuda_kernel_query(&cfg, 4, 8192, ks, 6, &n), GEM_ERR_NO_DEVICE);
+    TCHECK(n == 0);
+}
+
+/* Runs `route` with params on a loaded engine, audits and compares the
+ * output with ref; out (n) receives it. */
+static void run_and_check(gem_engine *e, gem_route route, const gem_route_params *p,
+                          const double *ref, float *out, size_t n, const char *what)
+{
+    double sec = -1;
+    gem_status st = gem_engine_run(e, route, p, &sec);
+    if (!TCHECK(st == GEM_OK)) {
+        fprintf(stderr, "     %s: run -> %s\n", what, gem_status_name(st));
+        return;
+    }
+    TCHECK(sec > 0 && isfinite(sec));
+    gem_output_audit a = {99, 0};
+    TCHECK_STATUS(gem_engine_output(e, out, n, &a), GEM_OK);
+    TCHECK(a.unwritten == 0);
+    TCHECK(a.guard_ok == 1);
+    gem_compare c;
+    TCHECK_STATUS(gem_compare_f32_f64(out, ref, n, &c), GEM_OK);
+    if (!TCHECK(c.nonfinite == 0 && c.nmse <= NMSE_MAX && c.correlation >= CORR_MIN))
+        fprintf(stderr, "     %s: nonfinite %zu nmse %.3e corr %.9f max_abs %.3e\n", what,
+                c.nonfinite, c.nmse, c.correlation, c.max_abs);
+}
+
+/* One shape: both routes, several parameters, repeatability. */
+static void check_shape(gem_engine *e, int64_t n_kv, int64_t live, int64_t extra_capacity,
+                        float scale, uint64_t seed)
+{
+    gem_attn_shape s = {8 * n_kv, n_kv, 512, 512, live, live + extra_capacity, scale};
+    gem_owned_inputs in;
+    if (!TCHECK(gem_inputs_make(&s, seed, &in) == GEM_OK))
+        return;
+    const size_t n = (size_t)s.n_q_heads * 512;
+    double *ref = malloc(n * sizeof *ref);
+    float *out = malloc(n * sizeof *out), *again = malloc(n * sizeof *again);
+    if (!TCHECK(ref && out && again))
+        goto done;
+    TCHECK_STATUS(gem_attn_reference(&s, &in.in, ref, n), GEM_OK);
+    TCHECK_STATUS(gem_engine_load(e, &s, &in.in, 3), GEM_OK);
+
+    char what[128];
+    static const int64_t fused_p[] = {32, 7, 256};
+    static const int64_t tiles[] = {4, 8, 16};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t j = 0; j < 3; j++) {
+            gem_route_params p = {fused_p[i], tiles[j]};
+            snprintf(what, sizeof what, "fused live %lld P %lld tile %lld", (long long)live,
+                     (long long)p.partitions, (long long)p.tile);
+            run_and_check(e, GEM_ROUTE_FUSED, &p, ref, out, n, what);
+        }
+    }
+    static const int64_t base_p[] = {16, 3};
+    for (size_t i = 0; i < 2; i++) {
+        gem_route_params p = {base_p[i], 0};
+        snprintf(what, sizeof what, "baseline live %lld P %lld", (long long)live,
+                 (long long)p.partitions);
+        run_and_check(e, GEM_ROUTE_BASELINE, &p, ref, out, n, what);
+    }
+    /* bitwise repeatability: the defaults, four runs cycle through all three copies */
+    for (int r = 0; r < 2; r++) {
+        const gem_route route = r ? GEM_ROUTE_BASELINE : GEM_ROUTE_FUSED;
+        gem_output_audit a;
+        TCHECK_STATUS(gem_engine_run(e, route, NULL, NULL), GEM_OK);
+        TCHECK_STATUS(gem_engine_output(e, out, n, &a), GEM_OK);
+        for (int k = 0; k < 4; k++) {
+            TCHECK_STATUS(gem_engine_run(e, route, NULL, NULL), GEM_OK);
+            TCHECK_STATUS(gem_engine_output(e, again, n, &a), GEM_OK);
+            TCHECK(memcmp(out, again, n * sizeof *out) == 0);
+        }
+    }
+done:
+    free(ref);
+    free(out);
+    free(again);
+    gem_inputs_free(&in);
+}
+
+static void check_refusals(gem_engine *e)
+{
+    /* before any load nothing runs */
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_ERR_STATE);
+    static const gem_attn_shape bad[] = {
+        {8, 1, 256, 256, 16, 16, 1.0f}, /* head dim 256 */
+        {8, 2, 512, 512, 16, 16, 1.0f}, /* group 4 */
+        {8, 1, 512, 256, 16, 16, 1.0f}, /* dk != dv */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gem_owned_inputs in;
+        if (!TCHECK(gem_inputs_make(&bad[i], 7 + i, &in) == GEM_OK))
+            continue;
+        const gem_status ls = gem_engine_load(e, &bad[i], &in.in, 1);
+        TCHECK(ls == GEM_OK || ls == GEM_ERR_UNSUPPORTED);
+        if (ls == GEM_OK) {
+            TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_ERR_UNSUPPORTED);
+            TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_BASELINE, NULL, NULL),
+                          GEM_ERR_UNSUPPORTED);
+        }
+        gem_inputs_free(&in);
+    }
+    gem_attn_shape s = {8, 1, 512, 512, 40, 40, 1.0f};
+    gem_owned_inputs in;
+    if (!TCHECK(gem_inputs_make(&s, 99, &in) == GEM_OK))
+        return;
+    TCHECK_STATUS(gem_engine_load(e, &s, &in.in, 1), GEM_OK);
+    float out[8 * 512];
+    gem_output_audit a;
+    TCHECK_STATUS(gem_engine_output(e, out, 8 * 512, &a), GEM_ERR_STATE);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_REFERENCE, NULL, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_ONLINE, NULL, NULL), GEM_ERR_UNSUPPORTED);
+    gem_route_params p = {32, 5};
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, &p, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_OK);
+    TCHECK_STATUS(gem_engine_output(e, out, 100, &a), GEM_ERR_RANGE);
+    size_t bytes = 0;
+    gem_route_params p32 = {32, 4};
+    TCHECK_STATUS(gem_engine_scratch_bytes(e, GEM_ROUTE_FUSED, &p32, &bytes), GEM_OK);
+    gem_online_scratch sc;
+    TCHECK_STATUS(gem_attention_online_scratch_bytes(32, 8, 512, &sc), GEM_OK);
+    TCHECK(bytes == sc.total_bytes);
+    gem_inputs_free(&in);
+}
+
+static void check_queries(void)
+{
+    gem_cuda_device_info dev;
+    TCHECK_STATUS(gem_cuda_device_query(&dev), GEM_OK);
+    TCHECK(dev.major == 9 && dev.warp_size == 32 && dev.sm_count > 0);
+    gem_cuda_fused_config cfg = {32, 4, 1, 0};
+    gem_cuda_kernel_info ks[6];
+    size_t n = 0;
+    TCHECK_STATUS(gem_cuda_kernel_query(&cfg, 4, 8192, ks, 5, &n), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_cuda_kernel_query(&cfg, 4, 8192, ks, 6, &n), GEM_OK);
+    TCHECK(n == 6);
+    TCHECK(!strcmp(ks[0].role, "fused_first_pass") && !strcmp(ks[1].role, "fused_reducer"));
+    TCHECK(ks[0].dynamic_shared_bytes == 16384);
+    TCHECK(ks[0].threads_dispatched == 256 && ks[0].warps_dispatched == 8);
+    TCHECK(ks[1].dynamic_shared_bytes == 0 && ks[1].threads_dispatched == 256);
+    TCHECK(ks[0].grid_blocks == 4 * 32);
+    for (size_t i = 0; i < n; i++)
+        TCHECK(ks[i].max_active_blocks_per_sm >= 1 && ks[i].local_bytes == 0);
+    cfg.tile = 5;
+    TCHECK_STATUS(gem_cuda_kernel_query(&cfg, 4, 8192, ks, 6, &n), GEM_ERR_PARAM);
+    double bps = 0;
+    TCHECK_STATUS(gem_cuda_read_bandwidth((size_t)1 << 26, 3, &bps), GEM_OK);
+    TCHECK(bps > 1e9 && isfinite(bps));
+}
+
+int main(int argc, char **argv)
+{
+    const int small = argc > 1 && !strcmp(argv[1], "--small");
+    gem_engine *e = NULL;
+    gem_status st = gem_engine_create(GEM_BACKEND_CUDA, 0, &e);
+    if (st == GEM_ERR_NO_DEVICE) {
+        check_no_device();
+        printf("test_cuda_backend: no GPU here: asserted that the CUDA backend answers "
+               "no_device; the GPU part was NOT run\n");
+        return tcheck_summary("test_cuda_backend");
+    }
+    if (!TCHECK(st == GEM_OK && e != NULL))
+        return tcheck_summary("test_cuda_backend");
+    printf("test_cuda_backend: %s\n", gem_engine_describe(e));
+    TCHECK(gem_engine_backend(e) == GEM_BACKEND_CUDA);
+    check_refusals(e);
+    check_queries();
+    static const int64_t lives[] = {1, 2, 5, 13, 31, 100, 257, 1000, 4097};
+    const size_t nl = small ? 5 : sizeof lives / sizeof lives[0];
+    for (size_t i = 0; i < nl; i++)
+        check_shape(e, 1, lives[i], (int64_t)(i % 3) * 5, (i % 2) ? 1.0f : 0.0441941738f,
+                    1000 + i);
+    if (!small) {
+        check_shape(e, 4, 8193, 7, 1.0f, 77);
+        check_shape(e, 2, 3001, 0, 0.0441941738f, 78);
+    }
+    gem_engine_destroy(e);
+    return tcheck_summary("test_cuda_backend");
+}
