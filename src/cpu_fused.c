@@ -1,0 +1,161 @@
+/*
+ * The fused split-KV route on the CPU (the design's candidate).
+ *
+ * First pass: one work item per (KV head g, sequence partition p). The item
+ * walks its tokens [begin, end) (gem_partition_range) in tiles of T tokens;
+ * each tile's K and V rows are read once, while they sit in L1, by all G query
+ * heads of the group. Per query head the item keeps the exact online state
+ * (M, S, O[dv]) and, per tile:
+ *   s_j   = scale * dot(q_h, k_j)                    j < T
+ *   M'    = max(M, max_j s_j)
+ *   alpha = e^(M - M'),  p_j = e^(s_j - M')
+ *   S     = S * alpha + p_0 + p_1 + ...              (in token order)
+ *   O     = O * alpha + sum_j p_j v_j                (per element, token order)
+ * and writes the state as partition p's partial, partition-major:
+ *   maxima (P, n_q_heads), denominators (P, n_q_heads), numerators
+ *   (P, n_q_heads, dv): exactly gem_attention_online_scratch_bytes.
+ * Second pass: one item per query head merges partials 0..P-1 in that order
+ * with gem_online_merge (which also validates every state) and writes O/S with
+ * gem_online_finalize.
+ *
+ * Every item's arithmetic depends only on (g, p) or h, never on the thread
+ * that runs it, so the output is bitwise the same for any thread count.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "cpu_routes.h"
+
+typedef struct fused_job {
+    const float *q;   /* (n_q_heads, dk) */
+    const float *k;   /* (n_kv_heads, capacity, dk) */
+    const float *v;   /* (n_kv_heads, capacity, dv) */
+    float *pm;        /* (P, n_q_heads) maxima */
+    float *ps;        /* (P, n_q_heads) denominators */
+    float *po;        /* (P, n_q_heads, dv) numerators */
+    float *out;       /* (n_q_heads, dv) */
+    float *ws;        /* (threads, ws_stride) */
+    gem_status *status; /* (items) */
+    int64_t ws_stride, n_q, n_kv, group, dk, dv, live, capacity, partitions, tile;
+    float scale;
+} fused_job;
+
+static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
+{
+    const fused_job *j = ctx;
+    const int64_t g = item % j->n_kv, p = item / j->n_kv;
+    const int64_t G = j->group, T = j->tile, dk = j->dk, dv = j->dv;
+    const int64_t h0 = g * G;
+    int64_t begin = 0, end = 0;
+    gem_status st = gem_partition_range(j->live, j->partitions, p, &begin, &end);
+    if (st != GEM_OK) {
+        j->status[item] = st;
+        return;
+    }
+    float *sc = j->ws + thread * j->ws_stride; /* (G, T) scores */
+    float *x = sc + G * T;                     /* (G, T) exp arguments, then (G) alphas */
+    float *m = x + G * T + G;                  /* (G) */
+    float *s = m + G;                          /* (G) */
+    float *o = j->po + (p * j->n_q + h0) * dv; /* (G, dv) this partition's numerators */
+    for (int64_t hh = 0; hh < G; hh++) {
+        m[hh] = -INFINITY;
+        s[hh] = 0.0f;
+    }
+    memset(o, 0, (size_t)(G * dv) * sizeof(float));
+
+    const float *qg = j->q + h0 * dk;
+    const float *kg = j->k + g * j->capacity * dk;
+    const float *vg = j->v + g * j->capacity * dv;
+    for (int64_t t0 = begin; t0 < end; t0 += T) {
+        const int64_t n = end - t0 < T ? end - t0 : T;
+        cpu_dot_tile(qg, G, kg + t0 * dk, n, dk, sc, T);
+        for (int64_t hh = 0; hh < G; hh++) {
+            float *sh = sc + hh * T, *xh = x + hh * T;
+            float mt = -INFINITY;
+            for (int64_t t = 0; t < n; t++) {
+                const float v = j->scale * sh[t];
+                if (!(fabsf(v) <= FLT_MAX)) {
+                    j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
+                    return;
+                }
+                sh[t] = v;
+                mt = v > mt ? v : mt;
+            }
+            const float mn = m[hh] > mt ? m[hh] : mt;
+            for (int64_t t = 0; t < n; t++)
+                xh[t] = sh[t] - mn;
+            for (int64_t t = n; t < T; t++)
+                xh[t] = -INFINITY;
+            x[G * T + hh] = m[hh] - mn; /* -inf on the first tile: alpha = 0 */
+            m[hh] = mn;
+        }
+        cpu_exp(x, x, G * T + G);
+        for (int64_t hh = 0; hh < G; hh++) {
+            const float alpha = x[G * T + hh];
+            const float *ph = x + hh * T;
+            float sh = s[hh] * alpha;
+            for (int64_t t = 0; t < n; t++)
+                sh += ph[t];
+            s[hh] = sh;
+            cpu_rescale_accumulate(o + hh * dv, dv, alpha, ph, vg + t0 * dv, n, dv);
+        }
+    }
+    for (int64_t hh = 0; hh < G; hh++) {
+        j->pm[p * j->n_q + h0 + hh] = m[hh];
+        j->ps[p * j->n_q + h0 + hh] = s[hh];
+    }
+    j->status[item] = GEM_OK;
+}
+
+static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
+{
+    const fused_job *j = ctx;
+    const int64_t dv = j->dv, nq = j->n_q;
+    float *acc = j->ws + thread * j->ws_stride; /* (dv) */
+    float am = j->pm[h], as = j->ps[h];
+    memcpy(acc, j->po + h * dv, (size_t)dv * sizeof(float));
+    gem_status st = GEM_OK;
+    for (int64_t p = 1; p < j->partitions && st == GEM_OK; p++)
+        st = gem_online_merge(dv, am, as, acc, j->pm[p * nq + h], j->ps[p * nq + h],
+                              j->po + (p * nq + h) * dv, &am, &as, acc);
+    if (st == GEM_OK)
+        st = gem_online_finalize(dv, am, as, acc, j->out + h * dv);
+    j->status[h] = st;
+}
+
+/* The first failing item's status in item order (deterministic). */
+static gem_status first_error(const gem_status *status, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (status[i] != GEM_OK)
+            return status[i];
+    return GEM_OK;
+}
+
+gem_status cpu_route_fused(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
+                           const float *k, const float *v, const gem_route_params *params,
+                           float *out)
+{
+    const int64_t P = params->partitions, nq = shape->n_q_heads;
+    if (P < 1 || params->tile < 1)
+        return GEM_ERR_PARAM;
+    fused_job j = {
+        .q = q, .k = k, .v = v, .out = out, .ws = c->ws, .status = c->status,
+        .ws_stride = c->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
+        .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
+        .live = shape->live, .capacity = shape->capacity, .partitions = P,
+        .tile = params->tile, .scale = shape->scale,
+    };
+    j.pm = c->scratch;
+    j.ps = j.pm + P * nq;
+    j.po = j.ps + P * nq;
+    const int64_t items = shape->n_kv_heads * P;
+    cpu_pool_run(c->pool, items, fused_partial_item, &j);
+    gem_status st = first_error(c->status, items);
+    if (st != GEM_OK)
+        return st;
+    cpu_pool_run(c->pool, nq, fused_merge_item, &j);
+    return first_error(c->status, nq);
+}

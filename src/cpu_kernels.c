@@ -1,0 +1,288 @@
+/*
+ * The CPU backend's inner loops (see cpu_kernels.h for the rule each one
+ * follows). With AVX-512 (F + DQ) the dot products, the value update and the
+ * streaming read use intrinsics; otherwise the portable C below, which gcc
+ * vectorizes for whatever the target has. Both follow the same per-element
+ * operation order, so they agree bit for bit.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#define CPU_AVX512 1
+#else
+#define CPU_AVX512 0
+#endif
+
+const char *cpu_kernels_isa(void) { return CPU_AVX512 ? "avx512" : "portable"; }
+
+/* The fixed 16 -> 1 tree of the lane rule. a (16). */
+static inline float tree16(const float *a)
+{
+    float c8[8], c4[4], c2[2];
+    for (int l = 0; l < 8; l++)
+        c8[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++)
+        c4[l] = c8[l] + c8[l + 4];
+    for (int l = 0; l < 2; l++)
+        c2[l] = c4[l] + c4[l + 2];
+    return c2[0] + c2[1];
+}
+
+float cpu_dot_portable(const float *q, const float *k, int64_t n)
+{
+    float acc[CPU_LANES] = {0};
+    int64_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            acc[l] = fmaf(q[i + l], k[i + l], acc[l]);
+    for (int l = 0; i + l < n; l++)
+        acc[l] = fmaf(q[i + l], k[i + l], acc[l]);
+    return tree16(acc);
+}
+
+#if CPU_AVX512
+/* tree16 on a register, in the same order. */
+static inline float hsum16(__m512 a)
+{
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* 4 query rows x 4 key rows, n a multiple of 16. */
+static void dot_4x4(const float *q, const float *k, int64_t n, float *out, int64_t os)
+{
+    __m512 acc[4][4];
+    for (int h = 0; h < 4; h++)
+        for (int t = 0; t < 4; t++)
+            acc[h][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __m512 kv[4];
+        for (int t = 0; t < 4; t++)
+            kv[t] = _mm512_loadu_ps(k + t * n + i);
+        for (int h = 0; h < 4; h++) {
+            const __m512 qv = _mm512_loadu_ps(q + h * n + i);
+            for (int t = 0; t < 4; t++)
+                acc[h][t] = _mm512_fmadd_ps(qv, kv[t], acc[h][t]);
+        }
+    }
+    for (int h = 0; h < 4; h++)
+        for (int t = 0; t < 4; t++)
+            out[h * os + t] = hsum16(acc[h][t]);
+}
+
+/* 1 query row x 4 key rows. */
+static void dot_1x4(const float *q, const float *k, int64_t n, float *out)
+{
+    __m512 acc[4];
+    for (int t = 0; t < 4; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + i);
+        for (int t = 0; t < 4; t++)
+            acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + t * n + i), acc[t]);
+    }
+    for (int t = 0; t < 4; t++)
+        out[t] = hsum16(acc[t]);
+}
+
+static float dot_1x1(const float *q, const float *k, int64_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), acc);
+    return hsum16(acc);
+}
+#endif
+
+void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+                  float *out, int64_t out_stride)
+{
+#if CPU_AVX512
+    if (n % 16 == 0) {
+        int64_t h = 0;
+        for (; h + 4 <= nh; h += 4) {
+            int64_t t = 0;
+            for (; t + 4 <= nt; t += 4)
+                dot_4x4(q + h * n, k + t * n, n, out + h * out_stride + t, out_stride);
+            for (; t < nt; t++)
+                for (int64_t hh = h; hh < h + 4; hh++)
+                    out[hh * out_stride + t] = dot_1x1(q + hh * n, k + t * n, n);
+        }
+        for (; h < nh; h++) {
+            int64_t t = 0;
+            for (; t + 4 <= nt; t += 4)
+                dot_1x4(q + h * n, k + t * n, n, out + h * out_stride + t);
+            for (; t < nt; t++)
+                out[h * out_stride + t] = dot_1x1(q + h * n, k + t * n, n);
+        }
+        return;
+    }
+#endif
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t t = 0; t < nt; t++)
+            out[h * out_stride + t] = cpu_dot_portable(q + h * n, k + t * n, n);
+}
+
+/* e^x for x <= 0 by Cody-Waite reduction x = n ln2 + r and the Cephes
+ * degree-6 polynomial; 2^n built from the exponent bits. */
+static inline float exp_rule(float x)
+{
+    const float xc = x < -88.0f ? -88.0f : (x > 88.0f ? 88.0f : x);
+    const float t = xc * 1.44269504088896341f + 12582912.0f;
+    const float nf = t - 12582912.0f;
+    float r = fmaf(nf, -0.693359375f, xc);
+    r = fmaf(nf, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    const float y = fmaf(p, r * r, r) + 1.0f;
+    const int32_t bits = ((int32_t)nf + 127) * (int32_t)8388608; /* << 23, no UB */
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return x < -87.33654f ? 0.0f : y * s;
+}
+
+void cpu_exp(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = exp_rule(x[i]);
+}
+
+float cpu_sum(const float *x, int64_t n)
+{
+    float acc[CPU_LANES] = {0};
+    int64_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            acc[l] += x[i + l];
+    for (int l = 0; i + l < n; l++)
+        acc[l] += x[i + l];
+    return tree16(acc);
+}
+
+float cpu_max(const float *x, int64_t n)
+{
+    float acc[CPU_LANES];
+    for (int l = 0; l < CPU_LANES; l++)
+        acc[l] = x[0];
+    int64_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+    for (int l = 0; i + l < n; l++)
+        acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+    float m = acc[0];
+    for (int l = 1; l < CPU_LANES; l++)
+        m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+void cpu_rescale_accumulate(float *o, int64_t n, float alpha, const float *p, const float *v,
+                            int64_t nt, int64_t v_stride)
+{
+#if CPU_AVX512
+    if (n % 16 == 0) {
+        const __m512 va = _mm512_set1_ps(alpha);
+        int64_t t0 = 0;
+        int first = 1;
+        do {
+            const int64_t m = nt - t0 < 8 ? nt - t0 : 8;
+            __m512 pb[8];
+            for (int64_t t = 0; t < m; t++)
+                pb[t] = _mm512_set1_ps(p[t0 + t]);
+            const float *vb = v + t0 * v_stride;
+            for (int64_t d = 0; d < n; d += 16) {
+                __m512 a = _mm512_loadu_ps(o + d);
+                if (first)
+                    a = _mm512_mul_ps(a, va);
+                for (int64_t t = 0; t < m; t++)
+                    a = _mm512_fmadd_ps(pb[t], _mm512_loadu_ps(vb + t * v_stride + d), a);
+                _mm512_storeu_ps(o + d, a);
+            }
+            first = 0;
+            t0 += m;
+        } while (t0 < nt);
+        return;
+    }
+#endif
+    for (int64_t d = 0; d < n; d++)
+        o[d] *= alpha;
+    for (int64_t t = 0; t < nt; t++) {
+        const float pt = p[t];
+        const float *vt = v + t * v_stride;
+        for (int64_t d = 0; d < n; d++)
+            o[d] = fmaf(pt, vt[d], o[d]);
+    }
+}
+
+void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,
+                       int64_t v_stride, int64_t nt, int64_t w, float *acc)
+{
+#if CPU_AVX512
+    if (nh == 8 && w == 32) {
+        __m512 a[8][2];
+        for (int h = 0; h < 8; h++) {
+            a[h][0] = _mm512_loadu_ps(acc + h * 32);
+            a[h][1] = _mm512_loadu_ps(acc + h * 32 + 16);
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            const __m512 v0 = _mm512_loadu_ps(v + t * v_stride);
+            const __m512 v1 = _mm512_loadu_ps(v + t * v_stride + 16);
+            for (int h = 0; h < 8; h++) {
+                const __m512 ph = _mm512_set1_ps(p[h * p_stride + t]);
+                a[h][0] = _mm512_fmadd_ps(ph, v0, a[h][0]);
+                a[h][1] = _mm512_fmadd_ps(ph, v1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < 8; h++) {
+            _mm512_storeu_ps(acc + h * 32, a[h][0]);
+            _mm512_storeu_ps(acc + h * 32 + 16, a[h][1]);
+        }
+        return;
+    }
+#endif
+    for (int64_t t = 0; t < nt; t++) {
+        const float *vt = v + t * v_stride;
+        for (int64_t h = 0; h < nh; h++) {
+            const float ph = p[h * p_stride + t];
+            float *ah = acc + h * w;
+            for (int64_t d = 0; d < w; d++)
+                ah[d] = fmaf(ph, vt[d], ah[d]);
+        }
+    }
+}
+
+float cpu_stream_sum(const float *x, int64_t n)
+{
+    int64_t i = 0;
+#if CPU_AVX512
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
+        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
+    }
+    float acc = hsum16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+    float lanes[64] = {0};
+    for (; i + 64 <= n; i += 64)
+        for (int l = 0; l < 64; l++)
+            lanes[l] += x[i + l];
+    float acc = 0.0f;
+    for (int l = 0; l < 64; l++)
+        acc += lanes[l];
+#endif
+    for (; i < n; i++)
+        acc += x[i];
+    return acc;
+}

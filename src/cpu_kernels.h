@@ -1,0 +1,61 @@
+/*
+ * Internal: the CPU backend's inner loops. Each function is defined by a plain
+ * scalar rule (written out in its comment) that every implementation follows
+ * operation for operation, so the AVX-512 path and the portable path give the
+ * same bits, and a result never depends on how the caller batched its calls.
+ */
+#ifndef GEM_CPU_KERNELS_H
+#define GEM_CPU_KERNELS_H
+
+#include <stdint.h>
+
+/* Lanes of every accumulator: element i of a reduction goes to lane i % 16. */
+#define CPU_LANES 16
+
+/* dot(q, k) over n elements:
+ *   acc[16] = 0; for i in [0, n): acc[i % 16] = fmaf(q[i], k[i], acc[i % 16]);
+ *   then the fixed tree c8[l] = acc[l] + acc[l+8], c4[l] = c8[l] + c8[l+4],
+ *   c2[l] = c4[l] + c4[l+2], result c2[0] + c2[1].
+ * q (n), k (n). The portable definition, always compiled. */
+float cpu_dot_portable(const float *q, const float *k, int64_t n);
+
+/* out[h*out_stride + t] = dot(q + h*n, k + t*n) for h < nh, t < nt, each by
+ * the rule of cpu_dot_portable (bitwise equal to it).
+ * q (nh, n), k (nt, n), out (nh, out_stride). */
+void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+                  float *out, int64_t out_stride);
+
+/* y[i] = e^x[i] by a fixed rule (Cody-Waite reduction, degree-6 polynomial,
+ * about 1 ulp); inputs below -87.33654 (and -inf) give exactly 0, and x = 0
+ * gives exactly 1. Meant for x <= 0; x must not be NaN or above 88.
+ * x (n), y (n); x == y is allowed. */
+void cpu_exp(const float *x, float *y, int64_t n);
+
+/* Sum of x[0, n) with the lane rule and tree of cpu_dot_portable. x (n). */
+float cpu_sum(const float *x, int64_t n);
+
+/* Largest element of x[0, n), n >= 1 (exact; no NaN expected). x (n). */
+float cpu_max(const float *x, int64_t n);
+
+/* Online-softmax value update of one head over nt tokens:
+ *   o[d] = o[d] * alpha; then for t in [0, nt): o[d] = fmaf(p[t], v[t*v_stride + d], o[d])
+ * for every d < n. o (n), p (nt), v (nt, v_stride). */
+void cpu_rescale_accumulate(float *o, int64_t n, float alpha, const float *p, const float *v,
+                            int64_t nt, int64_t v_stride);
+
+/* Sum of 4-byte words over x[0, n) floats with wide independent accumulators:
+ * a streaming read for the bandwidth probe. x (n). */
+float cpu_stream_sum(const float *x, int64_t n);
+
+/* Which implementation cpu_dot_tile and friends use: "avx512" or "portable". */
+const char *cpu_kernels_isa(void);
+
+#endif /* GEM_CPU_KERNELS_H */
+
+/* Weighted sum of rows for the baseline's value stage, nh heads at once:
+ *   for t in [0, nt): for h < nh: for d < w:
+ *       acc[h*w + d] = fmaf(p[h*p_stride + t], v[t*v_stride + d], acc[h*w + d])
+ * accumulating into what acc holds. p (nh, p_stride), v (nt, v_stride),
+ * acc (nh, w). */
+void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,
+                       int64_t v_stride, int64_t nt, int64_t w, float *acc);

@@ -1,0 +1,242 @@
+/*
+ * CPU backend routes (baseline, fused) against the double reference on many
+ * shapes, partition counts and tiles; bitwise identity across thread counts
+ * and repeats; rows beyond live never read; kernels equal their scalar rule.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "gem/check.h"
+#include "gem/engine.h"
+#include "tcheck.h"
+
+/* Every route output must be this close to the double reference. */
+#define MAX_NMSE 1e-9
+#define MIN_CORR 0.9999999
+
+typedef struct result {
+    float *out;     /* (n_q_heads, dv) */
+    size_t n;
+    char sha[65];
+} result;
+
+/* Runs route with params on engine e (already loaded) and checks the audit. */
+static int run_route(gem_engine *e, gem_route route, int64_t P, int64_t T, size_t n,
+                     result *r)
+{
+    gem_route_params p = {P, T};
+    double sec = 0;
+    gem_status st = gem_engine_run(e, route, &p, &sec);
+    TCHECK_STATUS(st, GEM_OK);
+    if (st != GEM_OK)
+        return -1;
+    r->n = n;
+    r->out = malloc(n * sizeof(float));
+    gem_output_audit a = {99, 0};
+    TCHECK_STATUS(gem_engine_output(e, r->out, n, &a), GEM_OK);
+    TCHECK_EQ_I64(a.unwritten, 0);
+    TCHECK(a.guard_ok == 1);
+    TCHECK_STATUS(gem_sha256_hex(r->out, n * sizeof(float), r->sha), GEM_OK);
+    return 0;
+}
+
+static void check_against(const float *got, const double *ref, size_t n, const char *what)
+{
+    gem_compare c;
+    TCHECK_STATUS(gem_compare_f32_f64(got, ref, n, &c), GEM_OK);
+    TCHECK_EQ_I64(c.nonfinite, 0);
+    if (!TCHECK(c.nmse <= MAX_NMSE && c.correlation >= MIN_CORR))
+        fprintf(stderr, "     %s: nmse %.3g corr %.12f max_abs %.3g\n", what, c.nmse,
+                c.correlation, c.max_abs);
+}
+
+/* One shape: fused at several P and tiles, baseline at several P, online, all
+ * against the reference; then 1 / 2 / 5 threads bitwise equal. */
+static void check_shape(int64_t nq, int64_t nkv, int64_t dk, int64_t dv, int64_t live,
+                        int64_t cap, uint64_t seed)
+{
+    gem_attn_shape s = {nq, nkv, dk, dv, live, cap, 1.0f / sqrtf((float)dk)};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, seed, &in), GEM_OK);
+    size_t n = 0;
+    TCHECK_STATUS(gem_attn_shape_elems(&s, NULL, NULL, NULL, &n), GEM_OK);
+    double *ref = malloc(n * sizeof(double));
+    TCHECK_STATUS(gem_attn_reference(&s, &in.in, ref, n), GEM_OK);
+
+    gem_engine *e[3] = {NULL, NULL, NULL};
+    const int64_t threads[3] = {1, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, threads[i], &e[i]), GEM_OK);
+        TCHECK_STATUS(gem_engine_load(e[i], &s, &in.in, 1), GEM_OK);
+    }
+    char label[128];
+    const int64_t parts[] = {1, 3, 32, 64, 128, 256};
+    const int64_t tiles[] = {1, 3, 4, 8, 5};
+    for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
+        for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++) {
+            /* every tile at P = 32, every P at tile 4: the full cross is slow */
+            if (parts[pi] != 32 && tiles[ti] != 4)
+                continue;
+            result r[3];
+            int ok = 1;
+            for (int i = 0; i < 3; i++)
+                ok &= run_route(e[i], GEM_ROUTE_FUSED, parts[pi], tiles[ti], n, &r[i]) == 0;
+            if (!ok)
+                continue;
+            snprintf(label, sizeof label, "fused q%lld kv%lld dk%lld dv%lld live%lld P%lld T%lld",
+                     (long long)nq, (long long)nkv, (long long)dk, (long long)dv,
+                     (long long)live, (long long)parts[pi], (long long)tiles[ti]);
+            check_against(r[0].out, ref, n, label);
+            for (int i = 1; i < 3; i++)
+                if (!TCHECK(strcmp(r[0].sha, r[i].sha) == 0))
+                    fprintf(stderr, "     %s: threads 1 vs %lld differ\n", label,
+                            (long long)threads[i]);
+            result again;
+            if (run_route(e[2], GEM_ROUTE_FUSED, parts[pi], tiles[ti], n, &again) == 0) {
+                TCHECK(strcmp(again.sha, r[0].sha) == 0);
+                free(again.out);
+            }
+            for (int i = 0; i < 3; i++)
+                free(r[i].out);
+        }
+    }
+    const int64_t vparts[] = {16, 1, 7};
+    for (size_t pi = 0; pi < sizeof vparts / sizeof vparts[0]; pi++) {
+        result r[3];
+        int ok = 1;
+        for (int i = 0; i < 3; i++)
+            ok &= run_route(e[i], GEM_ROUTE_BASELINE, vparts[pi], 0, n, &r[i]) == 0;
+        if (!ok)
+            continue;
+        snprintf(label, sizeof label, "baseline q%lld kv%lld dk%lld dv%lld live%lld VP%lld",
+                 (long long)nq, (long long)nkv, (long long)dk, (long long)dv, (long long)live,
+                 (long long)vparts[pi]);
+        check_against(r[0].out, ref, n, label);
+        for (int i = 1; i < 3; i++)
+            TCHECK(strcmp(r[0].sha, r[i].sha) == 0);
+        for (int i = 0; i < 3; i++)
+            free(r[i].out);
+    }
+    result ro, rr;
+    if (run_route(e[1], GEM_ROUTE_ONLINE, 32, 0, n, &ro) == 0) {
+        check_against(ro.out, ref, n, "online");
+        free(ro.out);
+    }
+    if (run_route(e[1], GEM_ROUTE_REFERENCE, 0, 0, n, &rr) == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (!TCHECK(rr.out[i] == (float)ref[i]))
+                break;
+        free(rr.out);
+    }
+    for (int i = 0; i < 3; i++)
+        gem_engine_destroy(e[i]);
+    free(ref);
+    gem_inputs_free(&in);
+}
+
+/* Rows in [live, capacity) must not change the output of any route. */
+static void check_rows_beyond_live(void)
+{
+    gem_attn_shape s = {8, 2, 32, 32, 37, 64, 0.2f};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 7, &in), GEM_OK);
+    size_t n = 0;
+    gem_attn_shape_elems(&s, NULL, NULL, NULL, &n);
+    const gem_route routes[] = {GEM_ROUTE_FUSED, GEM_ROUTE_BASELINE};
+    char before[2][65], after[2][65];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) /* large but finite rows past live */
+            for (int64_t g = 0; g < s.n_kv_heads; g++)
+                for (int64_t t = s.live; t < s.capacity; t++) {
+                    for (int64_t i = 0; i < s.dk; i++)
+                        in.k[(g * s.capacity + t) * s.dk + i] = 1e4f;
+                    for (int64_t i = 0; i < s.dv; i++)
+                        in.v[(g * s.capacity + t) * s.dv + i] = -3e5f;
+                }
+        gem_engine *e;
+        TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 2, &e), GEM_OK);
+        TCHECK_STATUS(gem_engine_load(e, &s, &in.in, 1), GEM_OK);
+        for (int r = 0; r < 2; r++) {
+            result res;
+            if (run_route(e, routes[r], routes[r] == GEM_ROUTE_FUSED ? 32 : 16,
+                          routes[r] == GEM_ROUTE_FUSED ? 4 : 0, n, &res) == 0) {
+                memcpy(pass ? after[r] : before[r], res.sha, 65);
+                free(res.out);
+            }
+        }
+        gem_engine_destroy(e);
+    }
+    for (int r = 0; r < 2; r++)
+        TCHECK(strcmp(before[r], after[r]) == 0);
+    gem_inputs_free(&in);
+}
+
+/* The vector kernels follow their scalar rules bit for bit. */
+static void check_kernels(void)
+{
+    const int64_t ns[] = {512, 48, 13, 1, 33};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        const int64_t n = ns[a], nh = 6, nt = 7;
+        float *q = malloc((size_t)(nh * n) * sizeof(float));
+        float *k = malloc((size_t)(nt * n) * sizeof(float));
+        float out[6 * 7];
+        gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
+        gem_fill_uniform(12 + (uint64_t)a, -1.0f, 1.0f, k, (size_t)(nt * n));
+        cpu_dot_tile(q, nh, k, nt, n, out, nt);
+        int same = 1;
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t t = 0; t < nt; t++) {
+                const float want = cpu_dot_portable(q + h * n, k + t * n, n);
+                same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
+            }
+        TCHECK(same);
+        free(q);
+        free(k);
+    }
+    /* exp: exact at 0 and -inf, close to expf elsewhere */
+    float x[4096], y[4096];
+    for (int i = 0; i < 4096; i++)
+        x[i] = -100.0f * (float)i / 4095.0f;
+    x[1] = -INFINITY;
+    cpu_exp(x, y, 4096);
+    TCHECK(y[0] == 1.0f);
+    TCHECK(y[1] == 0.0f);
+    double worst = 0;
+    for (int i = 2; i < 4096; i++) {
+        const double want = exp((double)x[i]);
+        if (want < 1e-37) {
+            TCHECK(y[i] >= 0.0f && y[i] < 1e-36f);
+            continue;
+        }
+        const double rel = fabs((double)y[i] - want) / want;
+        worst = rel > worst ? rel : worst;
+    }
+    if (!TCHECK(worst < 4e-7))
+        fprintf(stderr, "     exp worst relative error %.3g\n", worst);
+    float p[3] = {0.5f, 0.25f, 2.0f};
+    float v[3 * 32], o[32], want[32];
+    gem_fill_uniform(5, -1.0f, 1.0f, v, 96);
+    gem_fill_uniform(6, -1.0f, 1.0f, o, 32);
+    for (int d = 0; d < 32; d++) {
+        float a = o[d] * 0.75f;
+        for (int t = 0; t < 3; t++)
+            a = fmaf(p[t], v[t * 32 + d], a);
+        want[d] = a;
+    }
+    cpu_rescale_accumulate(o, 32, 0.75f, p, v, 3, 32);
+    TCHECK(memcmp(o, want, sizeof o) == 0);
+}
+
+int main(void)
+{
+    check_kernels();
+    check_shape(32, 4, 512, 512, 4097, 4097, 1);  /* production heads and dims */
+    check_shape(8, 8, 13, 7, 13, 20, 2);          /* GQA ratio 1, odd dims, capacity > live */
+    check_shape(4, 2, 24, 40, 1, 3, 3);           /* ratio 2, dk != dv, one token */
+    check_shape(16, 2, 64, 48, 1000, 1000, 4);    /* ratio 8, dk != dv, 1,000 tokens */
+    check_shape(8, 1, 96, 33, 200, 211, 5);       /* ratio 8, P = 256 > live */
+    check_rows_beyond_live();
+    return tcheck_summary("test_cpu_routes");
+}
