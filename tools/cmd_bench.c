@@ -1,9 +1,471 @@
-/* PLACEHOLDER until the subcommand lands; replaced by its real implementation. */
+/*
+ * gem bench: ABBA timing of two routes through the engine API (any backend).
+ *
+ * For each live length: generate and load the inputs (with K/V copies that
+ * rotate, so short contexts are not timed out of cache), validate both routes
+ * in this run (two audited runs each: finite, all written, guard intact,
+ * repeat deterministic, A vs B and each vs the double reference within the
+ * gates) and refuse to time anything that did not validate; then warm up and
+ * time A B B A for N rounds. Prints min / median / max per route, the A/B
+ * ratio pair by pair, effective GB/s (K+V bytes read once / median time) and
+ * the fraction of the read bandwidth measured by the same engine in the same
+ * run. Writes one "gem.bench.v1" record (docs/receipts-bench.md).
+ * Exit status: 0 everything validated and was timed, 1 a validation failed,
+ * 2 bad usage or input.
+ */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "cli_routes.h"
+#include "gem/check.h"
+#include "gem/engine.h"
+#include "gem/receipt.h"
+
+#define CMD "bench"
+#define MAX_LENGTHS 64
+#define MAX_ROUNDS 1000
+
+static const int64_t default_lengths[] = {8192, 32768, 65536};
+
+static void help(void)
+{
+    printf("usage: gem bench [options]\n\n"
+           "Times route A and route B interleaved A B B A over N rounds after warm-up, on\n"
+           "seeded inputs of the production shape (32 query heads, 4 KV heads, D512, F32),\n"
+           "after validating both outputs in the same run. Reports min/median/max, the A/B\n"
+           "ratio pair by pair, GB/s (K+V read once / time) and the fraction of the read\n"
+           "bandwidth measured in the same run.\n\n"
+           "options:\n"
+           "  --a ROUTE            route A (default baseline)\n"
+           "  --a-partitions P     route A partitions (default: the route's)\n"
+           "  --a-tile T           route A tile (fused; default 4)\n"
+           "  --b ROUTE            route B (default fused)\n"
+           "  --b-partitions P     route B partitions (default 32 for fused)\n"
+           "  --b-tile T           route B tile (default 4 for fused)\n"
+           "  --lengths L,L,..     live tokens (default 8192,32768,65536; 128K ok)\n"
+           "  --rounds N           ABBA rounds (default 5)\n"
+           "  --warmup W           warm-up rounds of A and B (default 1)\n"
+           "  --copies C           K/V copies rotated between runs, 0 = enough for 512 MiB\n"
+           "                       (default 0, at most 64)\n"
+           "  --backend B          cpu or cuda (default cpu)\n"
+           "  --threads N          CPU threads, 0 = one per core (default 0)\n"
+           "  --seed S             run seed of the inputs (default 1)\n"
+           "  --scale X            score scale (default 1/sqrt(512))\n"
+           "  --bw-mib M           read-bandwidth probe size in MiB (default 1024)\n"
+           "  --bw-reps R          read-bandwidth repetitions, median taken (default 5)\n"
+           "  --no-double          skip the double-reference check (A vs B still gates)\n"
+           "  --out PATH           JSON record (default gem-bench.json)\n"
+           "  -h, --help           this text\n\n"
+           "exit status: 0 validated and timed, 1 a validation failed, 2 bad usage or input\n");
+}
+
+typedef struct bench_opts {
+    cli_route_spec a, b;
+    int64_t lengths[MAX_LENGTHS];
+    size_t n_lengths;
+    int64_t rounds, warmup, copies, threads, bw_mib, bw_reps;
+    gem_backend backend;
+    uint64_t seed;
+    float scale;
+    int check_double;
+    const char *out;
+} bench_opts;
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+typedef struct stats {
+    double min, median, max;
+} stats;
+
+static stats stats_of(const double *v, size_t n)
+{
+    double *s = malloc(n * sizeof *s);
+    stats r = {NAN, NAN, NAN};
+    if (!s || n == 0) {
+        free(s);
+        return r;
+    }
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_double);
+    r.min = s[0];
+    r.max = s[n - 1];
+    r.median = (n % 2) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return r;
+}
+
+static json_t *samples_json(const double *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, gem_receipt_real(v[i]));
+    return a;
+}
+
+static json_t *stats_json(stats s)
+{
+    return json_pack("{s:o, s:o, s:o}", "min", gem_receipt_real(s.min), "median",
+                     gem_receipt_real(s.median), "max", gem_receipt_real(s.max));
+}
+
+static json_t *audit_json(const cli_route_result *r)
+{
+    return json_pack("{s:s, s:b, s:b, s:I, s:b}", "output_sha256", r->sha256,
+                     "repeat_deterministic", r->deterministic, "finite", r->finite,
+                     "unwritten", (json_int_t)r->unwritten, "guard_ok", r->guard_ok);
+}
+
+/* Validates and times one length, appending its case to `cases`.
+ * Returns 0 timed, 1 refused (validation failed), 2 error. */
+static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t live,
+                        json_t *cases)
+{
+    const gem_attn_shape shape = cli_production_shape(live, o->scale);
+    char la[64], lb[64];
+    cli_route_label(&o->a, la, sizeof la);
+    cli_route_label(&o->b, lb, sizeof lb);
+    const double kv_bytes = (double)CLI_NKV * (double)live * (double)(2 * CLI_D) * 4.0;
+    int64_t copies = o->copies;
+    if (copies == 0) {
+        copies = (int64_t)ceil(512.0 * 1048576.0 / kv_bytes);
+        copies = copies < 1 ? 1 : (copies > 64 ? 64 : copies);
+    }
+    cli_progress("bench %lld tokens: generating inputs", (long long)live);
+    gem_owned_inputs in;
+    gem_status st = gem_inputs_make(&shape, o->seed, &in);
+    if (st != GEM_OK) {
+        cli_error(CMD, "inputs at %lld tokens: %s", (long long)live, gem_status_str(st));
+        return 2;
+    }
+    int rc = 2;
+    double *dbl = NULL, *ta = NULL, *tb = NULL, *ratio = NULL;
+    cli_route_result ra = {0}, rb = {0};
+    size_t n = 0;
+    gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
+    char qsha[65], ksha[65], vsha[65];
+    gem_sha256_hex(in.in.q, in.in.q_elems * sizeof(float), qsha);
+    gem_sha256_hex(in.in.k, in.in.k_elems * sizeof(float), ksha);
+    gem_sha256_hex(in.in.v, in.in.v_elems * sizeof(float), vsha);
+    cli_progress("bench %lld tokens: loading %lld cop%s of K/V", (long long)live,
+                 (long long)copies, copies == 1 ? "y" : "ies");
+    st = gem_engine_load(e, &shape, &in.in, copies);
+    if (st != GEM_OK) {
+        cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
+        goto done;
+    }
+    /* validation: every copy holds the same data, so two runs of each route
+     * on consecutive copies also check that the rotation changes nothing */
+    cli_progress("bench %lld tokens: validating %s and %s", (long long)live, la, lb);
+    if ((st = cli_route_run_checked(e, &o->a, n, 2, &ra)) != GEM_OK ||
+        (st = cli_route_run_checked(e, &o->b, n, 2, &rb)) != GEM_OK) {
+        cli_error(CMD, "route %s at %lld tokens: %s", ra.out ? lb : la, (long long)live,
+                  gem_status_str(st));
+        goto done;
+    }
+    gem_compare c_ab, c_ad = {0}, c_bd = {0};
+    gem_compare_f32_f32(rb.out, ra.out, n, &c_ab);
+    int valid = ra.finite && rb.finite && ra.unwritten == 0 && rb.unwritten == 0 &&
+                ra.guard_ok && rb.guard_ok && ra.deterministic && rb.deterministic &&
+                cli_compare_passes(&c_ab);
+    if (o->check_double) {
+        cli_progress("bench %lld tokens: double-precision reference", (long long)live);
+        dbl = malloc(n * sizeof(double));
+        if (!dbl || (st = gem_attn_reference(&shape, &in.in, dbl, n)) != GEM_OK) {
+            cli_error(CMD, "double reference: %s", gem_status_str(dbl ? st : GEM_ERR_NOMEM));
+            goto done;
+        }
+        gem_compare_f32_f64(ra.out, dbl, n, &c_ad);
+        gem_compare_f32_f64(rb.out, dbl, n, &c_bd);
+        valid = valid && cli_compare_passes(&c_ad) && cli_compare_passes(&c_bd);
+    }
+    json_t *val = json_pack("{s:o, s:o, s:o}", "a", audit_json(&ra), "b", audit_json(&rb),
+                            "b_vs_a", gem_receipt_compare(&c_ab));
+    if (val && o->check_double) {
+        json_object_set_new(val, "a_vs_double", gem_receipt_compare(&c_ad));
+        json_object_set_new(val, "b_vs_double", gem_receipt_compare(&c_bd));
+    }
+    json_object_set_new(val, "passed", json_boolean(valid));
+    json_t *c = json_pack("{s:I, s:o, s:o, s:I, s:f, s:o}", "live", (json_int_t)live, "seeds",
+                          json_pack("{s:o, s:o, s:o, s:o}", "run", gem_receipt_u64(o->seed),
+                                    "q", gem_receipt_u64(in.seeds.q), "k",
+                                    gem_receipt_u64(in.seeds.k), "v",
+                                    gem_receipt_u64(in.seeds.v)),
+                          "input_sha256",
+                          json_pack("{s:s, s:s, s:s}", "q", qsha, "k", ksha, "v", vsha),
+                          "copies", (json_int_t)copies, "kv_bytes", kv_bytes, "validation",
+                          val);
+    if (!c) {
+        cli_error(CMD, "out of memory building the record");
+        goto done;
+    }
+    json_array_append_new(cases, c);
+    if (!valid) {
+        printf("%-8lld REFUSED to time: the outputs did not validate "
+               "(b vs a corr %.9f nmse %.3e; finite %d/%d, unwritten %zu/%zu, guard %d/%d, "
+               "repeat %d/%d)\n",
+               (long long)live, c_ab.correlation, c_ab.nmse, ra.finite, rb.finite,
+               ra.unwritten, rb.unwritten, ra.guard_ok, rb.guard_ok, ra.deterministic,
+               rb.deterministic);
+        json_object_set_new(c, "verdict", json_string("refused"));
+        rc = 1;
+        goto done;
+    }
+
+    const gem_route_params pa = {o->a.partitions, o->a.tile}, pb = {o->b.partitions, o->b.tile};
+    cli_progress("bench %lld tokens: %lld warm-up and %lld ABBA rounds", (long long)live,
+                 (long long)o->warmup, (long long)o->rounds);
+    for (int64_t w = 0; w < o->warmup; w++) {
+        double s;
+        if ((st = gem_engine_run(e, o->a.route, &pa, &s)) != GEM_OK ||
+            (st = gem_engine_run(e, o->b.route, &pb, &s)) != GEM_OK) {
+            cli_error(CMD, "warm-up: %s", gem_status_str(st));
+            goto done;
+        }
+    }
+    const size_t ns = (size_t)(2 * o->rounds);
+    ta = malloc(ns * sizeof *ta);
+    tb = malloc(ns * sizeof *tb);
+    ratio = malloc(ns * sizeof *ratio);
+    if (!ta || !tb || !ratio) {
+        cli_error(CMD, "out of memory");
+        goto done;
+    }
+    for (int64_t r = 0; r < o->rounds; r++) {
+        double a1, b1, b2, a2;
+        if ((st = gem_engine_run(e, o->a.route, &pa, &a1)) != GEM_OK ||
+            (st = gem_engine_run(e, o->b.route, &pb, &b1)) != GEM_OK ||
+            (st = gem_engine_run(e, o->b.route, &pb, &b2)) != GEM_OK ||
+            (st = gem_engine_run(e, o->a.route, &pa, &a2)) != GEM_OK) {
+            cli_error(CMD, "timed run: %s", gem_status_str(st));
+            goto done;
+        }
+        ta[2 * r] = a1;
+        ta[2 * r + 1] = a2;
+        tb[2 * r] = b1;
+        tb[2 * r + 1] = b2;
+        ratio[2 * r] = a1 / b1;
+        ratio[2 * r + 1] = a2 / b2;
+    }
+    /* the last timed run's output must still be whole */
+    {
+        gem_output_audit au;
+        float *tmp = malloc(n * sizeof(float));
+        if (!tmp || gem_engine_output(e, tmp, n, &au) != GEM_OK || au.unwritten || !au.guard_ok) {
+            free(tmp);
+            cli_error(CMD, "the last timed output failed its audit");
+            rc = 1;
+            goto done;
+        }
+        free(tmp);
+    }
+    const stats sa = stats_of(ta, ns), sb = stats_of(tb, ns), sr = stats_of(ratio, ns);
+    const double ga = kv_bytes / sa.median / 1e9, gb = kv_bytes / sb.median / 1e9;
+    const double floor_s = kv_bytes / bw;
+    printf("%-8lld %-16s %9.3f %9.3f %9.3f %8.2f %6.1f%% %7.2fx\n", (long long)live, la,
+           sa.min * 1e3, sa.median * 1e3, sa.max * 1e3, ga, 100.0 * ga * 1e9 / bw,
+           sa.median / floor_s);
+    printf("%-8s %-16s %9.3f %9.3f %9.3f %8.2f %6.1f%% %7.2fx\n", "", lb, sb.min * 1e3,
+           sb.median * 1e3, sb.max * 1e3, gb, 100.0 * gb * 1e9 / bw, sb.median / floor_s);
+    printf("%-8s A/B ratio median %.3f (pairs %zu, min %.3f, max %.3f); floor %.3f ms\n", "",
+           sr.median, ns, sr.min, sr.max, floor_s * 1e3);
+    fflush(stdout);
+    json_t *timing = json_pack(
+        "{s:I, s:I, s:{s:o, s:o}, s:{s:o, s:o}, s:{s:o, s:o}}", "rounds", (json_int_t)o->rounds,
+        "warmup", (json_int_t)o->warmup, "a", "seconds", samples_json(ta, ns), "stats",
+        stats_json(sa), "b", "seconds", samples_json(tb, ns), "stats", stats_json(sb),
+        "ratio_a_over_b", "pairs", samples_json(ratio, ns), "stats", stats_json(sr));
+    json_object_set_new(c, "timing", timing);
+    json_object_set_new(c, "floor_seconds", gem_receipt_real(floor_s));
+    json_object_set_new(c, "gbps", json_pack("{s:o, s:o}", "a", gem_receipt_real(ga), "b",
+                                              gem_receipt_real(gb)));
+    json_object_set_new(c, "fraction_of_read_bandwidth",
+                        json_pack("{s:o, s:o}", "a", gem_receipt_real(ga * 1e9 / bw), "b",
+                                  gem_receipt_real(gb * 1e9 / bw)));
+    json_object_set_new(c, "verdict", json_string("timed"));
+    rc = 0;
+done:
+    free(dbl);
+    free(ta);
+    free(tb);
+    free(ratio);
+    cli_route_result_free(&ra);
+    cli_route_result_free(&rb);
+    gem_inputs_free(&in);
+    return rc;
+}
+
+static int parse_route_opt(const char *a, const char *v, bench_opts *o)
+{
+    cli_route_spec *s = (a[2] == 'a') ? &o->a : &o->b;
+    const char *rest = a + 3; /* after "--a" / "--b" */
+    if (*rest == '\0') {
+        if (gem_route_parse(v, &s->route) != GEM_OK) {
+            cli_error(CMD, "%s '%s' is not reference, online, baseline or fused", a, v);
+            return -1;
+        }
+    } else if (!strcmp(rest, "-partitions")) {
+        if (cli_parse_i64(v, 1, 1 << 20, &s->partitions)) {
+            cli_error(CMD, "%s '%s' is not in [1, 1048576]", a, v);
+            return -1;
+        }
+    } else if (!strcmp(rest, "-tile")) {
+        if (cli_parse_i64(v, 1, 1024, &s->tile)) {
+            cli_error(CMD, "%s '%s' is not in [1, 1024]", a, v);
+            return -1;
+        }
+    } else {
+        cli_error(CMD, "unknown option '%s' (see --help)", a);
+        return -1;
+    }
+    return 0;
+}
+
 int gem_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "gem %s: not available in this build yet\n", argv[0]);
-    return 2;
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.a.route = GEM_ROUTE_BASELINE;
+    o.b.route = GEM_ROUTE_FUSED;
+    o.n_lengths = sizeof default_lengths / sizeof default_lengths[0];
+    memcpy(o.lengths, default_lengths, sizeof default_lengths);
+    o.rounds = 5;
+    o.warmup = 1;
+    o.bw_mib = 1024;
+    o.bw_reps = 5;
+    o.backend = GEM_BACKEND_CPU;
+    o.seed = 1;
+    o.scale = 1.0f / sqrtf((float)CLI_D);
+    o.check_double = 1;
+    o.out = "gem-bench.json";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (!strcmp(a, "--no-double")) {
+            o.check_double = 0;
+            continue;
+        }
+        if (!v) {
+            cli_error(CMD, "unknown option or missing value: '%s' (see --help)", a);
+            return 2;
+        }
+        i++;
+        int bad = 0;
+        if (!strncmp(a, "--a", 3) && (a[3] == '\0' || a[3] == '-'))
+            bad = parse_route_opt(a, v, &o);
+        else if (!strncmp(a, "--b", 3) && (a[3] == '\0' || a[3] == '-') &&
+                 strncmp(a, "--bw-", 5) != 0 && strcmp(a, "--backend") != 0)
+            bad = parse_route_opt(a, v, &o);
+        else if (!strcmp(a, "--lengths"))
+            bad = cli_parse_i64_list(v, 1, (int64_t)1 << 24, o.lengths, MAX_LENGTHS,
+                                     &o.n_lengths);
+        else if (!strcmp(a, "--rounds"))
+            bad = cli_parse_i64(v, 1, MAX_ROUNDS, &o.rounds);
+        else if (!strcmp(a, "--warmup"))
+            bad = cli_parse_i64(v, 0, MAX_ROUNDS, &o.warmup);
+        else if (!strcmp(a, "--copies"))
+            bad = cli_parse_i64(v, 0, 64, &o.copies);
+        else if (!strcmp(a, "--threads"))
+            bad = cli_parse_i64(v, 0, 4096, &o.threads);
+        else if (!strcmp(a, "--bw-mib"))
+            bad = cli_parse_i64(v, 1, 1 << 20, &o.bw_mib);
+        else if (!strcmp(a, "--bw-reps"))
+            bad = cli_parse_i64(v, 1, 1000, &o.bw_reps);
+        else if (!strcmp(a, "--seed"))
+            bad = cli_parse_u64(v, &o.seed);
+        else if (!strcmp(a, "--backend"))
+            bad = gem_backend_parse(v, &o.backend) != GEM_OK;
+        else if (!strcmp(a, "--scale")) {
+            double x;
+            bad = cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38;
+            o.scale = (float)x;
+        } else if (!strcmp(a, "--out"))
+            o.out = v;
+        else {
+            cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+        if (bad) {
+            /* the route options print their own message */
+            if (strncmp(a, "--a", 3) && strncmp(a, "--b", 3))
+                cli_error(CMD, "bad value '%s' for %s (see --help)", v, a);
+            else if (!strcmp(a, "--backend") || !strncmp(a, "--bw-", 5))
+                cli_error(CMD, "bad value '%s' for %s (see --help)", v, a);
+            return 2;
+        }
+    }
+    if (cli_route_resolve(CMD, &o.a) || cli_route_resolve(CMD, &o.b))
+        return 2;
+    gem_engine *e = NULL;
+    gem_status st = gem_engine_create(o.backend, o.threads, &e);
+    if (st != GEM_OK) {
+        cli_error(CMD, "cannot start the %s backend: %s", gem_backend_name(o.backend),
+                  gem_status_str(st));
+        return 2;
+    }
+    const size_t bw_bytes = (size_t)o.bw_mib << 20;
+    cli_progress("bench: measuring read bandwidth over %lld MiB, %lld reps", (long long)o.bw_mib,
+                 (long long)o.bw_reps);
+    double bw = 0;
+    st = gem_engine_read_bandwidth(e, bw_bytes, o.bw_reps, &bw);
+    if (st != GEM_OK) {
+        cli_error(CMD, "read bandwidth: %s", gem_status_str(st));
+        gem_engine_destroy(e);
+        return 2;
+    }
+    char la[64], lb[64];
+    cli_route_label(&o.a, la, sizeof la);
+    cli_route_label(&o.b, lb, sizeof lb);
+    printf("gem bench: A = %s, B = %s on %s\n", la, lb, gem_engine_describe(e));
+    printf("read bandwidth %.2f GB/s (%lld MiB streaming read, median of %lld)\n", bw / 1e9,
+           (long long)o.bw_mib, (long long)o.bw_reps);
+    printf("%-8s %-16s %9s %9s %9s %8s %7s %8s\n", "live", "route", "min ms", "med ms", "max ms",
+           "GB/s", "of bw", "x floor");
+    json_t *doc = gem_receipt_new("gem.bench.v1", "gem bench", cli_git_commit());
+    json_t *cases = json_array();
+    int worst = 0;
+    if (!doc || !cases ||
+        json_object_set_new(doc, "backend", json_string(gem_backend_name(o.backend))) ||
+        json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
+        json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
+        json_object_set_new(doc, "geometry", gem_receipt_geometry(&(gem_attn_shape){
+                                                 CLI_NQ, CLI_NKV, CLI_D, CLI_D, 0, 0, o.scale})) ||
+        json_object_set_new(doc, "route_a", cli_route_json(&o.a)) ||
+        json_object_set_new(doc, "route_b", cli_route_json(&o.b)) ||
+        json_object_set_new(doc, "read_bandwidth",
+                            json_pack("{s:I, s:I, s:o}", "bytes", (json_int_t)bw_bytes, "reps",
+                                      (json_int_t)o.bw_reps, "bytes_per_second",
+                                      gem_receipt_real(bw))) ||
+        json_object_set(doc, "cases", cases)) {
+        cli_error(CMD, "out of memory");
+        worst = 2;
+    }
+    for (size_t i = 0; worst < 2 && i < o.n_lengths; i++) {
+        const int rc = bench_length(&o, e, bw, o.lengths[i], cases);
+        if (rc > worst)
+            worst = rc;
+    }
+    if (worst < 2) {
+        json_object_set_new(doc, "verdict", json_string(worst == 0 ? "timed" : "refused"));
+        st = gem_receipt_write(o.out, doc);
+        if (st != GEM_OK) {
+            cli_error(CMD, "cannot write %s: %s", o.out, gem_status_str(st));
+            worst = 2;
+        } else {
+            printf("record %s\n", o.out);
+        }
+    }
+    json_decref(cases);
+    json_decref(doc);
+    gem_engine_destroy(e);
+    return worst;
 }

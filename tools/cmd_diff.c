@@ -1,9 +1,323 @@
-/* PLACEHOLDER until the subcommand lands; replaced by its real implementation. */
+/*
+ * gem diff: operator differential of two routes on the same seeded inputs.
+ *
+ * For each live length: generate the inputs (gem_inputs_make), load them into
+ * one engine, run the reference route and the candidate route twice each
+ * (poisoned, audited outputs; repeat determinism by SHA-256), compute the
+ * double-precision reference, compare all three pairwise and write one raw
+ * "gem.diff.v1" record (docs/receipts-diff.md) named by the case id.
+ * Exit status: 0 every length passed, 1 a gate failed, 2 bad usage or input.
+ */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "cli.h"
+#include "cli_routes.h"
+#include "gem/check.h"
+#include "gem/engine.h"
+#include "gem/receipt.h"
+
+#define CMD "diff"
+#define MAX_LENGTHS 64
+
+static const int64_t default_lengths[] = {8191, 8192, 8193, 65536, 131072};
+
+static void help(void)
+{
+    printf("usage: gem diff [options]\n\n"
+           "Runs two routes on the same seeded inputs (32 query heads, 4 KV heads, D512, F32)\n"
+           "at each length, twice each, and compares them with each other and with the\n"
+           "double-precision reference. Gates: correlation >= %g and NMSE <= %g for every\n"
+           "pair; any NaN, unwritten element, damaged guard or repeat mismatch fails.\n"
+           "Writes one gem.diff.v1 JSON record per length (docs/receipts-diff.md).\n\n"
+           "options:\n"
+           "  --lengths L,L,..   live tokens (default 8191,8192,8193,65536,131072; 64K ok)\n"
+           "  --backend B        cpu or cuda (default cpu)\n"
+           "  --threads N        CPU threads, 0 = one per core (default 0)\n"
+           "  --seed S           run seed of the inputs (default 1)\n"
+           "  --scale X          score scale (default 1/sqrt(512))\n"
+           "  --route R          candidate route (default fused)\n"
+           "  --partitions P     candidate partitions (default 32 for fused)\n"
+           "  --tile T           candidate tile (default 4 for fused)\n"
+           "  --ref-route R      reference route (default baseline)\n"
+           "  --ref-partitions P reference route partitions (default 16 for baseline)\n"
+           "  --ref-tile T       reference route tile (fused only)\n"
+           "  --out DIR          where records go (default gem-diff; created)\n"
+           "  -h, --help         this text\n\n"
+           "exit status: 0 all lengths pass, 1 a gate failed, 2 bad usage or input\n",
+           CLI_MIN_CORRELATION, CLI_MAX_NMSE);
+}
+
+typedef struct diff_opts {
+    int64_t lengths[MAX_LENGTHS];
+    size_t n_lengths;
+    gem_backend backend;
+    int64_t threads;
+    uint64_t seed;
+    float scale;
+    cli_route_spec cand, ref;
+    const char *out_dir;
+} diff_opts;
+
+static int make_dir(const char *path)
+{
+    if (mkdir(path, 0777) == 0 || errno == EEXIST)
+        return 0;
+    return -1;
+}
+
+static void print_cmp(const char *what, const gem_compare *c)
+{
+    printf("    %-22s corr %.12f  nmse %.3e  max_abs %.3e%s\n", what, c->correlation, c->nmse,
+           c->max_abs, cli_compare_passes(c) ? "" : "  FAIL");
+}
+
+/* One length; returns 0 pass, 1 fail, 2 error (message printed). */
+static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
+{
+    const gem_attn_shape shape = cli_production_shape(live, o->scale);
+    char cand_label[64], ref_label[64], case_id[256];
+    cli_route_label(&o->cand, cand_label, sizeof cand_label);
+    cli_route_label(&o->ref, ref_label, sizeof ref_label);
+    snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-f32-seed%llu",
+             gem_backend_name(o->backend), cand_label, ref_label, (long long)live,
+             (unsigned long long)o->seed);
+    cli_progress("%s: generating inputs", case_id);
+    gem_owned_inputs in;
+    gem_status st = gem_inputs_make(&shape, o->seed, &in);
+    if (st != GEM_OK) {
+        cli_error(CMD, "inputs at %lld tokens: %s", (long long)live, gem_status_str(st));
+        return 2;
+    }
+    int rc = 2;
+    double *dbl = NULL;
+    cli_route_result rr = {0}, cr = {0};
+    json_t *doc = NULL;
+    char qsha[65], ksha[65], vsha[65];
+    size_t n = 0;
+    gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
+    gem_sha256_hex(in.in.q, in.in.q_elems * sizeof(float), qsha);
+    gem_sha256_hex(in.in.k, in.in.k_elems * sizeof(float), ksha);
+    gem_sha256_hex(in.in.v, in.in.v_elems * sizeof(float), vsha);
+
+    cli_progress("%s: loading into the %s engine", case_id, gem_backend_name(o->backend));
+    st = gem_engine_load(e, &shape, &in.in, 1);
+    if (st != GEM_OK) {
+        cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
+        goto done;
+    }
+    cli_progress("%s: reference route %s, two runs", case_id, ref_label);
+    st = cli_route_run_checked(e, &o->ref, n, 2, &rr);
+    if (st != GEM_OK) {
+        cli_error(CMD, "route %s at %lld tokens: %s", ref_label, (long long)live,
+                  gem_status_str(st));
+        goto done;
+    }
+    cli_progress("%s: candidate route %s, two runs", case_id, cand_label);
+    st = cli_route_run_checked(e, &o->cand, n, 2, &cr);
+    if (st != GEM_OK) {
+        cli_error(CMD, "route %s at %lld tokens: %s", cand_label, (long long)live,
+                  gem_status_str(st));
+        goto done;
+    }
+    cli_progress("%s: double-precision reference (single thread)", case_id);
+    dbl = malloc(n * sizeof(double));
+    if (!dbl || (st = gem_attn_reference(&shape, &in.in, dbl, n)) != GEM_OK) {
+        cli_error(CMD, "double reference at %lld tokens: %s", (long long)live,
+                  gem_status_str(dbl ? st : GEM_ERR_NOMEM));
+        goto done;
+    }
+    gem_compare c_cr, c_rd, c_cd;
+    gem_compare_f32_f32(cr.out, rr.out, n, &c_cr);
+    gem_compare_f32_f64(rr.out, dbl, n, &c_rd);
+    gem_compare_f32_f64(cr.out, dbl, n, &c_cd);
+    const int pass = rr.finite && cr.finite && rr.unwritten == 0 && cr.unwritten == 0 &&
+                     rr.guard_ok && cr.guard_ok && rr.deterministic && cr.deterministic &&
+                     cli_compare_passes(&c_cr) && cli_compare_passes(&c_rd) &&
+                     cli_compare_passes(&c_cd);
+
+    const gem_input_seeds sd = in.seeds;
+    doc = gem_receipt_new("gem.diff.v1", "gem diff", cli_git_commit());
+    json_t *thr = json_pack("{s:f, s:f}", "min_correlation", CLI_MIN_CORRELATION, "max_nmse",
+                            CLI_MAX_NMSE);
+    if (!doc || !thr ||
+        json_object_set_new(doc, "case_id", json_string(case_id)) ||
+        json_object_set_new(doc, "backend", json_string(gem_backend_name(o->backend))) ||
+        json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
+        json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
+        json_object_set_new(doc, "geometry", gem_receipt_geometry(&shape)) ||
+        json_object_set_new(doc, "reference_route", cli_route_json(&o->ref)) ||
+        json_object_set_new(doc, "candidate_route", cli_route_json(&o->cand)) ||
+        json_object_set_new(doc, "seeds",
+                            json_pack("{s:o, s:o, s:o, s:o}", "run", gem_receipt_u64(o->seed),
+                                      "q", gem_receipt_u64(sd.q), "k", gem_receipt_u64(sd.k),
+                                      "v", gem_receipt_u64(sd.v))) ||
+        json_object_set_new(doc, "input_sha256",
+                            json_pack("{s:s, s:s, s:s}", "q", qsha, "k", ksha, "v", vsha)) ||
+        json_object_set_new(doc, "output_sha256",
+                            json_pack("{s:s, s:s}", "reference", rr.sha256, "candidate",
+                                      cr.sha256)) ||
+        json_object_set_new(doc, "repeat_deterministic",
+                            json_pack("{s:b, s:b}", "reference", rr.deterministic, "candidate",
+                                      cr.deterministic)) ||
+        json_object_set_new(doc, "finite",
+                            json_pack("{s:b, s:b}", "reference", rr.finite, "candidate",
+                                      cr.finite)) ||
+        json_object_set_new(doc, "unwritten",
+                            json_pack("{s:I, s:I}", "reference", (json_int_t)rr.unwritten,
+                                      "candidate", (json_int_t)cr.unwritten)) ||
+        json_object_set_new(doc, "guard_ok",
+                            json_pack("{s:b, s:b}", "reference", rr.guard_ok, "candidate",
+                                      cr.guard_ok)) ||
+        json_object_set_new(doc, "candidate_vs_reference", gem_receipt_compare(&c_cr)) ||
+        json_object_set_new(doc, "reference_vs_double", gem_receipt_compare(&c_rd)) ||
+        json_object_set_new(doc, "candidate_vs_double", gem_receipt_compare(&c_cd)) ||
+        json_object_set_new(doc, "thresholds", thr) ||
+        json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"))) {
+        cli_error(CMD, "out of memory building the record");
+        goto done;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.json", o->out_dir, case_id);
+    st = gem_receipt_write(path, doc);
+    if (st != GEM_OK) {
+        cli_error(CMD, "cannot write %s: %s", path, gem_status_str(st));
+        goto done;
+    }
+    printf("%-8lld %-9s %-9s %-6s %-6s  %s\n", (long long)live, rr.deterministic ? "yes" : "NO",
+           cr.deterministic ? "yes" : "NO",
+           (rr.finite && cr.finite) ? "yes" : "NO",
+           (rr.unwritten == 0 && cr.unwritten == 0 && rr.guard_ok && cr.guard_ok) ? "ok" : "BAD",
+           pass ? "pass" : "FAIL");
+    print_cmp("candidate vs reference", &c_cr);
+    print_cmp("reference vs double", &c_rd);
+    print_cmp("candidate vs double", &c_cd);
+    printf("    record %s\n", path);
+    fflush(stdout);
+    rc = pass ? 0 : 1;
+done:
+    json_decref(doc);
+    free(dbl);
+    cli_route_result_free(&rr);
+    cli_route_result_free(&cr);
+    gem_inputs_free(&in);
+    return rc;
+}
+
 int gem_cmd_diff(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "gem %s: not available in this build yet\n", argv[0]);
-    return 2;
+    diff_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_lengths = sizeof default_lengths / sizeof default_lengths[0];
+    memcpy(o.lengths, default_lengths, sizeof default_lengths);
+    o.backend = GEM_BACKEND_CPU;
+    o.seed = 1;
+    o.scale = 1.0f / sqrtf((float)CLI_D);
+    o.cand.route = GEM_ROUTE_FUSED;
+    o.ref.route = GEM_ROUTE_BASELINE;
+    o.out_dir = "gem-diff";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (!v) {
+            cli_error(CMD, "unknown option or missing value: '%s' (see --help)", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--lengths")) {
+            if (cli_parse_i64_list(v, 1, (int64_t)1 << 24, o.lengths, MAX_LENGTHS,
+                                   &o.n_lengths)) {
+                cli_error(CMD, "--lengths '%s' is not a list of lengths in [1, 16M]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--backend")) {
+            if (gem_backend_parse(v, &o.backend) != GEM_OK) {
+                cli_error(CMD, "--backend '%s' is not cpu or cuda", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            if (cli_parse_i64(v, 0, 4096, &o.threads)) {
+                cli_error(CMD, "--threads '%s' is not in [0, 4096]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_parse_u64(v, &o.seed)) {
+                cli_error(CMD, "--seed '%s' is not an unsigned 64-bit integer", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--scale")) {
+            double x;
+            if (cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38) {
+                cli_error(CMD, "--scale '%s' is not a positive finite float", v);
+                return 2;
+            }
+            o.scale = (float)x;
+        } else if (!strcmp(a, "--route") || !strcmp(a, "--ref-route")) {
+            gem_route r;
+            if (gem_route_parse(v, &r) != GEM_OK) {
+                cli_error(CMD, "%s '%s' is not reference, online, baseline or fused", a, v);
+                return 2;
+            }
+            (!strcmp(a, "--route") ? &o.cand : &o.ref)->route = r;
+        } else if (!strcmp(a, "--partitions") || !strcmp(a, "--ref-partitions")) {
+            int64_t p;
+            if (cli_parse_i64(v, 1, 1 << 20, &p)) {
+                cli_error(CMD, "%s '%s' is not in [1, 1048576]", a, v);
+                return 2;
+            }
+            (!strcmp(a, "--partitions") ? &o.cand : &o.ref)->partitions = p;
+        } else if (!strcmp(a, "--tile") || !strcmp(a, "--ref-tile")) {
+            int64_t t;
+            if (cli_parse_i64(v, 1, 1024, &t)) {
+                cli_error(CMD, "%s '%s' is not in [1, 1024]", a, v);
+                return 2;
+            }
+            (!strcmp(a, "--tile") ? &o.cand : &o.ref)->tile = t;
+        } else if (!strcmp(a, "--out")) {
+            o.out_dir = v;
+        } else {
+            cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (cli_route_resolve(CMD, &o.cand) || cli_route_resolve(CMD, &o.ref))
+        return 2;
+    if (make_dir(o.out_dir)) {
+        cli_error(CMD, "cannot create output directory '%s': %s", o.out_dir, strerror(errno));
+        return 2;
+    }
+    gem_engine *e = NULL;
+    gem_status st = gem_engine_create(o.backend, o.threads, &e);
+    if (st != GEM_OK) {
+        cli_error(CMD, "cannot start the %s backend: %s", gem_backend_name(o.backend),
+                  gem_status_str(st));
+        return 2;
+    }
+    char cl[64], rl[64];
+    cli_route_label(&o.cand, cl, sizeof cl);
+    cli_route_label(&o.ref, rl, sizeof rl);
+    printf("gem diff: candidate %s vs reference %s on %s\n", cl, rl, gem_engine_describe(e));
+    printf("%-8s %-9s %-9s %-6s %-6s  %s\n", "live", "ref-rep", "cand-rep", "finite", "audit",
+           "verdict");
+    int worst = 0;
+    for (size_t i = 0; i < o.n_lengths; i++) {
+        const int rc = diff_length(&o, e, o.lengths[i]);
+        if (rc > worst)
+            worst = rc;
+        if (rc == 2)
+            break;
+    }
+    gem_engine_destroy(e);
+    if (worst == 0)
+        printf("gem diff: all %zu lengths pass\n", o.n_lengths);
+    else if (worst == 1)
+        printf("gem diff: FAIL (a gate failed; see the records)\n");
+    return worst;
 }

@@ -1,0 +1,128 @@
+/*
+ * Route specifications and audited runs shared by diff, bench and run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_routes.h"
+#include "gem/receipt.h"
+
+int cli_route_resolve(const char *cmd, cli_route_spec *s)
+{
+    switch (s->route) {
+    case GEM_ROUTE_FUSED:
+        if (s->partitions == 0)
+            s->partitions = 32;
+        if (s->tile == 0)
+            s->tile = 4;
+        return 0;
+    case GEM_ROUTE_BASELINE:
+    case GEM_ROUTE_ONLINE:
+        if (s->tile != 0) {
+            cli_error(cmd, "route %s has no tile parameter", gem_route_name(s->route));
+            return -1;
+        }
+        if (s->partitions == 0)
+            s->partitions = s->route == GEM_ROUTE_BASELINE ? 16 : 32;
+        return 0;
+    case GEM_ROUTE_REFERENCE:
+        if (s->tile != 0 || s->partitions != 0) {
+            cli_error(cmd, "route reference has no partitions or tile");
+            return -1;
+        }
+        return 0;
+    default:
+        cli_error(cmd, "unknown route");
+        return -1;
+    }
+}
+
+void cli_route_label(const cli_route_spec *s, char *buf, size_t cap)
+{
+    const char *name = gem_route_name(s->route);
+    if (s->route == GEM_ROUTE_REFERENCE)
+        snprintf(buf, cap, "%s", name);
+    else if (s->tile > 0)
+        snprintf(buf, cap, "%s_p%lld_t%lld", name, (long long)s->partitions, (long long)s->tile);
+    else
+        snprintf(buf, cap, "%s_p%lld", name, (long long)s->partitions);
+}
+
+json_t *cli_route_json(const cli_route_spec *s)
+{
+    return json_pack("{s:s, s:I, s:I}", "route", gem_route_name(s->route), "partitions",
+                     (json_int_t)s->partitions, "tile", (json_int_t)s->tile);
+}
+
+gem_attn_shape cli_production_shape(int64_t live, float scale)
+{
+    gem_attn_shape s = {CLI_NQ, CLI_NKV, CLI_D, CLI_D, live, live, scale};
+    return s;
+}
+
+gem_status cli_route_run_checked(gem_engine *e, const cli_route_spec *spec, size_t n,
+                                 int runs, cli_route_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    r->deterministic = 1;
+    r->finite = 1;
+    r->guard_ok = 1;
+    float *buf = malloc(n * sizeof(float));
+    r->out = malloc(n * sizeof(float));
+    if (!buf || !r->out) {
+        free(buf);
+        free(r->out);
+        r->out = NULL;
+        return r->status = GEM_ERR_NOMEM;
+    }
+    const gem_route_params p = {spec->partitions, spec->tile};
+    for (int i = 0; i < runs; i++) {
+        double sec = 0;
+        gem_status st = gem_engine_run(e, spec->route, &p, &sec);
+        gem_output_audit a = {0, 1};
+        if (st == GEM_OK)
+            st = gem_engine_output(e, i == 0 ? r->out : buf, n, &a);
+        if (st != GEM_OK) {
+            free(buf);
+            free(r->out);
+            r->out = NULL;
+            return r->status = st;
+        }
+        if (i == 0)
+            r->seconds = sec;
+        if (a.unwritten > r->unwritten)
+            r->unwritten = a.unwritten;
+        if (!a.guard_ok)
+            r->guard_ok = 0;
+        const float *o = i == 0 ? r->out : buf;
+        char sha[65];
+        gem_sha256_hex(o, n * sizeof(float), sha);
+        if (i == 0)
+            memcpy(r->sha256, sha, sizeof sha);
+        else if (strcmp(sha, r->sha256) != 0)
+            r->deterministic = 0;
+        for (size_t k = 0; k < n; k++)
+            if (!isfinite(o[k])) {
+                r->finite = 0;
+                break;
+            }
+    }
+    free(buf);
+    return r->status = GEM_OK;
+}
+
+void cli_route_result_free(cli_route_result *r)
+{
+    free(r->out);
+    r->out = NULL;
+}
+
+int cli_compare_passes(const gem_compare *c)
+{
+    return c->nonfinite == 0 && isfinite(c->correlation) && isfinite(c->nmse) &&
+           c->correlation >= CLI_MIN_CORRELATION && c->nmse <= CLI_MAX_NMSE;
+}

@@ -1,0 +1,70 @@
+/*
+ * Helpers shared by `gem diff`, `gem bench` and `gem run`: route
+ * specifications with explicit defaults, stable labels, the production shape,
+ * and "run a route on an engine and audit its output".
+ */
+#ifndef GEM_CLI_ROUTES_H
+#define GEM_CLI_ROUTES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "gem/check.h"
+#include "gem/engine.h"
+
+/* Gates between two routes and between a route and the double reference
+ * (the design's operator differential thresholds). */
+#define CLI_MIN_CORRELATION 0.9999
+#define CLI_MAX_NMSE 1e-4
+
+/* The production shape of the design: 32 query heads, 4 KV heads, D512. */
+#define CLI_NQ 32
+#define CLI_NKV 4
+#define CLI_D 512
+
+/* A route and its parameters with every default made explicit. */
+typedef struct cli_route_spec {
+    gem_route route;
+    int64_t partitions; /* fused: P; baseline: value partitions; online: P; reference: 0 */
+    int64_t tile;       /* fused: tokens per tile; others: 0 */
+} cli_route_spec;
+
+/* Replaces zero fields with the route's defaults (fused P32 tile 4, baseline
+ * P16, online P32) and zeroes fields a route does not have.
+ * -1 (and a message naming `cmd`) for a tile given to a route without tiles. */
+int cli_route_resolve(const char *cmd, cli_route_spec *s);
+
+/* "fused_p32_t4", "baseline_p16", "online_p32", "reference". */
+void cli_route_label(const cli_route_spec *s, char *buf, size_t cap);
+
+/* {"route": name, "partitions": P, "tile": T}. */
+json_t *cli_route_json(const cli_route_spec *s);
+
+/* The production shape at `live` tokens (capacity = live). */
+gem_attn_shape cli_production_shape(int64_t live, float scale);
+
+/* The outcome of running one route `runs` times on the loaded inputs. */
+typedef struct cli_route_result {
+    gem_status status;     /* the first failing run's status, else GEM_OK */
+    float *out;            /* (n) the first run's output; free with cli_route_result_free */
+    size_t n;
+    char sha256[65];       /* of the first run's output */
+    int deterministic;     /* 1 when every run's output has the same digest */
+    int finite;            /* 1 when no element is NaN or infinite */
+    size_t unwritten;      /* most unwritten elements over the runs */
+    int guard_ok;          /* 1 when every run left the guard intact */
+    double seconds;        /* the first run's time */
+} cli_route_result;
+
+/* Runs spec `runs` (>= 1) times on e, auditing every output (n elements).
+ * Returns r->status; on a route error r->out is NULL. */
+gem_status cli_route_run_checked(gem_engine *e, const cli_route_spec *spec, size_t n,
+                                 int runs, cli_route_result *r);
+void cli_route_result_free(cli_route_result *r);
+
+/* 1 when the figures pass the gates (finite, correlation, NMSE). */
+int cli_compare_passes(const gem_compare *c);
+
+#endif /* GEM_CLI_ROUTES_H */
