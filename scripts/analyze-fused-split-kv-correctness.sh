@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The design's correctness analyzer: the digested CPU gate, the resource
+# analysis, five operator differentials and three model differentials, every
+# raw file bound by digest. Never reports promotion eligibility.
+#   usage: analyze-fused-split-kv-correctness.sh --merge R --merge-analysis A \
+#            --resources R --resources-analysis A --diff F (x5) --model F (x3) [--out PATH]
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/gem-analyze-common.sh"
+exec "$GEM" analyze correctness "$@"

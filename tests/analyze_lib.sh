@@ -1,0 +1,50 @@
+# Helpers for the analyzer tests (sourced). Each tampered input must be
+# rejected with exit status 1 and exactly one line on stderr naming the
+# defect class; a good input must pass with status 0.
+#   needs: GEM (the gem binary), WORK (a scratch directory)
+passed=0
+failed=0
+
+# expect_fail NAME CLASS COMMAND...
+expect_fail() {
+  local name="$1" cls="$2"
+  shift 2
+  local rc=0
+  GEM_QUIET=1 "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || rc=$?
+  local lines
+  lines=$(wc -l <"$WORK/err.txt")
+  if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -qF -- "$cls" "$WORK/err.txt"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: wanted exit 1 and one line with '$cls'; got exit $rc, $lines line(s):" >&2
+    sed 's/^/     /' "$WORK/err.txt" >&2
+  fi
+}
+
+# expect_pass NAME COMMAND...
+expect_pass() {
+  local name="$1"
+  shift
+  local rc=0
+  GEM_QUIET=1 "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || rc=$?
+  if [ "$rc" -eq 0 ] && grep -q ": pass" "$WORK/out.txt"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: wanted a pass, got exit $rc:" >&2
+    sed 's/^/     /' "$WORK/err.txt" "$WORK/out.txt" >&2
+  fi
+}
+
+# check NAME CONDITION-COMMAND...
+check() {
+  local name="$1"
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
+}
+
+summary() {
+  echo "$1: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+}
