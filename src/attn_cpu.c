@@ -8,9 +8,11 @@
  * The output buffer is guarded (gem_guard_alloc): every run poisons it first,
  * and gem_engine_output reports unwritten elements and guard damage.
  */
+#define _DEFAULT_SOURCE 1 /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,13 +125,37 @@ static void destroy(void *impl)
 static int64_t threads_op(const void *impl) { return ((const cpu_impl *)impl)->ctx.threads; }
 static const char *describe(const void *impl) { return ((const cpu_impl *)impl)->desc; }
 
-/* A 64-byte aligned copy of n floats (the allocation rounded up to 64 bytes). */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Allocates `bytes` for streaming: 64-byte aligned; from 2 MiB up, aligned to
+ * 2 MiB and advised to use transparent huge pages where the kernel offers
+ * them, so long K/V streams do not take a TLB miss (and a hardware-prefetch
+ * restart) every 4 KiB. The advice only changes speed, never contents.
+ * NULL on overflow or no memory. Free with free(). */
+static void *stream_alloc(size_t bytes)
+{
+    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    size_t rounded = 0;
+    if (gem_add_size(bytes, align - 1, &rounded) != GEM_OK)
+        return NULL;
+    rounded = rounded / align * align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, rounded ? rounded : align) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* A stream_alloc copy of n floats. */
 static float *aligned_copy(const float *src, size_t n)
 {
     size_t bytes = 0;
-    if (gem_mul_size(n, sizeof(float), &bytes) != GEM_OK || gem_add_size(bytes, 63, &bytes) != GEM_OK)
+    if (gem_mul_size(n, sizeof(float), &bytes) != GEM_OK)
         return NULL;
-    float *p = aligned_alloc(64, bytes / 64 * 64);
+    float *p = stream_alloc(bytes);
     if (p)
         memcpy(p, src, n * sizeof(float));
     return p;
@@ -260,7 +286,7 @@ static gem_status read_bandwidth(void *impl, size_t bytes, int64_t reps, double 
 {
     cpu_impl *im = impl;
     const size_t n = bytes / sizeof(float);
-    float *buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    float *buf = stream_alloc(n * sizeof(float)); /* the same page policy as K and V */
     double *times = calloc((size_t)reps, sizeof *times);
     const int64_t items = im->ctx.threads * 4;
     float *sums = calloc((size_t)items, sizeof *sums);

@@ -15,8 +15,9 @@
  *   maxima (P, n_q_heads), denominators (P, n_q_heads), numerators
  *   (P, n_q_heads, dv): exactly gem_attention_online_scratch_bytes.
  * Second pass: one item per query head merges partials 0..P-1 in that order
- * with gem_online_merge (which also validates every state) and writes O/S with
- * gem_online_finalize.
+ * with the identity of gem_online_merge (merge_into: the same expressions, so
+ * the same bits) and writes O/S with gem_online_finalize, which validates the
+ * merged state.
  *
  * Every item's arithmetic depends only on (g, p) or h, never on the thread
  * that runs it, so the output is bitwise the same for any thread count.
@@ -109,17 +110,49 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     j->status[item] = GEM_OK;
 }
 
+/* The merge identity of gem_online_merge for an accumulated state (m, s, o)
+ * and partial b, written out so the partials need no second pass:
+ *   M = max(m, Mb), S = s e^(m-M) + Sb e^(Mb-M), O = o e^(m-M) + Ob e^(Mb-M)
+ * with an empty state (S = 0) the identity on either side. The same
+ * expressions as gem_online_merge (same libm expf, same operation order), so
+ * the result is the same bits. The partial's scalars are validated here; a
+ * non-finite numerator propagates to the output, where gem_online_finalize
+ * rejects it. o (dv), ob (dv). */
+static gem_status merge_into(int64_t dv, float *m, float *s, float *o, float mb, float sb,
+                             const float *ob)
+{
+    const int empty_b = (mb == -INFINITY && sb == 0.0f);
+    const int valid_b = empty_b || (isfinite(mb) && isfinite(sb) && sb > 0.0f);
+    if (!valid_b)
+        return GEM_ERR_STATE;
+    if (empty_b)
+        return GEM_OK;
+    if (*s == 0.0f) {
+        memcpy(o, ob, (size_t)dv * sizeof(float));
+        *m = mb;
+        *s = sb;
+        return GEM_OK;
+    }
+    const float mm = *m > mb ? *m : mb;
+    const float ea = expf(*m - mm), eb = expf(mb - mm);
+    for (int64_t i = 0; i < dv; i++)
+        o[i] = o[i] * ea + ob[i] * eb;
+    *s = *s * ea + sb * eb;
+    *m = mm;
+    return GEM_OK;
+}
+
 static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
 {
     const fused_job *j = ctx;
     const int64_t dv = j->dv, nq = j->n_q;
     float *acc = j->ws + thread * j->ws_stride; /* (dv) */
-    float am = j->pm[h], as = j->ps[h];
-    memcpy(acc, j->po + h * dv, (size_t)dv * sizeof(float));
+    float am = -INFINITY, as = 0.0f;
+    memset(acc, 0, (size_t)dv * sizeof(float));
     gem_status st = GEM_OK;
-    for (int64_t p = 1; p < j->partitions && st == GEM_OK; p++)
-        st = gem_online_merge(dv, am, as, acc, j->pm[p * nq + h], j->ps[p * nq + h],
-                              j->po + (p * nq + h) * dv, &am, &as, acc);
+    for (int64_t p = 0; p < j->partitions && st == GEM_OK; p++)
+        st = merge_into(dv, &am, &as, acc, j->pm[p * nq + h], j->ps[p * nq + h],
+                        j->po + (p * nq + h) * dv);
     if (st == GEM_OK)
         st = gem_online_finalize(dv, am, as, acc, j->out + h * dv);
     j->status[h] = st;

@@ -63,8 +63,12 @@ static void dot_4x4(const float *q, const float *k, int64_t n, float *out, int64
             acc[h][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         __m512 kv[4];
-        for (int t = 0; t < 4; t++)
+        for (int t = 0; t < 4; t++) {
             kv[t] = _mm512_loadu_ps(k + t * n + i);
+            /* keep each K vector in a register: without this gcc folds the
+             * load into every FMA and reads K four times from L1 */
+            __asm__("" : "+v"(kv[t]));
+        }
         for (int h = 0; h < 4; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
