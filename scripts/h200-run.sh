@@ -12,7 +12,7 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench sweep final ncu (default: all, in that order)
+#            bench sweep final extra ncu (default: all, in that order)
 #   JOBS     build parallelism (default: nproc)
 #   FINAL_P, FINAL_TILE, FINAL_STAGES, FINAL_VSHARE
 #            force the final configuration instead of taking the sweep winners
@@ -27,13 +27,17 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$SRC/build-h200
 REC=$OUT/rec # receipts, tarred at the end
 mkdir -p "$REC"
-PHASES=${PHASES:-"build test sanitize resources diff bench sweep final ncu"}
+PHASES=${PHASES:-"build test sanitize resources diff bench sweep final extra ncu"}
 JOBS=${JOBS:-$(nproc)}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 T0=$(date +%s)
 step() { echo "== [$(($(date +%s) - T0))s] $*"; }
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 FAILS=()
+BUDGET_S=${BUDGET_S:-480} # optional steps are skipped past this many seconds
+late() { [ $(($(date +%s) - T0)) -gt "$BUDGET_S" ]; }
+# receipts so far -> OUT/receipts.tar.gz (so a run cut short still returns them)
+pack() { tar czf "$OUT/receipts.tar.gz.tmp" -C "$REC" . && mv "$OUT/receipts.tar.gz.tmp" "$OUT/receipts.tar.gz"; }
 fail() { FAILS+=("$1"); echo "!! FAILED: $1"; }
 export GEM_GIT_COMMIT=${GEM_GIT_COMMIT:-$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo unknown)}
 
@@ -77,7 +81,9 @@ EOF
         chmod +x /tmp/gemdeps/pkg-config
         CMAKE_EXTRA=(-DPKG_CONFIG_EXECUTABLE=/tmp/gemdeps/pkg-config -DOPENSSL_ROOT_DIR="$D"
             -DOPENSSL_USE_STATIC_LIBS=TRUE -DOPENSSL_INCLUDE_DIR="$D/include"
-            -DOPENSSL_CRYPTO_LIBRARY="$D/lib/libcrypto.a" -DOPENSSL_SSL_LIBRARY="$D/lib/libssl.a")
+            -DOPENSSL_CRYPTO_LIBRARY="$D/lib/libcrypto.a" -DOPENSSL_SSL_LIBRARY="$D/lib/libssl.a"
+            -DCMAKE_EXE_LINKER_FLAGS="-L$D/lib")
+        export LIBRARY_PATH=$D/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
     fi
     cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         "${CMAKE_EXTRA[@]}" >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; exit 2; }
@@ -103,15 +109,15 @@ fi
 
 if has sanitize; then
     step "compute-sanitizer on small shapes"
-    for tool in memcheck racecheck; do
-        for v in "1 0" "3 1"; do
-            set -- $v
-            GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 timeout 200 compute-sanitizer \
+    for tv in ${SANITIZE_SETS:-"memcheck:1:0 racecheck:3:1 memcheck:3:1 racecheck:1:0"}; do
+            IFS=: read -r tool s1 s2 <<<"$tv"
+            set -- "$s1" "$s2"
+            GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 timeout 120 compute-sanitizer \
                 --tool $tool --error-exitcode 9 "$BUILD/test_cuda_backend" --small \
                 >"$REC/sanitizer-$tool-s$1v$2.txt" 2>&1 || fail "compute-sanitizer $tool stages=$1 vshare=$2"
             tail -2 "$REC/sanitizer-$tool-s$1v$2.txt"
-        done
     done
+    pack
 fi
 
 # ---- resource receipt and ceilings ---------------------------------------------------
@@ -134,6 +140,7 @@ if has diff; then
     step "gem diff --backend cuda: fused P32 tile4 vs baseline vs double"
     "$GEM" diff --backend cuda --lengths 1,13,4097,8191,8192,8193,65536,131072 \
         --out "$REC/diff-design" || fail "gem diff design"
+    pack
 fi
 
 bench() { # name, env assignments..., -- bench args
@@ -142,9 +149,14 @@ bench() { # name, env assignments..., -- bench args
     local envs=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
+    if late && [ "$name" != final ]; then
+        echo "-- skipped bench $name: past the ${BUDGET_S}s budget"
+        return 0
+    fi
     step "bench $name"
     env "${envs[@]}" "$GEM" bench --backend cuda --out "$REC/bench-$name.json" "$@" ||
         fail "bench $name"
+    pack
 }
 
 # ---- design candidate vs baseline -------------------------------------------------------
@@ -180,32 +192,32 @@ if has sweep; then
     L=65536,131072
     # axis 1: P (design staging, tile 4): 32 vs 64, then the winner vs 128
     bench p32-vs-p64 -- --a fused --a-partitions 32 --a-tile 4 --b fused --b-partitions 64 \
-        --b-tile 4 --lengths $L --rounds 15 --no-double --bw-mib 1024
+        --b-tile 4 --lengths $L --rounds 10 --no-double --bw-mib 1024
     [ "$(better "$REC/bench-p32-vs-p64.json")" = b ] && BEST_P=64 || BEST_P=32
     bench p$BEST_P-vs-p128 -- --a fused --a-partitions $BEST_P --a-tile 4 --b fused \
-        --b-partitions 128 --b-tile 4 --lengths $L --rounds 15 --no-double --bw-mib 1024
+        --b-partitions 128 --b-tile 4 --lengths $L --rounds 10 --no-double --bw-mib 1024
     [ "$(better "$REC/bench-p$BEST_P-vs-p128.json")" = b ] && BEST_P=128
     echo "P winner: $BEST_P"
     # axis 2: tile at that P: 4 vs 8, then the winner vs 16
     bench t4-vs-t8 -- --a fused --a-partitions $BEST_P --a-tile 4 --b fused \
-        --b-partitions $BEST_P --b-tile 8 --lengths $L --rounds 15 --no-double --bw-mib 1024
+        --b-partitions $BEST_P --b-tile 8 --lengths $L --rounds 10 --no-double --bw-mib 1024
     [ "$(better "$REC/bench-t4-vs-t8.json")" = b ] && BEST_T=8 || BEST_T=4
     bench t$BEST_T-vs-t16 -- --a fused --a-partitions $BEST_P --a-tile $BEST_T --b fused \
-        --b-partitions $BEST_P --b-tile 16 --lengths $L --rounds 15 --no-double --bw-mib 1024
+        --b-partitions $BEST_P --b-tile 16 --lengths $L --rounds 10 --no-double --bw-mib 1024
     [ "$(better "$REC/bench-t$BEST_T-vs-t16.json")" = b ] && BEST_T=16
     echo "tile winner: $BEST_T"
     # axis 3: staging depth (separate processes; the baseline in each is the yardstick)
     declare -A SMED
     for s in 1 2 3; do
         bench stages$s GEM_CUDA_FUSED_STAGES=$s GEM_CUDA_FUSED_VSHARE=0 -- --a baseline --b fused \
-            --b-partitions $BEST_P --b-tile $BEST_T --lengths $L --rounds 15 --no-double --bw-mib 1024
+            --b-partitions $BEST_P --b-tile $BEST_T --lengths $L --rounds 10 --no-double --bw-mib 1024
         SMED[$s]=$(med "$REC/bench-stages$s.json" b 131072)
     done
     BEST_S=$(for s in 1 2 3; do echo "${SMED[$s]} $s"; done | sort -g | head -1 | cut -d' ' -f2)
     echo "stages winner: $BEST_S"
     # axis 4: V ownership at that depth
     bench vshare1 GEM_CUDA_FUSED_STAGES=$BEST_S GEM_CUDA_FUSED_VSHARE=1 -- --a baseline --b fused \
-        --b-partitions $BEST_P --b-tile $BEST_T --lengths $L --rounds 15 --no-double --bw-mib 1024
+        --b-partitions $BEST_P --b-tile $BEST_T --lengths $L --rounds 10 --no-double --bw-mib 1024
     v1=$(med "$REC/bench-vshare1.json" b 131072)
     BEST_V=$(python3 -c "print(1 if $v1 < ${SMED[$BEST_S]} else 0)")
     echo "vshare winner: $BEST_V"
@@ -215,14 +227,14 @@ if has sweep; then
             [ $pp = $BEST_P ] && continue
             bench v1-p$BEST_P-vs-p$pp GEM_CUDA_FUSED_STAGES=$BEST_S GEM_CUDA_FUSED_VSHARE=1 -- \
                 --a fused --a-partitions $BEST_P --a-tile $BEST_T --b fused --b-partitions $pp \
-                --b-tile $BEST_T --lengths $L --rounds 15 --no-double --bw-mib 1024
+                --b-tile $BEST_T --lengths $L --rounds 10 --no-double --bw-mib 1024
             [ "$(better "$REC/bench-v1-p$BEST_P-vs-p$pp.json")" = b ] && BEST_P=$pp
         done
         for tt in 4 8 16; do
             [ $tt = $BEST_T ] && continue
             bench v1-t$BEST_T-vs-t$tt GEM_CUDA_FUSED_STAGES=$BEST_S GEM_CUDA_FUSED_VSHARE=1 -- \
                 --a fused --a-partitions $BEST_P --a-tile $BEST_T --b fused --b-partitions $BEST_P \
-                --b-tile $tt --lengths $L --rounds 15 --no-double --bw-mib 1024
+                --b-tile $tt --lengths $L --rounds 10 --no-double --bw-mib 1024
             [ "$(better "$REC/bench-v1-t$BEST_T-vs-t$tt.json")" = b ] && BEST_T=$tt
         done
     fi
@@ -243,8 +255,15 @@ if has final; then
         --partitions $BEST_P --tile $BEST_T --out "$REC/resources-best.json" >/dev/null 2>&1
 fi
 
+# ---- extra: the deepest cp.async pipeline with V shared, at the final P / tile --------------
+if has extra; then
+    bench stages3-vshare1 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=1 -- --a baseline --b fused \
+        --b-partitions $BEST_P --b-tile $BEST_T --lengths 8192,65536,131072 --rounds 10 --no-double \
+        --bw-mib 1024
+fi
+
 # ---- ncu: DRAM bytes of both routes at 64K -----------------------------------------------
-if has ncu && command -v ncu >/dev/null; then
+if has ncu && command -v ncu >/dev/null && ! late; then
     for cfg in "design 1 0 32 4" "best $BEST_S $BEST_V $BEST_P $BEST_T"; do
         set -- $cfg
         step "ncu $1 (DRAM bytes at 64K)"
@@ -297,7 +316,7 @@ for f in sorted(glob.glob(os.path.join(rec, "ncu-*.csv"))):
                 print("   %-40s %-26s %s %s" % (p[4][:40], p[-3], p[-2], p[-1]))
 EOF
 cat "$OUT/summary.txt"
-(cd "$OUT" && tar czf receipts.tar.gz -C "$REC" . && rm -rf "$REC")
+pack && rm -rf "$REC"
 if [ ${#FAILS[@]} -gt 0 ]; then
     echo "FAILED steps: ${FAILS[*]}"
     exit 1

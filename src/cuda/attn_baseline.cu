@@ -12,10 +12,10 @@
  *                 back with its sum, then e / sum written back (in place).
  *   3. value:     the dim32 x split16 kernel: one block per (sequence partition,
  *                 32-dim output tile, KV head): 16 x 16 x 4 = 1,024 blocks at the
- *                 design's shape. Lane l owns output dim 32*tile + l; warp w takes
- *                 every eighth token of a staged 64-token chunk for all eight
- *                 heads (each V element is loaded once), and the eight warps'
- *                 sums are added in warp order. partials: (16, n_q_heads, 512),
+ *                 design's shape. Each thread owns four dims and one token slot of
+ *                 a staged 256-token chunk of weights for all eight heads (each V
+ *                 element is loaded once, as part of a float4); slots and warps
+ *                 are added in a fixed order. partials: (16, n_q_heads, 512),
  *                 1 MiB at 32 heads.
  *   4. reduce:    out[h, d] = sum over the 16 partials in partition order.
  *
@@ -146,45 +146,77 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_NORM_THREADS)
 {
     __shared__ float red[32];
     float *row = scores + (int64_t)blockIdx.x * live;
+    const int64_t step = blockDim.x;
+    /* each pass takes four strided elements per thread per step (loads in flight) */
     float mx = -INFINITY;
-    for (int64_t t = threadIdx.x; t < live; t += blockDim.x)
-        mx = fmaxf(mx, row[t]);
+    for (int64_t t = threadIdx.x; t < live; t += 4 * step) {
+        float x[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            x[u] = t + u * step < live ? row[t + u * step] : -INFINITY;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            mx = fmaxf(mx, x[u]);
+    }
     mx = gem_block_max(mx, red);
     float sum = 0.f;
-    for (int64_t t = threadIdx.x; t < live; t += blockDim.x) {
-        const float e = expf(row[t] - mx);
-        row[t] = e;
-        sum += e;
+    for (int64_t t = threadIdx.x; t < live; t += 4 * step) {
+        float x[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            x[u] = t + u * step < live ? row[t + u * step] : -INFINITY;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            if (t + u * step < live) {
+                const float e = expf(x[u] - mx);
+                row[t + u * step] = e;
+                sum += e;
+            }
+        }
     }
     sum = gem_block_sum(sum, red);
-    for (int64_t t = threadIdx.x; t < live; t += blockDim.x)
-        row[t] = row[t] / sum;
+    for (int64_t t = threadIdx.x; t < live; t += 4 * step) {
+        float x[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            x[u] = t + u * step < live ? row[t + u * step] : 0.f;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (t + u * step < live)
+                row[t + u * step] = x[u] / sum;
+    }
 }
 
 /* ---- 3. value ----------------------------------------------------------------- */
 
+/* Lane l of warp w owns the four dims 4*(l%8) .. +3 of the block's 32-dim tile
+ * and token slot l/8; per 256-token chunk it loads one float4 of V for each of
+ * its eight tokens (w*4 + l/8 + 32*k), so each V element is loaded once and a
+ * warp reads four 128-byte row segments per instruction. The 4 x 8 partial sums
+ * of a dim are added in a fixed order: token slots by butterfly, then warps. */
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_baseline_value(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
                        const float *__restrict__ v,       /* (n_kv_heads, live, 512) */
                        float *__restrict__ partials,      /* (P, n_q_heads, 512) */
                        int64_t live, int64_t partitions)
 {
-    __shared__ __align__(16) float ps[GEM_CU_VALUE_CHUNK][GEM_CU_GROUP];       /* 2 KiB */
-    __shared__ float red[GEM_CU_THREADS / 32][GEM_CU_GROUP][32];               /* 8 KiB */
+    __shared__ __align__(16) float ps[GEM_CU_VALUE_CHUNK][GEM_CU_GROUP];   /* 8 KiB */
+    __shared__ __align__(16) float red[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_CU_VALUE_DIM_TILE];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int quad = lane & 7, slot = lane >> 3;
     const int64_t p = blockIdx.x, g = blockIdx.z;
     const int64_t n_q_heads = (int64_t)gridDim.z * GEM_CU_GROUP;
-    const int64_t d = (int64_t)blockIdx.y * GEM_CU_VALUE_DIM_TILE + lane;
     const int64_t chunk = (live + partitions - 1) / partitions;
     const int64_t begin = min(p * chunk, live);
     const int64_t end = min(begin + chunk, live);
-    const float *vg = v + g * live * GEM_CU_D + d;
+    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * live * GEM_CU_ROW_F4 +
+                       blockIdx.y * (GEM_CU_VALUE_DIM_TILE / 4) + quad;
     const float *wg = weights + g * GEM_CU_GROUP * live;
 
-    float acc[GEM_CU_GROUP];
+    float4 acc[GEM_CU_GROUP];
 #pragma unroll
     for (int h = 0; h < GEM_CU_GROUP; h++)
-        acc[h] = 0.f;
+        acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int64_t c0 = begin; c0 < end; c0 += GEM_CU_VALUE_CHUNK) {
         __syncthreads(); /* the previous chunk's weights are consumed */
 #pragma unroll
@@ -195,25 +227,50 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         }
         __syncthreads();
         const int n = (int)min((int64_t)GEM_CU_VALUE_CHUNK, end - c0);
+        float4 vv[GEM_CU_VALUE_CHUNK / 32];
 #pragma unroll
-        for (int tt = warp; tt < GEM_CU_VALUE_CHUNK; tt += GEM_CU_THREADS / 32) {
-            if (tt < n) {
-                const float vv = __ldg(vg + (c0 + tt) * GEM_CU_D);
+        for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
+            const int tt = k * 32 + warp * 4 + slot;
+            vv[k] = tt < n ? __ldg(vg + (c0 + tt) * GEM_CU_ROW_F4) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
 #pragma unroll
-                for (int h = 0; h < GEM_CU_GROUP; h++)
-                    acc[h] = fmaf(ps[tt][h], vv, acc[h]);
+        for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
+            const int tt = k * 32 + warp * 4 + slot;
+            const float4 w0 = *reinterpret_cast<const float4 *>(&ps[tt][0]);
+            const float4 w1 = *reinterpret_cast<const float4 *>(&ps[tt][4]);
+            const float w[GEM_CU_GROUP] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                acc[h].x = fmaf(w[h], vv[k].x, acc[h].x);
+                acc[h].y = fmaf(w[h], vv[k].y, acc[h].y);
+                acc[h].z = fmaf(w[h], vv[k].z, acc[h].z);
+                acc[h].w = fmaf(w[h], vv[k].w, acc[h].w);
             }
         }
     }
+    /* token slots: lanes quad, quad+8, quad+16, quad+24 */
 #pragma unroll
-    for (int h = 0; h < GEM_CU_GROUP; h++)
-        red[warp][h][lane] = acc[h];
+    for (int off = 8; off <= 16; off <<= 1) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            acc[h].x += __shfl_xor_sync(0xffffffffu, acc[h].x, off);
+            acc[h].y += __shfl_xor_sync(0xffffffffu, acc[h].y, off);
+            acc[h].z += __shfl_xor_sync(0xffffffffu, acc[h].z, off);
+            acc[h].w += __shfl_xor_sync(0xffffffffu, acc[h].w, off);
+        }
+    }
+    if (slot == 0) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++)
+            *reinterpret_cast<float4 *>(&red[warp][h][quad * 4]) = acc[h];
+    }
     __syncthreads();
     const int h = threadIdx.x >> 5; /* now: thread (h, lane) adds the warps in order */
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < GEM_CU_THREADS / 32; w++)
         sum += red[w][h][lane];
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_VALUE_DIM_TILE + lane;
     partials[(p * n_q_heads + g * GEM_CU_GROUP + h) * GEM_CU_D + d] = sum;
 }
 

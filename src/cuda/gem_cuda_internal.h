@@ -29,7 +29,7 @@ extern "C" {
 
 /* Baseline geometry (the design's selector 19). */
 #define GEM_CU_VALUE_DIM_TILE 32   /* value kernel: output dims per block ("dim32") */
-#define GEM_CU_VALUE_CHUNK 64      /* value kernel: tokens of p staged at a time */
+#define GEM_CU_VALUE_CHUNK 256     /* value kernel: tokens of weights staged at a time */
 #define GEM_CU_SCORE_TOKENS 256    /* score kernel: tokens per block */
 #define GEM_CU_SCORE_ROWS 4        /* score kernel: tokens a warp holds in registers */
 
