@@ -129,7 +129,7 @@ static int cmd_correctness(int argc, char **argv)
 {
     an_correctness_in in = {0};
     const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option, value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -164,7 +164,6 @@ static int cmd_correctness(int argc, char **argv)
             cli_error("analyze correctness", "unknown option '%s' (see --help)", a);
             return 2;
         }
-        i++;
     }
     an_ctx c = {0};
     an_opts o = {.recompute_digests = 1, .root = NULL};
@@ -224,7 +223,7 @@ static int cmd_input_digests(int argc, char **argv)
     uint64_t seed = 0;
     double scale = 1.0;
     int have_seed = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option, value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
@@ -245,7 +244,6 @@ static int cmd_input_digests(int argc, char **argv)
             cli_error("analyze input-digests", "bad or unknown argument '%s' (see --help)", a);
             return 2;
         }
-        i++;
     }
     if (!live || !have_seed) {
         cli_error("analyze input-digests", "--live and --seed are required");
