@@ -94,14 +94,13 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         }
         cpu_exp(x, x, G * T + G);
         for (int64_t hh = 0; hh < G; hh++) {
-            const float alpha = x[G * T + hh];
             const float *ph = x + hh * T;
-            float sh = s[hh] * alpha;
+            float sh = s[hh] * x[G * T + hh];
             for (int64_t t = 0; t < n; t++)
                 sh += ph[t];
             s[hh] = sh;
-            cpu_rescale_accumulate(o + hh * dv, dv, alpha, ph, vg + t0 * dv, n, dv);
         }
+        cpu_rescale_accumulate_heads(o, G, dv, x + G * T, x, T, vg + t0 * dv, n, dv);
     }
     for (int64_t hh = 0; hh < G; hh++) {
         j->pm[p * j->n_q + h0 + hh] = m[hh];
