@@ -100,7 +100,7 @@ fi
 if has test; then
     step "CUDA tests"
     "$BUILD/test_cuda_backend" || fail "test_cuda_backend"
-    for v in "2 0" "3 1" "1 1"; do
+    for v in "2 0" "3 1" "1 1" "2 2" "1 2"; do
         set -- $v
         GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 "$BUILD/test_cuda_backend" ||
             fail "test_cuda_backend stages=$1 vshare=$2"
@@ -109,7 +109,7 @@ fi
 
 if has sanitize; then
     step "compute-sanitizer on small shapes"
-    for tv in ${SANITIZE_SETS:-"memcheck:1:0 racecheck:3:1 memcheck:3:1 racecheck:1:0"}; do
+    for tv in ${SANITIZE_SETS:-memcheck:1:0 racecheck:1:0 memcheck:2:2 racecheck:2:2 racecheck:3:1}; do
             IFS=: read -r tool s1 s2 <<<"$tv"
             set -- "$s1" "$s2"
             GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 timeout 120 compute-sanitizer \
@@ -255,8 +255,23 @@ if has final; then
         --partitions $BEST_P --tile $BEST_T --out "$REC/resources-best.json" >/dev/null 2>&1
 fi
 
-# ---- extra: the deepest cp.async pipeline with V shared, at the final P / tile --------------
+# ---- extra: the K side per thread too (vshare 2), one axis at a time -------------------------
 if has extra; then
+    for vv in 1 2; do
+        bench kshare-v$vv GEM_CUDA_FUSED_STAGES=2 GEM_CUDA_FUSED_VSHARE=$vv -- --a baseline --b fused \
+            --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
+    done
+    for pt in "128 8" "64 4" "32 8"; do
+        set -- $pt
+        bench kshare-p$1-t$2 GEM_CUDA_FUSED_STAGES=2 GEM_CUDA_FUSED_VSHARE=2 -- --a fused \
+            --a-partitions 64 --a-tile 8 --b fused --b-partitions $1 --b-tile $2 \
+            --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
+    done
+    bench kshare-s3 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
+        --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
+    pack
+fi
+if has extra-old; then
     bench stages3-vshare1 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=1 -- --a baseline --b fused \
         --b-partitions $BEST_P --b-tile $BEST_T --lengths 8192,65536,131072 --rounds 10 --no-double \
         --bw-mib 1024

@@ -14,8 +14,11 @@
  *   GEM_CUDA_FUSED_STAGES  1 (default, the design's candidate: plain loads
  *                          staged into shared memory), 2 or 3 (cp.async, that
  *                          many tiles in flight)
- *   GEM_CUDA_FUSED_VSHARE  0 (default: warp w accumulates O of head w) or 1
+ *   GEM_CUDA_FUSED_VSHARE  0 (default: warp w accumulates O of head w), 1
  *                          (each thread accumulates two dims of all 8 heads)
+ *                          or 2 (1, and each thread also forms the partial
+ *                          Q.K dots of its two dims for all 8 heads; tiles 4
+ *                          and 8 only)
  * Anything else is rejected with GEM_ERR_PARAM, never ignored.
  */
 #ifndef GEM_CUDA_H
@@ -48,7 +51,7 @@ typedef struct gem_cuda_device_info {
  * why) when there is no usable GPU or no CUDA in the build. */
 gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 
-/* The fused variant: P, tile (4, 8, 16), stages (1..3), vshare (0, 1). */
+/* The fused variant: P, tile (4, 8, 16), stages (1..3), vshare (0, 1, 2). */
 typedef struct gem_cuda_fused_config {
     int64_t partitions;
     int64_t tile;

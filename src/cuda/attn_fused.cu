@@ -24,6 +24,11 @@
  *               warps publish e^(s_t-M') and e^(M-M') of their head in shared
  *               memory, thread i accumulates dims 2i, 2i+1 of all eight heads,
  *               so each staged V element is read once instead of eight times.
+ *   VSHARE = 2  the K side too: thread i forms partial dots of dims 2i, 2i+1
+ *               for all eight heads (Q of 8 heads x 2 dims in registers), so each
+ *               staged K element is read once; the per-head sums come from a
+ *               transposed warp sum plus the eight warps' sums added in warp
+ *               order. Tiles 4 and 8 only (8 x TILE partial sums per thread).
  *
  * Reducer: one 256-thread block per (query head, half of the 512 dims); thread
  * i merges the P partials of dim 256*half + i in partition order 0..P-1 with
@@ -99,6 +104,21 @@ __device__ __forceinline__ void gem_stage_async(float4 *buf, const float4 *__res
 
 /* ---- first pass ------------------------------------------------------------------ */
 
+/* One halving step of a transposed warp sum over 2W values per lane: lanes with
+ * bit O set keep values [W, 2W), the others [0, W), each adding its partner's
+ * copy. Steps (N/2, 16) .. (N/32, 1) leave lane l the sums of values
+ * l*(N/32) .. l*(N/32) + N/32 - 1 in v[0, N/32). */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_step(float *v, int lane)
+{
+    const int upper = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float send = upper ? v[i] : v[i + W];
+        const float keep = upper ? v[i + W] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
 template <int TILE, int STAGES, int VSHARE>
 __device__ __forceinline__ void gem_fused_first_pass_body(
     const float *__restrict__ q,  /* (n_q_heads, 512) */
@@ -112,6 +132,7 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     extern __shared__ float4 gem_fused_smem[]; /* (STAGES, 2, TILE, 128) float4 */
     __shared__ __align__(16) float sp[VSHARE ? GEM_CU_GROUP : 1][VSHARE ? TILE : 1];
     __shared__ float salpha[VSHARE ? GEM_CU_GROUP : 1];
+    __shared__ float sred[VSHARE == 2 ? GEM_CU_THREADS / 32 : 1][VSHARE == 2 ? GEM_CU_GROUP * TILE : 1];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t p = blockIdx.x, g = blockIdx.y;
@@ -134,9 +155,14 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         qr[j] = __ldg(q4 + j * 32 + lane);
         o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    float2 q2[VSHARE == 2 ? GEM_CU_GROUP : 1];
 #pragma unroll
     for (int h = 0; h < (VSHARE ? GEM_CU_GROUP : 1); h++)
         o2[h] = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int h = 0; h < (VSHARE == 2 ? GEM_CU_GROUP : 1); h++)
+        q2[h] = __ldg(reinterpret_cast<const float2 *>(q) +
+                      (g * GEM_CU_GROUP + h) * (GEM_CU_D / 2) + threadIdx.x);
     float m = -INFINITY, s = 0.f;
 
     if (STAGES > 1) {
@@ -175,8 +201,42 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         const float4 *ks = buf;
         const float4 *vs = buf + TILE * GEM_CU_ROW_F4;
 
-        /* scores of the tile for this warp's head */
+        /* scores of the tile for this warp's head, lane-uniform in sc[] */
         float sc[TILE];
+        if (VSHARE == 2) {
+            /* thread i: partial dots of dims 2i, 2i+1 for all 8 heads x TILE
+             * tokens, one 8-byte read of each staged K element per block; a
+             * transposed warp sum leaves lane l the sums lane*(N/32) + j; the
+             * eight warps' sums are then added in warp order by the head's warp */
+            const float2 *ks2 = reinterpret_cast<const float2 *>(ks);
+            float part[GEM_CU_GROUP * TILE]; /* index h * TILE + t */
+#pragma unroll
+            for (int t = 0; t < TILE; t++) {
+                const float2 k2 = ks2[t * (GEM_CU_D / 2) + threadIdx.x];
+#pragma unroll
+                for (int h = 0; h < GEM_CU_GROUP; h++)
+                    part[h * TILE + t] = fmaf(q2[h].y, k2.y, q2[h].x * k2.x);
+            }
+            const int N = GEM_CU_GROUP * TILE;
+            gem_xpose_step<N / 2, 16>(part, lane);
+            gem_xpose_step<N / 4, 8>(part, lane);
+            gem_xpose_step<N / 8, 4>(part, lane);
+            gem_xpose_step<N / 16, 2>(part, lane);
+            gem_xpose_step<N / 32, 1>(part, lane);
+#pragma unroll
+            for (int j = 0; j < N / 32; j++)
+                sred[warp][lane * (N / 32) + j] = part[j];
+            __syncthreads(); /* every warp's partial sums are published */
+            float a = 0.f;
+            if (lane < TILE) {
+#pragma unroll
+                for (int w = 0; w < GEM_CU_THREADS / 32; w++)
+                    a += sred[w][warp * TILE + lane];
+            }
+#pragma unroll
+            for (int t = 0; t < TILE; t++)
+                sc[t] = __shfl_sync(0xffffffffu, a, t);
+        } else {
 #pragma unroll
         for (int t = 0; t < TILE; t++) {
             float a = 0.f;
@@ -195,6 +255,7 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
 #pragma unroll
             for (int t = 0; t < TILE; t++)
                 sc[t] += __shfl_xor_sync(0xffffffffu, sc[t], off);
+        }
         }
         float mn = m;
 #pragma unroll
@@ -320,6 +381,11 @@ GEM_FUSED_FIRST_PASS(16, 2, 1)
 GEM_FUSED_FIRST_PASS(4, 3, 1)
 GEM_FUSED_FIRST_PASS(8, 3, 1)
 GEM_FUSED_FIRST_PASS(16, 3, 1)
+GEM_FUSED_FIRST_PASS(4, 2, 2)
+GEM_FUSED_FIRST_PASS(8, 2, 2)
+GEM_FUSED_FIRST_PASS(4, 3, 2)
+GEM_FUSED_FIRST_PASS(8, 3, 2)
+GEM_FUSED_FIRST_PASS(8, 1, 2)
 
 typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
                                   float *, int64_t, int64_t, float);
@@ -341,6 +407,8 @@ static const gem_first_pass_entry gem_first_pass_table[] = {
     GEM_FP_ENTRY(4, 1, 1),  GEM_FP_ENTRY(8, 1, 1), GEM_FP_ENTRY(16, 1, 1),
     GEM_FP_ENTRY(4, 2, 1),  GEM_FP_ENTRY(8, 2, 1), GEM_FP_ENTRY(16, 2, 1),
     GEM_FP_ENTRY(4, 3, 1),  GEM_FP_ENTRY(8, 3, 1), GEM_FP_ENTRY(16, 3, 1),
+    GEM_FP_ENTRY(4, 2, 2),  GEM_FP_ENTRY(8, 2, 2), GEM_FP_ENTRY(4, 3, 2),
+    GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2),
 };
 #define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
 

@@ -264,7 +264,9 @@ static gem_status cu_create_inner(cu_impl *c)
              c->prop.name, c->prop.major, c->prop.minor, c->prop.multiProcessorCount,
              (double)c->prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), c->stages,
              c->stages == 1 ? "" : "s", c->stages == 1 ? "plain loads" : "cp.async",
-             c->vshare ? "thread (all 8 heads)" : "warp (one head)");
+             c->vshare == 2   ? "thread (all 8 heads), QK per thread too"
+             : c->vshare == 1 ? "thread (all 8 heads)"
+                              : "warp (one head)");
     return GEM_OK;
 }
 
@@ -587,7 +589,7 @@ extern "C" gem_status gem_cuda_fused_config_from_env(gem_cuda_fused_config *cfg)
     gem_status st = gem_env_int("GEM_CUDA_FUSED_STAGES", 1, 3, 1, &cfg->stages);
     if (st != GEM_OK)
         return st;
-    return gem_env_int("GEM_CUDA_FUSED_VSHARE", 0, 1, 0, &cfg->vshare);
+    return gem_env_int("GEM_CUDA_FUSED_VSHARE", 0, 2, 0, &cfg->vshare);
 }
 
 static gem_status gem_cu_kernel_info(const gem_cu_kernel_ref *r, int64_t grid,
