@@ -431,7 +431,7 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
 {
     json_t *bound = json_array();
     json_t *docs[4] = {NULL, NULL, NULL, NULL};
-    json_t *doc = NULL;
+    json_t *doc = NULL, *first = NULL;
     char sha[4][65], dsha[65];
     int rc = 1;
     const char *need[4] = {in->merge_receipt, in->merge_analysis, in->resources_receipt,
@@ -482,7 +482,6 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
     }
     int seen[5] = {0};
     const char *backend = NULL;
-    json_t *first = NULL;
     for (size_t i = 0; i < in->n_diffs; i++) {
         if (load_bound(c, in->diffs[i], "operator_differential", &doc, bound, dsha))
             goto out;
@@ -513,7 +512,7 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
             backend = json_string_value(json_object_get(first, "backend"));
         } else if (strcmp(b, backend) != 0) {
             an_fail(c, "backend", AN_SWAPPED, "'%s' while the first record is '%s'", b, backend);
-            goto out_first;
+            goto out;
         }
         json_decref(doc);
         doc = NULL;
@@ -524,18 +523,18 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
         an_fail(c, "--model", AN_MISSING,
                 "model records missing: three model differentials at 8191/8192/8193 context "
                 "tokens are required (no model harness exists yet)");
-        goto out_first;
+        goto out;
     }
     if (in->n_models != 3) {
         c->file = "(command line)";
         an_fail(c, "--model", AN_MISSING, "%zu model records given, the design needs three",
                 in->n_models);
-        goto out_first;
+        goto out;
     }
     int mseen[3] = {0};
     for (size_t i = 0; i < in->n_models; i++) {
         if (load_bound(c, in->models[i], "model_differential", &doc, bound, dsha))
-            goto out_first;
+            goto out;
         const json_t *ct = json_object_get(json_object_get(doc, "prompt"), "context_tokens");
         size_t at = 3;
         for (size_t k = 0; k < 3 && json_is_integer(ct); k++)
@@ -546,15 +545,15 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
             if (!c->failed)
                 an_fail(c, "prompt.context_tokens", AN_GEOMETRY,
                         "not at the routing boundary (8191, 8192, 8193)");
-            goto out_first;
+            goto out;
         }
         if (mseen[at]++) {
             an_fail(c, "prompt.context_tokens", AN_SWAPPED, "a second record at %" PRId64,
                     model_contexts[at]);
-            goto out_first;
+            goto out;
         }
         if (an_model_doc(c, doc, model_contexts[at]))
-            goto out_first;
+            goto out;
         json_decref(doc);
         doc = NULL;
     }
@@ -563,10 +562,10 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
         for (size_t i = 0; i < in->n_diffs; i++) {
             c->file = in->diffs[i];
             if (an_load(c, in->diffs[i], &doc))
-                goto out_first;
+                goto out;
             const json_t *l = json_object_get(json_object_get(doc, "geometry"), "live");
             if (an_diff_doc(c, doc, json_integer_value(l), o))
-                goto out_first;
+                goto out;
             json_decref(doc);
             doc = NULL;
         }
@@ -588,9 +587,8 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
                                         "follow."));
         *analysis = a;
     }
-out_first:
-    json_decref(first);
 out:
+    json_decref(first);
     json_decref(doc);
     for (int i = 0; i < 4; i++)
         json_decref(docs[i]);
