@@ -12,7 +12,7 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench sweep final extra ncu (default: all, in that order)
+#            bench sweep final extra direct ncu (default: all, in that order)
 #   JOBS     build parallelism (default: nproc)
 #   FINAL_P, FINAL_TILE, FINAL_STAGES, FINAL_VSHARE
 #            force the final configuration instead of taking the sweep winners
@@ -27,7 +27,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$SRC/build-h200
 REC=$OUT/rec # receipts, tarred at the end
 mkdir -p "$REC"
-PHASES=${PHASES:-"build test sanitize resources diff bench sweep final extra ncu"}
+PHASES=${PHASES:-"build test sanitize resources diff bench sweep final extra direct ncu"}
 JOBS=${JOBS:-$(nproc)}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 T0=$(date +%s)
@@ -100,7 +100,7 @@ fi
 if has test; then
     step "CUDA tests"
     "$BUILD/test_cuda_backend" || fail "test_cuda_backend"
-    for v in "2 0" "3 1" "1 1" "2 2" "1 2"; do
+    for v in "2 0" "3 1" "1 1" "2 2" "1 2" "0 2"; do
         set -- $v
         GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 "$BUILD/test_cuda_backend" ||
             fail "test_cuda_backend stages=$1 vshare=$2"
@@ -109,7 +109,7 @@ fi
 
 if has sanitize; then
     step "compute-sanitizer on small shapes"
-    for tv in ${SANITIZE_SETS:-memcheck:1:0 racecheck:1:0 memcheck:2:2 racecheck:2:2 racecheck:3:1}; do
+    for tv in ${SANITIZE_SETS:-memcheck:1:0 racecheck:1:0 memcheck:2:2 racecheck:2:2 racecheck:3:1 memcheck:0:2 racecheck:0:2}; do
             IFS=: read -r tool s1 s2 <<<"$tv"
             set -- "$s1" "$s2"
             GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 timeout 120 compute-sanitizer \
@@ -270,6 +270,20 @@ if has extra; then
     bench kshare-s3 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
         --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
     pack
+fi
+# ---- direct register loads (stages 0, vshare 2) against the best staged variant ----------------
+if has direct; then
+    for tt in 4 8; do
+        bench direct-t$tt GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
+            --b-partitions 64 --b-tile $tt --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
+    done
+    for pp in 32 128; do
+        bench direct-p$pp GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=2 -- --a fused --a-partitions 64 \
+            --a-tile 4 --b fused --b-partitions $pp --b-tile 4 --lengths 8192,65536,131072 --rounds 10 \
+            --no-double --bw-mib 1024
+    done
+    bench staged-s3-t8 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
+        --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
 fi
 if has extra-old; then
     bench stages3-vshare1 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=1 -- --a baseline --b fused \

@@ -13,7 +13,9 @@
  * its description (gem_engine_describe):
  *   GEM_CUDA_FUSED_STAGES  1 (default, the design's candidate: plain loads
  *                          staged into shared memory), 2 or 3 (cp.async, that
- *                          many tiles in flight)
+ *                          many tiles in flight), 0 (no staging: each thread
+ *                          loads its own K/V pieces into registers one tile
+ *                          ahead; with GEM_CUDA_FUSED_VSHARE=2 only)
  *   GEM_CUDA_FUSED_VSHARE  0 (default: warp w accumulates O of head w), 1
  *                          (each thread accumulates two dims of all 8 heads)
  *                          or 2 (1, and each thread also forms the partial
@@ -51,7 +53,7 @@ typedef struct gem_cuda_device_info {
  * why) when there is no usable GPU or no CUDA in the build. */
 gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 
-/* The fused variant: P, tile (4, 8, 16), stages (1..3), vshare (0, 1, 2). */
+/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0, 1, 2). */
 typedef struct gem_cuda_fused_config {
     int64_t partitions;
     int64_t tile;

@@ -17,6 +17,8 @@
  * ranges of gem_partition_range (chunk = ceil(live / P)).
  *
  * Variants (one axis each, see gem_cu_fused_variant):
+ *   STAGES = 0  (VSHARE = 2 only) no staging: each thread loads the K and V
+ *               pieces it owns straight into registers, one tile ahead;
  *   STAGES = 1  the design: plain loads through registers, two barriers a tile;
  *   STAGES > 1  cp.async copies, STAGES tiles in flight (16-byte cp.async.cg,
  *               zero-filled rows past the partition end);
@@ -177,26 +179,56 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         }
     }
 
+    /* STAGES == 0 (with VSHARE == 2): no shared staging; thread i loads the
+     * 8-byte pieces of K and V it owns straight into registers, one tile ahead */
+    const int DR = STAGES == 0 ? TILE : 1;
+    const int SDIV = STAGES > 0 ? STAGES : 1; /* ring size of the staged tiles */
+    float2 kc[DR], vc[DR], kn[DR], vn[DR];
+    const float2 *kg2 = reinterpret_cast<const float2 *>(k) + g * live * (GEM_CU_D / 2) + threadIdx.x;
+    const float2 *vg2 = reinterpret_cast<const float2 *>(v) + g * live * (GEM_CU_D / 2) + threadIdx.x;
+    if (STAGES == 0) {
+#pragma unroll
+        for (int t = 0; t < DR; t++) {
+            const int ok = begin + t < end;
+            kn[t] = ok ? __ldg(kg2 + (begin + t) * (GEM_CU_D / 2)) : make_float2(0.f, 0.f);
+            vn[t] = ok ? __ldg(vg2 + (begin + t) * (GEM_CU_D / 2)) : make_float2(0.f, 0.f);
+        }
+    }
+
     for (int64_t i = 0; i < ntiles; i++) {
         const int64_t t0 = begin + i * TILE;
         const int n = (int)min((int64_t)TILE, end - t0);
         const float4 *buf;
-        if (STAGES == 1) {
+        if (STAGES == 0) {
+#pragma unroll
+            for (int t = 0; t < DR; t++) {
+                kc[t] = kn[t];
+                vc[t] = vn[t];
+            }
+            const int64_t tn = t0 + TILE;
+#pragma unroll
+            for (int t = 0; t < DR; t++) {
+                const int ok = tn + t < end;
+                kn[t] = ok ? __ldg(kg2 + (tn + t) * (GEM_CU_D / 2)) : make_float2(0.f, 0.f);
+                vn[t] = ok ? __ldg(vg2 + (tn + t) * (GEM_CU_D / 2)) : make_float2(0.f, 0.f);
+            }
+            buf = gem_fused_smem; /* unused */
+        } else if (STAGES == 1) {
             __syncthreads(); /* every warp is done with the previous tile */
             gem_stage_sync<TILE>(gem_fused_smem, kg, vg, t0, n);
             __syncthreads();
             buf = gem_fused_smem;
         } else {
-            gem_cp_async_wait<STAGES - 2>(); /* this thread's copies of tile i landed */
+            gem_cp_async_wait<(STAGES >= 2 ? STAGES - 2 : 0)>(); /* tile i's copies landed */
             __syncthreads(); /* everyone's copies landed; tile i-1's buffer is free */
             const int64_t nx = i + STAGES - 1;
             if (nx < ntiles) {
                 const int64_t tn = begin + nx * TILE;
-                gem_stage_async<TILE>(gem_fused_smem + (nx % STAGES) * 2 * TILE * GEM_CU_ROW_F4,
+                gem_stage_async<TILE>(gem_fused_smem + (nx % SDIV) * 2 * TILE * GEM_CU_ROW_F4,
                                       kg, vg, tn, (int)min((int64_t)TILE, end - tn));
             }
             gem_cp_async_commit();
-            buf = gem_fused_smem + (i % STAGES) * 2 * TILE * GEM_CU_ROW_F4;
+            buf = gem_fused_smem + (i % SDIV) * 2 * TILE * GEM_CU_ROW_F4;
         }
         const float4 *ks = buf;
         const float4 *vs = buf + TILE * GEM_CU_ROW_F4;
@@ -212,7 +244,7 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
             float part[GEM_CU_GROUP * TILE]; /* index h * TILE + t */
 #pragma unroll
             for (int t = 0; t < TILE; t++) {
-                const float2 k2 = ks2[t * (GEM_CU_D / 2) + threadIdx.x];
+                const float2 k2 = STAGES == 0 ? kc[t % DR] : ks2[t * (GEM_CU_D / 2) + threadIdx.x];
 #pragma unroll
                 for (int h = 0; h < GEM_CU_GROUP; h++)
                     part[h * TILE + t] = fmaf(q2[h].y, k2.y, q2[h].x * k2.x);
@@ -316,7 +348,8 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
                     w4[h] = *reinterpret_cast<const float4 *>(&sp[h][t4]);
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    const float2 vv = vs2[(t4 + u) * (GEM_CU_D / 2) + threadIdx.x];
+                    const float2 vv = STAGES == 0 ? vc[(t4 + u) % DR]
+                                                  : vs2[(t4 + u) * (GEM_CU_D / 2) + threadIdx.x];
 #pragma unroll
                     for (int h = 0; h < GEM_CU_GROUP; h++) {
                         const float w = u == 0 ? w4[h].x : u == 1 ? w4[h].y : u == 2 ? w4[h].z : w4[h].w;
@@ -386,6 +419,9 @@ GEM_FUSED_FIRST_PASS(8, 2, 2)
 GEM_FUSED_FIRST_PASS(4, 3, 2)
 GEM_FUSED_FIRST_PASS(8, 3, 2)
 GEM_FUSED_FIRST_PASS(8, 1, 2)
+GEM_FUSED_FIRST_PASS(4, 1, 2)
+GEM_FUSED_FIRST_PASS(4, 0, 2)
+GEM_FUSED_FIRST_PASS(8, 0, 2)
 
 typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
                                   float *, int64_t, int64_t, float);
@@ -408,7 +444,8 @@ static const gem_first_pass_entry gem_first_pass_table[] = {
     GEM_FP_ENTRY(4, 2, 1),  GEM_FP_ENTRY(8, 2, 1), GEM_FP_ENTRY(16, 2, 1),
     GEM_FP_ENTRY(4, 3, 1),  GEM_FP_ENTRY(8, 3, 1), GEM_FP_ENTRY(16, 3, 1),
     GEM_FP_ENTRY(4, 2, 2),  GEM_FP_ENTRY(8, 2, 2), GEM_FP_ENTRY(4, 3, 2),
-    GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2),
+    GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2), GEM_FP_ENTRY(4, 1, 2),
+    GEM_FP_ENTRY(4, 0, 2),  GEM_FP_ENTRY(8, 0, 2),
 };
 #define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
 
@@ -431,7 +468,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     float m = -INFINITY, s = 0.f, o = 0.f;
-    const int B = 8; /* partials loaded ahead of the merge chain */
+    const int B = 16; /* partials loaded ahead of the merge chain */
     for (int64_t p0 = 0; p0 < partitions; p0 += B) {
         float mp[B], spv[B], op[B];
 #pragma unroll

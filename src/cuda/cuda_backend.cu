@@ -263,7 +263,10 @@ static gem_status cu_create_inner(cu_impl *c)
              "%s, sm_%d%d, %d SMs, %.0f GiB; fused staging: %d stage%s (%s), V per %s",
              c->prop.name, c->prop.major, c->prop.minor, c->prop.multiProcessorCount,
              (double)c->prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), c->stages,
-             c->stages == 1 ? "" : "s", c->stages == 1 ? "plain loads" : "cp.async",
+             c->stages == 1 ? "" : "s",
+             c->stages == 0   ? "direct register loads"
+             : c->stages == 1 ? "plain loads"
+                              : "cp.async",
              c->vshare == 2   ? "thread (all 8 heads), QK per thread too"
              : c->vshare == 1 ? "thread (all 8 heads)"
                               : "warp (one head)");
@@ -586,7 +589,7 @@ extern "C" gem_status gem_cuda_fused_config_from_env(gem_cuda_fused_config *cfg)
 {
     if (!cfg)
         return GEM_ERR_NULL;
-    gem_status st = gem_env_int("GEM_CUDA_FUSED_STAGES", 1, 3, 1, &cfg->stages);
+    gem_status st = gem_env_int("GEM_CUDA_FUSED_STAGES", 0, 3, 1, &cfg->stages);
     if (st != GEM_OK)
         return st;
     return gem_env_int("GEM_CUDA_FUSED_VSHARE", 0, 2, 0, &cfg->vshare);
