@@ -18,7 +18,7 @@
 #include "gem/receipt.h"
 
 #define CMD "run"
-#define TIMED_RUNS 5
+#define TIMED_ROUNDS 3 /* F B B F rounds: 6 samples per route */
 
 static void help(void)
 {
@@ -26,8 +26,8 @@ static void help(void)
            "One decode step of a Gemma-4 full-attention layer (32 query heads, 4 KV heads,\n"
            "D512, F32) at a long context: the fused split-KV route, checked against the\n"
            "three-stage baseline route and the double-precision reference on the same seeded\n"
-           "inputs, timed (median of %d after a warm-up) against the read bandwidth\n"
-           "measured in the same run.\n\n"
+           "inputs, timed (both routes interleaved F B B F, %d rounds after a warm-up;\n"
+           "medians) against the read bandwidth measured in the same run.\n\n"
            "options:\n"
            "  --live N         context tokens (default 65536; 64K / 128K suffixes ok)\n"
            "  --backend B      cpu or cuda (default cpu)\n"
@@ -40,7 +40,7 @@ static void help(void)
            "  --json PATH      also write a gem.run.v1 JSON summary\n"
            "  -h, --help       this text\n\n"
            "exit status: 0 pass, 1 a check failed, 2 bad usage or input\n",
-           TIMED_RUNS);
+           TIMED_ROUNDS);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -49,21 +49,36 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Median of n (odd) timed runs of spec on e, after one warm-up; min/max too. */
-static gem_status time_route(gem_engine *e, const cli_route_spec *s, double *med, double *mn,
-                             double *mx)
+/* Times the fused (f) and baseline (b) routes interleaved F B B F over
+ * TIMED_ROUNDS rounds after one warm-up run of each, so both see the same
+ * machine conditions; medians, minima and maxima of the 2*TIMED_ROUNDS samples. */
+static gem_status time_routes(gem_engine *e, const cli_route_spec *f, const cli_route_spec *b,
+                              double fs[3], double bs[3])
 {
-    const gem_route_params p = {s->partitions, s->tile};
-    double t[TIMED_RUNS], w;
-    gem_status st = gem_engine_run(e, s->route, &p, &w);
-    for (int i = 0; st == GEM_OK && i < TIMED_RUNS; i++)
-        st = gem_engine_run(e, s->route, &p, &t[i]);
+    const gem_route_params pf = {f->partitions, f->tile}, pb = {b->partitions, b->tile};
+    double tf[2 * TIMED_ROUNDS], tb[2 * TIMED_ROUNDS], w;
+    gem_status st = gem_engine_run(e, f->route, &pf, &w);
+    if (st == GEM_OK)
+        st = gem_engine_run(e, b->route, &pb, &w);
+    for (int i = 0; st == GEM_OK && i < TIMED_ROUNDS; i++) {
+        st = gem_engine_run(e, f->route, &pf, &tf[2 * i]);
+        if (st == GEM_OK)
+            st = gem_engine_run(e, b->route, &pb, &tb[2 * i]);
+        if (st == GEM_OK)
+            st = gem_engine_run(e, b->route, &pb, &tb[2 * i + 1]);
+        if (st == GEM_OK)
+            st = gem_engine_run(e, f->route, &pf, &tf[2 * i + 1]);
+    }
     if (st != GEM_OK)
         return st;
-    qsort(t, TIMED_RUNS, sizeof t[0], cmp_double);
-    *med = t[TIMED_RUNS / 2];
-    *mn = t[0];
-    *mx = t[TIMED_RUNS - 1];
+    qsort(tf, 2 * TIMED_ROUNDS, sizeof tf[0], cmp_double);
+    qsort(tb, 2 * TIMED_ROUNDS, sizeof tb[0], cmp_double);
+    fs[0] = tf[0];
+    fs[1] = 0.5 * (tf[TIMED_ROUNDS - 1] + tf[TIMED_ROUNDS]);
+    fs[2] = tf[2 * TIMED_ROUNDS - 1];
+    bs[0] = tb[0];
+    bs[1] = 0.5 * (tb[TIMED_ROUNDS - 1] + tb[TIMED_ROUNDS]);
+    bs[2] = tb[2 * TIMED_ROUNDS - 1];
     return GEM_OK;
 }
 
@@ -182,16 +197,16 @@ int gem_cmd_run(int argc, char **argv)
         gem_compare_f32_f64(rb.out, dbl, n, &c_bd);
         pass = pass && cli_compare_passes(&c_fd) && cli_compare_passes(&c_bd);
     }
-    double fmed = NAN, fmin = NAN, fmax = NAN, bmed = NAN, bmin = NAN, bmax = NAN;
+    double fs[3] = {NAN, NAN, NAN}, bs[3] = {NAN, NAN, NAN};
     if (pass) {
-        cli_progress("gem: timing the fused and baseline routes (1 warm-up + %d runs each)",
-                     TIMED_RUNS);
-        if ((st = time_route(e, &fused, &fmed, &fmin, &fmax)) != GEM_OK ||
-            (st = time_route(e, &base, &bmed, &bmin, &bmax)) != GEM_OK) {
+        cli_progress("gem: timing the fused and baseline routes (F B B F x %d after a warm-up)",
+                     TIMED_ROUNDS);
+        if ((st = time_routes(e, &fused, &base, fs, bs)) != GEM_OK) {
             cli_error(CMD, "timed run: %s", gem_status_str(st));
             goto done;
         }
     }
+    const double fmed = fs[1], fmin = fs[0], fmax = fs[2], bmed = bs[1];
     const double gbps = kv_bytes / fmed / 1e9, floor_s = kv_bytes / bw;
     char fl[64];
     cli_route_label(&fused, fl, sizeof fl);
@@ -201,13 +216,13 @@ int gem_cmd_run(int argc, char **argv)
     printf("  device       %s\n", gem_engine_describe(e));
     if (pass) {
         printf("  fused        %s: %.2f ms (median of %d; min %.2f, max %.2f)\n", fl,
-               fmed * 1e3, TIMED_RUNS, fmin * 1e3, fmax * 1e3);
+               fmed * 1e3, 2 * TIMED_ROUNDS, fmin * 1e3, fmax * 1e3);
         printf("  throughput   %.2f GB/s = %.1f%% of the measured read bandwidth %.2f GB/s\n",
                gbps, 100.0 * gbps * 1e9 / bw, bw / 1e9);
         printf("               (memory floor %.2f ms; fused at %.2fx the floor)\n",
                floor_s * 1e3, fmed / floor_s);
-        printf("  baseline     %.2f ms median -> fused is %.2fx faster\n", bmed * 1e3,
-               bmed / fmed);
+        printf("  baseline     %.2f ms median (interleaved) -> fused is %.2fx faster\n",
+               bmed * 1e3, bmed / fmed);
     } else {
         printf("  timing       not timed: the outputs did not validate\n");
     }
