@@ -64,6 +64,9 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
 {
     if (!e || !shape || !in)
         return GEM_ERR_NULL;
+    /* Whatever happens next, the earlier inputs are gone: a failed load must
+     * not leave a caller running on them. */
+    e->loaded = 0;
     if (copies < 1 || copies > 64)
         return GEM_ERR_PARAM;
     size_t out_elems = 0;
@@ -78,7 +81,6 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
     st = gem_attn_check_finite(shape, in);
     if (st != GEM_OK)
         return st;
-    e->loaded = 0;
     st = e->ops->load(e->impl, shape, in, copies);
     if (st == GEM_OK)
         e->loaded = 1;
