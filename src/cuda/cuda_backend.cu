@@ -430,8 +430,11 @@ static gem_status cu_run(void *impl, gem_route route, const gem_route_params *pa
     if (route == GEM_ROUTE_FUSED) {
         gem_cu_kernel_ref a, b;
         if (gem_cu_fused_kernels(&var, &a, &b) != GEM_OK) {
-            fprintf(stderr, "gem cuda: fused tile %lld has no compiled kernel (4, 8 or 16)\n",
-                    (long long)params->tile);
+            fprintf(stderr,
+                    "gem cuda: no compiled fused first pass for tile %lld with "
+                    "GEM_CUDA_FUSED_STAGES=%d, GEM_CUDA_FUSED_VSHARE=%d (tiles 4, 8, 16; "
+                    "VSHARE 2: tiles 4 and 8; STAGES 0: VSHARE 2 only)\n",
+                    (long long)params->tile, c->stages, c->vshare);
             return GEM_ERR_PARAM;
         }
     }
