@@ -66,30 +66,43 @@ static int finish(const char *kind, an_ctx *c, int rc, json_t *analysis, const c
     return 0;
 }
 
-static int cmd_merge(int argc, char **argv)
+/* Options of the analyzers that take one receipt: the receipt, --out, and
+ * --root where `root` is non-NULL. Returns -1 to go on, else an exit status. */
+static int parse_one_receipt(int argc, char **argv, const char *name, const char **in,
+                             const char **out, const char **root)
 {
-    const char *in = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (argv[i][0] != '-' && !in) {
-            in = argv[i];
+            *out = argv[++i];
+        } else if (root && !strcmp(argv[i], "--root") && i + 1 < argc) {
+            *root = argv[++i];
+        } else if (argv[i][0] != '-' && !*in) {
+            *in = argv[i];
         } else {
-            cli_error("analyze merge-boundary", "unexpected argument '%s' (see --help)", argv[i]);
+            cli_error(name, "unexpected argument '%s' (see --help)", argv[i]);
             return 2;
         }
     }
-    if (!in) {
-        cli_error("analyze merge-boundary", "no receipt given (see --help)");
+    if (!*in) {
+        cli_error(name, "no receipt given (see --help)");
         return 2;
     }
+    return -1;
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    int rc = parse_one_receipt(argc, argv, "analyze merge-boundary", &in, &out, NULL);
+    if (rc >= 0)
+        return rc;
     an_ctx c = {0};
     an_opts o = {.recompute_digests = 1, .root = NULL};
     json_t *a = NULL;
-    int rc = an_merge_boundary(&c, in, &o, out ? &a : NULL);
+    rc = an_merge_boundary(&c, in, &o, out ? &a : NULL);
     return finish("merge-boundary", &c, rc, a, out,
                   "CPU online-softmax algebra bound at 8191/8192/8193/65536/131072 "
                   "(inputs recomputed from seeds); CPU prerequisite only");
@@ -98,29 +111,13 @@ static int cmd_merge(int argc, char **argv)
 static int cmd_resources(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *root = GEM_SOURCE_DIR;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
-            root = argv[++i];
-        } else if (argv[i][0] != '-' && !in) {
-            in = argv[i];
-        } else {
-            cli_error("analyze resources", "unexpected argument '%s' (see --help)", argv[i]);
-            return 2;
-        }
-    }
-    if (!in) {
-        cli_error("analyze resources", "no receipt given (see --help)");
-        return 2;
-    }
+    int rc = parse_one_receipt(argc, argv, "analyze resources", &in, &out, &root);
+    if (rc >= 0)
+        return rc;
     an_ctx c = {0};
     an_opts o = {.recompute_digests = 1, .root = root};
     json_t *a = NULL;
-    int rc = an_resources(&c, in, &o, out ? &a : NULL);
+    rc = an_resources(&c, in, &o, out ? &a : NULL);
     return finish("resources", &c, rc, a, out,
                   "compilable and launchable (this is not occupancy, correctness or timing)");
 }
