@@ -11,6 +11,9 @@
  *   alpha = e^(M - M'),  p_j = e^(s_j - M')
  *   S     = S * alpha + p_0 + p_1 + ...              (in token order)
  *   O     = O * alpha + sum_j p_j v_j                (per element, token order)
+ * (the scores token-major, (T, G): cpu_dot_tile_tm, cpu_online_tile and
+ * cpu_value_tile, which keep each step's rule bit for bit and prefetch the
+ * rows PF_TILES tiles ahead while they compute)
  * and writes the state as partition p's partial, partition-major:
  *   maxima (P, n_q_heads), denominators (P, n_q_heads), numerators
  *   (P, n_q_heads, dv): exactly gem_attention_online_scratch_bytes.
@@ -22,19 +25,16 @@
  * Every item's arithmetic depends only on (g, p) or h, never on the thread
  * that runs it, so the output is bitwise the same for any thread count.
  */
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
 
-/* Prefetches n floats from p into L2, one request per 64-byte line. */
-static inline void prefetch_l2(const float *p, int64_t n)
-{
-    for (int64_t i = 0; i < n; i += 16)
-        __builtin_prefetch(p + i, 0, 2);
-}
+#ifndef PF_TILES
+/* How many tiles ahead the kernels prefetch. */
+#define PF_TILES 2
+#endif
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
@@ -62,9 +62,9 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         j->status[item] = st;
         return;
     }
-    float *sc = j->ws + thread * j->ws_stride; /* (G, T) scores */
-    float *x = sc + G * T;                     /* (G, T) exp arguments, then (G) alphas */
-    float *m = x + G * T + G;                  /* (G) */
+    float *sc = j->ws + thread * j->ws_stride; /* (T, G) scores, then weights */
+    float *alpha = sc + G * T;                 /* (G) */
+    float *m = alpha + G;                      /* (G) */
     float *s = m + G;                          /* (G) */
     float *o = j->po + (p * j->n_q + h0) * dv; /* (G, dv) this partition's numerators */
     for (int64_t hh = 0; hh < G; hh++) {
@@ -78,44 +78,18 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     const float *vg = j->v + g * j->capacity * dv;
     for (int64_t t0 = begin; t0 < end; t0 += T) {
         const int64_t n = end - t0 < T ? end - t0 : T;
-        /* Ask for the tile after next into L2 (not L1: q, O and the current
-         * tile already fill it); the hardware streams alone left the core
-         * waiting at the first touch of each tile. */
-        const int64_t a0 = t0 + 2 * T, a1 = a0 + T < end ? a0 + T : end;
-        for (int64_t tt = a0; tt < a1; tt++) {
-            prefetch_l2(kg + tt * dk, dk);
-            prefetch_l2(vg + tt * dv, dv);
+        /* The kernels prefetch the rows PF_TILES tiles ahead (within this
+         * partition) into L2, spread over their FMAs: the hardware streams
+         * alone left the core waiting at the first touch of each tile. */
+        const int64_t a0 = t0 + PF_TILES * T;
+        const int64_t pn = a0 < end ? (end - a0 < T ? end - a0 : T) : 0;
+        const float *pk = pn ? kg + a0 * dk : NULL, *pv = pn ? vg + a0 * dv : NULL;
+        cpu_dot_tile_tm(qg, G, kg + t0 * dk, n, dk, sc, G, pk, pn);
+        if (cpu_online_tile(sc, n, G, j->scale, m, s, alpha) != 0) {
+            j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
+            return;
         }
-        cpu_dot_tile(qg, G, kg + t0 * dk, n, dk, sc, T);
-        for (int64_t hh = 0; hh < G; hh++) {
-            float *sh = sc + hh * T, *xh = x + hh * T;
-            float mt = -INFINITY;
-            for (int64_t t = 0; t < n; t++) {
-                const float v = j->scale * sh[t];
-                if (!(fabsf(v) <= FLT_MAX)) {
-                    j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
-                    return;
-                }
-                sh[t] = v;
-                mt = v > mt ? v : mt;
-            }
-            const float mn = m[hh] > mt ? m[hh] : mt;
-            for (int64_t t = 0; t < n; t++)
-                xh[t] = sh[t] - mn;
-            for (int64_t t = n; t < T; t++)
-                xh[t] = -INFINITY;
-            x[G * T + hh] = m[hh] - mn; /* -inf on the first tile: alpha = 0 */
-            m[hh] = mn;
-        }
-        cpu_exp(x, x, G * T + G);
-        for (int64_t hh = 0; hh < G; hh++) {
-            const float *ph = x + hh * T;
-            float sh = s[hh] * x[G * T + hh];
-            for (int64_t t = 0; t < n; t++)
-                sh += ph[t];
-            s[hh] = sh;
-        }
-        cpu_rescale_accumulate_heads(o, G, dv, x + G * T, x, T, vg + t0 * dv, n, dv);
+        cpu_value_tile(o, G, dv, alpha, sc, vg + t0 * dv, n, dv, pv, pn);
     }
     for (int64_t hh = 0; hh < G; hh++) {
         j->pm[p * j->n_q + h0 + hh] = m[hh];

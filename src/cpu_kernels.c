@@ -5,6 +5,7 @@
  * vectorizes for whatever the target has. Both follow the same per-element
  * operation order, so they agree bit for bit.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -16,6 +17,19 @@
 #else
 #define CPU_AVX512 0
 #endif
+
+#ifndef CPU_PF_LOCALITY
+/* Where the kernels' prefetches of the rows ahead go (__builtin_prefetch
+ * locality): 2 = prefetcht1, into L2. */
+#define CPU_PF_LOCALITY 2
+#endif
+
+/* Prefetches the n floats of a row, one request per 64-byte line. */
+static inline void prefetch_row(const float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i, 0, CPU_PF_LOCALITY);
+}
 
 const char *cpu_kernels_isa(void) { return CPU_AVX512 ? "avx512" : "portable"; }
 
@@ -54,8 +68,33 @@ static inline float hsum16(__m512 a)
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* 4 query rows x 4 key rows, n a multiple of 16. */
-static void dot_4x4(const float *q, const float *k, int64_t n, float *out, int64_t os)
+/* The 16 dot products of a 4 x 4 block reduced by the tree of hsum16, all at
+ * once: acc[h][t] holds the 16 lanes of dot (h, t); lane 4*t + h of the
+ * result is hsum16(acc[h][t]), bit for bit. Each step adds the same pairs as
+ * tree16 (c8, c4, c2, then the last sum), several dot products per vector:
+ * 45 shuffles and adds for 16 results instead of 128. */
+static inline __m512 reduce_4x4(__m512 acc[4][4])
+{
+    __m512 c8[8], c4[4], c2[2];
+    for (int i = 0; i < 8; i++) { /* halves: c8 of a[2i] (lanes 0-7), of a[2i+1] (8-15) */
+        const __m512 x = acc[(2 * i) / 4][(2 * i) % 4], y = acc[(2 * i + 1) / 4][(2 * i + 1) % 4];
+        c8[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int i = 0; i < 4; i++) /* quarter j: c4 of a[4i + j] */
+        c4[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c8[2 * i], c8[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(c8[2 * i], c8[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int i = 0; i < 2; i++) /* quarter j: c2 of a[8i + j], then of a[8i + 4 + j] */
+        c2[i] = _mm512_add_ps(_mm512_shuffle_ps(c4[2 * i], c4[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(c4[2 * i], c4[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* quarter j: the sums of a[j], a[4 + j], a[8 + j], a[12 + j] */
+    return _mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(c2[0], c2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 4 query rows x 4 key rows, n a multiple of 16: the 16 dot products in the
+ * lanes of one register, lane 4*t + h = dot(q_h, k_t). */
+static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf)
 {
     __m512 acc[4][4];
     for (int h = 0; h < 4; h++)
@@ -69,15 +108,31 @@ static void dot_4x4(const float *q, const float *k, int64_t n, float *out, int64
              * load into every FMA and reads K four times from L1 */
             __asm__("" : "+v"(kv[t]));
         }
+        if (pf)
+            for (int t = 0; t < 4; t++)
+                __builtin_prefetch(pf + t * n + i, 0, CPU_PF_LOCALITY);
         for (int h = 0; h < 4; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
                 acc[h][t] = _mm512_fmadd_ps(qv, kv[t], acc[h][t]);
         }
     }
+    return reduce_4x4(acc);
+}
+
+/* 4 query rows x 1 key row: out[h*os] = dot(q_h, k). */
+static void dot_4x1(const float *q, const float *k, int64_t n, float *out, int64_t os)
+{
+    __m512 acc[4];
     for (int h = 0; h < 4; h++)
-        for (int t = 0; t < 4; t++)
-            out[h * os + t] = hsum16(acc[h][t]);
+        acc[h] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 kv = _mm512_loadu_ps(k + i);
+        for (int h = 0; h < 4; h++)
+            acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * n + i), kv, acc[h]);
+    }
+    for (int h = 0; h < 4; h++)
+        out[h * os] = hsum16(acc[h]);
 }
 
 /* 1 query row x 4 key rows. */
@@ -112,11 +167,15 @@ void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_
         int64_t h = 0;
         for (; h + 4 <= nh; h += 4) {
             int64_t t = 0;
-            for (; t + 4 <= nt; t += 4)
-                dot_4x4(q + h * n, k + t * n, n, out + h * out_stride + t, out_stride);
+            for (; t + 4 <= nt; t += 4) {
+                float r[16];
+                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * n, n, NULL));
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 4; b++)
+                        out[(h + a) * out_stride + t + b] = r[4 * b + a];
+            }
             for (; t < nt; t++)
-                for (int64_t hh = h; hh < h + 4; hh++)
-                    out[hh * out_stride + t] = dot_1x1(q + hh * n, k + t * n, n);
+                dot_4x1(q + h * n, k + t * n, n, out + h * out_stride + t, out_stride);
         }
         for (; h < nh; h++) {
             int64_t t = 0;
@@ -131,6 +190,50 @@ void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_
     for (int64_t h = 0; h < nh; h++)
         for (int64_t t = 0; t < nt; t++)
             out[h * out_stride + t] = cpu_dot_portable(q + h * n, k + t * n, n);
+}
+
+void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+                     float *out, int64_t out_stride, const float *pf, int64_t pf_nt)
+{
+#if CPU_AVX512
+    if (n % 16 == 0) {
+        int64_t h = 0;
+        for (; h + 4 <= nh; h += 4) {
+            int64_t t = 0;
+            for (; t + 4 <= nt; t += 4) {
+                /* the first block of heads spreads the prefetches of the
+                 * rows ahead over its FMAs */
+                const float *pb = h == 0 && pf && t + 4 <= pf_nt ? pf + t * n : NULL;
+                const __m512 r = dot_4x4(q + h * n, k + t * n, n, pb);
+                _mm_storeu_ps(out + (t + 0) * out_stride + h, _mm512_extractf32x4_ps(r, 0));
+                _mm_storeu_ps(out + (t + 1) * out_stride + h, _mm512_extractf32x4_ps(r, 1));
+                _mm_storeu_ps(out + (t + 2) * out_stride + h, _mm512_extractf32x4_ps(r, 2));
+                _mm_storeu_ps(out + (t + 3) * out_stride + h, _mm512_extractf32x4_ps(r, 3));
+            }
+            for (; t < nt; t++)
+                dot_4x1(q + h * n, k + t * n, n, out + t * out_stride + h, 1);
+        }
+        for (; h < nh; h++) {
+            int64_t t = 0;
+            for (; t + 4 <= nt; t += 4) {
+                float r[4];
+                dot_1x4(q + h * n, k + t * n, n, r);
+                for (int b = 0; b < 4; b++)
+                    out[(t + b) * out_stride + h] = r[b];
+            }
+            for (; t < nt; t++)
+                out[t * out_stride + h] = dot_1x1(q + h * n, k + t * n, n);
+        }
+        for (int64_t t = nt / 4 * 4; pf && t < pf_nt; t++) /* rows no block covered */
+            prefetch_row(pf + t * n, n);
+        return;
+    }
+#endif
+    for (int64_t t = 0; pf && t < pf_nt; t++)
+        prefetch_row(pf + t * n, n);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t h = 0; h < nh; h++)
+            out[t * out_stride + h] = cpu_dot_portable(q + h * n, k + t * n, n);
 }
 
 /* e^x for x <= 0 by Cody-Waite reduction x = n ln2 + r and the Cephes
@@ -271,6 +374,101 @@ void cpu_rescale_accumulate_heads(float *o, int64_t nh, int64_t n, const float *
 #endif
     for (; h < nh; h++)
         cpu_rescale_accumulate(o + h * n, n, alpha[h], p + h * p_stride, v, nt, v_stride);
+}
+
+/* cpu_online_tile for a compile-time head count (so the head loops vectorize). */
+static inline int online_tile_n(float *sc, int64_t nt, const int64_t nh, float scale, float *m,
+                                float *s, float *alpha)
+{
+    int bad = 0;
+    for (int64_t h = 0; h < nh; h++)
+        alpha[h] = -INFINITY; /* the tile maxima first */
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t h = 0; h < nh; h++) {
+            const float x = scale * sc[t * nh + h];
+            bad |= !(fabsf(x) <= FLT_MAX);
+            sc[t * nh + h] = x;
+            alpha[h] = x > alpha[h] ? x : alpha[h];
+        }
+    if (bad)
+        return 1;
+    for (int64_t h = 0; h < nh; h++) {
+        const float mn = m[h] > alpha[h] ? m[h] : alpha[h];
+        alpha[h] = exp_rule(m[h] - mn);
+        m[h] = mn;
+    }
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t h = 0; h < nh; h++)
+            sc[t * nh + h] = exp_rule(sc[t * nh + h] - m[h]);
+    for (int64_t h = 0; h < nh; h++)
+        s[h] *= alpha[h];
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t h = 0; h < nh; h++)
+            s[h] += sc[t * nh + h];
+    return 0;
+}
+
+int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
+                    float *alpha)
+{
+    if (nh == 8)
+        return online_tile_n(sc, nt, 8, scale, m, s, alpha);
+    return online_tile_n(sc, nt, nh, scale, m, s, alpha);
+}
+
+#if CPU_AVX512
+/* cpu_value_tile for 8 heads, n a multiple of 16: per 16 columns the 8 heads'
+ * accumulators stay in registers for the whole tile; each V vector is loaded
+ * once and feeds 8 FMAs (weights broadcast from memory). */
+static void value_8h(float *o, int64_t n, const float *alpha, const float *p, const float *v,
+                     int64_t nt, int64_t vs, const float *pf, int64_t pf_nt)
+{
+    __m512 al[8];
+    for (int h = 0; h < 8; h++)
+        al[h] = _mm512_set1_ps(alpha[h]);
+    for (int64_t d = 0; d < n; d += 16) {
+        __m512 a[8];
+        for (int h = 0; h < 8; h++)
+            a[h] = _mm512_mul_ps(_mm512_loadu_ps(o + h * n + d), al[h]);
+        for (int64_t t = 0; t < nt; t++) {
+            const __m512 vv = _mm512_loadu_ps(v + t * vs + d);
+            if (t < pf_nt)
+                __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
+            for (int h = 0; h < 8; h++)
+                a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[t * 8 + h]), vv, a[h]);
+        }
+        for (int h = 0; h < 8; h++)
+            _mm512_storeu_ps(o + h * n + d, a[h]);
+    }
+}
+#endif
+
+void cpu_value_tile(float *o, int64_t nh, int64_t n, const float *alpha, const float *p,
+                    const float *v, int64_t nt, int64_t v_stride, const float *pf, int64_t pf_nt)
+{
+    if (!pf)
+        pf_nt = 0;
+#if CPU_AVX512
+    if (nh == 8 && n % 16 == 0) {
+        value_8h(o, n, alpha, p, v, nt, v_stride, pf, pf_nt);
+        for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this tile's count */
+            prefetch_row(pf + t * v_stride, n);
+        return;
+    }
+#endif
+    for (int64_t t = 0; t < pf_nt; t++)
+        prefetch_row(pf + t * v_stride, n);
+    for (int64_t h = 0; h < nh; h++) {
+        float *oh = o + h * n;
+        for (int64_t d = 0; d < n; d++)
+            oh[d] *= alpha[h];
+        for (int64_t t = 0; t < nt; t++) {
+            const float pt = p[t * nh + h];
+            const float *vt = v + t * v_stride;
+            for (int64_t d = 0; d < n; d++)
+                oh[d] = fmaf(pt, vt[d], oh[d]);
+        }
+    }
 }
 
 void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,

@@ -50,7 +50,38 @@ float cpu_stream_sum(const float *x, int64_t n);
 /* Which implementation cpu_dot_tile and friends use: "avx512" or "portable". */
 const char *cpu_kernels_isa(void);
 
-#endif /* GEM_CPU_KERNELS_H */
+/* cpu_dot_tile with the scores token-major, the layout of the fused route's
+ * tile: out[t*out_stride + h] = dot(q + h*n, k + t*n) for h < nh, t < nt, each
+ * by the rule of cpu_dot_portable (bitwise equal to it).
+ * While it computes it prefetches pf_nt rows of n floats from pf (the rows
+ * of a later tile; pf may be NULL): speed only, never read.
+ * q (nh, n), k (nt, n), out (nt, out_stride), out_stride >= nh, pf (pf_nt, n). */
+void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+                     float *out, int64_t out_stride, const float *pf, int64_t pf_nt);
+
+/* One tile of the online softmax for nh heads, scores token-major, by the rule:
+ *   x[t,h] = scale * sc[t*nh + h]                 (all must be finite, else 1 is
+ *                                                  returned and nothing else changed
+ *                                                  but sc)
+ *   mt[h] = max over t of x[t,h];  M' = max(m[h], mt[h])
+ *   alpha[h] = exp(m[h] - M');  m[h] = M'
+ *   sc[t*nh + h] = p[t,h] = exp(x[t,h] - M')
+ *   s[h] = s[h] * alpha[h] + p[0,h] + p[1,h] + ...  (token order)
+ * with exp the rule of cpu_exp (m = -inf gives alpha = 0). nt >= 1.
+ * sc (nt, nh), m (nh), s (nh), alpha (nh). Returns 0, or 1 when a scaled score
+ * is not finite (|x| > FLT_MAX). */
+int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
+                    float *alpha);
+
+/* The value update of nh heads over nt tokens, weights token-major:
+ *   for h < nh: o[h*n + d] = o[h*n + d] * alpha[h], then for t in [0, nt):
+ *       o[h*n + d] = fmaf(p[t*nh + h], v[t*v_stride + d], o[h*n + d])
+ * for every d < n: per head the rule of cpu_rescale_accumulate (the same bits).
+ * Prefetches pf_nt rows from pf like cpu_dot_tile_tm (pf may be NULL).
+ * o (nh, n), alpha (nh), p (nt, nh), v (nt, v_stride), pf (pf_nt, v_stride). */
+void cpu_value_tile(float *o, int64_t nh, int64_t n, const float *alpha, const float *p,
+                    const float *v, int64_t nt, int64_t v_stride, const float *pf,
+                    int64_t pf_nt);
 
 /* Weighted sum of rows for the baseline's value stage, nh heads at once:
  *   for t in [0, nt): for h < nh: for d < w:
@@ -67,3 +98,5 @@ void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float
 void cpu_rescale_accumulate_heads(float *o, int64_t nh, int64_t n, const float *alpha,
                                   const float *p, int64_t p_stride, const float *v, int64_t nt,
                                   int64_t v_stride);
+
+#endif /* GEM_CPU_KERNELS_H */

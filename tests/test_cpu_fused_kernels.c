@@ -1,0 +1,239 @@
+/*
+ * The fused route's token-major kernels (cpu_dot_tile_tm, cpu_online_tile,
+ * cpu_value_tile) against their scalar rules, bit for bit, on block-aligned
+ * and ragged head / token / dimension counts, with and without prefetch rows;
+ * then the fused route at large and ragged tiles (tile > partition, live not a
+ * multiple of the tile, P > live) against the double reference and across
+ * thread counts.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "gem/check.h"
+#include "gem/engine.h"
+#include "tcheck.h"
+
+static float *fmalloc(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+static int same_bits(const float *a, const float *b, int64_t n)
+{
+    return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+/* out[t*os + h] = cpu_dot_portable(q_h, k_t); columns h >= nh untouched. */
+static void check_dot_tm(void)
+{
+    const int64_t ns[] = {512, 48, 13, 1, 33};
+    const int64_t nhs[] = {1, 3, 4, 5, 8, 9};
+    const int64_t nts[] = {1, 3, 4, 5, 16, 17};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
+            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
+                const int64_t n = ns[a], nh = nhs[b], nt = nts[c], os = nh + 2;
+                float *q = fmalloc(nh * n), *k = fmalloc(nt * n), *out = fmalloc(nt * os);
+                float *pf = fmalloc(5 * n);
+                gem_fill_uniform(100 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, q,
+                                 (size_t)(nh * n));
+                gem_fill_uniform(200 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, k,
+                                 (size_t)(nt * n));
+                for (int64_t i = 0; i < nt * os; i++)
+                    out[i] = 12345.0f;
+                /* with prefetch rows on odd shapes, without on the others */
+                const int with_pf = (nt % 2) == 1;
+                cpu_dot_tile_tm(q, nh, k, nt, n, out, os, with_pf ? pf : NULL, with_pf ? 5 : 0);
+                int ok = 1;
+                for (int64_t t = 0; t < nt; t++)
+                    for (int64_t h = 0; h < os; h++) {
+                        const float want =
+                            h < nh ? cpu_dot_portable(q + h * n, k + t * n, n) : 12345.0f;
+                        ok &= memcmp(&want, &out[t * os + h], sizeof want) == 0;
+                    }
+                if (!TCHECK(ok))
+                    fprintf(stderr, "     dot_tm n%lld nh%lld nt%lld\n", (long long)n,
+                            (long long)nh, (long long)nt);
+                free(q);
+                free(k);
+                free(out);
+                free(pf);
+            }
+}
+
+/* The scalar rule of cpu_online_tile, written out with cpu_exp. */
+static int online_rule(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
+                       float *alpha)
+{
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t h = 0; h < nh; h++)
+            if (!(fabsf(scale * sc[t * nh + h]) <= FLT_MAX))
+                return 1;
+    for (int64_t h = 0; h < nh; h++) {
+        float mt = -INFINITY;
+        for (int64_t t = 0; t < nt; t++) {
+            const float x = scale * sc[t * nh + h];
+            mt = x > mt ? x : mt;
+        }
+        const float mn = m[h] > mt ? m[h] : mt;
+        float d = m[h] - mn;
+        cpu_exp(&d, &alpha[h], 1);
+        for (int64_t t = 0; t < nt; t++) {
+            float x = scale * sc[t * nh + h] - mn;
+            cpu_exp(&x, &sc[t * nh + h], 1);
+        }
+        float acc = s[h] * alpha[h];
+        for (int64_t t = 0; t < nt; t++)
+            acc += sc[t * nh + h];
+        s[h] = acc;
+        m[h] = mn;
+    }
+    return 0;
+}
+
+static void check_online_tile(void)
+{
+    const int64_t nhs[] = {1, 2, 3, 8};
+    const int64_t nts[] = {1, 5, 16, 32};
+    for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
+        for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
+            const int64_t nh = nhs[b], nt = nts[c];
+            float m1[8], s1[8], a1[8], m2[8], s2[8], a2[8];
+            for (int64_t h = 0; h < nh; h++) {
+                m1[h] = m2[h] = -INFINITY;
+                s1[h] = s2[h] = 0.0f;
+            }
+            float *x1 = fmalloc(nt * nh), *x2 = fmalloc(nt * nh);
+            int ok = 1;
+            for (int tile = 0; tile < 4; tile++) { /* a running state over several tiles */
+                gem_fill_uniform(300 + (uint64_t)(tile * 16 + (int)b * 4 + (int)c), -30.0f,
+                                 30.0f + 10.0f * (float)tile, x1, (size_t)(nt * nh));
+                memcpy(x2, x1, (size_t)(nt * nh) * sizeof(float));
+                ok &= cpu_online_tile(x1, nt, nh, 0.37f, m1, s1, a1) == 0;
+                ok &= online_rule(x2, nt, nh, 0.37f, m2, s2, a2) == 0;
+                ok &= same_bits(x1, x2, nt * nh) && same_bits(m1, m2, nh) &&
+                      same_bits(s1, s2, nh) && same_bits(a1, a2, nh);
+                if (tile == 0)
+                    for (int64_t h = 0; h < nh; h++)
+                        ok &= a1[h] == 0.0f; /* from the empty state */
+            }
+            if (!TCHECK(ok))
+                fprintf(stderr, "     online_tile nh%lld nt%lld\n", (long long)nh, (long long)nt);
+            /* a score that overflows float after scaling is refused */
+            x1[nt * nh - 1] = FLT_MAX;
+            TCHECK(cpu_online_tile(x1, nt, nh, 4.0f, m1, s1, a1) == 1);
+            free(x1);
+            free(x2);
+        }
+}
+
+/* cpu_value_tile equals one cpu_rescale_accumulate per head (token-major weights
+ * gathered into a head-major row) and the plain scalar loop. */
+static void check_value_tile(void)
+{
+    const int64_t ns[] = {512, 48, 13};
+    const int64_t nhs[] = {1, 5, 8, 9};
+    const int64_t nts[] = {1, 3, 4, 16, 17};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
+            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
+                const int64_t n = ns[a], nh = nhs[b], nt = nts[c], vs = n + 3;
+                float *v = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
+                float *o3 = fmalloc(nh * n), *p = fmalloc(nt * nh), *ph = fmalloc(nt);
+                float al[9];
+                const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
+                gem_fill_uniform(400 + sd, -1.0f, 1.0f, v, (size_t)(nt * vs));
+                gem_fill_uniform(500 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
+                gem_fill_uniform(600 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
+                gem_fill_uniform(700 + sd, 0.0f, 1.0f, al, 9);
+                memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+                memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
+                const int with_pf = (nt % 2) == 1;
+                cpu_value_tile(o1, nh, n, al, p, v, nt, vs, with_pf ? v : NULL, with_pf ? 2 : 0);
+                for (int64_t h = 0; h < nh; h++) {
+                    for (int64_t t = 0; t < nt; t++)
+                        ph[t] = p[t * nh + h];
+                    cpu_rescale_accumulate(o2 + h * n, n, al[h], ph, v, nt, vs);
+                    for (int64_t d = 0; d < n; d++) {
+                        float acc = o3[h * n + d] * al[h];
+                        for (int64_t t = 0; t < nt; t++)
+                            acc = fmaf(ph[t], v[t * vs + d], acc);
+                        o3[h * n + d] = acc;
+                    }
+                }
+                if (!TCHECK(same_bits(o1, o2, nh * n) && same_bits(o1, o3, nh * n)))
+                    fprintf(stderr, "     value_tile n%lld nh%lld nt%lld\n", (long long)n,
+                            (long long)nh, (long long)nt);
+                free(v);
+                free(o1);
+                free(o2);
+                free(o3);
+                free(p);
+                free(ph);
+            }
+}
+
+/* The fused route at tiles beyond the register blocks and the partitions:
+ * against the double reference, bitwise equal for 1, 2 and 3 threads and on a
+ * repeat. */
+static void check_route_tiles(int64_t nq, int64_t nkv, int64_t d, int64_t live, uint64_t seed)
+{
+    gem_attn_shape s = {nq, nkv, d, d, live, live + 5, 1.0f / sqrtf((float)d)};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, seed, &in), GEM_OK);
+    size_t n = 0;
+    TCHECK_STATUS(gem_attn_shape_elems(&s, NULL, NULL, NULL, &n), GEM_OK);
+    double *ref = malloc(n * sizeof(double));
+    TCHECK_STATUS(gem_attn_reference(&s, &in.in, ref, n), GEM_OK);
+    gem_engine *e[3] = {NULL, NULL, NULL};
+    const int64_t threads[3] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, threads[i], &e[i]), GEM_OK);
+        TCHECK_STATUS(gem_engine_load(e[i], &s, &in.in, 1), GEM_OK);
+    }
+    const int64_t cases[][2] = {{32, 16}, {32, 32}, {32, 17}, {7, 64}, {3, 6}, {512, 16}};
+    float *out = malloc(n * sizeof(float));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const gem_route_params p = {cases[c][0], cases[c][1]};
+        char sha[4][65];
+        for (int r = 0; r < 4; r++) {
+            double sec = 0;
+            gem_engine *en = e[r < 3 ? r : 0];
+            TCHECK_STATUS(gem_engine_run(en, GEM_ROUTE_FUSED, &p, &sec), GEM_OK);
+            gem_output_audit au = {99, 0};
+            TCHECK_STATUS(gem_engine_output(en, out, n, &au), GEM_OK);
+            TCHECK_EQ_I64(au.unwritten, 0);
+            TCHECK(au.guard_ok == 1);
+            TCHECK_STATUS(gem_sha256_hex(out, n * sizeof(float), sha[r]), GEM_OK);
+            if (r == 0) {
+                gem_compare cmp;
+                TCHECK_STATUS(gem_compare_f32_f64(out, ref, n, &cmp), GEM_OK);
+                TCHECK_EQ_I64(cmp.nonfinite, 0);
+                if (!TCHECK(cmp.nmse <= 1e-9 && cmp.correlation >= 0.9999999))
+                    fprintf(stderr, "     P%lld T%lld live%lld: nmse %.3g corr %.12f\n",
+                            (long long)p.partitions, (long long)p.tile, (long long)live,
+                            cmp.nmse, cmp.correlation);
+            }
+        }
+        for (int r = 1; r < 4; r++)
+            if (!TCHECK(strcmp(sha[0], sha[r]) == 0))
+                fprintf(stderr, "     P%lld T%lld live%lld: run %d differs\n",
+                        (long long)p.partitions, (long long)p.tile, (long long)live, r);
+    }
+    free(out);
+    for (int i = 0; i < 3; i++)
+        gem_engine_destroy(e[i]);
+    free(ref);
+    gem_inputs_free(&in);
+}
+
+int main(void)
+{
+    check_dot_tm();
+    check_online_tile();
+    check_value_tile();
+    check_route_tiles(32, 4, 512, 1003, 21); /* production heads, ragged live */
+    check_route_tiles(16, 2, 48, 301, 22);   /* group 8, dims a multiple of 16 */
+    check_route_tiles(6, 2, 13, 45, 23);     /* group 3, odd dims, P = 512 > live */
+    return tcheck_summary("test_cpu_fused_kernels");
+}
