@@ -126,3 +126,37 @@ int cli_compare_passes(const gem_compare *c)
     return c->nonfinite == 0 && isfinite(c->correlation) && isfinite(c->nmse) &&
            c->correlation >= CLI_MIN_CORRELATION && c->nmse <= CLI_MAX_NMSE;
 }
+
+static int result_sound(const cli_route_result *r)
+{
+    return r->finite && r->unwritten == 0 && r->guard_ok && r->deterministic;
+}
+
+gem_status cli_pair_validate(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                             const cli_route_result *a, const cli_route_result *b, size_t n,
+                             int with_double, const char *progress, cli_pair_check *out)
+{
+    memset(out, 0, sizeof *out);
+    gem_compare_f32_f32(b->out, a->out, n, &out->b_vs_a);
+    out->passed = result_sound(a) && result_sound(b) && cli_compare_passes(&out->b_vs_a);
+    if (!with_double)
+        return GEM_OK;
+    if (progress)
+        cli_progress("%s", progress);
+    double *dbl = malloc(n * sizeof(double)); /* n * 8 fits: it is an output of the shape */
+    if (!dbl) {
+        out->passed = 0;
+        return GEM_ERR_NOMEM;
+    }
+    gem_status st = gem_attn_reference(shape, in, dbl, n);
+    if (st == GEM_OK) {
+        gem_compare_f32_f64(a->out, dbl, n, &out->a_vs_double);
+        gem_compare_f32_f64(b->out, dbl, n, &out->b_vs_double);
+        out->passed = out->passed && cli_compare_passes(&out->a_vs_double) &&
+                      cli_compare_passes(&out->b_vs_double);
+    } else {
+        out->passed = 0;
+    }
+    free(dbl);
+    return st;
+}

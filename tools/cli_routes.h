@@ -67,4 +67,21 @@ void cli_route_result_free(cli_route_result *r);
 /* 1 when the figures pass the gates (finite, correlation, NMSE). */
 int cli_compare_passes(const gem_compare *c);
 
+/* Two routes' results on the same inputs, checked against each other and,
+ * when asked, against the double reference. */
+typedef struct cli_pair_check {
+    gem_compare b_vs_a;      /* route b against route a */
+    gem_compare a_vs_double; /* zeroed unless with_double */
+    gem_compare b_vs_double; /* zeroed unless with_double */
+    int passed; /* both finite, fully written, guards intact, repeat-identical, every
+                   comparison within the gates */
+} cli_pair_check;
+
+/* Fills *out for results a and b (n elements each) of `shape`/`in`. With
+ * with_double, runs gem_attn_reference (single thread; `progress`, may be NULL,
+ * is printed first). Returns the reference's status (GEM_OK without it). */
+gem_status cli_pair_validate(const gem_attn_shape *shape, const gem_attn_inputs *in,
+                             const cli_route_result *a, const cli_route_result *b, size_t n,
+                             int with_double, const char *progress, cli_pair_check *out);
+
 #endif /* GEM_CLI_ROUTES_H */

@@ -145,7 +145,7 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
         return 2;
     }
     int rc = 2;
-    double *dbl = NULL, *ta = NULL, *tb = NULL, *ratio = NULL;
+    double *ta = NULL, *tb = NULL, *ratio = NULL;
     cli_route_result ra = {0}, rb = {0};
     size_t n = 0;
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
@@ -169,22 +169,16 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
                   gem_status_str(st));
         goto done;
     }
-    gem_compare c_ab, c_ad = {0}, c_bd = {0};
-    gem_compare_f32_f32(rb.out, ra.out, n, &c_ab);
-    int valid = ra.finite && rb.finite && ra.unwritten == 0 && rb.unwritten == 0 &&
-                ra.guard_ok && rb.guard_ok && ra.deterministic && rb.deterministic &&
-                cli_compare_passes(&c_ab);
-    if (o->check_double) {
-        cli_progress("bench %lld tokens: double-precision reference", (long long)live);
-        dbl = malloc(n * sizeof(double));
-        if (!dbl || (st = gem_attn_reference(&shape, &in.in, dbl, n)) != GEM_OK) {
-            cli_error(CMD, "double reference: %s", gem_status_str(dbl ? st : GEM_ERR_NOMEM));
-            goto done;
-        }
-        gem_compare_f32_f64(ra.out, dbl, n, &c_ad);
-        gem_compare_f32_f64(rb.out, dbl, n, &c_bd);
-        valid = valid && cli_compare_passes(&c_ad) && cli_compare_passes(&c_bd);
+    char what[96];
+    snprintf(what, sizeof what, "bench %lld tokens: double-precision reference", (long long)live);
+    cli_pair_check pc;
+    if ((st = cli_pair_validate(&shape, &in.in, &ra, &rb, n, o->check_double, what, &pc)) !=
+        GEM_OK) {
+        cli_error(CMD, "double reference: %s", gem_status_str(st));
+        goto done;
     }
+    const gem_compare c_ab = pc.b_vs_a, c_ad = pc.a_vs_double, c_bd = pc.b_vs_double;
+    const int valid = pc.passed;
     json_t *val = json_pack("{s:o, s:o, s:o}", "a", audit_json(&ra), "b", audit_json(&rb),
                             "b_vs_a", gem_receipt_compare(&c_ab));
     if (val && o->check_double) {
@@ -291,7 +285,6 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
     json_object_set_new(c, "verdict", json_string("timed"));
     rc = 0;
 done:
-    free(dbl);
     free(ta);
     free(tb);
     free(ratio);

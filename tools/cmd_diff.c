@@ -94,7 +94,6 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         return 2;
     }
     int rc = 2;
-    double *dbl = NULL;
     cli_route_result rr = {0}, cr = {0};
     json_t *doc = NULL;
     char qsha[65], ksha[65], vsha[65];
@@ -124,21 +123,16 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
                   gem_status_str(st));
         goto done;
     }
-    cli_progress("%s: double-precision reference (single thread)", case_id);
-    dbl = malloc(n * sizeof(double));
-    if (!dbl || (st = gem_attn_reference(&shape, &in.in, dbl, n)) != GEM_OK) {
+    char what[300];
+    snprintf(what, sizeof what, "%s: double-precision reference (single thread)", case_id);
+    cli_pair_check pc;
+    if ((st = cli_pair_validate(&shape, &in.in, &rr, &cr, n, 1, what, &pc)) != GEM_OK) {
         cli_error(CMD, "double reference at %lld tokens: %s", (long long)live,
-                  gem_status_str(dbl ? st : GEM_ERR_NOMEM));
+                  gem_status_str(st));
         goto done;
     }
-    gem_compare c_cr, c_rd, c_cd;
-    gem_compare_f32_f32(cr.out, rr.out, n, &c_cr);
-    gem_compare_f32_f64(rr.out, dbl, n, &c_rd);
-    gem_compare_f32_f64(cr.out, dbl, n, &c_cd);
-    const int pass = rr.finite && cr.finite && rr.unwritten == 0 && cr.unwritten == 0 &&
-                     rr.guard_ok && cr.guard_ok && rr.deterministic && cr.deterministic &&
-                     cli_compare_passes(&c_cr) && cli_compare_passes(&c_rd) &&
-                     cli_compare_passes(&c_cd);
+    const gem_compare c_cr = pc.b_vs_a, c_rd = pc.a_vs_double, c_cd = pc.b_vs_double;
+    const int pass = pc.passed;
 
     const gem_input_seeds sd = in.seeds;
     doc = gem_receipt_new("gem.diff.v1", "gem diff", cli_git_commit());
@@ -201,7 +195,6 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
     rc = pass ? 0 : 1;
 done:
     json_decref(doc);
-    free(dbl);
     cli_route_result_free(&rr);
     cli_route_result_free(&cr);
     gem_inputs_free(&in);

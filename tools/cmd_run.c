@@ -151,7 +151,6 @@ int gem_cmd_run(int argc, char **argv)
     gem_owned_inputs in;
     memset(&in, 0, sizeof in);
     cli_route_result rf = {0}, rb = {0};
-    double *dbl = NULL;
     json_t *doc = NULL;
     cli_progress("gem: measuring read bandwidth (512 MiB streaming read, median of 5)");
     double bw = 0;
@@ -181,22 +180,15 @@ int gem_cmd_run(int argc, char **argv)
         cli_error(CMD, "route %s: %s", rf.out ? "baseline" : "fused", gem_status_str(st));
         goto done;
     }
-    gem_compare c_fb, c_fd = {0}, c_bd = {0};
-    gem_compare_f32_f32(rf.out, rb.out, n, &c_fb);
-    int pass = rf.finite && rb.finite && rf.unwritten == 0 && rb.unwritten == 0 &&
-               rf.guard_ok && rb.guard_ok && rf.deterministic && rb.deterministic &&
-               cli_compare_passes(&c_fb);
-    if (check_double) {
-        cli_progress("gem: double-precision reference (single thread)");
-        dbl = malloc(n * sizeof(double));
-        if (!dbl || (st = gem_attn_reference(&shape, &in.in, dbl, n)) != GEM_OK) {
-            cli_error(CMD, "double reference: %s", gem_status_str(dbl ? st : GEM_ERR_NOMEM));
-            goto done;
-        }
-        gem_compare_f32_f64(rf.out, dbl, n, &c_fd);
-        gem_compare_f32_f64(rb.out, dbl, n, &c_bd);
-        pass = pass && cli_compare_passes(&c_fd) && cli_compare_passes(&c_bd);
+    cli_pair_check pc;
+    if ((st = cli_pair_validate(&shape, &in.in, &rb, &rf, n, check_double,
+                                "gem: double-precision reference (single thread)", &pc)) !=
+        GEM_OK) {
+        cli_error(CMD, "double reference: %s", gem_status_str(st));
+        goto done;
     }
+    const gem_compare c_fb = pc.b_vs_a, c_fd = pc.b_vs_double;
+    const int pass = pc.passed;
     double fs[3] = {NAN, NAN, NAN}, bs[3] = {NAN, NAN, NAN};
     if (pass) {
         cli_progress("gem: timing the fused and baseline routes (F B B F x %d after a warm-up)",
@@ -274,7 +266,6 @@ int gem_cmd_run(int argc, char **argv)
     }
 done:
     json_decref(doc);
-    free(dbl);
     cli_route_result_free(&rf);
     cli_route_result_free(&rb);
     gem_inputs_free(&in);
