@@ -12,7 +12,11 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench sweep final extra direct ncu (default: all, in that order)
+#            bench sweep final extra direct quad ncu (default: all but quad, in
+#            that order)
+#   TEST_SETS     comma-separated "stages vshare" pairs the CUDA tests also run
+#                 under (default: the six of run 4)
+#   SANITIZE_SETS space-separated tool:stages:vshare triples for compute-sanitizer
 #   JOBS     build parallelism (default: nproc)
 #   FINAL_P, FINAL_TILE, FINAL_STAGES, FINAL_VSHARE
 #            force the final configuration instead of taking the sweep winners
@@ -100,7 +104,8 @@ fi
 if has test; then
     step "CUDA tests"
     "$BUILD/test_cuda_backend" || fail "test_cuda_backend"
-    for v in "2 0" "3 1" "1 1" "2 2" "1 2" "0 2"; do
+    IFS=, read -r -a TSETS <<<"${TEST_SETS:-2 0,3 1,1 1,2 2,1 2,0 2}"
+    for v in "${TSETS[@]}"; do
         set -- $v
         GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=$2 "$BUILD/test_cuda_backend" ||
             fail "test_cuda_backend stages=$1 vshare=$2"
@@ -284,6 +289,25 @@ if has direct; then
     done
     bench staged-s3-t8 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
         --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
+fi
+# ---- four dims per thread with bulk-copied tiles (vshare 3) ---------------------------------
+# the run-4 best measured again in this process's session, then the vshare-3 depth / tile / P
+# axes one at a time (separate processes: stages and vshare are per-process; the baseline in
+# each record is the yardstick)
+if has quad; then
+    bench quad-cur-s0v2-t8 GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=2 -- --a baseline --b fused \
+        --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
+    for st in "2 8" "2 16" "3 16"; do
+        set -- $st
+        bench quad-s$1-t$2 GEM_CUDA_FUSED_STAGES=$1 GEM_CUDA_FUSED_VSHARE=3 -- --a baseline --b fused \
+            --b-partitions 64 --b-tile $2 --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
+    done
+    for pp in 66 128; do
+        bench quad-p64-vs-p$pp GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=3 -- --a fused \
+            --a-partitions 64 --a-tile 8 --b fused --b-partitions $pp --b-tile 8 \
+            --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
+    done
+    pack
 fi
 if has extra-old; then
     bench stages3-vshare1 GEM_CUDA_FUSED_STAGES=3 GEM_CUDA_FUSED_VSHARE=1 -- --a baseline --b fused \

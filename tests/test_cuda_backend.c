@@ -68,6 +68,17 @@ static void run_and_check(gem_engine *e, gem_route route, const gem_route_params
                 c.nonfinite, c.nmse, c.correlation, c.max_abs);
 }
 
+/* The fused route's parameters for the runs that take the defaults: NULL (P32,
+ * tile 4), or P32 tile 8 under GEM_CUDA_FUSED_VSHARE=3, which has no tile 4. */
+static const gem_route_params *fused_defaults(void)
+{
+    static const gem_route_params t8 = {32, 8};
+    gem_cuda_fused_config env = {0, 0, 1, 0};
+    if (gem_cuda_fused_config_from_env(&env) == GEM_OK && env.vshare == 3)
+        return &t8;
+    return NULL;
+}
+
 /* One shape: both routes, several parameters, repeatability. */
 static void check_shape(gem_engine *e, int64_t n_kv, int64_t live, int64_t extra_capacity,
                         float scale, uint64_t seed)
@@ -92,7 +103,8 @@ static void check_shape(gem_engine *e, int64_t n_kv, int64_t live, int64_t extra
     for (size_t i = 0; i < 3; i++) {
         for (size_t j = 0; j < 3; j++) {
             gem_route_params p = {fused_p[i], tiles[j]};
-            if (env.vshare == 2 && tiles[j] == 16) { /* not compiled: refused, not run */
+            if ((env.vshare == 2 && tiles[j] == 16) || (env.vshare == 3 && tiles[j] == 4)) {
+                /* not compiled: refused, not run */
                 TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, &p, NULL), GEM_ERR_PARAM);
                 continue;
             }
@@ -111,11 +123,12 @@ static void check_shape(gem_engine *e, int64_t n_kv, int64_t live, int64_t extra
     /* bitwise repeatability: the defaults, four runs cycle through all three copies */
     for (int r = 0; r < 2; r++) {
         const gem_route route = r ? GEM_ROUTE_BASELINE : GEM_ROUTE_FUSED;
+        const gem_route_params *rp = r ? NULL : fused_defaults();
         gem_output_audit a;
-        TCHECK_STATUS(gem_engine_run(e, route, NULL, NULL), GEM_OK);
+        TCHECK_STATUS(gem_engine_run(e, route, rp, NULL), GEM_OK);
         TCHECK_STATUS(gem_engine_output(e, out, n, &a), GEM_OK);
         for (int k = 0; k < 4; k++) {
-            TCHECK_STATUS(gem_engine_run(e, route, NULL, NULL), GEM_OK);
+            TCHECK_STATUS(gem_engine_run(e, route, rp, NULL), GEM_OK);
             TCHECK_STATUS(gem_engine_output(e, again, n, &a), GEM_OK);
             TCHECK(memcmp(out, again, n * sizeof *out) == 0);
         }
@@ -161,7 +174,7 @@ static void check_refusals(gem_engine *e)
     TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_ONLINE, NULL, NULL), GEM_ERR_UNSUPPORTED);
     gem_route_params p = {32, 5};
     TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, &p, NULL), GEM_ERR_PARAM);
-    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_OK);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, fused_defaults(), NULL), GEM_OK);
     TCHECK_STATUS(gem_engine_output(e, out, 100, &a), GEM_ERR_RANGE);
     size_t bytes = 0;
     gem_route_params p32 = {32, 4};

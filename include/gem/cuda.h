@@ -20,7 +20,11 @@
  *                          (each thread accumulates two dims of all 8 heads)
  *                          or 2 (1, and each thread also forms the partial
  *                          Q.K dots of its two dims for all 8 heads; tiles 4
- *                          and 8 only)
+ *                          and 8 only) or 3 (each thread owns four dims of all
+ *                          8 heads for Q.K and O, the two half-blocks take the
+ *                          two halves of a tile, tiles arrive by bulk copies
+ *                          into GEM_CUDA_FUSED_STAGES = 2 or 3 buffers; tiles
+ *                          8 and 16 only)
  * Anything else is rejected with GEM_ERR_PARAM, never ignored.
  */
 #ifndef GEM_CUDA_H
@@ -53,7 +57,7 @@ typedef struct gem_cuda_device_info {
  * why) when there is no usable GPU or no CUDA in the build. */
 gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 
-/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0, 1, 2). */
+/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0..3). */
 typedef struct gem_cuda_fused_config {
     int64_t partitions;
     int64_t tile;

@@ -31,6 +31,11 @@
  *               staged K element is read once; the per-head sums come from a
  *               transposed warp sum plus the eight warps' sums added in warp
  *               order. Tiles 4 and 8 only (8 x TILE partial sums per thread).
+ *   VSHARE = 3  four dims of all eight heads per thread, the two half-blocks on the two
+ *               halves of each tile, tiles brought in by bulk copies (cp.async.bulk on an
+ *               mbarrier) into STAGES = 2 or 3 buffers, select-free transposed sums, one
+ *               expf per lane for the softmax, and a reducer that loads 64 partials at a
+ *               time (gem_fused_reducer_wide, same merge order). Tiles 8 and 16.
  *
  * Reducer: one 256-thread block per (query head, half of the 512 dims); thread
  * i merges the P partials of dim 256*half + i in partition order 0..P-1 with
@@ -383,6 +388,282 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     }
 }
 
+/* ---- VSHARE = 3: four dims of all eight heads per thread, bulk-copied tiles ---------------
+ *
+ * Thread i of the block belongs to half hf = i / 128 (warps 0-3, 4-7) and owns the four dims
+ * 4*(i % 128) .. +3 of all eight heads: Q (8 float4) and O (8 float4) in registers. A tile of
+ * TILE tokens arrives in shared memory by two bulk copies (cp.async.bulk, completing on one
+ * mbarrier per buffer; K and V rows of consecutive tokens are contiguous), issued by thread 0
+ * STAGES - 1 tiles ahead. Half hf scores and accumulates tokens hf*TILE/2 .. +TILE/2-1 of the
+ * tile, in chunks of four: the 32 partial dots (8 heads x 4 tokens) of a chunk are summed
+ * across the warp by a 5-step transposed sum without selects (lane l holds Q of head
+ * h ^ ((l >> 2) & 7) and reads K of token j ^ (l & 3) into slot j, so at every step each lane
+ * sends its upper half and keeps its lower one), leaving lane l the warp's sum for head l / 4,
+ * token l % 4; the four warps of the half are then added in warp order. Warp h owns the
+ * softmax of head h: lane t (t < TILE) takes token t, so one expf per lane and per tile, plus
+ * one for the rescale. Both halves apply the same weights and rescales; at the end half 1
+ * hands its O to half 0 through shared memory and half 0 adds it (fixed order). */
+
+__device__ __forceinline__ void gem_mbar_init(uint64_t *bar, unsigned count)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void gem_mbar_fence_init(void)
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* Arms the barrier's phase for `bytes` and copies two runs of bytes/2 into smem. */
+__device__ __forceinline__ void gem_bulk_pair(uint64_t *bar, void *dk, const void *sk, void *dv,
+                                              const void *sv, unsigned half_bytes)
+{
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
+                 "r"(2u * half_bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];\n" ::"r"((unsigned)__cvta_generic_to_shared(dk)),
+                 "l"(sk), "r"(half_bytes), "r"(b)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];\n" ::"r"((unsigned)__cvta_generic_to_shared(dv)),
+                 "l"(sv), "r"(half_bytes), "r"(b)
+                 : "memory");
+}
+__device__ __forceinline__ void gem_mbar_wait(uint64_t *bar, unsigned parity)
+{
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "GEM_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@!P1 bra GEM_WAIT_%=;\n"
+                 "}\n" ::"r"(b),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* One halving step of the select-free transposed sum: keep v[0, W), add the partner's. */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_keep_low(float *v)
+{
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v[i] += __shfl_xor_sync(0xffffffffu, v[i + W], O);
+}
+
+__device__ __forceinline__ float gem_dot4(float4 a, float4 b)
+{
+    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
+}
+
+template <int TILE, int STAGES>
+__device__ __forceinline__ void gem_fused_first_pass_quad(
+    const float *__restrict__ q,  /* (n_q_heads, 512) */
+    const float *__restrict__ k,  /* (n_kv_heads, live, 512) */
+    const float *__restrict__ v,  /* (n_kv_heads, live, 512) */
+    float *__restrict__ part_m,   /* (P, n_q_heads) */
+    float *__restrict__ part_s,   /* (P, n_q_heads) */
+    float *__restrict__ part_o,   /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, float scale)
+{
+    const int TH = TILE / 2;         /* tokens per half */
+    const int NC = TH / 4;           /* chunks of four tokens per half */
+    const int HT = GEM_CU_THREADS / 2; /* threads per half: 128 = one float4 per row each */
+    extern __shared__ float4 gem_fused_smem[]; /* (STAGES, 2, TILE, 128) float4 */
+    __shared__ __align__(8) uint64_t bars[STAGES];
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][TILE];
+    __shared__ __align__(16) float salpha[GEM_CU_GROUP];
+    __shared__ float sred[GEM_CU_THREADS / 32][NC * 32];
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hf = tid / HT, d4 = tid % HT;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t n_q_heads = (int64_t)gridDim.y * GEM_CU_GROUP;
+
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + TILE - 1) / TILE;
+
+    const float *kg = k + g * live * GEM_CU_D;
+    const float *vg = v + g * live * GEM_CU_D;
+
+    /* Q of head h ^ hx in slot h (hx from lane bits 2..4), O of head h in slot h */
+    const int hx = (lane >> 2) & 7, jx = lane & 3;
+    float4 qr[GEM_CU_GROUP], o[GEM_CU_GROUP];
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++) {
+        qr[h] = __ldg(q4 + (h ^ hx) * GEM_CU_ROW_F4);
+        o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float m = -INFINITY, s = 0.f;
+
+    if (tid == 0) {
+#pragma unroll
+        for (int st = 0; st < STAGES; st++)
+            gem_mbar_init(&bars[st], 1);
+        gem_mbar_fence_init();
+    }
+    __syncthreads();
+    if (tid == 0) {
+#pragma unroll
+        for (int st = 0; st < STAGES - 1; st++) {
+            if (st < ntiles) {
+                const int64_t t0 = begin + (int64_t)st * TILE;
+                const int n = (int)min((int64_t)TILE, end - t0);
+                float4 *buf = gem_fused_smem + st * 2 * TILE * GEM_CU_ROW_F4;
+                gem_bulk_pair(&bars[st], buf, kg + t0 * GEM_CU_D, buf + TILE * GEM_CU_ROW_F4,
+                              vg + t0 * GEM_CU_D, (unsigned)n * GEM_CU_D * 4u);
+            }
+        }
+    }
+
+    for (int64_t i = 0; i < ntiles; i++) {
+        const int64_t t0 = begin + i * TILE;
+        const int n = (int)min((int64_t)TILE, end - t0);
+        const int st = (int)(i % STAGES);
+        float4 *ks = gem_fused_smem + st * 2 * TILE * GEM_CU_ROW_F4;
+        float4 *vs = ks + TILE * GEM_CU_ROW_F4;
+        gem_mbar_wait(&bars[st], (unsigned)((i / STAGES) & 1));
+        if (n < TILE) {
+            /* rows past the partition end were not copied: zero this thread's own pieces of
+             * them (it alone reads them, and no copy writes this buffer again) */
+#pragma unroll
+            for (int t = 0; t < TH; t++) {
+                if (hf * TH + t >= n) {
+                    ks[(hf * TH + t) * GEM_CU_ROW_F4 + d4] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    vs[(hf * TH + t) * GEM_CU_ROW_F4 + d4] = make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+            }
+        }
+
+        /* partial dots, transposed sums, one value per lane and chunk into sred */
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float part[32]; /* slot h*4 + j: Q of head h ^ hx . K of token j ^ jx */
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float4 kk = ks[(hf * TH + c * 4 + (j ^ jx)) * GEM_CU_ROW_F4 + d4];
+#pragma unroll
+                for (int h = 0; h < GEM_CU_GROUP; h++)
+                    part[h * 4 + j] = gem_dot4(qr[h], kk);
+            }
+            gem_xpose_keep_low<16, 16>(part);
+            gem_xpose_keep_low<8, 8>(part);
+            gem_xpose_keep_low<4, 4>(part);
+            gem_xpose_keep_low<2, 2>(part);
+            gem_xpose_keep_low<1, 1>(part);
+            sred[warp][c * 32 + lane] = part[0]; /* head lane/4, token c*4 + lane%4 */
+        }
+        __syncthreads(); /* sred complete; every thread is done with tile i-1 */
+        if (tid == 0) {
+            const int64_t nx = i + STAGES - 1;
+            if (nx < ntiles) {
+                const int64_t tn = begin + nx * TILE;
+                const int nn = (int)min((int64_t)TILE, end - tn);
+                const int sx = (int)(nx % STAGES);
+                float4 *buf = gem_fused_smem + sx * 2 * TILE * GEM_CU_ROW_F4;
+                gem_bulk_pair(&bars[sx], buf, kg + tn * GEM_CU_D, buf + TILE * GEM_CU_ROW_F4,
+                              vg + tn * GEM_CU_D, (unsigned)nn * GEM_CU_D * 4u);
+            }
+        }
+
+        /* softmax of head `warp`: lane t (mod TILE) takes token t */
+        {
+            const int t = lane & (TILE - 1);
+            const int th = t / TH, tt = t % TH;
+            const int col = (tt / 4) * 32 + warp * 4 + (tt & 3);
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; w++)
+                a += sred[th * 4 + w][col];
+            const float sc = t < n ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);     /* rows past n: exp(-inf) = 0 */
+            const float alpha = expf(m - mn);  /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < TILE)
+                sp[warp][lane] = e;
+            if (lane == 0)
+                salpha[warp] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+
+        {
+            const float4 al0 = *reinterpret_cast<const float4 *>(&salpha[0]);
+            const float4 al1 = *reinterpret_cast<const float4 *>(&salpha[4]);
+            const float al[GEM_CU_GROUP] = {al0.x, al0.y, al0.z, al0.w, al1.x, al1.y, al1.z, al1.w};
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                o[h].x *= al[h];
+                o[h].y *= al[h];
+                o[h].z *= al[h];
+                o[h].w *= al[h];
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float4 vv[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                vv[j] = vs[(hf * TH + c * 4 + j) * GEM_CU_ROW_F4 + d4];
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH + c * 4]);
+                const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    o[h].x = fmaf(wj[j], vv[j].x, o[h].x);
+                    o[h].y = fmaf(wj[j], vv[j].y, o[h].y);
+                    o[h].z = fmaf(wj[j], vv[j].z, o[h].z);
+                    o[h].w = fmaf(wj[j], vv[j].w, o[h].w);
+                }
+            }
+        }
+        /* the next tile's first barrier orders these reads before sp and this buffer are
+         * rewritten */
+    }
+
+    /* half 1 hands its O to half 0 through the first buffer (no copy is in flight: every
+     * issued tile was waited for) */
+    __syncthreads();
+    float4 *xo = gem_fused_smem; /* (8, 128) float4 */
+    if (hf == 1) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++)
+            xo[h * HT + d4] = o[h];
+    }
+    __syncthreads();
+    const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
+    if (hf == 0) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 b = xo[h * HT + d4];
+            float4 r;
+            r.x = o[h].x + b.x;
+            r.y = o[h].y + b.y;
+            r.z = o[h].z + b.z;
+            r.w = o[h].w + b.w;
+            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+        }
+    }
+    if (lane == 0) {
+        part_m[row0 + warp] = m;
+        part_s[row0 + warp] = s;
+    }
+}
+
 /* The compiled variants, one extern "C" symbol each (the receipt names them). */
 #define GEM_FUSED_FIRST_PASS(T, S, V)                                                          \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
@@ -423,6 +704,24 @@ GEM_FUSED_FIRST_PASS(4, 1, 2)
 GEM_FUSED_FIRST_PASS(4, 0, 2)
 GEM_FUSED_FIRST_PASS(8, 0, 2)
 
+/* VSHARE = 3: STAGES is the number of bulk-copy buffers (2 or 3); tiles 8 and 16. */
+#define GEM_FUSED_FIRST_PASS_QUAD(T, S)                                                        \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        gem_fused_first_pass_t##T##_s##S##_v3(                                                 \
+            const float *__restrict__ q, const float *__restrict__ k,                          \
+            const float *__restrict__ v, float *__restrict__ part_m,                           \
+            float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,              \
+            int64_t partitions, float scale)                                                   \
+    {                                                                                          \
+        gem_fused_first_pass_quad<T, S>(q, k, v, part_m, part_s, part_o, live, partitions,     \
+                                        scale);                                                \
+    }
+
+GEM_FUSED_FIRST_PASS_QUAD(8, 2)
+GEM_FUSED_FIRST_PASS_QUAD(8, 3)
+GEM_FUSED_FIRST_PASS_QUAD(16, 2)
+GEM_FUSED_FIRST_PASS_QUAD(16, 3)
+
 typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
                                   float *, int64_t, int64_t, float);
 
@@ -445,7 +744,8 @@ static const gem_first_pass_entry gem_first_pass_table[] = {
     GEM_FP_ENTRY(4, 3, 1),  GEM_FP_ENTRY(8, 3, 1), GEM_FP_ENTRY(16, 3, 1),
     GEM_FP_ENTRY(4, 2, 2),  GEM_FP_ENTRY(8, 2, 2), GEM_FP_ENTRY(4, 3, 2),
     GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2), GEM_FP_ENTRY(4, 1, 2),
-    GEM_FP_ENTRY(4, 0, 2),  GEM_FP_ENTRY(8, 0, 2),
+    GEM_FP_ENTRY(4, 0, 2),  GEM_FP_ENTRY(8, 0, 2),  GEM_FP_ENTRY(8, 2, 3),
+    GEM_FP_ENTRY(8, 3, 3),  GEM_FP_ENTRY(16, 2, 3), GEM_FP_ENTRY(16, 3, 3),
 };
 #define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
 
@@ -500,6 +800,58 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
 }
 
+/* The reducer of the VSHARE = 3 variant: the same merges in the same order as
+ * gem_fused_reducer (so the same bits for the same partials), with fewer dependent load
+ * rounds: each thread issues the O loads of 64 partials at once, while threads 0..63 stage
+ * their (M, S) in shared memory. */
+#define GEM_CU_WIDE_B 64
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_fused_reducer_wide(const float *__restrict__ part_m, /* (P, n_q_heads) */
+                           const float *__restrict__ part_s, /* (P, n_q_heads) */
+                           const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+                           float *__restrict__ out,          /* (n_q_heads, 512) */
+                           int64_t partitions)
+{
+    __shared__ float sm[GEM_CU_WIDE_B], ss[GEM_CU_WIDE_B];
+    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    float m = -INFINITY, s = 0.f, o = 0.f;
+    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_CU_WIDE_B) {
+        float op[GEM_CU_WIDE_B];
+#pragma unroll
+        for (int b = 0; b < GEM_CU_WIDE_B; b++) {
+            const int64_t p = p0 + b;
+            op[b] = p < partitions ? __ldg(part_o + (p * n_q_heads + h) * GEM_CU_D + d) : 0.f;
+        }
+        if (threadIdx.x < GEM_CU_WIDE_B) {
+            const int64_t p = p0 + threadIdx.x;
+            const int ok = p < partitions;
+            sm[threadIdx.x] = ok ? __ldg(part_m + p * n_q_heads + h) : -INFINITY;
+            ss[threadIdx.x] = ok ? __ldg(part_s + p * n_q_heads + h) : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int b = 0; b < GEM_CU_WIDE_B; b++) {
+            const float mb = sm[b], sb = ss[b];
+            if (sb == 0.f)
+                continue; /* an empty partial is the identity */
+            if (s == 0.f) {
+                m = mb;
+                s = sb;
+                o = op[b];
+                continue;
+            }
+            const float mm = m > mb ? m : mb;
+            const float ea = expf(m - mm), eb = expf(mb - mm);
+            o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(op[b], eb));
+            s = __fadd_rn(__fmul_rn(s, ea), __fmul_rn(sb, eb));
+            m = mm;
+        }
+        __syncthreads(); /* sm/ss are rewritten by the next round */
+    }
+    out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
+}
+
 /* ---- host side ------------------------------------------------------------------ */
 
 static const gem_first_pass_entry *gem_fp_find(const gem_cu_fused_variant *var)
@@ -523,8 +875,9 @@ gem_status gem_cu_fused_kernels(const gem_cu_fused_variant *var, gem_cu_kernel_r
     first->role = "fused_first_pass";
     first->dynamic_shared = gem_fp_dynamic_bytes(e->tile, e->stages);
     first->threads = GEM_CU_THREADS;
-    reducer->func = (const void *)gem_fused_reducer;
-    reducer->name = "gem_fused_reducer";
+    reducer->func = e->vshare == 3 ? (const void *)gem_fused_reducer_wide
+                                   : (const void *)gem_fused_reducer;
+    reducer->name = e->vshare == 3 ? "gem_fused_reducer_wide" : "gem_fused_reducer";
     reducer->role = "fused_reducer";
     reducer->dynamic_shared = 0;
     reducer->threads = GEM_CU_THREADS;
@@ -567,8 +920,12 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_variant *var, const gem_cu_fus
         a->q, a->k, a->v, a->part_m, a->part_s, a->part_o, a->live, a->partitions, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());
     const dim3 grid2((unsigned)(a->n_kv_heads * GEM_CU_GROUP), GEM_CU_D / GEM_CU_THREADS);
-    gem_fused_reducer<<<grid2, GEM_CU_THREADS, 0, stream>>>(a->part_m, a->part_s, a->part_o,
-                                                            a->out, a->partitions);
+    if (e->vshare == 3)
+        gem_fused_reducer_wide<<<grid2, GEM_CU_THREADS, 0, stream>>>(
+            a->part_m, a->part_s, a->part_o, a->out, a->partitions);
+    else
+        gem_fused_reducer<<<grid2, GEM_CU_THREADS, 0, stream>>>(a->part_m, a->part_s,
+                                                                a->part_o, a->out, a->partitions);
     GEM_CUDA_CHECK(cudaGetLastError());
     return GEM_OK;
 }
