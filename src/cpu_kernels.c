@@ -94,7 +94,7 @@ static inline __m512 reduce_4x4(__m512 acc[4][4])
 
 /* 4 query rows x 4 key rows, n a multiple of 16: the 16 dot products in the
  * lanes of one register, lane 4*t + h = dot(q_h, k_t). */
-static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf)
+static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf, int npf)
 {
     __m512 acc[4][4];
     for (int h = 0; h < 4; h++)
@@ -108,9 +108,8 @@ static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf
              * load into every FMA and reads K four times from L1 */
             __asm__("" : "+v"(kv[t]));
         }
-        if (pf)
-            for (int t = 0; t < 4; t++)
-                __builtin_prefetch(pf + t * n + i, 0, CPU_PF_LOCALITY);
+        for (int t = 0; t < npf; t++)
+            __builtin_prefetch(pf + t * n + i, 0, CPU_PF_LOCALITY);
         for (int h = 0; h < 4; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
@@ -169,7 +168,7 @@ void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4) {
                 float r[16];
-                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * n, n, NULL));
+                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * n, n, NULL, 0));
                 for (int a = 0; a < 4; a++)
                     for (int b = 0; b < 4; b++)
                         out[(h + a) * out_stride + t + b] = r[4 * b + a];
@@ -197,14 +196,18 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int
 {
 #if CPU_AVX512
     if (n % 16 == 0) {
+        /* The blocks of 4 heads share the prefetches of the 4 rows ahead:
+         * block b asks for rows [b*rpb, (b+1)*rpb), spread over its FMAs. */
+        const int64_t nb = nh / 4;
+        const int64_t rpb = nb >= 4 ? 1 : (nb > 0 ? (4 + nb - 1) / nb : 4);
         int64_t h = 0;
         for (; h + 4 <= nh; h += 4) {
+            const int64_t r0 = (h / 4) * rpb, r1 = r0 + rpb < 4 ? r0 + rpb : 4;
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4) {
-                /* the first block of heads spreads the prefetches of the
-                 * rows ahead over its FMAs */
-                const float *pb = h == 0 && pf && t + 4 <= pf_nt ? pf + t * n : NULL;
-                const __m512 r = dot_4x4(q + h * n, k + t * n, n, pb);
+                const int use = pf && t + 4 <= pf_nt && r0 < 4;
+                const __m512 r = dot_4x4(q + h * n, k + t * n, n, use ? pf + (t + r0) * n : NULL,
+                                         use ? (int)(r1 - r0) : 0);
                 _mm_storeu_ps(out + (t + 0) * out_stride + h, _mm512_extractf32x4_ps(r, 0));
                 _mm_storeu_ps(out + (t + 1) * out_stride + h, _mm512_extractf32x4_ps(r, 1));
                 _mm_storeu_ps(out + (t + 2) * out_stride + h, _mm512_extractf32x4_ps(r, 2));
@@ -224,7 +227,7 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int
             for (; t < nt; t++)
                 out[t * out_stride + h] = dot_1x1(q + h * n, k + t * n, n);
         }
-        for (int64_t t = nt / 4 * 4; pf && t < pf_nt; t++) /* rows no block covered */
+        for (int64_t t = nh >= 4 ? nt / 4 * 4 : 0; pf && t < pf_nt; t++) /* rows no block covered */
             prefetch_row(pf + t * n, n);
         return;
     }
