@@ -12,8 +12,8 @@
  *   S     = S * alpha + p_0 + p_1 + ...              (in token order)
  *   O     = O * alpha + sum_j p_j v_j                (per element, token order)
  * (the scores token-major, (T, G): cpu_dot_tile_tm, cpu_online_tile and
- * cpu_value_tile, which keep each step's rule bit for bit and prefetch the
- * rows PF_TILES tiles ahead while they compute)
+ * cpu_value_tile, which keep each step's rule bit for bit, run several whole
+ * tiles per call and prefetch the rows of a later span while they compute)
  * and writes the state as partition p's partial, partition-major:
  *   maxima (P, n_q_heads), denominators (P, n_q_heads), numerators
  *   (P, n_q_heads, dv): exactly gem_attention_online_scratch_bytes.
@@ -31,10 +31,13 @@
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
 
-#ifndef PF_TILES
-/* How many tiles ahead the kernels prefetch. */
-#define PF_TILES 2
+#ifndef PF_SPANS
+/* How many spans ahead the kernels prefetch. */
+#define PF_SPANS 2
 #endif
+/* Tokens the kernels take at once when the tile is shorter (a multiple of the
+ * tile, at most this). */
+#define SPAN_TOKENS 32
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
@@ -62,9 +65,19 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         j->status[item] = st;
         return;
     }
-    float *sc = j->ws + thread * j->ws_stride; /* (T, G) scores, then weights */
-    float *alpha = sc + G * T;                 /* (G) */
-    float *m = alpha + G;                      /* (G) */
+    /* The kernels run a span of k whole tiles at once (S = k*T tokens, about
+     * SPAN_TOKENS, as the thread's temporaries allow): the scores of the span
+     * in one call, the softmax step tile by tile, the value update of the span
+     * in one call that applies each tile's alpha before its tokens. The
+     * arithmetic is that of one tile at a time (the same bits for any k); the
+     * O accumulators stay in registers across the span. */
+    int64_t k = T < SPAN_TOKENS ? SPAN_TOKENS / T : 1;
+    const int64_t fit = (j->ws_stride - 2 * G) / (G * (T + 1)); /* >= 1: see reserve */
+    k = k < fit ? k : fit;
+    const int64_t S = k * T;
+    float *sc = j->ws + thread * j->ws_stride; /* (S, G) scores, then weights */
+    float *alpha = sc + G * S;                 /* (k, G) */
+    float *m = alpha + G * k;                  /* (G) */
     float *s = m + G;                          /* (G) */
     float *o = j->po + (p * j->n_q + h0) * dv; /* (G, dv) this partition's numerators */
     for (int64_t hh = 0; hh < G; hh++) {
@@ -76,20 +89,22 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     const float *qg = j->q + h0 * dk;
     const float *kg = j->k + g * j->capacity * dk;
     const float *vg = j->v + g * j->capacity * dv;
-    for (int64_t t0 = begin; t0 < end; t0 += T) {
-        const int64_t n = end - t0 < T ? end - t0 : T;
-        /* The kernels prefetch the rows PF_TILES tiles ahead (within this
+    for (int64_t t0 = begin; t0 < end; t0 += S) {
+        const int64_t n = end - t0 < S ? end - t0 : S;
+        /* The kernels prefetch the rows PF_SPANS spans ahead (within this
          * partition) into L2, spread over their FMAs: the hardware streams
          * alone left the core waiting at the first touch of each tile. */
-        const int64_t a0 = t0 + PF_TILES * T;
-        const int64_t pn = a0 < end ? (end - a0 < T ? end - a0 : T) : 0;
+        const int64_t a0 = t0 + PF_SPANS * S;
+        const int64_t pn = a0 < end ? (end - a0 < S ? end - a0 : S) : 0;
         const float *pk = pn ? kg + a0 * dk : NULL, *pv = pn ? vg + a0 * dv : NULL;
         cpu_dot_tile_tm(qg, G, kg + t0 * dk, n, dk, sc, G, pk, pn);
-        if (cpu_online_tile(sc, n, G, j->scale, m, s, alpha) != 0) {
-            j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
-            return;
-        }
-        cpu_value_tile(o, G, dv, alpha, sc, vg + t0 * dv, n, dv, pv, pn);
+        for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
+            if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
+                                alpha + (u / T) * G) != 0) {
+                j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
+                return;
+            }
+        cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * dv, n, dv, pv, pn);
     }
     for (int64_t hh = 0; hh < G; hh++) {
         j->pm[p * j->n_q + h0 + hh] = m[hh];

@@ -423,22 +423,25 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 /* cpu_value_tile for 8 heads, n a multiple of 16: per 16 columns the 8 heads'
  * accumulators stay in registers for the whole tile; each V vector is loaded
  * once and feeds 8 FMAs (weights broadcast from memory). */
-static void value_8h(float *o, int64_t n, const float *alpha, const float *p, const float *v,
-                     int64_t nt, int64_t vs, const float *pf, int64_t pf_nt)
+static void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+                     const float *v, int64_t nt, int64_t vs, const float *pf, int64_t pf_nt)
 {
-    __m512 al[8];
-    for (int h = 0; h < 8; h++)
-        al[h] = _mm512_set1_ps(alpha[h]);
     for (int64_t d = 0; d < n; d += 16) {
         __m512 a[8];
         for (int h = 0; h < 8; h++)
-            a[h] = _mm512_mul_ps(_mm512_loadu_ps(o + h * n + d), al[h]);
-        for (int64_t t = 0; t < nt; t++) {
-            const __m512 vv = _mm512_loadu_ps(v + t * vs + d);
-            if (t < pf_nt)
-                __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
+            a[h] = _mm512_loadu_ps(o + h * n + d);
+        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+            const float *al = alpha + (t0 / tile) * 8;
+            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
             for (int h = 0; h < 8; h++)
-                a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[t * 8 + h]), vv, a[h]);
+                a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(al[h]));
+            for (int64_t t = t0; t < t1; t++) {
+                const __m512 vv = _mm512_loadu_ps(v + t * vs + d);
+                if (t < pf_nt)
+                    __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
+                for (int h = 0; h < 8; h++)
+                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[t * 8 + h]), vv, a[h]);
+            }
         }
         for (int h = 0; h < 8; h++)
             _mm512_storeu_ps(o + h * n + d, a[h]);
@@ -446,15 +449,16 @@ static void value_8h(float *o, int64_t n, const float *alpha, const float *p, co
 }
 #endif
 
-void cpu_value_tile(float *o, int64_t nh, int64_t n, const float *alpha, const float *p,
-                    const float *v, int64_t nt, int64_t v_stride, const float *pf, int64_t pf_nt)
+void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *alpha,
+                    const float *p, const float *v, int64_t nt, int64_t v_stride, const float *pf,
+                    int64_t pf_nt)
 {
     if (!pf)
         pf_nt = 0;
 #if CPU_AVX512
     if (nh == 8 && n % 16 == 0) {
-        value_8h(o, n, alpha, p, v, nt, v_stride, pf, pf_nt);
-        for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this tile's count */
+        value_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt);
+        for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this call's count */
             prefetch_row(pf + t * v_stride, n);
         return;
     }
@@ -463,13 +467,17 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, const float *alpha, const f
         prefetch_row(pf + t * v_stride, n);
     for (int64_t h = 0; h < nh; h++) {
         float *oh = o + h * n;
-        for (int64_t d = 0; d < n; d++)
-            oh[d] *= alpha[h];
-        for (int64_t t = 0; t < nt; t++) {
-            const float pt = p[t * nh + h];
-            const float *vt = v + t * v_stride;
+        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+            const float al = alpha[(t0 / tile) * nh + h];
+            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
             for (int64_t d = 0; d < n; d++)
-                oh[d] = fmaf(pt, vt[d], oh[d]);
+                oh[d] *= al;
+            for (int64_t t = t0; t < t1; t++) {
+                const float pt = p[t * nh + h];
+                const float *vt = v + t * v_stride;
+                for (int64_t d = 0; d < n; d++)
+                    oh[d] = fmaf(pt, vt[d], oh[d]);
+            }
         }
     }
 }

@@ -73,14 +73,20 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int
 int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
                     float *alpha);
 
-/* The value update of nh heads over nt tokens, weights token-major:
- *   for h < nh: o[h*n + d] = o[h*n + d] * alpha[h], then for t in [0, nt):
- *       o[h*n + d] = fmaf(p[t*nh + h], v[t*v_stride + d], o[h*n + d])
- * for every d < n: per head the rule of cpu_rescale_accumulate (the same bits).
- * Prefetches pf_nt rows from pf like cpu_dot_tile_tm (pf may be NULL).
- * o (nh, n), alpha (nh), p (nt, nh), v (nt, v_stride), pf (pf_nt, v_stride). */
-void cpu_value_tile(float *o, int64_t nh, int64_t n, const float *alpha, const float *p,
-                    const float *v, int64_t nt, int64_t v_stride, const float *pf,
+/* The value update of nh heads over nt tokens made of consecutive tiles of
+ * `tile` tokens (the last may be shorter), weights token-major; tile j is
+ * scaled by its own alpha before its tokens:
+ *   for h < nh, d < n: for each tile j in order:
+ *       o[h*n + d] = o[h*n + d] * alpha[j*nh + h]
+ *       for t in tile j: o[h*n + d] = fmaf(p[t*nh + h], v[t*v_stride + d], o[h*n + d])
+ * Per tile and head the rule of cpu_rescale_accumulate, so one call over k
+ * tiles gives the same bits as k calls of one tile each; the accumulators stay
+ * in registers across the tiles of a call. While it computes it prefetches
+ * pf_nt rows from pf like cpu_dot_tile_tm (pf may be NULL).
+ * o (nh, n), alpha (ceil(nt / tile), nh), p (nt, nh), v (nt, v_stride),
+ * pf (pf_nt, v_stride); tile >= 1. */
+void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *alpha,
+                    const float *p, const float *v, int64_t nt, int64_t v_stride, const float *pf,
                     int64_t pf_nt);
 
 /* Weighted sum of rows for the baseline's value stage, nh heads at once:

@@ -149,7 +149,7 @@ static void check_value_tile(void)
                 memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
                 memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
                 const int with_pf = (nt % 2) == 1;
-                cpu_value_tile(o1, nh, n, al, p, v, nt, vs, with_pf ? v : NULL, with_pf ? 2 : 0);
+                cpu_value_tile(o1, nh, n, nt, al, p, v, nt, vs, with_pf ? v : NULL, with_pf ? 2 : 0);
                 for (int64_t h = 0; h < nh; h++) {
                     for (int64_t t = 0; t < nt; t++)
                         ph[t] = p[t * nh + h];
@@ -173,6 +173,42 @@ static void check_value_tile(void)
             }
 }
 
+/* One call over several tiles (each with its alpha) equals one call per tile,
+ * for tile lengths that do and do not divide the token count. */
+static void check_value_tiles(void)
+{
+    const int64_t ns[] = {512, 13};
+    const int64_t nhs[] = {8, 3};
+    const int64_t tiles[] = {1, 3, 4, 5, 32};
+    const int64_t nt = 32;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
+            for (size_t c = 0; c < sizeof tiles / sizeof tiles[0]; c++) {
+                const int64_t n = ns[a], nh = nhs[b], T = tiles[c], vs = n;
+                const int64_t k = (nt + T - 1) / T;
+                float *v = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
+                float *p = fmalloc(nt * nh), *al = fmalloc(k * nh);
+                const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
+                gem_fill_uniform(800 + sd, -1.0f, 1.0f, v, (size_t)(nt * vs));
+                gem_fill_uniform(900 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
+                gem_fill_uniform(1000 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
+                gem_fill_uniform(1100 + sd, 0.0f, 1.0f, al, (size_t)(k * nh));
+                memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+                cpu_value_tile(o1, nh, n, T, al, p, v, nt, vs, v, nt);
+                for (int64_t u = 0; u < nt; u += T)
+                    cpu_value_tile(o2, nh, n, T, al + (u / T) * nh, p + u * nh, v + u * vs,
+                                   nt - u < T ? nt - u : T, vs, NULL, 0);
+                if (!TCHECK(same_bits(o1, o2, nh * n)))
+                    fprintf(stderr, "     value_tiles n%lld nh%lld T%lld\n", (long long)n,
+                            (long long)nh, (long long)T);
+                free(v);
+                free(o1);
+                free(o2);
+                free(p);
+                free(al);
+            }
+}
+
 /* The fused route at tiles beyond the register blocks and the partitions:
  * against the double reference, bitwise equal for 1, 2 and 3 threads and on a
  * repeat. */
@@ -191,7 +227,8 @@ static void check_route_tiles(int64_t nq, int64_t nkv, int64_t d, int64_t live, 
         TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, threads[i], &e[i]), GEM_OK);
         TCHECK_STATUS(gem_engine_load(e[i], &s, &in.in, 1), GEM_OK);
     }
-    const int64_t cases[][2] = {{32, 16}, {32, 32}, {32, 17}, {7, 64}, {3, 6}, {512, 16}};
+    const int64_t cases[][2] = {{32, 4},  {32, 16}, {32, 32}, {32, 17}, {7, 64},
+                                {3, 6},   {512, 16}, {5, 3},  {1, 33}, {2, 1}};
     float *out = malloc(n * sizeof(float));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const gem_route_params p = {cases[c][0], cases[c][1]};
@@ -232,6 +269,7 @@ int main(void)
     check_dot_tm();
     check_online_tile();
     check_value_tile();
+    check_value_tiles();
     check_route_tiles(32, 4, 512, 1003, 21); /* production heads, ragged live */
     check_route_tiles(16, 2, 48, 301, 22);   /* group 8, dims a multiple of 16 */
     check_route_tiles(6, 2, 13, 45, 23);     /* group 3, odd dims, P = 512 > live */
