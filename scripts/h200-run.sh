@@ -12,8 +12,8 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench sweep final extra direct quad ncu (default: all but quad, in
-#            that order)
+#            bench sweep final extra direct quad wide ncu (default: all but quad
+#            and wide, in that order)
 #   TEST_SETS     comma-separated "stages vshare" pairs the CUDA tests also run
 #                 under (default: the six of run 4)
 #   SANITIZE_SETS space-separated tool:stages:vshare triples for compute-sanitizer
@@ -307,6 +307,37 @@ if has quad; then
             --a-partitions 64 --a-tile 8 --b fused --b-partitions $pp --b-tile 8 \
             --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
     done
+    pack
+fi
+# ---- four dims per thread fed by direct 16-byte loads (vshare 4), and with a streaming cache
+# hint (vshare 5), against run 4's best: each against the baseline in its own process (stages
+# and vshare are per-process), in the process order A B C C B A so drift cancels; the diff of
+# vshare 5 (vshare 4's is the final phase's) and one full ncu report per variant at 64K
+if has wide; then
+    for vv in 2 4 5 5 4 2; do
+        r=1
+        [ -f "$REC/bench-wide-s0v$vv-t8-r1.json" ] && r=2
+        bench wide-s0v$vv-t8-r$r GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv -- --a baseline \
+            --b fused --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 \
+            --bw-mib 4096 --bw-reps 10
+    done
+    step "gem diff --backend cuda: vshare 5 (P64, tile 8) vs baseline vs double"
+    GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=5 "$GEM" diff --backend cuda --partitions 64 \
+        --tile 8 --lengths 1,13,4097,8191,8192,8193,65536,131072 --out "$REC/diff-v5" ||
+        fail "gem diff vshare 5"
+    pack
+    if command -v ncu >/dev/null; then
+        for vv in 2 4 5; do
+            late && break
+            step "ncu s0 v$vv t8 (64K, full set, one first-pass launch)"
+            GEM_QUIET=1 GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv timeout 60 ncu \
+                --clock-control none --set full --import-source no -k regex:gem_fused_first_pass \
+                --launch-skip 1 --launch-count 1 "$GEM" bench --backend cuda --lengths 65536 \
+                --b-partitions 64 --b-tile 8 --rounds 1 --warmup 0 --no-double --copies 1 \
+                --bw-mib 64 --bw-reps 1 --out /tmp/ncu-bench-v$vv.json >"$REC/ncu-s0v$vv.txt" 2>&1 ||
+                fail "ncu s0 v$vv"
+        done
+    fi
     pack
 fi
 if has extra-old; then

@@ -69,12 +69,12 @@ static void run_and_check(gem_engine *e, gem_route route, const gem_route_params
 }
 
 /* The fused route's parameters for the runs that take the defaults: NULL (P32,
- * tile 4), or P32 tile 8 under GEM_CUDA_FUSED_VSHARE=3, which has no tile 4. */
+ * tile 4), or P32 tile 8 under GEM_CUDA_FUSED_VSHARE=3, 4 or 5, which have no tile 4. */
 static const gem_route_params *fused_defaults(void)
 {
     static const gem_route_params t8 = {32, 8};
     gem_cuda_fused_config env = {0, 0, 1, 0};
-    if (gem_cuda_fused_config_from_env(&env) == GEM_OK && env.vshare == 3)
+    if (gem_cuda_fused_config_from_env(&env) == GEM_OK && env.vshare >= 3)
         return &t8;
     return NULL;
 }
@@ -103,7 +103,8 @@ static void check_shape(gem_engine *e, int64_t n_kv, int64_t live, int64_t extra
     for (size_t i = 0; i < 3; i++) {
         for (size_t j = 0; j < 3; j++) {
             gem_route_params p = {fused_p[i], tiles[j]};
-            if ((env.vshare == 2 && tiles[j] == 16) || (env.vshare == 3 && tiles[j] == 4)) {
+            if ((env.vshare == 2 && tiles[j] == 16) || (env.vshare == 3 && tiles[j] == 4) ||
+                (env.vshare >= 4 && tiles[j] != 8)) {
                 /* not compiled: refused, not run */
                 TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, &p, NULL), GEM_ERR_PARAM);
                 continue;

@@ -15,7 +15,7 @@
  *                          staged into shared memory), 2 or 3 (cp.async, that
  *                          many tiles in flight), 0 (no staging: each thread
  *                          loads its own K/V pieces into registers one tile
- *                          ahead; with GEM_CUDA_FUSED_VSHARE=2 only)
+ *                          ahead; with GEM_CUDA_FUSED_VSHARE=2, 4 or 5 only)
  *   GEM_CUDA_FUSED_VSHARE  0 (default: warp w accumulates O of head w), 1
  *                          (each thread accumulates two dims of all 8 heads)
  *                          or 2 (1, and each thread also forms the partial
@@ -24,7 +24,11 @@
  *                          8 heads for Q.K and O, the two half-blocks take the
  *                          two halves of a tile, tiles arrive by bulk copies
  *                          into GEM_CUDA_FUSED_STAGES = 2 or 3 buffers; tiles
- *                          8 and 16 only)
+ *                          8 and 16 only) or 4 (3's ownership, fed as STAGES
+ *                          0: 16-byte loads straight into registers one tile
+ *                          ahead; tile 8 with GEM_CUDA_FUSED_STAGES=0 only) or
+ *                          5 (4, with the K/V loads marked L1 no-allocate and
+ *                          L2 evict-first)
  * Anything else is rejected with GEM_ERR_PARAM, never ignored.
  */
 #ifndef GEM_CUDA_H
@@ -57,7 +61,7 @@ typedef struct gem_cuda_device_info {
  * why) when there is no usable GPU or no CUDA in the build. */
 gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 
-/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0..3). */
+/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0..5). */
 typedef struct gem_cuda_fused_config {
     int64_t partitions;
     int64_t tile;

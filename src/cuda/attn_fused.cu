@@ -36,6 +36,10 @@
  *               mbarrier) into STAGES = 2 or 3 buffers, select-free transposed sums, one
  *               expf per lane for the softmax, and a reducer that loads 64 partials at a
  *               time (gem_fused_reducer_wide, same merge order). Tiles 8 and 16.
+ *   VSHARE = 4  VSHARE 3's ownership fed as STAGES = 0: each thread loads its float4 of K and V
+ *               straight into registers one tile ahead (16-byte loads); tile 8, STAGES 0 only;
+ *               run 4's reducer.
+ *   VSHARE = 5  4, with the K/V loads marked L1::no_allocate and L2 evict_first.
  *
  * Reducer: one 256-thread block per (query head, half of the 512 dims); thread
  * i merges the P partials of dim 256*half + i in partition order 0..P-1 with
@@ -664,6 +668,209 @@ __device__ __forceinline__ void gem_fused_first_pass_quad(
     }
 }
 
+/* ---- VSHARE = 4, 5: four dims of all eight heads per thread, direct 16-byte loads -----------
+ *
+ * The ownership of VSHARE = 3 (thread i: half hf = i / 128, dims 4*(i % 128) .. +3 of all eight
+ * heads; half hf takes tokens hf*TILE/2 .. +TILE/2-1 of each tile) with the feeding of STAGES = 0:
+ * no shared staging, each thread loads the float4 of K and V it owns (LDG.128, one 512-byte run
+ * per warp and row) straight into registers one tile ahead: the next tile's K as soon as this
+ * tile's dots are formed, its V as soon as this tile's V update is done (128 registers hold Q and
+ * O of eight heads, 64, so the two tiles of K/V cannot all be live at once). Q of head h ^ hx sits in slot h (hx = lane bits 2..4), so the three head steps of
+ * the transposed sum keep the lower half without selects; the two token steps select. Lane l then
+ * holds the warp's sum for head l / 4, token l % 4 of its half; the four warps of a half are added
+ * in warp order, and the softmax, the weights and the end-of-block hand-over of half 1's O are
+ * those of VSHARE = 3. HINT = 1 (VSHARE = 5) loads K and V with L1::no_allocate and an L2
+ * evict_first cache policy (one use per byte), HINT = 0 (VSHARE = 4) with plain ld.global. */
+template <int HINT> __device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
+{
+    /* plain (not .nc) global loads, volatile with a memory clobber: neither the compiler nor the
+     * assembler may move them across the block's barriers, so they stay where the loop issues
+     * them (an .nc load of a read-only array may be sunk to its use, which would leave no load in
+     * flight while the tile is computed) */
+    float4 r;
+    if (HINT)
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
+                     : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+                     : "l"(p), "l"(pol)
+                     : "memory");
+    else
+        asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+                     : "l"(p)
+                     : "memory");
+    return r;
+}
+
+template <int TILE, int HINT>
+__device__ __forceinline__ void gem_fused_first_pass_wide(
+    const float *__restrict__ q,  /* (n_q_heads, 512) */
+    const float *__restrict__ k,  /* (n_kv_heads, live, 512) */
+    const float *__restrict__ v,  /* (n_kv_heads, live, 512) */
+    float *__restrict__ part_m,   /* (P, n_q_heads) */
+    float *__restrict__ part_s,   /* (P, n_q_heads) */
+    float *__restrict__ part_o,   /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, float scale)
+{
+    static_assert(TILE == 8, "VSHARE 4/5: four tokens per half and tile");
+    const int TH = TILE / 2;           /* tokens per half: one chunk of four */
+    const int HT = GEM_CU_THREADS / 2; /* threads per half: 128 = one float4 per row each */
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][TILE];
+    __shared__ __align__(16) float salpha[GEM_CU_GROUP];
+    __shared__ float sred[GEM_CU_THREADS / 32][32];
+    __shared__ __align__(16) float4 xo[GEM_CU_GROUP * HT]; /* half 1's O at the end */
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hf = tid / HT, d4 = tid % HT;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t n_q_heads = (int64_t)gridDim.y * GEM_CU_GROUP;
+
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + TILE - 1) / TILE;
+
+    /* this thread's float4 column of this KV head's rows, from this half's first token */
+    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * live * GEM_CU_ROW_F4 + d4;
+    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * live * GEM_CU_ROW_F4 + d4;
+    uint64_t pol = 0;
+    if (HINT)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    const int hx = (lane >> 2) & 7;
+    float4 qr[GEM_CU_GROUP], o[GEM_CU_GROUP];
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++) {
+        qr[h] = __ldg(q4 + (h ^ hx) * GEM_CU_ROW_F4);
+        o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float m = -INFINITY, s = 0.f;
+
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 kc[TH], vc[TH]; /* this thread's K and V pieces of the tile, loaded one tile ahead */
+#pragma unroll
+    for (int j = 0; j < TH; j++) {
+        const int64_t t = begin + hf * TH + j;
+        kc[j] = t < end ? gem_ld_kv<HINT>(kg + t * GEM_CU_ROW_F4, pol) : zero;
+        vc[j] = t < end ? gem_ld_kv<HINT>(vg + t * GEM_CU_ROW_F4, pol) : zero;
+    }
+
+    for (int64_t i = 0; i < ntiles; i++) {
+        const int64_t t0 = begin + i * TILE;
+        const int n = (int)min((int64_t)TILE, end - t0);
+
+        /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
+        float part[32];
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++)
+                part[h * 4 + j] = gem_dot4(qr[h], kc[j]);
+        }
+        gem_xpose_keep_low<16, 16>(part);
+        gem_xpose_keep_low<8, 8>(part);
+        gem_xpose_keep_low<4, 4>(part);
+        gem_xpose_step<2, 2>(part, lane);
+        gem_xpose_step<1, 1>(part, lane);
+        /* the next tile's K pieces, in flight through the softmax, the V update and the next
+         * tile's V loads (the registers of this tile's K are free now) */
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + TILE + hf * TH + j;
+            kc[j] = t < end ? gem_ld_kv<HINT>(kg + t * GEM_CU_ROW_F4, pol) : zero;
+        }
+        sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
+        __syncthreads(); /* sred complete */
+
+        /* softmax of head `warp`: lane t (mod TILE) takes token t */
+        {
+            const int t = lane & (TILE - 1);
+            const int th = t / TH, tt = t % TH;
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; w++)
+                a += sred[th * 4 + w][warp * 4 + tt];
+            const float sc = t < n ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past n: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < TILE)
+                sp[warp][lane] = e;
+            if (lane == 0)
+                salpha[warp] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+
+        {
+            const float4 al0 = *reinterpret_cast<const float4 *>(&salpha[0]);
+            const float4 al1 = *reinterpret_cast<const float4 *>(&salpha[4]);
+            const float al[GEM_CU_GROUP] = {al0.x, al0.y, al0.z, al0.w, al1.x, al1.y, al1.z, al1.w};
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                o[h].x *= al[h];
+                o[h].y *= al[h];
+                o[h].z *= al[h];
+                o[h].w *= al[h];
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH]);
+            const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int j = 0; j < TH; j++) {
+                o[h].x = fmaf(wj[j], vc[j].x, o[h].x);
+                o[h].y = fmaf(wj[j], vc[j].y, o[h].y);
+                o[h].z = fmaf(wj[j], vc[j].z, o[h].z);
+                o[h].w = fmaf(wj[j], vc[j].w, o[h].w);
+            }
+        }
+        /* the next tile's V pieces, in flight through its dots, sums and softmax */
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + TILE + hf * TH + j;
+            vc[j] = t < end ? gem_ld_kv<HINT>(vg + t * GEM_CU_ROW_F4, pol) : zero;
+        }
+        /* the next tile's first barrier orders these reads before sp is rewritten, and its
+         * second barrier orders this tile's sred reads before sred is rewritten */
+    }
+
+    /* half 1 hands its O to half 0; half 0 adds it (fixed order) and writes the partial */
+    if (hf == 1) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++)
+            xo[h * HT + d4] = o[h];
+    }
+    __syncthreads();
+    const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
+    if (hf == 0) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 b = xo[h * HT + d4];
+            float4 r;
+            r.x = o[h].x + b.x;
+            r.y = o[h].y + b.y;
+            r.z = o[h].z + b.z;
+            r.w = o[h].w + b.w;
+            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+        }
+    }
+    if (lane == 0) {
+        part_m[row0 + warp] = m;
+        part_s[row0 + warp] = s;
+    }
+}
+
 /* The compiled variants, one extern "C" symbol each (the receipt names them). */
 #define GEM_FUSED_FIRST_PASS(T, S, V)                                                          \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
@@ -722,6 +929,22 @@ GEM_FUSED_FIRST_PASS_QUAD(8, 3)
 GEM_FUSED_FIRST_PASS_QUAD(16, 2)
 GEM_FUSED_FIRST_PASS_QUAD(16, 3)
 
+/* VSHARE = 4 (plain ld.global.nc) and 5 (L1 no-allocate, L2 evict-first): STAGES 0, tile 8. */
+#define GEM_FUSED_FIRST_PASS_WIDE(V, HINT)                                                     \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        gem_fused_first_pass_t8_s0_v##V(                                                       \
+            const float *__restrict__ q, const float *__restrict__ k,                          \
+            const float *__restrict__ v, float *__restrict__ part_m,                           \
+            float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,              \
+            int64_t partitions, float scale)                                                   \
+    {                                                                                          \
+        gem_fused_first_pass_wide<8, HINT>(q, k, v, part_m, part_s, part_o, live, partitions, \
+                                           scale);                                             \
+    }
+
+GEM_FUSED_FIRST_PASS_WIDE(4, 0)
+GEM_FUSED_FIRST_PASS_WIDE(5, 1)
+
 typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
                                   float *, int64_t, int64_t, float);
 
@@ -746,6 +969,7 @@ static const gem_first_pass_entry gem_first_pass_table[] = {
     GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2), GEM_FP_ENTRY(4, 1, 2),
     GEM_FP_ENTRY(4, 0, 2),  GEM_FP_ENTRY(8, 0, 2),  GEM_FP_ENTRY(8, 2, 3),
     GEM_FP_ENTRY(8, 3, 3),  GEM_FP_ENTRY(16, 2, 3), GEM_FP_ENTRY(16, 3, 3),
+    GEM_FP_ENTRY(8, 0, 4),  GEM_FP_ENTRY(8, 0, 5),
 };
 #define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
 

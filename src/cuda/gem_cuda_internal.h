@@ -55,8 +55,8 @@ gem_status gem_cuda_fail(cudaError_t err, const char *call, const char *file, in
  * once instead of eight times. */
 typedef struct gem_cu_fused_variant {
     int tile;   /* tokens per staged tile: 4, 8 or 16 */
-    int stages; /* 0 (direct register loads, vshare 2 only), 1, 2 or 3 */
-    int vshare; /* 0, 1 or 2 (2: the K side per thread too; tiles 4 and 8) */
+    int stages; /* 0 (direct register loads, vshare 2, 4, 5 only), 1, 2 or 3 */
+    int vshare; /* 0 .. 5 (2: the K side per thread too; 3-5: four dims per thread) */
 } gem_cu_fused_variant;
 
 /* One kernel of a route, as launched for a geometry. */
