@@ -411,9 +411,68 @@ static inline int online_tile_n(float *sc, int64_t nt, const int64_t nh, float s
     return 0;
 }
 
+#if CPU_AVX512
+/* exp_rule on 8 lanes, operation for operation (the same bits). */
+static inline __m256 exp_rule8(__m256 x)
+{
+    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)),
+                                    _mm256_set1_ps(88.0f));
+    const __m256 big = _mm256_set1_ps(12582912.0f);
+    const __m256 t = _mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), big);
+    const __m256 nf = _mm256_sub_ps(t, big);
+    __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-0.693359375f), xc);
+    r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+                                   _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvttps_epi32(nf), _mm256_set1_epi32(127)), 23);
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+/* cpu_online_tile for 8 heads: one 8-lane vector per token. */
+static int online_tile_8(float *sc, int64_t nt, float scale, float *m, float *s, float *alpha)
+{
+    const __m256 vs = _mm256_set1_ps(scale), lim = _mm256_set1_ps(FLT_MAX);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 mt = _mm256_set1_ps(-INFINITY), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int64_t t = 0; t < nt; t++) {
+        const __m256 x = _mm256_mul_ps(vs, _mm256_loadu_ps(sc + t * 8));
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_and_ps(x, absmask), lim, _CMP_LE_OQ));
+        _mm256_storeu_ps(sc + t * 8, x);
+        mt = _mm256_max_ps(x, mt); /* x > mt ? x : mt */
+    }
+    if (_mm256_movemask_ps(ok) != 0xff)
+        return 1;
+    const __m256 mo = _mm256_loadu_ps(m);
+    const __m256 mn = _mm256_max_ps(mo, mt); /* m > mt ? m : mt */
+    const __m256 al = exp_rule8(_mm256_sub_ps(mo, mn));
+    _mm256_storeu_ps(alpha, al);
+    _mm256_storeu_ps(m, mn);
+    __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(s), al);
+    for (int64_t t = 0; t < nt; t++) {
+        const __m256 pt = exp_rule8(_mm256_sub_ps(_mm256_loadu_ps(sc + t * 8), mn));
+        _mm256_storeu_ps(sc + t * 8, pt);
+        acc = _mm256_add_ps(acc, pt);
+    }
+    _mm256_storeu_ps(s, acc);
+    return 0;
+}
+#endif
+
 int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
                     float *alpha)
 {
+#if CPU_AVX512
+    if (nh == 8)
+        return online_tile_8(sc, nt, scale, m, s, alpha);
+#endif
     if (nh == 8)
         return online_tile_n(sc, nt, 8, scale, m, s, alpha);
     return online_tile_n(sc, nt, nh, scale, m, s, alpha);
