@@ -31,9 +31,10 @@
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
 
-#ifndef PF_SPANS
-/* How many spans ahead the kernels prefetch. */
-#define PF_SPANS 2
+#ifndef PF_TOKENS
+/* How far ahead the kernels prefetch: one span, and at least this many
+ * tokens (32: 128 KiB of K and V per item; 8, 16 and 64 were slower). */
+#define PF_TOKENS 32
 #endif
 /* Tokens the kernels take at once when the tile is shorter (a multiple of the
  * tile, at most this). */
@@ -91,10 +92,11 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     const float *vg = j->v + g * j->capacity * dv;
     for (int64_t t0 = begin; t0 < end; t0 += S) {
         const int64_t n = end - t0 < S ? end - t0 : S;
-        /* The kernels prefetch the rows PF_SPANS spans ahead (within this
-         * partition) into L2, spread over their FMAs: the hardware streams
-         * alone left the core waiting at the first touch of each tile. */
-        const int64_t a0 = t0 + PF_SPANS * S;
+        /* The kernels prefetch the S rows max(S, PF_TOKENS) tokens ahead
+         * (within this partition) into L2, spread over their FMAs: the
+         * hardware streams alone left the core waiting at the first touch of
+         * each tile. */
+        const int64_t a0 = t0 + (S > PF_TOKENS ? S : PF_TOKENS);
         const int64_t pn = a0 < end ? (end - a0 < S ? end - a0 : S) : 0;
         const float *pk = pn ? kg + a0 * dk : NULL, *pv = pn ? vg + a0 * dv : NULL;
         cpu_dot_tile_tm(qg, G, kg + t0 * dk, n, dk, sc, G, pk, pn);
