@@ -14,13 +14,15 @@ r = sys.argv[1]
 design = json.load(open(r + "/run2/bench-design.json"))   # baseline vs design candidate
 best = json.load(open(r + "/run4/bench-final.json"))      # baseline vs best fused variant
 quad = json.load(open(r + "/run5/bench-final.json"))      # baseline vs vshare 3 (run 5)
+wide = json.load(open(r + "/run7/bench-wide-s0v5-t8-r2.json"))  # baseline vs vshare 5 (run 7)
 def rows(d, k):
     return {c["live"]: c["gbps"][k] for c in d["cases"]}
 base, des, fus, qd = rows(best, "a"), rows(design, "b"), rows(best, "b"), rows(quad, "b")
+wd = rows(wide, "b")
 ceil = best["read_bandwidth"]["bytes_per_second"] * 1e-9
-print("# live_k baseline design_fused best_fused read_ceiling vshare3_fused")
+print("# live_k baseline design_fused run4_fused read_ceiling vshare3_fused vshare5_fused")
 for live in sorted(base):
-    print(live // 1024, base[live], des[live], fus[live], ceil, qd[live])
+    print(live // 1024, base[live], des[live], fus[live], ceil, qd[live], wd[live])
 PY
 gnuplot <<GP
 set terminal pngcairo size 900,560 font "sans,11"
@@ -38,7 +40,8 @@ plot "$DAT" using 1:5 with lines dt 2 lw 2 lc rgb "black" title "measured read b
      "$DAT" using 1:(0.9*\$5) with lines dt 3 lw 1 lc rgb "gray40" title "90% of it (target)", \
      "$DAT" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "baseline (score / normalize / value / reduce)", \
      "$DAT" using 1:3 with linespoints lw 2 pt 5 lc rgb "#ff7f0e" title "fused, design candidate (P32, tile 4)", \
-     "$DAT" using 1:4 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "fused, best (P64, tile 8, K/V per thread, direct loads)", \
-     "$DAT" using 1:6 with linespoints lw 2 pt 11 lc rgb "#9467bd" title "fused, vshare 3 (4 dims/thread, bulk copies), run 5"
+     "$DAT" using 1:4 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "fused, run 4 (P64, tile 8, 2 dims/thread, 8-byte direct loads)", \
+     "$DAT" using 1:6 with linespoints lw 2 pt 11 lc rgb "#9467bd" title "fused, vshare 3 (4 dims/thread, bulk copies), run 5", \
+     "$DAT" using 1:7 with linespoints lw 2 pt 13 lc rgb "#d62728" title "fused, best: vshare 5 (4 dims/thread, 16-byte direct loads), run 7"
 GP
 echo "wrote $PNG"
