@@ -12,8 +12,8 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench sweep final extra direct quad wide ncu (default: all but quad
-#            and wide, in that order)
+#            bench sweep final extra direct quad wide last ncu (default: all but
+#            quad, wide and last, in that order)
 #   TEST_SETS     comma-separated "stages vshare" pairs the CUDA tests also run
 #                 under (default: the six of run 4)
 #   SANITIZE_SETS space-separated tool:stages:vshare triples for compute-sanitizer
@@ -336,6 +336,59 @@ if has wide; then
                 --b-partitions 64 --b-tile 8 --rounds 1 --warmup 0 --no-double --copies 1 \
                 --bw-mib 64 --bw-reps 1 --out /tmp/ncu-bench-v$vv.json >"$REC/ncu-s0v$vv.txt" 2>&1 ||
                 fail "ncu s0 v$vv"
+        done
+    fi
+    pack
+fi
+# ---- run 8: vshare 6 (vshare 5 + the one-round reducer) and vshare 7 (6 + Q in shared memory,
+# the next tile's V issued after this tile's dots) against vshare 5, each against the baseline in
+# its own process, process order 5 6 7 7 6 5; then P 64 against 66, 96 and 128 for 6 and 7 (P is a
+# run-time parameter: one process per pair); diffs of 6 and 7; ncu of 7's first pass (full) and
+# of both reducers' durations at 64K
+if has last; then
+    for vv in 5 6 7 7 6 5; do
+        r=1
+        [ -f "$REC/bench-last-s0v$vv-t8-r1.json" ] && r=2
+        bench last-s0v$vv-t8-r$r GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv -- --a baseline \
+            --b fused --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 \
+            --bw-mib 4096 --bw-reps 10
+    done
+    for vv in 6 7; do
+        step "gem diff --backend cuda: vshare $vv (P64, tile 8) vs baseline vs double"
+        GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv "$GEM" diff --backend cuda --partitions 64 \
+            --tile 8 --lengths 1,13,4097,8191,8192,8193,65536,131072 --out "$REC/diff-v$vv" ||
+            fail "gem diff vshare $vv"
+        GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv "$GEM" resources --partitions 64 \
+            --tile 8 --out "$REC/resources-p64-t8-s0v$vv.json" >/dev/null 2>&1
+    done
+    pack
+    for vv in 7 6; do
+        for pp in 66 96 128; do
+            bench last-v$vv-p64-vs-p$pp GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv -- \
+                --a fused --a-partitions 64 --a-tile 8 --b fused --b-partitions $pp --b-tile 8 \
+                --lengths 8192,65536,131072 --rounds 10 --no-double --bw-mib 1024
+        done
+    done
+    if command -v ncu >/dev/null; then
+        if ! late; then
+            step "ncu s0 v7 t8 (64K, full set, one first-pass launch)"
+            GEM_QUIET=1 GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=7 timeout 60 ncu \
+                --clock-control none --set full --import-source no -k regex:gem_fused_first_pass \
+                --launch-skip 1 --launch-count 1 "$GEM" bench --backend cuda --lengths 65536 \
+                --b-partitions 64 --b-tile 8 --rounds 1 --warmup 0 --no-double --copies 1 \
+                --bw-mib 64 --bw-reps 1 --out /tmp/ncu-bench-v7.json >"$REC/ncu-s0v7.txt" 2>&1 ||
+                fail "ncu s0 v7"
+        fi
+        for vv in 5 6; do
+            late && break
+            step "ncu s0 v$vv (64K, durations of first pass and reducer)"
+            GEM_QUIET=1 GEM_CUDA_FUSED_STAGES=0 GEM_CUDA_FUSED_VSHARE=$vv timeout 60 ncu \
+                --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+                -k regex:gem_fused --launch-skip 2 --launch-count 6 --csv \
+                --log-file "$REC/ncu-dur-s0v$vv.csv" "$GEM" bench --backend cuda --lengths 65536 \
+                --b-partitions 64 --b-tile 8 --rounds 1 --warmup 0 --no-double --copies 1 \
+                --bw-mib 64 --bw-reps 1 --out /tmp/ncu-dur-v$vv.json >/dev/null 2>&1 ||
+                fail "ncu durations s0 v$vv"
         done
     fi
     pack

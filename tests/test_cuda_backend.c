@@ -10,12 +10,18 @@
  * tiles, two KV-head counts), every output element written and the guard
  * intact, bitwise repeatability (same copy, other rotation copies),
  * unsupported shapes and CPU-only routes refused, bad parameters rejected,
- * and the resource query's fixed design figures.
+ * and the resource query's fixed design figures. The four-dims-per-thread
+ * direct-load variants (GEM_CUDA_FUSED_VSHARE 4..7, STAGES 0) must give the
+ * same bits as each other (same arithmetic; 6 and 7 differ in the reducer's
+ * load rounds and the first pass's schedule only), and 6 and 7 must report the
+ * one-round reducer, 7 no local memory.
  *
  * `test_cuda_backend --small` runs only the short lengths (for
  * compute-sanitizer).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +217,94 @@ static void check_queries(void)
     TCHECK(bps > 1e9 && isfinite(bps));
 }
 
+/* One output of the fused route at tile 8 under GEM_CUDA_FUSED_STAGES=0 and the given vshare
+ * (a fresh engine: the variant is read at create). 0 on success. */
+static int wide_run(const char *vshare, const gem_attn_shape *s, const gem_attn_inputs *in,
+                    int64_t partitions, float *out, size_t n)
+{
+    if (!TCHECK(setenv("GEM_CUDA_FUSED_STAGES", "0", 1) == 0 &&
+                setenv("GEM_CUDA_FUSED_VSHARE", vshare, 1) == 0))
+        return 1;
+    gem_engine *e = NULL;
+    if (!TCHECK(gem_engine_create(GEM_BACKEND_CUDA, 0, &e) == GEM_OK))
+        return 1;
+    int bad = 1;
+    gem_route_params p = {partitions, 8};
+    gem_output_audit a;
+    if (TCHECK(gem_engine_load(e, s, in, 1) == GEM_OK) &&
+        TCHECK(gem_engine_run(e, GEM_ROUTE_FUSED, &p, NULL) == GEM_OK) &&
+        TCHECK(gem_engine_output(e, out, n, &a) == GEM_OK) && TCHECK(a.unwritten == 0))
+        bad = 0;
+    gem_engine_destroy(e);
+    return bad;
+}
+
+/* VSHARE 4..7 (STAGES 0, tile 8): the same bits for the same inputs, at P 7, 64 and 256 (one
+ * and several load rounds of the wide reducer, empty partitions); the reducer each reports. */
+static void check_wide_variants(void)
+{
+    const char *old_s = getenv("GEM_CUDA_FUSED_STAGES"), *old_v = getenv("GEM_CUDA_FUSED_VSHARE");
+    char keep_s[16] = "", keep_v[16] = "";
+    if (old_s)
+        snprintf(keep_s, sizeof keep_s, "%s", old_s);
+    if (old_v)
+        snprintf(keep_v, sizeof keep_v, "%s", old_v);
+    gem_attn_shape s = {16, 2, 512, 512, 1001, 1003, 0.0441941738f};
+    gem_owned_inputs in;
+    const size_t n = (size_t)s.n_q_heads * 512;
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    if (TCHECK(want && got) && TCHECK(gem_inputs_make(&s, 4242, &in) == GEM_OK)) {
+        static const int64_t ps[] = {7, 64, 256};
+        static const char *vs[] = {"5", "6", "7"};
+        for (size_t i = 0; i < 3; i++) {
+            if (wide_run("4", &s, &in.in, ps[i], want, n))
+                continue;
+            for (size_t j = 0; j < 3; j++) {
+                if (wide_run(vs[j], &s, &in.in, ps[i], got, n))
+                    continue;
+                if (!TCHECK(memcmp(want, got, n * sizeof *got) == 0))
+                    fprintf(stderr, "     vshare %s P %lld: bits differ from vshare 4\n", vs[j],
+                            (long long)ps[i]);
+            }
+        }
+        gem_inputs_free(&in);
+    }
+    free(want);
+    free(got);
+    static const struct {
+        int64_t vshare;
+        const char *reducer;
+    } red[] = {{4, "gem_fused_reducer"}, {5, "gem_fused_reducer"},
+               {6, "gem_fused_reducer_wide"}, {7, "gem_fused_reducer_wide"}};
+    for (size_t i = 0; i < 4; i++) {
+        gem_cuda_fused_config cfg = {64, 8, 0, red[i].vshare};
+        gem_cuda_kernel_info ks[6];
+        size_t nk = 0;
+        if (!TCHECK(gem_cuda_kernel_query(&cfg, 4, 65536, ks, 6, &nk) == GEM_OK))
+            continue;
+        TCHECK(!strcmp(ks[1].name, red[i].reducer));
+        TCHECK(ks[0].grid_blocks == 4 * 64 && ks[0].threads_dispatched == 256);
+        if (red[i].vshare == 7)
+            TCHECK(ks[0].local_bytes == 0 && ks[0].max_active_blocks_per_sm >= 2);
+    }
+    gem_cuda_fused_config cfg = {64, 4, 0, 7}; /* tile 4 is not compiled for 7 */
+    gem_cuda_kernel_info ks[6];
+    size_t nk = 0;
+    TCHECK_STATUS(gem_cuda_kernel_query(&cfg, 4, 65536, ks, 6, &nk), GEM_ERR_PARAM);
+    TCHECK(setenv("GEM_CUDA_FUSED_VSHARE", "8", 1) == 0);
+    gem_cuda_fused_config env = {0, 0, 1, 0};
+    TCHECK_STATUS(gem_cuda_fused_config_from_env(&env), GEM_ERR_PARAM);
+    /* the process's own variant again */
+    if (old_s)
+        setenv("GEM_CUDA_FUSED_STAGES", keep_s, 1);
+    else
+        unsetenv("GEM_CUDA_FUSED_STAGES");
+    if (old_v)
+        setenv("GEM_CUDA_FUSED_VSHARE", keep_v, 1);
+    else
+        unsetenv("GEM_CUDA_FUSED_VSHARE");
+}
+
 int main(int argc, char **argv)
 {
     const int small = argc > 1 && !strcmp(argv[1], "--small");
@@ -228,6 +322,7 @@ int main(int argc, char **argv)
     TCHECK(gem_engine_backend(e) == GEM_BACKEND_CUDA);
     check_refusals(e);
     check_queries();
+    check_wide_variants();
     static const int64_t lives[] = {1, 2, 5, 13, 31, 100, 257, 1000, 4097};
     const size_t nl = small ? 5 : sizeof lives / sizeof lives[0];
     for (size_t i = 0; i < nl; i++)

@@ -15,7 +15,7 @@
  *                          staged into shared memory), 2 or 3 (cp.async, that
  *                          many tiles in flight), 0 (no staging: each thread
  *                          loads its own K/V pieces into registers one tile
- *                          ahead; with GEM_CUDA_FUSED_VSHARE=2, 4 or 5 only)
+ *                          ahead; with GEM_CUDA_FUSED_VSHARE=2, 4..7 only)
  *   GEM_CUDA_FUSED_VSHARE  0 (default: warp w accumulates O of head w), 1
  *                          (each thread accumulates two dims of all 8 heads)
  *                          or 2 (1, and each thread also forms the partial
@@ -28,7 +28,11 @@
  *                          0: 16-byte loads straight into registers one tile
  *                          ahead; tile 8 with GEM_CUDA_FUSED_STAGES=0 only) or
  *                          5 (4, with the K/V loads marked L1 no-allocate and
- *                          L2 evict-first)
+ *                          L2 evict-first) or 6 (5's first pass merged by the
+ *                          one-round reducer of 3) or 7 (6, with Q of the 8
+ *                          heads in shared memory so that the next tile's V
+ *                          loads are issued right after this tile's dots;
+ *                          same bits as 4..6)
  * Anything else is rejected with GEM_ERR_PARAM, never ignored.
  */
 #ifndef GEM_CUDA_H
@@ -61,7 +65,7 @@ typedef struct gem_cuda_device_info {
  * why) when there is no usable GPU or no CUDA in the build. */
 gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 
-/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0..5). */
+/* The fused variant: P, tile (4, 8, 16), stages (0..3), vshare (0..7). */
 typedef struct gem_cuda_fused_config {
     int64_t partitions;
     int64_t tile;

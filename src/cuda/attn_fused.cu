@@ -40,6 +40,10 @@
  *               straight into registers one tile ahead (16-byte loads); tile 8, STAGES 0 only;
  *               run 4's reducer.
  *   VSHARE = 5  4, with the K/V loads marked L1::no_allocate and L2 evict_first.
+ *   VSHARE = 6  5's first pass with gem_fused_reducer_wide (one load round for 64 partials).
+ *   VSHARE = 7  6 with Q of the eight heads in shared memory instead of 32 registers, which
+ *               lets the next tile's V loads be issued right after this tile's dots (with the
+ *               next K) instead of after this tile's V update: same arithmetic, same bits.
  *
  * Reducer: one 256-thread block per (query head, half of the 512 dims); thread
  * i merges the P partials of dim 256*half + i in partition order 0..P-1 with
@@ -701,7 +705,7 @@ template <int HINT> __device__ __forceinline__ float4 gem_ld_kv(const float4 *p,
     return r;
 }
 
-template <int TILE, int HINT>
+template <int TILE, int HINT, int SCHED>
 __device__ __forceinline__ void gem_fused_first_pass_wide(
     const float *__restrict__ q,  /* (n_q_heads, 512) */
     const float *__restrict__ k,  /* (n_kv_heads, live, 512) */
@@ -711,13 +715,15 @@ __device__ __forceinline__ void gem_fused_first_pass_wide(
     float *__restrict__ part_o,   /* (P, n_q_heads, 512) */
     int64_t live, int64_t partitions, float scale)
 {
-    static_assert(TILE == 8, "VSHARE 4/5: four tokens per half and tile");
+    static_assert(TILE == 8, "VSHARE 4..7: four tokens per half and tile");
     const int TH = TILE / 2;           /* tokens per half: one chunk of four */
     const int HT = GEM_CU_THREADS / 2; /* threads per half: 128 = one float4 per row each */
     __shared__ __align__(16) float sp[GEM_CU_GROUP][TILE];
     __shared__ __align__(16) float salpha[GEM_CU_GROUP];
     __shared__ float sred[GEM_CU_THREADS / 32][32];
     __shared__ __align__(16) float4 xo[GEM_CU_GROUP * HT]; /* half 1's O at the end */
+    /* SCHED 1: Q of the eight heads, read per tile instead of held in 32 registers */
+    __shared__ __align__(16) float4 sq[SCHED ? GEM_CU_GROUP * HT : 1];
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int hf = tid / HT, d4 = tid % HT;
@@ -737,13 +743,20 @@ __device__ __forceinline__ void gem_fused_first_pass_wide(
         asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
     const int hx = (lane >> 2) & 7;
-    float4 qr[GEM_CU_GROUP], o[GEM_CU_GROUP];
+    float4 qr[SCHED ? 1 : GEM_CU_GROUP], o[GEM_CU_GROUP];
     const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
 #pragma unroll
     for (int h = 0; h < GEM_CU_GROUP; h++) {
-        qr[h] = __ldg(q4 + (h ^ hx) * GEM_CU_ROW_F4);
+        if (SCHED) {
+            if (hf == 0)
+                sq[h * HT + d4] = __ldg(q4 + h * GEM_CU_ROW_F4);
+        } else {
+            qr[h] = __ldg(q4 + (h ^ hx) * GEM_CU_ROW_F4);
+        }
         o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    if (SCHED)
+        __syncthreads(); /* sq complete before the first tile's dots */
     float m = -INFINITY, s = 0.f;
 
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -762,10 +775,13 @@ __device__ __forceinline__ void gem_fused_first_pass_wide(
         /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
         float part[32];
 #pragma unroll
-        for (int j = 0; j < TH; j++) {
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            /* SCHED 1: one 16-byte shared load per head and tile (the block's barriers keep it
+             * from being hoisted out of the loop into registers) */
+            const float4 qh = SCHED ? sq[(h ^ hx) * HT + d4] : qr[SCHED ? 0 : h];
 #pragma unroll
-            for (int h = 0; h < GEM_CU_GROUP; h++)
-                part[h * 4 + j] = gem_dot4(qr[h], kc[j]);
+            for (int j = 0; j < TH; j++)
+                part[h * 4 + j] = gem_dot4(qh, kc[j]);
         }
         gem_xpose_keep_low<16, 16>(part);
         gem_xpose_keep_low<8, 8>(part);
@@ -778,6 +794,16 @@ __device__ __forceinline__ void gem_fused_first_pass_wide(
         for (int j = 0; j < TH; j++) {
             const int64_t t = t0 + TILE + hf * TH + j;
             kc[j] = t < end ? gem_ld_kv<HINT>(kg + t * GEM_CU_ROW_F4, pol) : zero;
+        }
+        /* SCHED 1: the next tile's V pieces too, now (the 32 registers Q no longer takes hold
+         * them), so they are in flight through this tile's softmax and V update as well */
+        float4 vn[SCHED ? TH : 1];
+        if (SCHED) {
+#pragma unroll
+            for (int j = 0; j < TH; j++) {
+                const int64_t t = t0 + TILE + hf * TH + j;
+                vn[j] = t < end ? gem_ld_kv<HINT>(vg + t * GEM_CU_ROW_F4, pol) : zero;
+            }
         }
         sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
         __syncthreads(); /* sred complete */
@@ -835,11 +861,15 @@ __device__ __forceinline__ void gem_fused_first_pass_wide(
                 o[h].w = fmaf(wj[j], vc[j].w, o[h].w);
             }
         }
-        /* the next tile's V pieces, in flight through its dots, sums and softmax */
+        /* the next tile's V pieces, in flight through its dots, sums and softmax (SCHED 0), or
+         * the ones issued after this tile's dots (SCHED 1) */
 #pragma unroll
         for (int j = 0; j < TH; j++) {
             const int64_t t = t0 + TILE + hf * TH + j;
-            vc[j] = t < end ? gem_ld_kv<HINT>(vg + t * GEM_CU_ROW_F4, pol) : zero;
+            if (SCHED)
+                vc[j] = vn[SCHED ? j : 0];
+            else
+                vc[j] = t < end ? gem_ld_kv<HINT>(vg + t * GEM_CU_ROW_F4, pol) : zero;
         }
         /* the next tile's first barrier orders these reads before sp is rewritten, and its
          * second barrier orders this tile's sred reads before sred is rewritten */
@@ -929,8 +959,10 @@ GEM_FUSED_FIRST_PASS_QUAD(8, 3)
 GEM_FUSED_FIRST_PASS_QUAD(16, 2)
 GEM_FUSED_FIRST_PASS_QUAD(16, 3)
 
-/* VSHARE = 4 (plain ld.global.nc) and 5 (L1 no-allocate, L2 evict-first): STAGES 0, tile 8. */
-#define GEM_FUSED_FIRST_PASS_WIDE(V, HINT)                                                     \
+/* VSHARE = 4 (plain ld.global) and 5 (L1 no-allocate, L2 evict-first): STAGES 0, tile 8, run 4's
+ * reducer; 6: 5's first pass with the one-round reducer; 7: 6 with Q in shared memory and the
+ * next tile's V issued right after this tile's dots (SCHED 1). */
+#define GEM_FUSED_FIRST_PASS_WIDE(V, HINT, SCHED)                                              \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
         gem_fused_first_pass_t8_s0_v##V(                                                       \
             const float *__restrict__ q, const float *__restrict__ k,                          \
@@ -938,12 +970,14 @@ GEM_FUSED_FIRST_PASS_QUAD(16, 3)
             float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,              \
             int64_t partitions, float scale)                                                   \
     {                                                                                          \
-        gem_fused_first_pass_wide<8, HINT>(q, k, v, part_m, part_s, part_o, live, partitions, \
-                                           scale);                                             \
+        gem_fused_first_pass_wide<8, HINT, SCHED>(q, k, v, part_m, part_s, part_o, live,       \
+                                                  partitions, scale);                          \
     }
 
-GEM_FUSED_FIRST_PASS_WIDE(4, 0)
-GEM_FUSED_FIRST_PASS_WIDE(5, 1)
+GEM_FUSED_FIRST_PASS_WIDE(4, 0, 0)
+GEM_FUSED_FIRST_PASS_WIDE(5, 1, 0)
+GEM_FUSED_FIRST_PASS_WIDE(6, 1, 0)
+GEM_FUSED_FIRST_PASS_WIDE(7, 1, 1)
 
 typedef void (*gem_first_pass_fn)(const float *, const float *, const float *, float *, float *,
                                   float *, int64_t, int64_t, float);
@@ -969,7 +1003,8 @@ static const gem_first_pass_entry gem_first_pass_table[] = {
     GEM_FP_ENTRY(8, 3, 2),  GEM_FP_ENTRY(8, 1, 2), GEM_FP_ENTRY(4, 1, 2),
     GEM_FP_ENTRY(4, 0, 2),  GEM_FP_ENTRY(8, 0, 2),  GEM_FP_ENTRY(8, 2, 3),
     GEM_FP_ENTRY(8, 3, 3),  GEM_FP_ENTRY(16, 2, 3), GEM_FP_ENTRY(16, 3, 3),
-    GEM_FP_ENTRY(8, 0, 4),  GEM_FP_ENTRY(8, 0, 5),
+    GEM_FP_ENTRY(8, 0, 4),  GEM_FP_ENTRY(8, 0, 5),  GEM_FP_ENTRY(8, 0, 6),
+    GEM_FP_ENTRY(8, 0, 7),
 };
 #define GEM_FP_COUNT (sizeof gem_first_pass_table / sizeof gem_first_pass_table[0])
 
@@ -1024,7 +1059,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
 }
 
-/* The reducer of the VSHARE = 3 variant: the same merges in the same order as
+/* The reducer of the VSHARE = 3, 6 and 7 variants: the same merges in the same order as
  * gem_fused_reducer (so the same bits for the same partials), with fewer dependent load
  * rounds: each thread issues the O loads of 64 partials at once, while threads 0..63 stage
  * their (M, S) in shared memory. */
@@ -1078,6 +1113,12 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 
 /* ---- host side ------------------------------------------------------------------ */
 
+/* The variants merged by gem_fused_reducer_wide (one load round per 64 partials). */
+static int gem_fp_wide_reducer(int vshare)
+{
+    return vshare == 3 || vshare == 6 || vshare == 7;
+}
+
 static const gem_first_pass_entry *gem_fp_find(const gem_cu_fused_variant *var)
 {
     for (size_t i = 0; i < GEM_FP_COUNT; i++) {
@@ -1099,9 +1140,9 @@ gem_status gem_cu_fused_kernels(const gem_cu_fused_variant *var, gem_cu_kernel_r
     first->role = "fused_first_pass";
     first->dynamic_shared = gem_fp_dynamic_bytes(e->tile, e->stages);
     first->threads = GEM_CU_THREADS;
-    reducer->func = e->vshare == 3 ? (const void *)gem_fused_reducer_wide
-                                   : (const void *)gem_fused_reducer;
-    reducer->name = e->vshare == 3 ? "gem_fused_reducer_wide" : "gem_fused_reducer";
+    const int wide = gem_fp_wide_reducer(e->vshare);
+    reducer->func = wide ? (const void *)gem_fused_reducer_wide : (const void *)gem_fused_reducer;
+    reducer->name = wide ? "gem_fused_reducer_wide" : "gem_fused_reducer";
     reducer->role = "fused_reducer";
     reducer->dynamic_shared = 0;
     reducer->threads = GEM_CU_THREADS;
@@ -1144,7 +1185,7 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_variant *var, const gem_cu_fus
         a->q, a->k, a->v, a->part_m, a->part_s, a->part_o, a->live, a->partitions, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());
     const dim3 grid2((unsigned)(a->n_kv_heads * GEM_CU_GROUP), GEM_CU_D / GEM_CU_THREADS);
-    if (e->vshare == 3)
+    if (gem_fp_wide_reducer(e->vshare))
         gem_fused_reducer_wide<<<grid2, GEM_CU_THREADS, 0, stream>>>(
             a->part_m, a->part_s, a->part_o, a->out, a->partitions);
     else

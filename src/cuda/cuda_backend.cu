@@ -268,7 +268,12 @@ static gem_status cu_create_inner(cu_impl *c)
              : c->stages == 1 ? "plain loads"
              : c->vshare == 3 ? "bulk copies on mbarriers"
                               : "cp.async",
-             c->vshare == 5   ? "thread (4 dims of all 8 heads, 16-byte loads, L1 no-allocate, "
+             c->vshare == 7   ? "thread (4 dims of all 8 heads, 16-byte loads, L1 no-allocate, "
+                                "L2 evict-first, Q in shared memory, next V issued after the "
+                                "dots, one-round reducer), QK per thread too"
+             : c->vshare == 6 ? "thread (4 dims of all 8 heads, 16-byte loads, L1 no-allocate, "
+                                "L2 evict-first, one-round reducer), QK per thread too"
+             : c->vshare == 5 ? "thread (4 dims of all 8 heads, 16-byte loads, L1 no-allocate, "
                                 "L2 evict-first), QK per thread too"
              : c->vshare == 4 ? "thread (4 dims of all 8 heads, 16-byte loads), QK per thread too"
              : c->vshare == 3 ? "thread (4 dims of all 8 heads), QK per thread too"
@@ -438,8 +443,8 @@ static gem_status cu_run(void *impl, gem_route route, const gem_route_params *pa
             fprintf(stderr,
                     "gem cuda: no compiled fused first pass for tile %lld with "
                     "GEM_CUDA_FUSED_STAGES=%d, GEM_CUDA_FUSED_VSHARE=%d (tiles 4, 8, 16; "
-                    "VSHARE 2: tiles 4 and 8; STAGES 0: VSHARE 2, 4 or 5; VSHARE 3: tiles 8 and "
-                    "16 with STAGES 2 or 3; VSHARE 4 and 5: tile 8 with STAGES 0)\n",
+                    "VSHARE 2: tiles 4 and 8; STAGES 0: VSHARE 2, 4, 5, 6 or 7; VSHARE 3: tiles "
+                    "8 and 16 with STAGES 2 or 3; VSHARE 4 to 7: tile 8 with STAGES 0)\n",
                     (long long)params->tile, c->stages, c->vshare);
             return GEM_ERR_PARAM;
         }
@@ -601,7 +606,7 @@ extern "C" gem_status gem_cuda_fused_config_from_env(gem_cuda_fused_config *cfg)
     gem_status st = gem_env_int("GEM_CUDA_FUSED_STAGES", 0, 3, 1, &cfg->stages);
     if (st != GEM_OK)
         return st;
-    return gem_env_int("GEM_CUDA_FUSED_VSHARE", 0, 5, 0, &cfg->vshare);
+    return gem_env_int("GEM_CUDA_FUSED_VSHARE", 0, 7, 0, &cfg->vshare);
 }
 
 static gem_status gem_cu_kernel_info(const gem_cu_kernel_ref *r, int64_t grid,
