@@ -100,6 +100,9 @@ static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf
     for (int h = 0; h < 4; h++)
         for (int t = 0; t < 4; t++)
             acc[h][t] = _mm512_setzero_ps();
+    /* two steps per iteration: the loads of the next step start under the
+     * FMAs of this one (40 -> 50 FMA/ns in L1) */
+#pragma GCC unroll 2
     for (int64_t i = 0; i < n; i += 16) {
         __m512 kv[4];
         for (int t = 0; t < 4; t++) {
@@ -485,7 +488,41 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 static void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
                      const float *v, int64_t nt, int64_t vs, const float *pf, int64_t pf_nt)
 {
-    for (int64_t d = 0; d < n; d += 16) {
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) { /* 32 columns: each weight broadcast feeds 2 FMAs */
+        __m512 a[8], b[8];
+        for (int h = 0; h < 8; h++) {
+            a[h] = _mm512_loadu_ps(o + h * n + d);
+            b[h] = _mm512_loadu_ps(o + h * n + d + 16);
+        }
+        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+            const float *al = alpha + (t0 / tile) * 8;
+            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
+            for (int h = 0; h < 8; h++) {
+                const __m512 ah = _mm512_set1_ps(al[h]);
+                a[h] = _mm512_mul_ps(a[h], ah);
+                b[h] = _mm512_mul_ps(b[h], ah);
+            }
+            for (int64_t t = t0; t < t1; t++) {
+                const __m512 va = _mm512_loadu_ps(v + t * vs + d);
+                const __m512 vb = _mm512_loadu_ps(v + t * vs + d + 16);
+                if (t < pf_nt)
+                    __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
+                if (t < pf_nt)
+                    __builtin_prefetch(pf + t * vs + d + 16, 0, CPU_PF_LOCALITY);
+                for (int h = 0; h < 8; h++) {
+                    const __m512 ph = _mm512_set1_ps(p[t * 8 + h]);
+                    a[h] = _mm512_fmadd_ps(ph, va, a[h]);
+                    b[h] = _mm512_fmadd_ps(ph, vb, b[h]);
+                }
+            }
+        }
+        for (int h = 0; h < 8; h++) {
+            _mm512_storeu_ps(o + h * n + d, a[h]);
+            _mm512_storeu_ps(o + h * n + d + 16, b[h]);
+        }
+    }
+    for (; d < n; d += 16) {
         __m512 a[8];
         for (int h = 0; h < 8; h++)
             a[h] = _mm512_loadu_ps(o + h * n + d);
