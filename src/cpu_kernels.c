@@ -337,51 +337,6 @@ void cpu_rescale_accumulate(float *o, int64_t n, float alpha, const float *p, co
     }
 }
 
-#if CPU_AVX512
-/* 4 heads x 4 tokens of the value update (all trip counts fixed so every
- * vector stays in a register); scale = 1 applies alpha first. */
-static void rescale_4h4t(float *o, int64_t n, const float *alpha, const float *p, int64_t ps,
-                         const float *v, int64_t vs, int scale)
-{
-    __m512 pb[4][4], al[4];
-    for (int h = 0; h < 4; h++) {
-        al[h] = _mm512_set1_ps(scale ? alpha[h] : 1.0f);
-        for (int t = 0; t < 4; t++)
-            pb[h][t] = _mm512_set1_ps(p[h * ps + t]);
-    }
-    for (int64_t d = 0; d < n; d += 16) {
-        __m512 vv[4];
-        for (int t = 0; t < 4; t++)
-            vv[t] = _mm512_loadu_ps(v + t * vs + d);
-        for (int h = 0; h < 4; h++) {
-            __m512 a = _mm512_loadu_ps(o + h * n + d);
-            if (scale)
-                a = _mm512_mul_ps(a, al[h]);
-            for (int t = 0; t < 4; t++)
-                a = _mm512_fmadd_ps(pb[h][t], vv[t], a);
-            _mm512_storeu_ps(o + h * n + d, a);
-        }
-    }
-}
-#endif
-
-void cpu_rescale_accumulate_heads(float *o, int64_t nh, int64_t n, const float *alpha,
-                                  const float *p, int64_t p_stride, const float *v, int64_t nt,
-                                  int64_t v_stride)
-{
-    int64_t h = 0;
-#if CPU_AVX512
-    if (n % 16 == 0 && nt % 4 == 0) {
-        for (; h + 4 <= nh; h += 4)
-            for (int64_t t0 = 0; t0 < nt; t0 += 4) /* alpha applied with the first block */
-                rescale_4h4t(o + h * n, n, alpha + h, p + h * p_stride + t0, p_stride,
-                             v + t0 * v_stride, v_stride, t0 == 0);
-    }
-#endif
-    for (; h < nh; h++)
-        cpu_rescale_accumulate(o + h * n, n, alpha[h], p + h * p_stride, v, nt, v_stride);
-}
-
 /* cpu_online_tile for a compile-time head count (so the head loops vectorize). */
 static inline int online_tile_n(float *sc, int64_t nt, const int64_t nh, float scale, float *m,
                                 float *s, float *alpha)

@@ -97,12 +97,4 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
 void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,
                        int64_t v_stride, int64_t nt, int64_t w, float *acc);
 
-/* cpu_rescale_accumulate for nh heads sharing the same V rows:
- *   for h < nh: cpu_rescale_accumulate(o + h*n, n, alpha[h], p + h*p_stride, v, nt, v_stride)
- * (the same bits), with each V vector loaded once for a block of heads.
- * o (nh, n), alpha (nh), p (nh, p_stride), v (nt, v_stride). */
-void cpu_rescale_accumulate_heads(float *o, int64_t nh, int64_t n, const float *alpha,
-                                  const float *p, int64_t p_stride, const float *v, int64_t nt,
-                                  int64_t v_stride);
-
 #endif /* GEM_CPU_KERNELS_H */
