@@ -39,6 +39,10 @@ int an_fail(an_ctx *c, const char *path, const char *cls, const char *fmt, ...)
 /* Loads a JSON file (object at the top). 0, or -1 with ctx->msg set. */
 int an_load(an_ctx *c, const char *path, json_t **out);
 
+/* SHA-256 of the file at `path` into sha (65 bytes). 0, or -1 with ctx->msg
+ * set ("unreadable") when the file cannot be read. */
+int an_digest(an_ctx *c, const char *path, char sha[65]);
+
 /* `o` (at `path`) must be an object with exactly the n keys given. */
 int an_keys(an_ctx *c, const json_t *o, const char *path, const char *const *keys, size_t n);
 

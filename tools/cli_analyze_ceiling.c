@@ -261,10 +261,8 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
         if (bad)
             goto out;
         char sha[65];
-        if (gem_sha256_file_hex(paths[i], sha) != GEM_OK) {
-            an_fail(c, "", "unreadable", "cannot digest the file");
+        if (an_digest(c, paths[i], sha))
             goto out;
-        }
         json_array_append_new(bound, json_pack("{s:I, s:s, s:s}", "context",
                                                (json_int_t)contexts[at], "path", paths[i],
                                                "sha256", sha));

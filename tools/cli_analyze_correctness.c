@@ -405,8 +405,8 @@ static int load_bound(an_ctx *c, const char *path, const char *role, json_t **do
     c->file = path;
     if (an_load(c, path, doc))
         return -1;
-    if (gem_sha256_file_hex(path, sha) != GEM_OK)
-        return an_fail(c, "", "unreadable", "cannot digest the file");
+    if (an_digest(c, path, sha))
+        return -1;
     json_array_append_new(bound, json_pack("{s:s, s:s, s:s}", "role", role, "path", path, "sha256",
                                            sha));
     return 0;

@@ -67,6 +67,13 @@ static void join(char *buf, size_t cap, const char *path, const char *key)
         snprintf(buf, cap, "%s", key);
 }
 
+int an_digest(an_ctx *c, const char *path, char sha[65])
+{
+    if (gem_sha256_file_hex(path, sha) != GEM_OK)
+        return an_fail(c, "", "unreadable", "cannot digest the file");
+    return 0;
+}
+
 int an_keys(an_ctx *c, const json_t *o, const char *path, const char *const *keys, size_t n)
 {
     if (!json_is_object(o))

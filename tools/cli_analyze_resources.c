@@ -302,8 +302,7 @@ int an_resources(an_ctx *c, const char *path, const an_opts *o, json_t **analysi
     int rc = an_resources_doc(c, doc, o) ? 1 : 0;
     if (rc == 0 && analysis) {
         char sha[65];
-        if (gem_sha256_file_hex(path, sha) != GEM_OK) {
-            an_fail(c, "", "unreadable", "cannot digest the file");
+        if (an_digest(c, path, sha)) {
             rc = 1;
         } else {
             json_t *a = gem_receipt_new("gem.analysis.resources.v1", "gem analyze resources",
