@@ -115,17 +115,25 @@ static gem_status resolve_params(gem_route route, const gem_route_params *in,
     return GEM_OK;
 }
 
+/* What run and scratch_bytes check before they reach the backend: a loaded
+ * engine, a known route and its parameters with defaults applied. */
+static gem_status prepare(const gem_engine *e, gem_route route, const gem_route_params *params,
+                          gem_route_params *out)
+{
+    if ((unsigned)route >= GEM_ROUTE_COUNT)
+        return GEM_ERR_PARAM;
+    if (!e->loaded)
+        return GEM_ERR_STATE;
+    return resolve_params(route, params, out);
+}
+
 gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params *params,
                           double *seconds)
 {
     if (!e)
         return GEM_ERR_NULL;
-    if ((unsigned)route >= GEM_ROUTE_COUNT)
-        return GEM_ERR_PARAM;
-    if (!e->loaded)
-        return GEM_ERR_STATE;
     gem_route_params p;
-    gem_status st = resolve_params(route, params, &p);
+    gem_status st = prepare(e, route, params, &p);
     if (st != GEM_OK)
         return st;
     double t = 0;
@@ -160,12 +168,8 @@ gem_status gem_engine_scratch_bytes(const gem_engine *e, gem_route route,
 {
     if (!e || !bytes)
         return GEM_ERR_NULL;
-    if ((unsigned)route >= GEM_ROUTE_COUNT)
-        return GEM_ERR_PARAM;
-    if (!e->loaded)
-        return GEM_ERR_STATE;
     gem_route_params p;
-    gem_status st = resolve_params(route, params, &p);
+    gem_status st = prepare(e, route, params, &p);
     if (st != GEM_OK)
         return st;
     return e->ops->scratch_bytes(e->impl, route, &p, bytes);
