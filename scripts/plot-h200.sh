@@ -26,7 +26,7 @@ for live in sorted(base):
     print(live // 1024, base[live], des[live], fus[live], ceil, qd[live], wd[live], ls[live])
 PY
 gnuplot <<GP
-set terminal pngcairo size 900,560 font "sans,11"
+set terminal pngcairo size 900,760 font "sans,11"
 set output "$PNG"
 set title "gem decode attention on NVIDIA H200: achieved bandwidth (K+V read once / median time)"
 set xlabel "context (K tokens)"
@@ -35,7 +35,7 @@ set logscale x 2
 set xrange [6:170]
 set xtics ("8K" 8, "64K" 64, "128K" 128)
 set yrange [0:5000]
-set key bottom right
+set key below left Left reverse
 set grid
 plot "$DAT" using 1:5 with lines dt 2 lw 2 lc rgb "black" title "measured read bandwidth (same run)", \
      "$DAT" using 1:(0.9*\$5) with lines dt 3 lw 1 lc rgb "gray40" title "90% of it (target)", \
