@@ -291,7 +291,7 @@ if has direct; then
         --b-partitions 64 --b-tile 8 --lengths 8192,65536,131072 --rounds 20 --bw-mib 4096 --bw-reps 10
 fi
 # ---- four dims per thread with bulk-copied tiles (vshare 3) ---------------------------------
-# the run-4 best measured again in this process's session, then the vshare-3 depth / tile / P
+# the run-4 best measured again in the same device run, then the vshare-3 depth / tile / P
 # axes one at a time (separate processes: stages and vshare are per-process; the baseline in
 # each record is the yardstick)
 if has quad; then
