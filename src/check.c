@@ -80,6 +80,23 @@ gem_status gem_inputs_make(const gem_attn_shape *shape, uint64_t seed, gem_owned
     return GEM_OK;
 }
 
+gem_status gem_inputs_sha256(const gem_owned_inputs *in, char hex[3][65])
+{
+    if (!in || !hex)
+        return GEM_ERR_NULL;
+    const float *bufs[3] = {in->in.q, in->in.k, in->in.v};
+    const size_t elems[3] = {in->in.q_elems, in->in.k_elems, in->in.v_elems};
+    for (int i = 0; i < 3; i++) {
+        size_t bytes;
+        gem_status st = gem_mul_size(elems[i], sizeof(float), &bytes);
+        if (st == GEM_OK)
+            st = gem_sha256_hex(bufs[i], bytes, hex[i]);
+        if (st != GEM_OK)
+            return st;
+    }
+    return GEM_OK;
+}
+
 void gem_inputs_free(gem_owned_inputs *in)
 {
     if (!in)

@@ -165,14 +165,6 @@ static void reduce_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = GEM_OK;
 }
 
-static gem_status first_error(const gem_status *status, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (status[i] != GEM_OK)
-            return status[i];
-    return GEM_OK;
-}
-
 gem_status cpu_route_baseline(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
                               const float *k, const float *v, const gem_route_params *params,
                               float *out)
@@ -193,18 +185,18 @@ gem_status cpu_route_baseline(cpu_ctx *c, const gem_attn_shape *shape, const flo
 
     const int64_t score_items = nkv * ((shape->live + SCORE_CHUNK - 1) / SCORE_CHUNK);
     cpu_pool_run(c->pool, score_items, score_item, &j);
-    gem_status st = first_error(c->status, score_items);
+    gem_status st = cpu_first_error(c->status, score_items);
     if (st != GEM_OK)
         return st;
     cpu_pool_run(c->pool, nq, normalize_item, &j);
-    st = first_error(c->status, nq);
+    st = cpu_first_error(c->status, nq);
     if (st != GEM_OK)
         return st;
     const int64_t value_items = nkv * j.dim_tiles * VP;
     cpu_pool_run(c->pool, value_items, value_item, &j);
-    st = first_error(c->status, value_items);
+    st = cpu_first_error(c->status, value_items);
     if (st != GEM_OK)
         return st;
     cpu_pool_run(c->pool, nq, reduce_item, &j);
-    return first_error(c->status, nq);
+    return cpu_first_error(c->status, nq);
 }

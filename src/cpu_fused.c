@@ -163,15 +163,6 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = st;
 }
 
-/* The first failing item's status in item order (deterministic). */
-static gem_status first_error(const gem_status *status, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (status[i] != GEM_OK)
-            return status[i];
-    return GEM_OK;
-}
-
 gem_status cpu_route_fused(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
                            const float *k, const float *v, const gem_route_params *params,
                            float *out)
@@ -191,9 +182,9 @@ gem_status cpu_route_fused(cpu_ctx *c, const gem_attn_shape *shape, const float 
     j.po = j.ps + P * nq;
     const int64_t items = shape->n_kv_heads * P;
     cpu_pool_run(c->pool, items, fused_partial_item, &j);
-    gem_status st = first_error(c->status, items);
+    gem_status st = cpu_first_error(c->status, items);
     if (st != GEM_OK)
         return st;
     cpu_pool_run(c->pool, nq, fused_merge_item, &j);
-    return first_error(c->status, nq);
+    return cpu_first_error(c->status, nq);
 }

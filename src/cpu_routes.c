@@ -134,3 +134,11 @@ gem_status cpu_routes_reserve(cpu_ctx *c, gem_route route, const gem_attn_shape 
     }
     return GEM_OK;
 }
+
+gem_status cpu_first_error(const gem_status *status, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (status[i] != GEM_OK)
+            return status[i];
+    return GEM_OK;
+}

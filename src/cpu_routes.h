@@ -39,6 +39,10 @@ gem_status cpu_routes_scratch_bytes(gem_route route, const gem_attn_shape *shape
 gem_status cpu_routes_reserve(cpu_ctx *c, gem_route route, const gem_attn_shape *shape,
                               const gem_route_params *params);
 
+/* The first failing work item's status in item order (so the answer does not
+ * depend on which thread failed first); GEM_OK if none. status (n). */
+gem_status cpu_first_error(const gem_status *status, int64_t n);
+
 /* The fused split-KV route: P = params->partitions sequence partitions,
  * tile = params->tile tokens. q (n_q_heads, dk), k (n_kv_heads, capacity, dk),
  * v (n_kv_heads, capacity, dv), out (n_q_heads, dv); all validated and finite.

@@ -118,9 +118,7 @@ static int input_digests(const gem_attn_shape *s, uint64_t seed, char hex[3][65]
     gem_owned_inputs in;
     if (gem_inputs_make(s, seed, &in) != GEM_OK)
         return -1;
-    int rc = gem_sha256_hex(in.q, in.in.q_elems * sizeof(float), hex[0]) != GEM_OK ||
-             gem_sha256_hex(in.k, in.in.k_elems * sizeof(float), hex[1]) != GEM_OK ||
-             gem_sha256_hex(in.v, in.in.v_elems * sizeof(float), hex[2]) != GEM_OK;
+    int rc = gem_inputs_sha256(&in, hex) != GEM_OK;
     gem_inputs_free(&in);
     if (rc)
         return -1;

@@ -254,11 +254,7 @@ static int cmd_input_digests(int argc, char **argv)
         return 2;
     }
     char h[3][65];
-    st = gem_sha256_hex(in.q, in.in.q_elems * sizeof(float), h[0]);
-    if (st == GEM_OK)
-        st = gem_sha256_hex(in.k, in.in.k_elems * sizeof(float), h[1]);
-    if (st == GEM_OK)
-        st = gem_sha256_hex(in.v, in.in.v_elems * sizeof(float), h[2]);
+    st = gem_inputs_sha256(&in, h);
     gem_inputs_free(&in);
     if (st != GEM_OK) {
         cli_error("analyze input-digests", "%s", gem_status_str(st));

@@ -149,10 +149,8 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
     cli_route_result ra = {0}, rb = {0};
     size_t n = 0;
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
-    char qsha[65], ksha[65], vsha[65];
-    gem_sha256_hex(in.in.q, in.in.q_elems * sizeof(float), qsha);
-    gem_sha256_hex(in.in.k, in.in.k_elems * sizeof(float), ksha);
-    gem_sha256_hex(in.in.v, in.in.v_elems * sizeof(float), vsha);
+    char sha[3][65];
+    gem_inputs_sha256(&in, sha); /* cannot fail: the buffers exist and fit */
     cli_progress("bench %lld tokens: loading %lld cop%s of K/V", (long long)live,
                  (long long)copies, copies == 1 ? "y" : "ies");
     st = gem_engine_load(e, &shape, &in.in, copies);
@@ -192,7 +190,7 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
                                     gem_receipt_u64(in.seeds.k), "v",
                                     gem_receipt_u64(in.seeds.v)),
                           "input_sha256",
-                          json_pack("{s:s, s:s, s:s}", "q", qsha, "k", ksha, "v", vsha),
+                          json_pack("{s:s, s:s, s:s}", "q", sha[0], "k", sha[1], "v", sha[2]),
                           "copies", (json_int_t)copies, "kv_bytes", kv_bytes, "validation",
                           val);
     if (!c) {

@@ -96,12 +96,10 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
     int rc = 2;
     cli_route_result rr = {0}, cr = {0};
     json_t *doc = NULL;
-    char qsha[65], ksha[65], vsha[65];
+    char sha[3][65];
     size_t n = 0;
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
-    gem_sha256_hex(in.in.q, in.in.q_elems * sizeof(float), qsha);
-    gem_sha256_hex(in.in.k, in.in.k_elems * sizeof(float), ksha);
-    gem_sha256_hex(in.in.v, in.in.v_elems * sizeof(float), vsha);
+    gem_inputs_sha256(&in, sha); /* cannot fail: the buffers exist and fit */
 
     cli_progress("%s: loading into the %s engine", case_id, gem_backend_name(o->backend));
     st = gem_engine_load(e, &shape, &in.in, 1);
@@ -151,7 +149,7 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
                                       "q", gem_receipt_u64(sd.q), "k", gem_receipt_u64(sd.k),
                                       "v", gem_receipt_u64(sd.v))) ||
         json_object_set_new(doc, "input_sha256",
-                            json_pack("{s:s, s:s, s:s}", "q", qsha, "k", ksha, "v", vsha)) ||
+                            json_pack("{s:s, s:s, s:s}", "q", sha[0], "k", sha[1], "v", sha[2])) ||
         json_object_set_new(doc, "output_sha256",
                             json_pack("{s:s, s:s}", "reference", rr.sha256, "candidate",
                                       cr.sha256)) ||

@@ -45,6 +45,11 @@ typedef struct gem_owned_inputs {
 /* Allocates (64-byte aligned) and fills inputs for `shape` from `seed`.
  * On error nothing is allocated and *out is zeroed. */
 gem_status gem_inputs_make(const gem_attn_shape *shape, uint64_t seed, gem_owned_inputs *out);
+/* SHA-256 (lower-case hex) of the q, k and v buffers of `in`, whole
+ * (capacity rows included): the raw-input digests receipts bind.
+ * hex[0] q, hex[1] k, hex[2] v. */
+gem_status gem_inputs_sha256(const gem_owned_inputs *in, char hex[3][65]);
+
 /* Releases what gem_inputs_make allocated; NULL or a zeroed struct is fine. */
 void gem_inputs_free(gem_owned_inputs *in);
 
