@@ -47,6 +47,8 @@ typedef enum gem_status {
     GEM_ERR_DEVICE,      /* a CUDA runtime call failed */
     GEM_ERR_IO,          /* a file could not be read or written */
     GEM_ERR_FORMAT,      /* a receipt or input file is malformed */
+    GEM_ERR_OVERLAP,     /* an output overlaps an input, the cache or the workspace */
+    GEM_ERR_MEMSPACE,    /* a pointer is not in the backend's memory (host vs device) */
     GEM_STATUS_COUNT
 } gem_status;
 
@@ -67,6 +69,74 @@ typedef struct gem_attn_shape {
     int64_t capacity;   /* token rows per KV head in k and v, >= live */
     float scale;        /* score = scale * dot(q, k); finite, given by the caller */
 } gem_attn_shape;
+
+/* Element types of a KV cache. Queries, outputs and accumulation are F32. */
+typedef enum gem_dtype {
+    GEM_DTYPE_F32 = 0,
+    GEM_DTYPE_BF16,
+    GEM_DTYPE_F16,
+    GEM_DTYPE_COUNT
+} gem_dtype;
+
+/* "f32", "bf16", "f16"; NULL for an out-of-range value. */
+const char *gem_dtype_name(gem_dtype t);
+/* Bytes per element (4, 2, 2); 0 for an out-of-range value. */
+size_t gem_dtype_size(gem_dtype t);
+/* Parses a name as printed by gem_dtype_name. GEM_ERR_NULL / GEM_ERR_PARAM. */
+gem_status gem_dtype_parse(const char *name, gem_dtype *out);
+
+/* The head geometry of one attention layer; the live length is the KV view's. */
+typedef struct gem_decode_shape {
+    int64_t n_q_heads;  /* query heads, >= 1 */
+    int64_t n_kv_heads; /* KV heads, >= 1, divides n_q_heads */
+    int64_t dk;         /* query/key head dimension, >= 1 */
+    int64_t dv;         /* value/output head dimension, >= 1 */
+    float scale;        /* score = scale * dot(q, k); finite (1.0 for Gemma 4) */
+} gem_decode_shape;
+
+/* GEM_OK for a valid head geometry (sizes >= 1, n_kv_heads divides n_q_heads,
+ * finite scale), GEM_ERR_NULL / GEM_ERR_SHAPE otherwise. */
+gem_status gem_decode_shape_check(const gem_decode_shape *shape);
+
+/* A KV cache in place, in any layout whose rows do not overlap:
+ *   K element (g, t, i) at ((const T *)k)[g * k_head_stride + t * k_token_stride + i]
+ *   V element (g, t, i) at ((const T *)v)[g * v_head_stride + t * v_token_stride + i]
+ * with strides in elements of the tensor's dtype, g < n_kv_heads, t < capacity, i < dk
+ * (dv for V). Head-major (n_kv_heads, capacity, d): head stride capacity*d, token
+ * stride d (or more: padded rows). Token-major (capacity, n_kv_heads, d), as a
+ * projection writes rows: head stride d, token stride n_kv_heads*d. Only rows
+ * [0, live) are read. k and v may be the same pointer (a cache holding one tensor
+ * for both). */
+typedef struct gem_kv_view {
+    const void *k;
+    const void *v;
+    gem_dtype k_dtype;
+    gem_dtype v_dtype;
+    int64_t k_head_stride, k_token_stride; /* elements */
+    int64_t v_head_stride, v_token_stride; /* elements */
+    int64_t live;     /* rows that take part, 1 <= live <= capacity */
+    int64_t capacity; /* rows per KV head the buffers hold */
+} gem_kv_view;
+
+/* Validates a view for n_kv_heads heads of dk / dv elements: non-NULL k and v,
+ * known dtypes, 1 <= live <= capacity, non-negative strides arranged head-major
+ * (token stride >= d, head stride >= capacity * token stride) or token-major
+ * (head stride >= d, token stride >= n_kv_heads * head stride), so no two rows
+ * overlap (GEM_ERR_SHAPE otherwise); elements aligned to their size
+ * (GEM_ERR_ALIGN). *k_bytes / *v_bytes (either may be NULL) receive the extent
+ * of each tensor in bytes, ((n_kv_heads-1)*head_stride + (capacity-1)*token_stride
+ * + d) * size, which must fit size_t (GEM_ERR_OVERFLOW). Reads no data. */
+gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t dk, int64_t dv,
+                             size_t *k_bytes, size_t *v_bytes);
+
+/* The dense head-major view of k (n_kv_heads, capacity, dk) and
+ * v (n_kv_heads, capacity, dv), F32, with `live` rows taking part. */
+gem_kv_view gem_kv_view_dense(const float *k, const float *v, int64_t dk, int64_t dv,
+                              int64_t live, int64_t capacity);
+
+/* Element (g, t, i) of a view's K (which = 0) or V (which = 1) as float (exact
+ * for every dtype). No checks: the caller validated the view and the indices. */
+float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i);
 
 /* The inputs of one call and how many elements each buffer holds. */
 typedef struct gem_attn_inputs {
@@ -112,6 +182,13 @@ gem_status gem_attn_check_finite(const gem_attn_shape *shape, const gem_attn_inp
  * Rejects non-finite inputs (GEM_ERR_NONFINITE). Single-threaded, slow. */
 gem_status gem_attn_reference(const gem_attn_shape *shape, const gem_attn_inputs *in,
                               double *out, size_t out_elems);
+
+/* gem_attn_reference on a KV view in host memory (any layout and dtype the view
+ * describes): the same double-precision direct softmax over rows [0, kv->live).
+ * q (n_q_heads, dk) F32, out (n_q_heads, dv) doubles with out_elems available.
+ * Rejects non-finite q or live rows (GEM_ERR_NONFINITE); validates the view. */
+gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
+                                 const gem_kv_view *kv, double *out, size_t out_elems);
 
 /* ---- online softmax oracle (float) ---------------------------------------
  * A partial state over a token range is (M, S, O[dv]) per query head:

@@ -1,0 +1,231 @@
+/*
+ * gem decode: one decode-attention step on the caller's memory.
+ *
+ * This is the API an inference engine links. The caller owns everything: the
+ * KV cache (described by a gem_kv_view: base pointers and strides, so any
+ * head-major or token-major layout with capacity >= live works in place), q,
+ * the output, a workspace sized by gem_decode_workspace_bytes and, on CUDA,
+ * the stream. gem_decode validates cheaply (shapes, strides, overflow,
+ * alignment, overlap, memory space), then launches; it allocates nothing,
+ * copies nothing and, on CUDA, never synchronises the host.
+ *
+ * A decode loop on CUDA:
+ *
+ *   gem_decode_ctx *ctx;   gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx);
+ *   size_t ws_bytes;       gem_decode_workspace_bytes(ctx, &shape, capacity, NULL, &ws_bytes);
+ *   cudaMalloc(&ws, ws_bytes);                    // once, sized at the cache's capacity
+ *   for each token:
+ *       (write the new K/V rows into the cache, e.g. gem_kv_cache_append)
+ *       gem_decode(ctx, &shape, d_q, &view, d_out, ws, ws_bytes, NULL, stream);
+ *
+ * On the CPU the same calls take host pointers, and the context's thread pool
+ * plays the part of the stream (the stream argument must be NULL; the call
+ * returns when the output is written).
+ *
+ * Routes: NULL config means the tuned default for the shape, live length and
+ * device (gem_decode_config_default, a readable host-side function); an
+ * explicit config picks the route (fused or the three-stage baseline) and its
+ * parameters, and is validated, never adjusted.
+ *
+ * What the backends cover (gem_decode_supports answers before any call):
+ *   CPU   any shape (n_kv_heads divides n_q_heads), F32 K/V, any strides.
+ *   CUDA  dk = dv = 512 with eight query heads per KV head, F32 K/V, base
+ *         pointers 16-byte aligned and strides multiples of 4 elements.
+ * Anything else answers GEM_ERR_UNSUPPORTED; nothing falls back silently.
+ *
+ * Input policy: gem_decode does not scan the cache for NaN or infinity (that
+ * would read it a second time). gem_decode_check_finite does the full scan;
+ * gem_kv_cache_append checks the rows it writes. Non-finite inputs give
+ * non-finite outputs (or GEM_ERR_NONFINITE where the CPU notices a score
+ * overflow), never a crash or an out-of-bounds access.
+ */
+#ifndef GEM_DECODE_H
+#define GEM_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- context ------------------------------------------------------------- */
+
+typedef struct gem_decode_ctx gem_decode_ctx;
+
+/* Creates a context on `backend`.
+ *   CPU:  a thread pool of `threads` workers (0 = one per online core, at most
+ *         4096). One gem_decode at a time per context (a second concurrent call
+ *         answers GEM_ERR_STATE); use one context per calling thread.
+ *   CUDA: binds the device current on the calling thread (cudaGetDevice);
+ *         `threads` must be 0. The context is read-only after creation: any
+ *         thread may use it with any stream of that device, concurrently.
+ * GEM_ERR_NO_DEVICE without a usable GPU (or in a build without CUDA),
+ * GEM_ERR_PARAM for a bad backend or thread count. *out is NULL on error. */
+gem_status gem_decode_ctx_create(gem_backend backend, int64_t threads, gem_decode_ctx **out);
+
+/* Frees the context (joins the CPU pool); NULL is fine. */
+void gem_decode_ctx_destroy(gem_decode_ctx *ctx);
+
+/* The backend, the worker threads (CPU) or 1 (CUDA), the CUDA device ordinal
+ * (-1 on the CPU), and a one-line description ("NVIDIA H200, sm_90, 132 SMs",
+ * "<cpu model>, 16 threads, avx512 kernels"). ctx must not be NULL; the
+ * string lives as long as the context. */
+gem_backend gem_decode_ctx_backend(const gem_decode_ctx *ctx);
+int64_t gem_decode_ctx_threads(const gem_decode_ctx *ctx);
+int gem_decode_ctx_device(const gem_decode_ctx *ctx);
+const char *gem_decode_ctx_describe(const gem_decode_ctx *ctx);
+
+/* ---- shape, config, workspace ------------------------------------------------- */
+
+/* gem_decode_shape (the head geometry) and gem_kv_view (the cache in place) are
+ * declared in gem/attn.h. */
+
+/* A route and its parameters. Zero in partitions or tile means "the tuned
+ * default for this field" (gem_decode_config_default); a non-zero value is
+ * used as given or refused (GEM_ERR_PARAM), never adjusted. */
+typedef struct gem_decode_config {
+    gem_route route;    /* GEM_ROUTE_FUSED or GEM_ROUTE_BASELINE */
+    int64_t partitions; /* fused: sequence partitions P (1 .. GEM_DECODE_MAX_PARTITIONS);
+                           baseline: value partitions (same bounds) */
+    int64_t tile;       /* fused: tokens per tile (CPU 1 .. GEM_DECODE_MAX_TILE; CUDA 8);
+                           baseline: must be 0 */
+} gem_decode_config;
+
+#define GEM_DECODE_MAX_PARTITIONS 4096
+#define GEM_DECODE_MAX_TILE 256
+
+/* ggml's supports_op: GEM_OK when `backend` has kernels for this shape and
+ * these K/V element types, GEM_ERR_UNSUPPORTED (with no message) when not,
+ * GEM_ERR_SHAPE / GEM_ERR_PARAM for an invalid shape or dtype. */
+gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                               gem_dtype k_dtype, gem_dtype v_dtype);
+
+/* The tuned default at `live` tokens: the fused route with the partitions and
+ * tile measured best for this backend, shape and device (results/ holds the
+ * measurements). The choice of partitions never decreases as live grows, so
+ * the workspace of the default config is largest at the largest live.
+ * ctx, shape, out (1). GEM_ERR_SHAPE for live < 1 or a bad shape. */
+gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                     int64_t live, gem_decode_config *out);
+
+/* Workspace bytes gem_decode needs at `live` tokens with `cfg` (NULL = the
+ * default config). Non-decreasing in live for a fixed cfg and for NULL, so
+ * sizing it at the cache's capacity covers every step up to it. Fused:
+ * partials P * n_q_heads * (dv + 2) floats (gem_attention_online_scratch_bytes)
+ * plus, on the CPU, per-thread temporaries; baseline: n_q_heads * live scores
+ * plus value partials. GEM_ERR_OVERFLOW when it does not fit size_t. */
+gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                      int64_t live, const gem_decode_config *cfg,
+                                      size_t *bytes);
+
+/* Alignment gem_decode requires of the workspace, in bytes (64). */
+#define GEM_DECODE_WORKSPACE_ALIGN 64
+
+/* ---- the decode step -------------------------------------------------------------- */
+
+/* out[h, :] = softmax_t(scale * q[h, :] . K[g, t, :]) . V[g, t, :] over t < kv->live, for
+ * every query head h, g = h / (n_q_heads / n_kv_heads), with the accumulation in F32 and
+ * a fixed reduction order: the same bits on every call, for any thread count.
+ *
+ *   q          (n_q_heads, dk) F32, contiguous; in the backend's memory
+ *   kv         the cache (see gem_kv_view in gem/attn.h); in the backend's memory
+ *   out        (n_q_heads, dv) F32, contiguous; in the backend's memory; must not
+ *              overlap q, the cache or the workspace
+ *   workspace  (workspace_bytes) bytes, GEM_DECODE_WORKSPACE_ALIGN-aligned, in the
+ *              backend's memory, at least gem_decode_workspace_bytes for this call;
+ *              its contents on entry do not matter and are clobbered
+ *   cfg        NULL for the tuned default, else a validated explicit config
+ *   stream     CUDA: the cudaStream_t to launch on (NULL = the default stream);
+ *              CPU: must be NULL
+ *
+ * CUDA: asynchronous. The kernels are queued on `stream` and the call returns
+ * without waiting; out is valid once the stream reaches that point. Pointers are
+ * checked with cudaPointerGetAttributes: a host pointer, or memory of another
+ * device, answers GEM_ERR_MEMSPACE.
+ *
+ * Errors (nothing is written, nothing is launched): GEM_ERR_NULL, GEM_ERR_SHAPE
+ * (shape or view: live < 1, live > capacity, strides that make rows overlap or
+ * are negative), GEM_ERR_OVERFLOW (the view's extent does not fit), GEM_ERR_ALIGN,
+ * GEM_ERR_OVERLAP, GEM_ERR_MEMSPACE, GEM_ERR_RANGE (workspace too small),
+ * GEM_ERR_PARAM (config, stream on the CPU), GEM_ERR_UNSUPPORTED (shape or dtype
+ * the backend has no kernel for), GEM_ERR_STATE (CPU context busy).
+ * After the launch: GEM_ERR_DEVICE when the CUDA runtime reports a failure;
+ * GEM_ERR_NONFINITE on the CPU when a score overflows float (out is then partial). */
+gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, const float *q,
+                      const gem_kv_view *kv, float *out, void *workspace, size_t workspace_bytes,
+                      const gem_decode_config *cfg, void *stream);
+
+/* Validates what gem_decode would validate, without running anything: the same
+ * statuses for the same arguments. For callers that check once, outside a loop. */
+gem_status gem_decode_validate(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                               const float *q, const gem_kv_view *kv, const float *out,
+                               const void *workspace, size_t workspace_bytes,
+                               const gem_decode_config *cfg, const void *stream);
+
+/* The full finiteness scan that gem_decode leaves out: q and rows [0, live) of K and V.
+ * GEM_OK when all are finite, GEM_ERR_NONFINITE when any is not, or a validation status.
+ * CUDA: runs a scan kernel on `stream` and waits for it (synchronous; off the hot path).
+ * q (n_q_heads, dk), kv as for gem_decode. */
+gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                   const float *q, const gem_kv_view *kv, void *stream);
+
+/* ---- KV cache helper ------------------------------------------------------------------
+ * For callers that do not own their cache memory: a head-major cache
+ * (n_kv_heads, capacity, d) in the backend's memory, rows appended in token order. */
+
+typedef struct gem_kv_cache gem_kv_cache;
+
+typedef struct gem_kv_cache_desc {
+    gem_backend backend;
+    int64_t n_kv_heads; /* >= 1 */
+    int64_t dk, dv;     /* >= 1 */
+    int64_t capacity;   /* rows per KV head, >= 1 */
+    gem_dtype k_dtype;  /* element type stored (rows are appended as F32 and converted) */
+    gem_dtype v_dtype;
+    int ring;           /* 1: a sliding window: appends past capacity overwrite the oldest
+                           rows, live = min(appended, capacity) (attention does not depend
+                           on the order of the rows) */
+} gem_kv_cache_desc;
+
+/* Allocates the cache (device memory on CUDA, on the current device) with no live
+ * rows. GEM_ERR_SHAPE / GEM_ERR_PARAM for a bad description, GEM_ERR_OVERFLOW,
+ * GEM_ERR_NOMEM, GEM_ERR_NO_DEVICE. *out is NULL on error. */
+gem_status gem_kv_cache_create(const gem_kv_cache_desc *desc, gem_kv_cache **out);
+
+/* Frees the cache; NULL is fine. On CUDA the caller must make sure no queued work
+ * still reads it. */
+void gem_kv_cache_destroy(gem_kv_cache *c);
+
+/* Appends n >= 1 tokens' rows, token-major as a projection writes them:
+ *   k (n, n_kv_heads, dk) F32, v (n, n_kv_heads, dv) F32
+ * in the backend's memory (device pointers on CUDA). Writes only the new rows.
+ * CPU: the rows are checked first; a non-finite value answers GEM_ERR_NONFINITE and
+ * nothing is written. CUDA: one kernel on `stream` copies (and converts) the rows and
+ * records any non-finite value in a flag that gem_kv_cache_check reports; no host
+ * synchronisation. A non-ring cache answers GEM_ERR_RANGE when the rows do not fit
+ * (nothing written); a ring takes any n <= capacity. stream: as for gem_decode. */
+gem_status gem_kv_cache_append(gem_kv_cache *c, const float *k, const float *v, int64_t n,
+                               void *stream);
+
+/* The view of the live rows (valid until the next append, reset or destroy). */
+gem_status gem_kv_cache_view(const gem_kv_cache *c, gem_kv_view *out);
+
+/* Rows that take part (min(appended, capacity) for a ring) and rows appended in all. */
+int64_t gem_kv_cache_live(const gem_kv_cache *c);
+int64_t gem_kv_cache_appended(const gem_kv_cache *c);
+
+/* Forgets every row (live = 0) and clears the non-finite flag; writes no cache memory. */
+gem_status gem_kv_cache_reset(gem_kv_cache *c, void *stream);
+
+/* GEM_ERR_NONFINITE when any row appended since creation or the last reset held NaN or
+ * infinity, else GEM_OK. CUDA: waits for `stream` (synchronous). */
+gem_status gem_kv_cache_check(gem_kv_cache *c, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEM_DECODE_H */
