@@ -29,6 +29,10 @@ static const struct {
     [GEM_ERR_DEVICE] = {"device", "a CUDA runtime call failed"},
     [GEM_ERR_IO] = {"io", "a file could not be read or written"},
     [GEM_ERR_FORMAT] = {"format", "malformed input file"},
+    [GEM_ERR_OVERLAP] = {"overlap", "an output overlaps an input, the cache or the workspace"},
+    [GEM_ERR_MEMSPACE] = {"memspace",
+                          "a pointer is not in the backend's memory (host vs device, or another "
+                          "device)"},
 };
 
 const char *gem_status_str(gem_status s)
