@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "gem/attn.h"
 
 typedef struct subcommand {
@@ -22,6 +23,7 @@ static const subcommand subcommands[] = {
     {"bench", gem_cmd_bench, "ABBA timing of two routes against measured read bandwidth"},
     {"resources", gem_cmd_resources, "CUDA kernel resource receipt"},
     {"analyze", gem_cmd_analyze, "fail-closed analyzers of receipts"},
+    {"synth", gem_cmd_synth, "write a seeded random-weight Gemma 4 GGUF"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,225 @@
+/*
+ * gem model: the Gemma 4 text decoder on the CPU, read from a GGUF file in the
+ * layout llama.cpp's converter writes for `gemma4`, with its tokenizer.
+ *
+ *   gem_model *m;      gem_model_load("m.gguf", &m, err, sizeof err);
+ *   gem_session *s;    gem_session_create(m, &opts, &s, err, sizeof err);
+ *   gem_tokenize(gem_model_tokenizer(m), "text", 1, ids, cap, &n);
+ *   for each token: gem_session_eval(s, id, logits);      (logits (n_vocab) or NULL)
+ *
+ * Every hyperparameter comes from the file's metadata (gemma4.*), so a tiny
+ * synthetic file and the 31B model run the same code. Attention of every layer
+ * goes through gem_decode (include/gem/decode.h) on the session's own KV cache:
+ * full-attention layers keep every token (capacity opts.max_tokens), sliding
+ * layers a ring of `window` rows. Matrix-vector products run on a small thread
+ * pool with each output row computed by one thread in a fixed order, so the
+ * logits are the same bits for any thread count.
+ *
+ * Untrusted input (the file, the command line) answers a status and one line
+ * in `err`; a model file that loads has every tensor present, typed, shaped as
+ * the metadata says and inside the file.
+ */
+#ifndef GEM_MODEL_H
+#define GEM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/attn.h"
+#include "gem/gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GEM_MODEL_MAX_LAYERS 512
+
+/* A weight matrix in the file: `rows` outputs of `cols` inputs, row-major
+ * (GGUF ne[0] = cols, ne[1] = rows), element type `type`. */
+typedef struct gem_matrix {
+    const void *data; /* (rows, row_bytes) in the mapping */
+    gem_gguf_type type;
+    int64_t rows, cols;
+    size_t row_bytes;
+} gem_matrix;
+
+/* One decoder layer. Vectors are dequantized to F32 at load time. */
+typedef struct gem_layer {
+    int swa;             /* 1: sliding-window attention, 0: full attention */
+    int64_t n_head;      /* query heads */
+    int64_t n_head_kv;   /* KV heads */
+    int64_t head_dim;    /* key = value = query head dimension */
+    int64_t n_ff;        /* MLP width */
+    int64_t n_rot;       /* rotated dimensions (NeoX pairs i, i + n_rot/2) */
+    double rope_base;
+    int k_eq_v;          /* 1: no attn_v, V is taken from the raw K projection */
+    gem_matrix wq;       /* (n_head*head_dim, n_embd) */
+    gem_matrix wk;       /* (n_head_kv*head_dim, n_embd) */
+    gem_matrix wv;       /* (n_head_kv*head_dim, n_embd), absent when k_eq_v */
+    gem_matrix wo;       /* (n_embd, n_head*head_dim) */
+    gem_matrix w_gate;   /* (n_ff, n_embd) */
+    gem_matrix w_up;     /* (n_ff, n_embd) */
+    gem_matrix w_down;   /* (n_embd, n_ff) */
+    float *attn_norm;    /* (n_embd) */
+    float *q_norm;       /* (head_dim) */
+    float *k_norm;       /* (head_dim) */
+    float *post_attn_norm; /* (n_embd) */
+    float *ffn_norm;     /* (n_embd) */
+    float *post_ffn_norm; /* (n_embd) */
+    float out_scale;     /* layer_output_scale (1 when absent) */
+} gem_layer;
+
+/* Hyperparameters, all from the metadata. */
+typedef struct gem_hparams {
+    char name[64];          /* general.name, or "" */
+    int64_t n_layers, n_embd, n_vocab, context_length;
+    int64_t window;         /* attention.sliding_window */
+    int64_t head_dim_full, head_dim_swa;
+    int64_t n_rot_full, n_rot_swa;
+    double rope_base_full, rope_base_swa;
+    double eps;             /* attention.layer_norm_rms_epsilon */
+    double softcap;         /* final_logit_softcapping, 0 = none */
+    int64_t n_full_layers;  /* layers with full attention */
+} gem_hparams;
+
+typedef struct gem_tokenizer gem_tokenizer;
+typedef struct gem_model gem_model;
+
+/* Loads the file at `path` (mapped) and validates it as a Gemma 4 model.
+ * GEM_ERR_IO, GEM_ERR_FORMAT (malformed, a missing tensor or key, a shape or type
+ * that disagrees with the metadata), GEM_ERR_UNSUPPORTED (a Gemma 4 variant gem
+ * does not run: per-layer embeddings, shared KV layers, experts), GEM_ERR_NOMEM.
+ * err (errlen, may be NULL): one line. *out NULL on error. */
+gem_status gem_model_load(const char *path, gem_model **out, char *err, size_t errlen);
+
+/* The same on an open file, which the model borrows: g must outlive the model. */
+gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, size_t errlen);
+
+/* Frees the model (and closes the file if gem_model_load opened it); NULL is fine. */
+void gem_model_free(gem_model *m);
+
+const gem_hparams *gem_model_hparams(const gem_model *m);
+const gem_layer *gem_model_layer(const gem_model *m, int64_t i); /* NULL out of range */
+const gem_gguf *gem_model_file(const gem_model *m);
+const gem_tokenizer *gem_model_tokenizer(const gem_model *m);
+/* Token embedding matrix (n_vocab rows of n_embd), also the output head (tied). */
+const gem_matrix *gem_model_embedding(const gem_model *m);
+const gem_matrix *gem_model_output(const gem_model *m);
+/* Bytes of every weight tensor the decoder reads per token (matrices and vectors;
+ * the embedding counted once for its row and once whole as the tied head). */
+size_t gem_model_weight_bytes_per_token(const gem_model *m);
+
+/* ---- tokenizer (tokenizer.ggml.model = "gemma4": BPE with merges, byte fallback) ---- */
+
+/* Token types (tokenizer.ggml.token_type). */
+enum { GEM_TOK_NORMAL = 1, GEM_TOK_UNKNOWN = 2, GEM_TOK_CONTROL = 3, GEM_TOK_USER = 4,
+       GEM_TOK_UNUSED = 5, GEM_TOK_BYTE = 6 };
+
+/* Builds the tokenizer from the file's vocabulary. Borrows g (strings point into it). */
+gem_status gem_tokenizer_load(const gem_gguf *g, gem_tokenizer **out, char *err, size_t errlen);
+void gem_tokenizer_free(gem_tokenizer *t);
+
+int64_t gem_tokenizer_n_vocab(const gem_tokenizer *t);
+int32_t gem_tokenizer_bos(const gem_tokenizer *t); /* -1 when none */
+int32_t gem_tokenizer_eos(const gem_tokenizer *t); /* -1 when none */
+/* 1 when `id` ends a generation (the EOS token, or a control token whose text is
+ * "<eos>", "<turn|>" or "<end_of_turn>"). */
+int gem_tokenizer_is_eog(const gem_tokenizer *t, int32_t id);
+
+/* Text to token ids as llama.cpp's gemma4 tokenizer does: control and
+ * user-defined token texts in `text` become those tokens, spaces become U+2581,
+ * the rest splits into runs of newlines and runs of other characters, each run
+ * is merged by BPE rank (lowest first, leftmost on ties) from UTF-8 characters,
+ * and a piece that is not a token falls back to its <0xXX> byte tokens. BOS first
+ * when add_bos and the vocabulary asks for it. ids (cap); *n receives the count;
+ * GEM_ERR_RANGE when cap is too small (*n then holds the count needed). */
+gem_status gem_tokenize(const gem_tokenizer *t, const char *text, int add_bos, int32_t *ids,
+                        int64_t cap, int64_t *n);
+
+/* The bytes a token stands for: normal tokens with U+2581 as a space, byte
+ * tokens as their byte, user-defined tokens as their text, control/unused/unknown
+ * tokens as nothing. buf (cap) is not NUL-terminated; *len receives the length
+ * (may be NULL). GEM_ERR_RANGE for an id outside the vocabulary or a short buf. */
+gem_status gem_token_piece(const gem_tokenizer *t, int32_t id, char *buf, size_t cap,
+                           size_t *len);
+
+/* The token's text as stored in the vocabulary (NULL for a bad id). */
+gem_gguf_str gem_token_text(const gem_tokenizer *t, int32_t id);
+
+/* ---- session: KV caches and scratch for one sequence ------------------------------------ */
+
+typedef struct gem_session gem_session;
+
+typedef struct gem_session_opts {
+    int64_t threads;     /* matrix-vector threads and decode threads; 0 = online cores */
+    int64_t max_tokens;  /* positions the session can hold (full-layer cache rows), >= 1 */
+    gem_route full_route; /* route of the full-attention layers: GEM_ROUTE_BASELINE or
+                             GEM_ROUTE_FUSED (sliding layers use the decode default) */
+    int64_t full_partitions, full_tile; /* 0 = the route's tuned default */
+} gem_session_opts;
+
+/* Per-stage time of the calls so far (seconds), for the whole-token profile. */
+typedef struct gem_stage_times {
+    double embed, norms, proj, attn_swa, attn_full, mlp, logits, total;
+    int64_t tokens;
+} gem_stage_times;
+
+gem_status gem_session_create(const gem_model *m, const gem_session_opts *opts, gem_session **out,
+                              char *err, size_t errlen);
+void gem_session_free(gem_session *s);
+
+/* Runs one token at the next position and, when logits (n_vocab) is not NULL,
+ * writes the final soft-capped logits. GEM_ERR_RANGE when the session is full or
+ * the id is outside the vocabulary; GEM_ERR_NONFINITE when a K/V row or the logits
+ * are not finite; a gem_decode status otherwise. */
+gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
+
+/* Positions evaluated so far. */
+int64_t gem_session_pos(const gem_session *s);
+/* Forgets every position. */
+void gem_session_reset(gem_session *s);
+/* Makes dst continue exactly where src stands (same model, same max_tokens):
+ * copies the cache rows in use and the position. GEM_ERR_PARAM otherwise. */
+gem_status gem_session_copy(gem_session *dst, const gem_session *src);
+/* Stage times since creation or the last reset of the times. */
+void gem_session_times(const gem_session *s, gem_stage_times *out);
+void gem_session_times_reset(gem_session *s);
+
+/* Bytes of KV cache a token at position `pos` reads (every layer's live rows). */
+size_t gem_session_kv_bytes_at(const gem_session *s, int64_t pos);
+
+/* ---- synthetic models ------------------------------------------------------------------- */
+
+/* Element types of a synthetic file: one type for every matrix, or a mix
+ * (GEM_SYNTH_MIXED) that puts each of Q8_0, Q4_0, Q4_K, Q6_K, BF16, F16 and F32
+ * on some tensor. Matrices whose rows do not fit the type's block fall back to
+ * Q8_0 (then F32). Vectors are always F32, as the converter writes them. */
+#define GEM_SYNTH_MIXED (-1)
+
+typedef struct gem_synth_spec {
+    uint64_t seed;
+    int64_t n_layers, n_embd, n_ff, n_vocab, n_head;
+    int64_t n_head_kv_swa, n_head_kv_full, head_dim_swa, head_dim_full;
+    int64_t window, context_length;
+    int64_t full_every;   /* layer i is full when (i + 1) % full_every == 0; the last is full */
+    double rope_base_full, rope_base_swa, partial_rotary_full, softcap, eps;
+    int32_t type;         /* a gem_gguf_type or GEM_SYNTH_MIXED */
+    const char *name;     /* general.name */
+} gem_synth_spec;
+
+/* The named presets: "tiny" (tests and the reference: 6 layers, hidden 64, the
+ * real full-layer attention shape), "diff" (60 layers in the 31B pattern, hidden
+ * 64, for the model differentials), "2gb" (about 2 GB of Q8_0 weights) and "31b"
+ * (the real dimensions). GEM_ERR_PARAM for an unknown name. */
+gem_status gem_synth_preset(const char *name, gem_synth_spec *out);
+
+/* Writes a seeded random-weight Gemma 4 GGUF in the converter's layout.
+ * GEM_ERR_SHAPE / GEM_ERR_PARAM for an inconsistent spec, GEM_ERR_IO. */
+gem_status gem_synth_write(const gem_synth_spec *spec, const char *path, char *err,
+                           size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEM_MODEL_H */
