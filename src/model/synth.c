@@ -7,7 +7,9 @@
  *
  * Weights: element i of tensor k is uniform in [-a, a) from SplitMix64 on
  * (seed, k, i), with a = 1/sqrt(fan_in) for matrices and 0.5 for the embedding;
- * norm weights lie in [0.5, 1.5), q/k norm weights in [0.15, 0.35) (so that the
+ * norm weights lie in [0.5, 1.5) (post-attention and post-MLP norms in [2, 4), so
+ * that the layers, not the token's own embedding, dominate the residual stream
+ * and greedy decoding does not just repeat the last token), q/k norm weights in [0.15, 0.35) (so that the
  * attention logits of the random model stay near unit scale at D512) and layer
  * output scales in [0.5, 1.5).
  */
@@ -316,7 +318,7 @@ static float uni(uint64_t seed, uint64_t k, uint64_t i, float lo, float hi)
     return lo + (hi - lo) * u;
 }
 
-typedef enum tkind { T_MATRIX, T_EMBED, T_NORM, T_QKNORM, T_SCALE, T_ROPE } tkind;
+typedef enum tkind { T_MATRIX, T_EMBED, T_NORM, T_POSTNORM, T_QKNORM, T_SCALE, T_ROPE } tkind;
 
 typedef struct tinfo {
     char name[GEM_GGUF_MAX_NAME];
@@ -355,6 +357,7 @@ static int fill(void *user, int64_t index, void *dst, size_t bytes)
             case T_EMBED: row[i] = uni(seed, k, e, -a, a); break;
             case T_NORM:
             case T_SCALE: row[i] = uni(seed, k, e, 0.5f, 1.5f); break;
+            case T_POSTNORM: row[i] = uni(seed, k, e, 2.0f, 4.0f); break;
             case T_QKNORM: row[i] = uni(seed, k, e, 0.15f, 0.35f); break;
             case T_ROPE: row[i] = i < c->rope_rot ? 1.0f : 1e30f; break;
             }
@@ -526,12 +529,12 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
           T_MATRIX);
         T(B("attn_q_norm.weight"), GEM_GGUF_F32, hd, 0, T_QKNORM);
         T(B("attn_k_norm.weight"), GEM_GGUF_F32, hd, 0, T_QKNORM);
-        T(B("post_attention_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_NORM);
+        T(B("post_attention_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_POSTNORM);
         T(B("ffn_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_NORM);
         T(B("ffn_gate.weight"), mat_type(s, s->n_embd, R_GATE, i), s->n_embd, s->n_ff, T_MATRIX);
         T(B("ffn_up.weight"), mat_type(s, s->n_embd, R_UP, i), s->n_embd, s->n_ff, T_MATRIX);
         T(B("ffn_down.weight"), mat_type(s, s->n_ff, R_DOWN, i), s->n_ff, s->n_embd, T_MATRIX);
-        T(B("post_ffw_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_NORM);
+        T(B("post_ffw_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_POSTNORM);
         T(B("layer_output_scale.weight"), GEM_GGUF_F32, 1, 0, T_SCALE);
 #undef B
     }
