@@ -55,14 +55,15 @@ gem_status gem_baseline_scratch_bytes(int64_t live, int64_t n_q_heads, int64_t d
 
 typedef struct baseline_job {
     const float *q;     /* (n_q_heads, dk) */
-    const float *k;     /* (n_kv_heads, capacity, dk) */
-    const float *v;     /* (n_kv_heads, capacity, dv) */
+    const float *k;     /* K element (g, t, i) at k[g*k_hs + t*k_ts + i] */
+    const float *v;     /* V element (g, t, i) at v[g*v_hs + t*v_ts + i] */
     float *scores;      /* (n_q_heads, live) */
     float *partials;    /* (VP, n_q_heads, dv) */
     float *out;         /* (n_q_heads, dv) */
     float *ws;          /* (threads, ws_stride) */
     gem_status *status; /* (items) */
-    int64_t ws_stride, n_q, n_kv, group, dk, dv, live, capacity, vparts, dim_tiles;
+    int64_t ws_stride, n_q, n_kv, group, dk, dv, live, vparts, dim_tiles;
+    int64_t k_hs, k_ts, v_hs, v_ts;
     float scale;
 } baseline_job;
 
@@ -74,11 +75,12 @@ static void score_item(void *ctx, int64_t item, int64_t thread)
     const int64_t begin = chunk * SCORE_CHUNK;
     const int64_t end = begin + SCORE_CHUNK < j->live ? begin + SCORE_CHUNK : j->live;
     const int64_t h0 = g * j->group, dk = j->dk;
-    const float *kg = j->k + g * j->capacity * dk;
+    const float *kg = j->k + g * j->k_hs;
     float *rows = j->scores + h0 * j->live; /* (G, live) */
     for (int64_t t0 = begin; t0 < end; t0 += 4) {
         const int64_t n = end - t0 < 4 ? end - t0 : 4;
-        cpu_dot_tile(j->q + h0 * dk, j->group, kg + t0 * dk, n, dk, rows + t0, j->live);
+        cpu_dot_tile(j->q + h0 * dk, j->group, kg + t0 * j->k_ts, j->k_ts, n, dk, rows + t0,
+                     j->live);
     }
     for (int64_t hh = 0; hh < j->group; hh++) {
         float *r = rows + hh * j->live;
@@ -143,7 +145,7 @@ static void value_item(void *ctx, int64_t item, int64_t thread)
     float *acc = j->ws + thread * j->ws_stride; /* (G, w) */
     memset(acc, 0, (size_t)(G * w) * sizeof(float));
     cpu_weighted_rows(j->scores + h0 * j->live + begin, j->live, G,
-                      j->v + (g * j->capacity + begin) * dv + d0, dv, end - begin, w, acc);
+                      j->v + g * j->v_hs + begin * j->v_ts + d0, j->v_ts, end - begin, w, acc);
     for (int64_t hh = 0; hh < G; hh++)
         memcpy(j->partials + (sp * j->n_q + h0 + hh) * dv + d0, acc + hh * w,
                (size_t)w * sizeof(float));
@@ -165,38 +167,38 @@ static void reduce_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = GEM_OK;
 }
 
-gem_status cpu_route_baseline(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
-                              const float *k, const float *v, const gem_route_params *params,
-                              float *out)
+gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, const float *q,
+                              const gem_kv_view *kv, const gem_decode_config *cfg, float *out)
 {
-    const int64_t VP = params->partitions, nq = shape->n_q_heads, nkv = shape->n_kv_heads;
-    if (VP < 1 || params->tile != 0)
+    const int64_t VP = cfg->partitions, nq = shape->n_q_heads, nkv = shape->n_kv_heads;
+    const int64_t live = kv->live;
+    if (VP < 1 || cfg->tile != 0)
         return GEM_ERR_PARAM;
     baseline_job j = {
-        .q = q, .k = k, .v = v, .out = out, .ws = c->ws, .status = c->status,
-        .ws_stride = c->ws_stride, .n_q = nq, .n_kv = nkv, .group = nq / nkv,
-        .dk = shape->dk, .dv = shape->dv, .live = shape->live, .capacity = shape->capacity,
-        .vparts = VP,
+        .q = q, .k = kv->k, .v = kv->v, .out = out, .ws = r->ws, .status = r->status,
+        .ws_stride = r->ws_stride, .n_q = nq, .n_kv = nkv, .group = nq / nkv,
+        .dk = shape->dk, .dv = shape->dv, .live = live, .vparts = VP,
         .dim_tiles = (shape->dv + GEM_BASELINE_DIM_TILE - 1) / GEM_BASELINE_DIM_TILE,
-        .scale = shape->scale,
+        .k_hs = kv->k_head_stride, .k_ts = kv->k_token_stride,
+        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale,
     };
-    j.scores = c->scratch;
-    j.partials = j.scores + nq * shape->live;
+    j.scores = r->scratch;
+    j.partials = j.scores + nq * live;
 
-    const int64_t score_items = nkv * ((shape->live + SCORE_CHUNK - 1) / SCORE_CHUNK);
-    cpu_pool_run(c->pool, score_items, score_item, &j);
-    gem_status st = cpu_first_error(c->status, score_items);
+    const int64_t score_items = nkv * ((live + SCORE_CHUNK - 1) / SCORE_CHUNK);
+    cpu_pool_run(r->pool, score_items, score_item, &j);
+    gem_status st = cpu_first_error(r->status, score_items);
     if (st != GEM_OK)
         return st;
-    cpu_pool_run(c->pool, nq, normalize_item, &j);
-    st = cpu_first_error(c->status, nq);
+    cpu_pool_run(r->pool, nq, normalize_item, &j);
+    st = cpu_first_error(r->status, nq);
     if (st != GEM_OK)
         return st;
     const int64_t value_items = nkv * j.dim_tiles * VP;
-    cpu_pool_run(c->pool, value_items, value_item, &j);
-    st = cpu_first_error(c->status, value_items);
+    cpu_pool_run(r->pool, value_items, value_item, &j);
+    st = cpu_first_error(r->status, value_items);
     if (st != GEM_OK)
         return st;
-    cpu_pool_run(c->pool, nq, reduce_item, &j);
-    return cpu_first_error(c->status, nq);
+    cpu_pool_run(r->pool, nq, reduce_item, &j);
+    return cpu_first_error(r->status, nq);
 }

@@ -42,15 +42,16 @@
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
-    const float *k;   /* (n_kv_heads, capacity, dk) */
-    const float *v;   /* (n_kv_heads, capacity, dv) */
+    const float *k;   /* K element (g, t, i) at k[g*k_hs + t*k_ts + i] */
+    const float *v;   /* V element (g, t, i) at v[g*v_hs + t*v_ts + i] */
     float *pm;        /* (P, n_q_heads) maxima */
     float *ps;        /* (P, n_q_heads) denominators */
     float *po;        /* (P, n_q_heads, dv) numerators */
     float *out;       /* (n_q_heads, dv) */
     float *ws;        /* (threads, ws_stride) */
     gem_status *status; /* (items) */
-    int64_t ws_stride, n_q, n_kv, group, dk, dv, live, capacity, partitions, tile;
+    int64_t ws_stride, n_q, n_kv, group, dk, dv, live, partitions, tile;
+    int64_t k_hs, k_ts, v_hs, v_ts;
     float scale;
 } fused_job;
 
@@ -88,8 +89,9 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     memset(o, 0, (size_t)(G * dv) * sizeof(float));
 
     const float *qg = j->q + h0 * dk;
-    const float *kg = j->k + g * j->capacity * dk;
-    const float *vg = j->v + g * j->capacity * dv;
+    const float *kg = j->k + g * j->k_hs;
+    const float *vg = j->v + g * j->v_hs;
+    const int64_t ks = j->k_ts, vs = j->v_ts;
     for (int64_t t0 = begin; t0 < end; t0 += S) {
         const int64_t n = end - t0 < S ? end - t0 : S;
         /* The kernels prefetch the S rows max(S, PF_TOKENS) tokens ahead
@@ -98,15 +100,15 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
          * each tile. */
         const int64_t a0 = t0 + (S > PF_TOKENS ? S : PF_TOKENS);
         const int64_t pn = a0 < end ? (end - a0 < S ? end - a0 : S) : 0;
-        const float *pk = pn ? kg + a0 * dk : NULL, *pv = pn ? vg + a0 * dv : NULL;
-        cpu_dot_tile_tm(qg, G, kg + t0 * dk, n, dk, sc, G, pk, pn);
+        const float *pk = pn ? kg + a0 * ks : NULL, *pv = pn ? vg + a0 * vs : NULL;
+        cpu_dot_tile_tm(qg, G, kg + t0 * ks, ks, n, dk, sc, G, pk, pn);
         for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
             if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
                                 alpha + (u / T) * G) != 0) {
                 j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
                 return;
             }
-        cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * dv, n, dv, pv, pn);
+        cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * vs, n, vs, pv, pn);
     }
     for (int64_t hh = 0; hh < G; hh++) {
         j->pm[p * j->n_q + h0 + hh] = m[hh];
@@ -163,28 +165,28 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = st;
 }
 
-gem_status cpu_route_fused(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
-                           const float *k, const float *v, const gem_route_params *params,
-                           float *out)
+gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
+                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out)
 {
-    const int64_t P = params->partitions, nq = shape->n_q_heads;
-    if (P < 1 || params->tile < 1)
+    const int64_t P = cfg->partitions, nq = shape->n_q_heads;
+    if (P < 1 || cfg->tile < 1)
         return GEM_ERR_PARAM;
     fused_job j = {
-        .q = q, .k = k, .v = v, .out = out, .ws = c->ws, .status = c->status,
-        .ws_stride = c->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
+        .q = q, .k = kv->k, .v = kv->v, .out = out, .ws = r->ws, .status = r->status,
+        .ws_stride = r->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
         .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
-        .live = shape->live, .capacity = shape->capacity, .partitions = P,
-        .tile = params->tile, .scale = shape->scale,
+        .live = kv->live, .partitions = P, .tile = cfg->tile,
+        .k_hs = kv->k_head_stride, .k_ts = kv->k_token_stride,
+        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale,
     };
-    j.pm = c->scratch;
+    j.pm = r->scratch;
     j.ps = j.pm + P * nq;
     j.po = j.ps + P * nq;
     const int64_t items = shape->n_kv_heads * P;
-    cpu_pool_run(c->pool, items, fused_partial_item, &j);
-    gem_status st = cpu_first_error(c->status, items);
+    cpu_pool_run(r->pool, items, fused_partial_item, &j);
+    gem_status st = cpu_first_error(r->status, items);
     if (st != GEM_OK)
         return st;
-    cpu_pool_run(c->pool, nq, fused_merge_item, &j);
-    return cpu_first_error(c->status, nq);
+    cpu_pool_run(r->pool, nq, fused_merge_item, &j);
+    return cpu_first_error(r->status, nq);
 }

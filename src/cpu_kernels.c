@@ -94,7 +94,8 @@ static inline __m512 reduce_4x4(__m512 acc[4][4])
 
 /* 4 query rows x 4 key rows, n a multiple of 16: the 16 dot products in the
  * lanes of one register, lane 4*t + h = dot(q_h, k_t). */
-static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf, int npf)
+static __m512 dot_4x4(const float *q, const float *k, int64_t ks, int64_t n, const float *pf,
+                       int npf)
 {
     __m512 acc[4][4];
     for (int h = 0; h < 4; h++)
@@ -106,13 +107,13 @@ static __m512 dot_4x4(const float *q, const float *k, int64_t n, const float *pf
     for (int64_t i = 0; i < n; i += 16) {
         __m512 kv[4];
         for (int t = 0; t < 4; t++) {
-            kv[t] = _mm512_loadu_ps(k + t * n + i);
+            kv[t] = _mm512_loadu_ps(k + t * ks + i);
             /* keep each K vector in a register: without this gcc folds the
              * load into every FMA and reads K four times from L1 */
             __asm__("" : "+v"(kv[t]));
         }
         for (int t = 0; t < npf; t++)
-            __builtin_prefetch(pf + t * n + i, 0, CPU_PF_LOCALITY);
+            __builtin_prefetch(pf + t * ks + i, 0, CPU_PF_LOCALITY);
         for (int h = 0; h < 4; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
@@ -138,7 +139,7 @@ static void dot_4x1(const float *q, const float *k, int64_t n, float *out, int64
 }
 
 /* 1 query row x 4 key rows. */
-static void dot_1x4(const float *q, const float *k, int64_t n, float *out)
+static void dot_1x4(const float *q, const float *k, int64_t ks, int64_t n, float *out)
 {
     __m512 acc[4];
     for (int t = 0; t < 4; t++)
@@ -146,7 +147,7 @@ static void dot_1x4(const float *q, const float *k, int64_t n, float *out)
     for (int64_t i = 0; i < n; i += 16) {
         const __m512 qv = _mm512_loadu_ps(q + i);
         for (int t = 0; t < 4; t++)
-            acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + t * n + i), acc[t]);
+            acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + t * ks + i), acc[t]);
     }
     for (int t = 0; t < 4; t++)
         out[t] = hsum16(acc[t]);
@@ -161,7 +162,7 @@ static float dot_1x1(const float *q, const float *k, int64_t n)
 }
 #endif
 
-void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt, int64_t n,
                   float *out, int64_t out_stride)
 {
 #if CPU_AVX512
@@ -171,31 +172,31 @@ void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4) {
                 float r[16];
-                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * n, n, NULL, 0));
+                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * ks, ks, n, NULL, 0));
                 for (int a = 0; a < 4; a++)
                     for (int b = 0; b < 4; b++)
                         out[(h + a) * out_stride + t + b] = r[4 * b + a];
             }
             for (; t < nt; t++)
-                dot_4x1(q + h * n, k + t * n, n, out + h * out_stride + t, out_stride);
+                dot_4x1(q + h * n, k + t * ks, n, out + h * out_stride + t, out_stride);
         }
         for (; h < nh; h++) {
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4)
-                dot_1x4(q + h * n, k + t * n, n, out + h * out_stride + t);
+                dot_1x4(q + h * n, k + t * ks, ks, n, out + h * out_stride + t);
             for (; t < nt; t++)
-                out[h * out_stride + t] = dot_1x1(q + h * n, k + t * n, n);
+                out[h * out_stride + t] = dot_1x1(q + h * n, k + t * ks, n);
         }
         return;
     }
 #endif
     for (int64_t h = 0; h < nh; h++)
         for (int64_t t = 0; t < nt; t++)
-            out[h * out_stride + t] = cpu_dot_portable(q + h * n, k + t * n, n);
+            out[h * out_stride + t] = cpu_dot_portable(q + h * n, k + t * ks, n);
 }
 
-void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
-                     float *out, int64_t out_stride, const float *pf, int64_t pf_nt)
+void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt,
+                     int64_t n, float *out, int64_t out_stride, const float *pf, int64_t pf_nt)
 {
 #if CPU_AVX512
     if (n % 16 == 0) {
@@ -209,7 +210,8 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4) {
                 const int use = pf && t + 4 <= pf_nt && r0 < 4;
-                const __m512 r = dot_4x4(q + h * n, k + t * n, n, use ? pf + (t + r0) * n : NULL,
+                const __m512 r = dot_4x4(q + h * n, k + t * ks, ks, n,
+                                         use ? pf + (t + r0) * ks : NULL,
                                          use ? (int)(r1 - r0) : 0);
                 _mm_storeu_ps(out + (t + 0) * out_stride + h, _mm512_extractf32x4_ps(r, 0));
                 _mm_storeu_ps(out + (t + 1) * out_stride + h, _mm512_extractf32x4_ps(r, 1));
@@ -217,29 +219,29 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int
                 _mm_storeu_ps(out + (t + 3) * out_stride + h, _mm512_extractf32x4_ps(r, 3));
             }
             for (; t < nt; t++)
-                dot_4x1(q + h * n, k + t * n, n, out + t * out_stride + h, 1);
+                dot_4x1(q + h * n, k + t * ks, n, out + t * out_stride + h, 1);
         }
         for (; h < nh; h++) {
             int64_t t = 0;
             for (; t + 4 <= nt; t += 4) {
                 float r[4];
-                dot_1x4(q + h * n, k + t * n, n, r);
+                dot_1x4(q + h * n, k + t * ks, ks, n, r);
                 for (int b = 0; b < 4; b++)
                     out[(t + b) * out_stride + h] = r[b];
             }
             for (; t < nt; t++)
-                out[t * out_stride + h] = dot_1x1(q + h * n, k + t * n, n);
+                out[t * out_stride + h] = dot_1x1(q + h * n, k + t * ks, n);
         }
         for (int64_t t = nh >= 4 ? nt / 4 * 4 : 0; pf && t < pf_nt; t++) /* rows no block covered */
-            prefetch_row(pf + t * n, n);
+            prefetch_row(pf + t * ks, n);
         return;
     }
 #endif
     for (int64_t t = 0; pf && t < pf_nt; t++)
-        prefetch_row(pf + t * n, n);
+        prefetch_row(pf + t * ks, n);
     for (int64_t t = 0; t < nt; t++)
         for (int64_t h = 0; h < nh; h++)
-            out[t * out_stride + h] = cpu_dot_portable(q + h * n, k + t * n, n);
+            out[t * out_stride + h] = cpu_dot_portable(q + h * n, k + t * ks, n);
 }
 
 /* e^x for x <= 0 by Cody-Waite reduction x = n ln2 + r and the Cephes

@@ -19,10 +19,10 @@
  * q (n), k (n). The portable definition, always compiled. */
 float cpu_dot_portable(const float *q, const float *k, int64_t n);
 
-/* out[h*out_stride + t] = dot(q + h*n, k + t*n) for h < nh, t < nt, each by
+/* out[h*out_stride + t] = dot(q + h*n, k + t*ks) for h < nh, t < nt, each by
  * the rule of cpu_dot_portable (bitwise equal to it).
- * q (nh, n), k (nt, n), out (nh, out_stride). */
-void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
+ * q (nh, n), k (nt, ks) rows of n used, ks >= n, out (nh, out_stride). */
+void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt, int64_t n,
                   float *out, int64_t out_stride);
 
 /* y[i] = e^x[i] by a fixed rule (Cody-Waite reduction, degree-6 polynomial,
@@ -51,13 +51,14 @@ float cpu_stream_sum(const float *x, int64_t n);
 const char *cpu_kernels_isa(void);
 
 /* cpu_dot_tile with the scores token-major, the layout of the fused route's
- * tile: out[t*out_stride + h] = dot(q + h*n, k + t*n) for h < nh, t < nt, each
+ * tile: out[t*out_stride + h] = dot(q + h*n, k + t*ks) for h < nh, t < nt, each
  * by the rule of cpu_dot_portable (bitwise equal to it).
- * While it computes it prefetches pf_nt rows of n floats from pf (the rows
- * of a later tile; pf may be NULL): speed only, never read.
- * q (nh, n), k (nt, n), out (nt, out_stride), out_stride >= nh, pf (pf_nt, n). */
-void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t nt, int64_t n,
-                     float *out, int64_t out_stride, const float *pf, int64_t pf_nt);
+ * While it computes it prefetches pf_nt rows of n floats, ks apart, from pf
+ * (the rows of a later tile; pf may be NULL): speed only, never read.
+ * q (nh, n), k (nt, ks) rows of n used, ks >= n, out (nt, out_stride),
+ * out_stride >= nh, pf (pf_nt, ks). */
+void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt,
+                     int64_t n, float *out, int64_t out_stride, const float *pf, int64_t pf_nt);
 
 /* One tile of the online softmax for nh heads, scores token-major, by the rule:
  *   x[t,h] = scale * sc[t*nh + h]                 (all must be finite, else 1 is

@@ -1,64 +1,31 @@
 /*
- * The buffers the CPU split routes share: route scratch, per-thread
- * temporaries and per-item statuses, grown before a run, never during one.
+ * The workspace layout the CPU split routes share: route scratch, per-thread
+ * temporaries and per-item statuses, carved out of the caller's workspace.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_routes.h"
 #include "gem/cpu.h"
 
-void cpu_ctx_release(cpu_ctx *c)
-{
-    free(c->scratch);
-    free(c->ws);
-    free(c->status);
-    c->scratch = NULL;
-    c->ws = NULL;
-    c->status = NULL;
-    c->scratch_cap = c->ws_cap = c->status_cap = 0;
-    c->ws_stride = 0;
-}
-
-gem_status cpu_routes_scratch_bytes(gem_route route, const gem_attn_shape *shape,
-                                    const gem_route_params *params, size_t *bytes)
-{
-    if (route == GEM_ROUTE_FUSED) {
-        gem_online_scratch sc;
-        gem_status st = gem_attention_online_scratch_bytes(params->partitions, shape->n_q_heads,
-                                                           shape->dv, &sc);
-        if (st == GEM_OK)
-            *bytes = sc.total_bytes;
-        return st;
-    }
-    if (route == GEM_ROUTE_BASELINE) {
-        gem_baseline_scratch sc;
-        gem_status st = gem_baseline_scratch_bytes(shape->live, shape->n_q_heads, shape->dv,
-                                                   params->partitions, &sc);
-        if (st == GEM_OK)
-            *bytes = sc.total_bytes;
-        return st;
-    }
-    *bytes = 0;
-    return GEM_OK;
-}
+/* Score chunk of the baseline's score stage (tokens per item). */
+#define CPU_SCORE_CHUNK 256
 
 /* Work items of the largest stage of a route, for the status array. */
-static gem_status stage_items(gem_route route, const gem_attn_shape *s,
-                              const gem_route_params *p, size_t *items)
+static gem_status stage_items(const gem_decode_shape *s, int64_t live,
+                              const gem_decode_config *c, size_t *items)
 {
     size_t a = 0, b = 0;
     gem_status st;
-    if (route == GEM_ROUTE_FUSED) {
-        st = gem_mul_size((size_t)s->n_kv_heads, (size_t)p->partitions, &a);
+    if (c->route == GEM_ROUTE_FUSED) {
+        st = gem_mul_size((size_t)s->n_kv_heads, (size_t)c->partitions, &a);
     } else {
         const size_t tiles = (size_t)((s->dv + GEM_BASELINE_DIM_TILE - 1) / GEM_BASELINE_DIM_TILE);
         st = gem_mul_size((size_t)s->n_kv_heads, tiles, &a);
         if (st == GEM_OK)
-            st = gem_mul_size(a, (size_t)p->partitions, &a);
-        /* score stage: chunks of 256 tokens per KV head */
+            st = gem_mul_size(a, (size_t)c->partitions, &a);
         if (st == GEM_OK)
-            st = gem_mul_size((size_t)s->n_kv_heads, (size_t)(s->live / 256 + 1), &b);
+            st = gem_mul_size((size_t)s->n_kv_heads,
+                              (size_t)(live / CPU_SCORE_CHUNK + 1), &b);
     }
     if (st != GEM_OK)
         return st;
@@ -68,19 +35,38 @@ static gem_status stage_items(gem_route route, const gem_attn_shape *s,
     return GEM_OK;
 }
 
-gem_status cpu_routes_reserve(cpu_ctx *c, gem_route route, const gem_attn_shape *shape,
-                              const gem_route_params *params)
+/* x rounded up to a multiple of 64 (x small enough: callers checked). */
+static gem_status round64(size_t x, size_t *r)
 {
-    size_t bytes = 0, items = 0, per = 0, total = 0;
-    gem_status st = cpu_routes_scratch_bytes(route, shape, params, &bytes);
+    gem_status st = gem_add_size(x, 63, r);
     if (st == GEM_OK)
-        st = stage_items(route, shape, params, &items);
+        *r = *r / 64 * 64;
+    return st;
+}
+
+gem_status cpu_routes_layout(const gem_decode_shape *shape, int64_t live,
+                             const gem_decode_config *cfg, int64_t threads, cpu_layout *out)
+{
+    size_t scratch = 0, items = 0, per = 0, ws_floats = 0, ws_bytes = 0, status_bytes = 0;
+    gem_status st;
+    if (cfg->route == GEM_ROUTE_FUSED) {
+        gem_online_scratch sc;
+        st = gem_attention_online_scratch_bytes(cfg->partitions, shape->n_q_heads, shape->dv,
+                                                &sc);
+        scratch = sc.total_bytes;
+    } else {
+        gem_baseline_scratch sc;
+        st = gem_baseline_scratch_bytes(live, shape->n_q_heads, shape->dv, cfg->partitions, &sc);
+        scratch = sc.total_bytes;
+    }
+    if (st == GEM_OK)
+        st = stage_items(shape, live, cfg, &items);
     if (st != GEM_OK)
         return st;
     /* Per-thread floats: the fused tile (scores, exp arguments, m, s, new m:
      * G*(2T+4) + T), the baseline accumulators G*32 and a dv merge row. */
     const size_t g = (size_t)(shape->n_q_heads / shape->n_kv_heads);
-    const size_t t = (size_t)(params->tile > 0 ? params->tile : 1);
+    const size_t t = (size_t)(cfg->tile > 0 ? cfg->tile : 1);
     size_t tile_part = 0, base_part = 0;
     st = gem_mul_size(g, 2 * t + 4, &tile_part);
     if (st == GEM_OK)
@@ -94,45 +80,31 @@ gem_status cpu_routes_reserve(cpu_ctx *c, gem_route route, const gem_attn_shape 
     if (st != GEM_OK)
         return st;
     per = (per + 15) / 16 * 16; /* keep every thread's block on its own lines */
-    st = gem_mul_size(per, (size_t)c->threads, &total);
-    if (st != GEM_OK)
+    memset(out, 0, sizeof *out);
+    if ((st = gem_mul_size(per, (size_t)threads, &ws_floats)) != GEM_OK ||
+        (st = gem_mul_size(ws_floats, sizeof(float), &ws_bytes)) != GEM_OK ||
+        (st = gem_mul_size(items, sizeof(gem_status), &status_bytes)) != GEM_OK ||
+        (st = round64(scratch, &out->ws_offset)) != GEM_OK ||
+        (st = round64(ws_bytes, &ws_bytes)) != GEM_OK ||
+        (st = gem_add_size(out->ws_offset, ws_bytes, &out->status_offset)) != GEM_OK ||
+        (st = gem_add_size(out->status_offset, status_bytes, &out->total_bytes)) != GEM_OK)
         return st;
-
-    if (bytes > c->scratch_cap) {
-        size_t rounded = 0;
-        st = gem_add_size(bytes, 63, &rounded);
-        if (st != GEM_OK)
-            return st;
-        rounded = rounded / 64 * 64;
-        void *p = aligned_alloc(64, rounded);
-        if (!p)
-            return GEM_ERR_NOMEM;
-        free(c->scratch);
-        c->scratch = p;
-        c->scratch_cap = rounded;
-    }
-    if (total > c->ws_cap) {
-        size_t nbytes = 0;
-        st = gem_mul_size(total, sizeof(float), &nbytes);
-        if (st != GEM_OK)
-            return st;
-        float *p = aligned_alloc(64, (nbytes + 63) / 64 * 64);
-        if (!p)
-            return GEM_ERR_NOMEM;
-        free(c->ws);
-        c->ws = p;
-        c->ws_cap = total;
-    }
-    c->ws_stride = (int64_t)per;
-    if (items > c->status_cap) {
-        gem_status *p = calloc(items, sizeof *p);
-        if (!p)
-            return GEM_ERR_NOMEM;
-        free(c->status);
-        c->status = p;
-        c->status_cap = items;
-    }
+    out->scratch_bytes = scratch;
+    out->ws_stride = (int64_t)per;
+    out->status_count = items;
     return GEM_OK;
+}
+
+void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
+                  const cpu_layout *l)
+{
+    char *base = workspace;
+    r->pool = pool;
+    r->threads = threads;
+    r->scratch = base;
+    r->ws = (float *)(void *)(base + l->ws_offset);
+    r->ws_stride = l->ws_stride;
+    r->status = (gem_status *)(void *)(base + l->status_offset);
 }
 
 gem_status cpu_first_error(const gem_status *status, int64_t n)

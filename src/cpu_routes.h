@@ -1,7 +1,8 @@
 /*
- * Internal: the CPU backend's split routes (baseline, fused) and the buffers
- * they share. attn_cpu.c owns a cpu_ctx per engine; cpu_routes_reserve sizes
- * its buffers before a timed run so the run itself allocates nothing.
+ * Internal: the CPU backend's split routes (baseline, fused) on a KV view, and
+ * how they carve the caller's workspace: route scratch (partials or scores),
+ * per-thread temporaries and per-item statuses, laid out by cpu_routes_layout
+ * so that a run allocates nothing.
  */
 #ifndef GEM_CPU_ROUTES_H
 #define GEM_CPU_ROUTES_H
@@ -11,50 +12,53 @@
 
 #include "cpu_pool.h"
 #include "gem/attn.h"
-#include "gem/engine.h"
+#include "gem/decode.h"
 
-typedef struct cpu_ctx {
+/* Where the pieces of one run sit in the workspace (byte offsets from its
+ * start, each 64-byte aligned). */
+typedef struct cpu_layout {
+    size_t scratch_bytes;  /* route scratch at offset 0: fused partials (the layout of
+                              gem_attention_online_scratch_bytes), baseline scores and
+                              value partials (gem_baseline_scratch_bytes) */
+    size_t ws_offset;      /* per-thread temporaries: (threads, ws_stride) floats */
+    int64_t ws_stride;     /* floats per thread, a multiple of 16 */
+    size_t status_offset;  /* (status_count) gem_status, one per work item of a stage */
+    size_t status_count;
+    size_t total_bytes;    /* what the workspace must hold */
+} cpu_layout;
+
+/* The layout of `cfg` (route fused or baseline, parameters resolved) for `shape`
+ * at `live` tokens on `threads` threads. GEM_ERR_OVERFLOW when a size does not fit. */
+gem_status cpu_routes_layout(const gem_decode_shape *shape, int64_t live,
+                             const gem_decode_config *cfg, int64_t threads, cpu_layout *out);
+
+/* One run's resources: the pool and the workspace pieces of a layout. */
+typedef struct cpu_run {
     cpu_pool *pool;
     int64_t threads;
-    void *scratch;        /* route scratch (partials, scores), 64-byte aligned */
-    size_t scratch_cap;   /* bytes */
-    float *ws;            /* per-thread temporaries: (threads, ws_stride) */
-    size_t ws_cap;        /* floats */
-    int64_t ws_stride;    /* floats per thread, a multiple of 16 */
-    gem_status *status;   /* one status per work item of a stage */
-    size_t status_cap;    /* entries */
-} cpu_ctx;
+    void *scratch;      /* (scratch_bytes), 64-byte aligned */
+    float *ws;          /* (threads, ws_stride) */
+    int64_t ws_stride;
+    gem_status *status; /* (status_count) */
+} cpu_run;
 
-/* Frees the buffers (not the pool). */
-void cpu_ctx_release(cpu_ctx *c);
-
-/* Scratch bytes `route` needs for `shape` (0 for routes without scratch).
- * params already defaulted. GEM_ERR_OVERFLOW / GEM_ERR_PARAM as the byte
- * contracts say. */
-gem_status cpu_routes_scratch_bytes(gem_route route, const gem_attn_shape *shape,
-                                    const gem_route_params *params, size_t *bytes);
-
-/* Grows c's buffers for one run of `route` (baseline or fused).
- * GEM_ERR_NOMEM / GEM_ERR_OVERFLOW on failure. */
-gem_status cpu_routes_reserve(cpu_ctx *c, gem_route route, const gem_attn_shape *shape,
-                              const gem_route_params *params);
+/* Points r's pieces into `workspace` (at least l->total_bytes, 64-byte aligned). */
+void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
+                  const cpu_layout *l);
 
 /* The first failing work item's status in item order (so the answer does not
  * depend on which thread failed first); GEM_OK if none. status (n). */
 gem_status cpu_first_error(const gem_status *status, int64_t n);
 
-/* The fused split-KV route: P = params->partitions sequence partitions,
- * tile = params->tile tokens. q (n_q_heads, dk), k (n_kv_heads, capacity, dk),
- * v (n_kv_heads, capacity, dv), out (n_q_heads, dv); all validated and finite.
- * Needs cpu_routes_reserve first. */
-gem_status cpu_route_fused(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
-                           const float *k, const float *v, const gem_route_params *params,
-                           float *out);
+/* The fused split-KV route: P = cfg->partitions sequence partitions, tile =
+ * cfg->tile tokens. q (n_q_heads, dk), kv an F32 view (validated), out
+ * (n_q_heads, dv). GEM_ERR_NONFINITE when a score overflows float. */
+gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
+                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 
-/* The three-stage baseline route with params->partitions value partitions.
- * Same buffers and contract as cpu_route_fused. */
-gem_status cpu_route_baseline(cpu_ctx *c, const gem_attn_shape *shape, const float *q,
-                              const float *k, const float *v, const gem_route_params *params,
-                              float *out);
+/* The three-stage baseline route with cfg->partitions value partitions.
+ * Same contract as cpu_route_fused. */
+gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, const float *q,
+                              const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 
 #endif /* GEM_CPU_ROUTES_H */

@@ -1,63 +1,129 @@
 /*
- * gem_engine: validates what callers hand in, applies route defaults and
- * dispatches to the backend's ops (src/backend.h).
+ * gem_engine: the measuring harness on top of the decode API. It holds the
+ * inputs in the backend's memory (src/harness.h says how per backend), builds
+ * the KV view of the current rotation copy, poisons output and workspace,
+ * calls gem_decode and times it; the CPU oracles (reference, online) run on
+ * host copies.
  */
 #include <stdlib.h>
+#include <string.h>
 
-#include "backend.h"
+#include "gem/check.h"
 #include "gem/engine.h"
+#include "harness.h"
+
+#define MAX_COPIES 64
+#define ONLINE_DEFAULT_PARTITIONS 32
+#define BASELINE_DEFAULT_PARTITIONS 16
 
 struct gem_engine {
     gem_backend backend;
-    const gem_backend_ops *ops;
-    void *impl;
-    int loaded;
-};
+    gem_decode_ctx *ctx;
+    const gem_harness_ops *hx_ops;
+    void *hx;                 /* harness state: timer (CPU), stream and events (CUDA) */
+    int64_t threads;
 
-static const gem_backend_ops *ops_for(gem_backend b)
-{
-    switch (b) {
-    case GEM_BACKEND_CPU: return &gem_cpu_backend_ops;
-    case GEM_BACKEND_CUDA: return &gem_cuda_backend_ops;
-    default: return NULL;
-    }
-}
+    int loaded, ran;
+    gem_attn_shape shape;
+    size_t q_elems, k_elems, v_elems, out_elems;
+    float *q;                 /* (n_q_heads, dk) in the backend's memory */
+    float *k[MAX_COPIES];     /* each (n_kv_heads, capacity, dk) in the backend's memory */
+    float *v[MAX_COPIES];     /* each (n_kv_heads, capacity, dv) */
+    int64_t copies, next_copy;
+    float *out;               /* (n_q_heads, dv) + GEM_GUARD_BYTES, backend memory */
+    void *ws;                 /* workspace, backend memory */
+    size_t ws_cap;
+    /* CPU oracles only */
+    double *ref_out;          /* (n_q_heads, dv) */
+    float *host_out;          /* (n_q_heads, dv) + GEM_GUARD_BYTES: the oracles' output */
+    int last_on_host;         /* the last run wrote host_out */
+};
 
 gem_status gem_engine_create(gem_backend backend, int64_t threads, gem_engine **out)
 {
     if (!out)
         return GEM_ERR_NULL;
     *out = NULL;
-    const gem_backend_ops *ops = ops_for(backend);
-    if (!ops)
-        return GEM_ERR_PARAM;
-    if (threads < 0 || threads > 4096)
+    if ((unsigned)backend >= GEM_BACKEND_COUNT || threads < 0 || threads > 4096 ||
+        (backend == GEM_BACKEND_CUDA && threads != 0))
         return GEM_ERR_PARAM;
     gem_engine *e = calloc(1, sizeof *e);
     if (!e)
         return GEM_ERR_NOMEM;
     e->backend = backend;
-    e->ops = ops;
-    gem_status st = ops->create(threads, &e->impl);
+    e->hx_ops = backend == GEM_BACKEND_CPU ? &gem_harness_cpu_ops : &gem_harness_cuda_ops;
+    gem_status st = gem_decode_ctx_create(backend, threads, &e->ctx);
+    if (st == GEM_OK)
+        st = e->hx_ops->open(&e->hx);
     if (st != GEM_OK) {
-        free(e);
+        gem_engine_destroy(e);
         return st;
     }
+    e->threads = gem_decode_ctx_threads(e->ctx);
     *out = e;
     return GEM_OK;
+}
+
+static void free_inputs(gem_engine *e)
+{
+    const gem_harness_ops *o = e->hx_ops;
+    o->free(e->q);
+    e->q = NULL;
+    for (int64_t i = 0; i < MAX_COPIES; i++) {
+        o->free(e->k[i]);
+        o->free(e->v[i]);
+        e->k[i] = e->v[i] = NULL;
+    }
+    o->free(e->out);
+    e->out = NULL;
+    free(e->ref_out);
+    e->ref_out = NULL;
+    gem_guard_free(e->host_out);
+    e->host_out = NULL;
+    e->loaded = e->ran = 0;
+    e->copies = e->next_copy = 0;
 }
 
 void gem_engine_destroy(gem_engine *e)
 {
     if (!e)
         return;
-    e->ops->destroy(e->impl);
+    free_inputs(e);
+    if (e->ws)
+        e->hx_ops->free(e->ws);
+    if (e->hx)
+        e->hx_ops->close(e->hx);
+    gem_decode_ctx_destroy(e->ctx);
     free(e);
 }
 
-gem_backend gem_engine_backend(const gem_engine *e) { return e->backend; }
-int64_t gem_engine_threads(const gem_engine *e) { return e->ops->threads(e->impl); }
-const char *gem_engine_describe(const gem_engine *e) { return e->ops->describe(e->impl); }
+gem_backend gem_engine_backend(const gem_engine *e) { return e ? e->backend : GEM_BACKEND_COUNT; }
+int64_t gem_engine_threads(const gem_engine *e) { return e ? e->threads : 0; }
+const char *gem_engine_describe(const gem_engine *e)
+{
+    return e ? gem_decode_ctx_describe(e->ctx) : "no engine";
+}
+const gem_decode_ctx *gem_engine_ctx(const gem_engine *e) { return e ? e->ctx : NULL; }
+
+/* A copy of n floats of src in the backend's memory, with `guard` spare bytes after. */
+static gem_status place(gem_engine *e, const float *src, size_t n, size_t guard, float **out)
+{
+    size_t bytes = 0;
+    gem_status st = gem_mul_size(n, sizeof(float), &bytes);
+    if (st == GEM_OK)
+        st = gem_add_size(bytes, guard, &bytes);
+    void *p = NULL;
+    if (st == GEM_OK)
+        st = e->hx_ops->alloc(bytes, &p);
+    if (st == GEM_OK && src)
+        st = e->hx_ops->upload(p, src, n * sizeof(float));
+    if (st != GEM_OK) {
+        e->hx_ops->free(p);
+        return st;
+    }
+    *out = p;
+    return GEM_OK;
+}
 
 gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
                            const gem_attn_inputs *in, int64_t copies)
@@ -66,65 +132,165 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
         return GEM_ERR_NULL;
     /* Whatever happens next, the earlier inputs are gone: a failed load must
      * not leave a caller running on them. */
-    e->loaded = 0;
-    if (copies < 1 || copies > 64)
+    free_inputs(e);
+    if (copies < 1 || copies > MAX_COPIES)
         return GEM_ERR_PARAM;
-    size_t out_elems = 0;
-    gem_status st = gem_attn_shape_elems(shape, NULL, NULL, NULL, &out_elems);
+    size_t qe = 0, ke = 0, ve = 0, oe = 0, ref_bytes = 0;
+    gem_status st = gem_attn_shape_elems(shape, &qe, &ke, &ve, &oe);
     if (st != GEM_OK)
         return st;
-    /* gem_attn_check wants an output pointer; the engine owns its output. */
-    static const float dummy_out[1];
-    st = gem_attn_check(shape, in, dummy_out, out_elems);
-    if (st != GEM_OK)
+    static const float dummy_out[1]; /* gem_attn_check wants an output; the engine owns it */
+    if ((st = gem_attn_check(shape, in, dummy_out, oe)) != GEM_OK ||
+        (st = gem_attn_check_finite(shape, in)) != GEM_OK ||
+        (st = gem_mul_size(oe, sizeof(double), &ref_bytes)) != GEM_OK)
         return st;
-    st = gem_attn_check_finite(shape, in);
-    if (st != GEM_OK)
-        return st;
-    st = e->ops->load(e->impl, shape, in, copies);
-    if (st == GEM_OK)
-        e->loaded = 1;
+    if ((st = place(e, in->q, qe, 0, &e->q)) != GEM_OK ||
+        (st = place(e, NULL, oe, GEM_GUARD_BYTES, &e->out)) != GEM_OK)
+        goto fail;
+    for (int64_t c = 0; c < copies; c++)
+        if ((st = place(e, in->k, ke, 0, &e->k[c])) != GEM_OK ||
+            (st = place(e, in->v, ve, 0, &e->v[c])) != GEM_OK)
+            goto fail;
+    if (e->backend == GEM_BACKEND_CPU) {
+        e->ref_out = malloc(ref_bytes);
+        e->host_out = gem_guard_alloc(oe);
+        if (!e->ref_out || !e->host_out) {
+            st = GEM_ERR_NOMEM;
+            goto fail;
+        }
+    }
+    e->shape = *shape;
+    e->q_elems = qe;
+    e->k_elems = ke;
+    e->v_elems = ve;
+    e->out_elems = oe;
+    e->copies = copies;
+    e->next_copy = 0;
+    e->loaded = 1;
+    return GEM_OK;
+fail:
+    free_inputs(e);
     return st;
 }
 
-static gem_status resolve_params(gem_route route, const gem_route_params *in,
-                                 gem_route_params *out)
+gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
+                              const gem_route_params *params, gem_route_params *out)
 {
-    gem_route_params p = {0, 0};
-    if (in)
-        p = *in;
-    if (p.partitions < 0 || p.tile < 0)
-        return GEM_ERR_PARAM;
-    if (route == GEM_ROUTE_FUSED) {
-        if (p.partitions == 0)
-            p.partitions = 32;
-        if (p.tile == 0)
-            p.tile = 4;
-    } else if (route == GEM_ROUTE_BASELINE) {
-        if (p.partitions == 0)
-            p.partitions = 16;
-        if (p.tile != 0)
-            return GEM_ERR_PARAM; /* the baseline has no tile parameter */
-    } else if (route == GEM_ROUTE_ONLINE) {
-        if (p.partitions == 0)
-            p.partitions = 32;
-    }
-    if (p.partitions > (int64_t)1 << 20 || p.tile > 1024)
-        return GEM_ERR_PARAM;
-    *out = p;
-    return GEM_OK;
-}
-
-/* What run and scratch_bytes check before they reach the backend: a loaded
- * engine, a known route and its parameters with defaults applied. */
-static gem_status prepare(const gem_engine *e, gem_route route, const gem_route_params *params,
-                          gem_route_params *out)
-{
+    if (!e || !out)
+        return GEM_ERR_NULL;
     if ((unsigned)route >= GEM_ROUTE_COUNT)
         return GEM_ERR_PARAM;
     if (!e->loaded)
         return GEM_ERR_STATE;
-    return resolve_params(route, params, out);
+    gem_route_params p = {0, 0};
+    if (params)
+        p = *params;
+    if (p.partitions < 0 || p.partitions > GEM_DECODE_MAX_PARTITIONS || p.tile < 0 ||
+        p.tile > GEM_DECODE_MAX_TILE)
+        return GEM_ERR_PARAM;
+    switch (route) {
+    case GEM_ROUTE_REFERENCE:
+        if (p.partitions || p.tile)
+            return GEM_ERR_PARAM; /* the reference has neither */
+        break;
+    case GEM_ROUTE_ONLINE:
+        if (p.tile)
+            return GEM_ERR_PARAM;
+        if (!p.partitions)
+            p.partitions = ONLINE_DEFAULT_PARTITIONS;
+        break;
+    case GEM_ROUTE_BASELINE:
+        if (p.tile)
+            return GEM_ERR_PARAM;
+        if (!p.partitions)
+            p.partitions = BASELINE_DEFAULT_PARTITIONS;
+        break;
+    default: {
+        gem_decode_config def;
+        const gem_decode_shape ds = {e->shape.n_q_heads, e->shape.n_kv_heads, e->shape.dk,
+                                     e->shape.dv, e->shape.scale};
+        gem_status st = gem_decode_config_default(e->ctx, &ds, e->shape.live, &def);
+        if (st != GEM_OK)
+            return st;
+        if (!p.partitions)
+            p.partitions = def.partitions;
+        if (!p.tile)
+            p.tile = def.tile;
+        break;
+    }
+    }
+    *out = p;
+    return GEM_OK;
+}
+
+static gem_decode_shape decode_shape(const gem_attn_shape *s)
+{
+    const gem_decode_shape d = {s->n_q_heads, s->n_kv_heads, s->dk, s->dv, s->scale};
+    return d;
+}
+
+gem_status gem_engine_scratch_bytes(const gem_engine *e, gem_route route,
+                                    const gem_route_params *params, size_t *bytes)
+{
+    if (!e || !bytes)
+        return GEM_ERR_NULL;
+    gem_route_params p;
+    gem_status st = gem_engine_resolve(e, route, params, &p);
+    if (st != GEM_OK)
+        return st;
+    if (route != GEM_ROUTE_FUSED && route != GEM_ROUTE_BASELINE) {
+        *bytes = 0;
+        return GEM_OK;
+    }
+    const gem_decode_shape ds = decode_shape(&e->shape);
+    const gem_decode_config cfg = {route, p.partitions, p.tile};
+    return gem_decode_workspace_bytes(e->ctx, &ds, e->shape.live, &cfg, bytes);
+}
+
+/* Grows the workspace to `bytes` (outside any timed region). */
+static gem_status ensure_workspace(gem_engine *e, size_t bytes)
+{
+    if (bytes <= e->ws_cap && e->ws)
+        return GEM_OK;
+    if (e->ws)
+        e->hx_ops->free(e->ws);
+    e->ws = NULL;
+    e->ws_cap = 0;
+    gem_status st = e->hx_ops->alloc(bytes ? bytes : 64, &e->ws);
+    if (st == GEM_OK)
+        e->ws_cap = bytes;
+    return st;
+}
+
+/* The CPU oracles, on the host copies (the CPU backend's memory is host memory). */
+static gem_status run_oracle(gem_engine *e, gem_route route, const gem_route_params *p,
+                             int64_t copy, double *seconds)
+{
+    if (e->backend != GEM_BACKEND_CPU)
+        return GEM_ERR_UNSUPPORTED; /* the oracles run on the CPU only */
+    const gem_attn_inputs in = {e->q, e->k[copy], e->v[copy], e->q_elems, e->k_elems,
+                                e->v_elems};
+    gem_guard_poison(e->host_out, e->out_elems);
+    e->last_on_host = 1;
+    e->ran = 1;
+    gem_status st = e->hx_ops->timer_start(e->hx);
+    if (st != GEM_OK)
+        return st;
+    if (route == GEM_ROUTE_REFERENCE) {
+        st = gem_attn_reference(&e->shape, &in, e->ref_out, e->out_elems);
+        if (st == GEM_OK)
+            for (size_t i = 0; i < e->out_elems; i++)
+                e->host_out[i] = (float)e->ref_out[i];
+    } else {
+        st = gem_attn_online(&e->shape, &in, p->partitions, e->host_out, e->out_elems);
+    }
+    double t = 0;
+    gem_status st2 = e->hx_ops->timer_stop(e->hx, &t);
+    if (st == GEM_OK)
+        st = st2;
+    if (st == GEM_OK && seconds)
+        *seconds = t;
+    return st;
 }
 
 gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params *params,
@@ -133,11 +299,38 @@ gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params
     if (!e)
         return GEM_ERR_NULL;
     gem_route_params p;
-    gem_status st = prepare(e, route, params, &p);
+    gem_status st = gem_engine_resolve(e, route, params, &p);
     if (st != GEM_OK)
         return st;
+    const int64_t copy = e->next_copy;
+    e->next_copy = (e->next_copy + 1) % e->copies;
+    if (route == GEM_ROUTE_REFERENCE || route == GEM_ROUTE_ONLINE)
+        return run_oracle(e, route, &p, copy, seconds);
+
+    const gem_decode_shape ds = decode_shape(&e->shape);
+    const gem_decode_config cfg = {route, p.partitions, p.tile};
+    size_t ws_bytes = 0;
+    if ((st = gem_decode_workspace_bytes(e->ctx, &ds, e->shape.live, &cfg, &ws_bytes)) != GEM_OK ||
+        (st = ensure_workspace(e, ws_bytes)) != GEM_OK)
+        return st;
+    const gem_kv_view kv = gem_kv_view_dense(e->k[copy], e->v[copy], e->shape.dk, e->shape.dv,
+                                             e->shape.live, e->shape.capacity);
+    /* poison output, guard and workspace; none of it is timed */
+    if ((st = e->hx_ops->poison(e->hx, e->out, e->out_elems, GEM_POISON_BITS, GEM_GUARD_BYTES)) !=
+            GEM_OK ||
+        (st = e->hx_ops->poison(e->hx, e->ws, ws_bytes / sizeof(float), GEM_POISON_BITS, 0)) !=
+            GEM_OK)
+        return st;
+    e->last_on_host = 0;
+    e->ran = 1; /* an output exists (poisoned until the route writes it) */
+    if ((st = e->hx_ops->timer_start(e->hx)) != GEM_OK)
+        return st;
+    const gem_status run = gem_decode(e->ctx, &ds, e->q, &kv, e->out, e->ws, ws_bytes, &cfg,
+                                      e->hx_ops->stream(e->hx));
     double t = 0;
-    st = e->ops->run(e->impl, route, &p, &t);
+    st = e->hx_ops->timer_stop(e->hx, &t); /* waits for the stream even after a failed launch */
+    if (run != GEM_OK)
+        return run;
     if (st == GEM_OK && seconds)
         *seconds = t;
     return st;
@@ -148,9 +341,27 @@ gem_status gem_engine_output(gem_engine *e, float *out, size_t out_elems,
 {
     if (!e || !out || !audit)
         return GEM_ERR_NULL;
-    if (!e->loaded)
+    if (!e->loaded || !e->ran)
         return GEM_ERR_STATE;
-    return e->ops->output(e->impl, out, out_elems, audit);
+    if (out_elems < e->out_elems)
+        return GEM_ERR_RANGE;
+    if (e->last_on_host) {
+        gem_guard_check(e->host_out, e->out_elems, &audit->unwritten, &audit->guard_ok);
+        memcpy(out, e->host_out, e->out_elems * sizeof(float));
+        return GEM_OK;
+    }
+    float *host = gem_guard_alloc(e->out_elems);
+    if (!host)
+        return GEM_ERR_NOMEM;
+    gem_status st =
+        e->hx_ops->download(host, e->out, e->out_elems * sizeof(float) + GEM_GUARD_BYTES);
+    if (st == GEM_OK) {
+        /* the guard was written with the same 0xA5 bytes gem_guard_check expects */
+        gem_guard_check(host, e->out_elems, &audit->unwritten, &audit->guard_ok);
+        memcpy(out, host, e->out_elems * sizeof(float));
+    }
+    gem_guard_free(host);
+    return st;
 }
 
 gem_status gem_engine_read_bandwidth(gem_engine *e, size_t bytes, int64_t reps,
@@ -160,17 +371,26 @@ gem_status gem_engine_read_bandwidth(gem_engine *e, size_t bytes, int64_t reps,
         return GEM_ERR_NULL;
     if (bytes < ((size_t)1 << 20) || reps < 1 || reps > 10000)
         return GEM_ERR_PARAM;
-    return e->ops->read_bandwidth(e->impl, bytes, reps, bytes_per_second);
+    return e->hx_ops->read_bandwidth(e->hx, e->threads, bytes, reps, bytes_per_second);
 }
 
-gem_status gem_engine_scratch_bytes(const gem_engine *e, gem_route route,
-                                    const gem_route_params *params, size_t *bytes)
+gem_status gem_engine_copy_bandwidth(gem_engine *e, size_t bytes, int64_t reps,
+                                     double *bytes_per_second)
 {
-    if (!e || !bytes)
+    if (!e || !bytes_per_second)
         return GEM_ERR_NULL;
-    gem_route_params p;
-    gem_status st = prepare(e, route, params, &p);
-    if (st != GEM_OK)
-        return st;
-    return e->ops->scratch_bytes(e->impl, route, &p, bytes);
+    if (e->backend != GEM_BACKEND_CUDA)
+        return GEM_ERR_UNSUPPORTED;
+    if (bytes < ((size_t)1 << 20) || reps < 1 || reps > 10000)
+        return GEM_ERR_PARAM;
+    return gem_harness_cuda_copy_bandwidth(bytes, reps, bytes_per_second);
+}
+
+gem_status gem_engine_nominal_bandwidth(gem_engine *e, double *bytes_per_second)
+{
+    if (!e || !bytes_per_second)
+        return GEM_ERR_NULL;
+    if (e->backend != GEM_BACKEND_CUDA)
+        return GEM_ERR_UNSUPPORTED;
+    return gem_harness_cuda_nominal_bandwidth(bytes_per_second);
 }

@@ -33,22 +33,23 @@ static void check_dot_tm(void)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
             for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
                 const int64_t n = ns[a], nh = nhs[b], nt = nts[c], os = nh + 2;
-                float *q = fmalloc(nh * n), *k = fmalloc(nt * n), *out = fmalloc(nt * os);
-                float *pf = fmalloc(5 * n);
+                const int64_t ks = n + (c % 2 ? 16 : 0); /* K rows dense or padded */
+                float *q = fmalloc(nh * n), *k = fmalloc(nt * ks), *out = fmalloc(nt * os);
+                float *pf = fmalloc(5 * ks);
                 gem_fill_uniform(100 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, q,
                                  (size_t)(nh * n));
                 gem_fill_uniform(200 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, k,
-                                 (size_t)(nt * n));
+                                 (size_t)(nt * ks));
                 for (int64_t i = 0; i < nt * os; i++)
                     out[i] = 12345.0f;
                 /* with prefetch rows on odd shapes, without on the others */
                 const int with_pf = (nt % 2) == 1;
-                cpu_dot_tile_tm(q, nh, k, nt, n, out, os, with_pf ? pf : NULL, with_pf ? 5 : 0);
+                cpu_dot_tile_tm(q, nh, k, ks, nt, n, out, os, with_pf ? pf : NULL, with_pf ? 5 : 0);
                 int ok = 1;
                 for (int64_t t = 0; t < nt; t++)
                     for (int64_t h = 0; h < os; h++) {
                         const float want =
-                            h < nh ? cpu_dot_portable(q + h * n, k + t * n, n) : 12345.0f;
+                            h < nh ? cpu_dot_portable(q + h * n, k + t * ks, n) : 12345.0f;
                         ok &= memcmp(&want, &out[t * os + h], sizeof want) == 0;
                     }
                 if (!TCHECK(ok))

@@ -178,17 +178,17 @@ static void check_kernels(void)
 {
     const int64_t ns[] = {512, 48, 13, 1, 33};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
-        const int64_t n = ns[a], nh = 6, nt = 7;
+        const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
         float *q = malloc((size_t)(nh * n) * sizeof(float));
-        float *k = malloc((size_t)(nt * n) * sizeof(float));
+        float *k = malloc((size_t)(nt * ks) * sizeof(float));
         float out[6 * 7];
         gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
-        gem_fill_uniform(12 + (uint64_t)a, -1.0f, 1.0f, k, (size_t)(nt * n));
-        cpu_dot_tile(q, nh, k, nt, n, out, nt);
+        gem_fill_uniform(12 + (uint64_t)a, -1.0f, 1.0f, k, (size_t)(nt * ks));
+        cpu_dot_tile(q, nh, k, ks, nt, n, out, nt);
         int same = 1;
         for (int64_t h = 0; h < nh; h++)
             for (int64_t t = 0; t < nt; t++) {
-                const float want = cpu_dot_portable(q + h * n, k + t * n, n);
+                const float want = cpu_dot_portable(q + h * n, k + t * ks, n);
                 same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
             }
         TCHECK(same);

@@ -14,10 +14,6 @@ int cli_route_resolve(const char *cmd, cli_route_spec *s)
 {
     switch (s->route) {
     case GEM_ROUTE_FUSED:
-        if (s->partitions == 0)
-            s->partitions = 32;
-        if (s->tile == 0)
-            s->tile = 4;
         return 0;
     case GEM_ROUTE_BASELINE:
     case GEM_ROUTE_ONLINE:
@@ -25,8 +21,6 @@ int cli_route_resolve(const char *cmd, cli_route_spec *s)
             cli_error(cmd, "route %s has no tile parameter", gem_route_name(s->route));
             return -1;
         }
-        if (s->partitions == 0)
-            s->partitions = s->route == GEM_ROUTE_BASELINE ? 16 : 32;
         return 0;
     case GEM_ROUTE_REFERENCE:
         if (s->tile != 0 || s->partitions != 0) {
@@ -40,11 +34,28 @@ int cli_route_resolve(const char *cmd, cli_route_spec *s)
     }
 }
 
+int cli_route_bind(const char *cmd, const gem_engine *e, cli_route_spec *s)
+{
+    const gem_route_params p = {s->partitions, s->tile};
+    gem_route_params r;
+    const gem_status st = gem_engine_resolve(e, s->route, &p, &r);
+    if (st != GEM_OK) {
+        cli_error(cmd, "route %s with partitions %lld, tile %lld: %s", gem_route_name(s->route),
+                  (long long)s->partitions, (long long)s->tile, gem_status_str(st));
+        return -1;
+    }
+    s->partitions = r.partitions;
+    s->tile = r.tile;
+    return 0;
+}
+
 void cli_route_label(const cli_route_spec *s, char *buf, size_t cap)
 {
     const char *name = gem_route_name(s->route);
     if (s->route == GEM_ROUTE_REFERENCE)
         snprintf(buf, cap, "%s", name);
+    else if (s->partitions == 0 && s->tile == 0)
+        snprintf(buf, cap, "%s_default", name); /* not bound to an engine yet */
     else if (s->tile > 0)
         snprintf(buf, cap, "%s_p%lld_t%lld", name, (long long)s->partitions, (long long)s->tile);
     else

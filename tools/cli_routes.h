@@ -31,12 +31,19 @@ typedef struct cli_route_spec {
     int64_t tile;       /* fused: tokens per tile; others: 0 */
 } cli_route_spec;
 
-/* Replaces zero fields with the route's defaults (fused P32 tile 4, baseline
- * P16, online P32) and zeroes fields a route does not have.
- * -1 (and a message naming `cmd`) for a tile given to a route without tiles. */
+/* Checks the fields a route takes before any engine exists: -1 (and a message
+ * naming `cmd`) for a tile given to a route without tiles, or partitions given
+ * to the reference. Zero fields stay zero (the default, bound later). */
 int cli_route_resolve(const char *cmd, cli_route_spec *s);
 
-/* "fused_p32_t4", "baseline_p16", "online_p32", "reference". */
+/* Replaces zero fields with what a run on e's loaded inputs will use (the
+ * decode API's tuned default for fused, 16 for the baseline, 32 for online)
+ * and checks the others against the backend: -1 and a message naming `cmd`
+ * for a configuration the backend does not run. */
+int cli_route_bind(const char *cmd, const gem_engine *e, cli_route_spec *s);
+
+/* "fused_p32_t4", "baseline_p16", "online_p32", "reference"; "fused_default" for a
+ * spec not yet bound (cli_route_bind). */
 void cli_route_label(const cli_route_spec *s, char *buf, size_t cap);
 
 /* {"route": name, "partitions": P, "tile": T}. */

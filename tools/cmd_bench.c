@@ -41,10 +41,10 @@ static void help(void)
            "options:\n"
            "  --a ROUTE            route A (default baseline)\n"
            "  --a-partitions P     route A partitions (default: the route's)\n"
-           "  --a-tile T           route A tile (fused; default 4)\n"
+           "  --a-tile T           route A tile (fused; default: the tuned default)\n"
            "  --b ROUTE            route B (default fused)\n"
-           "  --b-partitions P     route B partitions (default 32 for fused)\n"
-           "  --b-tile T           route B tile (default 4 for fused)\n"
+           "  --b-partitions P     route B partitions (default: the tuned default for fused)\n"
+           "  --b-tile T           route B tile (default: the tuned default for fused)\n"
            "  --lengths L,L,..     live tokens (default 8192,32768,65536; 128K ok)\n"
            "  --rounds N           ABBA rounds (default 5)\n"
            "  --warmup W           warm-up rounds of A and B (default 1)\n"
@@ -124,13 +124,12 @@ static json_t *audit_json(const cli_route_result *r)
 
 /* Validates and times one length, appending its case to `cases`.
  * Returns 0 timed, 1 refused (validation failed), 2 error. */
-static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t live,
-                        json_t *cases)
+static int bench_length(const bench_opts *o, gem_engine *e, double bw, double nominal,
+                        int64_t live, json_t *cases)
 {
     const gem_attn_shape shape = cli_production_shape(live, o->scale);
     char la[64], lb[64];
-    cli_route_label(&o->a, la, sizeof la);
-    cli_route_label(&o->b, lb, sizeof lb);
+    cli_route_spec ra_spec = o->a, rb_spec = o->b; /* bound to the loaded inputs below */
     const double kv_bytes = (double)CLI_NKV * (double)live * (double)(2 * CLI_D) * 4.0;
     int64_t copies = o->copies;
     if (copies == 0) {
@@ -158,11 +157,15 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
         cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
     }
+    if (cli_route_bind(CMD, e, &ra_spec) || cli_route_bind(CMD, e, &rb_spec))
+        goto done;
+    cli_route_label(&ra_spec, la, sizeof la);
+    cli_route_label(&rb_spec, lb, sizeof lb);
     /* validation: every copy holds the same data, so two runs of each route
      * on consecutive copies also check that the rotation changes nothing */
     cli_progress("bench %lld tokens: validating %s and %s", (long long)live, la, lb);
-    if ((st = cli_route_run_checked(e, &o->a, n, 2, &ra)) != GEM_OK ||
-        (st = cli_route_run_checked(e, &o->b, n, 2, &rb)) != GEM_OK) {
+    if ((st = cli_route_run_checked(e, &ra_spec, n, 2, &ra)) != GEM_OK ||
+        (st = cli_route_run_checked(e, &rb_spec, n, 2, &rb)) != GEM_OK) {
         cli_error(CMD, "route %s at %lld tokens: %s", ra.out ? lb : la, (long long)live,
                   gem_status_str(st));
         goto done;
@@ -193,7 +196,10 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
                           json_pack("{s:s, s:s, s:s}", "q", sha[0], "k", sha[1], "v", sha[2]),
                           "copies", (json_int_t)copies, "kv_bytes", kv_bytes, "validation",
                           val);
-    if (!c) {
+    if (!c || json_object_set_new(c, "routes", json_pack("{s:o, s:o}", "a",
+                                                          cli_route_json(&ra_spec), "b",
+                                                          cli_route_json(&rb_spec)))) {
+        json_decref(c);
         cli_error(CMD, "out of memory building the record");
         goto done;
     }
@@ -210,13 +216,14 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
         goto done;
     }
 
-    const gem_route_params pa = {o->a.partitions, o->a.tile}, pb = {o->b.partitions, o->b.tile};
+    const gem_route_params pa = {ra_spec.partitions, ra_spec.tile},
+                           pb = {rb_spec.partitions, rb_spec.tile};
     cli_progress("bench %lld tokens: %lld warm-up and %lld ABBA rounds", (long long)live,
                  (long long)o->warmup, (long long)o->rounds);
     for (int64_t w = 0; w < o->warmup; w++) {
         double s;
-        if ((st = gem_engine_run(e, o->a.route, &pa, &s)) != GEM_OK ||
-            (st = gem_engine_run(e, o->b.route, &pb, &s)) != GEM_OK) {
+        if ((st = gem_engine_run(e, ra_spec.route, &pa, &s)) != GEM_OK ||
+            (st = gem_engine_run(e, rb_spec.route, &pb, &s)) != GEM_OK) {
             cli_error(CMD, "warm-up: %s", gem_status_str(st));
             goto done;
         }
@@ -231,10 +238,10 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
     }
     for (int64_t r = 0; r < o->rounds; r++) {
         double a1, b1, b2, a2;
-        if ((st = gem_engine_run(e, o->a.route, &pa, &a1)) != GEM_OK ||
-            (st = gem_engine_run(e, o->b.route, &pb, &b1)) != GEM_OK ||
-            (st = gem_engine_run(e, o->b.route, &pb, &b2)) != GEM_OK ||
-            (st = gem_engine_run(e, o->a.route, &pa, &a2)) != GEM_OK) {
+        if ((st = gem_engine_run(e, ra_spec.route, &pa, &a1)) != GEM_OK ||
+            (st = gem_engine_run(e, rb_spec.route, &pb, &b1)) != GEM_OK ||
+            (st = gem_engine_run(e, rb_spec.route, &pb, &b2)) != GEM_OK ||
+            (st = gem_engine_run(e, ra_spec.route, &pa, &a2)) != GEM_OK) {
             cli_error(CMD, "timed run: %s", gem_status_str(st));
             goto done;
         }
@@ -267,6 +274,9 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
            sb.median * 1e3, sb.max * 1e3, gb, 100.0 * gb * 1e9 / bw, sb.median / floor_s);
     printf("%-8s A/B ratio median %.3f (pairs %zu, min %.3f, max %.3f); floor %.3f ms\n", "",
            sr.median, ns, sr.min, sr.max, floor_s * 1e3);
+    if (nominal > 0)
+        printf("%-8s of the nominal %.0f GB/s: A %.1f%%, B %.1f%%\n", "", nominal / 1e9,
+               100.0 * ga * 1e9 / nominal, 100.0 * gb * 1e9 / nominal);
     fflush(stdout);
     json_t *timing = json_pack(
         "{s:I, s:I, s:{s:o, s:o}, s:{s:o, s:o}, s:{s:o, s:o}}", "rounds", (json_int_t)o->rounds,
@@ -280,6 +290,10 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, int64_t l
     json_object_set_new(c, "fraction_of_read_bandwidth",
                         json_pack("{s:o, s:o}", "a", gem_receipt_real(ga * 1e9 / bw), "b",
                                   gem_receipt_real(gb * 1e9 / bw)));
+    if (nominal > 0)
+        json_object_set_new(c, "fraction_of_nominal_bandwidth",
+                            json_pack("{s:o, s:o}", "a", gem_receipt_real(ga * 1e9 / nominal),
+                                      "b", gem_receipt_real(gb * 1e9 / nominal)));
     json_object_set_new(c, "verdict", json_string("timed"));
     rc = 0;
 done:
@@ -302,13 +316,13 @@ static int parse_route_opt(const char *a, const char *v, bench_opts *o)
             return -1;
         }
     } else if (!strcmp(rest, "-partitions")) {
-        if (cli_parse_i64(v, 1, 1 << 20, &s->partitions)) {
-            cli_error(CMD, "%s '%s' is not in [1, 1048576]", a, v);
+        if (cli_parse_i64(v, 1, GEM_DECODE_MAX_PARTITIONS, &s->partitions)) {
+            cli_error(CMD, "%s '%s' is not in [1, %d]", a, v, GEM_DECODE_MAX_PARTITIONS);
             return -1;
         }
     } else if (!strcmp(rest, "-tile")) {
-        if (cli_parse_i64(v, 1, 1024, &s->tile)) {
-            cli_error(CMD, "%s '%s' is not in [1, 1024]", a, v);
+        if (cli_parse_i64(v, 1, GEM_DECODE_MAX_TILE, &s->tile)) {
+            cli_error(CMD, "%s '%s' is not in [1, %d]", a, v, GEM_DECODE_MAX_TILE);
             return -1;
         }
     } else {
@@ -413,12 +427,21 @@ int gem_cmd_bench(int argc, char **argv)
         gem_engine_destroy(e);
         return 2;
     }
+    double nominal = 0; /* CUDA: the device's nominal bandwidth; 0 where unknown */
+    if (o.backend == GEM_BACKEND_CUDA && (st = gem_engine_nominal_bandwidth(e, &nominal)) != GEM_OK) {
+        cli_error(CMD, "nominal bandwidth: %s", gem_status_str(st));
+        gem_engine_destroy(e);
+        return 2;
+    }
     char la[64], lb[64];
     cli_route_label(&o.a, la, sizeof la);
     cli_route_label(&o.b, lb, sizeof lb);
     printf("gem bench: A = %s, B = %s on %s\n", la, lb, gem_engine_describe(e));
     printf("read bandwidth %.2f GB/s (%lld MiB streaming read, median of %lld)\n", bw / 1e9,
            (long long)o.bw_mib, (long long)o.bw_reps);
+    if (nominal > 0)
+        printf("nominal bandwidth %.2f GB/s (memory clock x bus width); the probe reads %.1f%% of it\n",
+               nominal / 1e9, 100.0 * bw / nominal);
     printf("%-8s %-16s %9s %9s %9s %8s %7s %8s\n", "live", "route", "min ms", "med ms", "max ms",
            "GB/s", "of bw", "x floor");
     json_t *doc = gem_receipt_new("gem.bench.v1", "gem bench", cli_git_commit());
@@ -436,12 +459,14 @@ int gem_cmd_bench(int argc, char **argv)
                             json_pack("{s:I, s:I, s:o}", "bytes", (json_int_t)bw_bytes, "reps",
                                       (json_int_t)o.bw_reps, "bytes_per_second",
                                       gem_receipt_real(bw))) ||
+        (nominal > 0 && json_object_set_new(doc, "nominal_bandwidth_bytes_per_second",
+                                            gem_receipt_real(nominal))) ||
         json_object_set(doc, "cases", cases)) {
         cli_error(CMD, "out of memory");
         worst = 2;
     }
     for (size_t i = 0; worst < 2 && i < o.n_lengths; i++) {
-        const int rc = bench_length(&o, e, bw, o.lengths[i], cases);
+        const int rc = bench_length(&o, e, bw, nominal, o.lengths[i], cases);
         if (rc > worst)
             worst = rc;
     }

@@ -81,12 +81,8 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
 {
     const gem_attn_shape shape = cli_production_shape(live, o->scale);
     char cand_label[64], ref_label[64], case_id[256];
-    cli_route_label(&o->cand, cand_label, sizeof cand_label);
-    cli_route_label(&o->ref, ref_label, sizeof ref_label);
-    snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-f32-seed%llu",
-             gem_backend_name(o->backend), cand_label, ref_label, (long long)live,
-             (unsigned long long)o->seed);
-    cli_progress("%s: generating inputs", case_id);
+    cli_route_spec cand = o->cand, ref = o->ref; /* bound to the loaded inputs below */
+    cli_progress("diff %lld tokens: generating inputs", (long long)live);
     gem_owned_inputs in;
     gem_status st = gem_inputs_make(&shape, o->seed, &in);
     if (st != GEM_OK) {
@@ -101,21 +97,29 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
     gem_inputs_sha256(&in, sha); /* cannot fail: the buffers exist and fit */
 
-    cli_progress("%s: loading into the %s engine", case_id, gem_backend_name(o->backend));
+    cli_progress("diff %lld tokens: loading into the %s engine", (long long)live,
+                 gem_backend_name(o->backend));
     st = gem_engine_load(e, &shape, &in.in, 1);
     if (st != GEM_OK) {
         cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
     }
+    if (cli_route_bind(CMD, e, &cand) || cli_route_bind(CMD, e, &ref))
+        goto done;
+    cli_route_label(&cand, cand_label, sizeof cand_label);
+    cli_route_label(&ref, ref_label, sizeof ref_label);
+    snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-f32-seed%llu",
+             gem_backend_name(o->backend), cand_label, ref_label, (long long)live,
+             (unsigned long long)o->seed);
     cli_progress("%s: reference route %s, two runs", case_id, ref_label);
-    st = cli_route_run_checked(e, &o->ref, n, 2, &rr);
+    st = cli_route_run_checked(e, &ref, n, 2, &rr);
     if (st != GEM_OK) {
         cli_error(CMD, "route %s at %lld tokens: %s", ref_label, (long long)live,
                   gem_status_str(st));
         goto done;
     }
     cli_progress("%s: candidate route %s, two runs", case_id, cand_label);
-    st = cli_route_run_checked(e, &o->cand, n, 2, &cr);
+    st = cli_route_run_checked(e, &cand, n, 2, &cr);
     if (st != GEM_OK) {
         cli_error(CMD, "route %s at %lld tokens: %s", cand_label, (long long)live,
                   gem_status_str(st));
@@ -142,8 +146,8 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
         json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
         json_object_set_new(doc, "geometry", gem_receipt_geometry(&shape)) ||
-        json_object_set_new(doc, "reference_route", cli_route_json(&o->ref)) ||
-        json_object_set_new(doc, "candidate_route", cli_route_json(&o->cand)) ||
+        json_object_set_new(doc, "reference_route", cli_route_json(&ref)) ||
+        json_object_set_new(doc, "candidate_route", cli_route_json(&cand)) ||
         json_object_set_new(doc, "seeds",
                             json_pack("{s:o, s:o, s:o, s:o}", "run", gem_receipt_u64(o->seed),
                                       "q", gem_receipt_u64(sd.q), "k", gem_receipt_u64(sd.k),
@@ -259,15 +263,15 @@ int gem_cmd_diff(int argc, char **argv)
             (!strcmp(a, "--route") ? &o.cand : &o.ref)->route = r;
         } else if (!strcmp(a, "--partitions") || !strcmp(a, "--ref-partitions")) {
             int64_t p;
-            if (cli_parse_i64(v, 1, 1 << 20, &p)) {
-                cli_error(CMD, "%s '%s' is not in [1, 1048576]", a, v);
+            if (cli_parse_i64(v, 1, GEM_DECODE_MAX_PARTITIONS, &p)) {
+                cli_error(CMD, "%s '%s' is not in [1, %d]", a, v, GEM_DECODE_MAX_PARTITIONS);
                 return 2;
             }
             (!strcmp(a, "--partitions") ? &o.cand : &o.ref)->partitions = p;
         } else if (!strcmp(a, "--tile") || !strcmp(a, "--ref-tile")) {
             int64_t t;
-            if (cli_parse_i64(v, 1, 1024, &t)) {
-                cli_error(CMD, "%s '%s' is not in [1, 1024]", a, v);
+            if (cli_parse_i64(v, 1, GEM_DECODE_MAX_TILE, &t)) {
+                cli_error(CMD, "%s '%s' is not in [1, %d]", a, v, GEM_DECODE_MAX_TILE);
                 return 2;
             }
             (!strcmp(a, "--tile") ? &o.cand : &o.ref)->tile = t;

@@ -1,18 +1,18 @@
 /*
- * gem resources: the compiled-resource receipt of the CUDA kernels
- * (schema gem.resources.v1, docs/receipts-resources.md).
+ * gem resources: the compiled-resource receipt of the CUDA kernels the library
+ * ships (schema gem.resources.v2, docs/receipts-resources.md).
  *
- * For the fused first pass and reducer (at --partitions / --tile and the
- * process's GEM_CUDA_FUSED_STAGES / GEM_CUDA_FUSED_VSHARE variant) and the four
- * baseline kernels it records what the CUDA runtime reports
- * (cudaFuncGetAttributes, the occupancy API) and how the route launches them,
- * binds the design geometry and the P=32 scratch contract, digests every
- * src/cuda .cu source and the running binary, and evaluates the design's
- * fixed receipt gates. Exit 0 when every gate holds, 1 when one fails, 2 for
- * bad usage, no GPU or an I/O error.
+ * For the fused first pass and reducer at the decode API's tuned default for
+ * the production shape, and the four baseline kernels, it records what the
+ * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
+ * routes launch them, binds the geometry and the scratch contract, digests
+ * every src/cuda .cu source and the running binary, and evaluates the gates.
+ * Exit 0 when every gate holds, 1 when one fails, 2 for bad usage, no GPU or an
+ * I/O error. (The design candidate's gem.resources.v1 receipt is made by
+ * dev/cuda/fused_decode.cu, its version 1.)
  *
- * --ceilings FILE also writes a gem.ceilings.v1 receipt: the device's
- * read-only reduction bandwidth and device-to-device copy bandwidth.
+ * --ceilings FILE also writes a gem.ceilings.v2 receipt: the read probe's
+ * bandwidth, the device-to-device copy bandwidth and the nominal bandwidth.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <dirent.h>
@@ -24,7 +24,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_routes.h"
 #include "gem/attn.h"
+#include "gem/decode.h"
+#include "gem/engine.h"
 #include "gem/check.h"
 #include "gem/cuda.h"
 #include "gem/receipt.h"
@@ -40,23 +43,21 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gem resources [options]\n\n"
-            "Writes the CUDA kernels' compiled-resource receipt (schema gem.resources.v1):\n"
-            "device limits, per-kernel registers / shared memory / local bytes / launch\n"
-            "threads / resident blocks, the D512 geometry and P=32 scratch contract,\n"
-            "SHA-256 of src/cuda/*.cu and of this binary, and the design's gates.\n"
+            "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
+            "(schema gem.resources.v2): device limits, per-kernel registers / shared memory /\n"
+            "local bytes / launch threads / resident blocks for the fused route's first pass\n"
+            "and reducer (at the tuned default for the production shape, 32 query heads,\n"
+            "4 KV heads, D512) and the baseline's four kernels, the scratch contract,\n"
+            "SHA-256 of src/cuda/*.cu and of this binary, and the gates.\n"
             "Needs a GPU; exits 2 with a 'no GPU' message without one.\n\n"
             "options:\n"
             "  --out FILE           receipt path (default resources.json)\n"
-            "  --partitions P       fused partitions to describe (default 32, the design)\n"
-            "  --tile T             fused tile, 4, 8 or 16 (default 4, the design)\n"
-            "  --ceilings FILE      also measure read and copy bandwidth into FILE\n"
-            "                       (schema gem.ceilings.v1)\n"
+            "  --live N             context the default config is chosen for (default 131072)\n"
+            "  --ceilings FILE      also measure read, copy and nominal bandwidth into FILE\n"
+            "                       (schema gem.ceilings.v2)\n"
             "  --bandwidth-bytes N  bytes per bandwidth pass (default 4294967296)\n"
             "  --reps N             bandwidth repetitions, median reported (default 20)\n"
             "  -h, --help           this text\n\n"
-            "The fused variant beyond P and tile follows GEM_CUDA_FUSED_STAGES and\n"
-            "GEM_CUDA_FUSED_VSHARE (gem/cuda.h); the design's gates hold only for the\n"
-            "defaults (1 stage, V per warp) at P=32, tile 4.\n"
             "exit: 0 all gates hold, 1 a gate failed, 2 usage / no GPU / I/O error\n");
 }
 
@@ -164,10 +165,11 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
                      k->warp_size, "max_active_blocks_per_sm", k->max_active_blocks_per_sm);
 }
 
-/* The design's fixed checks of one fused pipeline. want_dyn: 16,384 for the
- * first pass at tile 4, 0 for the reducer. */
+/* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
+ * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
+ * local memory, and at least `want_blocks` resident blocks per SM. */
 static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel_info *k,
-                        size_t want_dyn)
+                        int want_blocks)
 {
     char key[96];
 #define GATE(suffix, cond)                                                                     \
@@ -178,41 +180,45 @@ static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel
     GATE("warp_size_32", k->warp_size == 32);
     GATE("launchable_threads_ge_256", k->max_threads_per_block >= 256);
     GATE("dispatched_256_threads_8_warps", k->threads_dispatched == 256 && k->warps_dispatched == 8);
-    if (want_dyn)
-        GATE("dynamic_shared_16384", k->dynamic_shared_bytes == want_dyn);
-    else
-        GATE("no_dynamic_shared", k->dynamic_shared_bytes == 0);
+    GATE("no_dynamic_shared", k->dynamic_shared_bytes == 0);
     GATE("shared_within_32768", k->static_shared_bytes + k->dynamic_shared_bytes <= 32768);
     GATE("zero_local_bytes", k->local_bytes == 0);
-    GATE("resident", k->max_active_blocks_per_sm >= 1);
+    if (want_blocks > 1)
+        GATE("two_blocks_per_sm", k->max_active_blocks_per_sm >= want_blocks);
+    else
+        GATE("resident", k->max_active_blocks_per_sm >= 1);
 #undef GATE
 }
 
-static int write_ceilings(const char *path, const gem_cuda_device_info *dev, size_t bytes,
-                          int64_t reps)
+static int write_ceilings(const char *path, gem_engine *e, const gem_cuda_device_info *dev,
+                          size_t bytes, int64_t reps)
 {
-    double read_bps = 0, copy_bps = 0;
+    double read_bps = 0, copy_bps = 0, nominal = 0;
     cli_progress("measuring read bandwidth over %zu bytes (%" PRId64 " reps)", bytes, reps);
-    if (gem_cuda_read_bandwidth(bytes, reps, &read_bps) != GEM_OK) {
+    if (gem_engine_read_bandwidth(e, bytes, reps, &read_bps) != GEM_OK) {
         cli_error(CMD, "read bandwidth measurement failed");
         return 2;
     }
     cli_progress("measuring device-to-device copy bandwidth over %zu bytes", bytes);
-    if (gem_cuda_copy_bandwidth(bytes, reps, &copy_bps) != GEM_OK) {
-        cli_error(CMD, "copy bandwidth measurement failed");
+    if (gem_engine_copy_bandwidth(e, bytes, reps, &copy_bps) != GEM_OK ||
+        gem_engine_nominal_bandwidth(e, &nominal) != GEM_OK) {
+        cli_error(CMD, "copy or nominal bandwidth measurement failed");
         return 2;
     }
-    json_t *doc = gem_receipt_new("gem.ceilings.v1", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.ceilings.v2", "gem resources", cli_git_commit());
     if (!doc)
         return 2;
-    json_object_set_new(doc, "device", json_pack("{s:s, s:i, s:i, s:i}", "name", dev->name,
-                                                 "major", dev->major, "minor", dev->minor,
-                                                 "sm_count", dev->sm_count));
+    json_object_set_new(doc, "device",
+                        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "name", dev->name, "major",
+                                  dev->major, "minor", dev->minor, "sm_count", dev->sm_count,
+                                  "memory_clock_khz", dev->memory_clock_khz, "memory_bus_bits",
+                                  dev->memory_bus_bits));
     json_object_set_new(
         doc, "read",
         json_pack("{s:s, s:I, s:I, s:o}", "method",
-                  "read-only float4 reduction kernel, median after one warm-up", "bytes",
-                  (json_int_t)bytes, "reps", (json_int_t)reps, "bytes_per_second",
+                  "best of the read-probe configurations (16-byte loads in flight per thread x "
+                  "blocks per SM), each a median after one warm-up",
+                  "bytes", (json_int_t)bytes, "reps", (json_int_t)reps, "bytes_per_second",
                   gem_receipt_real(read_bps)));
     json_object_set_new(
         doc, "copy",
@@ -220,21 +226,26 @@ static int write_ceilings(const char *path, const gem_cuda_device_info *dev, siz
                   "cudaMemcpyAsync device to device, bytes read + written, median", "bytes",
                   (json_int_t)bytes, "reps", (json_int_t)reps, "bytes_per_second",
                   gem_receipt_real(copy_bps)));
+    json_object_set_new(doc, "nominal",
+                        json_pack("{s:s, s:o}", "method",
+                                  "2 x memory clock x bus width / 8 (cudaDeviceGetAttribute)",
+                                  "bytes_per_second", gem_receipt_real(nominal)));
     const gem_status st = gem_receipt_write(path, doc);
     json_decref(doc);
     if (st != GEM_OK) {
         cli_error(CMD, "cannot write '%s'", path);
         return 2;
     }
-    printf("read bandwidth %.1f GB/s, copy bandwidth %.1f GB/s -> %s\n", read_bps * 1e-9,
-           copy_bps * 1e-9, path);
+    printf("read bandwidth %.1f GB/s (%.1f%% of the nominal %.1f GB/s), copy bandwidth %.1f GB/s "
+           "-> %s\n",
+           read_bps * 1e-9, 100.0 * read_bps / nominal, nominal * 1e-9, copy_bps * 1e-9, path);
     return 0;
 }
 
 int gem_cmd_resources(int argc, char **argv)
 {
     const char *out = "resources.json", *ceilings = NULL;
-    int64_t partitions = 32, tile = 4, bw_bytes = (int64_t)1 << 32, reps = 20;
+    int64_t live = 131072, bw_bytes = (int64_t)1 << 32, reps = 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -250,14 +261,9 @@ int gem_cmd_resources(int argc, char **argv)
             out = val;
         } else if (!strcmp(a, "--ceilings")) {
             ceilings = val;
-        } else if (!strcmp(a, "--partitions")) {
-            if (cli_parse_i64(val, 1, 65535, &partitions)) {
-                cli_error(CMD, "--partitions wants an integer in [1, 65535], got '%s'", val);
-                return 2;
-            }
-        } else if (!strcmp(a, "--tile")) {
-            if (cli_parse_i64(val, 4, 16, &tile) || (tile != 4 && tile != 8 && tile != 16)) {
-                cli_error(CMD, "--tile wants 4, 8 or 16, got '%s'", val);
+        } else if (!strcmp(a, "--live")) {
+            if (cli_parse_i64_list(val, 1, (int64_t)1 << 24, &live, 1, &(size_t){0})) {
+                cli_error(CMD, "--live wants a token count in [1, 16M], got '%s'", val);
                 return 2;
             }
         } else if (!strcmp(a, "--bandwidth-bytes")) {
@@ -279,35 +285,37 @@ int gem_cmd_resources(int argc, char **argv)
     }
 
     gem_cuda_device_info dev;
-    if (gem_cuda_device_query(&dev) != GEM_OK) {
+    gem_engine *e = NULL;
+    if (gem_cuda_device_query(&dev) != GEM_OK ||
+        gem_engine_create(GEM_BACKEND_CUDA, 0, &e) != GEM_OK) {
         cli_error(CMD, "no GPU: the resource receipt needs a CUDA device (sm_90)");
         return 2;
     }
-    gem_cuda_fused_config cfg = {partitions, tile, 1, 0};
-    if (gem_cuda_fused_config_from_env(&cfg) != GEM_OK)
-        return 2;
-    const int64_t n_kv = 4, live = 131072;
+    const int64_t n_kv = CLI_NKV;
+    const gem_decode_shape shape = {CLI_NQ, CLI_NKV, CLI_D, CLI_D, 1.0f};
+    gem_decode_config cfg;
+    gem_status st = gem_decode_config_default(gem_engine_ctx(e), &shape, live, &cfg);
     gem_cuda_kernel_info ks[6];
     size_t nk = 0;
-    gem_status st = gem_cuda_kernel_query(&cfg, n_kv, live, ks, 6, &nk);
+    gem_online_scratch sc;
+    if (st == GEM_OK)
+        st = gem_cuda_kernel_query(n_kv, live, cfg.partitions, 16, ks, 6, &nk);
+    if (st == GEM_OK)
+        st = gem_attention_online_scratch_bytes(cfg.partitions, CLI_NQ, CLI_D, &sc);
     if (st != GEM_OK) {
         cli_error(CMD, "kernel query failed: %s", gem_status_str(st));
-        return 2;
-    }
-    gem_online_scratch sc;
-    st = gem_attention_online_scratch_bytes(partitions, n_kv * 8, 512, &sc);
-    if (st != GEM_OK) {
-        cli_error(CMD, "scratch contract: %s", gem_status_str(st));
+        gem_engine_destroy(e);
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v1", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v2", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
         json_decref(doc);
         json_decref(sources);
         json_decref(binary);
+        gem_engine_destroy(e);
         return 2;
     }
     char cc[16];
@@ -321,10 +329,11 @@ int gem_cmd_resources(int argc, char **argv)
                   (json_int_t)dev.shared_mem_per_block_optin, "shared_mem_per_sm",
                   (json_int_t)dev.shared_mem_per_sm, "regs_per_sm", dev.regs_per_sm));
     json_object_set_new(doc, "geometry",
-                        json_pack("{s:I, s:I, s:i, s:i, s:I, s:I, s:s, s:i}", "n_q_heads",
-                                  (json_int_t)(n_kv * 8), "n_kv_heads", (json_int_t)n_kv, "dk",
-                                  512, "dv", 512, "partitions", (json_int_t)partitions, "tile",
-                                  (json_int_t)tile, "dtype", "f32", "window", 0));
+                        json_pack("{s:I, s:I, s:i, s:i, s:I, s:s, s:I, s:I, s:s, s:i}",
+                                  "n_q_heads", (json_int_t)CLI_NQ, "n_kv_heads", (json_int_t)n_kv,
+                                  "dk", CLI_D, "dv", CLI_D, "live", (json_int_t)live, "config",
+                                  "default", "partitions", (json_int_t)cfg.partitions, "tile",
+                                  (json_int_t)cfg.tile, "dtype", "f32", "window", 0));
     json_object_set_new(doc, "scratch",
                         json_pack("{s:I, s:I, s:I, s:I}", "maxima_bytes",
                                   (json_int_t)sc.maxima_bytes, "denominators_bytes",
@@ -334,7 +343,7 @@ int gem_cmd_resources(int argc, char **argv)
     json_t *karr = json_array();
     for (size_t i = 0; i < nk; i++) {
         json_array_append_new(karr, kernel_json(&ks[i]));
-        cli_progress("%-34s %-18s regs %3d, static %5zu B, dynamic %6zu B, local %zu B, "
+        cli_progress("%-24s %-18s regs %3d, static %5zu B, dynamic %6zu B, local %zu B, "
                      "%d blocks/SM, grid %" PRId64,
                      ks[i].name, ks[i].role, ks[i].registers, ks[i].static_shared_bytes,
                      ks[i].dynamic_shared_bytes, ks[i].local_bytes, ks[i].max_active_blocks_per_sm,
@@ -347,14 +356,17 @@ int gem_cmd_resources(int argc, char **argv)
     json_t *gates = json_object();
     json_object_set_new(gates, "device_compute_capability_9_0",
                         json_boolean(dev.major == 9 && dev.minor == 0 && dev.warp_size == 32));
-    json_object_set_new(gates, "geometry_d512_p32_tile4_f32_no_window",
-                        json_boolean(partitions == 32 && tile == 4));
-    json_object_set_new(gates, "scratch_contract_2105344",
-                        json_boolean(sc.maxima_bytes == 4096 && sc.denominators_bytes == 4096 &&
-                                     sc.numerators_bytes == 2097152 &&
-                                     sc.total_bytes == 2105344));
-    fused_gates(gates, "first_pass", &ks[0], 16384);
-    fused_gates(gates, "reducer", &ks[1], 0);
+    json_object_set_new(gates, "geometry_d512_default_fused_tile8_f32_no_window",
+                        json_boolean(cfg.route == GEM_ROUTE_FUSED && cfg.tile == 8));
+    json_object_set_new(gates, "scratch_contract",
+                        json_boolean(sc.maxima_bytes == (size_t)cfg.partitions * CLI_NQ * 4 &&
+                                     sc.denominators_bytes == (size_t)cfg.partitions * CLI_NQ * 4 &&
+                                     sc.numerators_bytes ==
+                                         (size_t)cfg.partitions * CLI_NQ * CLI_D * 4 &&
+                                     sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes +
+                                                           sc.numerators_bytes));
+    fused_gates(gates, "first_pass", &ks[0], 2); /* the default P assumes two blocks per SM */
+    fused_gates(gates, "reducer", &ks[1], 1);
     int baseline_ok = 1;
     for (size_t i = 2; i < nk; i++)
         baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
@@ -377,15 +389,18 @@ int gem_cmd_resources(int argc, char **argv)
     json_decref(doc);
     if (st != GEM_OK) {
         cli_error(CMD, "cannot write '%s'", out);
+        gem_engine_destroy(e);
         return 2;
     }
-    printf("resources: %s (P=%" PRId64 ", tile %" PRId64 ", stages %" PRId64 ", vshare %" PRId64
-           ") verdict %s -> %s\n",
-           dev.name, partitions, tile, cfg.stages, cfg.vshare, all ? "pass" : "fail", out);
+    printf("resources: %s, default at %" PRId64 " tokens: fused P=%" PRId64 ", tile %" PRId64
+           "; verdict %s -> %s\n",
+           dev.name, live, cfg.partitions, cfg.tile, all ? "pass" : "fail", out);
+    int rc = all ? 0 : 1;
     if (ceilings) {
-        const int rc = write_ceilings(ceilings, &dev, (size_t)bw_bytes, reps);
-        if (rc)
-            return rc;
+        const int crc = write_ceilings(ceilings, e, &dev, (size_t)bw_bytes, reps);
+        if (crc)
+            rc = crc;
     }
-    return all ? 0 : 1;
+    gem_engine_destroy(e);
+    return rc;
 }

@@ -34,8 +34,8 @@ static void help(void)
            "  --threads N      CPU threads, 0 = one per core (default 0)\n"
            "  --seed S         run seed of the inputs (default 1)\n"
            "  --scale X        score scale (default 1/sqrt(512))\n"
-           "  --partitions P   fused sequence partitions (default 32)\n"
-           "  --tile T         fused tokens per tile (default 4)\n"
+           "  --partitions P   fused sequence partitions (default: the tuned default)\n"
+           "  --tile T         fused tokens per tile (default: the tuned default)\n"
            "  --no-double      skip the double-reference check\n"
            "  --json PATH      also write a gem.run.v1 JSON summary\n"
            "  -h, --help       this text\n\n"
@@ -120,9 +120,9 @@ int gem_cmd_run(int argc, char **argv)
             bad = cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38;
             scale = (float)x;
         } else if (!strcmp(a, "--partitions"))
-            bad = cli_parse_i64(v, 1, 1 << 20, &fused.partitions);
+            bad = cli_parse_i64(v, 1, GEM_DECODE_MAX_PARTITIONS, &fused.partitions);
         else if (!strcmp(a, "--tile"))
-            bad = cli_parse_i64(v, 1, 1024, &fused.tile);
+            bad = cli_parse_i64(v, 1, GEM_DECODE_MAX_TILE, &fused.tile);
         else if (!strcmp(a, "--json"))
             json_path = v;
         else {
@@ -172,6 +172,8 @@ int gem_cmd_run(int argc, char **argv)
         cli_error(CMD, "load: %s", gem_status_str(st));
         goto done;
     }
+    if (cli_route_bind(CMD, e, &fused) || cli_route_bind(CMD, e, &base))
+        goto done;
     size_t n = 0;
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
     cli_progress("gem: checking the fused route against the baseline route");

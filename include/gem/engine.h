@@ -1,24 +1,26 @@
 /*
- * gem engine: one backend (CPU or CUDA) holding one set of inputs, able to run
- * any route on them, time it, and hand back an audited output.
+ * gem engine: the measuring harness the tools (`gem run`, `bench`, `diff`)
+ * stand on. It owns one set of inputs in a backend's memory (host on the CPU,
+ * device memory on CUDA), calls the decode API (gem/decode.h) on them exactly
+ * as a user would, and adds what evidence needs and a library must not do:
+ * rotation copies of K and V (so short contexts are not timed out of cache),
+ * a poisoned output with guard bytes after it, a poisoned workspace, timing
+ * and the read-bandwidth probes. Part of the evidence library (libgemcheck),
+ * not of libgem.
  *
  * Typical use:
  *   gem_engine *e; gem_engine_create(GEM_BACKEND_CPU, 0, &e);
  *   gem_engine_load(e, &shape, &inputs, 1);
- *   gem_engine_run(e, GEM_ROUTE_FUSED, &params, &seconds);
+ *   gem_engine_run(e, GEM_ROUTE_FUSED, NULL, &seconds);   // the tuned default
  *   gem_engine_output(e, out, out_elems, &audit);
  *   gem_engine_destroy(e);
  *
- * Routes and the backends that run them:
- *   reference  CPU only (double, output rounded to float)
- *   online     CPU only (the float oracle)
- *   baseline   CPU and CUDA
- *   fused      CPU and CUDA
- * A route a backend does not run answers GEM_ERR_UNSUPPORTED, and so does a
- * shape a backend's kernels do not cover; nothing falls back silently.
+ * Routes: fused and baseline run through gem_decode on either backend;
+ * reference (double, rounded to float) and online (the float oracle) are CPU
+ * oracles and answer GEM_ERR_UNSUPPORTED on CUDA. Nothing falls back silently.
  *
  * Input policy: non-finite values in q or in rows [0, live) of k and v are
- * rejected with GEM_ERR_NONFINITE (checked in gem_engine_load).
+ * rejected with GEM_ERR_NONFINITE by gem_engine_load.
  */
 #ifndef GEM_ENGINE_H
 #define GEM_ENGINE_H
@@ -27,6 +29,7 @@
 #include <stdint.h>
 
 #include "gem/attn.h"
+#include "gem/decode.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,38 +37,51 @@ extern "C" {
 
 typedef struct gem_engine gem_engine;
 
-/* Parameters of the split routes. Zero means the route's default. */
+/* Parameters of a route. Zero means the tuned default of the decode API
+ * (gem_decode_config_default) for fused, 16 for the baseline's value
+ * partitions, 32 for the online oracle's partitions; gem_engine_resolve says
+ * what a run will use. */
 typedef struct gem_route_params {
-    int64_t partitions; /* fused: sequence partitions P (default 32); baseline: value
-                           partitions (default 16) */
-    int64_t tile;       /* fused: tokens per tile (default 4) */
+    int64_t partitions; /* fused: sequence partitions P; baseline: value partitions;
+                           online: partitions; reference: must be 0 */
+    int64_t tile;       /* fused: tokens per tile; every other route: must be 0 */
 } gem_route_params;
 
 /* Creates an engine on `backend`. threads: CPU worker threads, 0 = one per
- * online core; ignored by CUDA. GEM_ERR_NO_DEVICE when CUDA is asked for and
- * the build has no CUDA or no GPU is present. *out is NULL on error. */
+ * online core; must be 0 for CUDA. GEM_ERR_NO_DEVICE when CUDA is asked for
+ * and the build has no CUDA or no GPU is present. *out is NULL on error. */
 gem_status gem_engine_create(gem_backend backend, int64_t threads, gem_engine **out);
 
 /* Frees the engine and everything it holds; NULL is fine. */
 void gem_engine_destroy(gem_engine *e);
 
-/* The backend, the thread count actually used (CPU) or 1 (CUDA), and a
- * one-line description of the hardware ("AMD EPYC ..., 2 threads",
- * "NVIDIA H200, sm_90, 132 SMs"). desc may be NULL. */
+/* The backend, the thread count actually used (CPU) or 1 (CUDA), a one-line
+ * description of the hardware, and the decode context the engine calls (for
+ * gem_decode_config_default and friends). e must not be NULL (NULL gives
+ * GEM_BACKEND_COUNT, 0, "no engine" and NULL). */
 gem_backend gem_engine_backend(const gem_engine *e);
 int64_t gem_engine_threads(const gem_engine *e);
 const char *gem_engine_describe(const gem_engine *e);
+const gem_decode_ctx *gem_engine_ctx(const gem_engine *e);
 
-/* Copies the inputs in (validating shape, buffers and finiteness first).
- * copies >= 1: the engine keeps that many copies of k and v and each run uses
- * the next one in turn, so short contexts are not timed out of cache. Replaces
- * any earlier inputs. */
+/* Copies the inputs into the backend's memory (validating shape, buffers and
+ * finiteness first): q, and `copies` (1 .. 64) copies of k and v with all
+ * `capacity` rows, head-major as gem_attn_inputs describes them. Each run uses
+ * the next copy in turn. Replaces any earlier inputs; on error none are held. */
 gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
                            const gem_attn_inputs *in, int64_t copies);
 
-/* Poisons the engine's output (every element set to GEM_POISON_BITS) and runs
- * `route` once. params may be NULL (defaults). *seconds (may be NULL) is the
- * time of the route alone: wall clock on the CPU, CUDA events on the GPU. */
+/* The parameters a run of `route` with `params` (NULL = all defaults) would use
+ * on the loaded shape. GEM_ERR_STATE before a load, GEM_ERR_PARAM for a
+ * parameter the route does not take or a value out of range. */
+gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
+                              const gem_route_params *params, gem_route_params *out);
+
+/* Poisons the output (every element GEM_POISON_BITS, guard bytes 0xA5) and the
+ * workspace, then runs `route` once through gem_decode (fused, baseline) or the
+ * CPU oracle (reference, online). *seconds (may be NULL) is the route alone:
+ * wall clock on the CPU, CUDA events around gem_decode on the engine's stream on
+ * CUDA (the engine waits for the second event). */
 gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params *params,
                           double *seconds);
 
@@ -75,22 +91,33 @@ typedef struct gem_output_audit {
     int guard_ok;     /* 1 when no byte after the output changed */
 } gem_output_audit;
 
-/* Copies the last run's output (n_q_heads, dv) into out and audits it.
- * GEM_ERR_RANGE if out_elems is too small, GEM_ERR_STATE before any run. */
+/* Copies the last run's output (n_q_heads, dv) into out (out_elems floats) and
+ * audits it. GEM_ERR_RANGE if out_elems is too small, GEM_ERR_STATE before any
+ * run. */
 gem_status gem_engine_output(gem_engine *e, float *out, size_t out_elems,
                              gem_output_audit *audit);
 
-/* Measures the backend's read bandwidth in bytes per second: CPU, a
- * multi-threaded streaming read (sum) over `bytes` (choose larger than the last
- * level cache); CUDA, a read-only reduction kernel over `bytes` of device
- * memory. Median of `reps` repetitions after one warm-up. */
+/* Workspace bytes a run of `route` uses on the loaded shape (0 for the oracles). */
+gem_status gem_engine_scratch_bytes(const gem_engine *e, gem_route route,
+                                    const gem_route_params *params, size_t *bytes);
+
+/* ---- read-bandwidth probes ------------------------------------------------------ */
+
+/* The backend's streaming-read bandwidth in bytes per second over `bytes` (at
+ * least 1 MiB; choose far larger than the last-level cache): CPU, a
+ * multi-threaded sum over the buffer; CUDA, the best streaming reader measured
+ * (dev/cuda/read_probe.cu: many 16-byte loads in flight per thread, each byte
+ * read once). Median of `reps` after one warm-up. */
 gem_status gem_engine_read_bandwidth(gem_engine *e, size_t bytes, int64_t reps,
                                      double *bytes_per_second);
 
-/* Scratch bytes a route uses for the loaded shape (0 for reference/online).
- * GEM_ERR_STATE before gem_engine_load. */
-gem_status gem_engine_scratch_bytes(const gem_engine *e, gem_route route,
-                                    const gem_route_params *params, size_t *bytes);
+/* CUDA only: the device-to-device copy bandwidth (bytes read plus written) of
+ * cudaMemcpyAsync over `bytes`, median of `reps` after one warm-up; and the
+ * device's nominal bandwidth from its memory clock and bus width.
+ * GEM_ERR_UNSUPPORTED on the CPU. */
+gem_status gem_engine_copy_bandwidth(gem_engine *e, size_t bytes, int64_t reps,
+                                     double *bytes_per_second);
+gem_status gem_engine_nominal_bandwidth(gem_engine *e, double *bytes_per_second);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,9 @@
  *                 1 MiB at 32 heads.
  *   4. reduce:    out[h, d] = sum over the 16 partials in partition order.
  *
+ * K and V are read through the caller's view: row (g, t) of K at
+ * k + 4*(g*k_hs4 + t*k_ts4) floats (strides in float4, so every row is
+ * 16-byte aligned), likewise V.
  * Sequence partitions follow gem_partition_range (chunk = ceil(live / P)).
  * Every sum has a fixed order and there are no atomics, so the output is
  * bitwise reproducible.
@@ -48,7 +51,8 @@ template <int W> __device__ __forceinline__ void gem_transpose_step(float *acc, 
 
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_baseline_score(const float *__restrict__ q, /* (n_q_heads, 512) */
-                       const float *__restrict__ k, /* (n_kv_heads, live, 512) */
+                       const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+                       int64_t k_hs4, int64_t k_ts4, /* K strides in float4 */
                        float *__restrict__ scores,  /* (n_q_heads, live) */
                        int64_t live, float scale)
 {
@@ -60,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         qs[i] = __ldg(q4 + i);
     __syncthreads();
 
-    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * live * GEM_CU_ROW_F4;
+    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * k_hs4;
     const int R = GEM_CU_SCORE_ROWS;
     const int64_t block0 = (int64_t)blockIdx.x * GEM_CU_SCORE_TOKENS;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -73,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                kk[r][j] = t0 + r < live ? __ldg(kg + (t0 + r) * GEM_CU_ROW_F4 + j * 32 + lane)
+                kk[r][j] = t0 + r < live ? __ldg(kg + (t0 + r) * k_ts4 + j * 32 + lane)
                                          : zero;
         float acc[GEM_CU_GROUP * R]; /* index h * R + r */
 #pragma unroll
@@ -196,7 +200,8 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_NORM_THREADS)
  * of a dim are added in a fixed order: token slots by butterfly, then warps. */
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_baseline_value(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
-                       const float *__restrict__ v,       /* (n_kv_heads, live, 512) */
+                       const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+                       int64_t v_hs4, int64_t v_ts4, /* V strides in float4 */
                        float *__restrict__ partials,      /* (P, n_q_heads, 512) */
                        int64_t live, int64_t partitions)
 {
@@ -209,7 +214,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     const int64_t chunk = (live + partitions - 1) / partitions;
     const int64_t begin = min(p * chunk, live);
     const int64_t end = min(begin + chunk, live);
-    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * live * GEM_CU_ROW_F4 +
+    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * v_hs4 +
                        blockIdx.y * (GEM_CU_VALUE_DIM_TILE / 4) + quad;
     const float *wg = weights + g * GEM_CU_GROUP * live;
 
@@ -231,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 #pragma unroll
         for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
             const int tt = k * 32 + warp * 4 + slot;
-            vv[k] = tt < n ? __ldg(vg + (c0 + tt) * GEM_CU_ROW_F4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vv[k] = tt < n ? __ldg(vg + (c0 + tt) * v_ts4) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
@@ -336,15 +341,16 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
     if (score_blocks > INT32_MAX)
         return GEM_ERR_PARAM;
     const dim3 g1((unsigned)score_blocks, (unsigned)a->n_kv_heads);
-    gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->scores, a->live,
-                                                          a->scale);
+    gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->k_hs4, a->k_ts4,
+                                                          a->scores, a->live, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());
     gem_baseline_normalize<<<(unsigned)n_q_heads, GEM_CU_NORM_THREADS, 0, stream>>>(a->scores,
                                                                                    a->live);
     GEM_CUDA_CHECK(cudaGetLastError());
     const dim3 g3((unsigned)a->value_partitions, GEM_CU_D / GEM_CU_VALUE_DIM_TILE,
                   (unsigned)a->n_kv_heads);
-    gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(a->scores, a->v, a->partials, a->live,
+    gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(a->scores, a->v, a->v_hs4, a->v_ts4,
+                                                          a->partials, a->live,
                                                           a->value_partitions);
     GEM_CUDA_CHECK(cudaGetLastError());
     const int64_t n = n_q_heads * GEM_CU_D;

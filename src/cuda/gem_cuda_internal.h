@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -47,18 +48,6 @@ gem_status gem_cuda_fail(cudaError_t err, const char *call, const char *file, in
             return gem_cuda_fail(gem_cu_err_, #call, __FILE__, __LINE__);                     \
     } while (0)
 
-/* The fused route's variant: the design's candidate is stages = 1 (plain
- * loads staged through registers into shared memory), vshare = 0 (warp w
- * accumulates O of query head w). stages 2..3 stage tiles with cp.async, that
- * many tiles in flight; vshare = 1 lets every thread accumulate two output
- * dims of all eight heads, so each staged V element is read from shared memory
- * once instead of eight times. */
-typedef struct gem_cu_fused_variant {
-    int tile;   /* tokens per staged tile: 4, 8 or 16 */
-    int stages; /* 0 (direct register loads, vshare 2, 4, 5 only), 1, 2 or 3 */
-    int vshare; /* 0 .. 5 (2: the K side per thread too; 3-5: four dims per thread) */
-} gem_cu_fused_variant;
-
 /* One kernel of a route, as launched for a geometry. */
 typedef struct gem_cu_kernel_ref {
     const void *func;       /* the __global__ function */
@@ -71,8 +60,9 @@ typedef struct gem_cu_kernel_ref {
 /* Device buffers of one fused run. */
 typedef struct gem_cu_fused_args {
     const float *q;  /* (n_q_heads, 512) */
-    const float *k;  /* (n_kv_heads, live, 512) */
-    const float *v;  /* (n_kv_heads, live, 512) */
+    const float *k;  /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+    const float *v;  /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in float4 */
     float *part_m;   /* (P, n_q_heads) */
     float *part_s;   /* (P, n_q_heads) */
     float *part_o;   /* (P, n_q_heads, 512) */
@@ -86,8 +76,9 @@ typedef struct gem_cu_fused_args {
 /* Device buffers of one baseline run. */
 typedef struct gem_cu_baseline_args {
     const float *q;   /* (n_q_heads, 512) */
-    const float *k;   /* (n_kv_heads, live, 512) */
-    const float *v;   /* (n_kv_heads, live, 512) */
+    const float *k;   /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+    const float *v;   /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in float4 */
     float *scores;    /* (n_q_heads, live): scores, then normalized weights in place */
     float *partials;  /* (value_partitions, n_q_heads, 512) */
     float *out;       /* (n_q_heads, 512) */
@@ -97,16 +88,10 @@ typedef struct gem_cu_baseline_args {
     float scale;
 } gem_cu_baseline_args;
 
-/* The fused variant's kernels: first pass and reducer. GEM_ERR_PARAM for a
- * variant without compiled kernels. */
-gem_status gem_cu_fused_kernels(const gem_cu_fused_variant *var, gem_cu_kernel_ref *first,
-                                gem_cu_kernel_ref *reducer);
-/* Raises the dynamic shared-memory limit of every compiled first pass that
- * needs more than 48 KiB. Called once at create. */
-gem_status gem_cu_fused_prepare(void);
-/* Launches first pass + reducer on `stream`. */
-gem_status gem_cu_fused_launch(const gem_cu_fused_variant *var, const gem_cu_fused_args *a,
-                               cudaStream_t stream);
+/* The fused route's two kernels (first pass, reducer). */
+void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
+/* Launches first pass + reducer (a programmatic dependent launch) on `stream`. */
+gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream);
 /* Grid of the first pass / reducer for a geometry (for the receipt). */
 int64_t gem_cu_fused_first_blocks(int64_t n_kv_heads, int64_t partitions);
 int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads);
@@ -119,7 +104,12 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
 void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
                             int64_t blocks[4]);
 
-/* Fills n floats at p with the 32-bit pattern `bits` (poison). */
-gem_status gem_cu_fill_bits(float *p, size_t n, uint32_t bits, cudaStream_t stream);
+/* Device `*ordinal` (the current one) if it runs sm_90 code, with its properties;
+ * GEM_ERR_NO_DEVICE otherwise, with one line on stderr saying why. */
+gem_status gem_cu_open_device(int *ordinal, cudaDeviceProp *prop);
+
+/* GEM_OK when p is device memory of `device` (any device when device < 0) or managed
+ * memory; GEM_ERR_MEMSPACE for host memory (registered or not) or another device. */
+gem_status gem_cu_check_pointer(const void *p, int device);
 
 #endif /* GEM_CUDA_INTERNAL_H */

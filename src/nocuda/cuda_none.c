@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "backend.h"
+#include "decode_internal.h"
 #include "gem/cuda.h"
 
 /* One line on stderr, so that a caller printing only the status still tells
@@ -24,110 +24,144 @@ static gem_status none_create(int64_t threads, void **impl)
     return no_cuda();
 }
 
+/* A context never exists in this build, so the rest is never called; each still
+ * answers sensibly. */
 static void none_destroy(void *impl) { (void)impl; }
-
 static int64_t none_threads(const void *impl)
 {
     (void)impl;
     return 0;
 }
-
+static int none_device(const void *impl)
+{
+    (void)impl;
+    return -1;
+}
 static const char *none_describe(const void *impl)
 {
     (void)impl;
     return "built without CUDA";
 }
-
-static gem_status none_load(void *impl, const gem_attn_shape *shape, const gem_attn_inputs *in,
-                            int64_t copies)
+static gem_status none_supports(const void *impl, const gem_decode_shape *s, gem_dtype k,
+                                gem_dtype v)
 {
     (void)impl;
-    (void)shape;
-    (void)in;
-    (void)copies;
+    (void)s;
+    (void)k;
+    (void)v;
     return GEM_ERR_NO_DEVICE;
 }
-
-static gem_status none_run(void *impl, gem_route route, const gem_route_params *params,
-                           double *seconds)
+static void none_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
+                                gem_decode_config *out)
 {
     (void)impl;
-    (void)route;
-    (void)params;
-    (void)seconds;
+    (void)s;
+    (void)live;
+    out->route = GEM_ROUTE_FUSED;
+    out->partitions = 64;
+    out->tile = 8;
+}
+static gem_status none_config_check(const void *impl, const gem_decode_config *c)
+{
+    (void)impl;
+    (void)c;
     return GEM_ERR_NO_DEVICE;
 }
-
-static gem_status none_output(void *impl, float *out, size_t out_elems, gem_output_audit *audit)
+static gem_status none_workspace_bytes(const void *impl, const gem_decode_shape *s, int64_t live,
+                                       const gem_decode_config *c, size_t *bytes)
 {
     (void)impl;
-    (void)out;
-    (void)out_elems;
-    (void)audit;
-    return GEM_ERR_NO_DEVICE;
-}
-
-static gem_status none_read_bandwidth(void *impl, size_t bytes, int64_t reps, double *bps)
-{
-    (void)impl;
-    (void)bytes;
-    (void)reps;
-    (void)bps;
-    return GEM_ERR_NO_DEVICE;
-}
-
-static gem_status none_scratch_bytes(const void *impl, gem_route route,
-                                     const gem_route_params *params, size_t *bytes)
-{
-    (void)impl;
-    (void)route;
-    (void)params;
+    (void)s;
+    (void)live;
+    (void)c;
     (void)bytes;
     return GEM_ERR_NO_DEVICE;
 }
+static gem_status none_check_memory(const void *impl, const gem_decode_args *a)
+{
+    (void)impl;
+    (void)a;
+    return GEM_ERR_NO_DEVICE;
+}
+static gem_status none_run(void *impl, const gem_decode_args *a)
+{
+    (void)impl;
+    (void)a;
+    return GEM_ERR_NO_DEVICE;
+}
+static gem_status none_check_finite(void *impl, const gem_decode_shape *s, const float *q,
+                                    const gem_kv_view *kv, void *stream)
+{
+    (void)impl;
+    (void)s;
+    (void)q;
+    (void)kv;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
 
-const gem_backend_ops gem_cuda_backend_ops = {
-    none_create, none_destroy, none_threads,        none_describe,      none_load,
-    none_run,    none_output,  none_read_bandwidth, none_scratch_bytes,
+const gem_decode_backend_ops gem_cuda_decode_ops = {
+    none_create,         none_destroy,      none_threads,         none_device,
+    none_describe,       none_supports,     none_config_default,  none_config_check,
+    none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
+};
+
+static gem_status none_alloc(size_t bytes, void **out)
+{
+    (void)bytes;
+    *out = NULL;
+    return no_cuda();
+}
+static void none_free(void *p) { (void)p; }
+static gem_status none_append(const float *k, const float *v, int64_t n, int64_t heads,
+                              int64_t dk, int64_t dv, int64_t capacity, int64_t first, void *kc,
+                              gem_dtype kt, void *vc, gem_dtype vt, int *flag, void *stream)
+{
+    (void)k, (void)v, (void)n, (void)heads, (void)dk, (void)dv, (void)capacity, (void)first;
+    (void)kc, (void)kt, (void)vc, (void)vt, (void)flag, (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+static gem_status none_flag_reset(int *flag, void *stream)
+{
+    (void)flag;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+static gem_status none_flag_read(const int *flag, void *stream, int *value)
+{
+    (void)flag;
+    (void)stream;
+    (void)value;
+    return GEM_ERR_NO_DEVICE;
+}
+static gem_status none_check_pointer(const void *p)
+{
+    (void)p;
+    return GEM_ERR_NO_DEVICE;
+}
+
+const gem_cache_ops gem_cuda_cache_ops = {
+    none_alloc, none_free, none_append, none_flag_reset, none_flag_read, none_check_pointer,
 };
 
 gem_status gem_cuda_device_query(gem_cuda_device_info *out)
 {
-    (void)out;
+    if (!out)
+        return GEM_ERR_NULL;
     return no_cuda();
 }
 
-gem_status gem_cuda_fused_config_from_env(gem_cuda_fused_config *cfg)
+gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t partitions,
+                                 int64_t baseline_partitions, gem_cuda_kernel_info *out,
+                                 size_t cap, size_t *n)
 {
-    (void)cfg;
-    return no_cuda();
-}
-
-gem_status gem_cuda_kernel_query(const gem_cuda_fused_config *cfg, int64_t n_kv_heads,
-                                 int64_t live, gem_cuda_kernel_info *out, size_t cap, size_t *n)
-{
-    (void)cfg;
     (void)n_kv_heads;
     (void)live;
+    (void)partitions;
+    (void)baseline_partitions;
     (void)out;
     (void)cap;
     if (n)
         *n = 0;
-    return no_cuda();
-}
-
-gem_status gem_cuda_copy_bandwidth(size_t bytes, int64_t reps, double *bytes_per_second)
-{
-    (void)bytes;
-    (void)reps;
-    (void)bytes_per_second;
-    return no_cuda();
-}
-
-gem_status gem_cuda_read_bandwidth(size_t bytes, int64_t reps, double *bytes_per_second)
-{
-    (void)bytes;
-    (void)reps;
-    (void)bytes_per_second;
     return no_cuda();
 }

@@ -1,0 +1,378 @@
+/*
+ * The CPU backend of gem/decode.h: a thread pool per context, the fused and
+ * baseline routes (cpu_fused.c, cpu_baseline.c) on the caller's view and
+ * workspace, the tuned default, the finiteness scan, and the KV cache
+ * helper's host memory and row copies.
+ */
+#define _DEFAULT_SOURCE 1 /* madvise */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cpu_kernels.h"
+#include "cpu_routes.h"
+#include "decode_internal.h"
+#include "kv_view.h"
+
+/* The fused route's tuned default on the CPU: 32 sequence partitions, tiles of
+ * 4 tokens (results/cpu: P32 tile 4 against P64, tile 8 and tile 32 at 64K and
+ * 128K; the design's candidate). The same at every live length, so the
+ * workspace of the default never shrinks as live grows. */
+#define CPU_DEFAULT_PARTITIONS 32
+#define CPU_DEFAULT_TILE 4
+
+typedef struct cpu_decode {
+    cpu_pool *pool;
+    int64_t threads;
+    atomic_flag busy; /* one gem_decode at a time: the pool is not reentrant */
+    char desc[256];
+} cpu_decode;
+
+/* "model name" of /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *c = strchr(line, ':');
+        if (!c)
+            break;
+        c++;
+        while (*c == ' ' || *c == '\t')
+            c++;
+        snprintf(buf, cap, "%s", c);
+        buf[strcspn(buf, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static gem_status create(int64_t threads, void **impl)
+{
+    *impl = NULL;
+    if (threads == 0) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n >= 1 ? (int64_t)n : 1;
+        if (threads > 4096)
+            threads = 4096;
+    }
+    cpu_decode *c = calloc(1, sizeof *c);
+    if (!c)
+        return GEM_ERR_NOMEM;
+    atomic_flag_clear(&c->busy);
+    gem_status st = cpu_pool_create(threads, &c->pool);
+    if (st != GEM_OK) {
+        free(c);
+        return st;
+    }
+    c->threads = threads;
+    char model[160];
+    cpu_model(model, sizeof model);
+    snprintf(c->desc, sizeof c->desc, "%s, %lld threads, %s kernels", model, (long long)threads,
+             cpu_kernels_isa());
+    *impl = c;
+    return GEM_OK;
+}
+
+static void destroy(void *impl)
+{
+    cpu_decode *c = impl;
+    if (!c)
+        return;
+    cpu_pool_destroy(c->pool);
+    free(c);
+}
+
+static int64_t threads_of(const void *impl) { return ((const cpu_decode *)impl)->threads; }
+static int device_of(const void *impl)
+{
+    (void)impl;
+    return -1;
+}
+static const char *describe(const void *impl) { return ((const cpu_decode *)impl)->desc; }
+
+static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
+                           gem_dtype v_dtype)
+{
+    (void)impl;
+    (void)shape;
+    return k_dtype == GEM_DTYPE_F32 && v_dtype == GEM_DTYPE_F32 ? GEM_OK : GEM_ERR_UNSUPPORTED;
+}
+
+static void config_default(const void *impl, const gem_decode_shape *shape, int64_t live,
+                           gem_decode_config *out)
+{
+    (void)impl;
+    (void)shape;
+    (void)live;
+    out->route = GEM_ROUTE_FUSED;
+    out->partitions = CPU_DEFAULT_PARTITIONS;
+    out->tile = CPU_DEFAULT_TILE;
+}
+
+static gem_status config_check(const void *impl, const gem_decode_config *cfg)
+{
+    (void)impl;
+    (void)cfg; /* every tile and partition count within the API's bounds runs */
+    return GEM_OK;
+}
+
+static gem_status workspace_bytes(const void *impl, const gem_decode_shape *shape, int64_t live,
+                                  const gem_decode_config *cfg, size_t *bytes)
+{
+    cpu_layout l;
+    gem_status st = cpu_routes_layout(shape, live, cfg, threads_of(impl), &l);
+    if (st == GEM_OK)
+        *bytes = l.total_bytes;
+    return st;
+}
+
+static gem_status check_memory(const void *impl, const gem_decode_args *a)
+{
+    (void)impl;
+    if (a->stream)
+        return GEM_ERR_PARAM; /* the context's pool is the CPU's stream */
+    if ((uintptr_t)a->q % sizeof(float) != 0 || (uintptr_t)a->out % sizeof(float) != 0)
+        return GEM_ERR_ALIGN;
+    return GEM_OK;
+}
+
+static gem_status run(void *impl, const gem_decode_args *a)
+{
+    cpu_decode *c = impl;
+    if (atomic_flag_test_and_set(&c->busy))
+        return GEM_ERR_STATE;
+    cpu_layout l;
+    gem_status st = cpu_routes_layout(a->shape, a->kv->live, &a->cfg, c->threads, &l);
+    if (st == GEM_OK) {
+        cpu_run r;
+        cpu_run_bind(&r, c->pool, c->threads, a->workspace, &l);
+        if (a->cfg.route == GEM_ROUTE_FUSED)
+            st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
+        else
+            st = cpu_route_baseline(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
+    }
+    atomic_flag_clear(&c->busy);
+    return st;
+}
+
+/* ---- finiteness ------------------------------------------------------------------------ */
+
+/* 1 when every one of the n floats is finite (exponent bits not all ones; an
+ * integer OR-reduction that vectorizes without relaxing float semantics). */
+static int floats_finite(const float *p, int64_t n)
+{
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, p + i, sizeof bits);
+        bad |= (uint32_t)((bits & 0x7F800000u) == 0x7F800000u);
+    }
+    return bad == 0;
+}
+
+/* 16-bit rows: exponent all ones (BF16 0x7F80, F16 0x7C00). */
+static int halves_finite(const uint16_t *p, int64_t n, uint16_t mask)
+{
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad |= (uint32_t)((p[i] & mask) == mask);
+    return bad == 0;
+}
+
+static int row_finite(const void *base, gem_dtype t, int64_t off, int64_t n)
+{
+    switch (t) {
+    case GEM_DTYPE_BF16: return halves_finite((const uint16_t *)base + off, n, 0x7F80u);
+    case GEM_DTYPE_F16: return halves_finite((const uint16_t *)base + off, n, 0x7C00u);
+    default: return floats_finite((const float *)base + off, n);
+    }
+}
+
+#define SCAN_ROWS 1024 /* rows of one head per scan item */
+
+typedef struct scan_job {
+    const gem_kv_view *kv;
+    int64_t heads, dk, dv, chunks;
+    gem_status *status; /* (items) */
+} scan_job;
+
+static void scan_item(void *ctx, int64_t item, int64_t thread)
+{
+    (void)thread;
+    const scan_job *j = ctx;
+    const gem_kv_view *kv = j->kv;
+    const int64_t g = item / j->chunks, c = item % j->chunks;
+    const int64_t t0 = c * SCAN_ROWS, t1 = t0 + SCAN_ROWS < kv->live ? t0 + SCAN_ROWS : kv->live;
+    gem_status st = GEM_OK;
+    for (int64_t t = t0; t < t1 && st == GEM_OK; t++)
+        if (!row_finite(kv->k, kv->k_dtype, g * kv->k_head_stride + t * kv->k_token_stride,
+                        j->dk) ||
+            !row_finite(kv->v, kv->v_dtype, g * kv->v_head_stride + t * kv->v_token_stride,
+                        j->dv))
+            st = GEM_ERR_NONFINITE;
+    j->status[item] = st;
+}
+
+static gem_status check_finite(void *impl, const gem_decode_shape *shape, const float *q,
+                               const gem_kv_view *kv, void *stream)
+{
+    cpu_decode *c = impl;
+    if (stream)
+        return GEM_ERR_PARAM;
+    if (!floats_finite(q, shape->n_q_heads * shape->dk))
+        return GEM_ERR_NONFINITE;
+    const int64_t chunks = (kv->live + SCAN_ROWS - 1) / SCAN_ROWS;
+    size_t items = 0;
+    if (gem_mul_size((size_t)shape->n_kv_heads, (size_t)chunks, &items) != GEM_OK ||
+        items > (size_t)INT64_MAX / sizeof(gem_status))
+        return GEM_ERR_OVERFLOW;
+    gem_status *status = malloc(items * sizeof *status);
+    if (!status)
+        return GEM_ERR_NOMEM;
+    if (atomic_flag_test_and_set(&c->busy)) {
+        free(status);
+        return GEM_ERR_STATE;
+    }
+    scan_job j = {kv, shape->n_kv_heads, shape->dk, shape->dv, chunks, status};
+    cpu_pool_run(c->pool, (int64_t)items, scan_item, &j);
+    atomic_flag_clear(&c->busy);
+    const gem_status st = cpu_first_error(status, (int64_t)items);
+    free(status);
+    return st;
+}
+
+const gem_decode_backend_ops gem_cpu_decode_ops = {
+    create,          destroy,      threads_of, device_of, describe,     supports,
+    config_default,  config_check, workspace_bytes,       check_memory, run,
+    check_finite,
+};
+
+/* ---- KV cache helper: host memory ----------------------------------------------------- */
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Zeroed memory for streaming: 64-byte aligned; from 2 MiB up, aligned to 2 MiB and
+ * advised to use transparent huge pages (long K/V streams then take no TLB miss every
+ * 4 KiB; the advice changes speed only). */
+static gem_status cache_alloc(size_t bytes, void **out)
+{
+    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    size_t rounded = 0;
+    if (gem_add_size(bytes, align - 1, &rounded) != GEM_OK)
+        return GEM_ERR_OVERFLOW;
+    rounded = rounded / align * align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, rounded ? rounded : align) != 0)
+        return GEM_ERR_NOMEM;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, rounded ? rounded : align);
+    *out = p;
+    return GEM_OK;
+}
+
+static void cache_free(void *p) { free(p); }
+
+/* Round to nearest even: the F32 value's bfloat16 / IEEE half bit pattern. NaN
+ * stays NaN (quiet), overflow goes to infinity. */
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x007FFFFFu))
+        return (uint16_t)((x >> 16) | 0x0040u);
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) /* inf or NaN */
+        return (uint16_t)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x0200u : 0u));
+    if (ax >= 0x477FF000u) /* rounds to >= 65520: infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        float a;
+        memcpy(&a, &ax, sizeof a);
+        /* a * 2^24 rounded to nearest even is the subnormal's mantissa (exact in float) */
+        const float m = nearbyintf(a * 0x1p24f);
+        return (uint16_t)(sign | (uint16_t)m);
+    }
+    /* normal: rebias the exponent, round the 13 dropped bits to nearest even */
+    uint32_t h = ((ax - 0x38000000u) >> 13);
+    const uint32_t rest = ax & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+/* Stores n floats of src at element offset off of a tensor of type t. */
+static void store_row(void *base, gem_dtype t, int64_t off, const float *src, int64_t n)
+{
+    if (t == GEM_DTYPE_F32) {
+        memcpy((float *)base + off, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *dst = (uint16_t *)base + off;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = t == GEM_DTYPE_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+}
+
+static gem_status cache_append(const float *k, const float *v, int64_t n, int64_t heads,
+                               int64_t dk, int64_t dv, int64_t capacity, int64_t first, void *kc,
+                               gem_dtype kt, void *vc, gem_dtype vt, int *flag, void *stream)
+{
+    (void)stream;
+    /* every row first, so a refused append writes nothing */
+    (void)flag; /* refused rows are not appended, so nothing is ever flagged here */
+    if (!floats_finite(k, n * heads * dk) || !floats_finite(v, n * heads * dv))
+        return GEM_ERR_NONFINITE;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t row = (first + i) % capacity;
+        for (int64_t g = 0; g < heads; g++) {
+            store_row(kc, kt, (g * capacity + row) * dk, k + (i * heads + g) * dk, dk);
+            store_row(vc, vt, (g * capacity + row) * dv, v + (i * heads + g) * dv, dv);
+        }
+    }
+    return GEM_OK;
+}
+
+static gem_status cache_flag_reset(int *flag, void *stream)
+{
+    (void)stream;
+    *flag = 0;
+    return GEM_OK;
+}
+
+static gem_status cache_flag_read(const int *flag, void *stream, int *value)
+{
+    (void)stream;
+    *value = *flag;
+    return GEM_OK;
+}
+
+static gem_status cache_check_pointer(const void *p)
+{
+    (void)p; /* host memory cannot be told from device memory without CUDA */
+    return GEM_OK;
+}
+
+const gem_cache_ops gem_cpu_cache_ops = {
+    cache_alloc, cache_free, cache_append, cache_flag_reset, cache_flag_read, cache_check_pointer,
+};

@@ -1,0 +1,533 @@
+/*
+ * The CUDA backend of gem/decode.h and the queries of gem/cuda.h.
+ *
+ * A context binds one device (the current one at creation) and holds only
+ * what cudaGetDeviceProperties said about it; every call runs on the caller's
+ * memory and stream. gem_decode checks the pointers (alignment for the 16-byte
+ * loads, cudaPointerGetAttributes for the memory space and device), queues the
+ * route's kernels on the stream and returns: no allocation, no copy, no
+ * synchronisation.
+ *
+ * The tuned default (gem_cu_default_partitions) is the fused route at tile 8
+ * with P = 64 sequence partitions: results/h200/run8 measured P 64 against 66,
+ * 96 and 128 at 8K, 64K and 128K tokens with 4 KV heads on 132 SMs (64 x 4 =
+ * 256 first-pass blocks, one wave of two blocks per SM); results/h200/ holds
+ * the measurements behind every figure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gem_cuda_internal.h"
+
+extern "C" {
+#include "decode_internal.h"
+#include "gem/cpu.h"
+#include "gem/cuda.h"
+}
+
+/* ---- errors and the device ------------------------------------------------------------ */
+
+gem_status gem_cuda_fail(cudaError_t err, const char *call, const char *file, int line)
+{
+    int dev = -1;
+    (void)cudaGetDevice(&dev);
+    fprintf(stderr, "gem cuda: %s failed at %s:%d (device %d): %s: %s\n", call, file, line, dev,
+            cudaGetErrorName(err), cudaGetErrorString(err));
+    return err == cudaErrorMemoryAllocation ? GEM_ERR_NOMEM : GEM_ERR_DEVICE;
+}
+
+gem_status gem_cu_open_device(int *ordinal, cudaDeviceProp *prop)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        fprintf(stderr, "gem cuda: no GPU: %s\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device present");
+        (void)cudaGetLastError();
+        return GEM_ERR_NO_DEVICE;
+    }
+    GEM_CUDA_CHECK(cudaGetDevice(ordinal));
+    GEM_CUDA_CHECK(cudaGetDeviceProperties(prop, *ordinal));
+    if (prop->major != 9) {
+        fprintf(stderr,
+                "gem cuda: device %d (%s) has compute capability %d.%d; this build holds sm_90 "
+                "code only\n",
+                *ordinal, prop->name, prop->major, prop->minor);
+        return GEM_ERR_NO_DEVICE;
+    }
+    return GEM_OK;
+}
+
+gem_status gem_cu_check_pointer(const void *p, int device)
+{
+    cudaPointerAttributes at;
+    const cudaError_t e = cudaPointerGetAttributes(&at, p);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GEM_ERR_MEMSPACE;
+    }
+    if (at.type == cudaMemoryTypeManaged)
+        return GEM_OK;
+    if (at.type == cudaMemoryTypeDevice && (device < 0 || at.device == device))
+        return GEM_OK;
+    return GEM_ERR_MEMSPACE; /* host memory, registered or not, or another device */
+}
+
+/* ---- the tuned default ------------------------------------------------------------------ */
+
+/* Sequence partitions of the fused route: one wave of two first-pass blocks per SM, rounded
+ * down to a multiple of 32 (results/h200/run8: on 132 SMs with 4 KV heads, P 64 beat 66, 96
+ * and 128 at 8K, 64K and 128K), at least 32. Independent of live, so the default's workspace
+ * never shrinks as live grows. */
+static int64_t gem_cu_default_partitions(int sm_count, int64_t n_kv_heads)
+{
+    int64_t p = (int64_t)sm_count * 2 / n_kv_heads / 32 * 32;
+    return p < 32 ? 32 : (p > 1024 ? 1024 : p);
+}
+
+/* ---- the decode backend ---------------------------------------------------------------- */
+
+typedef struct cu_decode {
+    int device;
+    int sm_count;
+    char desc[384];
+} cu_decode;
+
+static gem_status cu_create(int64_t threads, void **impl)
+{
+    (void)threads;
+    *impl = NULL;
+    cudaDeviceProp prop;
+    int dev = -1;
+    gem_status st = gem_cu_open_device(&dev, &prop);
+    if (st != GEM_OK)
+        return st;
+    cu_decode *c = (cu_decode *)calloc(1, sizeof *c);
+    if (!c)
+        return GEM_ERR_NOMEM;
+    c->device = dev;
+    c->sm_count = prop.multiProcessorCount;
+    snprintf(c->desc, sizeof c->desc, "%s, sm_%d%d, %d SMs, device %d", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, dev);
+    *impl = c;
+    return GEM_OK;
+}
+
+static void cu_destroy(void *impl) { free(impl); }
+static int64_t cu_threads(const void *impl)
+{
+    (void)impl;
+    return 1;
+}
+static int cu_device(const void *impl) { return ((const cu_decode *)impl)->device; }
+static const char *cu_describe(const void *impl) { return ((const cu_decode *)impl)->desc; }
+
+static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
+                              gem_dtype vt)
+{
+    (void)impl;
+    if (s->dk != GEM_CU_D || s->dv != GEM_CU_D || s->n_q_heads != s->n_kv_heads * GEM_CU_GROUP ||
+        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != GEM_DTYPE_F32 || vt != GEM_DTYPE_F32)
+        return GEM_ERR_UNSUPPORTED;
+    return GEM_OK;
+}
+
+static void cu_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
+                              gem_decode_config *out)
+{
+    (void)live;
+    out->route = GEM_ROUTE_FUSED;
+    out->partitions = gem_cu_default_partitions(((const cu_decode *)impl)->sm_count, s->n_kv_heads);
+    out->tile = 8;
+}
+
+static gem_status cu_config_check(const void *impl, const gem_decode_config *c)
+{
+    (void)impl;
+    if (c->route == GEM_ROUTE_FUSED && c->tile != 8)
+        return GEM_ERR_PARAM; /* the fused kernel takes tiles of 8 tokens */
+    return GEM_OK;
+}
+
+static gem_status cu_workspace_bytes(const void *impl, const gem_decode_shape *s, int64_t live,
+                                     const gem_decode_config *c, size_t *bytes)
+{
+    (void)impl;
+    if (c->route == GEM_ROUTE_FUSED) {
+        gem_online_scratch sc;
+        gem_status st = gem_attention_online_scratch_bytes(c->partitions, s->n_q_heads, s->dv, &sc);
+        if (st == GEM_OK)
+            *bytes = sc.total_bytes;
+        return st;
+    }
+    gem_baseline_scratch sc;
+    gem_status st = gem_baseline_scratch_bytes(live, s->n_q_heads, s->dv, c->partitions, &sc);
+    if (st == GEM_OK)
+        *bytes = sc.total_bytes;
+    return st;
+}
+
+static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
+
+static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
+{
+    const cu_decode *c = (const cu_decode *)impl;
+    const gem_kv_view *kv = a->kv;
+    /* 16-byte loads of K and V rows, q and partials */
+    if (misaligned16(a->q) || misaligned16(a->out) || misaligned16(kv->k) || misaligned16(kv->v) ||
+        kv->k_head_stride % 4 || kv->k_token_stride % 4 || kv->v_head_stride % 4 ||
+        kv->v_token_stride % 4)
+        return GEM_ERR_ALIGN;
+    const void *ptrs[5] = {a->q, a->out, kv->k, kv->v, a->workspace};
+    for (int i = 0; i < 5; i++) {
+        gem_status st = gem_cu_check_pointer(ptrs[i], c->device);
+        if (st != GEM_OK)
+            return st;
+    }
+    return GEM_OK;
+}
+
+/* Runs `body` with the context's device current, restoring the caller's device after;
+ * on a failure to switch, st holds the error and body does not run. */
+#define GEM_CU_ON_DEVICE(c, st, body)                                                          \
+    do {                                                                                       \
+        int gem_prev_ = -1;                                                                    \
+        cudaError_t gem_e_ = cudaGetDevice(&gem_prev_);                                        \
+        if (gem_e_ != cudaSuccess) {                                                           \
+            st = gem_cuda_fail(gem_e_, "cudaGetDevice", __FILE__, __LINE__);                   \
+            break;                                                                             \
+        }                                                                                      \
+        if (gem_prev_ != (c)->device && (gem_e_ = cudaSetDevice((c)->device)) != cudaSuccess) { \
+            st = gem_cuda_fail(gem_e_, "cudaSetDevice", __FILE__, __LINE__);                   \
+            break;                                                                             \
+        }                                                                                      \
+        body;                                                                                  \
+        if (gem_prev_ != (c)->device)                                                          \
+            (void)cudaSetDevice(gem_prev_);                                                    \
+    } while (0)
+
+static gem_status cu_run(void *impl, const gem_decode_args *a)
+{
+    cu_decode *c = (cu_decode *)impl;
+    const gem_kv_view *kv = a->kv;
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    gem_status st = GEM_OK;
+    if (a->cfg.route == GEM_ROUTE_FUSED) {
+        const size_t ms = (size_t)a->cfg.partitions * (size_t)a->shape->n_q_heads;
+        gem_cu_fused_args f;
+        f.q = a->q;
+        f.k = (const float *)kv->k;
+        f.v = (const float *)kv->v;
+        f.k_hs4 = kv->k_head_stride / 4;
+        f.k_ts4 = kv->k_token_stride / 4;
+        f.v_hs4 = kv->v_head_stride / 4;
+        f.v_ts4 = kv->v_token_stride / 4;
+        f.part_m = (float *)a->workspace;
+        f.part_s = f.part_m + ms;
+        f.part_o = f.part_m + 2 * ms;
+        f.out = a->out;
+        f.n_kv_heads = a->shape->n_kv_heads;
+        f.live = kv->live;
+        f.partitions = a->cfg.partitions;
+        f.scale = a->shape->scale;
+        GEM_CU_ON_DEVICE(c, st, st = gem_cu_fused_launch(&f, stream));
+    } else {
+        gem_cu_baseline_args b;
+        b.q = a->q;
+        b.k = (const float *)kv->k;
+        b.v = (const float *)kv->v;
+        b.k_hs4 = kv->k_head_stride / 4;
+        b.k_ts4 = kv->k_token_stride / 4;
+        b.v_hs4 = kv->v_head_stride / 4;
+        b.v_ts4 = kv->v_token_stride / 4;
+        b.scores = (float *)a->workspace;
+        b.partials = b.scores + (size_t)a->shape->n_q_heads * (size_t)kv->live;
+        b.out = a->out;
+        b.n_kv_heads = a->shape->n_kv_heads;
+        b.live = kv->live;
+        b.value_partitions = a->cfg.partitions;
+        b.scale = a->shape->scale;
+        GEM_CU_ON_DEVICE(c, st, st = gem_cu_baseline_launch(&b, stream));
+    }
+    return st;
+}
+
+/* ---- finiteness ------------------------------------------------------------------------ */
+
+/* Sets *flag when any of the rows holds NaN or infinity. Grid (row blocks, heads); each
+ * thread walks its float4 of a row (d4 float4 per row). q is scanned by head 0's blocks. */
+extern "C" __global__ void gem_finite_scan_kernel(const float4 *__restrict__ q, int64_t q4,
+                                                  const float4 *__restrict__ k, int64_t k_hs4,
+                                                  int64_t k_ts4, int64_t dk4,
+                                                  const float4 *__restrict__ v, int64_t v_hs4,
+                                                  int64_t v_ts4, int64_t dv4, int64_t live,
+                                                  int *flag)
+{
+    const int64_t g = blockIdx.y;
+    int bad = 0;
+    for (int64_t t = blockIdx.x; t < live; t += gridDim.x) {
+        for (int64_t i = threadIdx.x; i < dk4; i += blockDim.x) {
+            const float4 x = k[g * k_hs4 + t * k_ts4 + i];
+            bad |= !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+        }
+        for (int64_t i = threadIdx.x; i < dv4; i += blockDim.x) {
+            const float4 x = v[g * v_hs4 + t * v_ts4 + i];
+            bad |= !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+        }
+    }
+    if (g == 0 && blockIdx.x == 0)
+        for (int64_t i = threadIdx.x; i < q4; i += blockDim.x) {
+            const float4 x = q[i];
+            bad |= !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+        }
+    if (bad)
+        *flag = 1; /* every writer stores the same value: no reduction, no order */
+}
+
+/* The scan on the current device: a flag, the kernel, the flag back, waiting for `stream`. */
+static gem_status cu_scan(const gem_decode_shape *s, const float *q, const gem_kv_view *kv,
+                          cudaStream_t stream)
+{
+    int *flag = NULL, host = 0;
+    cudaError_t e = cudaMalloc((void **)&flag, sizeof(int));
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(flag, 0, sizeof(int), stream);
+    if (e == cudaSuccess) {
+        const int64_t blocks = kv->live < 4096 ? kv->live : 4096;
+        gem_finite_scan_kernel<<<dim3((unsigned)blocks, (unsigned)s->n_kv_heads), 128, 0,
+                                 stream>>>(
+            (const float4 *)q, s->n_q_heads * s->dk / 4, (const float4 *)kv->k,
+            kv->k_head_stride / 4, kv->k_token_stride / 4, s->dk / 4, (const float4 *)kv->v,
+            kv->v_head_stride / 4, kv->v_token_stride / 4, s->dv / 4, kv->live, flag);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    if (flag)
+        cudaFree(flag);
+    if (e != cudaSuccess)
+        return gem_cuda_fail(e, "the finiteness scan", __FILE__, __LINE__);
+    return host ? GEM_ERR_NONFINITE : GEM_OK;
+}
+
+static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const float *q,
+                                  const gem_kv_view *kv, void *stream)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = cu_supports(impl, s, kv->k_dtype, kv->v_dtype);
+    if (st != GEM_OK)
+        return st;
+    if (misaligned16(q) || misaligned16(kv->k) || misaligned16(kv->v) || kv->k_head_stride % 4 ||
+        kv->k_token_stride % 4 || kv->v_head_stride % 4 || kv->v_token_stride % 4)
+        return GEM_ERR_ALIGN;
+    const void *ptrs[3] = {q, kv->k, kv->v};
+    for (int i = 0; i < 3; i++)
+        if ((st = gem_cu_check_pointer(ptrs[i], c->device)) != GEM_OK)
+            return st;
+    GEM_CU_ON_DEVICE(c, st, st = cu_scan(s, q, kv, (cudaStream_t)stream));
+    return st;
+}
+
+extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
+    cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
+    cu_supports,       cu_config_default,  cu_config_check, cu_workspace_bytes, cu_check_memory,
+    cu_run,            cu_check_finite,
+};
+
+/* ---- KV cache helper: device memory ---------------------------------------------------- */
+
+static gem_status cache_alloc(size_t bytes, void **out)
+{
+    cudaDeviceProp prop;
+    int dev = -1;
+    gem_status st = gem_cu_open_device(&dev, &prop);
+    if (st != GEM_OK)
+        return st;
+    void *p = NULL;
+    GEM_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+    const cudaError_t e = cudaMemset(p, 0, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return gem_cuda_fail(e, "cudaMemset", __FILE__, __LINE__);
+    }
+    *out = p;
+    return GEM_OK;
+}
+
+static void cache_free(void *p) { cudaFree(p); }
+
+/* F32 to bfloat16 / IEEE half, round to nearest even (the CPU helper's rule). */
+__device__ __forceinline__ uint16_t gem_to_bf16(float f)
+{
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+__device__ __forceinline__ uint16_t gem_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+/* Row i of the n appended tokens, head g, into cache row (first + i) % capacity. Grid
+ * (n, heads), block 128: thread j copies elements j, j + 128, ... of the K and V rows. */
+extern "C" __global__ void gem_cache_append_kernel(const float *__restrict__ k, /* (n, heads, dk) */
+                                                   const float *__restrict__ v, /* (n, heads, dv) */
+                                                   int64_t heads, int64_t dk, int64_t dv,
+                                                   int64_t capacity, int64_t first, void *kc,
+                                                   int kt, void *vc, int vt, int *flag)
+{
+    const int64_t i = blockIdx.x, g = blockIdx.y;
+    const int64_t row = (first + i) % capacity;
+    int bad = 0;
+    const float *ks = k + (i * heads + g) * dk;
+    const int64_t ko = (g * capacity + row) * dk;
+    for (int64_t j = threadIdx.x; j < dk; j += blockDim.x) {
+        const float x = ks[j];
+        bad |= !isfinite(x);
+        if (kt == GEM_DTYPE_F32)
+            ((float *)kc)[ko + j] = x;
+        else
+            ((uint16_t *)kc)[ko + j] = kt == GEM_DTYPE_BF16 ? gem_to_bf16(x) : gem_to_f16(x);
+    }
+    const float *vs = v + (i * heads + g) * dv;
+    const int64_t vo = (g * capacity + row) * dv;
+    for (int64_t j = threadIdx.x; j < dv; j += blockDim.x) {
+        const float x = vs[j];
+        bad |= !isfinite(x);
+        if (vt == GEM_DTYPE_F32)
+            ((float *)vc)[vo + j] = x;
+        else
+            ((uint16_t *)vc)[vo + j] = vt == GEM_DTYPE_BF16 ? gem_to_bf16(x) : gem_to_f16(x);
+    }
+    if (bad)
+        *flag = 1;
+}
+
+static gem_status cache_append(const float *k, const float *v, int64_t n, int64_t heads,
+                               int64_t dk, int64_t dv, int64_t capacity, int64_t first, void *kc,
+                               gem_dtype kt, void *vc, gem_dtype vt, int *flag, void *stream)
+{
+    if (n > INT32_MAX || heads > 65535)
+        return GEM_ERR_UNSUPPORTED;
+    gem_cache_append_kernel<<<dim3((unsigned)n, (unsigned)heads), 128, 0, (cudaStream_t)stream>>>(
+        k, v, heads, dk, dv, capacity, first, kc, (int)kt, vc, (int)vt, flag);
+    GEM_CUDA_CHECK(cudaGetLastError());
+    return GEM_OK;
+}
+
+static gem_status cache_flag_reset(int *flag, void *stream)
+{
+    GEM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), (cudaStream_t)stream));
+    return GEM_OK;
+}
+
+static gem_status cache_flag_read(const int *flag, void *stream, int *value)
+{
+    int host = 0;
+    GEM_CUDA_CHECK(
+        cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+    GEM_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    *value = host;
+    return GEM_OK;
+}
+
+static gem_status cache_check_pointer(const void *p) { return gem_cu_check_pointer(p, -1); }
+
+extern "C" const gem_cache_ops gem_cuda_cache_ops = {
+    cache_alloc, cache_free, cache_append, cache_flag_reset, cache_flag_read, cache_check_pointer,
+};
+
+/* ---- gem/cuda.h ------------------------------------------------------------------------ */
+
+extern "C" gem_status gem_cuda_device_query(gem_cuda_device_info *out)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    cudaDeviceProp prop;
+    int dev = -1;
+    gem_status st = gem_cu_open_device(&dev, &prop);
+    if (st != GEM_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    out->ordinal = dev;
+    out->major = prop.major;
+    out->minor = prop.minor;
+    out->sm_count = prop.multiProcessorCount;
+    out->warp_size = prop.warpSize;
+    out->shared_mem_per_block = prop.sharedMemPerBlock;
+    out->shared_mem_per_block_optin = prop.sharedMemPerBlockOptin;
+    out->shared_mem_per_sm = prop.sharedMemPerMultiprocessor;
+    out->regs_per_sm = prop.regsPerMultiprocessor;
+    out->l2_bytes = (size_t)prop.l2CacheSize;
+    out->global_mem_bytes = prop.totalGlobalMem;
+    GEM_CUDA_CHECK(cudaDeviceGetAttribute(&out->memory_clock_khz, cudaDevAttrMemoryClockRate, dev));
+    GEM_CUDA_CHECK(
+        cudaDeviceGetAttribute(&out->memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    out->nominal_bytes_per_second =
+        2.0 * (double)out->memory_clock_khz * 1e3 * (double)out->memory_bus_bits / 8.0;
+    return GEM_OK;
+}
+
+static gem_status gem_cu_kernel_info(const gem_cu_kernel_ref *r, int64_t grid,
+                                     gem_cuda_kernel_info *out)
+{
+    cudaFuncAttributes fa;
+    GEM_CUDA_CHECK(cudaFuncGetAttributes(&fa, r->func));
+    int active = 0;
+    GEM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&active, r->func, r->threads,
+                                                                 r->dynamic_shared));
+    int warp = 0, dev = 0;
+    GEM_CUDA_CHECK(cudaGetDevice(&dev));
+    GEM_CUDA_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", r->name);
+    snprintf(out->role, sizeof out->role, "%s", r->role);
+    out->max_threads_per_block = fa.maxThreadsPerBlock;
+    out->static_shared_bytes = fa.sharedSizeBytes;
+    out->dynamic_shared_bytes = r->dynamic_shared;
+    out->registers = fa.numRegs;
+    out->local_bytes = fa.localSizeBytes;
+    out->threads_dispatched = r->threads;
+    out->warps_dispatched = (r->threads + warp - 1) / warp;
+    out->warp_size = warp;
+    out->max_active_blocks_per_sm = active;
+    out->grid_blocks = grid;
+    return GEM_OK;
+}
+
+extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t partitions,
+                                            int64_t baseline_partitions,
+                                            gem_cuda_kernel_info *out, size_t cap, size_t *n)
+{
+    if (!out || !n)
+        return GEM_ERR_NULL;
+    *n = 0;
+    if (cap < 6)
+        return GEM_ERR_RANGE;
+    if (n_kv_heads < 1 || n_kv_heads > 65535 / GEM_CU_GROUP || live < 1 || partitions < 1 ||
+        partitions > GEM_DECODE_MAX_PARTITIONS || baseline_partitions < 1 ||
+        baseline_partitions > GEM_DECODE_MAX_PARTITIONS)
+        return GEM_ERR_PARAM;
+    cudaDeviceProp prop;
+    int dev = -1;
+    gem_status st = gem_cu_open_device(&dev, &prop);
+    if (st != GEM_OK)
+        return st;
+    gem_cu_kernel_ref refs[6];
+    gem_cu_fused_kernels(&refs[0], &refs[1]);
+    gem_cu_baseline_kernels(&refs[2]);
+    int64_t grids[6];
+    grids[0] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    grids[1] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
+    gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[2]);
+    for (int i = 0; i < 6; i++) {
+        st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
+        if (st != GEM_OK)
+            return st;
+    }
+    *n = 6;
+    return GEM_OK;
+}

@@ -1,0 +1,402 @@
+/*
+ * gem/decode.h: the checks every backend shares, then dispatch to the
+ * backend's ops (src/decode_internal.h).
+ *
+ * Check order (so gem_decode and gem_decode_validate answer the same status
+ * for the same arguments): pointers, shape, view, config, support, the
+ * backend's stream / alignment / memory-space rules, workspace size, overlaps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode_internal.h"
+
+struct gem_decode_ctx {
+    gem_backend backend;
+    const gem_decode_backend_ops *ops;
+    void *impl;
+};
+
+static const gem_decode_backend_ops *ops_for(gem_backend b)
+{
+    switch (b) {
+    case GEM_BACKEND_CPU: return &gem_cpu_decode_ops;
+    case GEM_BACKEND_CUDA: return &gem_cuda_decode_ops;
+    default: return NULL;
+    }
+}
+
+gem_status gem_decode_ctx_create(gem_backend backend, int64_t threads, gem_decode_ctx **out)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    const gem_decode_backend_ops *ops = ops_for(backend);
+    if (!ops || threads < 0 || threads > 4096 || (backend == GEM_BACKEND_CUDA && threads != 0))
+        return GEM_ERR_PARAM;
+    gem_decode_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return GEM_ERR_NOMEM;
+    c->backend = backend;
+    c->ops = ops;
+    gem_status st = ops->create(threads, &c->impl);
+    if (st != GEM_OK) {
+        free(c);
+        return st;
+    }
+    *out = c;
+    return GEM_OK;
+}
+
+void gem_decode_ctx_destroy(gem_decode_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    ctx->ops->destroy(ctx->impl);
+    free(ctx);
+}
+
+gem_backend gem_decode_ctx_backend(const gem_decode_ctx *ctx) { return ctx->backend; }
+int64_t gem_decode_ctx_threads(const gem_decode_ctx *ctx) { return ctx->ops->threads(ctx->impl); }
+int gem_decode_ctx_device(const gem_decode_ctx *ctx) { return ctx->ops->device(ctx->impl); }
+const char *gem_decode_ctx_describe(const gem_decode_ctx *ctx)
+{
+    return ctx->ops->describe(ctx->impl);
+}
+
+gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                               gem_dtype k_dtype, gem_dtype v_dtype)
+{
+    if (!ctx || !shape)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (gem_dtype_size(k_dtype) == 0 || gem_dtype_size(v_dtype) == 0)
+        return GEM_ERR_PARAM;
+    return ctx->ops->supports(ctx->impl, shape, k_dtype, v_dtype);
+}
+
+gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                     int64_t live, gem_decode_config *out)
+{
+    if (!ctx || !shape || !out)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (live < 1)
+        return GEM_ERR_SHAPE;
+    gem_decode_config c;
+    ctx->ops->config_default(ctx->impl, shape, live, &c);
+    *out = c;
+    return GEM_OK;
+}
+
+/* cfg (NULL = default) with every zero field replaced by the default, then
+ * checked against the API's bounds and the backend's kernels. */
+static gem_status resolve_config(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                 int64_t live, const gem_decode_config *cfg,
+                                 gem_decode_config *out)
+{
+    gem_decode_config def;
+    ctx->ops->config_default(ctx->impl, shape, live, &def);
+    if (!cfg) {
+        *out = def;
+        return GEM_OK;
+    }
+    gem_decode_config c = *cfg;
+    if (c.partitions < 0 || c.partitions > GEM_DECODE_MAX_PARTITIONS || c.tile < 0)
+        return GEM_ERR_PARAM;
+    if (c.route == GEM_ROUTE_FUSED) {
+        if (c.partitions == 0)
+            c.partitions = def.partitions;
+        if (c.tile == 0)
+            c.tile = def.tile;
+        if (c.tile > GEM_DECODE_MAX_TILE)
+            return GEM_ERR_PARAM;
+    } else if (c.route == GEM_ROUTE_BASELINE) {
+        if (c.partitions == 0)
+            c.partitions = GEM_BASELINE_DEFAULT_PARTITIONS;
+        if (c.tile != 0)
+            return GEM_ERR_PARAM; /* the baseline has no tile */
+    } else {
+        return GEM_ERR_PARAM; /* reference and online are oracles, not decode routes */
+    }
+    gem_status st = ctx->ops->config_check(ctx->impl, &c);
+    if (st != GEM_OK)
+        return st;
+    *out = c;
+    return GEM_OK;
+}
+
+gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                      int64_t live, const gem_decode_config *cfg, size_t *bytes)
+{
+    if (!ctx || !shape || !bytes)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (live < 1)
+        return GEM_ERR_SHAPE;
+    gem_decode_config c;
+    st = resolve_config(ctx, shape, live, cfg, &c);
+    if (st != GEM_OK)
+        return st;
+    return ctx->ops->workspace_bytes(ctx->impl, shape, live, &c, bytes);
+}
+
+/* 1 when [a, a + an) and [b, b + bn) share a byte. */
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    if (an == 0 || bn == 0)
+        return 0;
+    return x < y ? y - x < an : x - y < bn;
+}
+
+/* The shared checks; fills *a for the backend. */
+static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                           const float *q, const gem_kv_view *kv, const float *out,
+                           const void *workspace, size_t workspace_bytes,
+                           const gem_decode_config *cfg, const void *stream, gem_decode_args *a)
+{
+    if (!ctx || !shape || !q || !kv || !out || !workspace)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    memset(a, 0, sizeof *a);
+    st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, &a->k_bytes, &a->v_bytes);
+    if (st != GEM_OK)
+        return st;
+    st = resolve_config(ctx, shape, kv->live, cfg, &a->cfg);
+    if (st != GEM_OK)
+        return st;
+    st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype);
+    if (st != GEM_OK)
+        return st;
+    a->shape = shape;
+    a->q = q;
+    a->kv = kv;
+    a->out = (float *)out;
+    a->workspace = (void *)workspace;
+    a->workspace_bytes = workspace_bytes;
+    a->stream = (void *)stream;
+    if ((uintptr_t)workspace % GEM_DECODE_WORKSPACE_ALIGN != 0)
+        return GEM_ERR_ALIGN;
+    st = ctx->ops->check_memory(ctx->impl, a);
+    if (st != GEM_OK)
+        return st;
+    size_t need = 0;
+    st = ctx->ops->workspace_bytes(ctx->impl, shape, kv->live, &a->cfg, &need);
+    if (st != GEM_OK)
+        return st;
+    if (workspace_bytes < need)
+        return GEM_ERR_RANGE;
+    /* q and out fit size_t: gem_decode_shape_check bounds them as doubles */
+    const size_t q_bytes = (size_t)shape->n_q_heads * (size_t)shape->dk * sizeof(float);
+    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
+    if (overlaps(out, out_bytes, q, q_bytes) || overlaps(out, out_bytes, kv->k, a->k_bytes) ||
+        overlaps(out, out_bytes, kv->v, a->v_bytes) ||
+        overlaps(out, out_bytes, workspace, workspace_bytes) ||
+        overlaps(workspace, workspace_bytes, q, q_bytes) ||
+        overlaps(workspace, workspace_bytes, kv->k, a->k_bytes) ||
+        overlaps(workspace, workspace_bytes, kv->v, a->v_bytes))
+        return GEM_ERR_OVERLAP;
+    return GEM_OK;
+}
+
+gem_status gem_decode_validate(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                               const float *q, const gem_kv_view *kv, const float *out,
+                               const void *workspace, size_t workspace_bytes,
+                               const gem_decode_config *cfg, const void *stream)
+{
+    gem_decode_args a;
+    return validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, &a);
+}
+
+gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, const float *q,
+                      const gem_kv_view *kv, float *out, void *workspace, size_t workspace_bytes,
+                      const gem_decode_config *cfg, void *stream)
+{
+    gem_decode_args a;
+    gem_status st = validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, &a);
+    if (st != GEM_OK)
+        return st;
+    return ctx->ops->run(ctx->impl, &a);
+}
+
+gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                   const float *q, const gem_kv_view *kv, void *stream)
+{
+    if (!ctx || !shape || !q || !kv)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st == GEM_OK)
+        st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st != GEM_OK)
+        return st;
+    return ctx->ops->check_finite(ctx->impl, shape, q, kv, stream);
+}
+
+/* ---- KV cache helper --------------------------------------------------------------- */
+
+struct gem_kv_cache {
+    gem_kv_cache_desc desc;
+    const gem_cache_ops *ops;
+    void *k;           /* (n_kv_heads, capacity, dk) of k_dtype */
+    void *v;           /* (n_kv_heads, capacity, dv) of v_dtype */
+    int *flag;         /* non-finite seen (device memory on CUDA) */
+    int64_t appended;  /* rows appended since creation or reset */
+};
+
+static const gem_cache_ops *cache_ops_for(gem_backend b)
+{
+    switch (b) {
+    case GEM_BACKEND_CPU: return &gem_cpu_cache_ops;
+    case GEM_BACKEND_CUDA: return &gem_cuda_cache_ops;
+    default: return NULL;
+    }
+}
+
+/* Bytes of one tensor: heads * capacity * d elements of t. */
+static gem_status tensor_bytes(int64_t heads, int64_t capacity, int64_t d, gem_dtype t,
+                               size_t *bytes)
+{
+    size_t n = 0;
+    gem_status st = gem_mul_size((size_t)heads, (size_t)capacity, &n);
+    if (st == GEM_OK)
+        st = gem_mul_size(n, (size_t)d, &n);
+    if (st == GEM_OK)
+        st = gem_mul_size(n, gem_dtype_size(t), bytes);
+    if (st == GEM_OK && *bytes > (size_t)INT64_MAX)
+        st = GEM_ERR_OVERFLOW;
+    return st;
+}
+
+gem_status gem_kv_cache_create(const gem_kv_cache_desc *desc, gem_kv_cache **out)
+{
+    if (!desc || !out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    const gem_cache_ops *ops = cache_ops_for(desc->backend);
+    if (!ops || gem_dtype_size(desc->k_dtype) == 0 || gem_dtype_size(desc->v_dtype) == 0 ||
+        (desc->ring != 0 && desc->ring != 1))
+        return GEM_ERR_PARAM;
+    if (desc->n_kv_heads < 1 || desc->dk < 1 || desc->dv < 1 || desc->capacity < 1)
+        return GEM_ERR_SHAPE;
+    size_t kb = 0, vb = 0;
+    gem_status st = tensor_bytes(desc->n_kv_heads, desc->capacity, desc->dk, desc->k_dtype, &kb);
+    if (st == GEM_OK)
+        st = tensor_bytes(desc->n_kv_heads, desc->capacity, desc->dv, desc->v_dtype, &vb);
+    if (st != GEM_OK)
+        return st;
+    gem_kv_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return GEM_ERR_NOMEM;
+    c->desc = *desc;
+    c->ops = ops;
+    if ((st = ops->alloc(kb, &c->k)) != GEM_OK || (st = ops->alloc(vb, &c->v)) != GEM_OK ||
+        (st = ops->alloc(sizeof(int), (void **)&c->flag)) != GEM_OK) {
+        gem_kv_cache_destroy(c);
+        return st;
+    }
+    *out = c;
+    return GEM_OK;
+}
+
+void gem_kv_cache_destroy(gem_kv_cache *c)
+{
+    if (!c)
+        return;
+    if (c->k)
+        c->ops->free(c->k);
+    if (c->v)
+        c->ops->free(c->v);
+    if (c->flag)
+        c->ops->free(c->flag);
+    free(c);
+}
+
+gem_status gem_kv_cache_append(gem_kv_cache *c, const float *k, const float *v, int64_t n,
+                               void *stream)
+{
+    if (!c || !k || !v)
+        return GEM_ERR_NULL;
+    const gem_kv_cache_desc *d = &c->desc;
+    if (n < 1)
+        return GEM_ERR_SHAPE;
+    if (d->backend == GEM_BACKEND_CPU && stream)
+        return GEM_ERR_PARAM;
+    if (n > d->capacity || (!d->ring && c->appended > d->capacity - n))
+        return GEM_ERR_RANGE;
+    /* the source rows must be readable: n * heads * d floats fit (n <= capacity) */
+    gem_status st = c->ops->check_pointer(k);
+    if (st == GEM_OK)
+        st = c->ops->check_pointer(v);
+    if (st != GEM_OK)
+        return st;
+    if (c->appended > INT64_MAX - n)
+        return GEM_ERR_OVERFLOW;
+    const int64_t first = c->appended % d->capacity;
+    st = c->ops->append(k, v, n, d->n_kv_heads, d->dk, d->dv, d->capacity, first, c->k,
+                        d->k_dtype, c->v, d->v_dtype, c->flag, stream);
+    if (st == GEM_OK)
+        c->appended += n;
+    return st;
+}
+
+int64_t gem_kv_cache_appended(const gem_kv_cache *c) { return c ? c->appended : 0; }
+
+int64_t gem_kv_cache_live(const gem_kv_cache *c)
+{
+    if (!c)
+        return 0;
+    return c->appended < c->desc.capacity ? c->appended : c->desc.capacity;
+}
+
+gem_status gem_kv_cache_view(const gem_kv_cache *c, gem_kv_view *out)
+{
+    if (!c || !out)
+        return GEM_ERR_NULL;
+    const gem_kv_cache_desc *d = &c->desc;
+    memset(out, 0, sizeof *out);
+    out->k = c->k;
+    out->v = c->v;
+    out->k_dtype = d->k_dtype;
+    out->v_dtype = d->v_dtype;
+    out->k_head_stride = d->capacity * d->dk; /* fit: the tensors were allocated */
+    out->k_token_stride = d->dk;
+    out->v_head_stride = d->capacity * d->dv;
+    out->v_token_stride = d->dv;
+    out->live = gem_kv_cache_live(c);
+    out->capacity = d->capacity;
+    return GEM_OK;
+}
+
+gem_status gem_kv_cache_reset(gem_kv_cache *c, void *stream)
+{
+    if (!c)
+        return GEM_ERR_NULL;
+    if (c->desc.backend == GEM_BACKEND_CPU && stream)
+        return GEM_ERR_PARAM;
+    gem_status st = c->ops->flag_reset(c->flag, stream);
+    if (st == GEM_OK)
+        c->appended = 0;
+    return st;
+}
+
+gem_status gem_kv_cache_check(gem_kv_cache *c, void *stream)
+{
+    if (!c)
+        return GEM_ERR_NULL;
+    if (c->desc.backend == GEM_BACKEND_CPU && stream)
+        return GEM_ERR_PARAM;
+    int v = 0;
+    gem_status st = c->ops->flag_read(c->flag, stream, &v);
+    if (st != GEM_OK)
+        return st;
+    return v ? GEM_ERR_NONFINITE : GEM_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * Internal: what each backend implements behind gem/decode.h. src/decode.c
+ * validates the arguments every backend shares (shapes, the view, the config,
+ * workspace size, overlaps) and dispatches here; src/cpu_decode.c implements
+ * the CPU backend, src/cuda/cuda_decode.cu the CUDA one (src/nocuda/ in a
+ * build without nvcc, where every entry answers GEM_ERR_NO_DEVICE).
+ */
+#ifndef GEM_DECODE_INTERNAL_H
+#define GEM_DECODE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/decode.h"
+
+/* The arguments of one gem_decode call after the shared checks: the config
+ * resolved (no zero fields), the extents of K and V known. */
+typedef struct gem_decode_args {
+    const gem_decode_shape *shape;
+    const float *q;           /* (n_q_heads, dk) */
+    const gem_kv_view *kv;
+    float *out;               /* (n_q_heads, dv) */
+    void *workspace;          /* (workspace_bytes) */
+    size_t workspace_bytes;
+    gem_decode_config cfg;    /* resolved */
+    void *stream;
+    size_t k_bytes, v_bytes;  /* extents of the view's tensors */
+} gem_decode_args;
+
+typedef struct gem_decode_backend_ops {
+    /* threads as given to gem_decode_ctx_create (range-checked by the caller) */
+    gem_status (*create)(int64_t threads, void **impl);
+    void (*destroy)(void *impl);
+    int64_t (*threads)(const void *impl);
+    int (*device)(const void *impl);
+    const char *(*describe)(const void *impl);
+    /* GEM_OK or GEM_ERR_UNSUPPORTED for a valid shape and known dtypes */
+    gem_status (*supports)(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
+                           gem_dtype v_dtype);
+    /* the tuned fused config at `live` (shape valid, live >= 1) */
+    void (*config_default)(const void *impl, const gem_decode_shape *shape, int64_t live,
+                           gem_decode_config *out);
+    /* GEM_ERR_PARAM for a resolved config the backend has no kernel for */
+    gem_status (*config_check)(const void *impl, const gem_decode_config *cfg);
+    gem_status (*workspace_bytes)(const void *impl, const gem_decode_shape *shape, int64_t live,
+                                  const gem_decode_config *cfg, size_t *bytes);
+    /* the backend's own rules: stream, alignment, memory space */
+    gem_status (*check_memory)(const void *impl, const gem_decode_args *a);
+    /* runs a fully validated call */
+    gem_status (*run)(void *impl, const gem_decode_args *a);
+    /* the full finiteness scan of a validated q and view */
+    gem_status (*check_finite)(void *impl, const gem_decode_shape *shape, const float *q,
+                               const gem_kv_view *kv, void *stream);
+} gem_decode_backend_ops;
+
+extern const gem_decode_backend_ops gem_cpu_decode_ops;
+extern const gem_decode_backend_ops gem_cuda_decode_ops;
+
+/* The KV cache helper's memory and row copies, per backend. */
+typedef struct gem_cache_ops {
+    /* zero-initialised memory of `bytes` (device memory on the current CUDA device) */
+    gem_status (*alloc)(size_t bytes, void **out);
+    void (*free)(void *p);
+    /* Writes n token-major F32 rows k (n, heads, dk), v (n, heads, dv) (v may be NULL
+     * for no V tensor) at cache rows first, first+1, ... (mod capacity) of the
+     * head-major tensors kc (heads, capacity, dk) and vc (heads, capacity, dv),
+     * converting to the dtypes; CPU: refuses non-finite rows (GEM_ERR_NONFINITE,
+     * nothing written); CUDA: records them in *flag (a device int). */
+    gem_status (*append)(const float *k, const float *v, int64_t n, int64_t heads, int64_t dk,
+                         int64_t dv, int64_t capacity, int64_t first, void *kc, gem_dtype kt,
+                         void *vc, gem_dtype vt, int *flag, void *stream);
+    /* *flag = 0 (CUDA: on the stream) */
+    gem_status (*flag_reset)(int *flag, void *stream);
+    /* reads *flag after the stream's work (CUDA: synchronous) */
+    gem_status (*flag_read)(const int *flag, void *stream, int *value);
+    /* GEM_ERR_MEMSPACE unless p is in the backend's memory */
+    gem_status (*check_pointer)(const void *p);
+} gem_cache_ops;
+
+extern const gem_cache_ops gem_cpu_cache_ops;
+extern const gem_cache_ops gem_cuda_cache_ops;
+
+/* The fixed default of the baseline route's value partitions (the design's 16). */
+#define GEM_BASELINE_DEFAULT_PARTITIONS 16
+
+#endif /* GEM_DECODE_INTERNAL_H */

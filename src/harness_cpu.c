@@ -1,0 +1,162 @@
+/*
+ * The engine's host-memory operations: streaming allocations (huge pages from
+ * 2 MiB up, like the cache helper), memcpy, poison, a wall-clock timer, and the
+ * multi-threaded streaming-read probe.
+ */
+#define _DEFAULT_SOURCE 1 /* madvise */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "cpu_kernels.h"
+#include "cpu_pool.h"
+#include "harness.h"
+
+typedef struct cpu_hx {
+    double t0; /* start of the timed region */
+} cpu_hx;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static gem_status hx_open(void **hx)
+{
+    *hx = calloc(1, sizeof(cpu_hx));
+    return *hx ? GEM_OK : GEM_ERR_NOMEM;
+}
+
+static void hx_close(void *hx) { free(hx); }
+
+static void *hx_stream(void *hx)
+{
+    (void)hx;
+    return NULL;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static gem_status hx_alloc(size_t bytes, void **out)
+{
+    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    size_t rounded = 0;
+    if (gem_add_size(bytes, align - 1, &rounded) != GEM_OK)
+        return GEM_ERR_OVERFLOW;
+    rounded = rounded / align * align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, rounded ? rounded : align) != 0)
+        return GEM_ERR_NOMEM;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    *out = p;
+    return GEM_OK;
+}
+
+static void hx_free(void *p) { free(p); }
+
+static gem_status hx_copy(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return GEM_OK;
+}
+
+static gem_status hx_poison(void *hx, void *p, size_t n, uint32_t bits, size_t guard)
+{
+    (void)hx;
+    uint32_t *w = p;
+    for (size_t i = 0; i < n; i++)
+        w[i] = bits;
+    memset(w + n, 0xA5, guard);
+    return GEM_OK;
+}
+
+static gem_status hx_timer_start(void *hx)
+{
+    ((cpu_hx *)hx)->t0 = now_seconds();
+    return GEM_OK;
+}
+
+static gem_status hx_timer_stop(void *hx, double *seconds)
+{
+    *seconds = now_seconds() - ((cpu_hx *)hx)->t0;
+    return GEM_OK;
+}
+
+typedef struct stream_job {
+    const float *buf; /* (n) */
+    int64_t n, items;
+    float *sums;      /* (items) */
+} stream_job;
+
+static void stream_item(void *ctx, int64_t item, int64_t thread)
+{
+    (void)thread;
+    stream_job *j = ctx;
+    const int64_t per = (j->n + j->items - 1) / j->items;
+    const int64_t b = item * per < j->n ? item * per : j->n;
+    const int64_t e = b + per < j->n ? b + per : j->n;
+    j->sums[item] = cpu_stream_sum(j->buf + b, e - b);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Streaming read over `bytes` on `threads` threads: the buffer (the allocation
+ * policy of K and V) split into 4 contiguous slices per thread. */
+static gem_status hx_read_bandwidth(void *hx, int64_t threads, size_t bytes, int64_t reps,
+                                    double *bps)
+{
+    (void)hx;
+    const size_t n = bytes / sizeof(float);
+    cpu_pool *pool = NULL;
+    void *buf = NULL;
+    gem_status st = cpu_pool_create(threads, &pool);
+    if (st == GEM_OK)
+        st = hx_alloc(n * sizeof(float), &buf);
+    const int64_t items = threads * 4;
+    double *times = calloc((size_t)reps, sizeof *times);
+    float *sums = calloc((size_t)items, sizeof *sums);
+    if (st == GEM_OK && (!times || !sums))
+        st = GEM_ERR_NOMEM;
+    if (st == GEM_OK) {
+        float *f = buf;
+        for (size_t i = 0; i < n; i++)
+            f[i] = (float)(i & 7) * 0.125f;
+        stream_job j = {f, (int64_t)n, items, sums};
+        cpu_pool_run(pool, items, stream_item, &j); /* warm-up */
+        volatile float sink = 0.0f;
+        for (int64_t r = 0; r < reps; r++) {
+            const double t0 = now_seconds();
+            cpu_pool_run(pool, items, stream_item, &j);
+            times[r] = now_seconds() - t0;
+            sink += sums[0];
+        }
+        (void)sink;
+        qsort(times, (size_t)reps, sizeof *times, cmp_double);
+        const double med =
+            (reps % 2) ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+        if (med > 0.0)
+            *bps = (double)(n * sizeof(float)) / med;
+        else
+            st = GEM_ERR_STATE;
+    }
+    free(buf);
+    free(times);
+    free(sums);
+    cpu_pool_destroy(pool);
+    return st;
+}
+
+const gem_harness_ops gem_harness_cpu_ops = {
+    hx_open,   hx_close,       hx_stream,     hx_alloc,         hx_free,          hx_copy,
+    hx_copy,   hx_poison,      hx_timer_start, hx_timer_stop,   hx_read_bandwidth,
+};

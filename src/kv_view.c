@@ -1,0 +1,183 @@
+/*
+ * KV views: element types, the head geometry check, the stride and extent
+ * rules of a cache described in place (gem_kv_view), and exact element loads.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "gem/attn.h"
+#include "kv_view.h"
+
+static const char *const dtype_names[GEM_DTYPE_COUNT] = {"f32", "bf16", "f16"};
+static const size_t dtype_sizes[GEM_DTYPE_COUNT] = {4, 2, 2};
+
+const char *gem_dtype_name(gem_dtype t)
+{
+    return (unsigned)t < GEM_DTYPE_COUNT ? dtype_names[t] : NULL;
+}
+
+size_t gem_dtype_size(gem_dtype t) { return (unsigned)t < GEM_DTYPE_COUNT ? dtype_sizes[t] : 0; }
+
+gem_status gem_dtype_parse(const char *name, gem_dtype *out)
+{
+    if (!name || !out)
+        return GEM_ERR_NULL;
+    for (int i = 0; i < GEM_DTYPE_COUNT; i++)
+        if (!strcmp(name, dtype_names[i])) {
+            *out = (gem_dtype)i;
+            return GEM_OK;
+        }
+    return GEM_ERR_PARAM;
+}
+
+gem_status gem_decode_shape_check(const gem_decode_shape *s)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    if (s->n_q_heads < 1 || s->n_kv_heads < 1 || s->dk < 1 || s->dv < 1 ||
+        s->n_q_heads % s->n_kv_heads != 0 || !isfinite(s->scale))
+        return GEM_ERR_SHAPE;
+    /* q and out element counts (and their bytes as doubles, for the reference) */
+    size_t e = 0;
+    if (gem_mul_size((size_t)s->n_q_heads, (size_t)(s->dk > s->dv ? s->dk : s->dv), &e) !=
+            GEM_OK ||
+        gem_mul_size(e, sizeof(double), &e) != GEM_OK)
+        return GEM_ERR_OVERFLOW;
+    return GEM_OK;
+}
+
+/* a * b for non-negative int64 operands, as uint64; 1 on overflow. */
+static int mul_u64(uint64_t a, uint64_t b, uint64_t *r)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return 1;
+    *r = a * b;
+    return 0;
+}
+
+/* Checks one tensor of a view: arrangement and extent in bytes. */
+static gem_status tensor_check(const void *p, gem_dtype t, int64_t hs, int64_t ts, int64_t heads,
+                               int64_t cap, int64_t d, size_t *bytes)
+{
+    if (!p)
+        return GEM_ERR_NULL;
+    const size_t es = gem_dtype_size(t);
+    if (es == 0)
+        return GEM_ERR_PARAM;
+    if (hs < 0 || ts < 0)
+        return GEM_ERR_SHAPE;
+    uint64_t span = 0;
+    /* head-major: rows of a head d apart or more, heads at least a head's rows apart */
+    const int head_major =
+        (cap == 1 || ts >= d) &&
+        (heads == 1 || (!mul_u64((uint64_t)cap, (uint64_t)ts, &span) && (uint64_t)hs >= span));
+    /* token-major: heads of a token d apart or more, tokens at least a token's heads apart */
+    const int token_major =
+        (heads == 1 || hs >= d) &&
+        (cap == 1 || (!mul_u64((uint64_t)heads, (uint64_t)hs, &span) && (uint64_t)ts >= span));
+    if (!head_major && !token_major)
+        return GEM_ERR_SHAPE; /* two rows would overlap */
+    uint64_t a = 0, b = 0, elems = 0, total = 0;
+    if (mul_u64((uint64_t)(heads - 1), (uint64_t)hs, &a) ||
+        mul_u64((uint64_t)(cap - 1), (uint64_t)ts, &b) || a > UINT64_MAX - b ||
+        a + b > UINT64_MAX - (uint64_t)d)
+        return GEM_ERR_OVERFLOW;
+    elems = a + b + (uint64_t)d;
+    if (mul_u64(elems, (uint64_t)es, &total) || total > SIZE_MAX || total > (uint64_t)INT64_MAX)
+        return GEM_ERR_OVERFLOW;
+    if ((uintptr_t)p % es != 0)
+        return GEM_ERR_ALIGN;
+    if (bytes)
+        *bytes = (size_t)total;
+    return GEM_OK;
+}
+
+gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t dk, int64_t dv,
+                             size_t *k_bytes, size_t *v_bytes)
+{
+    if (!kv)
+        return GEM_ERR_NULL;
+    if (n_kv_heads < 1 || dk < 1 || dv < 1 || kv->live < 1 || kv->capacity < kv->live)
+        return GEM_ERR_SHAPE;
+    gem_status st = tensor_check(kv->k, kv->k_dtype, kv->k_head_stride, kv->k_token_stride,
+                                 n_kv_heads, kv->capacity, dk, k_bytes);
+    if (st == GEM_OK)
+        st = tensor_check(kv->v, kv->v_dtype, kv->v_head_stride, kv->v_token_stride, n_kv_heads,
+                          kv->capacity, dv, v_bytes);
+    return st;
+}
+
+gem_kv_view gem_kv_view_dense(const float *k, const float *v, int64_t dk, int64_t dv,
+                              int64_t live, int64_t capacity)
+{
+    gem_kv_view kv;
+    memset(&kv, 0, sizeof kv);
+    kv.k = k;
+    kv.v = v;
+    kv.k_dtype = kv.v_dtype = GEM_DTYPE_F32;
+    kv.k_head_stride = capacity * dk; /* wraps only for shapes gem_kv_view_check refuses */
+    kv.k_token_stride = dk;
+    kv.v_head_stride = capacity * dv;
+    kv.v_token_stride = dv;
+    kv.live = live;
+    kv.capacity = capacity;
+    return kv;
+}
+
+float gem_bf16_to_f32(uint16_t h)
+{
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float gem_f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h >> 15) << 31;
+    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    uint32_t bits;
+    if (e == 0x1Fu) { /* infinity or NaN */
+        bits = sign | 0x7F800000u | (m << 13);
+    } else if (e != 0) { /* normal */
+        bits = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m == 0) { /* zero */
+        bits = sign;
+    } else { /* subnormal: m * 2^-24, exact in float */
+        const float f = (float)m * 0x1p-24f;
+        memcpy(&bits, &f, sizeof bits);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i)
+{
+    const void *base = which ? kv->v : kv->k;
+    const gem_dtype dt = which ? kv->v_dtype : kv->k_dtype;
+    const int64_t off = g * (which ? kv->v_head_stride : kv->k_head_stride) +
+                        t * (which ? kv->v_token_stride : kv->k_token_stride) + i;
+    switch (dt) {
+    case GEM_DTYPE_BF16: return gem_bf16_to_f32(((const uint16_t *)base)[off]);
+    case GEM_DTYPE_F16: return gem_f16_to_f32(((const uint16_t *)base)[off]);
+    default: return ((const float *)base)[off];
+    }
+}
+
+void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t n,
+                    float *dst)
+{
+    const gem_dtype dt = which ? kv->v_dtype : kv->k_dtype;
+    const int64_t off = g * (which ? kv->v_head_stride : kv->k_head_stride) +
+                        t * (which ? kv->v_token_stride : kv->k_token_stride);
+    const void *base = which ? kv->v : kv->k;
+    if (dt == GEM_DTYPE_F32) {
+        memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *src = (const uint16_t *)base + off;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dt == GEM_DTYPE_BF16 ? gem_bf16_to_f32(src[i]) : gem_f16_to_f32(src[i]);
+}

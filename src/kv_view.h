@@ -1,0 +1,21 @@
+/*
+ * Internal: exact element conversions and row loads of KV views, shared by the
+ * reference, the CPU routes and the cache helper.
+ */
+#ifndef GEM_KV_VIEW_H
+#define GEM_KV_VIEW_H
+
+#include <stdint.h>
+
+#include "gem/attn.h"
+
+/* The float a bfloat16 / IEEE half bit pattern stands for (exact). */
+float gem_bf16_to_f32(uint16_t h);
+float gem_f16_to_f32(uint16_t h);
+
+/* Row (g, t) of a view's K (which = 0) or V (which = 1) as n floats into
+ * dst (n), converted exactly. No checks: the view was validated. */
+void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t n,
+                    float *dst);
+
+#endif /* GEM_KV_VIEW_H */

@@ -1,0 +1,109 @@
+/*
+ * The CUDA backend's answers that do not depend on the data.
+ *
+ * Without a GPU (or in a build without CUDA) every CUDA entry must answer
+ * GEM_ERR_NO_DEVICE: decode context, cache helper, engine, device and kernel
+ * queries; the test says that the GPU part was not run. With a GPU: the device
+ * query (sm_90, a nominal bandwidth), the six shipped kernels as the resource
+ * receipt describes them (names and roles in order, 256-thread blocks, no local
+ * memory, the first pass resident twice per SM within 32 KiB of shared memory,
+ * no dynamic shared memory), the tuned default (fused, tile 8, partitions a
+ * multiple of 32 that never shrink as live grows), and explicit configs the
+ * kernels do not take refused.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gem/cuda.h"
+#include "gem/decode.h"
+#include "gem/engine.h"
+#include "tcheck.h"
+
+static void check_no_device(void)
+{
+    gem_decode_ctx *c = (gem_decode_ctx *)1;
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &c), GEM_ERR_NO_DEVICE);
+    TCHECK(c == NULL);
+    gem_engine *e = (gem_engine *)1;
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CUDA, 0, &e), GEM_ERR_NO_DEVICE);
+    TCHECK(e == NULL);
+    const gem_kv_cache_desc d = {GEM_BACKEND_CUDA, 4, 512, 512, 16, GEM_DTYPE_F32, GEM_DTYPE_F32, 0};
+    gem_kv_cache *kc = (gem_kv_cache *)1;
+    TCHECK_STATUS(gem_kv_cache_create(&d, &kc), GEM_ERR_NO_DEVICE);
+    TCHECK(kc == NULL);
+    gem_cuda_device_info dev;
+    TCHECK_STATUS(gem_cuda_device_query(&dev), GEM_ERR_NO_DEVICE);
+    gem_cuda_kernel_info ks[6];
+    size_t n = 99;
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 8192, 64, 16, ks, 6, &n), GEM_ERR_NO_DEVICE);
+    TCHECK(n == 0);
+}
+
+static void check_device(void)
+{
+    gem_cuda_device_info dev;
+    TCHECK_STATUS(gem_cuda_device_query(&dev), GEM_OK);
+    TCHECK(dev.major == 9 && dev.warp_size == 32 && dev.sm_count > 0);
+    TCHECK(dev.nominal_bytes_per_second > 1e11);
+
+    gem_cuda_kernel_info ks[6];
+    size_t n = 0;
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, 5, &n), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_cuda_kernel_query(0, 131072, 64, 16, ks, 6, &n), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, 6, &n), GEM_OK);
+    TCHECK_EQ_I64(n, 6);
+    static const char *names[6] = {"gem_fused_first_pass", "gem_fused_reducer",
+                                   "gem_baseline_score",   "gem_baseline_normalize",
+                                   "gem_baseline_value",   "gem_baseline_reduce"};
+    static const char *roles[6] = {"fused_first_pass", "fused_reducer",      "baseline_score",
+                                   "baseline_normalize", "baseline_value", "baseline_reduce"};
+    for (int i = 0; i < 6; i++) {
+        TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
+        TCHECK_EQ_I64(ks[i].local_bytes, 0);
+        TCHECK(ks[i].max_active_blocks_per_sm >= 1);
+        TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, 0);
+    }
+    TCHECK(ks[0].threads_dispatched == 256 && ks[0].warps_dispatched == 8);
+    TCHECK(ks[0].static_shared_bytes <= 32768);
+    TCHECK(ks[0].max_active_blocks_per_sm >= 2);
+    TCHECK_EQ_I64(ks[0].grid_blocks, 4 * 64);
+    TCHECK_EQ_I64(ks[1].grid_blocks, 32 * 2);
+
+    gem_decode_ctx *c = NULL;
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &c), GEM_OK);
+    if (!c)
+        return;
+    TCHECK_EQ_I64(gem_decode_ctx_threads(c), 1);
+    TCHECK(gem_decode_ctx_device(c) == dev.ordinal);
+    const gem_decode_shape prod = {32, 4, 512, 512, 1.0f};
+    int64_t prev = 0;
+    const int64_t lives[] = {1, 13, 8192, 65536, 131072, 1 << 20};
+    for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
+        gem_decode_config cfg;
+        TCHECK_STATUS(gem_decode_config_default(c, &prod, lives[i], &cfg), GEM_OK);
+        TCHECK(cfg.route == GEM_ROUTE_FUSED && cfg.tile == 8 && cfg.partitions % 32 == 0);
+        TCHECK(cfg.partitions >= prev);
+        prev = cfg.partitions;
+    }
+    const gem_decode_config t4 = {GEM_ROUTE_FUSED, 32, 4};
+    size_t bytes = 0;
+    TCHECK_STATUS(gem_decode_workspace_bytes(c, &prod, 8192, &t4, &bytes), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
+    TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
+                  GEM_ERR_UNSUPPORTED);
+    gem_decode_ctx_destroy(c);
+}
+
+int main(void)
+{
+    gem_cuda_device_info dev;
+    if (gem_cuda_device_query(&dev) == GEM_ERR_NO_DEVICE) {
+        check_no_device();
+        printf("test_cuda_queries: no CUDA device here; the GPU checks did not run\n");
+    } else {
+        check_device();
+    }
+    return tcheck_summary("test_cuda_queries");
+}

@@ -1,0 +1,471 @@
+/*
+ * The decode API's test matrix (ggml test-backend-ops style): one table of
+ * cases (route, config, heads, dims, live, capacity, layout, scale, K = V
+ * aliasing), each run on every backend this machine has (the CPU at 1 and 3
+ * threads; CUDA when a GPU is present) through gem_decode exactly as a caller
+ * would, and checked against the double reference on the same view:
+ *   - NMSE <= 1e-10 against the double reference, no NaN or infinity;
+ *   - every output element written (the output is poisoned first) and the guard
+ *     bytes after it intact; the workspace is poisoned before each call;
+ *   - bitwise repeats (a second call, and on the CPU the other thread count);
+ *   - every byte of the cache outside rows [0, live) and between rows is NaN, so
+ *     a kernel that reads past live or into row padding fails the NMSE check;
+ *   - shapes or configs a backend has no kernel for answer GEM_ERR_UNSUPPORTED /
+ *     GEM_ERR_PARAM, and nothing is written.
+ * Then a 200-step append-then-attend loop through the KV cache helper (and a
+ * ring of 64 rows) on every backend, each step against the reference.
+ *
+ * No environment variable changes what runs. Options:
+ *   --small   short lengths only (for compute-sanitizer memcheck / racecheck)
+ *   --long    also 65,536 and 131,072 tokens (minutes on the CPU reference)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/check.h"
+#include "gem/decode.h"
+#include "harness.h"
+#include "tcheck.h"
+
+#define MAX_NMSE 1e-10
+
+typedef enum layout {
+    HEAD_MAJOR,        /* (heads, capacity, d), dense */
+    HEAD_MAJOR_PADDED, /* (heads, capacity, d + 16) rows, 32 spare rows between heads */
+    TOKEN_MAJOR,       /* (capacity, heads, d), as a projection writes rows */
+    TOKEN_MAJOR_PADDED /* (capacity, heads * (d + 8) + 4): padding after heads and tokens */
+} layout;
+
+static const char *layout_name[] = {"head-major", "head-major-padded", "token-major",
+                                    "token-major-padded"};
+
+typedef struct dcase {
+    gem_route route; /* GEM_ROUTE_COUNT = the default config (cfg NULL) */
+    int64_t partitions, tile;
+    int64_t nq, nkv, dk, dv, live, capacity;
+    layout lay;
+    float scale;     /* 0 = 1/sqrt(dk) */
+    int alias;       /* K and V the same buffer (dk == dv) */
+    int size;        /* 0 small, 1 normal, 2 long */
+} dcase;
+
+#define DEF GEM_ROUTE_COUNT
+#define F GEM_ROUTE_FUSED
+#define B GEM_ROUTE_BASELINE
+
+/* The production full-attention shape: 32 query heads, 4 KV heads, D512. */
+#define PROD 32, 4, 512, 512
+
+static const dcase cases[] = {
+    /* production shape: every route and config the backends compile */
+    {DEF, 0, 0, PROD, 1, 1, HEAD_MAJOR, 0, 0, 0},
+    {DEF, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0},
+    {B, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0},
+    {F, 1, 0, PROD, 13, 13, TOKEN_MAJOR, 0, 0, 0},
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, 0, 0, 0},
+    {F, 32, 0, PROD, 5, 9, TOKEN_MAJOR_PADDED, 0, 0, 0},  /* P > live: empty partitions */
+    {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 1.0f, 0, 0},
+    {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0},     /* K = V, one buffer */
+    {B, 0, 0, PROD, 300, 300, HEAD_MAJOR, 0, 1, 0},
+    {DEF, 0, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1},
+    {B, 16, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1},
+    {DEF, 0, 0, PROD, 8191, 8200, TOKEN_MAJOR, 0, 0, 1},
+    {DEF, 0, 0, PROD, 8192, 8192, HEAD_MAJOR, 1.0f, 0, 1},
+    {DEF, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1},
+    {B, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1},
+    {F, 300, 0, PROD, 8192, 8192, HEAD_MAJOR, 0, 1, 1},
+    {DEF, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2},
+    {B, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2},
+    {DEF, 0, 0, PROD, 131072, 131072, HEAD_MAJOR, 0, 0, 2},
+    /* CPU-only shapes: the CUDA kernels cover D512 / group 8 and must refuse these */
+    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1024, TOKEN_MAJOR, 1.0f, 0, 0}, /* Gemma 4 sliding */
+    {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0},
+    {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0},
+    {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0},
+    {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0},
+};
+
+/* ---- memory of a backend -------------------------------------------------------- */
+
+typedef struct backend_mem {
+    gem_backend backend;
+    const gem_harness_ops *ops;
+    void *hx;
+} backend_mem;
+
+/* A copy of host bytes in the backend's memory (NULL on failure, reported). */
+static void *put(const backend_mem *m, const void *src, size_t bytes)
+{
+    void *p = NULL;
+    if (!TCHECK(m->ops->alloc(bytes, &p) == GEM_OK))
+        return NULL;
+    if (src && !TCHECK(m->ops->upload(p, src, bytes) == GEM_OK)) {
+        m->ops->free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- building one case's cache ----------------------------------------------------- */
+
+typedef struct strides {
+    int64_t hs, ts, elems; /* head stride, token stride, extent in elements */
+} strides;
+
+static strides layout_strides(layout l, int64_t heads, int64_t cap, int64_t d)
+{
+    strides s;
+    switch (l) {
+    case HEAD_MAJOR: s.ts = d; s.hs = cap * d; break;
+    case HEAD_MAJOR_PADDED: s.ts = d + 16; s.hs = (cap + 32) * (d + 16); break;
+    case TOKEN_MAJOR: s.hs = d; s.ts = heads * d; break;
+    default: s.hs = d + 8; s.ts = heads * (d + 8) + 4; break;
+    }
+    s.elems = (heads - 1) * s.hs + (cap - 1) * s.ts + d;
+    return s;
+}
+
+/* A host tensor: NaN everywhere, then seeded values in rows [0, live). */
+static float *make_tensor(strides s, int64_t heads, int64_t live, int64_t d, uint64_t seed)
+{
+    float *t = malloc((size_t)s.elems * sizeof(float));
+    if (!t)
+        return NULL;
+    for (int64_t i = 0; i < s.elems; i++)
+        t[i] = NAN;
+    for (int64_t g = 0; g < heads; g++)
+        for (int64_t r = 0; r < live; r++)
+            gem_fill_uniform(seed + (uint64_t)(g * 1000003 + r), -1.0f, 1.0f,
+                             t + g * s.hs + r * s.ts, (size_t)d);
+    return t;
+}
+
+/* ---- one case on one backend ---------------------------------------------------------- */
+
+typedef struct case_out {
+    float *out; /* (n_q_heads, dv) host copy of the first call's output */
+    gem_status status;
+} case_out;
+
+/* Runs case c twice on ctx with the host inputs placed in the backend's memory;
+ * checks audit, repeat and the reference. Returns the first output (caller frees). */
+static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem *m,
+                         const float *q, const float *k, const float *v, strides sk, strides sv,
+                         const double *ref, const char *what)
+{
+    case_out r = {NULL, GEM_OK};
+    const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
+                                    c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->dk)};
+    const gem_decode_config cfg = {c->route, c->partitions, c->tile};
+    const gem_decode_config *pc = c->route == DEF ? NULL : &cfg;
+    const size_t nq = (size_t)(c->nq * c->dk), no = (size_t)(c->nq * c->dv);
+    size_t ws_bytes = 0;
+    r.status = gem_decode_workspace_bytes(ctx, &shape, c->live, pc, &ws_bytes);
+    if (r.status != GEM_OK)
+        return r;
+    float *dq = put(m, q, nq * sizeof(float));
+    float *dk = put(m, k, (size_t)sk.elems * sizeof(float));
+    float *dv = c->alias ? dk : put(m, v, (size_t)sv.elems * sizeof(float));
+    float *dout = put(m, NULL, no * sizeof(float) + GEM_GUARD_BYTES);
+    void *ws = put(m, NULL, ws_bytes);
+    float *host = gem_guard_alloc(no);
+    float *first = malloc(no * sizeof(float));
+    if (!dq || !dk || !dv || !dout || !ws || !host || !first) {
+        r.status = GEM_ERR_NOMEM;
+        goto done;
+    }
+    gem_kv_view kv;
+    memset(&kv, 0, sizeof kv);
+    kv.k = dk;
+    kv.v = dv;
+    kv.k_dtype = kv.v_dtype = GEM_DTYPE_F32;
+    kv.k_head_stride = sk.hs;
+    kv.k_token_stride = sk.ts;
+    kv.v_head_stride = sv.hs;
+    kv.v_token_stride = sv.ts;
+    kv.live = c->live;
+    kv.capacity = c->capacity;
+    void *stream = m->ops->stream(m->hx);
+    for (int rep = 0; rep < 2; rep++) {
+        TCHECK(m->ops->poison(m->hx, dout, no, GEM_POISON_BITS, GEM_GUARD_BYTES) == GEM_OK);
+        TCHECK(m->ops->poison(m->hx, ws, ws_bytes / 4, GEM_POISON_BITS, 0) == GEM_OK);
+        TCHECK_STATUS(gem_decode_validate(ctx, &shape, dq, &kv, dout, ws, ws_bytes, pc, stream),
+                      GEM_OK);
+        r.status = gem_decode(ctx, &shape, dq, &kv, dout, ws, ws_bytes, pc, stream);
+        double sec = 0;
+        TCHECK(m->ops->timer_start(m->hx) == GEM_OK && m->ops->timer_stop(m->hx, &sec) == GEM_OK);
+        if (r.status != GEM_OK)
+            goto done;
+        TCHECK(m->ops->download(host, dout, no * sizeof(float) + GEM_GUARD_BYTES) == GEM_OK);
+        size_t unwritten = 0;
+        int guard_ok = 0;
+        gem_guard_check(host, no, &unwritten, &guard_ok);
+        if (!TCHECK(unwritten == 0 && guard_ok))
+            fprintf(stderr, "     %s: %zu unwritten, guard %s\n", what, unwritten,
+                    guard_ok ? "ok" : "damaged");
+        if (rep == 0) {
+            memcpy(first, host, no * sizeof(float));
+            gem_compare cmp;
+            TCHECK_STATUS(gem_compare_f32_f64(host, ref, no, &cmp), GEM_OK);
+            if (!TCHECK(cmp.nonfinite == 0 && cmp.nmse <= MAX_NMSE))
+                fprintf(stderr, "     %s: nmse %.3g max_abs %.3g nonfinite %zu\n", what,
+                        cmp.nmse, cmp.max_abs, cmp.nonfinite);
+        } else if (!TCHECK(memcmp(first, host, no * sizeof(float)) == 0)) {
+            fprintf(stderr, "     %s: the repeat differs\n", what);
+        }
+    }
+    r.out = first;
+    first = NULL;
+done:
+    if (!c->alias)
+        m->ops->free(dv);
+    m->ops->free(dq);
+    m->ops->free(dk);
+    m->ops->free(dout);
+    m->ops->free(ws);
+    gem_guard_free(host);
+    free(first);
+    return r;
+}
+
+/* Whether `backend` has kernels for case c (the CUDA kernels: D512, group 8, tile 8). */
+static int backend_runs(const dcase *c, gem_backend b)
+{
+    if (b == GEM_BACKEND_CPU)
+        return 1;
+    return c->dk == 512 && c->dv == 512 && c->nq == 8 * c->nkv &&
+           !(c->route == F && c->tile != 0 && c->tile != 8);
+}
+
+typedef struct target {
+    const char *name;
+    gem_decode_ctx *ctx;
+    backend_mem mem;
+} target;
+
+static void check_case(const dcase *c, target *targets, int nt, size_t index)
+{
+    const strides sk = layout_strides(c->lay, c->nkv, c->capacity, c->dk);
+    const strides sv = layout_strides(c->lay, c->nkv, c->capacity, c->dv);
+    const uint64_t seed = 7000 + (uint64_t)index * 131;
+    float *q = malloc((size_t)(c->nq * c->dk) * sizeof(float));
+    float *k = make_tensor(sk, c->nkv, c->live, c->dk, seed);
+    float *v = c->alias ? k : make_tensor(sv, c->nkv, c->live, c->dv, seed + 77);
+    double *ref = malloc((size_t)(c->nq * c->dv) * sizeof(double));
+    if (!TCHECK(q && k && v && ref))
+        goto done;
+    gem_fill_uniform(seed + 5, -1.0f, 1.0f, q, (size_t)(c->nq * c->dk));
+    const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
+                                    c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->dk)};
+    gem_kv_view hv;
+    memset(&hv, 0, sizeof hv);
+    hv.k = k;
+    hv.v = v;
+    hv.k_dtype = hv.v_dtype = GEM_DTYPE_F32;
+    hv.k_head_stride = sk.hs;
+    hv.k_token_stride = sk.ts;
+    hv.v_head_stride = sv.hs;
+    hv.v_token_stride = sv.ts;
+    hv.live = c->live;
+    hv.capacity = c->capacity;
+    TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hv, ref, (size_t)(c->nq * c->dv)), GEM_OK);
+    float *prev = NULL;
+    const char *prev_name = NULL;
+    for (int t = 0; t < nt; t++) {
+        char what[256];
+        snprintf(what, sizeof what, "case %zu %s: %s P%lld t%lld, %lld/%lld heads, dk %lld dv %lld, "
+                 "live %lld cap %lld, %s%s", index, targets[t].name,
+                 c->route == DEF ? "default" : gem_route_name(c->route), (long long)c->partitions,
+                 (long long)c->tile, (long long)c->nq, (long long)c->nkv, (long long)c->dk,
+                 (long long)c->dv, (long long)c->live, (long long)c->capacity,
+                 layout_name[c->lay], c->alias ? ", K = V" : "");
+        const gem_backend b = targets[t].mem.backend;
+        case_out r = run_case(c, targets[t].ctx, &targets[t].mem, q, k, v, sk, sv, ref, what);
+        if (!backend_runs(c, b)) {
+            if (!TCHECK(r.status == GEM_ERR_UNSUPPORTED || r.status == GEM_ERR_PARAM))
+                fprintf(stderr, "     %s: want unsupported/param, got %s\n", what,
+                        gem_status_name(r.status));
+            free(r.out);
+            continue;
+        }
+        if (!TCHECK(r.status == GEM_OK)) {
+            fprintf(stderr, "     %s: %s\n", what, gem_status_str(r.status));
+            free(r.out);
+            continue;
+        }
+        /* the CPU at 1 and 3 threads: the same bits */
+        if (b == GEM_BACKEND_CPU && prev && !TCHECK(memcmp(prev, r.out, (size_t)(c->nq * c->dv) *
+                                                                      sizeof(float)) == 0))
+            fprintf(stderr, "     %s: differs from %s\n", what, prev_name);
+        if (b == GEM_BACKEND_CPU) {
+            free(prev);
+            prev = r.out;
+            prev_name = targets[t].name;
+        } else {
+            free(r.out);
+        }
+    }
+    free(prev);
+done:
+    free(q);
+    free(k);
+    if (!c->alias)
+        free(v);
+    free(ref);
+}
+
+/* ---- the KV cache helper: append then attend, 200 steps ------------------------------------ */
+
+static void check_cache_loop(target *tg, int ring)
+{
+    const gem_backend b = tg->mem.backend;
+    /* the production shape on CUDA; a smaller GQA shape on the CPU keeps the loop fast */
+    const int64_t nq = b == GEM_BACKEND_CUDA ? 32 : 8, nkv = b == GEM_BACKEND_CUDA ? 4 : 2;
+    const int64_t d = b == GEM_BACKEND_CUDA ? 512 : 64, steps = 200;
+    const int64_t cap = ring ? 64 : steps;
+    const gem_decode_shape shape = {nq, nkv, d, d, 1.0f / sqrtf((float)d)};
+    const gem_kv_cache_desc desc = {b, nkv, d, d, cap, GEM_DTYPE_F32, GEM_DTYPE_F32, ring};
+    gem_kv_cache *cache = NULL;
+    if (!TCHECK(gem_kv_cache_create(&desc, &cache) == GEM_OK))
+        return;
+    const backend_mem *m = &tg->mem;
+    void *stream = m->ops->stream(m->hx);
+    size_t ws_bytes = 0;
+    TCHECK_STATUS(gem_decode_workspace_bytes(tg->ctx, &shape, cap, NULL, &ws_bytes), GEM_OK);
+    /* host mirror of the cache, head-major (nkv, cap, d) */
+    float *hk = calloc((size_t)(nkv * cap * d), sizeof(float));
+    float *hv = calloc((size_t)(nkv * cap * d), sizeof(float));
+    float *row_k = malloc((size_t)(nkv * d) * sizeof(float));
+    float *row_v = malloc((size_t)(nkv * d) * sizeof(float));
+    float *q = malloc((size_t)(nq * d) * sizeof(float));
+    float *out = malloc((size_t)(nq * d) * sizeof(float)), *again = malloc((size_t)(nq * d) * 4);
+    double *ref = malloc((size_t)(nq * d) * sizeof(double));
+    float *dk = put(m, NULL, (size_t)(nkv * d) * 4), *dvv = put(m, NULL, (size_t)(nkv * d) * 4);
+    float *dq = put(m, NULL, (size_t)(nq * d) * 4), *dout = put(m, NULL, (size_t)(nq * d) * 4);
+    void *ws = put(m, NULL, ws_bytes);
+    int bad_steps = 0;
+    if (!TCHECK(hk && hv && row_k && row_v && q && out && again && ref && dk && dvv && dq && dout &&
+                ws))
+        goto done;
+    for (int64_t step = 0; step < steps; step++) {
+        gem_fill_uniform(900 + (uint64_t)step, -1.0f, 1.0f, row_k, (size_t)(nkv * d));
+        gem_fill_uniform(5900 + (uint64_t)step, -1.0f, 1.0f, row_v, (size_t)(nkv * d));
+        gem_fill_uniform(9900 + (uint64_t)step, -1.0f, 1.0f, q, (size_t)(nq * d));
+        TCHECK(m->ops->upload(dk, row_k, (size_t)(nkv * d) * 4) == GEM_OK);
+        TCHECK(m->ops->upload(dvv, row_v, (size_t)(nkv * d) * 4) == GEM_OK);
+        TCHECK(m->ops->upload(dq, q, (size_t)(nq * d) * 4) == GEM_OK);
+        gem_status st = gem_kv_cache_append(cache, dk, dvv, 1, stream);
+        if (st != GEM_OK) {
+            TCHECK_STATUS(st, GEM_OK);
+            break;
+        }
+        const int64_t row = step % cap;
+        for (int64_t g = 0; g < nkv; g++) {
+            memcpy(hk + (g * cap + row) * d, row_k + g * d, (size_t)d * 4);
+            memcpy(hv + (g * cap + row) * d, row_v + g * d, (size_t)d * 4);
+        }
+        gem_kv_view view;
+        TCHECK_STATUS(gem_kv_cache_view(cache, &view), GEM_OK);
+        const int64_t live = step + 1 < cap ? step + 1 : cap;
+        TCHECK_EQ_I64(view.live, live);
+        const gem_kv_view hview = gem_kv_view_dense(hk, hv, d, d, live, cap);
+        TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hview, ref, (size_t)(nq * d)), GEM_OK);
+        for (int rep = 0; rep < 2; rep++) {
+            st = gem_decode(tg->ctx, &shape, dq, &view, dout, ws, ws_bytes, NULL, stream);
+            if (st == GEM_OK)
+                st = m->ops->download(rep ? again : out, dout, (size_t)(nq * d) * 4);
+            if (st != GEM_OK)
+                break;
+        }
+        gem_compare cmp;
+        if (st != GEM_OK || gem_compare_f32_f64(out, ref, (size_t)(nq * d), &cmp) != GEM_OK ||
+            cmp.nonfinite || !(cmp.nmse <= MAX_NMSE) ||
+            memcmp(out, again, (size_t)(nq * d) * 4) != 0) {
+            if (bad_steps++ == 0)
+                fprintf(stderr, "     %s cache loop%s: step %lld fails (%s)\n", tg->name,
+                        ring ? " (ring)" : "", (long long)step, gem_status_name(st));
+        }
+    }
+    TCHECK_EQ_I64(bad_steps, 0);
+    TCHECK_EQ_I64(gem_kv_cache_appended(cache), steps);
+    TCHECK_STATUS(gem_kv_cache_check(cache, stream), GEM_OK);
+    if (!ring) /* full: one more row does not fit, and nothing changes */
+        TCHECK_STATUS(gem_kv_cache_append(cache, dk, dvv, 1, stream), GEM_ERR_RANGE);
+    TCHECK_EQ_I64(gem_kv_cache_appended(cache), steps);
+done:
+    free(hk);
+    free(hv);
+    free(row_k);
+    free(row_v);
+    free(q);
+    free(out);
+    free(again);
+    free(ref);
+    m->ops->free(dk);
+    m->ops->free(dvv);
+    m->ops->free(dq);
+    m->ops->free(dout);
+    m->ops->free(ws);
+    gem_kv_cache_destroy(cache);
+}
+
+int main(int argc, char **argv)
+{
+    int max_size = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small"))
+            max_size = 0;
+        else if (!strcmp(argv[i], "--long"))
+            max_size = 2;
+        else {
+            fprintf(stderr, "usage: test_decode [--small | --long]\n");
+            return 2;
+        }
+    }
+    target targets[3];
+    int nt = 0;
+    const int64_t cpu_threads[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        target *t = &targets[nt];
+        t->name = i == 0 ? "cpu1" : "cpu3";
+        t->mem.backend = GEM_BACKEND_CPU;
+        t->mem.ops = &gem_harness_cpu_ops;
+        if (TCHECK(gem_decode_ctx_create(GEM_BACKEND_CPU, cpu_threads[i], &t->ctx) == GEM_OK &&
+                   t->mem.ops->open(&t->mem.hx) == GEM_OK))
+            nt++;
+    }
+    {
+        target *t = &targets[nt];
+        t->name = "cuda";
+        t->mem.backend = GEM_BACKEND_CUDA;
+        t->mem.ops = &gem_harness_cuda_ops;
+        const gem_status st = gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &t->ctx);
+        if (st == GEM_OK && TCHECK(t->mem.ops->open(&t->mem.hx) == GEM_OK)) {
+            nt++;
+        } else {
+            TCHECK_STATUS(st, GEM_ERR_NO_DEVICE); /* no GPU: the only acceptable answer */
+            printf("test_decode: no CUDA device here; the CUDA cases did not run\n");
+        }
+    }
+    size_t ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].size > max_size)
+            continue;
+        check_case(&cases[i], targets, nt, i);
+        ran++;
+    }
+    for (int t = 0; t < nt; t++)
+        if (t != 1) { /* the CPU loop once (1 thread), and the CUDA one */
+            check_cache_loop(&targets[t], 0);
+            check_cache_loop(&targets[t], 1);
+        }
+    printf("test_decode: %zu cases on %d targets (%s)\n", ran, nt,
+           max_size == 0 ? "small" : (max_size == 2 ? "long" : "normal"));
+    for (int t = 0; t < nt; t++) {
+        targets[t].mem.ops->close(targets[t].mem.hx);
+        gem_decode_ctx_destroy(targets[t].ctx);
+    }
+    return tcheck_summary("test_decode");
+}

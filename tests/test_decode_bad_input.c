@@ -1,0 +1,310 @@
+/*
+ * The decode API refuses bad calls with the documented status and writes
+ * nothing: NULLs, shapes, views (live, capacity, strides that overlap rows,
+ * extents that overflow, misalignment, unknown dtypes), configs (routes that
+ * are oracles, tiles on the baseline, bounds), a stream on the CPU, a
+ * workspace that is short or misaligned, and an output that overlaps q, the
+ * cache or the workspace. gem_decode_validate answers the same as gem_decode.
+ * The KV cache helper: bad descriptions, appends past capacity, non-finite rows
+ * (refused, nothing written), ring wrap, reset. The finiteness scan finds a NaN
+ * in q, in a live K row and in a live V row, and ignores rows past live.
+ * Runs on the CPU (host memory); the CUDA answers are in test_decode and
+ * test_cuda_queries.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/check.h"
+#include "gem/decode.h"
+#include "tcheck.h"
+
+#define NQ 8
+#define NKV 2
+#define D 16
+#define CAP 32
+
+typedef struct fixture {
+    gem_decode_ctx *ctx;
+    gem_decode_shape shape;
+    float *q;     /* (NQ, D) */
+    float *kv;    /* K then V: (NKV, CAP, D) each */
+    float *out;   /* (NQ, D) */
+    void *ws;     /* (ws_bytes), 64-aligned */
+    size_t ws_bytes;
+    gem_kv_view view;
+} fixture;
+
+/* gem_decode and gem_decode_validate answer `want` and leave out untouched. */
+static void expect(fixture *f, const float *q, const gem_kv_view *kv, float *out, void *ws,
+                   size_t ws_bytes, const gem_decode_config *cfg, void *stream, gem_status want,
+                   const char *what)
+{
+    float before[NQ * D];
+    if (out == f->out)
+        for (int i = 0; i < NQ * D; i++)
+            f->out[i] = 12345.0f;
+    memcpy(before, f->out, sizeof before);
+    const gem_status v = gem_decode_validate(f->ctx, &f->shape, q, kv, out, ws, ws_bytes, cfg,
+                                             stream);
+    const gem_status r = gem_decode(f->ctx, &f->shape, q, kv, out, ws, ws_bytes, cfg, stream);
+    if (!TCHECK(v == want && r == want))
+        fprintf(stderr, "     %s: validate %s, decode %s, want %s\n", what, gem_status_name(v),
+                gem_status_name(r), gem_status_name(want));
+    if (want != GEM_OK && !TCHECK(memcmp(before, f->out, sizeof before) == 0))
+        fprintf(stderr, "     %s: the output was written\n", what);
+}
+
+static void check_decode_args(fixture *f)
+{
+    gem_kv_view kv = f->view;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "good call");
+    /* NULLs */
+    expect(f, NULL, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_NULL, "q NULL");
+    expect(f, f->q, NULL, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_NULL, "view NULL");
+    expect(f, f->q, &kv, NULL, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_NULL, "out NULL");
+    expect(f, f->q, &kv, f->out, NULL, f->ws_bytes, NULL, NULL, GEM_ERR_NULL, "workspace NULL");
+    kv.k = NULL;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_NULL, "k NULL");
+    TCHECK_STATUS(gem_decode(NULL, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL,
+                             NULL),
+                  GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode(f->ctx, NULL, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, NULL),
+                  GEM_ERR_NULL);
+    /* shapes */
+    gem_decode_shape good = f->shape;
+    f->shape.n_kv_heads = 3; /* does not divide 8 */
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "heads");
+    f->shape = good;
+    f->shape.scale = NAN;
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "scale NaN");
+    f->shape = good;
+    f->shape.dk = 0;
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "dk 0");
+    f->shape = good;
+    f->shape.n_q_heads = INT64_MAX - 7;
+    f->shape.n_kv_heads = 1;
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERFLOW,
+           "heads overflow");
+    f->shape = good;
+    /* views */
+    kv = f->view;
+    kv.live = 0;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "live 0");
+    kv = f->view;
+    kv.live = CAP + 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "live > capacity");
+    kv = f->view;
+    kv.k_token_stride = D - 1; /* rows overlap */
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "token stride");
+    kv = f->view;
+    kv.v_head_stride = (CAP - 1) * D; /* heads overlap */
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "head stride");
+    kv = f->view;
+    kv.k_head_stride = -1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "negative stride");
+    kv = f->view;
+    kv.k_head_stride = INT64_MAX / 2;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERFLOW, "extent");
+    kv = f->view;
+    kv.v_dtype = (gem_dtype)7;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM, "dtype");
+    kv = f->view;
+    kv.k = (const char *)f->kv + 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN, "k misaligned");
+    kv = f->view;
+    kv.k_dtype = GEM_DTYPE_BF16; /* a valid view the CPU has no kernel for yet */
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_UNSUPPORTED, "bf16");
+    /* token-major with K = V in one buffer is a valid view */
+    kv = f->view;
+    kv.v = kv.k;
+    kv.k_head_stride = kv.v_head_stride = D;
+    kv.k_token_stride = kv.v_token_stride = NKV * D;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "K = V token-major");
+    /* configs */
+    const gem_decode_config ref = {GEM_ROUTE_REFERENCE, 0, 0}, online = {GEM_ROUTE_ONLINE, 0, 0},
+                            base_tile = {GEM_ROUTE_BASELINE, 16, 4},
+                            big_p = {GEM_ROUTE_FUSED, GEM_DECODE_MAX_PARTITIONS + 1, 4},
+                            big_t = {GEM_ROUTE_FUSED, 32, GEM_DECODE_MAX_TILE + 1},
+                            neg = {GEM_ROUTE_FUSED, -1, 4}, bad = {(gem_route)42, 0, 0},
+                            explicit_ok = {GEM_ROUTE_FUSED, 3, 5};
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &ref, NULL, GEM_ERR_PARAM, "reference");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &online, NULL, GEM_ERR_PARAM, "online");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &base_tile, NULL, GEM_ERR_PARAM,
+           "baseline tile");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &big_p, NULL, GEM_ERR_PARAM, "P bound");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &big_t, NULL, GEM_ERR_PARAM, "tile bound");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &neg, NULL, GEM_ERR_PARAM, "P < 0");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &bad, NULL, GEM_ERR_PARAM, "route 42");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &explicit_ok, NULL, GEM_OK, "P3 t5");
+    /* a stream on the CPU */
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, (void *)f, GEM_ERR_PARAM, "stream");
+    /* workspace: short, misaligned */
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes - 1, NULL, NULL, GEM_ERR_RANGE,
+           "short workspace");
+    expect(f, f->q, &f->view, f->out, (char *)f->ws + 4, f->ws_bytes - 64, NULL, NULL,
+           GEM_ERR_ALIGN, "misaligned workspace");
+    /* overlaps: out on q, on K, on V, on the workspace; the workspace on V */
+    expect(f, f->q, &f->view, f->q, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERLAP, "out = q");
+    expect(f, f->q, &f->view, f->kv + 5 * D, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERLAP,
+           "out in K");
+    expect(f, f->q, &f->view, f->kv + NKV * CAP * D + 3, f->ws, f->ws_bytes, NULL, NULL,
+           GEM_ERR_OVERLAP, "out in V");
+    expect(f, f->q, &f->view, (float *)f->ws + 16, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERLAP,
+           "out in workspace");
+    /* rows past live are still the cache's (its extent is the capacity): an output there
+     * would clobber rows a later append fills */
+    expect(f, f->q, &f->view, f->kv + (CAP - 8) * D, f->ws, f->ws_bytes, NULL, NULL,
+           GEM_ERR_OVERLAP, "out in K past live");
+}
+
+static void check_queries(fixture *f)
+{
+    gem_decode_config cfg;
+    TCHECK_STATUS(gem_decode_config_default(f->ctx, &f->shape, 0, &cfg), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_decode_config_default(f->ctx, &f->shape, 100, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode_config_default(f->ctx, &f->shape, 100, &cfg), GEM_OK);
+    TCHECK(cfg.route == GEM_ROUTE_FUSED && cfg.partitions >= 1 && cfg.tile >= 1);
+    size_t a = 0, b = 0;
+    /* the default's workspace never shrinks as live grows */
+    for (int64_t live = 1; live <= (1 << 20); live *= 4) {
+        TCHECK_STATUS(gem_decode_workspace_bytes(f->ctx, &f->shape, live, NULL, &b), GEM_OK);
+        TCHECK(b >= a);
+        a = b;
+    }
+    TCHECK_STATUS(gem_decode_workspace_bytes(f->ctx, &f->shape, 0, NULL, &b), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)9, GEM_DTYPE_F32),
+                  GEM_ERR_PARAM);
+    gem_decode_ctx *c = (gem_decode_ctx *)1;
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, -1, &c), GEM_ERR_PARAM);
+    TCHECK(c == NULL);
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, 4097, &c), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_ctx_create((gem_backend)5, 0, &c), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, 0, NULL), GEM_ERR_NULL);
+    TCHECK_EQ_I64(gem_decode_ctx_device(f->ctx), -1);
+    TCHECK(gem_decode_ctx_backend(f->ctx) == GEM_BACKEND_CPU);
+}
+
+static void check_finite_scan(fixture *f)
+{
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL), GEM_OK);
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, f), GEM_ERR_PARAM);
+    const float saved_q = f->q[5];
+    f->q[5] = NAN;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL),
+                  GEM_ERR_NONFINITE);
+    f->q[5] = saved_q;
+    float *k = f->kv, *v = f->kv + NKV * CAP * D;
+    const int64_t live = f->view.live;
+    k[(1 * CAP + live - 1) * D + 3] = INFINITY; /* the last live K row of head 1 */
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL),
+                  GEM_ERR_NONFINITE);
+    k[(1 * CAP + live - 1) * D + 3] = 0.5f;
+    v[(0 * CAP + 0) * D + 0] = NAN;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL),
+                  GEM_ERR_NONFINITE);
+    v[0] = 0.25f;
+    v[(0 * CAP + live) * D] = NAN; /* past live: not part of the view */
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL), GEM_OK);
+}
+
+static void check_cache(void)
+{
+    gem_kv_cache *c = (gem_kv_cache *)1;
+    gem_kv_cache_desc d = {GEM_BACKEND_CPU, NKV, D, D, 4, GEM_DTYPE_F32, GEM_DTYPE_F32, 0};
+    gem_kv_cache_desc bad = d;
+    bad.capacity = 0;
+    TCHECK_STATUS(gem_kv_cache_create(&bad, &c), GEM_ERR_SHAPE);
+    TCHECK(c == NULL);
+    bad = d;
+    bad.k_dtype = (gem_dtype)8;
+    TCHECK_STATUS(gem_kv_cache_create(&bad, &c), GEM_ERR_PARAM);
+    bad = d;
+    bad.ring = 2;
+    TCHECK_STATUS(gem_kv_cache_create(&bad, &c), GEM_ERR_PARAM);
+    bad = d;
+    bad.capacity = INT64_MAX / 4;
+    TCHECK_STATUS(gem_kv_cache_create(&bad, &c), GEM_ERR_OVERFLOW);
+    TCHECK_STATUS(gem_kv_cache_create(NULL, &c), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_kv_cache_create(&d, &c), GEM_OK);
+    float rows[3 * NKV * D], vrows[3 * NKV * D];
+    gem_fill_uniform(3, -1.0f, 1.0f, rows, 3 * NKV * D);
+    gem_fill_uniform(4, -1.0f, 1.0f, vrows, 3 * NKV * D);
+    gem_kv_view view;
+    TCHECK_STATUS(gem_kv_cache_view(c, &view), GEM_OK);
+    TCHECK_EQ_I64(view.live, 0);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 0, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_kv_cache_append(c, NULL, vrows, 1, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 1, (void *)rows), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 3, NULL), GEM_OK);
+    /* the chunk's first token is finite, its second is not: the first alone goes in; the
+     * pair is refused whole and nothing is written */
+    float nan_rows[2 * NKV * D];
+    gem_fill_uniform(5, -1.0f, 1.0f, nan_rows, 2 * NKV * D);
+    nan_rows[NKV * D + 7] = NAN;
+    TCHECK_STATUS(gem_kv_cache_append(c, nan_rows, vrows, 1, NULL), GEM_OK);
+    TCHECK_EQ_I64(gem_kv_cache_live(c), 4);
+    TCHECK_STATUS(gem_kv_cache_reset(c, NULL), GEM_OK);
+    TCHECK_EQ_I64(gem_kv_cache_live(c), 0);
+    TCHECK_STATUS(gem_kv_cache_append(c, nan_rows, vrows, 2, NULL), GEM_ERR_NONFINITE);
+    TCHECK_EQ_I64(gem_kv_cache_live(c), 0);
+    TCHECK_STATUS(gem_kv_cache_check(c, NULL), GEM_OK);
+    /* rows land head-major at (g, row): token i of head g is rows[(i*NKV + g)*D] */
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 3, NULL), GEM_OK);
+    TCHECK_STATUS(gem_kv_cache_view(c, &view), GEM_OK);
+    TCHECK(view.live == 3 && view.capacity == 4 && view.k_token_stride == D &&
+           view.k_head_stride == 4 * D);
+    const float *kc = view.k, *vc = view.v;
+    TCHECK(memcmp(kc + (1 * 4 + 2) * D, rows + (2 * NKV + 1) * D, D * sizeof(float)) == 0);
+    TCHECK(memcmp(vc + (0 * 4 + 1) * D, vrows + (1 * NKV + 0) * D, D * sizeof(float)) == 0);
+    /* past capacity: refused whole */
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 2, NULL), GEM_ERR_RANGE);
+    TCHECK_EQ_I64(gem_kv_cache_appended(c), 3);
+    gem_kv_cache_destroy(c);
+
+    /* a ring of 4 rows: the fifth token overwrites row 0 */
+    d.ring = 1;
+    TCHECK_STATUS(gem_kv_cache_create(&d, &c), GEM_OK);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 3, NULL), GEM_OK);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 2, NULL), GEM_OK);
+    TCHECK_EQ_I64(gem_kv_cache_live(c), 4);
+    TCHECK_EQ_I64(gem_kv_cache_appended(c), 5);
+    TCHECK_STATUS(gem_kv_cache_view(c, &view), GEM_OK);
+    kc = view.k;
+    TCHECK(memcmp(kc + (1 * 4 + 0) * D, rows + (1 * NKV + 1) * D, D * sizeof(float)) == 0);
+    TCHECK(memcmp(kc + (1 * 4 + 3) * D, rows + (0 * NKV + 1) * D, D * sizeof(float)) == 0);
+    TCHECK_STATUS(gem_kv_cache_append(c, rows, vrows, 5, NULL), GEM_ERR_RANGE); /* > capacity */
+    gem_kv_cache_destroy(c);
+    gem_kv_cache_destroy(NULL);
+}
+
+int main(void)
+{
+    fixture f;
+    memset(&f, 0, sizeof f);
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, 2, &f.ctx), GEM_OK);
+    const gem_decode_shape shape = {NQ, NKV, D, D, 0.25f};
+    f.shape = shape;
+    f.q = malloc(NQ * D * sizeof(float));
+    f.kv = malloc(2 * NKV * CAP * D * sizeof(float));
+    f.out = malloc(NQ * D * sizeof(float));
+    TCHECK_STATUS(gem_decode_workspace_bytes(f.ctx, &f.shape, CAP, NULL, &f.ws_bytes), GEM_OK);
+    f.ws = aligned_alloc(64, (f.ws_bytes + 63) / 64 * 64);
+    if (!f.ctx || !f.q || !f.kv || !f.out || !f.ws)
+        return tcheck_summary("test_decode_bad_input");
+    gem_fill_uniform(1, -1.0f, 1.0f, f.q, NQ * D);
+    gem_fill_uniform(2, -1.0f, 1.0f, f.kv, 2 * NKV * CAP * D);
+    f.view = gem_kv_view_dense(f.kv, f.kv + NKV * CAP * D, D, D, 20, CAP);
+    check_decode_args(&f);
+    check_queries(&f);
+    check_finite_scan(&f);
+    check_cache();
+    free(f.q);
+    free(f.kv);
+    free(f.out);
+    free(f.ws);
+    gem_decode_ctx_destroy(f.ctx);
+    return tcheck_summary("test_decode_bad_input");
+}
