@@ -21,30 +21,30 @@ static void put16(uint8_t *p, uint16_t v)
 
 static void test_half(void)
 {
-    TCHECK(gem_f16_to_f32(0x3C00) == 1.0f);
-    TCHECK(gem_f16_to_f32(0xC000) == -2.0f);
-    TCHECK(gem_f16_to_f32(0x3800) == 0.5f);
-    TCHECK(gem_f16_to_f32(0x7BFF) == 65504.0f);
-    TCHECK(gem_f16_to_f32(0x0001) == 0x1p-24f);
-    TCHECK(gem_f16_to_f32(0x03FF) == 1023.0f * 0x1p-24f);
-    TCHECK(isinf(gem_f16_to_f32(0x7C00)) && gem_f16_to_f32(0xFC00) < 0);
-    TCHECK(isnan(gem_f16_to_f32(0x7E00)));
-    TCHECK(gem_bf16_to_f32(0x3F80) == 1.0f);
-    TCHECK(gem_bf16_to_f32(0xC040) == -3.0f);
+    TCHECK(gem_gguf_f16_to_f32(0x3C00) == 1.0f);
+    TCHECK(gem_gguf_f16_to_f32(0xC000) == -2.0f);
+    TCHECK(gem_gguf_f16_to_f32(0x3800) == 0.5f);
+    TCHECK(gem_gguf_f16_to_f32(0x7BFF) == 65504.0f);
+    TCHECK(gem_gguf_f16_to_f32(0x0001) == 0x1p-24f);
+    TCHECK(gem_gguf_f16_to_f32(0x03FF) == 1023.0f * 0x1p-24f);
+    TCHECK(isinf(gem_gguf_f16_to_f32(0x7C00)) && gem_gguf_f16_to_f32(0xFC00) < 0);
+    TCHECK(isnan(gem_gguf_f16_to_f32(0x7E00)));
+    TCHECK(gem_gguf_bf16_to_f32(0x3F80) == 1.0f);
+    TCHECK(gem_gguf_bf16_to_f32(0xC040) == -3.0f);
     /* Every finite half survives half -> float -> half. */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = gem_f16_to_f32((uint16_t)h);
+        float f = gem_gguf_f16_to_f32((uint16_t)h);
         if (isnan(f))
             continue;
-        bad += gem_f32_to_f16(f) != h;
+        bad += gem_gguf_f32_to_f16(f) != h;
     }
     TCHECK_EQ_I64(bad, 0);
-    TCHECK(gem_f32_to_f16(65520.0f) == 0x7C00);        /* rounds to infinity */
-    TCHECK(gem_f32_to_f16(1.0f + 0x1p-11f) == 0x3C00); /* tie to even */
-    TCHECK(gem_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3C02);
-    TCHECK(gem_f32_to_bf16(1.0f) == 0x3F80);
-    TCHECK(gem_f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80); /* tie to even */
+    TCHECK(gem_gguf_f32_to_f16(65520.0f) == 0x7C00);        /* rounds to infinity */
+    TCHECK(gem_gguf_f32_to_f16(1.0f + 0x1p-11f) == 0x3C00); /* tie to even */
+    TCHECK(gem_gguf_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3C02);
+    TCHECK(gem_gguf_f32_to_bf16(1.0f) == 0x3F80);
+    TCHECK(gem_gguf_f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80); /* tie to even */
 }
 
 static void test_q8_0(void)

@@ -174,12 +174,12 @@ gem_status gem_gguf_type_block(uint32_t type, int64_t *block_elems, size_t *bloc
 gem_status gem_gguf_row_bytes(uint32_t type, int64_t n, size_t *bytes);
 
 /* IEEE half and bfloat16 to float, exactly. */
-float gem_f16_to_f32(uint16_t h);
-float gem_bf16_to_f32(uint16_t b);
+float gem_gguf_f16_to_f32(uint16_t h);
+float gem_gguf_bf16_to_f32(uint16_t b);
 /* Float to half (round to nearest even, overflow to infinity) and to bfloat16
  * (round to nearest even; NaN stays NaN). */
-uint16_t gem_f32_to_f16(float f);
-uint16_t gem_f32_to_bf16(float f);
+uint16_t gem_gguf_f32_to_f16(float f);
+uint16_t gem_gguf_f32_to_bf16(float f);
 
 /* Dequantizes n elements (a multiple of the block) of `type` from src
  * (row bytes as gem_gguf_row_bytes) into dst (n floats), with ggml's float

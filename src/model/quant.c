@@ -88,7 +88,7 @@ gem_status gem_gguf_row_bytes(uint32_t type, int64_t n, size_t *bytes)
 
 /* ---- half and bfloat16 ------------------------------------------------------------- */
 
-float gem_f16_to_f32(uint16_t h)
+float gem_gguf_f16_to_f32(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h >> 15) << 31;
     const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
@@ -111,7 +111,7 @@ float gem_f16_to_f32(uint16_t h)
     return f;
 }
 
-float gem_bf16_to_f32(uint16_t b)
+float gem_gguf_bf16_to_f32(uint16_t b)
 {
     uint32_t bits = (uint32_t)b << 16;
     float f;
@@ -119,7 +119,7 @@ float gem_bf16_to_f32(uint16_t b)
     return f;
 }
 
-uint16_t gem_f32_to_f16(float f)
+uint16_t gem_gguf_f32_to_f16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -147,7 +147,7 @@ uint16_t gem_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-uint16_t gem_f32_to_bf16(float f)
+uint16_t gem_gguf_f32_to_bf16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -162,7 +162,7 @@ uint16_t gem_f32_to_bf16(float f)
 static void dq_q8_0(const uint8_t *b, float *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, b += 34) {
-        const float d = gem_f16_to_f32(rd16(b));
+        const float d = gem_gguf_f16_to_f32(rd16(b));
         const int8_t *q = (const int8_t *)(b + 2);
         for (int j = 0; j < QK8_0; j++)
             y[i * QK8_0 + j] = q[j] * d;
@@ -172,7 +172,7 @@ static void dq_q8_0(const uint8_t *b, float *y, int64_t nb)
 static void dq_q4_0(const uint8_t *b, float *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, b += 18) {
-        const float d = gem_f16_to_f32(rd16(b));
+        const float d = gem_gguf_f16_to_f32(rd16(b));
         const uint8_t *q = b + 2;
         for (int j = 0; j < QK4_0 / 2; j++) {
             const int x0 = (q[j] & 0x0F) - 8;
@@ -198,8 +198,8 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 static void dq_q4_k(const uint8_t *b, float *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, b += 144) {
-        const float d = gem_f16_to_f32(rd16(b));
-        const float min = gem_f16_to_f32(rd16(b + 2));
+        const float d = gem_gguf_f16_to_f32(rd16(b));
+        const float min = gem_gguf_f16_to_f32(rd16(b + 2));
         const uint8_t *scales = b + 4, *q = b + 16;
         int is = 0;
         for (int j = 0; j < QK_K; j += 64) {
@@ -223,7 +223,7 @@ static void dq_q6_k(const uint8_t *b, float *y, int64_t nb)
     for (int64_t i = 0; i < nb; i++, b += 210) {
         const uint8_t *ql = b, *qh = b + 128;
         const int8_t *sc = (const int8_t *)(b + 192);
-        const float d = gem_f16_to_f32(rd16(b + 208));
+        const float d = gem_gguf_f16_to_f32(rd16(b + 208));
         for (int n = 0; n < QK_K; n += 128) {
             for (int l = 0; l < 32; l++) {
                 const int is = l / 16;
@@ -259,11 +259,11 @@ gem_status gem_gguf_dequant(uint32_t type, const void *src, float *dst, int64_t 
     case GEM_GGUF_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     case GEM_GGUF_F16:
         for (int64_t i = 0; i < n; i++)
-            dst[i] = gem_f16_to_f32(rd16(b + 2 * i));
+            dst[i] = gem_gguf_f16_to_f32(rd16(b + 2 * i));
         break;
     case GEM_GGUF_BF16:
         for (int64_t i = 0; i < n; i++)
-            dst[i] = gem_bf16_to_f32(rd16(b + 2 * i));
+            dst[i] = gem_gguf_bf16_to_f32(rd16(b + 2 * i));
         break;
     case GEM_GGUF_Q8_0: dq_q8_0(b, dst, n / be); break;
     case GEM_GGUF_Q4_0: dq_q4_0(b, dst, n / be); break;
@@ -285,7 +285,7 @@ static void qz_q8_0(const float *x, uint8_t *b, int64_t nb)
         for (int j = 0; j < QK8_0; j++)
             amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        wr16(b, gem_f32_to_f16(d));
+        wr16(b, gem_gguf_f32_to_f16(d));
         for (int j = 0; j < QK8_0; j++)
             b[2 + j] = (uint8_t)(int8_t)clampi((int)lrintf(x[j] * id), -127, 127);
     }
@@ -301,7 +301,7 @@ static void qz_q4_0(const float *x, uint8_t *b, int64_t nb)
                 max = x[j];
             }
         const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        wr16(b, gem_f32_to_f16(d));
+        wr16(b, gem_gguf_f32_to_f16(d));
         for (int j = 0; j < QK4_0 / 2; j++) {
             int x0 = clampi((int)(x[j] * id + 8.5f), 0, 15);
             int x1 = clampi((int)(x[j + QK4_0 / 2] * id + 8.5f), 0, 15);
@@ -325,15 +325,15 @@ static void qz_q4_k(const float *x, uint8_t *b, int64_t nb)
             dmax = fmaxf(dmax, scale[s]);
             mmax = fmaxf(mmax, minv[s]);
         }
-        const float d = gem_f16_to_f32(gem_f32_to_f16(dmax / 63.0f));
-        const float dmin = gem_f16_to_f32(gem_f32_to_f16(mmax / 63.0f));
+        const float d = gem_gguf_f16_to_f32(gem_gguf_f32_to_f16(dmax / 63.0f));
+        const float dmin = gem_gguf_f16_to_f32(gem_gguf_f32_to_f16(mmax / 63.0f));
         uint8_t sc[8], m[8];
         for (int s = 0; s < 8; s++) {
             sc[s] = (uint8_t)(d > 0.0f ? clampi((int)lrintf(scale[s] / d), 0, 63) : 0);
             m[s] = (uint8_t)(dmin > 0.0f ? clampi((int)lrintf(minv[s] / dmin), 0, 63) : 0);
         }
-        wr16(b, gem_f32_to_f16(d));
-        wr16(b + 2, gem_f32_to_f16(dmin));
+        wr16(b, gem_gguf_f32_to_f16(d));
+        wr16(b + 2, gem_gguf_f32_to_f16(dmin));
         uint8_t *scales = b + 4, *q = b + 16;
         for (int j = 0; j < 4; j++) {
             scales[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
@@ -367,7 +367,7 @@ static void qz_q6_k(const float *x, uint8_t *b, int64_t nb)
             gs[g] = mx / -32.0f;
             amax = fmaxf(amax, fabsf(gs[g]));
         }
-        const float d = gem_f16_to_f32(gem_f32_to_f16(amax / 127.0f));
+        const float d = gem_gguf_f16_to_f32(gem_gguf_f32_to_f16(amax / 127.0f));
         int8_t sc[16];
         uint8_t L[QK_K];
         for (int g = 0; g < 16; g++) {
@@ -390,7 +390,7 @@ static void qz_q6_k(const float *x, uint8_t *b, int64_t nb)
             qh += 32;
         }
         memcpy(b + 192, sc, 16);
-        wr16(b + 208, gem_f32_to_f16(d));
+        wr16(b + 208, gem_gguf_f32_to_f16(d));
     }
 }
 
@@ -409,11 +409,11 @@ gem_status gem_gguf_quantize(uint32_t type, const float *src, void *dst, int64_t
     case GEM_GGUF_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     case GEM_GGUF_F16:
         for (int64_t i = 0; i < n; i++)
-            wr16(b + 2 * i, gem_f32_to_f16(src[i]));
+            wr16(b + 2 * i, gem_gguf_f32_to_f16(src[i]));
         break;
     case GEM_GGUF_BF16:
         for (int64_t i = 0; i < n; i++)
-            wr16(b + 2 * i, gem_f32_to_bf16(src[i]));
+            wr16(b + 2 * i, gem_gguf_f32_to_bf16(src[i]));
         break;
     case GEM_GGUF_Q8_0: qz_q8_0(src, b, n / be); break;
     case GEM_GGUF_Q4_0: qz_q4_0(src, b, n / be); break;
