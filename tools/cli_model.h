@@ -13,3 +13,30 @@ int gem_cmd_profile(int argc, char **argv);    /* whole-token stage profile */
 int gem_cmd_gguf(int argc, char **argv);       /* metadata and tensor listing */
 
 #endif /* GEM_CLI_MODEL_H */
+
+/* ---- helpers shared by the model subcommands (tools/cli_model.c) ---- */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/model.h"
+
+/* The ten largest logits: ids (10) in descending logit order, ties to the lower id.
+ * logits (n), n >= 10. */
+void cli_top10(const float *logits, int64_t n, int32_t ids[10]);
+
+/* Parses "1,2,3" into a new array (*ids, *n); every id in [0, n_vocab).
+ * Returns 0, or -1 with a message printed for `cmd`. */
+int cli_parse_tokens(const char *cmd, const char *s, int64_t n_vocab, int32_t **ids, int64_t *n);
+
+/* Parses --attn baseline|fused. 0 or -1 (message printed). */
+int cli_parse_attn(const char *cmd, const char *s, gem_route *out);
+
+/* Loads the model at `path`; prints "gem <cmd>: <path>: <why>" and returns -1 on
+ * error. */
+int cli_load_model(const char *cmd, const char *path, gem_model **out);
+
+/* Evaluates ids (n) from the session's current position; logits (n_vocab)
+ * receives the last position's logits. Progress every `every` tokens on stderr
+ * (0 = none). Returns a gem_status (message printed for `cmd` on error). */
+gem_status cli_prefill(const char *cmd, gem_session *s, const int32_t *ids, int64_t n,
+                       float *logits, int64_t every);

@@ -24,6 +24,7 @@ static const subcommand subcommands[] = {
     {"resources", gem_cmd_resources, "CUDA kernel resource receipt"},
     {"analyze", gem_cmd_analyze, "fail-closed analyzers of receipts"},
     {"synth", gem_cmd_synth, "write a seeded random-weight Gemma 4 GGUF"},
+    {"generate", gem_cmd_generate, "greedy text generation with the Gemma 4 decoder"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,739 @@
+/*
+ * The Gemma 4 text decoder on the CPU, one token at a time, as transformers'
+ * gemma4 code computes it:
+ *
+ *   x = embed(token) * sqrt(n_embd)
+ *   per layer:
+ *     h = rmsnorm(x) * attn_norm
+ *     q = Wq h, k = Wk h, v = Wv h (full layers without attn_v: v = k, raw)
+ *     per head: q = rope(rmsnorm(q) * q_norm), k = rope(rmsnorm(k) * k_norm),
+ *               v = rmsnorm(v)                         (no weight)
+ *     a = attention(q, K, V), scale 1.0                  (gem_decode)
+ *     x = x + rmsnorm(Wo a) * post_attention_norm
+ *     m = Wdown(gelu_tanh(Wgate g) * Wup g), g = rmsnorm(x) * ffn_norm
+ *     x = (x + rmsnorm(m) * post_ffw_norm) * layer_output_scale
+ *   logits = cap * tanh((E rmsnorm(x) * output_norm) / cap)   (E: tied embedding)
+ *
+ * RoPE is NeoX-paired: dims i and i + n_rot/2 rotate by pos * base^(-2i/n_rot) /
+ * factor_i; full layers take the factors from rope_freqs (1 for the first 64
+ * pairs, 1e30 beyond: the proportional partial RoPE), sliding layers use none.
+ * Full layers keep every position; sliding layers keep a ring of `window` rows
+ * (attention does not depend on the order of the rows), so a token sees the
+ * last `window` keys including its own.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gem/decode.h"
+#include "gem/model.h"
+#include "matvec.h"
+#include "mpool.h"
+
+struct gem_model {
+    gem_gguf *owned;       /* the file when gem_model_load opened it */
+    const gem_gguf *g;
+    gem_hparams hp;
+    gem_layer *layers;     /* (n_layers) */
+    gem_matrix tok_embd;   /* (n_vocab, n_embd) */
+    gem_matrix output;     /* the head: `output` if present, else tok_embd */
+    float *output_norm;    /* (n_embd) */
+    float *rope_freqs;     /* (head_dim_full / 2), or NULL: all factors 1 */
+    gem_tokenizer *tok;
+    size_t weight_bytes;   /* read per token */
+};
+
+static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* ---- loading -------------------------------------------------------------------------- */
+
+/* A required positive integer key of the architecture. */
+static gem_status key_i64(const gem_gguf *g, const char *suffix, int64_t lo, int64_t hi,
+                          int required, int64_t *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", suffix);
+    gem_status st = gem_gguf_get_i64(g, key, out, err, errlen);
+    if (st == GEM_ERR_RANGE && !required)
+        return GEM_OK;
+    if (st != GEM_OK)
+        return GEM_ERR_FORMAT;
+    if (*out < lo || *out > hi)
+        return mfail(err, errlen, GEM_ERR_FORMAT, "metadata key '%s' is %lld, outside [%lld, %lld]",
+                     key, (long long)*out, (long long)lo, (long long)hi);
+    return GEM_OK;
+}
+
+static gem_status key_f64(const gem_gguf *g, const char *suffix, int required, double *out,
+                          char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", suffix);
+    gem_status st = gem_gguf_get_f64(g, key, out, err, errlen);
+    if (st == GEM_ERR_RANGE && !required)
+        return GEM_OK;
+    if (st != GEM_OK)
+        return GEM_ERR_FORMAT;
+    if (!isfinite(*out))
+        return mfail(err, errlen, GEM_ERR_FORMAT, "metadata key '%s' is not finite", key);
+    return GEM_OK;
+}
+
+/* A per-layer value written as one scalar or as an array of n_layers. */
+static gem_status key_layers(const gem_gguf *g, const char *suffix, int64_t n_layers, int64_t lo,
+                             int64_t hi, int64_t *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", suffix);
+    const gem_gguf_kv *kv = gem_gguf_find(g, key);
+    if (!kv)
+        return mfail(err, errlen, GEM_ERR_FORMAT, "metadata key '%s' is missing", key);
+    for (int64_t i = 0; i < n_layers; i++) {
+        int64_t v;
+        gem_status st;
+        if (kv->type == GEM_GGUF_V_ARRAY) {
+            if (kv->n != (uint64_t)n_layers)
+                return mfail(err, errlen, GEM_ERR_FORMAT,
+                             "metadata key '%s' has %llu entries for %lld layers", key,
+                             (unsigned long long)kv->n, (long long)n_layers);
+            st = gem_gguf_arr_i64(kv, (uint64_t)i, &v);
+        } else {
+            st = gem_gguf_get_i64(g, key, &v, NULL, 0);
+        }
+        if (st != GEM_OK)
+            return mfail(err, errlen, GEM_ERR_FORMAT, "metadata key '%s' is not an integer", key);
+        if (v < lo || v > hi)
+            return mfail(err, errlen, GEM_ERR_FORMAT,
+                         "metadata key '%s' is %lld for layer %lld, outside [%lld, %lld]", key,
+                         (long long)v, (long long)i, (long long)lo, (long long)hi);
+        out[i] = v;
+    }
+    return GEM_OK;
+}
+
+/* A 2-D weight matrix of exactly (rows, cols); optional ones may be absent. */
+static gem_status need_matrix(const gem_gguf *g, const char *name, int64_t rows, int64_t cols,
+                              int optional, gem_matrix *m, char *err, size_t errlen)
+{
+    const gem_gguf_tensor *t = gem_gguf_find_tensor(g, name);
+    memset(m, 0, sizeof *m);
+    if (!t)
+        return optional ? GEM_OK
+                        : mfail(err, errlen, GEM_ERR_FORMAT, "tensor '%s' is missing", name);
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return mfail(err, errlen, GEM_ERR_FORMAT,
+                     "tensor '%s' is [%lld, %lld, %lld, %lld], the metadata says [%lld, %lld]",
+                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                     (long long)t->ne[3], (long long)cols, (long long)rows);
+    m->data = t->data;
+    m->type = t->type;
+    m->rows = rows;
+    m->cols = cols;
+    if (gem_gguf_row_bytes(t->type, cols, &m->row_bytes) != GEM_OK)
+        return mfail(err, errlen, GEM_ERR_FORMAT, "tensor '%s': bad row size", name);
+    return GEM_OK;
+}
+
+/* A 1-D tensor of n elements, dequantized into a new float array. */
+static gem_status need_vector(const gem_gguf *g, const char *name, int64_t n, int optional,
+                              float **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    const gem_gguf_tensor *t = gem_gguf_find_tensor(g, name);
+    if (!t)
+        return optional ? GEM_OK
+                        : mfail(err, errlen, GEM_ERR_FORMAT, "tensor '%s' is missing", name);
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return mfail(err, errlen, GEM_ERR_FORMAT,
+                     "tensor '%s' has %lld x %lld x %lld x %lld elements, the metadata says %lld",
+                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                     (long long)t->ne[3], (long long)n);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return mfail(err, errlen, GEM_ERR_NOMEM, "out of memory");
+    gem_gguf_dequant(t->type, t->data, v, n);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) && strcmp(name, "rope_freqs.weight") != 0) {
+            free(v);
+            return mfail(err, errlen, GEM_ERR_FORMAT, "tensor '%s' holds a non-finite value", name);
+        }
+    *out = v;
+    return GEM_OK;
+}
+
+static size_t mat_bytes(const gem_matrix *m) { return m->data ? (size_t)m->rows * m->row_bytes : 0; }
+
+gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (!g || !out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    gem_gguf_str arch;
+    if (gem_gguf_get_str(g, "general.architecture", &arch, err, errlen) != GEM_OK)
+        return GEM_ERR_FORMAT;
+    if (!gem_gguf_str_eq(arch, "gemma4"))
+        return mfail(err, errlen, GEM_ERR_UNSUPPORTED,
+                     "general.architecture is '%.*s', gem runs 'gemma4'",
+                     (int)(arch.len < 32 ? arch.len : 32), arch.ptr);
+    gem_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return GEM_ERR_NOMEM;
+    m->g = g;
+    gem_hparams *hp = &m->hp;
+    gem_status st;
+    int64_t *hc = NULL, *kvh = NULL, *ff = NULL, *swa = NULL;
+    gem_gguf_str name;
+    if (gem_gguf_get_str(g, "general.name", &name, NULL, 0) == GEM_OK)
+        snprintf(hp->name, sizeof hp->name, "%.*s", (int)(name.len < 63 ? name.len : 63), name.ptr);
+    int64_t vl = 0, vl_swa = 0, extra = 0;
+    hp->context_length = 131072;
+    if ((st = key_i64(g, "block_count", 1, GEM_MODEL_MAX_LAYERS, 1, &hp->n_layers, err, errlen)) ||
+        (st = key_i64(g, "embedding_length", 1, 1 << 20, 1, &hp->n_embd, err, errlen)) ||
+        (st = key_i64(g, "context_length", 1, INT32_MAX, 0, &hp->context_length, err, errlen)) ||
+        (st = key_i64(g, "attention.key_length", 2, 1 << 16, 1, &hp->head_dim_full, err, errlen)) ||
+        (st = key_i64(g, "attention.value_length", 2, 1 << 16, 1, &vl, err, errlen)) ||
+        (st = key_i64(g, "attention.key_length_swa", 2, 1 << 16, 1, &hp->head_dim_swa, err, errlen)) ||
+        (st = key_i64(g, "attention.value_length_swa", 2, 1 << 16, 1, &vl_swa, err, errlen)) ||
+        (st = key_f64(g, "attention.layer_norm_rms_epsilon", 1, &hp->eps, err, errlen)) ||
+        (st = key_f64(g, "rope.freq_base", 1, &hp->rope_base_full, err, errlen)))
+        goto fail;
+    hp->rope_base_swa = hp->rope_base_full;
+    hp->n_rot_full = hp->head_dim_full;
+    hp->n_rot_swa = hp->head_dim_swa;
+    if ((st = key_f64(g, "rope.freq_base_swa", 0, &hp->rope_base_swa, err, errlen)) ||
+        (st = key_f64(g, "final_logit_softcapping", 0, &hp->softcap, err, errlen)) ||
+        (st = key_i64(g, "rope.dimension_count", 2, hp->head_dim_full, 0, &hp->n_rot_full, err, errlen)) ||
+        (st = key_i64(g, "rope.dimension_count_swa", 2, hp->head_dim_swa, 0, &hp->n_rot_swa, err, errlen)))
+        goto fail;
+    if (vl != hp->head_dim_full || vl_swa != hp->head_dim_swa) {
+        st = mfail(err, errlen, GEM_ERR_FORMAT, "key and value lengths differ (%lld/%lld, swa %lld/%lld)",
+                   (long long)hp->head_dim_full, (long long)vl, (long long)hp->head_dim_swa,
+                   (long long)vl_swa);
+        goto fail;
+    }
+    if (hp->n_rot_full % 2 || hp->n_rot_swa % 2 || !(hp->eps > 0) || hp->softcap < 0 ||
+        !(hp->rope_base_full > 0) || !(hp->rope_base_swa > 0)) {
+        st = mfail(err, errlen, GEM_ERR_FORMAT,
+                   "rope dimensions must be even, epsilon and rope bases positive, softcap >= 0");
+        goto fail;
+    }
+    /* Variants gem does not run. */
+    static const char *const unsupported[] = {"attention.shared_kv_layers",
+                                              "embedding_length_per_layer_input", "expert_count"};
+    for (size_t i = 0; i < 3; i++) {
+        extra = 0;
+        if ((st = key_i64(g, unsupported[i], 0, INT64_MAX, 0, &extra, err, errlen)))
+            goto fail;
+        if (extra != 0) {
+            st = mfail(err, errlen, GEM_ERR_UNSUPPORTED, "gemma4.%s is %lld: gem runs Gemma 4 "
+                       "models without it (31B-style dense decoders)", unsupported[i], (long long)extra);
+            goto fail;
+        }
+    }
+    const int64_t L = hp->n_layers;
+    hc = calloc((size_t)L, sizeof *hc);
+    kvh = calloc((size_t)L, sizeof *kvh);
+    ff = calloc((size_t)L, sizeof *ff);
+    swa = calloc((size_t)L, sizeof *swa);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    if (!hc || !kvh || !ff || !swa || !m->layers) {
+        st = mfail(err, errlen, GEM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = key_layers(g, "attention.head_count", L, 1, 4096, hc, err, errlen)) ||
+        (st = key_layers(g, "attention.head_count_kv", L, 1, 4096, kvh, err, errlen)) ||
+        (st = key_layers(g, "feed_forward_length", L, 1, 1 << 22, ff, err, errlen)) ||
+        (st = key_layers(g, "attention.sliding_window_pattern", L, 0, 1, swa, err, errlen)))
+        goto fail;
+    int any_swa = 0;
+    for (int64_t i = 0; i < L; i++)
+        any_swa |= swa[i] != 0;
+    if (any_swa &&
+        (st = key_i64(g, "attention.sliding_window", 1, INT32_MAX, 1, &hp->window, err, errlen)))
+        goto fail;
+    if ((st = gem_tokenizer_load(g, &m->tok, err, errlen)) != GEM_OK)
+        goto fail;
+    hp->n_vocab = gem_tokenizer_n_vocab(m->tok);
+    const int64_t E = hp->n_embd;
+    if ((st = need_matrix(g, "token_embd.weight", hp->n_vocab, E, 0, &m->tok_embd, err, errlen)) ||
+        (st = need_matrix(g, "output.weight", hp->n_vocab, E, 1, &m->output, err, errlen)) ||
+        (st = need_vector(g, "output_norm.weight", E, 0, &m->output_norm, err, errlen)))
+        goto fail;
+    if (!m->output.data)
+        m->output = m->tok_embd; /* tied embeddings */
+    m->weight_bytes = mat_bytes(&m->output) + m->tok_embd.row_bytes + (size_t)E * 4;
+    for (int64_t i = 0; i < L; i++) {
+        gem_layer *l = &m->layers[i];
+        l->swa = swa[i] != 0;
+        l->n_head = hc[i];
+        l->n_head_kv = kvh[i];
+        l->head_dim = l->swa ? hp->head_dim_swa : hp->head_dim_full;
+        l->n_ff = ff[i];
+        l->n_rot = l->swa ? hp->n_rot_swa : hp->n_rot_full;
+        l->rope_base = l->swa ? hp->rope_base_swa : hp->rope_base_full;
+        hp->n_full_layers += !l->swa;
+        if (l->n_head % l->n_head_kv) {
+            st = mfail(err, errlen, GEM_ERR_FORMAT, "layer %lld: %lld query heads are not a multiple "
+                       "of %lld KV heads", (long long)i, (long long)l->n_head, (long long)l->n_head_kv);
+            goto fail;
+        }
+        const int64_t qd = l->n_head * l->head_dim, kd = l->n_head_kv * l->head_dim;
+        char nm[GEM_GGUF_MAX_NAME];
+#define NM(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)i, s), nm)
+        if ((st = need_matrix(g, NM("attn_q.weight"), qd, E, 0, &l->wq, err, errlen)) ||
+            (st = need_matrix(g, NM("attn_k.weight"), kd, E, 0, &l->wk, err, errlen)) ||
+            (st = need_matrix(g, NM("attn_v.weight"), kd, E, 1, &l->wv, err, errlen)) ||
+            (st = need_matrix(g, NM("attn_output.weight"), E, qd, 0, &l->wo, err, errlen)) ||
+            (st = need_matrix(g, NM("ffn_gate.weight"), l->n_ff, E, 0, &l->w_gate, err, errlen)) ||
+            (st = need_matrix(g, NM("ffn_up.weight"), l->n_ff, E, 0, &l->w_up, err, errlen)) ||
+            (st = need_matrix(g, NM("ffn_down.weight"), E, l->n_ff, 0, &l->w_down, err, errlen)) ||
+            (st = need_vector(g, NM("attn_norm.weight"), E, 0, &l->attn_norm, err, errlen)) ||
+            (st = need_vector(g, NM("attn_q_norm.weight"), l->head_dim, 0, &l->q_norm, err, errlen)) ||
+            (st = need_vector(g, NM("attn_k_norm.weight"), l->head_dim, 0, &l->k_norm, err, errlen)) ||
+            (st = need_vector(g, NM("post_attention_norm.weight"), E, 0, &l->post_attn_norm, err, errlen)) ||
+            (st = need_vector(g, NM("ffn_norm.weight"), E, 0, &l->ffn_norm, err, errlen)) ||
+            (st = need_vector(g, NM("post_ffw_norm.weight"), E, 0, &l->post_ffn_norm, err, errlen)))
+            goto fail;
+        float *scale = NULL;
+        if ((st = need_vector(g, NM("layer_output_scale.weight"), 1, 1, &scale, err, errlen)))
+            goto fail;
+#undef NM
+        l->out_scale = scale ? scale[0] : 1.0f;
+        free(scale);
+        l->k_eq_v = l->wv.data == NULL;
+        m->weight_bytes += mat_bytes(&l->wq) + mat_bytes(&l->wk) + mat_bytes(&l->wv) +
+                           mat_bytes(&l->wo) + mat_bytes(&l->w_gate) + mat_bytes(&l->w_up) +
+                           mat_bytes(&l->w_down) + (size_t)(5 * E + 2 * l->head_dim + 1) * 4;
+    }
+    if (hp->n_full_layers > 0 &&
+        (st = need_vector(g, "rope_freqs.weight", hp->head_dim_full / 2, 1, &m->rope_freqs, err, errlen)))
+        goto fail;
+    for (int64_t i = 0; m->rope_freqs && i < hp->head_dim_full / 2; i++)
+        if (!(m->rope_freqs[i] > 0)) {
+            st = mfail(err, errlen, GEM_ERR_FORMAT, "rope_freqs.weight holds a factor that is not positive");
+            goto fail;
+        }
+    free(hc);
+    free(kvh);
+    free(ff);
+    free(swa);
+    *out = m;
+    return GEM_OK;
+fail:
+    free(hc);
+    free(kvh);
+    free(ff);
+    free(swa);
+    gem_model_free(m);
+    return st;
+}
+
+gem_status gem_model_load(const char *path, gem_model **out, char *err, size_t errlen)
+{
+    if (!path || !out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    gem_gguf *g = NULL;
+    gem_status st = gem_gguf_open(path, &g, err, errlen);
+    if (st != GEM_OK)
+        return st;
+    st = gem_model_load_gguf(g, out, err, errlen);
+    if (st != GEM_OK) {
+        gem_gguf_close(g);
+        return st;
+    }
+    (*out)->owned = g;
+    return GEM_OK;
+}
+
+void gem_model_free(gem_model *m)
+{
+    if (!m)
+        return;
+    for (int64_t i = 0; m->layers && i < m->hp.n_layers; i++) {
+        gem_layer *l = &m->layers[i];
+        free(l->attn_norm);
+        free(l->q_norm);
+        free(l->k_norm);
+        free(l->post_attn_norm);
+        free(l->ffn_norm);
+        free(l->post_ffn_norm);
+    }
+    free(m->layers);
+    free(m->output_norm);
+    free(m->rope_freqs);
+    gem_tokenizer_free(m->tok);
+    gem_gguf_close(m->owned);
+    free(m);
+}
+
+const gem_hparams *gem_model_hparams(const gem_model *m) { return m ? &m->hp : NULL; }
+const gem_layer *gem_model_layer(const gem_model *m, int64_t i)
+{
+    return m && i >= 0 && i < m->hp.n_layers ? &m->layers[i] : NULL;
+}
+const gem_gguf *gem_model_file(const gem_model *m) { return m ? m->g : NULL; }
+const gem_tokenizer *gem_model_tokenizer(const gem_model *m) { return m ? m->tok : NULL; }
+const gem_matrix *gem_model_embedding(const gem_model *m) { return m ? &m->tok_embd : NULL; }
+const gem_matrix *gem_model_output(const gem_model *m) { return m ? &m->output : NULL; }
+size_t gem_model_weight_bytes_per_token(const gem_model *m) { return m ? m->weight_bytes : 0; }
+
+/* ---- session ---------------------------------------------------------------------------- */
+
+struct gem_session {
+    const gem_model *m;
+    mpool *pool;
+    gem_decode_ctx *dctx;
+    gem_decode_config full_cfg;
+    int64_t pos, max_tokens;
+    float **kc, **vc;     /* per layer: (cap, n_head_kv, head_dim), token-major */
+    int64_t *cap;         /* per layer: rows (max_tokens, or the window for sliding layers) */
+    double **inv_freq;    /* per layer: (n_rot / 2) */
+    void *ws;             /* decode workspace (ws_bytes), 64-byte aligned */
+    size_t ws_bytes;
+    float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
+    gem_stage_times t;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *alloc64(size_t bytes)
+{
+    size_t r = (bytes + 63) / 64 * 64;
+    return r >= bytes ? aligned_alloc(64, r ? r : 64) : NULL;
+}
+
+void gem_session_free(gem_session *s)
+{
+    if (!s)
+        return;
+    for (int64_t i = 0; s->kc && i < s->m->hp.n_layers; i++) {
+        free(s->kc[i]);
+        free(s->vc[i]);
+        free(s->inv_freq[i]);
+    }
+    free(s->kc);
+    free(s->vc);
+    free(s->cap);
+    free(s->inv_freq);
+    free(s->ws);
+    free(s->x);
+    free(s->xn);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->o);
+    free(s->gate);
+    free(s->up);
+    gem_decode_ctx_destroy(s->dctx);
+    mpool_destroy(s->pool);
+    free(s);
+}
+
+static gem_decode_shape shape_of(const gem_layer *l)
+{
+    return (gem_decode_shape){l->n_head, l->n_head_kv, l->head_dim, l->head_dim, 1.0f};
+}
+
+gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem_session **out,
+                              char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (!m || !o || !out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    if (o->max_tokens < 1 || o->threads < 0 || o->threads > 4096 ||
+        (o->full_route != GEM_ROUTE_BASELINE && o->full_route != GEM_ROUTE_FUSED))
+        return mfail(err, errlen, GEM_ERR_PARAM,
+                     "session options: max_tokens >= 1, threads 0..4096, route baseline or fused");
+    const gem_hparams *hp = &m->hp;
+    gem_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return GEM_ERR_NOMEM;
+    s->m = m;
+    s->max_tokens = o->max_tokens;
+    s->full_cfg = (gem_decode_config){o->full_route, o->full_partitions, o->full_tile};
+    gem_status st = gem_decode_ctx_create(GEM_BACKEND_CPU, o->threads, &s->dctx);
+    if (st != GEM_OK) {
+        mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
+        goto fail;
+    }
+    if ((st = mpool_create(gem_decode_ctx_threads(s->dctx), &s->pool)) != GEM_OK) {
+        mfail(err, errlen, st, "thread pool: %s", gem_status_str(st));
+        goto fail;
+    }
+    const int64_t L = hp->n_layers;
+    s->kc = calloc((size_t)L, sizeof *s->kc);
+    s->vc = calloc((size_t)L, sizeof *s->vc);
+    s->cap = calloc((size_t)L, sizeof *s->cap);
+    s->inv_freq = calloc((size_t)L, sizeof *s->inv_freq);
+    st = GEM_ERR_NOMEM;
+    if (!s->kc || !s->vc || !s->cap || !s->inv_freq)
+        goto nomem;
+    int64_t max_q = 0, max_k = 0, max_ff = 0;
+    for (int64_t i = 0; i < L; i++) {
+        const gem_layer *l = &m->layers[i];
+        s->cap[i] = l->swa && hp->window < o->max_tokens ? hp->window : o->max_tokens;
+        size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim, bytes;
+        if ((st = gem_mul_size(row, (size_t)s->cap[i], &bytes)) != GEM_OK ||
+            (st = gem_mul_size(bytes, sizeof(float), &bytes)) != GEM_OK) {
+            mfail(err, errlen, st, "the KV cache of layer %lld does not fit size_t", (long long)i);
+            goto fail;
+        }
+        st = GEM_ERR_NOMEM;
+        s->kc[i] = alloc64(bytes);
+        s->vc[i] = alloc64(bytes);
+        s->inv_freq[i] = malloc((size_t)(l->n_rot / 2 + 1) * sizeof(double));
+        if (!s->kc[i] || !s->vc[i] || !s->inv_freq[i])
+            goto nomem;
+        for (int64_t j = 0; j < l->n_rot / 2; j++) {
+            double f = pow(l->rope_base, -2.0 * (double)j / (double)l->n_rot);
+            if (!l->swa && m->rope_freqs)
+                f /= (double)m->rope_freqs[j];
+            s->inv_freq[i][j] = f;
+        }
+        const gem_decode_shape sh = shape_of(l);
+        size_t ws = 0;
+        st = gem_decode_workspace_bytes(s->dctx, &sh, s->cap[i], l->swa ? NULL : &s->full_cfg, &ws);
+        if (st != GEM_OK) {
+            mfail(err, errlen, st, "decode workspace of layer %lld: %s", (long long)i,
+                  gem_status_str(st));
+            goto fail;
+        }
+        if (ws > s->ws_bytes)
+            s->ws_bytes = ws;
+        if (l->n_head * l->head_dim > max_q)
+            max_q = l->n_head * l->head_dim;
+        if (l->n_head_kv * l->head_dim > max_k)
+            max_k = l->n_head_kv * l->head_dim;
+        if (l->n_ff > max_ff)
+            max_ff = l->n_ff;
+    }
+    st = GEM_ERR_NOMEM;
+    s->ws = alloc64(s->ws_bytes ? s->ws_bytes : 64);
+    const size_t E = (size_t)hp->n_embd;
+    s->x = alloc64(E * 4);
+    s->xn = alloc64(E * 4);
+    s->o = alloc64(E * 4);
+    s->q = alloc64((size_t)max_q * 4);
+    s->att = alloc64((size_t)max_q * 4);
+    s->k = alloc64((size_t)max_k * 4);
+    s->v = alloc64((size_t)max_k * 4);
+    s->gate = alloc64((size_t)max_ff * 4);
+    s->up = alloc64((size_t)max_ff * 4);
+    if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up)
+        goto nomem;
+    *out = s;
+    return GEM_OK;
+nomem:
+    mfail(err, errlen, GEM_ERR_NOMEM, "out of memory for the KV caches and scratch");
+fail:
+    gem_session_free(s);
+    return st;
+}
+
+int64_t gem_session_pos(const gem_session *s) { return s ? s->pos : 0; }
+void gem_session_reset(gem_session *s)
+{
+    if (s)
+        s->pos = 0;
+}
+void gem_session_times(const gem_session *s, gem_stage_times *out)
+{
+    if (s && out)
+        *out = s->t;
+}
+void gem_session_times_reset(gem_session *s)
+{
+    if (s)
+        memset(&s->t, 0, sizeof s->t);
+}
+
+gem_status gem_session_copy(gem_session *dst, const gem_session *src)
+{
+    if (!dst || !src)
+        return GEM_ERR_NULL;
+    if (dst->m != src->m || dst->max_tokens != src->max_tokens)
+        return GEM_ERR_PARAM;
+    for (int64_t i = 0; i < src->m->hp.n_layers; i++) {
+        const gem_layer *l = &src->m->layers[i];
+        int64_t rows = src->pos < src->cap[i] ? src->pos : src->cap[i];
+        size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * sizeof(float);
+        memcpy(dst->kc[i], src->kc[i], n);
+        memcpy(dst->vc[i], src->vc[i], n);
+    }
+    dst->pos = src->pos;
+    return GEM_OK;
+}
+
+size_t gem_session_kv_bytes_at(const gem_session *s, int64_t pos)
+{
+    size_t total = 0;
+    for (int64_t i = 0; s && i < s->m->hp.n_layers; i++) {
+        const gem_layer *l = &s->m->layers[i];
+        int64_t live = pos + 1 < s->cap[i] ? pos + 1 : s->cap[i];
+        total += 2 * (size_t)live * (size_t)l->n_head_kv * (size_t)l->head_dim * sizeof(float);
+    }
+    return total;
+}
+
+/* out = x / sqrt(mean(x^2) + eps) (* w when w is not NULL). x (n), w (n), out (n);
+ * out may be x. */
+static void rmsnorm(const float *x, const float *w, int64_t n, double eps, float *out)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * (double)x[i];
+    const double r = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)((double)x[i] * r);
+        out[i] = w ? v * w[i] : v;
+    }
+}
+
+/* NeoX RoPE on one head: x (head_dim), pairs (j, j + n_rot/2) for j < n_rot/2. */
+static void rope(float *x, int64_t n_rot, const double *inv_freq, int64_t pos)
+{
+    const int64_t h = n_rot / 2;
+    for (int64_t j = 0; j < h; j++) {
+        const double th = (double)pos * inv_freq[j], c = cos(th), s = sin(th);
+        const double a = x[j], b = x[j + h];
+        x[j] = (float)(a * c - b * s);
+        x[j + h] = (float)(a * s + b * c);
+    }
+}
+
+static float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+static int all_finite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    const gem_model *m = s->m;
+    const gem_hparams *hp = &m->hp;
+    if (s->pos >= s->max_tokens || token < 0 || token >= hp->n_vocab)
+        return GEM_ERR_RANGE;
+    const int64_t E = hp->n_embd, pos = s->pos;
+    double t0 = now(), t1;
+#define LAP(field) (t1 = now(), s->t.field += t1 - t0, t0 = t1)
+    mv_row_f32(&m->tok_embd, token, s->x);
+    const float es = sqrtf((float)E);
+    for (int64_t i = 0; i < E; i++)
+        s->x[i] *= es;
+    LAP(embed);
+    for (int64_t li = 0; li < hp->n_layers; li++) {
+        const gem_layer *l = &m->layers[li];
+        const int64_t hd = l->head_dim, nkv = l->n_head_kv;
+        rmsnorm(s->x, l->attn_norm, E, hp->eps, s->xn);
+        LAP(norms);
+        {
+            const gem_matrix *w[3] = {&l->wq, &l->wk, &l->wv};
+            const float *xs[3] = {s->xn, s->xn, s->xn};
+            float *ys[3] = {s->q, s->k, s->v};
+            mv_batch(s->pool, l->k_eq_v ? 2 : 3, w, xs, ys);
+        }
+        if (l->k_eq_v) /* V is the raw K projection */
+            memcpy(s->v, s->k, (size_t)(nkv * hd) * sizeof(float));
+        LAP(proj);
+        for (int64_t h = 0; h < l->n_head; h++) {
+            rmsnorm(s->q + h * hd, l->q_norm, hd, hp->eps, s->q + h * hd);
+            rope(s->q + h * hd, l->n_rot, s->inv_freq[li], pos);
+        }
+        const int64_t row = l->swa ? pos % s->cap[li] : pos;
+        float *kr = s->kc[li] + (size_t)row * (size_t)(nkv * hd);
+        float *vr = s->vc[li] + (size_t)row * (size_t)(nkv * hd);
+        for (int64_t g = 0; g < nkv; g++) {
+            rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
+            rope(kr + g * hd, l->n_rot, s->inv_freq[li], pos);
+            rmsnorm(s->v + g * hd, NULL, hd, hp->eps, vr + g * hd);
+        }
+        if (!all_finite(kr, nkv * hd) || !all_finite(vr, nkv * hd))
+            return GEM_ERR_NONFINITE;
+        LAP(norms);
+        const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
+        const gem_kv_view view = {s->kc[li], s->vc[li], GEM_DTYPE_F32, GEM_DTYPE_F32,
+                                  hd, nkv * hd, hd, nkv * hd, live, s->cap[li]};
+        const gem_decode_shape sh = shape_of(l);
+        gem_status st = gem_decode(s->dctx, &sh, s->q, &view, s->att, s->ws, s->ws_bytes,
+                                   l->swa ? NULL : &s->full_cfg, NULL);
+        if (st != GEM_OK)
+            return st;
+        if (l->swa)
+            LAP(attn_swa);
+        else
+            LAP(attn_full);
+        mv(s->pool, &l->wo, s->att, s->o);
+        LAP(proj);
+        rmsnorm(s->o, l->post_attn_norm, E, hp->eps, s->o);
+        for (int64_t i = 0; i < E; i++)
+            s->x[i] += s->o[i];
+        rmsnorm(s->x, l->ffn_norm, E, hp->eps, s->xn);
+        LAP(norms);
+        {
+            const gem_matrix *w[2] = {&l->w_gate, &l->w_up};
+            const float *xs[2] = {s->xn, s->xn};
+            float *ys[2] = {s->gate, s->up};
+            mv_batch(s->pool, 2, w, xs, ys);
+        }
+        for (int64_t i = 0; i < l->n_ff; i++)
+            s->gate[i] = gelu_tanh(s->gate[i]) * s->up[i];
+        mv(s->pool, &l->w_down, s->gate, s->o);
+        LAP(mlp);
+        rmsnorm(s->o, l->post_ffn_norm, E, hp->eps, s->o);
+        for (int64_t i = 0; i < E; i++)
+            s->x[i] = (s->x[i] + s->o[i]) * l->out_scale;
+        LAP(norms);
+    }
+    rmsnorm(s->x, m->output_norm, E, hp->eps, s->xn);
+    LAP(norms);
+    s->pos++;
+    if (logits) {
+        mv(s->pool, &m->output, s->xn, logits);
+        if (hp->softcap > 0)
+            for (int64_t i = 0; i < hp->n_vocab; i++)
+                logits[i] = (float)(hp->softcap * tanh((double)logits[i] / hp->softcap));
+        LAP(logits);
+        if (!all_finite(logits, hp->n_vocab))
+            return GEM_ERR_NONFINITE;
+    }
+#undef LAP
+    s->t.tokens++;
+    s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full + s->t.mlp +
+                 s->t.logits;
+    return GEM_OK;
+}

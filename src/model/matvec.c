@@ -1,0 +1,159 @@
+/*
+ * Matrix-vector products on GGUF weights (see matvec.h). A block of weights
+ * (one Q8_0/Q4_0 block of 32, one Q4_K/Q6_K super-block of 256, or 256 plain
+ * elements) is dequantized into a small buffer with ggml's arithmetic, then
+ * multiplied into 16 lanes; the lanes are summed by a fixed tree at the end.
+ */
+#include <string.h>
+
+#include "matvec.h"
+
+#define LANES 16
+#define CHUNK 256
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static float half_table[65536];
+static int half_ready;
+
+static void half_init(void)
+{
+    /* Benign if two threads fill it at once: both write the same values. */
+    if (__atomic_load_n(&half_ready, __ATOMIC_ACQUIRE))
+        return;
+    for (uint32_t h = 0; h < 65536; h++)
+        half_table[h] = gem_gguf_f16_to_f32((uint16_t)h);
+    __atomic_store_n(&half_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Dequantizes elements [e0, e0 + n) of a row (e0 and n multiples of the block,
+ * n <= CHUNK) into buf. */
+static void dq(gem_gguf_type t, const uint8_t *row, int64_t e0, int64_t n, float *buf)
+{
+    switch (t) {
+    case GEM_GGUF_F32: memcpy(buf, row + 4 * e0, (size_t)n * 4); return;
+    case GEM_GGUF_F16: {
+        const uint8_t *p = row + 2 * e0;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = half_table[rd16(p + 2 * i)];
+        return;
+    }
+    case GEM_GGUF_BF16: {
+        const uint16_t *p = (const uint16_t *)(const void *)(row + 2 * e0);
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b = (uint32_t)p[i] << 16;
+            memcpy(&buf[i], &b, 4);
+        }
+        return;
+    }
+    case GEM_GGUF_Q8_0: {
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = row + (e0 / 32 + b) * 34;
+            const float d = half_table[rd16(blk)];
+            const int8_t *q = (const int8_t *)(blk + 2);
+            for (int j = 0; j < 32; j++)
+                buf[32 * b + j] = q[j] * d;
+        }
+        return;
+    }
+    case GEM_GGUF_Q4_0: {
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = row + (e0 / 32 + b) * 18;
+            const float d = half_table[rd16(blk)];
+            const uint8_t *q = blk + 2;
+            for (int j = 0; j < 16; j++) {
+                buf[32 * b + j] = ((q[j] & 0x0F) - 8) * d;
+                buf[32 * b + j + 16] = ((q[j] >> 4) - 8) * d;
+            }
+        }
+        return;
+    }
+    case GEM_GGUF_Q4_K:
+    case GEM_GGUF_Q6_K: {
+        size_t bb = t == GEM_GGUF_Q4_K ? 144 : 210;
+        gem_gguf_dequant(t, row + (e0 / 256) * bb, buf, n);
+        return;
+    }
+    }
+}
+
+static int64_t chunk_of(gem_gguf_type t, int64_t cols)
+{
+    (void)t;
+    return cols < CHUNK ? cols : CHUNK;
+}
+
+static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
+{
+    float acc[LANES] = {0};
+    float buf[CHUNK];
+    const int64_t ch = chunk_of(w->type, w->cols);
+    for (int64_t e = 0; e < w->cols; e += ch) {
+        const int64_t n = w->cols - e < ch ? w->cols - e : ch;
+        dq(w->type, row, e, n, buf);
+        const float *xe = x + e;
+        int64_t i = 0;
+        for (; i + LANES <= n; i += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += buf[i + l] * xe[i + l];
+        for (int l = 0; i + l < n; l++)
+            acc[l] += buf[i + l] * xe[i + l];
+    }
+    for (int width = LANES / 2; width > 0; width /= 2)
+        for (int l = 0; l < width; l++)
+            acc[l] += acc[l + width];
+    return acc[0];
+}
+
+void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1)
+{
+    half_init();
+    const uint8_t *base = w->data;
+    for (int64_t r = r0; r < r1; r++)
+        y[r] = dot_row(w, base + (size_t)r * w->row_bytes, x);
+}
+
+void mv_row_f32(const gem_matrix *w, int64_t r, float *dst)
+{
+    half_init();
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    const int64_t ch = chunk_of(w->type, w->cols);
+    for (int64_t e = 0; e < w->cols; e += ch)
+        dq(w->type, row, e, w->cols - e < ch ? w->cols - e : ch, dst + e);
+}
+
+typedef struct mv_job {
+    int n;
+    const gem_matrix *const *w;
+    const float *const *x;
+    float *const *y;
+    int64_t rows_per_item;
+    int64_t first_item[9]; /* item index where product k starts; [n] = total */
+} mv_job;
+
+static void mv_item(void *ctx, int64_t item)
+{
+    const mv_job *j = ctx;
+    int k = 0;
+    while (item >= j->first_item[k + 1])
+        k++;
+    const int64_t r0 = (item - j->first_item[k]) * j->rows_per_item;
+    int64_t r1 = r0 + j->rows_per_item;
+    if (r1 > j->w[k]->rows)
+        r1 = j->w[k]->rows;
+    mv_rows(j->w[k], j->x[k], j->y[k], r0, r1);
+}
+
+void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
+{
+    half_init();
+    mv_job j = {n, w, x, y, 16, {0}};
+    for (int k = 0; k < n; k++)
+        j.first_item[k + 1] = j.first_item[k] + (w[k]->rows + j.rows_per_item - 1) / j.rows_per_item;
+    mpool_run(p, j.first_item[n], mv_item, &j);
+}
+
+void mv(mpool *p, const gem_matrix *w, const float *x, float *y)
+{
+    mv_batch(p, 1, &w, &x, &y);
+}

@@ -1,0 +1,29 @@
+/*
+ * Internal: matrix-vector products of GGUF weight matrices with F32 vectors.
+ * Each output row is one dot product of the row's exactly dequantized weights
+ * (gem_gguf_dequant's values) with x, accumulated in 16 float lanes in element
+ * order and summed by a fixed tree: the same bits on every call and for any
+ * thread count (a row is never split between threads).
+ */
+#ifndef GEM_MODEL_MATVEC_H
+#define GEM_MODEL_MATVEC_H
+
+#include <stdint.h>
+
+#include "gem/model.h"
+#include "mpool.h"
+
+/* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). */
+void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1);
+
+/* The whole product on the pool. */
+void mv(mpool *p, const gem_matrix *w, const float *x, float *y);
+
+/* Several products that share nothing but the pool, run as one batch of items
+ * (e.g. the gate and up projections). w (n), x (n), y (n). */
+void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y);
+
+/* Row r of w dequantized into dst (w->cols). */
+void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);
+
+#endif /* GEM_MODEL_MATVEC_H */

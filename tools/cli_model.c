@@ -1,0 +1,98 @@
+/*
+ * Helpers of the model subcommands: top-10 selection, token-list and route
+ * parsing, model loading with one-line errors, and prefill with progress.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_model.h"
+
+void cli_top10(const float *logits, int64_t n, int32_t ids[10])
+{
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        /* insertion into the sorted top list: larger logit first, then lower id */
+        if (k == 10 && !(logits[i] > logits[ids[9]]))
+            continue;
+        int j = k < 10 ? k++ : 9;
+        while (j > 0 && logits[i] > logits[ids[j - 1]]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = (int32_t)i;
+    }
+}
+
+int cli_parse_tokens(const char *cmd, const char *s, int64_t n_vocab, int32_t **ids, int64_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    int64_t *tmp = malloc(cap * sizeof *tmp);
+    int32_t *out = malloc(cap * sizeof *out);
+    size_t got = 0;
+    if (!tmp || !out || cli_parse_i64_list(s, 0, n_vocab - 1, tmp, cap, &got) != 0) {
+        cli_error(cmd, "--prompt-tokens '%.40s%s' is not a comma-separated list of token ids in "
+                  "[0, %lld)", s, strlen(s) > 40 ? "..." : "", (long long)n_vocab);
+        free(tmp);
+        free(out);
+        return -1;
+    }
+    for (size_t i = 0; i < got; i++)
+        out[i] = (int32_t)tmp[i];
+    free(tmp);
+    *ids = out;
+    *n = (int64_t)got;
+    return 0;
+}
+
+int cli_parse_attn(const char *cmd, const char *s, gem_route *out)
+{
+    if (!strcmp(s, "baseline"))
+        *out = GEM_ROUTE_BASELINE;
+    else if (!strcmp(s, "fused"))
+        *out = GEM_ROUTE_FUSED;
+    else {
+        cli_error(cmd, "--attn '%s' is neither 'baseline' nor 'fused'", s);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_load_model(const char *cmd, const char *path, gem_model **out)
+{
+    char err[GEM_GGUF_ERR_LEN];
+    double t0 = cli_now();
+    gem_status st = gem_model_load(path, out, err, sizeof err);
+    if (st != GEM_OK) {
+        cli_error(cmd, "%s: %s", path, err[0] ? err : gem_status_str(st));
+        return -1;
+    }
+    const gem_hparams *hp = gem_model_hparams(*out);
+    cli_progress("%s: loaded %s (%s: %lld layers, %lld full, hidden %lld, vocab %lld, %.1f MB of "
+                 "weights per token) in %.2f s",
+                 cmd, path, hp->name[0] ? hp->name : "gemma4", (long long)hp->n_layers,
+                 (long long)hp->n_full_layers, (long long)hp->n_embd, (long long)hp->n_vocab,
+                 (double)gem_model_weight_bytes_per_token(*out) / 1e6, cli_now() - t0);
+    return 0;
+}
+
+gem_status cli_prefill(const char *cmd, gem_session *s, const int32_t *ids, int64_t n,
+                       float *logits, int64_t every)
+{
+    double t0 = cli_now();
+    for (int64_t i = 0; i < n; i++) {
+        gem_status st = gem_session_eval(s, ids[i], i + 1 == n ? logits : NULL);
+        if (st != GEM_OK) {
+            cli_error(cmd, "evaluating prompt token %lld (id %d) at position %lld: %s",
+                      (long long)i, ids[i], (long long)gem_session_pos(s), gem_status_str(st));
+            return st;
+        }
+        if (every > 0 && ((i + 1) % every == 0 || i + 1 == n))
+            cli_progress("%s: prefill %lld/%lld tokens, %.1f tokens/s", cmd, (long long)(i + 1),
+                         (long long)n, (double)(i + 1) / (cli_now() - t0));
+    }
+    return GEM_OK;
+}

@@ -1,0 +1,203 @@
+/*
+ * gem generate: greedy text generation with the Gemma 4 decoder on the CPU.
+ * The prompt (text, tokenized with the model's vocabulary, or token ids) is
+ * evaluated, then the argmax token is taken n times; each token's text goes to
+ * stdout as soon as it is chosen. Progress and timing go to stderr; --json
+ * writes the tokens and each step's top-10 logits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_model.h"
+#include "gem/receipt.h"
+
+#define CMD "generate"
+
+static void help(void)
+{
+    printf("usage: gem generate --model M.gguf (--prompt TEXT | --prompt-tokens ID,ID,..) [options]\n\n"
+           "Greedy decoding with the Gemma 4 decoder on the CPU; the text streams to stdout.\n\n"
+           "options:\n"
+           "  -n N              tokens to generate (default 32)\n"
+           "  --attn R          route of the full-attention layers: baseline or fused\n"
+           "                    (default fused)\n"
+           "  --threads N       threads, 0 = one per core (default 0)\n"
+           "  --json FILE       write prompt_tokens, tokens and steps[{token, top10}] (step 0\n"
+           "                    holds the logits at the last prompt position)\n"
+           "  --ignore-eos      keep going past an end-of-generation token\n"
+           "  --no-bos          do not put BOS before a text prompt\n"
+           "  -h, --help        this text\n\n"
+           "exit status: 0 done, 1 the decoder failed, 2 bad usage or input\n");
+}
+
+int gem_cmd_generate(int argc, char **argv)
+{
+    const char *model_path = NULL, *prompt = NULL, *prompt_tokens = NULL, *json_path = NULL;
+    int64_t n_gen = 32, threads = 0;
+    int ignore_eos = 0, bos = 1;
+    gem_route route = GEM_ROUTE_FUSED;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-bos")) {
+            bos = 0;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "--prompt"))
+            prompt = v;
+        else if (!strcmp(a, "--prompt-tokens"))
+            prompt_tokens = v;
+        else if (!strcmp(a, "--json"))
+            json_path = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (cli_parse_i64(v, 0, 1 << 24, &n_gen)) {
+                cli_error(CMD, "-n '%s' is not an integer in [0, 16777216]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            if (cli_parse_i64(v, 0, 4096, &threads)) {
+                cli_error(CMD, "--threads '%s' is not an integer in [0, 4096]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--attn")) {
+            if (cli_parse_attn(CMD, v, &route))
+                return 2;
+        } else {
+            cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (!model_path || (!prompt == !prompt_tokens)) {
+        cli_error(CMD, "--model and one of --prompt / --prompt-tokens are required (see --help)");
+        return 2;
+    }
+    gem_model *m = NULL;
+    if (cli_load_model(CMD, model_path, &m))
+        return 2;
+    const gem_hparams *hp = gem_model_hparams(m);
+    const gem_tokenizer *tok = gem_model_tokenizer(m);
+    int32_t *ids = NULL;
+    int64_t n_prompt = 0;
+    int rc = 2;
+    float *logits = NULL;
+    gem_session *s = NULL;
+    json_t *steps = json_array(), *toks = json_array();
+    if (prompt_tokens) {
+        if (cli_parse_tokens(CMD, prompt_tokens, hp->n_vocab, &ids, &n_prompt))
+            goto out;
+    } else {
+        int64_t need = 0;
+        gem_tokenize(tok, prompt, bos, NULL, 0, &need);
+        ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+        if (!ids || gem_tokenize(tok, prompt, bos, ids, need, &n_prompt) != GEM_OK) {
+            cli_error(CMD, "cannot tokenize the prompt");
+            goto out;
+        }
+    }
+    if (n_prompt < 1) {
+        cli_error(CMD, "the prompt has no tokens");
+        goto out;
+    }
+    if (n_prompt + n_gen > hp->context_length) {
+        cli_error(CMD, "%lld prompt + %lld generated tokens exceed the context length %lld",
+                  (long long)n_prompt, (long long)n_gen, (long long)hp->context_length);
+        goto out;
+    }
+    char err[GEM_GGUF_ERR_LEN];
+    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0};
+    gem_status st = gem_session_create(m, &so, &s, err, sizeof err);
+    if (st != GEM_OK) {
+        cli_error(CMD, "%s", err);
+        goto out;
+    }
+    logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    if (!logits) {
+        cli_error(CMD, "out of memory");
+        goto out;
+    }
+    rc = 1;
+    double t0 = cli_now();
+    if (cli_prefill(CMD, s, ids, n_prompt, logits, n_prompt >= 256 ? 256 : 0) != GEM_OK)
+        goto out;
+    const double t_prefill = cli_now() - t0;
+    t0 = cli_now();
+    int64_t made = 0;
+    for (int64_t k = 0; k < n_gen; k++) {
+        int32_t top[10];
+        cli_top10(logits, hp->n_vocab, top);
+        json_t *t10 = json_array();
+        for (int j = 0; j < 10; j++)
+            json_array_append_new(t10, json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
+        json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
+        json_array_append_new(toks, json_integer(top[0]));
+        made++;
+        char piece[256];
+        size_t pl = 0;
+        if (gem_token_piece(tok, top[0], piece, sizeof piece, &pl) == GEM_OK) {
+            fwrite(piece, 1, pl, stdout);
+            fflush(stdout);
+        }
+        if (!ignore_eos && gem_tokenizer_is_eog(tok, top[0]))
+            break;
+        if (k + 1 == n_gen)
+            break;
+        st = gem_session_eval(s, top[0], logits);
+        if (st != GEM_OK) {
+            cli_error(CMD, "evaluating generated token %lld: %s", (long long)k, gem_status_str(st));
+            goto out;
+        }
+    }
+    const double t_gen = cli_now() - t0;
+    printf("\n");
+    cli_progress("%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
+                 "(%.2f tokens/s), attn %s, %lld threads",
+                 CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made,
+                 t_gen, made > 1 ? (double)(made - 1) / t_gen : 0.0,
+                 route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)threads);
+    if (json_path) {
+        json_t *pt = json_array();
+        for (int64_t i = 0; i < n_prompt; i++)
+            json_array_append_new(pt, json_integer(ids[i]));
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:I, s:o, s:O, s:O}", "schema", "gem.generate.v1",
+                                "model", model_path, "attn",
+                                route == GEM_ROUTE_FUSED ? "fused" : "baseline", "threads",
+                                (json_int_t)threads, "prompt_tokens", pt, "tokens", toks, "steps",
+                                steps);
+        json_object_set_new(doc, "timing",
+                            json_pack("{s:f, s:f, s:I}", "prefill_s", t_prefill, "generate_s", t_gen,
+                                      "generated", (json_int_t)made));
+        if (json_dump_file(doc, json_path, JSON_INDENT(1)) != 0) {
+            cli_error(CMD, "cannot write %s", json_path);
+            json_decref(doc);
+            goto out;
+        }
+        json_decref(doc);
+    }
+    rc = 0;
+out:
+    json_decref(steps);
+    json_decref(toks);
+    free(ids);
+    free(logits);
+    gem_session_free(s);
+    gem_model_free(m);
+    return rc;
+}
