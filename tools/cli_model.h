@@ -10,7 +10,7 @@ int gem_cmd_synth(int argc, char **argv);      /* seeded synthetic Gemma 4 GGUF 
 int gem_cmd_generate(int argc, char **argv);   /* greedy generation, streaming */
 int gem_cmd_model_diff(int argc, char **argv); /* baseline vs fused in the whole model */
 int gem_cmd_profile(int argc, char **argv);    /* whole-token stage profile */
-int gem_cmd_gguf(int argc, char **argv);       /* metadata and tensor listing */
+int gem_cmd_model_check(int argc, char **argv); /* the decoder against a reference file */
 
 #endif /* GEM_CLI_MODEL_H */
 

@@ -25,6 +25,7 @@ static const subcommand subcommands[] = {
     {"analyze", gem_cmd_analyze, "fail-closed analyzers of receipts"},
     {"synth", gem_cmd_synth, "write a seeded random-weight Gemma 4 GGUF"},
     {"generate", gem_cmd_generate, "greedy text generation with the Gemma 4 decoder"},
+    {"model-check", gem_cmd_model_check, "hold the decoder to a transformers reference file"},
 };
 
 static void usage(FILE *f)
