@@ -26,6 +26,7 @@ static const subcommand subcommands[] = {
     {"synth", gem_cmd_synth, "write a seeded random-weight Gemma 4 GGUF"},
     {"generate", gem_cmd_generate, "greedy text generation with the Gemma 4 decoder"},
     {"model-check", gem_cmd_model_check, "hold the decoder to a transformers reference file"},
+    {"model-diff", gem_cmd_model_diff, "baseline vs fused attention in the whole model"},
 };
 
 static void usage(FILE *f)

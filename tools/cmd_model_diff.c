@@ -1,0 +1,356 @@
+/*
+ * gem model-diff: the design's model differential. The whole Gemma 4 model runs
+ * twice on the same prompts, once with the full-attention layers on the
+ * baseline route (production) and once on the fused route (candidate); every
+ * other computation is the same code. For each context C the prompt is the first
+ * C tokens of one seeded token stream (BOS, then ids drawn from the vocabulary's
+ * normal tokens), so when the first greedy token is chosen the full layers'
+ * caches hold C rows. Per context it records (gem.model_diff.v1,
+ * docs/receipts-records.md): argmax, ordered top-10 and the logits digest at the
+ * last prompt position for both routes, a second candidate evaluation's digest
+ * (repeat determinism), and `steps` greedy continuation tokens of each route.
+ *
+ * The prompts share their first min(C) - 1 tokens; that prefix is evaluated
+ * once per route (each route on its own session) and each context continues
+ * from a copy of it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_model.h"
+#include "gem/check.h"
+#include "gem/receipt.h"
+
+#define CMD "model-diff"
+#define MAX_CONTEXTS 16
+
+static void help(void)
+{
+    printf("usage: gem model-diff --model M.gguf [options]\n\n"
+           "Runs the model with the full-attention layers on the baseline route and on the\n"
+           "fused route over the same prompts and writes one gem.model_diff.v1 record per\n"
+           "context (the prompt's length in tokens: the full layers' cache rows when the first\n"
+           "greedy token is chosen). Verdict pass: same argmax, same ordered top-10,\n"
+           "repeat-identical candidate logits and all greedy tokens equal (at least 8).\n\n"
+           "options:\n"
+           "  --contexts C,C,..  prompt lengths (default 8191,8192,8193)\n"
+           "  --steps N          greedy continuation tokens per route (default 8)\n"
+           "  --seed S           prompt stream seed (default 1)\n"
+           "  --threads N        threads, 0 = one per core (default 0)\n"
+           "  --out DIR          where records go (default gem-model-diff; created)\n"
+           "  -h, --help         this text\n\n"
+           "exit status: 0 every context passes, 1 a verdict is fail, 2 bad usage or input\n");
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* BOS, then ids from the normal tokens, element i from (seed, i) alone. */
+static int make_prompt(const gem_tokenizer *tok, uint64_t seed, int64_t n, int32_t *ids)
+{
+    const int64_t V = gem_tokenizer_n_vocab(tok);
+    int32_t *normal = malloc((size_t)V * sizeof *normal);
+    if (!normal)
+        return -1;
+    int64_t nn = 0;
+    for (int32_t i = 0; i < V; i++) {
+        char buf[8];
+        size_t len = 0;
+        gem_gguf_str t = gem_token_text(tok, i);
+        /* normal tokens: those whose piece is their text with spaces */
+        gem_token_piece(tok, i, buf, sizeof buf, &len);
+        if (len > 0 && !(t.len == 6 && !memcmp(t.ptr, "<0x", 3)))
+            normal[nn++] = i;
+    }
+    if (nn == 0) {
+        free(normal);
+        return -1;
+    }
+    int32_t bos = gem_tokenizer_bos(tok);
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (i == 0 && bos >= 0) ? bos : normal[splitmix64(seed * 0x100000001B3ull + (uint64_t)i) % (uint64_t)nn];
+    free(normal);
+    return 0;
+}
+
+typedef struct side {
+    int32_t argmax, top[10];
+    char sha[65], sha_repeat[65];
+    int32_t *greedy; /* (steps) */
+} side;
+
+static void digest_logits(const float *logits, int64_t n, char hex[65])
+{
+    gem_sha256_hex(logits, (size_t)n * sizeof *logits, hex);
+}
+
+/* From a copy of `prefix`, evaluates ids[prefix_pos .. C) and `steps` greedy tokens.
+ * repeat: also re-evaluate from the prefix and digest the logits again. */
+static gem_status run_side(gem_session *work, const gem_session *prefix, const int32_t *ids,
+                           int64_t C, int64_t steps, int repeat, float *logits, int64_t V,
+                           side *out)
+{
+    gem_status st = gem_session_copy(work, prefix);
+    if (st != GEM_OK)
+        return st;
+    for (int64_t i = gem_session_pos(work); i < C; i++)
+        if ((st = gem_session_eval(work, ids[i], i + 1 == C ? logits : NULL)) != GEM_OK)
+            return st;
+    cli_top10(logits, V, out->top);
+    out->argmax = out->top[0];
+    digest_logits(logits, V, out->sha);
+    for (int64_t k = 0; k < steps; k++) {
+        int32_t top[10];
+        cli_top10(logits, V, top);
+        out->greedy[k] = top[0];
+        if (k + 1 < steps && (st = gem_session_eval(work, top[0], logits)) != GEM_OK)
+            return st;
+    }
+    if (repeat) {
+        if ((st = gem_session_copy(work, prefix)) != GEM_OK)
+            return st;
+        for (int64_t i = gem_session_pos(work); i < C; i++)
+            if ((st = gem_session_eval(work, ids[i], i + 1 == C ? logits : NULL)) != GEM_OK)
+                return st;
+        digest_logits(logits, V, out->sha_repeat);
+    }
+    return GEM_OK;
+}
+
+static json_t *ints(const int32_t *v, int64_t n)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+int gem_cmd_model_diff(int argc, char **argv)
+{
+    const char *model_path = NULL, *out_dir = "gem-model-diff";
+    int64_t contexts[MAX_CONTEXTS] = {8191, 8192, 8193};
+    size_t n_ctx = 3;
+    int64_t steps = 8, threads = 0;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "--out"))
+            out_dir = v;
+        else if (!strcmp(a, "--contexts")) {
+            if (cli_parse_i64_list(v, 2, 1 << 24, contexts, MAX_CONTEXTS, &n_ctx)) {
+                cli_error(CMD, "--contexts '%s' is not a list of at most %d lengths >= 2", v,
+                          MAX_CONTEXTS);
+                return 2;
+            }
+        } else if (!strcmp(a, "--steps")) {
+            if (cli_parse_i64(v, 1, 4096, &steps)) {
+                cli_error(CMD, "--steps '%s' is not an integer in [1, 4096]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            if (cli_parse_i64(v, 0, 4096, &threads)) {
+                cli_error(CMD, "--threads '%s' is not an integer in [0, 4096]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_parse_u64(v, &seed)) {
+                cli_error(CMD, "--seed '%s' is not an unsigned integer", v);
+                return 2;
+            }
+        } else {
+            cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        cli_error(CMD, "--model is required (see --help)");
+        return 2;
+    }
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error(CMD, "cannot create %s", out_dir);
+        return 2;
+    }
+    int64_t cmin = contexts[0], cmax = contexts[0];
+    for (size_t i = 1; i < n_ctx; i++) {
+        cmin = contexts[i] < cmin ? contexts[i] : cmin;
+        cmax = contexts[i] > cmax ? contexts[i] : cmax;
+    }
+    gem_model *m = NULL;
+    if (cli_load_model(CMD, model_path, &m))
+        return 2;
+    const gem_hparams *hp = gem_model_hparams(m);
+    const int64_t V = hp->n_vocab, cap = cmax + steps;
+    int rc = 2;
+    gem_session *pre[2] = {NULL, NULL}, *work = NULL;
+    int32_t *ids = malloc((size_t)cmax * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    side sides[2];
+    memset(sides, 0, sizeof sides);
+    sides[0].greedy = calloc((size_t)steps, sizeof(int32_t));
+    sides[1].greedy = calloc((size_t)steps, sizeof(int32_t));
+    char wsha[65], err[GEM_GGUF_ERR_LEN];
+    if (!ids || !logits || !sides[0].greedy || !sides[1].greedy) {
+        cli_error(CMD, "out of memory");
+        goto out;
+    }
+    if (cap > hp->context_length) {
+        cli_error(CMD, "context %lld + %lld steps exceeds the model's %lld", (long long)cmax,
+                  (long long)steps, (long long)hp->context_length);
+        goto out;
+    }
+    if (make_prompt(gem_model_tokenizer(m), seed, cmax, ids)) {
+        cli_error(CMD, "the vocabulary has no normal tokens to draw a prompt from");
+        goto out;
+    }
+    cli_progress("%s: digesting the weights", CMD);
+    if (gem_sha256_file_hex(model_path, wsha) != GEM_OK) {
+        cli_error(CMD, "%s: cannot read", model_path);
+        goto out;
+    }
+    /* The global (full-attention) layers and their geometry, from the model. */
+    json_t *gl = json_array();
+    const gem_layer *g0 = NULL;
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        const gem_layer *l = gem_model_layer(m, i);
+        if (l->swa)
+            continue;
+        json_array_append_new(gl, json_integer(i));
+        if (!g0)
+            g0 = l;
+        else if (l->n_head != g0->n_head || l->n_head_kv != g0->n_head_kv ||
+                 l->head_dim != g0->head_dim) {
+            cli_error(CMD, "the full-attention layers do not share one geometry");
+            json_decref(gl);
+            goto out;
+        }
+    }
+    if (!g0) {
+        cli_error(CMD, "the model has no full-attention layer");
+        json_decref(gl);
+        goto out;
+    }
+    const gem_route routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
+    for (int r = 0; r < 2; r++) {
+        gem_session_opts so = {threads, cap, routes[r], 0, 0};
+        if (gem_session_create(m, &so, &pre[r], err, sizeof err) != GEM_OK ||
+            (r == 1 && gem_session_create(m, &so, &work, err, sizeof err) != GEM_OK)) {
+            cli_error(CMD, "%s", err);
+            json_decref(gl);
+            goto out;
+        }
+    }
+    rc = 1;
+    /* The shared prefix, once per route. */
+    for (int r = 0; r < 2; r++) {
+        cli_progress("%s: %s route: prefix of %lld tokens", CMD, gem_route_name(routes[r]),
+                     (long long)(cmin - 1));
+        if (cli_prefill(CMD, pre[r], ids, cmin - 1, logits, 512) != GEM_OK) {
+            json_decref(gl);
+            goto out;
+        }
+    }
+    int all_pass = 1;
+    for (size_t c = 0; c < n_ctx; c++) {
+        const int64_t C = contexts[c];
+        for (int r = 0; r < 2; r++) {
+            gem_status st = run_side(work, pre[r], ids, C, steps, r == 1, logits, V, &sides[r]);
+            if (st != GEM_OK) {
+                cli_error(CMD, "context %lld, %s route: %s", (long long)C, gem_route_name(routes[r]),
+                          gem_status_str(st));
+                json_decref(gl);
+                goto out;
+            }
+        }
+        int same = 1;
+        for (int64_t k = 0; k < steps; k++)
+            same &= sides[0].greedy[k] == sides[1].greedy[k];
+        const int pass = sides[0].argmax == sides[1].argmax &&
+                         !memcmp(sides[0].top, sides[1].top, sizeof sides[0].top) &&
+                         !strcmp(sides[1].sha, sides[1].sha_repeat) && same && steps >= 8;
+        all_pass &= pass;
+        char psha[65], case_id[160], path[1024];
+        gem_sha256_hex(ids, (size_t)C * sizeof *ids, psha);
+        snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-baseline-vs-fused-seed%llu",
+                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed);
+        json_t *doc = gem_receipt_new("gem.model_diff.v1", "gem model-diff", cli_git_commit());
+        json_object_set_new(doc, "case_id", json_string(case_id));
+        json_object_set_new(
+            doc, "model",
+            json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}", "name",
+                      hp->name[0] ? hp->name : "gemma4", "n_layers", (json_int_t)hp->n_layers,
+                      "global_layers", gl, "global_geometry", "n_q_heads", (json_int_t)g0->n_head,
+                      "n_kv_heads", (json_int_t)g0->n_head_kv, "dk", (json_int_t)g0->head_dim, "dv",
+                      (json_int_t)g0->head_dim, "dtype", "f32", "window", 0, "weights_sha256", wsha));
+        char pid[96];
+        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed, (long long)C);
+        json_object_set_new(doc, "prompt", json_pack("{s:s, s:s, s:I}", "id", pid, "sha256", psha,
+                                                     "context_tokens", (json_int_t)C));
+        json_object_set_new(doc, "selection",
+                            json_pack("{s:s, s:s, s:s, s:s}", "production_before", "baseline",
+                                      "production_after", "baseline", "baseline_route", "baseline",
+                                      "candidate_route", "fused"));
+        json_object_set_new(doc, "baseline",
+                            json_pack("{s:i, s:o, s:s}", "argmax", sides[0].argmax, "top10",
+                                      ints(sides[0].top, 10), "logits_sha256", sides[0].sha));
+        json_object_set_new(doc, "candidate",
+                            json_pack("{s:i, s:o, s:s, s:s}", "argmax", sides[1].argmax, "top10",
+                                      ints(sides[1].top, 10), "logits_sha256", sides[1].sha,
+                                      "logits_sha256_repeat", sides[1].sha_repeat));
+        json_object_set_new(doc, "greedy",
+                            json_pack("{s:I, s:o, s:o}", "steps", (json_int_t)steps,
+                                      "baseline_tokens", ints(sides[0].greedy, steps),
+                                      "candidate_tokens", ints(sides[1].greedy, steps)));
+        json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"));
+        snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu.json", out_dir,
+                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed);
+        gem_status wst = gem_receipt_write(path, doc);
+        json_decref(doc);
+        if (wst != GEM_OK) {
+            cli_error(CMD, "cannot write %s", path);
+            json_decref(gl);
+            rc = 2;
+            goto out;
+        }
+        printf("context %lld: argmax %d / %d, top-10 %s, candidate repeat %s, greedy %lld tokens "
+               "%s: %s (%s)\n",
+               (long long)C, sides[0].argmax, sides[1].argmax,
+               memcmp(sides[0].top, sides[1].top, sizeof sides[0].top) ? "differs" : "equal",
+               strcmp(sides[1].sha, sides[1].sha_repeat) ? "differs" : "identical",
+               (long long)steps, same ? "equal" : "differ", pass ? "pass" : "FAIL", path);
+        fflush(stdout);
+    }
+    json_decref(gl);
+    rc = all_pass ? 0 : 1;
+out:
+    free(ids);
+    free(logits);
+    free(sides[0].greedy);
+    free(sides[1].greedy);
+    gem_session_free(pre[0]);
+    gem_session_free(pre[1]);
+    gem_session_free(work);
+    gem_model_free(m);
+    return rc;
+}
