@@ -1,0 +1,172 @@
+/*
+ * The Gemma 4 decoder's own properties on the synthetic tiny model:
+ *   - logits are the same bits for 1, 2 and 3 threads, and on a repeat;
+ *   - both full-attention routes agree closely (and exactly on the argmax);
+ *   - gem_session_copy continues bit for bit where the source stands, also after
+ *     the sliding layers' ring has wrapped;
+ *   - the KV bytes read per step grow with the position in full layers and stop
+ *     at the window in sliding ones;
+ *   - the hyperparameters and shapes come from the metadata, and a file whose
+ *     metadata disagrees with a tensor's shape is refused with one line;
+ *   - bad calls answer a status.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/model.h"
+#include "tcheck.h"
+
+#define N_PROMPT 24
+
+static const int32_t prompt[N_PROMPT] = {2,   317, 362, 346, 350, 338, 332, 340, 265, 331, 347, 447,
+                                         343, 265, 335, 344, 353, 265, 339, 413, 448, 446, 366, 384};
+
+/* Runs the prompt on a new session; logits (n_vocab) of the last position. */
+static gem_status run(const gem_model *m, int64_t threads, gem_route route, const int32_t *ids,
+                      int64_t n, float *logits)
+{
+    gem_session *s = NULL;
+    char err[256];
+    gem_session_opts o = {threads, 64, route, 0, 0};
+    gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
+    for (int64_t i = 0; st == GEM_OK && i < n; i++)
+        st = gem_session_eval(s, ids[i], i + 1 == n ? logits : NULL);
+    gem_session_free(s);
+    return st;
+}
+
+static int argmax(const float *x, int64_t n)
+{
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = (int)i;
+    return best;
+}
+
+int main(void)
+{
+    const char *path = "test_model_tmp.gguf";
+    gem_synth_spec spec;
+    char err[256];
+    TCHECK_STATUS(gem_synth_preset("tiny", &spec), GEM_OK);
+    TCHECK_STATUS(gem_synth_write(&spec, path, err, sizeof err), GEM_OK);
+    gem_model *m = NULL;
+    TCHECK_STATUS(gem_model_load(path, &m, err, sizeof err), GEM_OK);
+    if (!m)
+        return tcheck_summary("test_model");
+    const gem_hparams *hp = gem_model_hparams(m);
+    TCHECK_EQ_I64(hp->n_layers, 6);
+    TCHECK_EQ_I64(hp->n_full_layers, 2);
+    TCHECK_EQ_I64(hp->window, 8);
+    TCHECK_EQ_I64(hp->head_dim_full, 512);
+    TCHECK_EQ_I64(hp->n_rot_full, 512);
+    TCHECK(hp->rope_base_full == 1e6 && hp->rope_base_swa == 1e4 && hp->softcap == 30.0);
+    const gem_layer *full = gem_model_layer(m, 2), *swa = gem_model_layer(m, 0);
+    TCHECK(full && !full->swa && full->k_eq_v && full->n_head == 32 && full->n_head_kv == 4);
+    TCHECK(swa && swa->swa && !swa->k_eq_v && swa->n_head_kv == 8 && swa->head_dim == 64);
+    TCHECK(full && full->out_scale != 1.0f && full->attn_norm[0] != 1.0f);
+    TCHECK(gem_model_layer(m, 6) == NULL);
+
+    const int64_t V = hp->n_vocab;
+    float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4), *c = malloc((size_t)V * 4);
+    /* Same bits for any thread count and on a repeat. */
+    TCHECK_STATUS(run(m, 1, GEM_ROUTE_FUSED, prompt, N_PROMPT, a), GEM_OK);
+    TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
+    TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    TCHECK_STATUS(run(m, 3, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
+    TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
+    TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    /* The baseline route: same argmax, logits within float rounding. */
+    TCHECK_STATUS(run(m, 2, GEM_ROUTE_BASELINE, prompt, N_PROMPT, c), GEM_OK);
+    double worst = 0;
+    for (int64_t i = 0; i < V; i++)
+        worst = fmax(worst, fabs((double)a[i] - c[i]));
+    TCHECK(worst < 1e-4);
+    TCHECK_EQ_I64(argmax(a, V), argmax(c, V));
+
+    /* A copy continues exactly where its source stands (after the ring wrapped). */
+    gem_session *s1 = NULL, *s2 = NULL;
+    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0};
+    TCHECK_STATUS(gem_session_create(m, &o, &s1, err, sizeof err), GEM_OK);
+    TCHECK_STATUS(gem_session_create(m, &o, &s2, err, sizeof err), GEM_OK);
+    for (int i = 0; i < N_PROMPT - 1; i++)
+        TCHECK_STATUS(gem_session_eval(s1, prompt[i], NULL), GEM_OK);
+    TCHECK_STATUS(gem_session_copy(s2, s1), GEM_OK);
+    TCHECK_EQ_I64(gem_session_pos(s2), N_PROMPT - 1);
+    TCHECK_STATUS(gem_session_eval(s2, prompt[N_PROMPT - 1], b), GEM_OK);
+    TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    /* Positions run out at max_tokens; ids outside the vocabulary are refused. */
+    TCHECK_STATUS(gem_session_eval(s2, (int32_t)V, b), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_session_eval(s2, -1, b), GEM_ERR_RANGE);
+    gem_session_reset(s2);
+    TCHECK_EQ_I64(gem_session_pos(s2), 0);
+    for (int i = 0; i < 64; i++)
+        gem_session_eval(s2, 4, NULL);
+    TCHECK_STATUS(gem_session_eval(s2, 4, NULL), GEM_ERR_RANGE);
+    /* KV bytes per step: full layers grow with the position, sliding ones stop at the window. */
+    size_t k10 = gem_session_kv_bytes_at(s1, 9), k11 = gem_session_kv_bytes_at(s1, 10);
+    TCHECK_EQ_I64(k11 - k10, 2 * 2 * 4 * 512 * 4); /* two full layers, K and V, 4 heads x 512 */
+    TCHECK_EQ_I64(gem_session_kv_bytes_at(s1, 7) - gem_session_kv_bytes_at(s1, 6),
+                  2 * 2 * 4 * 512 * 4 + 4 * 2 * 8 * 64 * 4);
+    gem_stage_times t;
+    gem_session_times(s1, &t);
+    TCHECK(t.tokens == N_PROMPT - 1 && t.attn_full > 0 && t.attn_swa > 0 && t.proj > 0 &&
+           t.mlp > 0 && t.total >= t.attn_full + t.mlp);
+    gem_session_free(s1);
+    gem_session_free(s2);
+
+    /* The prompt is longer than the window, so the window matters: changing the
+     * first prompt token after BOS changes the logits (through the full layers),
+     * while the sliding layers only ever see 8 rows (checked by the byte count above). */
+    int32_t other[N_PROMPT];
+    memcpy(other, prompt, sizeof other);
+    other[1] = 300;
+    TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, other, N_PROMPT, b), GEM_OK);
+    TCHECK(memcmp(a, b, (size_t)V * 4) != 0);
+
+    /* Bad calls and options. */
+    gem_session *bad = NULL;
+    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0};
+    TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
+    TCHECK(bad == NULL && err[0]);
+    bo.max_tokens = 8;
+    bo.full_route = GEM_ROUTE_ONLINE;
+    TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
+    bo.full_route = GEM_ROUTE_FUSED;
+    bo.full_tile = 100000;
+    TCHECK(gem_session_create(m, &bo, &bad, err, sizeof err) != GEM_OK && bad == NULL);
+    gem_model_free(m);
+
+    /* A file whose metadata disagrees with a tensor's shape: feed_forward_length
+     * patched from 256 to 300 in the file's bytes. */
+    FILE *f = fopen(path, "rb");
+    static uint8_t bytes[16 << 20];
+    size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f)
+        fclose(f);
+    const char *key = "gemma4.feed_forward_length";
+    uint8_t *at = NULL;
+    for (size_t i = 0; i + strlen(key) < n && !at; i++)
+        if (!memcmp(bytes + i, key, strlen(key)))
+            at = bytes + i + strlen(key) + 4; /* past the key and its u32 type */
+    TCHECK(at && at[0] == 0 && at[1] == 1); /* 256, little-endian */
+    if (at) {
+        at[0] = 44; /* 300 */
+        gem_gguf *g = NULL;
+        TCHECK_STATUS(gem_gguf_open_buffer(bytes, n, &g, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_model_load_gguf(g, &m, err, sizeof err), GEM_ERR_FORMAT);
+        TCHECK(m == NULL && strstr(err, "ffn_gate") && strstr(err, "300") && !strchr(err, '\n'));
+        gem_gguf_close(g);
+    }
+    TCHECK_STATUS(gem_model_load("/nonexistent.gguf", &m, err, sizeof err), GEM_ERR_IO);
+    TCHECK(m == NULL && err[0] && !strchr(err, '\n'));
+    remove(path);
+    free(a);
+    free(b);
+    free(c);
+    return tcheck_summary("test_model");
+}
