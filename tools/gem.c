@@ -27,6 +27,7 @@ static const subcommand subcommands[] = {
     {"generate", gem_cmd_generate, "greedy text generation with the Gemma 4 decoder"},
     {"model-check", gem_cmd_model_check, "hold the decoder to a transformers reference file"},
     {"model-diff", gem_cmd_model_diff, "baseline vs fused attention in the whole model"},
+    {"profile", gem_cmd_profile, "whole-token stage profile and speed against the memory floor"},
 };
 
 static void usage(FILE *f)

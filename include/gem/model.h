@@ -181,6 +181,19 @@ void gem_session_reset(gem_session *s);
 /* Makes dst continue exactly where src stands (same model, same max_tokens):
  * copies the cache rows in use and the position. GEM_ERR_PARAM otherwise. */
 gem_status gem_session_copy(gem_session *dst, const gem_session *src);
+/* Changes the route of the full-attention layers for the next evaluations
+ * (GEM_ROUTE_BASELINE or GEM_ROUTE_FUSED, tuned default parameters). The
+ * workspace was sized for both routes at creation. GEM_ERR_PARAM otherwise. */
+gem_status gem_session_set_route(gem_session *s, gem_route route);
+
+/* For timing at long contexts without evaluating every position: extends the
+ * session from its position p >= 1 to position n (p <= n <= max_tokens) by
+ * copying the rows of the first p positions cyclically into the full layers'
+ * caches (row t gets row t mod p); the sliding layers' rings keep their rows.
+ * The next token then attends over n rows that the model computed, but not
+ * for these positions: use it for speed, never for correctness. */
+gem_status gem_session_fill_repeat(gem_session *s, int64_t n);
+
 /* Stage times since creation or the last reset of the times. */
 void gem_session_times(const gem_session *s, gem_stage_times *out);
 void gem_session_times_reset(gem_session *s);

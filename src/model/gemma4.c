@@ -515,16 +515,22 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
                 f /= (double)m->rope_freqs[j];
             s->inv_freq[i][j] = f;
         }
+        /* The workspace covers the session's route and, for full layers, the
+         * two routes' defaults too (gem_session_set_route). */
         const gem_decode_shape sh = shape_of(l);
-        size_t ws = 0;
-        st = gem_decode_workspace_bytes(s->dctx, &sh, s->cap[i], l->swa ? NULL : &s->full_cfg, &ws);
-        if (st != GEM_OK) {
-            mfail(err, errlen, st, "decode workspace of layer %lld: %s", (long long)i,
-                  gem_status_str(st));
-            goto fail;
+        const gem_decode_config both[3] = {s->full_cfg, {GEM_ROUTE_FUSED, 0, 0},
+                                           {GEM_ROUTE_BASELINE, 0, 0}};
+        for (int k = 0; k < (l->swa ? 1 : 3); k++) {
+            size_t ws = 0;
+            st = gem_decode_workspace_bytes(s->dctx, &sh, s->cap[i], l->swa ? NULL : &both[k], &ws);
+            if (st != GEM_OK) {
+                mfail(err, errlen, st, "decode workspace of layer %lld: %s", (long long)i,
+                      gem_status_str(st));
+                goto fail;
+            }
+            if (ws > s->ws_bytes)
+                s->ws_bytes = ws;
         }
-        if (ws > s->ws_bytes)
-            s->ws_bytes = ws;
         if (l->n_head * l->head_dim > max_q)
             max_q = l->n_head * l->head_dim;
         if (l->n_head_kv * l->head_dim > max_k)
@@ -570,6 +576,37 @@ void gem_session_times_reset(gem_session *s)
 {
     if (s)
         memset(&s->t, 0, sizeof s->t);
+}
+
+gem_status gem_session_set_route(gem_session *s, gem_route route)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    if (route != GEM_ROUTE_BASELINE && route != GEM_ROUTE_FUSED)
+        return GEM_ERR_PARAM;
+    if (route != s->full_cfg.route)
+        s->full_cfg = (gem_decode_config){route, 0, 0};
+    return GEM_OK;
+}
+
+gem_status gem_session_fill_repeat(gem_session *s, int64_t n)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    if (s->pos < 1 || n < s->pos || n > s->max_tokens)
+        return GEM_ERR_RANGE;
+    for (int64_t i = 0; i < s->m->hp.n_layers; i++) {
+        const gem_layer *l = &s->m->layers[i];
+        if (l->swa)
+            continue;
+        const size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim;
+        for (int64_t t = s->pos; t < n; t++) {
+            memcpy(s->kc[i] + (size_t)t * row, s->kc[i] + (size_t)(t % s->pos) * row, row * 4);
+            memcpy(s->vc[i] + (size_t)t * row, s->vc[i] + (size_t)(t % s->pos) * row, row * 4);
+        }
+    }
+    s->pos = n;
+    return GEM_OK;
 }
 
 gem_status gem_session_copy(gem_session *dst, const gem_session *src)

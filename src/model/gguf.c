@@ -259,8 +259,10 @@ static gem_status rd_tensor(cursor *c, gem_gguf_tensor *t, int64_t index)
     if (name.len == 0 || name.len >= GEM_GGUF_MAX_NAME)
         return fail(c, GEM_ERR_FORMAT, "tensor %" PRId64 " '%s': name length %" PRIu64
                     " (1..%d allowed)", index, nb, name.len, GEM_GGUF_MAX_NAME - 1);
-    if (memchr(name.ptr, 0, (size_t)name.len))
-        return fail(c, GEM_ERR_FORMAT, "tensor %" PRId64 ": the name holds a NUL byte", index);
+    for (uint64_t i = 0; i < name.len; i++)
+        if ((unsigned char)name.ptr[i] < 32 || name.ptr[i] == 127)
+            return fail(c, GEM_ERR_FORMAT, "tensor %" PRId64 " '%s': the name holds a control byte",
+                        index, nb);
     memcpy(t->name, name.ptr, (size_t)name.len);
     t->name[name.len] = 0;
     if ((st = rd_u32(c, &t->n_dims, "a dimension count")) != GEM_OK)

@@ -1,0 +1,308 @@
+/*
+ * gem profile: whole-token stage profile and decoding speed of the Gemma 4
+ * decoder on the CPU, against the memory floor measured in the same run.
+ *
+ * The session first evaluates a real prompt (the seeded token stream of
+ * gem model-diff); to reach a longer context without evaluating every position
+ * it can then extend the full layers' caches by repeating the rows the model
+ * computed (--fill repeat; timing only: the decode step's time does not depend
+ * on the values). Then `reps` interleaved repetitions: in each, `samples`
+ * decode steps with the full layers on the baseline route and `samples` on the
+ * fused route, consecutive tokens (the context grows by one per step). Every
+ * step records the whole-token time and its stages: embedding, norms (with
+ * q/k/v norms and RoPE), projections (q/k/v/o), sliding attention, full
+ * attention, MLP, logits.
+ *
+ * The floor of a step is the bytes it must read (every weight the decoder reads
+ * per token plus the K/V rows of every layer at that position) over the read
+ * bandwidth measured in the same run (a multi-threaded streaming read); the
+ * record gives tokens/s and the median step time as a multiple of the floor.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_model.h"
+#include "gem/engine.h"
+#include "gem/receipt.h"
+
+#define CMD "profile"
+#define N_STAGES 7
+
+static const char *const stage_names[N_STAGES] = {"embedding", "norms", "projections",
+                                                  "sliding_attention", "full_attention", "mlp",
+                                                  "logits"};
+
+static void help(void)
+{
+    printf("usage: gem profile --model M.gguf [options]\n\n"
+           "Times whole decode steps and their stages (embedding, norms, projections, sliding\n"
+           "attention, full attention, MLP, logits) with the full layers on the baseline and\n"
+           "the fused route in interleaved repetitions, and compares tokens/s with the floor:\n"
+           "(weight bytes + KV bytes read per token) / read bandwidth measured in the same run.\n\n"
+           "options:\n"
+           "  --context C     positions in the caches when timing starts (default 256)\n"
+           "  --prompt N      positions evaluated for real first (default min(C, 256)); with\n"
+           "                  N < C the full layers' caches are filled up to C by repeating the\n"
+           "                  rows the model computed (timing only)\n"
+           "  --reps R        interleaved repetitions (default 3)\n"
+           "  --samples S     decode steps per route and repetition (default 5)\n"
+           "  --threads N     threads, 0 = one per core (default 0)\n"
+           "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
+           "  --out FILE      write the gem.model_profile.v1 record\n"
+           "  -h, --help      this text\n");
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int64_t n)
+{
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return NAN;
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static json_t *reals(const double *v, int64_t n)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; i < n; i++)
+        json_array_append_new(a, gem_receipt_real(v[i]));
+    return a;
+}
+
+int gem_cmd_profile(int argc, char **argv)
+{
+    const char *model_path = NULL, *out = NULL;
+    int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int64_t *dst = NULL, lo = 0, hi = 0;
+        if (!strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "--out"))
+            out = v;
+        else if (!strcmp(a, "--context"))
+            dst = &context, lo = 1, hi = 1 << 24;
+        else if (!strcmp(a, "--prompt"))
+            dst = &prompt, lo = 1, hi = 1 << 24;
+        else if (!strcmp(a, "--reps"))
+            dst = &reps, lo = 1, hi = 1000;
+        else if (!strcmp(a, "--samples"))
+            dst = &samples, lo = 1, hi = 100000;
+        else if (!strcmp(a, "--threads"))
+            dst = &threads, lo = 0, hi = 4096;
+        else if (!strcmp(a, "--bw-mib"))
+            dst = &bw_mib, lo = 16, hi = 1 << 20;
+        else {
+            cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+        if (dst && cli_parse_i64(v, lo, hi, dst)) {
+            cli_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", a, v, (long long)lo,
+                      (long long)hi);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        cli_error(CMD, "--model is required (see --help)");
+        return 2;
+    }
+    if (prompt < 0)
+        prompt = context < 256 ? context : 256;
+    if (prompt > context) {
+        cli_error(CMD, "--prompt %lld exceeds --context %lld", (long long)prompt, (long long)context);
+        return 2;
+    }
+    gem_model *m = NULL;
+    if (cli_load_model(CMD, model_path, &m))
+        return 2;
+    const gem_hparams *hp = gem_model_hparams(m);
+    const int64_t steps = 2 * reps * samples + 2, cap = context + steps; /* + 2 warm-up steps */
+    int rc = 2;
+    gem_session *s = NULL;
+    gem_engine *e = NULL;
+    int32_t *ids = malloc((size_t)prompt * sizeof *ids);
+    float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    double *whole[2], *stage[2][N_STAGES], *floor_ms[2];
+    for (int r = 0; r < 2; r++) {
+        whole[r] = calloc((size_t)(reps * samples), sizeof(double));
+        floor_ms[r] = calloc((size_t)(reps * samples), sizeof(double));
+        for (int k = 0; k < N_STAGES; k++)
+            stage[r][k] = calloc((size_t)(reps * samples), sizeof(double));
+    }
+    char err[GEM_GGUF_ERR_LEN];
+    if (!ids || !logits) {
+        cli_error(CMD, "out of memory");
+        goto out;
+    }
+    if (cap > hp->context_length) {
+        cli_error(CMD, "context %lld + %lld steps exceeds the model's %lld", (long long)context,
+                  (long long)steps, (long long)hp->context_length);
+        goto out;
+    }
+    gem_session_opts so = {threads, cap, GEM_ROUTE_BASELINE, 0, 0};
+    if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
+        cli_error(CMD, "%s", err);
+        goto out;
+    }
+    if (gem_engine_create(GEM_BACKEND_CPU, threads, &e) != GEM_OK) {
+        cli_error(CMD, "cannot create the bandwidth probe");
+        goto out;
+    }
+    rc = 1;
+    const int32_t bos = gem_tokenizer_bos(gem_model_tokenizer(m));
+    for (int64_t i = 0; i < prompt; i++)
+        ids[i] = i == 0 && bos >= 0 ? bos : (int32_t)(splitmix64(1 + (uint64_t)i) % (uint64_t)hp->n_vocab);
+    if (cli_prefill(CMD, s, ids, prompt, logits, prompt >= 1024 ? 1024 : 0) != GEM_OK)
+        goto out;
+    if (context > prompt && gem_session_fill_repeat(s, context) != GEM_OK) {
+        cli_error(CMD, "cannot fill the caches to %lld positions", (long long)context);
+        goto out;
+    }
+    double bw = 0;
+    cli_progress("%s: measuring the read bandwidth (%lld MiB)", CMD, (long long)bw_mib);
+    if (gem_engine_read_bandwidth(e, (size_t)bw_mib << 20, 5, &bw) != GEM_OK || !(bw > 0)) {
+        cli_error(CMD, "the bandwidth probe failed");
+        goto out;
+    }
+    const size_t wbytes = gem_model_weight_bytes_per_token(m);
+    const gem_route routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
+    int32_t tok = 4 % (int32_t)hp->n_vocab;
+    cli_progress("%s: %lld repetitions x %lld samples per route at context %lld", CMD,
+                 (long long)reps, (long long)samples, (long long)context);
+    /* one warm-up step per route */
+    for (int r = 0; r < 2; r++) {
+        gem_session_set_route(s, routes[r]);
+        if (gem_session_eval(s, tok, logits) != GEM_OK)
+            goto out;
+    }
+    for (int64_t rep = 0; rep < reps; rep++)
+        for (int r0 = 0; r0 < 2; r0++) {
+            const int r = rep % 2 ? 1 - r0 : r0; /* ABBA order across repetitions */
+            gem_session_set_route(s, routes[r]);
+            for (int64_t k = 0; k < samples; k++) {
+                const int64_t idx = rep * samples + k;
+                gem_stage_times t;
+                gem_session_times_reset(s);
+                floor_ms[r][idx] =
+                    1e3 * (double)(wbytes + gem_session_kv_bytes_at(s, gem_session_pos(s))) / bw;
+                gem_status st = gem_session_eval(s, tok, logits);
+                if (st != GEM_OK) {
+                    cli_error(CMD, "decode step failed: %s", gem_status_str(st));
+                    goto out;
+                }
+                gem_session_times(s, &t);
+                const double v[N_STAGES] = {t.embed, t.norms, t.proj, t.attn_swa, t.attn_full, t.mlp,
+                                            t.logits};
+                for (int j = 0; j < N_STAGES; j++)
+                    stage[r][j][idx] = 1e3 * v[j];
+                whole[r][idx] = 1e3 * t.total;
+                int32_t top[10];
+                cli_top10(logits, hp->n_vocab, top);
+                tok = top[0];
+            }
+        }
+    const int64_t n = reps * samples;
+    printf("gem profile: %s, %lld threads, context %lld (%lld evaluated%s), read bandwidth %.2f GB/s\n",
+           model_path, (long long)gem_engine_threads(e), (long long)context, (long long)prompt,
+           context > prompt ? ", the rest repeated" : "", bw / 1e9);
+    printf("weights read per token %.1f MB, KV read per token %.1f MB at the first timed step\n",
+           (double)wbytes / 1e6, (double)gem_session_kv_bytes_at(s, context) / 1e6);
+    json_t *per_route = json_object();
+    for (int r = 0; r < 2; r++) {
+        const double med = median(whole[r], n), fl = median(floor_ms[r], n);
+        printf("%-8s  whole token %.3f ms median (%.2f tokens/s), floor %.3f ms, %.2fx the floor\n",
+               gem_route_name(routes[r]), med, 1e3 / med, fl, med / fl);
+        json_t *st = json_object(), *meds = json_object();
+        for (int j = 0; j < N_STAGES; j++) {
+            const double sm = median(stage[r][j], n);
+            printf("          %-18s %9.3f ms  %5.1f%%\n", stage_names[j], sm, 100.0 * sm / med);
+            json_object_set_new(st, stage_names[j], reals(stage[r][j], n));
+            json_object_set_new(meds, stage_names[j], gem_receipt_real(sm));
+        }
+        json_object_set_new(
+            per_route, gem_route_name(routes[r]),
+            json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f}", "whole_token_ms", reals(whole[r], n),
+                      "floor_ms", reals(floor_ms[r], n), "stages_ms", st, "stage_median_ms", meds,
+                      "whole_token_median_ms", med, "tokens_per_s", 1e3 / med, "floor_median_ms", fl,
+                      "x_floor", med / fl));
+    }
+    if (out) {
+        char wsha[65];
+        if (gem_sha256_file_hex(model_path, wsha) != GEM_OK)
+            snprintf(wsha, sizeof wsha, "unknown");
+        json_t *doc = gem_receipt_new("gem.model_profile.v1", "gem profile", cli_git_commit());
+        json_object_set_new(doc, "model",
+                            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "path", model_path, "name",
+                                      hp->name, "n_layers", (json_int_t)hp->n_layers,
+                                      "full_layers", (json_int_t)hp->n_full_layers, "n_embd",
+                                      (json_int_t)hp->n_embd, "weight_bytes_per_token",
+                                      (json_int_t)wbytes, "weights_sha256", wsha));
+        json_object_set_new(doc, "machine",
+                            json_pack("{s:s, s:I, s:f}", "cpu", gem_engine_describe(e), "threads",
+                                      (json_int_t)gem_engine_threads(e), "read_bandwidth_bytes_per_s",
+                                      bw));
+        json_object_set_new(doc, "context",
+                            json_pack("{s:I, s:I, s:s}", "positions", (json_int_t)context,
+                                      "evaluated", (json_int_t)prompt, "fill",
+                                      context > prompt ? "repeat (timing only)" : "real"));
+        json_object_set_new(doc, "repetitions", json_integer(reps));
+        json_object_set_new(doc, "samples_per_repetition", json_integer(samples));
+        json_object_set_new(doc, "order", json_string("ABBA over repetitions, consecutive tokens"));
+        json_object_set_new(doc, "routes", per_route);
+        per_route = NULL;
+        if (gem_receipt_write(out, doc) != GEM_OK) {
+            cli_error(CMD, "cannot write %s", out);
+            json_decref(doc);
+            rc = 2;
+            goto out;
+        }
+        json_decref(doc);
+        printf("record %s\n", out);
+    }
+    json_decref(per_route);
+    rc = 0;
+out:
+    for (int r = 0; r < 2; r++) {
+        free(whole[r]);
+        free(floor_ms[r]);
+        for (int k = 0; k < N_STAGES; k++)
+            free(stage[r][k]);
+    }
+    free(ids);
+    free(logits);
+    gem_engine_destroy(e);
+    gem_session_free(s);
+    gem_model_free(m);
+    return rc;
+}
