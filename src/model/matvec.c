@@ -83,7 +83,19 @@ static int64_t chunk_of(gem_gguf_type t, int64_t cols)
     return cols < CHUNK ? cols : CHUNK;
 }
 
-static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
+/* Fixed-order sum of the 16 lanes. */
+static float lanes_sum(float *acc)
+{
+    for (int width = LANES / 2; width > 0; width /= 2)
+        for (int l = 0; l < width; l++)
+            acc[l] += acc[l + width];
+    return acc[0];
+}
+
+/* The generic path: dequantize a chunk into buf, then multiply into the lanes
+ * in element order (element e of the row goes to lane e % 16 when the row length
+ * is a multiple of 16). */
+static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x)
 {
     float acc[LANES] = {0};
     float buf[CHUNK];
@@ -99,10 +111,114 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
         for (int l = 0; i + l < n; l++)
             acc[l] += buf[i + l] * xe[i + l];
     }
-    for (int width = LANES / 2; width > 0; width /= 2)
-        for (int l = 0; l < width; l++)
-            acc[l] += acc[l + width];
-    return acc[0];
+    return lanes_sum(acc);
+}
+
+/* Fused kernels for the common types: the same weights (ggml's dequantized
+ * values, bit for bit) and the same lane and order rule as dot_generic, without
+ * the round trip through a buffer. Rows are multiples of 32 (256 for Q4_K). */
+static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
+{
+    float acc[LANES] = {0};
+    for (int64_t b = 0; b < cols / 32; b++, row += 34, x += 32) {
+        const float d = half_table[rd16(row)];
+        const int8_t *q = (const int8_t *)(row + 2);
+        for (int l = 0; l < 16; l++)
+            acc[l] += (q[l] * d) * x[l];
+        for (int l = 0; l < 16; l++)
+            acc[l] += (q[16 + l] * d) * x[16 + l];
+    }
+    return lanes_sum(acc);
+}
+
+static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
+{
+    float acc[LANES] = {0};
+    for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
+        const float d = half_table[rd16(row)];
+        const uint8_t *q = row + 2;
+        for (int l = 0; l < 16; l++)
+            acc[l] += (((q[l] & 0x0F) - 8) * d) * x[l];
+        for (int l = 0; l < 16; l++)
+            acc[l] += (((q[l] >> 4) - 8) * d) * x[16 + l];
+    }
+    return lanes_sum(acc);
+}
+
+static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
+{
+    float acc[LANES] = {0};
+    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
+        const float d = half_table[rd16(row)], min = half_table[rd16(row + 2)];
+        const uint8_t *sc = row + 4, *q = row + 16;
+        for (int j = 0; j < 4; j++, q += 32, x += 64) {
+            uint8_t s1, m1, s2, m2;
+            if (j < 2) {
+                s1 = sc[2 * j] & 63, m1 = sc[2 * j + 4] & 63;
+                s2 = sc[2 * j + 1] & 63, m2 = sc[2 * j + 5] & 63;
+            } else {
+                const int a = 2 * j, c = 2 * j + 1;
+                s1 = (uint8_t)((sc[a + 4] & 0xF) | ((sc[a - 4] >> 6) << 4));
+                m1 = (uint8_t)((sc[a + 4] >> 4) | ((sc[a] >> 6) << 4));
+                s2 = (uint8_t)((sc[c + 4] & 0xF) | ((sc[c - 4] >> 6) << 4));
+                m2 = (uint8_t)((sc[c + 4] >> 4) | ((sc[c] >> 6) << 4));
+            }
+            const float d1 = d * s1, dm1 = min * m1, d2 = d * s2, dm2 = min * m2;
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d1 * (q[l] & 0xF) - dm1) * x[l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d1 * (q[16 + l] & 0xF) - dm1) * x[16 + l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d2 * (q[16 + l] >> 4) - dm2) * x[48 + l];
+        }
+    }
+    return lanes_sum(acc);
+}
+
+static float dot_f32(const float *w, const float *x, int64_t cols)
+{
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= cols; i += LANES)
+        for (int l = 0; l < LANES; l++)
+            acc[l] += w[i + l] * x[i + l];
+    for (int l = 0; i + l < cols; l++)
+        acc[l] += w[i + l] * x[i + l];
+    return lanes_sum(acc);
+}
+
+static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
+{
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= cols; i += LANES)
+        for (int l = 0; l < LANES; l++) {
+            uint32_t b = (uint32_t)w[i + l] << 16;
+            float f;
+            memcpy(&f, &b, 4);
+            acc[l] += f * x[i + l];
+        }
+    for (int l = 0; i + l < cols; l++) {
+        uint32_t b = (uint32_t)w[i + l] << 16;
+        float f;
+        memcpy(&f, &b, 4);
+        acc[l] += f * x[i + l];
+    }
+    return lanes_sum(acc);
+}
+
+static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
+{
+    switch (w->type) {
+    case GEM_GGUF_Q8_0: return dot_q8_0(row, x, w->cols);
+    case GEM_GGUF_Q4_0: return dot_q4_0(row, x, w->cols);
+    case GEM_GGUF_Q4_K: return dot_q4_k(row, x, w->cols);
+    case GEM_GGUF_F32: return dot_f32((const float *)(const void *)row, x, w->cols);
+    case GEM_GGUF_BF16: return dot_bf16((const uint16_t *)(const void *)row, x, w->cols);
+    default: return dot_generic(w, row, x);
+    }
 }
 
 void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1)
