@@ -6,6 +6,10 @@
  */
 #include <string.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "matvec.h"
 
 #define LANES 16
@@ -116,7 +120,96 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
 
 /* Fused kernels for the common types: the same weights (ggml's dequantized
  * values, bit for bit) and the same lane and order rule as dot_generic, without
- * the round trip through a buffer. Rows are multiples of 32 (256 for Q4_K). */
+ * the round trip through a buffer. Rows are multiples of 32 (256 for Q4_K).
+ * With AVX-512 the 16 lanes are one register; every product and sum is a
+ * separate rounding, exactly as in the scalar code (no fused multiply-add), so
+ * both give the same bits (tests/test_matvec.c checks them against the rule). */
+#if defined(__AVX512F__)
+typedef __m512 lanes;
+#define L_ZERO() _mm512_setzero_ps()
+#define L_MADD(acc, w, x) _mm512_add_ps((acc), _mm512_mul_ps((w), (x)))
+static float lanes_out(lanes v)
+{
+    float acc[LANES];
+    _mm512_storeu_ps(acc, v);
+    return lanes_sum(acc);
+}
+/* 16 int8 -> float */
+static inline __m512 i8x16(const int8_t *q)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
+}
+/* 16 bytes -> their low / high nibbles as int32 */
+static inline __m512i lo4(const uint8_t *q)
+{
+    return _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)),
+                            _mm512_set1_epi32(0xF));
+}
+static inline __m512i hi4(const uint8_t *q)
+{
+    return _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)), 4);
+}
+
+static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    for (int64_t b = 0; b < cols / 32; b++, row += 34, x += 32) {
+        const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
+        const int8_t *q = (const int8_t *)(row + 2);
+        acc = L_MADD(acc, _mm512_mul_ps(i8x16(q), d), _mm512_loadu_ps(x));
+        acc = L_MADD(acc, _mm512_mul_ps(i8x16(q + 16), d), _mm512_loadu_ps(x + 16));
+    }
+    return lanes_out(acc);
+}
+
+static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    const __m512i eight = _mm512_set1_epi32(8);
+    for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
+        const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
+        const uint8_t *q = row + 2;
+        const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo4(q), eight)), d);
+        const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi4(q), eight)), d);
+        acc = L_MADD(acc, w0, _mm512_loadu_ps(x));
+        acc = L_MADD(acc, w1, _mm512_loadu_ps(x + 16));
+    }
+    return lanes_out(acc);
+}
+
+static float dot_f32(const float *w, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    int64_t i = 0;
+    for (; i + LANES <= cols; i += LANES)
+        acc = L_MADD(acc, _mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i));
+    float a[LANES];
+    _mm512_storeu_ps(a, acc);
+    for (int l = 0; i + l < cols; l++)
+        a[l] += w[i + l] * x[i + l];
+    return lanes_sum(a);
+}
+
+static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    int64_t i = 0;
+    for (; i + LANES <= cols; i += LANES) {
+        const __m512i b = _mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + i))), 16);
+        acc = L_MADD(acc, _mm512_castsi512_ps(b), _mm512_loadu_ps(x + i));
+    }
+    float a[LANES];
+    _mm512_storeu_ps(a, acc);
+    for (int l = 0; i + l < cols; l++) {
+        uint32_t b = (uint32_t)w[i + l] << 16;
+        float f;
+        memcpy(&f, &b, 4);
+        a[l] += f * x[i + l];
+    }
+    return lanes_sum(a);
+}
+#else
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
@@ -141,38 +234,6 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
             acc[l] += (((q[l] & 0x0F) - 8) * d) * x[l];
         for (int l = 0; l < 16; l++)
             acc[l] += (((q[l] >> 4) - 8) * d) * x[16 + l];
-    }
-    return lanes_sum(acc);
-}
-
-static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
-{
-    float acc[LANES] = {0};
-    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
-        const float d = half_table[rd16(row)], min = half_table[rd16(row + 2)];
-        const uint8_t *sc = row + 4, *q = row + 16;
-        for (int j = 0; j < 4; j++, q += 32, x += 64) {
-            uint8_t s1, m1, s2, m2;
-            if (j < 2) {
-                s1 = sc[2 * j] & 63, m1 = sc[2 * j + 4] & 63;
-                s2 = sc[2 * j + 1] & 63, m2 = sc[2 * j + 5] & 63;
-            } else {
-                const int a = 2 * j, c = 2 * j + 1;
-                s1 = (uint8_t)((sc[a + 4] & 0xF) | ((sc[a - 4] >> 6) << 4));
-                m1 = (uint8_t)((sc[a + 4] >> 4) | ((sc[a] >> 6) << 4));
-                s2 = (uint8_t)((sc[c + 4] & 0xF) | ((sc[c - 4] >> 6) << 4));
-                m2 = (uint8_t)((sc[c + 4] >> 4) | ((sc[c] >> 6) << 4));
-            }
-            const float d1 = d * s1, dm1 = min * m1, d2 = d * s2, dm2 = min * m2;
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d1 * (q[l] & 0xF) - dm1) * x[l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d1 * (q[16 + l] & 0xF) - dm1) * x[16 + l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d2 * (q[16 + l] >> 4) - dm2) * x[48 + l];
-        }
     }
     return lanes_sum(acc);
 }
@@ -207,6 +268,68 @@ static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
         acc[l] += f * x[i + l];
     }
     return lanes_sum(acc);
+}
+#endif
+
+/* Q4_K: the scale and min of sub-blocks 2j and 2j+1 from the 12 packed bytes. */
+static void q4k_scales(const uint8_t *sc, int j, float d, float min, float *d1, float *dm1,
+                       float *d2, float *dm2)
+{
+    uint8_t s1, m1, s2, m2;
+    if (j < 2) {
+        s1 = sc[2 * j] & 63, m1 = sc[2 * j + 4] & 63;
+        s2 = sc[2 * j + 1] & 63, m2 = sc[2 * j + 5] & 63;
+    } else {
+        const int a = 2 * j, c = 2 * j + 1;
+        s1 = (uint8_t)((sc[a + 4] & 0xF) | ((sc[a - 4] >> 6) << 4));
+        m1 = (uint8_t)((sc[a + 4] >> 4) | ((sc[a] >> 6) << 4));
+        s2 = (uint8_t)((sc[c + 4] & 0xF) | ((sc[c - 4] >> 6) << 4));
+        m2 = (uint8_t)((sc[c + 4] >> 4) | ((sc[c] >> 6) << 4));
+    }
+    *d1 = d * s1, *dm1 = min * m1, *d2 = d * s2, *dm2 = min * m2;
+}
+
+static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
+{
+#if defined(__AVX512F__)
+    lanes acc = L_ZERO();
+#else
+    float acc[LANES] = {0};
+#endif
+    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
+        const float d = half_table[rd16(row)], min = half_table[rd16(row + 2)];
+        const uint8_t *sc = row + 4, *q = row + 16;
+        for (int j = 0; j < 4; j++, q += 32, x += 64) {
+            float d1, dm1, d2, dm2;
+            q4k_scales(sc, j, d, min, &d1, &dm1, &d2, &dm2);
+#if defined(__AVX512F__)
+            const __m512 vd1 = _mm512_set1_ps(d1), vm1 = _mm512_set1_ps(dm1);
+            const __m512 vd2 = _mm512_set1_ps(d2), vm2 = _mm512_set1_ps(dm2);
+            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q))), vm1),
+                         _mm512_loadu_ps(x));
+            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q + 16))), vm1),
+                         _mm512_loadu_ps(x + 16));
+            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q))), vm2),
+                         _mm512_loadu_ps(x + 32));
+            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q + 16))), vm2),
+                         _mm512_loadu_ps(x + 48));
+#else
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d1 * (q[l] & 0xF) - dm1) * x[l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d1 * (q[16 + l] & 0xF) - dm1) * x[16 + l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
+            for (int l = 0; l < 16; l++)
+                acc[l] += (d2 * (q[16 + l] >> 4) - dm2) * x[48 + l];
+#endif
+        }
+    }
+#if defined(__AVX512F__)
+    return lanes_out(acc);
+#else
+    return lanes_sum(acc);
+#endif
 }
 
 static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
