@@ -400,11 +400,13 @@ struct gem_session {
     const gem_model *m;
     mpool *pool;
     gem_decode_ctx *dctx;
+    gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
     int64_t pos, max_tokens;
     float **kc, **vc;     /* per layer: (cap, n_head_kv, head_dim), token-major */
     int64_t *cap;         /* per layer: rows (max_tokens, or the window for sliding layers) */
     double **inv_freq;    /* per layer: (n_rot / 2) */
+    double *cs;           /* (max n_rot): cos and sin of the current position */
     void *ws;             /* decode workspace (ws_bytes), 64-byte aligned */
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
@@ -437,6 +439,7 @@ void gem_session_free(gem_session *s)
     free(s->vc);
     free(s->cap);
     free(s->inv_freq);
+    free(s->cs);
     free(s->ws);
     free(s->x);
     free(s->xn);
@@ -448,6 +451,7 @@ void gem_session_free(gem_session *s)
     free(s->gate);
     free(s->up);
     gem_decode_ctx_destroy(s->dctx);
+    gem_decode_ctx_destroy(s->dctx1);
     mpool_destroy(s->pool);
     free(s);
 }
@@ -478,6 +482,10 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->full_cfg = (gem_decode_config){o->full_route, o->full_partitions, o->full_tile};
     gem_status st = gem_decode_ctx_create(GEM_BACKEND_CPU, o->threads, &s->dctx);
     if (st != GEM_OK) {
+        mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
+        goto fail;
+    }
+    if ((st = gem_decode_ctx_create(GEM_BACKEND_CPU, 1, &s->dctx1)) != GEM_OK) {
         mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
         goto fail;
     }
@@ -549,8 +557,11 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->k = alloc64((size_t)max_k * 4);
     s->v = alloc64((size_t)max_k * 4);
     s->gate = alloc64((size_t)max_ff * 4);
+    s->cs = malloc((size_t)(hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa) *
+                   sizeof(double));
     s->up = alloc64((size_t)max_ff * 4);
-    if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up)
+    if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
+        !s->up || !s->cs)
         goto nomem;
     *out = s;
     return GEM_OK;
@@ -651,12 +662,23 @@ static void rmsnorm(const float *x, const float *w, int64_t n, double eps, float
     }
 }
 
-/* NeoX RoPE on one head: x (head_dim), pairs (j, j + n_rot/2) for j < n_rot/2. */
-static void rope(float *x, int64_t n_rot, const double *inv_freq, int64_t pos)
+/* The rotation of position pos: cs[2j] = cos, cs[2j+1] = sin of pos * inv_freq[j]. */
+static void rope_angles(int64_t n_rot, const double *inv_freq, int64_t pos, double *cs)
+{
+    for (int64_t j = 0; j < n_rot / 2; j++) {
+        const double th = (double)pos * inv_freq[j];
+        cs[2 * j] = cos(th);
+        cs[2 * j + 1] = sin(th);
+    }
+}
+
+/* NeoX RoPE on one head: x (head_dim), pairs (j, j + n_rot/2) for j < n_rot/2,
+ * cs (n_rot) from rope_angles. */
+static void rope(float *x, int64_t n_rot, const double *cs)
 {
     const int64_t h = n_rot / 2;
     for (int64_t j = 0; j < h; j++) {
-        const double th = (double)pos * inv_freq[j], c = cos(th), s = sin(th);
+        const double c = cs[2 * j], s = cs[2 * j + 1];
         const double a = x[j], b = x[j + h];
         x[j] = (float)(a * c - b * s);
         x[j + h] = (float)(a * s + b * c);
@@ -707,16 +729,17 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         if (l->k_eq_v) /* V is the raw K projection */
             memcpy(s->v, s->k, (size_t)(nkv * hd) * sizeof(float));
         LAP(proj);
+        rope_angles(l->n_rot, s->inv_freq[li], pos, s->cs);
         for (int64_t h = 0; h < l->n_head; h++) {
             rmsnorm(s->q + h * hd, l->q_norm, hd, hp->eps, s->q + h * hd);
-            rope(s->q + h * hd, l->n_rot, s->inv_freq[li], pos);
+            rope(s->q + h * hd, l->n_rot, s->cs);
         }
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
         float *kr = s->kc[li] + (size_t)row * (size_t)(nkv * hd);
         float *vr = s->vc[li] + (size_t)row * (size_t)(nkv * hd);
         for (int64_t g = 0; g < nkv; g++) {
             rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
-            rope(kr + g * hd, l->n_rot, s->inv_freq[li], pos);
+            rope(kr + g * hd, l->n_rot, s->cs);
             rmsnorm(s->v + g * hd, NULL, hd, hp->eps, vr + g * hd);
         }
         if (!all_finite(kr, nkv * hd) || !all_finite(vr, nkv * hd))
@@ -726,8 +749,11 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const gem_kv_view view = {s->kc[li], s->vc[li], GEM_DTYPE_F32, GEM_DTYPE_F32,
                                   hd, nkv * hd, hd, nkv * hd, live, s->cap[li]};
         const gem_decode_shape sh = shape_of(l);
-        gem_status st = gem_decode(s->dctx, &sh, s->q, &view, s->att, s->ws, s->ws_bytes,
-                                   l->swa ? NULL : &s->full_cfg, NULL);
+        /* K and V rows this call reads: below 1 MiB one thread does it. */
+        const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 8;
+        gem_status st = gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q,
+                                   &view, s->att, s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg,
+                                   NULL);
         if (st != GEM_OK)
             return st;
         if (l->swa)

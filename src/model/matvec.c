@@ -14,6 +14,7 @@
 
 #define LANES 16
 #define CHUNK 256
+#define MV_INLINE_BYTES (256u << 10) /* weights below this run on the calling thread */
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -209,6 +210,49 @@ static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
     }
     return lanes_sum(a);
 }
+static float dot_f16(const uint16_t *w, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    int64_t i = 0;
+    for (; i + LANES <= cols; i += LANES)
+        acc = L_MADD(acc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + i))),
+                     _mm512_loadu_ps(x + i));
+    float a[LANES];
+    _mm512_storeu_ps(a, acc);
+    for (int l = 0; i + l < cols; l++)
+        a[l] += half_table[w[i + l]] * x[i + l];
+    return lanes_sum(a);
+}
+
+/* Q6_K in element order: quarter k of each 128-element half takes its low 4 bits
+ * from ql[l + 32*(k&1)] (low nibble for k < 2) and its high 2 bits from qh[l] at
+ * bit 2k; the weight is (d * scale) * (q - 32), scale per 16 elements. */
+static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
+{
+    lanes acc = L_ZERO();
+    const __m512i three = _mm512_set1_epi32(3), f = _mm512_set1_epi32(0xF),
+                  off = _mm512_set1_epi32(32);
+    for (int64_t b = 0; b < cols / 256; b++, row += 210) {
+        const uint8_t *ql = row, *qh = row + 128;
+        const int8_t *sc = (const int8_t *)(row + 192);
+        const float d = half_table[rd16(row + 208)];
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, x += 128)
+            for (int k = 0; k < 4; k++)
+                for (int half = 0; half < 2; half++) {
+                    const int l0 = 16 * half;
+                    __m512i lo = _mm512_cvtepu8_epi32(
+                        _mm_loadu_si128((const __m128i *)(const void *)(ql + l0 + 32 * (k & 1))));
+                    lo = k < 2 ? _mm512_and_si512(lo, f) : _mm512_srli_epi32(lo, 4);
+                    __m512i hi = _mm512_cvtepu8_epi32(
+                        _mm_loadu_si128((const __m128i *)(const void *)(qh + l0)));
+                    hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, 2 * k), three), 4);
+                    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo, hi), off));
+                    const __m512 ds = _mm512_set1_ps(d * sc[half + 2 * k]);
+                    acc = L_MADD(acc, _mm512_mul_ps(ds, q), _mm512_loadu_ps(x + 32 * k + l0));
+                }
+    }
+    return lanes_out(acc);
+}
 #else
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
@@ -340,6 +384,10 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
     case GEM_GGUF_Q4_K: return dot_q4_k(row, x, w->cols);
     case GEM_GGUF_F32: return dot_f32((const float *)(const void *)row, x, w->cols);
     case GEM_GGUF_BF16: return dot_bf16((const uint16_t *)(const void *)row, x, w->cols);
+#if defined(__AVX512F__)
+    case GEM_GGUF_F16: return dot_f16((const uint16_t *)(const void *)row, x, w->cols);
+    case GEM_GGUF_Q6_K: return dot_q6_k(row, x, w->cols);
+#endif
     default: return dot_generic(w, row, x);
     }
 }
@@ -386,6 +434,15 @@ static void mv_item(void *ctx, int64_t item)
 void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
 {
     half_init();
+    /* Small products are not worth waking the pool for (the same bits either way). */
+    size_t bytes = 0;
+    for (int k = 0; k < n; k++)
+        bytes += (size_t)w[k]->rows * w[k]->row_bytes;
+    if (bytes < MV_INLINE_BYTES || mpool_threads(p) == 1) {
+        for (int k = 0; k < n; k++)
+            mv_rows(w[k], x[k], y[k], 0, w[k]->rows);
+        return;
+    }
     mv_job j = {n, w, x, y, 16, {0}};
     for (int k = 0; k < n; k++)
         j.first_item[k + 1] = j.first_item[k] + (w[k]->rows + j.rows_per_item - 1) / j.rows_per_item;
