@@ -50,6 +50,29 @@ check "generate's tokens are the reference's" test "$gen_tokens" = "$ref_tokens"
 check "generate from text exits 0" test $? -eq 0
 check "generate prints text" test -s "$TMP/text.txt"
 
+# gem model-diff at small contexts: both routes agree, records carry the documented fields
+"$GEM" model-diff --model "$TMP/tiny.gguf" --contexts 30,31 --steps 8 --threads 2 \
+    --out "$TMP/md" >"$TMP/md.txt"
+check "model-diff exits 0" test $? -eq 0
+rec="$TMP/md/model-diff-gem-synth-tiny-ctx31-seed1.json"
+check "model-diff record named by context" test -f "$rec"
+for key in '"schema": "gem.model_diff.v1"' '"name": "gem model-diff"' '"global_layers"' \
+           '"weights_sha256"' '"context_tokens": 31' '"production_before": "baseline"' \
+           '"candidate_route": "fused"' '"logits_sha256_repeat"' '"baseline_tokens"' \
+           '"candidate_tokens"' '"steps": 8' '"verdict": "pass"'; do
+    check "model-diff record has $key" grep -q "$key" "$rec"
+done
+check "model-diff prints a pass per context" test "$(grep -c ': pass (' "$TMP/md.txt")" -eq 2
+
+# gem profile: stages and the floor
+"$GEM" profile --model "$TMP/tiny.gguf" --context 40 --prompt 20 --reps 3 --samples 2 \
+    --bw-mib 64 --out "$TMP/profile.json" >"$TMP/profile.txt"
+check "profile exits 0" test $? -eq 0
+for key in '"schema": "gem.model_profile.v1"' '"full_attention"' '"sliding_attention"' \
+           '"projections"' '"x_floor"' '"read_bandwidth_bytes_per_s"' '"repeat (timing only)"'; do
+    check "profile record has $key" grep -q "$key" "$TMP/profile.json"
+done
+
 # bad input: one line on stderr, exit 2
 bad() { # description, command...
     local what=$1; shift
