@@ -12,7 +12,7 @@
 
 #include "matvec.h"
 
-#define LANES 16
+#define LANES 64
 #define CHUNK 256
 #define MV_INLINE_BYTES (256u << 10) /* weights below this run on the calling thread */
 
@@ -88,7 +88,7 @@ static int64_t chunk_of(gem_gguf_type t, int64_t cols)
     return cols < CHUNK ? cols : CHUNK;
 }
 
-/* Fixed-order sum of the 16 lanes. */
+/* Fixed-order sum of the lanes: halves added pairwise, 32, 16, ..., 1. */
 static float lanes_sum(float *acc)
 {
     for (int width = LANES / 2; width > 0; width /= 2)
@@ -97,9 +97,12 @@ static float lanes_sum(float *acc)
     return acc[0];
 }
 
-/* The generic path: dequantize a chunk into buf, then multiply into the lanes
- * in element order (element e of the row goes to lane e % 16 when the row length
- * is a multiple of 16). */
+/* The rule every kernel follows: element e of a row is multiplied by x[e] and
+ * added to lane e % 64, in element order; the 64 lanes are then summed by the
+ * fixed tree of lanes_sum. (64 lanes = four independent 16-wide accumulators,
+ * so the additions are not one serial chain.) */
+
+/* The generic path: dequantize a chunk into buf, then follow the rule. */
 static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x)
 {
     float acc[LANES] = {0};
@@ -108,31 +111,26 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
     for (int64_t e = 0; e < w->cols; e += ch) {
         const int64_t n = w->cols - e < ch ? w->cols - e : ch;
         dq(w->type, row, e, n, buf);
-        const float *xe = x + e;
-        int64_t i = 0;
-        for (; i + LANES <= n; i += LANES)
-            for (int l = 0; l < LANES; l++)
-                acc[l] += buf[i + l] * xe[i + l];
-        for (int l = 0; i + l < n; l++)
-            acc[l] += buf[i + l] * xe[i + l];
+        for (int64_t i = 0; i < n; i++)
+            acc[(e + i) % LANES] += buf[i] * x[e + i];
     }
     return lanes_sum(acc);
 }
 
-/* Fused kernels for the common types: the same weights (ggml's dequantized
- * values, bit for bit) and the same lane and order rule as dot_generic, without
- * the round trip through a buffer. Rows are multiples of 32 (256 for Q4_K).
- * With AVX-512 the 16 lanes are one register; every product and sum is a
- * separate rounding, exactly as in the scalar code (no fused multiply-add), so
- * both give the same bits (tests/test_matvec.c checks them against the rule). */
 #if defined(__AVX512F__)
-typedef __m512 lanes;
-#define L_ZERO() _mm512_setzero_ps()
-#define L_MADD(acc, w, x) _mm512_add_ps((acc), _mm512_mul_ps((w), (x)))
-static float lanes_out(lanes v)
+/* Four 16-lane accumulators a[0..3]: a[g % 4] takes group g (elements 16g..16g+15).
+ * Every product and sum rounds separately (no fused multiply-add), as in the
+ * scalar rule, so both give the same bits (tests/test_matvec.c). */
+#define MADD(acc, w, x) ((acc) = _mm512_add_ps((acc), _mm512_mul_ps((w), (x))))
+
+static float lanes_out(const __m512 a[4], float *tail)
 {
     float acc[LANES];
-    _mm512_storeu_ps(acc, v);
+    for (int k = 0; k < 4; k++)
+        _mm512_storeu_ps(acc + 16 * k, a[k]);
+    if (tail)
+        for (int l = 0; l < LANES; l++)
+            acc[l] += tail[l];
     return lanes_sum(acc);
 }
 /* 16 int8 -> float */
@@ -153,83 +151,79 @@ static inline __m512i hi4(const uint8_t *q)
 
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
-    lanes acc = L_ZERO();
-    for (int64_t b = 0; b < cols / 32; b++, row += 34, x += 32) {
-        const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
-        const int8_t *q = (const int8_t *)(row + 2);
-        acc = L_MADD(acc, _mm512_mul_ps(i8x16(q), d), _mm512_loadu_ps(x));
-        acc = L_MADD(acc, _mm512_mul_ps(i8x16(q + 16), d), _mm512_loadu_ps(x + 16));
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int64_t nb = cols / 32;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2, row += 68, x += 64) { /* two blocks: groups 0..3 */
+        const __m512 d0 = _mm512_set1_ps(half_table[rd16(row)]);
+        const __m512 d1 = _mm512_set1_ps(half_table[rd16(row + 34)]);
+        const int8_t *q0 = (const int8_t *)(row + 2), *q1 = (const int8_t *)(row + 36);
+        MADD(a[0], _mm512_mul_ps(i8x16(q0), d0), _mm512_loadu_ps(x));
+        MADD(a[1], _mm512_mul_ps(i8x16(q0 + 16), d0), _mm512_loadu_ps(x + 16));
+        MADD(a[2], _mm512_mul_ps(i8x16(q1), d1), _mm512_loadu_ps(x + 32));
+        MADD(a[3], _mm512_mul_ps(i8x16(q1 + 16), d1), _mm512_loadu_ps(x + 48));
     }
-    return lanes_out(acc);
+    if (b < nb) { /* an even block number: groups 0 and 1 */
+        const __m512 d0 = _mm512_set1_ps(half_table[rd16(row)]);
+        const int8_t *q0 = (const int8_t *)(row + 2);
+        MADD(a[0], _mm512_mul_ps(i8x16(q0), d0), _mm512_loadu_ps(x));
+        MADD(a[1], _mm512_mul_ps(i8x16(q0 + 16), d0), _mm512_loadu_ps(x + 16));
+    }
+    return lanes_out(a, NULL);
 }
 
 static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 {
-    lanes acc = L_ZERO();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     const __m512i eight = _mm512_set1_epi32(8);
     for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
         const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
         const uint8_t *q = row + 2;
-        const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo4(q), eight)), d);
-        const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi4(q), eight)), d);
-        acc = L_MADD(acc, w0, _mm512_loadu_ps(x));
-        acc = L_MADD(acc, w1, _mm512_loadu_ps(x + 16));
+        const int g = (int)(2 * b) % 4;
+        MADD(a[g], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo4(q), eight)), d),
+             _mm512_loadu_ps(x));
+        MADD(a[g + 1], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi4(q), eight)), d),
+             _mm512_loadu_ps(x + 16));
     }
-    return lanes_out(acc);
+    return lanes_out(a, NULL);
 }
 
-static float dot_f32(const float *w, const float *x, int64_t cols)
-{
-    lanes acc = L_ZERO();
-    int64_t i = 0;
-    for (; i + LANES <= cols; i += LANES)
-        acc = L_MADD(acc, _mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i));
-    float a[LANES];
-    _mm512_storeu_ps(a, acc);
-    for (int l = 0; i + l < cols; l++)
-        a[l] += w[i + l] * x[i + l];
-    return lanes_sum(a);
-}
-
-static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
-{
-    lanes acc = L_ZERO();
-    int64_t i = 0;
-    for (; i + LANES <= cols; i += LANES) {
-        const __m512i b = _mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + i))), 16);
-        acc = L_MADD(acc, _mm512_castsi512_ps(b), _mm512_loadu_ps(x + i));
+/* Plain element types: 16 at a time through `load`, the tail by the scalar rule. */
+#define PLAIN_DOT(name, T, LOAD, SCALAR)                                                           \
+    static float name(const T *w, const float *x, int64_t cols)                                    \
+    {                                                                                              \
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),            \
+                       _mm512_setzero_ps()};                                                       \
+        int64_t i = 0;                                                                             \
+        for (; i + 64 <= cols; i += 64)                                                            \
+            for (int k = 0; k < 4; k++)                                                            \
+                MADD(a[k], LOAD(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k));                \
+        for (; i + 16 <= cols; i += 16)                                                            \
+            MADD(a[(i / 16) % 4], LOAD(w + i), _mm512_loadu_ps(x + i));                            \
+        float tail[LANES] = {0};                                                                   \
+        for (; i < cols; i++)                                                                      \
+            tail[i % LANES] += SCALAR(w[i]) * x[i];                                                \
+        return lanes_out(a, tail);                                                                 \
     }
-    float a[LANES];
-    _mm512_storeu_ps(a, acc);
-    for (int l = 0; i + l < cols; l++) {
-        uint32_t b = (uint32_t)w[i + l] << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        a[l] += f * x[i + l];
-    }
-    return lanes_sum(a);
-}
-static float dot_f16(const uint16_t *w, const float *x, int64_t cols)
-{
-    lanes acc = L_ZERO();
-    int64_t i = 0;
-    for (; i + LANES <= cols; i += LANES)
-        acc = L_MADD(acc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + i))),
-                     _mm512_loadu_ps(x + i));
-    float a[LANES];
-    _mm512_storeu_ps(a, acc);
-    for (int l = 0; i + l < cols; l++)
-        a[l] += half_table[w[i + l]] * x[i + l];
-    return lanes_sum(a);
-}
+#define LOAD_F32(p) _mm512_loadu_ps(p)
+#define LOAD_BF16(p)                                                                               \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+static inline float f32_of(float v) { return v; }
+static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
+static inline float f16_of(uint16_t v) { return half_table[v]; }
+PLAIN_DOT(dot_f32, float, LOAD_F32, f32_of)
+PLAIN_DOT(dot_bf16, uint16_t, LOAD_BF16, bf16_of)
+PLAIN_DOT(dot_f16, uint16_t, LOAD_F16, f16_of)
 
 /* Q6_K in element order: quarter k of each 128-element half takes its low 4 bits
  * from ql[l + 32*(k&1)] (low nibble for k < 2) and its high 2 bits from qh[l] at
- * bit 2k; the weight is (d * scale) * (q - 32), scale per 16 elements. */
+ * bit 2k; the weight is (d * scale) * (q - 32), scale per 16 elements. Group
+ * 2k + half of a 128-element half goes to a[(2k + half) % 4]. */
 static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
 {
-    lanes acc = L_ZERO();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     const __m512i three = _mm512_set1_epi32(3), f = _mm512_set1_epi32(0xF),
                   off = _mm512_set1_epi32(32);
     for (int64_t b = 0; b < cols / 256; b++, row += 210) {
@@ -248,22 +242,20 @@ static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
                     hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, 2 * k), three), 4);
                     const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo, hi), off));
                     const __m512 ds = _mm512_set1_ps(d * sc[half + 2 * k]);
-                    acc = L_MADD(acc, _mm512_mul_ps(ds, q), _mm512_loadu_ps(x + 32 * k + l0));
+                    MADD(a[(2 * k + half) % 4], _mm512_mul_ps(ds, q), _mm512_loadu_ps(x + 32 * k + l0));
                 }
     }
-    return lanes_out(acc);
+    return lanes_out(a, NULL);
 }
 #else
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
-    for (int64_t b = 0; b < cols / 32; b++, row += 34, x += 32) {
+    for (int64_t b = 0; b < cols / 32; b++, row += 34) {
         const float d = half_table[rd16(row)];
         const int8_t *q = (const int8_t *)(row + 2);
-        for (int l = 0; l < 16; l++)
-            acc[l] += (q[l] * d) * x[l];
-        for (int l = 0; l < 16; l++)
-            acc[l] += (q[16 + l] * d) * x[16 + l];
+        for (int l = 0; l < 32; l++)
+            acc[(32 * b + l) % LANES] += (q[l] * d) * x[32 * b + l];
     }
     return lanes_sum(acc);
 }
@@ -271,13 +263,13 @@ static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
-    for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
+    for (int64_t b = 0; b < cols / 32; b++, row += 18) {
         const float d = half_table[rd16(row)];
         const uint8_t *q = row + 2;
         for (int l = 0; l < 16; l++)
-            acc[l] += (((q[l] & 0x0F) - 8) * d) * x[l];
+            acc[(32 * b + l) % LANES] += (((q[l] & 0x0F) - 8) * d) * x[32 * b + l];
         for (int l = 0; l < 16; l++)
-            acc[l] += (((q[l] >> 4) - 8) * d) * x[16 + l];
+            acc[(32 * b + 16 + l) % LANES] += (((q[l] >> 4) - 8) * d) * x[32 * b + 16 + l];
     }
     return lanes_sum(acc);
 }
@@ -285,32 +277,16 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 static float dot_f32(const float *w, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= cols; i += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += w[i + l] * x[i + l];
-    for (int l = 0; i + l < cols; l++)
-        acc[l] += w[i + l] * x[i + l];
+    for (int64_t i = 0; i < cols; i++)
+        acc[i % LANES] += w[i] * x[i];
     return lanes_sum(acc);
 }
 
 static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= cols; i += LANES)
-        for (int l = 0; l < LANES; l++) {
-            uint32_t b = (uint32_t)w[i + l] << 16;
-            float f;
-            memcpy(&f, &b, 4);
-            acc[l] += f * x[i + l];
-        }
-    for (int l = 0; i + l < cols; l++) {
-        uint32_t b = (uint32_t)w[i + l] << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        acc[l] += f * x[i + l];
-    }
+    for (int64_t i = 0; i < cols; i++)
+        acc[i % LANES] += gem_gguf_bf16_to_f32(w[i]) * x[i];
     return lanes_sum(acc);
 }
 #endif
@@ -333,10 +309,11 @@ static void q4k_scales(const uint8_t *sc, int j, float d, float min, float *d1, 
     *d1 = d * s1, *dm1 = min * m1, *d2 = d * s2, *dm2 = min * m2;
 }
 
+/* Q4_K: each 64-element chunk is groups 0..3 (rows are multiples of 256). */
 static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
 {
 #if defined(__AVX512F__)
-    lanes acc = L_ZERO();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
 #else
     float acc[LANES] = {0};
 #endif
@@ -349,28 +326,24 @@ static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
 #if defined(__AVX512F__)
             const __m512 vd1 = _mm512_set1_ps(d1), vm1 = _mm512_set1_ps(dm1);
             const __m512 vd2 = _mm512_set1_ps(d2), vm2 = _mm512_set1_ps(dm2);
-            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q))), vm1),
-                         _mm512_loadu_ps(x));
-            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q + 16))), vm1),
-                         _mm512_loadu_ps(x + 16));
-            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q))), vm2),
-                         _mm512_loadu_ps(x + 32));
-            acc = L_MADD(acc, _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q + 16))), vm2),
-                         _mm512_loadu_ps(x + 48));
+            MADD(a[0], _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q))), vm1),
+                 _mm512_loadu_ps(x));
+            MADD(a[1], _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q + 16))), vm1),
+                 _mm512_loadu_ps(x + 16));
+            MADD(a[2], _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q))), vm2),
+                 _mm512_loadu_ps(x + 32));
+            MADD(a[3], _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q + 16))), vm2),
+                 _mm512_loadu_ps(x + 48));
 #else
-            for (int l = 0; l < 16; l++)
+            for (int l = 0; l < 32; l++)
                 acc[l] += (d1 * (q[l] & 0xF) - dm1) * x[l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d1 * (q[16 + l] & 0xF) - dm1) * x[16 + l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
-            for (int l = 0; l < 16; l++)
-                acc[l] += (d2 * (q[16 + l] >> 4) - dm2) * x[48 + l];
+            for (int l = 0; l < 32; l++)
+                acc[32 + l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
 #endif
         }
     }
 #if defined(__AVX512F__)
-    return lanes_out(acc);
+    return lanes_out(a, NULL);
 #else
     return lanes_sum(acc);
 #endif

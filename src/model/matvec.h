@@ -1,7 +1,7 @@
 /*
  * Internal: matrix-vector products of GGUF weight matrices with F32 vectors.
  * Each output row is one dot product of the row's exactly dequantized weights
- * (gem_gguf_dequant's values) with x, accumulated in 16 float lanes in element
+ * (gem_gguf_dequant's values) with x, accumulated in 64 float lanes in element
  * order and summed by a fixed tree: the same bits on every call and for any
  * thread count (a row is never split between threads).
  */
