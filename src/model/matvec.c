@@ -123,15 +123,25 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
  * scalar rule, so both give the same bits (tests/test_matvec.c). */
 #define MADD(acc, w, x) ((acc) = _mm512_add_ps((acc), _mm512_mul_ps((w), (x))))
 
-static float lanes_out(const __m512 a[4], float *tail)
+/* lanes_sum on the four accumulators (plus a tail when given), in registers: the
+ * same additions in the same order (32: a0 + a2, a1 + a3; 16: their sum; then 8,
+ * 4, 2, 1 within the register). */
+static float lanes_out(const __m512 a[4], const float *tail)
 {
-    float acc[LANES];
-    for (int k = 0; k < 4; k++)
-        _mm512_storeu_ps(acc + 16 * k, a[k]);
-    if (tail)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += tail[l];
-    return lanes_sum(acc);
+    __m512 b0 = a[0], b1 = a[1], b2 = a[2], b3 = a[3];
+    if (tail) {
+        b0 = _mm512_add_ps(b0, _mm512_loadu_ps(tail));
+        b1 = _mm512_add_ps(b1, _mm512_loadu_ps(tail + 16));
+        b2 = _mm512_add_ps(b2, _mm512_loadu_ps(tail + 32));
+        b3 = _mm512_add_ps(b3, _mm512_loadu_ps(tail + 48));
+    }
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(b0, b2), _mm512_add_ps(b1, b3));
+    const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(s),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+    return _mm_cvtss_f32(v);
 }
 /* 16 int8 -> float */
 static inline __m512 i8x16(const int8_t *q)
