@@ -1,7 +1,7 @@
 /*
  * Matrix-vector products of the model: for every element type, each output is
  * bit for bit the dot product of the row's gem_gguf_dequant values with x,
- * accumulated in 64 lanes in element order (element e in lane e % 64) and summed
+ * accumulated with fused multiply-adds in 64 lanes in element order (element e in lane e % 64) and summed
  * by the fixed tree 32, 16, ..., 1; and the pool gives the same bits for 1, 2 and
  * 3 threads. Row lengths 512 and, for the plain types, 500 (a partial group).
  */
@@ -17,7 +17,7 @@ static float ref_dot(const float *w, const float *x, int64_t n)
 {
     float acc[64] = {0};
     for (int64_t e = 0; e < n; e++)
-        acc[e % 64] += w[e] * x[e];
+        acc[e % 64] = fmaf(w[e], x[e], acc[e % 64]);
     for (int width = 32; width > 0; width /= 2)
         for (int l = 0; l < width; l++)
             acc[l] += acc[l + width];

@@ -4,6 +4,7 @@
  * elements) is dequantized into a small buffer with ggml's arithmetic, then
  * multiplied into 16 lanes; the lanes are summed by a fixed tree at the end.
  */
+#include <math.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -97,10 +98,11 @@ static float lanes_sum(float *acc)
     return acc[0];
 }
 
-/* The rule every kernel follows: element e of a row is multiplied by x[e] and
- * added to lane e % 64, in element order; the 64 lanes are then summed by the
- * fixed tree of lanes_sum. (64 lanes = four independent 16-wide accumulators,
- * so the additions are not one serial chain.) */
+/* The rule every kernel follows: element e of a row (its exactly dequantized
+ * weight w) goes into lane e % 64 as acc = fmaf(w, x[e], acc) (one rounding), in
+ * element order; the 64 lanes are then summed by the fixed tree of lanes_sum.
+ * (64 lanes = four independent 16-wide accumulators, so the additions are not
+ * one serial chain.) */
 
 /* The generic path: dequantize a chunk into buf, then follow the rule. */
 static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x)
@@ -112,30 +114,23 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
         const int64_t n = w->cols - e < ch ? w->cols - e : ch;
         dq(w->type, row, e, n, buf);
         for (int64_t i = 0; i < n; i++)
-            acc[(e + i) % LANES] += buf[i] * x[e + i];
+            acc[(e + i) % LANES] = fmaf(buf[i], x[e + i], acc[(e + i) % LANES]);
     }
     return lanes_sum(acc);
 }
 
 #if defined(__AVX512F__)
-/* Four 16-lane accumulators a[0..3]: a[g % 4] takes group g (elements 16g..16g+15).
- * Every product and sum rounds separately (no fused multiply-add), as in the
- * scalar rule, so both give the same bits (tests/test_matvec.c). */
-#define MADD(acc, w, x) ((acc) = _mm512_add_ps((acc), _mm512_mul_ps((w), (x))))
+/* Four 16-lane accumulators a[0..3]: a[g % 4] takes group g (elements 16g..16g+15),
+ * with a fused multiply-add per element as in the scalar rule, so both give the
+ * same bits (tests/test_matvec.c). */
+#define MADD(acc, w, x) ((acc) = _mm512_fmadd_ps((w), (x), (acc)))
 
-/* lanes_sum on the four accumulators (plus a tail when given), in registers: the
- * same additions in the same order (32: a0 + a2, a1 + a3; 16: their sum; then 8,
- * 4, 2, 1 within the register). */
-static float lanes_out(const __m512 a[4], const float *tail)
+/* lanes_sum on the four accumulators, in registers: the same additions in the
+ * same order (32: a0 + a2, a1 + a3; 16: their sum; then 8, 4, 2, 1 within the
+ * register). */
+static float lanes_out(const __m512 a[4])
 {
-    __m512 b0 = a[0], b1 = a[1], b2 = a[2], b3 = a[3];
-    if (tail) {
-        b0 = _mm512_add_ps(b0, _mm512_loadu_ps(tail));
-        b1 = _mm512_add_ps(b1, _mm512_loadu_ps(tail + 16));
-        b2 = _mm512_add_ps(b2, _mm512_loadu_ps(tail + 32));
-        b3 = _mm512_add_ps(b3, _mm512_loadu_ps(tail + 48));
-    }
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(b0, b2), _mm512_add_ps(b1, b3));
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
     const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(s),
                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
@@ -179,7 +174,7 @@ static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
         MADD(a[0], _mm512_mul_ps(i8x16(q0), d0), _mm512_loadu_ps(x));
         MADD(a[1], _mm512_mul_ps(i8x16(q0 + 16), d0), _mm512_loadu_ps(x + 16));
     }
-    return lanes_out(a, NULL);
+    return lanes_out(a);
 }
 
 static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
@@ -195,7 +190,7 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
         MADD(a[g + 1], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi4(q), eight)), d),
              _mm512_loadu_ps(x + 16));
     }
-    return lanes_out(a, NULL);
+    return lanes_out(a);
 }
 
 /* Plain element types: 16 at a time through `load`, the tail by the scalar rule. */
@@ -210,10 +205,16 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
                 MADD(a[k], LOAD(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k));                \
         for (; i + 16 <= cols; i += 16)                                                            \
             MADD(a[(i / 16) % 4], LOAD(w + i), _mm512_loadu_ps(x + i));                            \
-        float tail[LANES] = {0};                                                                   \
-        for (; i < cols; i++)                                                                      \
-            tail[i % LANES] += SCALAR(w[i]) * x[i];                                                \
-        return lanes_out(a, tail);                                                                 \
+        if (i < cols) { /* the partial last group, by the scalar rule */                          \
+            float acc[LANES];                                                                      \
+            for (int k = 0; k < 4; k++)                                                            \
+                _mm512_storeu_ps(acc + 16 * k, a[k]);                                              \
+            for (; i < cols; i++)                                                                  \
+                acc[i % LANES] = fmaf(SCALAR(w[i]), x[i], acc[i % LANES]);                         \
+            for (int k = 0; k < 4; k++)                                                            \
+                a[k] = _mm512_loadu_ps(acc + 16 * k);                                              \
+        }                                                                                          \
+        return lanes_out(a);                                                                       \
     }
 #define LOAD_F32(p) _mm512_loadu_ps(p)
 #define LOAD_BF16(p)                                                                               \
@@ -255,7 +256,7 @@ static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
                     MADD(a[(2 * k + half) % 4], _mm512_mul_ps(ds, q), _mm512_loadu_ps(x + 32 * k + l0));
                 }
     }
-    return lanes_out(a, NULL);
+    return lanes_out(a);
 }
 #else
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
@@ -265,7 +266,7 @@ static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
         const float d = half_table[rd16(row)];
         const int8_t *q = (const int8_t *)(row + 2);
         for (int l = 0; l < 32; l++)
-            acc[(32 * b + l) % LANES] += (q[l] * d) * x[32 * b + l];
+            acc[(32 * b + l) % LANES] = fmaf(q[l] * d, x[32 * b + l], acc[(32 * b + l) % LANES]);
     }
     return lanes_sum(acc);
 }
@@ -277,9 +278,11 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
         const float d = half_table[rd16(row)];
         const uint8_t *q = row + 2;
         for (int l = 0; l < 16; l++)
-            acc[(32 * b + l) % LANES] += (((q[l] & 0x0F) - 8) * d) * x[32 * b + l];
+            acc[(32 * b + l) % LANES] =
+                fmaf(((q[l] & 0x0F) - 8) * d, x[32 * b + l], acc[(32 * b + l) % LANES]);
         for (int l = 0; l < 16; l++)
-            acc[(32 * b + 16 + l) % LANES] += (((q[l] >> 4) - 8) * d) * x[32 * b + 16 + l];
+            acc[(32 * b + 16 + l) % LANES] =
+                fmaf(((q[l] >> 4) - 8) * d, x[32 * b + 16 + l], acc[(32 * b + 16 + l) % LANES]);
     }
     return lanes_sum(acc);
 }
@@ -288,7 +291,7 @@ static float dot_f32(const float *w, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
     for (int64_t i = 0; i < cols; i++)
-        acc[i % LANES] += w[i] * x[i];
+        acc[i % LANES] = fmaf(w[i], x[i], acc[i % LANES]);
     return lanes_sum(acc);
 }
 
@@ -296,7 +299,7 @@ static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
     for (int64_t i = 0; i < cols; i++)
-        acc[i % LANES] += gem_gguf_bf16_to_f32(w[i]) * x[i];
+        acc[i % LANES] = fmaf(gem_gguf_bf16_to_f32(w[i]), x[i], acc[i % LANES]);
     return lanes_sum(acc);
 }
 #endif
@@ -346,14 +349,14 @@ static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
                  _mm512_loadu_ps(x + 48));
 #else
             for (int l = 0; l < 32; l++)
-                acc[l] += (d1 * (q[l] & 0xF) - dm1) * x[l];
+                acc[l] = fmaf(d1 * (q[l] & 0xF) - dm1, x[l], acc[l]);
             for (int l = 0; l < 32; l++)
-                acc[32 + l] += (d2 * (q[l] >> 4) - dm2) * x[32 + l];
+                acc[32 + l] = fmaf(d2 * (q[l] >> 4) - dm2, x[32 + l], acc[32 + l]);
 #endif
         }
     }
 #if defined(__AVX512F__)
-    return lanes_out(a, NULL);
+    return lanes_out(a);
 #else
     return lanes_sum(acc);
 #endif

@@ -1,9 +1,9 @@
 /*
  * Internal: matrix-vector products of GGUF weight matrices with F32 vectors.
  * Each output row is one dot product of the row's exactly dequantized weights
- * (gem_gguf_dequant's values) with x, accumulated in 64 float lanes in element
- * order and summed by a fixed tree: the same bits on every call and for any
- * thread count (a row is never split between threads).
+ * (gem_gguf_dequant's values) with x, accumulated by fused multiply-adds in 64
+ * float lanes in element order and summed by a fixed tree: the same bits on
+ * every call and for any thread count (a row is never split between threads).
  */
 #ifndef GEM_MODEL_MATVEC_H
 #define GEM_MODEL_MATVEC_H
