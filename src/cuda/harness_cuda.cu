@@ -83,14 +83,19 @@ static void hx_free(void *p)
         cudaFree(p);
 }
 
+/* Copies wait for every stream first: the engine's stream does not synchronise with the
+ * legacy default stream cudaMemcpy runs on, and a copy must neither overwrite inputs a queued
+ * kernel still reads nor read an output before it is written. */
 static gem_status hx_upload(void *dst, const void *src, size_t bytes)
 {
+    GEM_CUDA_CHECK(cudaDeviceSynchronize());
     GEM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return GEM_OK;
 }
 
 static gem_status hx_download(void *dst, const void *src, size_t bytes)
 {
+    GEM_CUDA_CHECK(cudaDeviceSynchronize());
     GEM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
     return GEM_OK;
 }
