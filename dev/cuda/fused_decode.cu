@@ -30,8 +30,10 @@ version 9 is version 7 with only the programmatic dependent launch of its reduce
 version 10 is version 9 with a one-pass reducer: the maximum M of the P partials first, then
   O = sum_p O_p e^(M_p - M) and S = sum_p S_p e^(M_p - M) in partition order (one expf per
   partial and head, computed once per block, instead of two per merge step and dim).
+version 11 is version 10 with four dims per reducer thread (float4 loads of the partials),
+  128-thread blocks, one per query head.
 
-./fused_decode            validates, then times versions 1, 7, 8, 9, 10 at 8K, 64K, 128K
+./fused_decode            validates, then times versions 1, 7 .. 11 at 8K, 64K, 128K
 ./fused_decode 8 10       only those versions
 ./fused_decode --lengths 8192 --rounds 20 8 10
 ./fused_decode --resources-v1 FILE   writes version 1's gem.resources.v1 receipt (the design
@@ -530,6 +532,71 @@ __global__ void __launch_bounds__(THREADS)
     out[h * D + d] = __fdiv_rn(o, s_all);
 }
 
+/* Version 11's reducer: version 10's arithmetic with each thread owning four dims (float4
+ * loads of the partials, four times the bytes per load in flight), 128 threads per block
+ * (512 dims), one block per query head. */
+__global__ void __launch_bounds__(128)
+    reducer_scaled4(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                    const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    __shared__ float w[1024];
+    __shared__ float red[4];
+    __shared__ float s_all;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t h = blockIdx.x, n_q = gridDim.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mx = -INFINITY;
+    for (int64_t p = threadIdx.x; p < partitions; p += 128)
+        if (part_s[p * n_q + h] > 0.f)
+            mx = fmaxf(mx, part_m[p * n_q + h]);
+    for (int off = 16; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    for (int64_t p = threadIdx.x; p < partitions; p += 128) {
+        const float sp = part_s[p * n_q + h];
+        w[p] = sp > 0.f ? expf(part_m[p * n_q + h] - mx) : 0.f;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float sa = 0.f;
+        for (int64_t p = 0; p < partitions; p++)
+            sa = fmaf(part_s[p * n_q + h], w[p], sa);
+        s_all = sa;
+    }
+    const float4 *po = reinterpret_cast<const float4 *>(part_o) + h * ROW_F4 + threadIdx.x;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    int64_t p = 0;
+    for (; p + 8 <= partitions; p += 8) {
+        float4 op[8];
+#pragma unroll
+        for (int b = 0; b < 8; b++)
+            op[b] = __ldg(po + (p + b) * n_q * ROW_F4);
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            const float wb = w[p + b];
+            o.x = fmaf(op[b].x, wb, o.x);
+            o.y = fmaf(op[b].y, wb, o.y);
+            o.z = fmaf(op[b].z, wb, o.z);
+            o.w = fmaf(op[b].w, wb, o.w);
+        }
+    }
+    for (; p < partitions; p++) {
+        const float4 op = __ldg(po + p * n_q * ROW_F4);
+        const float wb = w[p];
+        o.x = fmaf(op.x, wb, o.x);
+        o.y = fmaf(op.y, wb, o.y);
+        o.z = fmaf(op.z, wb, o.z);
+        o.w = fmaf(op.w, wb, o.w);
+    }
+    __syncthreads();
+    const float sa = s_all;
+    reinterpret_cast<float4 *>(out)[h * ROW_F4 + threadIdx.x] =
+        make_float4(__fdiv_rn(o.x, sa), __fdiv_rn(o.y, sa), __fdiv_rn(o.z, sa), __fdiv_rn(o.w, sa));
+}
+
 /* ---- launchers ------------------------------------------------------------------------------ */
 
 typedef struct run_args {
@@ -545,12 +612,13 @@ typedef struct run_args {
 
 template <typename K> static void launch_dependent(K kernel, dim3 grid, cudaStream_t s,
                                                    const float *pm, const float *ps,
-                                                   const float *po, float *out, int64_t P)
+                                                   const float *po, float *out, int64_t P,
+                                                   int threads = THREADS)
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = grid;
-    cfg.blockDim = dim3(THREADS);
+    cfg.blockDim = dim3(threads);
     cfg.stream = s;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -591,8 +659,10 @@ static void run_version(int version, const run_args *a)
             reducer_wide<0><<<g2, THREADS, 0, a->stream>>>(pm, ps, po, a->out, P);
         else if (version == 9)
             launch_dependent(reducer_wide<1>, g2, a->stream, pm, ps, po, a->out, P);
-        else
+        else if (version == 10)
             launch_dependent(reducer_scaled, g2, a->stream, pm, ps, po, a->out, P);
+        else
+            launch_dependent(reducer_scaled4, dim3(NQ), a->stream, pm, ps, po, a->out, P, 128);
         break;
     }
     cudaCheck(cudaGetLastError());
@@ -641,14 +711,13 @@ int main(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        const int all[] = {1, 7, 8, 9, 10};
-        for (int i = 0; i < 5; i++)
+        const int all[] = {1, 7, 8, 9, 10, 11};
+        for (int i = 0; i < 6; i++)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && versions[i] != 7 && versions[i] != 8 && versions[i] != 9 &&
-            versions[i] != 10) {
-            fprintf(stderr, "unknown version %d (1, 7, 8, 9, 10)\n", versions[i]);
+        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 11)) {
+            fprintf(stderr, "unknown version %d (1, 7 .. 11)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
