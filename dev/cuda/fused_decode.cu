@@ -8,7 +8,9 @@ as a first pass over P sequence partitions, one block per (partition, KV head), 
 exact online-softmax partial (M, S, O[512]) per head and partition, and a reducer that merges
 the P partials in partition order. main() validates every version against a double-precision
 CPU reference (NMSE <= 1e-10, every output written, bitwise repeats) before it times anything;
-then it times the versions interleaved (A B ... B A) with CUDA events over rotating K/V copies.
+then it times the versions interleaved (A B ... B A) with CUDA events over rotating K/V copies,
+the first event queued behind 50 us of GPU work so that the host's launches overlap the device
+as in a decode loop (what is timed is the GPU's execution).
 
 version 1 is the design's candidate: tiles of 4 tokens staged in 16 KiB of dynamic shared
 memory by plain loads, warp w owns query head w (16 dims per lane), P = 32.
@@ -22,20 +24,32 @@ version 7 is run 8's best: four dims of all eight heads per thread, 16-byte load
   one-round reducer (64 partials' loads in flight).
   H200 (results/h200/run8/bench-last-s0v7-t8-r2.json): 0.2517 ms at 64K, 0.4854 ms at 128K,
   92.6% / 96.0% of the read bandwidth measured in the same run; 0.0446 ms at 8K.
-version 8 is the library's kernel, called through gem_decode (the tuned default config):
-  version 7 read through a KV view with strides, half 1's O handed over in Q's shared memory,
-  and the reducer launched as a programmatic dependent of the first pass.
+version 8 was the first kernel of the decode API: version 7 read through a KV view with run-time
+  strides (t * k_ts4 per row), half 1's O handed over in Q's shared memory, the reducer launched
+  as a programmatic dependent of the first pass.
+  H200 (results/h200/run9, dev-fused-decode.txt): 0.2812 ms at 64K, 0.5268 ms at 128K, 8.5%
+  slower than 7; ncu: first pass 265 us against 245. In git history (commit 304497a).
 version 9 is version 7 with only the programmatic dependent launch of its reducer (the
   control that separates the launch from the strides of version 8).
+  H200 (run 9): 0.2529 / 0.4858 ms, 0.0462 ms at 8K (7: 0.2530 / 0.4848 / 0.0474).
 version 10 is version 9 with a one-pass reducer: the maximum M of the P partials first, then
   O = sum_p O_p e^(M_p - M) and S = sum_p S_p e^(M_p - M) in partition order (one expf per
   partial and head, computed once per block, instead of two per merge step and dim).
+  H200 (run 9): 0.2493 / 0.4819 ms, 0.0429 ms at 8K: 3.3-3.9 us faster than 9 at every length.
 version 11 is version 10 with four dims per reducer thread (float4 loads of the partials),
-  128-thread blocks, one per query head.
+  128-thread blocks, one per query head. H200 (run 9): 0.2522 / 0.4845 / 0.0457 ms: slower
+  than 10 (fewer blocks in flight).
+version 12 is the library's kernel, called through gem_decode on a head-major view (the tuned
+  default config): version 8 with the row addresses stepped by pointer, the token stride of
+  dense rows a compile-time constant (gem_fused_first_pass; other strides take
+  gem_fused_first_pass_strided, the same code with the stride at run time), and version 10's
+  reducer.
+version 13 is the library through gem_decode on a token-major view (rows of the four heads of a
+  token back to back): gem_fused_first_pass_strided.
 
-./fused_decode            validates, then times versions 1, 7 .. 11 at 8K, 64K, 128K
-./fused_decode 8 10       only those versions
-./fused_decode --lengths 8192 --rounds 20 8 10
+./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
+./fused_decode 12 13      only those versions
+./fused_decode --lengths 8192 --rounds 20 9 12
 ./fused_decode --resources-v1 FILE   writes version 1's gem.resources.v1 receipt (the design
                                       candidate's kernels with the library's baseline kernels)
 */
@@ -601,6 +615,7 @@ __global__ void __launch_bounds__(128)
 
 typedef struct run_args {
     const float *q, *k, *v; /* device: (NQ, D), (NKV, live, D) x2 */
+    const float *kt, *vt;   /* device: (live, NKV, D) x2, the token-major copies (version 13) */
     float *out;             /* device (NQ, D) */
     float *ws;              /* device workspace (at least the library's) */
     size_t ws_bytes;
@@ -640,9 +655,16 @@ static void run_version(int version, const run_args *a)
         cudaCheck(cudaGetLastError());
         gem_fused_reducer_v1<<<g2, THREADS, 0, a->stream>>>(pm, ps, po, a->out, P);
         break;
-    case 8: {
+    case 12:
+    case 13: {
         const gem_decode_shape shape = {NQ, NKV, D, D, a->scale};
-        const gem_kv_view kv = gem_kv_view_dense(a->k, a->v, D, D, a->live, a->live);
+        gem_kv_view kv = gem_kv_view_dense(a->k, a->v, D, D, a->live, a->live);
+        if (version == 13) {
+            kv.k = a->kt;
+            kv.v = a->vt;
+            kv.k_head_stride = kv.v_head_stride = D;
+            kv.k_token_stride = kv.v_token_stride = NKV * D;
+        }
         const gem_status st = gem_decode(a->ctx, &shape, a->q, &kv, a->out, a->ws, a->ws_bytes,
                                          NULL, a->stream);
         if (st != GEM_OK) {
@@ -651,7 +673,7 @@ static void run_version(int version, const run_args *a)
         }
         return;
     }
-    default: /* 7, 9, 10: version 7's first pass */
+    default: /* 7, 9, 10, 11: version 7's first pass */
         gem_fused_first_pass_v7<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po,
                                                                a->live, P, a->scale);
         cudaCheck(cudaGetLastError());
@@ -669,6 +691,16 @@ static void run_version(int version, const run_args *a)
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
+
+/* Spins for `ns` nanoseconds of the GPU's global timer (queued before a timed region). */
+__global__ void wait_kernel(uint64_t ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -711,13 +743,13 @@ int main(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        const int all[] = {1, 7, 8, 9, 10, 11};
-        for (int i = 0; i < 6; i++)
+        const int all[] = {1, 7, 9, 10, 11, 12, 13};
+        for (int i = 0; i < 7; i++)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 11)) {
-            fprintf(stderr, "unknown version %d (1, 7 .. 11)\n", versions[i]);
+        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
@@ -747,7 +779,22 @@ int main(int argc, char **argv)
         fill(hv, kv_elems, 3 + (uint64_t)live);
         const float scale = 1.0f / sqrtf((float)D);
         attention_cpu(ref, hq, hk, hv, live, scale);
-        float *dq, *dout, *dws, *dk[64], *dv[64];
+        float *dq, *dout, *dws, *dk[64], *dv[64], *dkt[64], *dvt[64];
+        int want_tm = 0;
+        for (int i = 0; i < nv; i++)
+            want_tm |= versions[i] == 13;
+        float *tk = NULL, *tv = NULL; /* host token-major copies */
+        if (want_tm) {
+            tk = (float *)malloc(kv_elems * sizeof(float));
+            tv = (float *)malloc(kv_elems * sizeof(float));
+            for (int g = 0; g < NKV; g++)
+                for (int64_t t = 0; t < live; t++) {
+                    memcpy(tk + ((size_t)t * NKV + g) * D, hk + ((size_t)g * live + t) * D,
+                           D * sizeof(float));
+                    memcpy(tv + ((size_t)t * NKV + g) * D, hv + ((size_t)g * live + t) * D,
+                           D * sizeof(float));
+                }
+        }
         const gem_decode_shape shape = {NQ, NKV, D, D, scale};
         size_t ws_bytes = 0;
         if (gem_decode_workspace_bytes(ctx, &shape, live, NULL, &ws_bytes) != GEM_OK)
@@ -762,9 +809,18 @@ int main(int argc, char **argv)
             cudaCheck(cudaMalloc(&dv[c], kv_elems * sizeof(float)));
             cudaCheck(cudaMemcpy(dk[c], hk, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
             cudaCheck(cudaMemcpy(dv[c], hv, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
+            dkt[c] = dvt[c] = NULL;
+            if (want_tm) {
+                cudaCheck(cudaMalloc(&dkt[c], kv_elems * sizeof(float)));
+                cudaCheck(cudaMalloc(&dvt[c], kv_elems * sizeof(float)));
+                cudaCheck(cudaMemcpy(dkt[c], tk, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(dvt[c], tv, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
+            }
         }
+        free(tk);
+        free(tv);
         cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
-        run_args a = {dq, dk[0], dv[0], dout, dws, ws_bytes, live, scale, ctx, stream};
+        run_args a = {dq, dk[0], dv[0], dkt[0], dvt[0], dout, dws, ws_bytes, live, scale, ctx, stream};
         int valid[16];
         for (int i = 0; i < nv; i++) { /* validate: reference, every element, repeat */
             valid[i] = 1;
@@ -772,6 +828,8 @@ int main(int argc, char **argv)
                 cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream)); /* NaN */
                 a.k = dk[rep % copies];
                 a.v = dv[rep % copies];
+                a.kt = dkt[rep % copies];
+                a.vt = dvt[rep % copies];
                 run_version(versions[i], &a);
                 cudaCheck(cudaStreamSynchronize(stream));
                 cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float), cudaMemcpyDeviceToHost));
@@ -810,7 +868,10 @@ int main(int argc, char **argv)
                         continue;
                     a.k = dk[turn % copies];
                     a.v = dv[turn % copies];
+                    a.kt = dkt[turn % copies];
+                    a.vt = dvt[turn % copies];
                     turn++;
+                    wait_kernel<<<1, 1, 0, stream>>>(50000); /* the host runs ahead */
                     cudaCheck(cudaEventRecord(e0, stream));
                     run_version(versions[i], &a);
                     cudaCheck(cudaEventRecord(e1, stream));
@@ -832,6 +893,10 @@ int main(int argc, char **argv)
         for (int c = 0; c < copies; c++) {
             cudaFree(dk[c]);
             cudaFree(dv[c]);
+            if (dkt[c])
+                cudaFree(dkt[c]);
+            if (dvt[c])
+                cudaFree(dvt[c]);
         }
         cudaFree(dq);
         cudaFree(dout);
@@ -872,9 +937,9 @@ static int write_resources_v1(const char *path)
     gem_cuda_device_info dev;
     if (gem_cuda_device_query(&dev) != GEM_OK)
         return 2;
-    gem_cuda_kernel_info base[6];
+    gem_cuda_kernel_info base[GEM_CUDA_KERNELS]; /* the baseline's four: entries 3 .. 6 */
     size_t n = 0;
-    if (gem_cuda_kernel_query(NKV, 131072, 32, 16, base, 6, &n) != GEM_OK)
+    if (gem_cuda_kernel_query(NKV, 131072, 32, 16, base, GEM_CUDA_KERNELS, &n) != GEM_OK)
         return 2;
     json_t *doc = gem_receipt_new("gem.resources.v1", "dev/cuda/fused_decode version 1",
                                   getenv("GEM_GIT_COMMIT") ? getenv("GEM_GIT_COMMIT") : "unknown");
@@ -908,7 +973,7 @@ static int write_resources_v1(const char *path)
     json_array_append_new(ks, kernel_json("gem_fused_reducer_v1", "fused_reducer",
                                           (const void *)gem_fused_reducer_v1, 0, THREADS,
                                           dev.warp_size));
-    for (int i = 2; i < 6; i++)
+    for (int i = 3; i < GEM_CUDA_KERNELS; i++)
         json_array_append_new(
             ks, json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:i}", "name",
                           base[i].name, "role", base[i].role, "max_threads_per_block",
@@ -972,7 +1037,7 @@ static int write_resources_v1(const char *path)
 #undef KGATE
     }
     int base_ok = 1;
-    for (int i = 2; i < 6; i++)
+    for (int i = 3; i < GEM_CUDA_KERNELS; i++)
         base_ok &= base[i].warp_size == 32 && base[i].max_active_blocks_per_sm >= 1 &&
                    base[i].threads_dispatched <= base[i].max_threads_per_block &&
                    base[i].local_bytes == 0;

@@ -47,7 +47,7 @@
 #define GEM_FP_TILE 8                    /* tokens per tile */
 #define GEM_FP_HALF_TOKENS 4             /* tokens per half and tile */
 #define GEM_FP_HALF_THREADS 128          /* threads per half: one float4 of a row each */
-#define GEM_FR_BATCH 64                  /* reducer: partials loaded per round */
+#define GEM_FR_BATCH 256                 /* reducer: partial weights per round */
 
 /* One halving step of a transposed warp sum over 2W values per lane: lanes with
  * bit O set keep values [W, 2W), the others [0, W), each adding its partner's copy. */
@@ -88,16 +88,19 @@ __device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
     return r;
 }
 
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
-    gem_fused_first_pass(const float *__restrict__ q, /* (n_q_heads, 512) */
-                         const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
-                         int64_t k_hs4, int64_t k_ts4,
-                         const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
-                         int64_t v_hs4, int64_t v_ts4,
-                         float *__restrict__ part_m, /* (P, n_q_heads) */
-                         float *__restrict__ part_s, /* (P, n_q_heads) */
-                         float *__restrict__ part_o, /* (P, n_q_heads, 512) */
-                         int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+/* TS4 > 0: the token stride of K and V is TS4 float4 (a compile-time constant: the address
+ * of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run time. */
+template <int TS4>
+__device__ __forceinline__ void gem_fused_first_pass_body(
+    const float *__restrict__ q, /* (n_q_heads, 512) */
+    const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+    int64_t k_hs4, int64_t k_ts4,
+    const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+    int64_t v_hs4, int64_t v_ts4,
+    float *__restrict__ part_m, /* (P, n_q_heads) */
+    float *__restrict__ part_s, /* (P, n_q_heads) */
+    float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
     const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS;
     __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
@@ -118,9 +121,11 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
     const int64_t end = min(begin + chunk, live);
     const int64_t ntiles = (end - begin + GEM_FP_TILE - 1) / GEM_FP_TILE;
 
-    /* this thread's float4 column of this KV head's rows */
-    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * k_hs4 + d4;
-    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * v_hs4 + d4;
+    /* this thread's float4 column of its half's first row of the current tile; the rows of
+     * the half are kts / vts float4 apart, and the next tile's 8 rows further */
+    const int64_t kts = TS4 > 0 ? (int64_t)TS4 : k_ts4, vts = TS4 > 0 ? (int64_t)TS4 : v_ts4;
+    const float4 *kp = reinterpret_cast<const float4 *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
+    const float4 *vp = reinterpret_cast<const float4 *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
@@ -141,8 +146,8 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
 #pragma unroll
     for (int j = 0; j < TH; j++) {
         const int64_t t = begin + hf * TH + j;
-        kc[j] = t < end ? gem_ld_kv(kg + t * k_ts4, pol) : zero;
-        vc[j] = t < end ? gem_ld_kv(vg + t * v_ts4, pol) : zero;
+        kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+        vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
     }
 
     for (int64_t i = 0; i < ntiles; i++) {
@@ -166,15 +171,17 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
         /* the next tile's K and V pieces, in flight through this tile's softmax and V
          * update (this tile's K registers are free now; V goes to vn until the update) */
         float4 vn[GEM_FP_HALF_TOKENS];
+        kp += GEM_FP_TILE * kts;
+        vp += GEM_FP_TILE * vts;
 #pragma unroll
         for (int j = 0; j < TH; j++) {
             const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            kc[j] = t < end ? gem_ld_kv(kg + t * k_ts4, pol) : zero;
+            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
         }
 #pragma unroll
         for (int j = 0; j < TH; j++) {
             const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            vn[j] = t < end ? gem_ld_kv(vg + t * v_ts4, pol) : zero;
+            vn[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
         }
         sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
         __syncthreads();            /* sred complete */
@@ -267,6 +274,33 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
     }
 }
 
+/* The two first passes: K and V rows of 512 floats back to back within a head (head-major,
+ * the layout of the cache helper), and any other strides. */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
+    gem_fused_first_pass(const float *__restrict__ q, const float *__restrict__ k, int64_t k_hs4,
+                         int64_t k_ts4, const float *__restrict__ v, int64_t v_hs4, int64_t v_ts4,
+                         float *__restrict__ part_m, float *__restrict__ part_s,
+                         float *__restrict__ part_o, int64_t live, int64_t partitions,
+                         int64_t n_q_heads, float scale)
+{
+    gem_fused_first_pass_body<GEM_CU_ROW_F4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s,
+                                             part_o, live, partitions, n_q_heads, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
+    gem_fused_first_pass_strided(const float *__restrict__ q, const float *__restrict__ k,
+                                 int64_t k_hs4, int64_t k_ts4, const float *__restrict__ v,
+                                 int64_t v_hs4, int64_t v_ts4, float *__restrict__ part_m,
+                                 float *__restrict__ part_s, float *__restrict__ part_o,
+                                 int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    gem_fused_first_pass_body<0>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, part_o, live,
+                                 partitions, n_q_heads, scale);
+}
+
+/* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
+ * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p and
+ * S = sum_p S_p w_p in partition order (fmaf) and out = O / S. */
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_fused_reducer(const float *__restrict__ part_m, /* (P, n_q_heads) */
                       const float *__restrict__ part_s, /* (P, n_q_heads) */
@@ -274,58 +308,73 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
                       float *__restrict__ out,          /* (n_q_heads, 512) */
                       int64_t partitions)
 {
-    __shared__ float sm[GEM_FR_BATCH], ss[GEM_FR_BATCH];
+    __shared__ float w[GEM_FR_BATCH];
+    __shared__ float red[GEM_CU_THREADS / 32];
+    __shared__ float s_all;
     /* launched as a programmatic dependent: wait until the first pass has completed and
      * its writes are visible */
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
-    float m = -INFINITY, s = 0.f, o = 0.f;
-    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
-        float op[GEM_FR_BATCH];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mx = -INFINITY;
+    for (int64_t p = threadIdx.x; p < partitions; p += GEM_CU_THREADS)
+        if (part_s[p * n_q_heads + h] > 0.f)
+            mx = fmaxf(mx, part_m[p * n_q_heads + h]);
+    for (int off = 16; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
 #pragma unroll
-        for (int b = 0; b < GEM_FR_BATCH; b++) {
-            const int64_t p = p0 + b;
-            op[b] = p < partitions ? __ldg(part_o + (p * n_q_heads + h) * GEM_CU_D + d) : 0.f;
-        }
-        if (threadIdx.x < GEM_FR_BATCH) {
-            const int64_t p = p0 + threadIdx.x;
-            const int ok = p < partitions;
-            sm[threadIdx.x] = ok ? __ldg(part_m + p * n_q_heads + h) : -INFINITY;
-            ss[threadIdx.x] = ok ? __ldg(part_s + p * n_q_heads + h) : 0.f;
+    for (int i = 1; i < GEM_CU_THREADS / 32; i++)
+        mx = fmaxf(mx, red[i]);
+    float o = 0.f, sa = 0.f;
+    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
+        const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
+        if (threadIdx.x < nb) {
+            const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+            w[threadIdx.x] = part_s[r] > 0.f ? expf(part_m[r] - mx) : 0.f;
         }
         __syncthreads();
+        if (threadIdx.x == 0)
+            for (int64_t b = 0; b < nb; b++)
+                sa = fmaf(part_s[(p0 + b) * n_q_heads + h], w[b], sa);
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            float op[8];
 #pragma unroll
-        for (int b = 0; b < GEM_FR_BATCH; b++) {
-            const float mb = sm[b], sb = ss[b];
-            if (sb == 0.f)
-                continue; /* an empty partial is the identity */
-            if (s == 0.f) {
-                m = mb;
-                s = sb;
-                o = op[b];
-                continue;
-            }
-            const float mm = m > mb ? m : mb;
-            const float ea = expf(m - mm), eb = expf(mb - mm);
-            o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(op[b], eb));
-            s = __fadd_rn(__fmul_rn(s, ea), __fmul_rn(sb, eb));
-            m = mm;
+            for (int u = 0; u < 8; u++)
+                op[u] = __ldg(part_o + ((p0 + b + u) * n_q_heads + h) * GEM_CU_D + d);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                o = fmaf(op[u], w[b + u], o);
         }
-        __syncthreads(); /* sm/ss are rewritten by the next round */
+        for (; b < nb; b++)
+            o = fmaf(__ldg(part_o + ((p0 + b) * n_q_heads + h) * GEM_CU_D + d), w[b], o);
+        __syncthreads(); /* w is rewritten by the next batch */
     }
-    out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
+    if (threadIdx.x == 0)
+        s_all = sa;
+    __syncthreads();
+    out[h * GEM_CU_D + d] = __fdiv_rn(o, s_all);
 }
 
 /* ---- host side ------------------------------------------------------------------ */
 
-void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
+void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *strided,
+                          gem_cu_kernel_ref *reducer)
 {
     first->func = (const void *)gem_fused_first_pass;
     first->name = "gem_fused_first_pass";
     first->role = "fused_first_pass";
     first->dynamic_shared = 0;
     first->threads = GEM_CU_THREADS;
+    *strided = *first;
+    strided->func = (const void *)gem_fused_first_pass_strided;
+    strided->name = "gem_fused_first_pass_strided";
+    strided->role = "fused_first_pass_strided";
     reducer->func = (const void *)gem_fused_reducer;
     reducer->name = "gem_fused_reducer";
     reducer->role = "fused_reducer";
@@ -350,7 +399,8 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    gem_fused_first_pass<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+    const int dense = a->k_ts4 == GEM_CU_ROW_F4 && a->v_ts4 == GEM_CU_ROW_F4;
+    (dense ? gem_fused_first_pass : gem_fused_first_pass_strided)<<<grid1, GEM_CU_THREADS, 0, stream>>>(
         a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
         a->part_o, a->live, a->partitions, n_q_heads, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());

@@ -505,7 +505,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     if (!out || !n)
         return GEM_ERR_NULL;
     *n = 0;
-    if (cap < 6)
+    if (cap < GEM_CUDA_KERNELS)
         return GEM_ERR_RANGE;
     if (n_kv_heads < 1 || n_kv_heads > 65535 / GEM_CU_GROUP || live < 1 || partitions < 1 ||
         partitions > GEM_DECODE_MAX_PARTITIONS || baseline_partitions < 1 ||
@@ -516,18 +516,18 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     gem_status st = gem_cu_open_device(&dev, &prop);
     if (st != GEM_OK)
         return st;
-    gem_cu_kernel_ref refs[6];
-    gem_cu_fused_kernels(&refs[0], &refs[1]);
-    gem_cu_baseline_kernels(&refs[2]);
-    int64_t grids[6];
-    grids[0] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
-    grids[1] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
-    gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[2]);
-    for (int i = 0; i < 6; i++) {
+    gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
+    gem_cu_fused_kernels(&refs[0], &refs[1], &refs[2]);
+    gem_cu_baseline_kernels(&refs[3]);
+    int64_t grids[GEM_CUDA_KERNELS];
+    grids[0] = grids[1] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    grids[2] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
+    gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[3]);
+    for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)
             return st;
     }
-    *n = 6;
+    *n = GEM_CUDA_KERNELS;
     return GEM_OK;
 }

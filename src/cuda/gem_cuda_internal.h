@@ -88,8 +88,10 @@ typedef struct gem_cu_baseline_args {
     float scale;
 } gem_cu_baseline_args;
 
-/* The fused route's two kernels (first pass, reducer). */
-void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
+/* The fused route's kernels: the first pass for dense rows (token stride 512 floats), the
+ * first pass for any other strides, the reducer. */
+void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *strided,
+                          gem_cu_kernel_ref *reducer);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`. */
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream);
 /* Grid of the first pass / reducer for a geometry (for the receipt). */
