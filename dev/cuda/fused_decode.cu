@@ -44,8 +44,13 @@ version 12 is the library's kernel, called through gem_decode on a head-major vi
   dense rows a compile-time constant (gem_fused_first_pass; other strides take
   gem_fused_first_pass_strided, the same code with the stride at run time), and version 10's
   reducer.
+  H200 (results/h200/run10): 0.2567 / 0.4977 ms, 0.0453 ms at 8K: no faster than 7, because
+  the reducer's S was summed by one thread from global memory (ncu: reducer 8.8-9.3 us); run 11
+  measures the fix (S from shared memory in a fixed-order warp sum, the first tile's K/V loads
+  issued before Q), see results/h200/NOTES.md.
 version 13 is the library through gem_decode on a token-major view (rows of the four heads of a
-  token back to back): gem_fused_first_pass_strided.
+  token back to back): gem_fused_first_pass_strided. H200 (run 10): 0.2611 / 0.5028 / 0.0455 ms,
+  1-2% slower than 12 at 64K and 128K.
 
 ./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions

@@ -129,6 +129,15 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
+    /* the first tile's K and V pieces first, so that they are in flight while Q arrives */
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
+#pragma unroll
+    for (int j = 0; j < TH; j++) {
+        const int64_t t = begin + hf * TH + j;
+        kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+        vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
+    }
     const int hx = (lane >> 2) & 7;
     float4 o[GEM_CU_GROUP];
     const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
@@ -140,15 +149,6 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     }
     __syncthreads(); /* sq complete before the first tile's dots */
     float m = -INFINITY, s = 0.f;
-
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
-#pragma unroll
-    for (int j = 0; j < TH; j++) {
-        const int64_t t = begin + hf * TH + j;
-        kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
-        vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
-    }
 
     for (int64_t i = 0; i < ntiles; i++) {
         const int64_t t0 = begin + i * GEM_FP_TILE;
@@ -299,8 +299,9 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
 }
 
 /* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
- * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p and
- * S = sum_p S_p w_p in partition order (fmaf) and out = O / S. */
+ * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p in partition
+ * order (fmaf), S = sum_p S_p w_p by warp 0 in a fixed order (lane l adds the terms
+ * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S. */
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_fused_reducer(const float *__restrict__ part_m, /* (P, n_q_heads) */
                       const float *__restrict__ part_s, /* (P, n_q_heads) */
@@ -308,7 +309,8 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
                       float *__restrict__ out,          /* (n_q_heads, 512) */
                       int64_t partitions)
 {
-    __shared__ float w[GEM_FR_BATCH];
+    __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
+    __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
     __shared__ float red[GEM_CU_THREADS / 32];
     __shared__ float s_all;
     /* launched as a programmatic dependent: wait until the first pass has completed and
@@ -335,12 +337,20 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
         if (threadIdx.x < nb) {
             const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
-            w[threadIdx.x] = part_s[r] > 0.f ? expf(part_m[r] - mx) : 0.f;
+            const float sp = part_s[r];
+            const float wp = sp > 0.f ? expf(part_m[r] - mx) : 0.f;
+            w[threadIdx.x] = wp;
+            sw[threadIdx.x] = sp * wp;
         }
         __syncthreads();
-        if (threadIdx.x == 0)
-            for (int64_t b = 0; b < nb; b++)
-                sa = fmaf(part_s[(p0 + b) * n_q_heads + h], w[b], sa);
+        if (warp == 0) {
+            float t = 0.f;
+            for (int64_t b = lane; b < nb; b += 32)
+                t += sw[b];
+            for (int off = 16; off > 0; off >>= 1)
+                t += __shfl_xor_sync(0xffffffffu, t, off);
+            sa += t; /* lane 0's sum is the one written */
+        }
         int64_t b = 0;
         for (; b + 8 <= nb; b += 8) {
             float op[8];
