@@ -1,0 +1,336 @@
+/*
+ * Internal to the CUDA backend: the device code of the fused route, its first pass
+ * (gem_fused_first_pass_body) and its reducer (gem_fused_reducer_body), included by
+ * src/cuda/attn_fused.cu, which instantiates the kernels the library ships, and by
+ * dev/cuda/fused_decode.cu, which measures variants of the same code (see attn_fused.cu for
+ * what the kernels do and where they come from).
+ */
+#ifndef GEM_ATTN_FUSED_BODY_CUH
+#define GEM_ATTN_FUSED_BODY_CUH
+
+#include <math.h>
+
+#include "gem_cuda_internal.h"
+
+#define GEM_FP_TILE 8                    /* tokens per tile */
+#define GEM_FP_HALF_TOKENS 4             /* tokens per half and tile */
+#define GEM_FP_HALF_THREADS 128          /* threads per half: one float4 of a row each */
+#define GEM_FR_BATCH 256                 /* reducer: partial weights per round */
+
+/* One halving step of a transposed warp sum over 2W values per lane: lanes with
+ * bit O set keep values [W, 2W), the others [0, W), each adding its partner's copy. */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_step(float *v, int lane)
+{
+    const int upper = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float send = upper ? v[i] : v[i + W];
+        const float keep = upper ? v[i + W] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
+/* One halving step of the select-free transposed sum: keep v[0, W), add the partner's. */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_keep_low(float *v)
+{
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v[i] += __shfl_xor_sync(0xffffffffu, v[i + W], O);
+}
+
+__device__ __forceinline__ float gem_dot4(float4 a, float4 b)
+{
+    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
+}
+
+/* A 16-byte load of K or V: L1 no-allocate, L2 evict-first under `pol`. Plain (not .nc)
+ * and volatile with a memory clobber, so neither compiler nor assembler moves it across
+ * the block's barriers: it stays where the loop issues it, in flight through the tile. */
+__device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
+{
+    float4 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+
+/* TS4 > 0: the token stride of K and V is TS4 float4 (a compile-time constant: the address
+ * of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run time. TRIGGER 1: the
+ * block lets the reducer (a programmatic dependent) be scheduled as soon as it starts;
+ * TRIGGER 0: only when it exits. XO_SEPARATE 1: half 1 hands its O over in shared memory of
+ * its own (16 KiB more) instead of Q's; KV_FIRST 0: the first tile's K and V are loaded after
+ * Q is in shared memory (after the barrier) instead of before. */
+template <int TS4, int TRIGGER, int XO_SEPARATE = 0, int KV_FIRST = 1>
+__device__ __forceinline__ void gem_fused_first_pass_body(
+    const float *__restrict__ q, /* (n_q_heads, 512) */
+    const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+    int64_t k_hs4, int64_t k_ts4,
+    const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+    int64_t v_hs4, int64_t v_ts4,
+    float *__restrict__ part_m, /* (P, n_q_heads) */
+    float *__restrict__ part_s, /* (P, n_q_heads) */
+    float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS;
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
+    __shared__ __align__(16) float salpha[GEM_CU_GROUP];         /* rescales of the tile */
+    __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
+    /* Q of the eight heads (8, 128 float4) during the tiles; half 1's O at the end */
+    __shared__ __align__(16) float4 sq[GEM_CU_GROUP * GEM_FP_HALF_THREADS];
+    __shared__ __align__(16) float4 sxo[XO_SEPARATE ? GEM_CU_GROUP * GEM_FP_HALF_THREADS : 1];
+    float4 *xo = XO_SEPARATE ? sxo : sq; /* where half 1's O goes at the end */
+
+    /* the reducer may be scheduled now: it waits for this grid's completion itself */
+    if (TRIGGER)
+        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hf = tid / HT, d4 = tid % HT;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + GEM_FP_TILE - 1) / GEM_FP_TILE;
+
+    /* this thread's float4 column of its half's first row of the current tile; the rows of
+     * the half are kts / vts float4 apart, and the next tile's 8 rows further */
+    const int64_t kts = TS4 > 0 ? (int64_t)TS4 : k_ts4, vts = TS4 > 0 ? (int64_t)TS4 : v_ts4;
+    const float4 *kp = reinterpret_cast<const float4 *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
+    const float4 *vp = reinterpret_cast<const float4 *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* the first tile's K and V pieces (KV_FIRST: before Q, so they are in flight while Q
+     * arrives) */
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
+    if (KV_FIRST) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + hf * TH + j;
+            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+            vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
+        }
+    }
+    const int hx = (lane >> 2) & 7;
+    float4 o[GEM_CU_GROUP];
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++) {
+        if (hf == 0)
+            sq[h * HT + d4] = __ldg(q4 + h * GEM_CU_ROW_F4);
+        o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    __syncthreads(); /* sq complete before the first tile's dots */
+    if (!KV_FIRST) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + hf * TH + j;
+            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+            vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
+        }
+    }
+    float m = -INFINITY, s = 0.f;
+
+    for (int64_t i = 0; i < ntiles; i++) {
+        const int64_t t0 = begin + i * GEM_FP_TILE;
+        const int n = (int)min((int64_t)GEM_FP_TILE, end - t0);
+
+        /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
+        float part[32];
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 qh = sq[(h ^ hx) * HT + d4];
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                part[h * 4 + j] = gem_dot4(qh, kc[j]);
+        }
+        gem_xpose_keep_low<16, 16>(part);
+        gem_xpose_keep_low<8, 8>(part);
+        gem_xpose_keep_low<4, 4>(part);
+        gem_xpose_step<2, 2>(part, lane);
+        gem_xpose_step<1, 1>(part, lane);
+        /* the next tile's K and V pieces, in flight through this tile's softmax and V
+         * update (this tile's K registers are free now; V goes to vn until the update) */
+        float4 vn[GEM_FP_HALF_TOKENS];
+        kp += GEM_FP_TILE * kts;
+        vp += GEM_FP_TILE * vts;
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
+            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+        }
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
+            vn[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
+        }
+        sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
+        __syncthreads();            /* sred complete */
+
+        /* softmax of head `warp`: lane t (mod 8) takes token t */
+        {
+            const int t = lane & (GEM_FP_TILE - 1);
+            const int th = t / TH, tt = t % TH;
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; w++)
+                a += sred[th * 4 + w][warp * 4 + tt];
+            const float sc = t < n ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past n: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < GEM_FP_TILE)
+                sp[warp][lane] = e;
+            if (lane == 0)
+                salpha[warp] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+
+        {
+            const float4 al0 = *reinterpret_cast<const float4 *>(&salpha[0]);
+            const float4 al1 = *reinterpret_cast<const float4 *>(&salpha[4]);
+            const float al[GEM_CU_GROUP] = {al0.x, al0.y, al0.z, al0.w, al1.x, al1.y, al1.z, al1.w};
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                o[h].x *= al[h];
+                o[h].y *= al[h];
+                o[h].z *= al[h];
+                o[h].w *= al[h];
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH]);
+            const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int j = 0; j < TH; j++) {
+                o[h].x = fmaf(wj[j], vc[j].x, o[h].x);
+                o[h].y = fmaf(wj[j], vc[j].y, o[h].y);
+                o[h].z = fmaf(wj[j], vc[j].z, o[h].z);
+                o[h].w = fmaf(wj[j], vc[j].w, o[h].w);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < TH; j++)
+            vc[j] = vn[j];
+        /* the next tile's first barrier orders these reads of sp before sp is rewritten, and
+         * its second barrier orders this tile's sred reads before sred is rewritten */
+    }
+
+    /* Half 1 hands its O to half 0 in the space of Q: every read of sq (the dots) came
+     * before the last tile's barriers, which every thread has passed; with no tile, the
+     * barrier after the fill orders the fill before these writes. */
+    if (hf == 1) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++)
+            xo[h * HT + d4] = o[h];
+    }
+    __syncthreads();
+    const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
+    if (hf == 0) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 b = xo[h * HT + d4];
+            float4 r;
+            r.x = o[h].x + b.x;
+            r.y = o[h].y + b.y;
+            r.z = o[h].z + b.z;
+            r.w = o[h].w + b.w;
+            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+        }
+    }
+    if (lane == 0) {
+        part_m[row0 + warp] = m;
+        part_s[row0 + warp] = s;
+    }
+}
+
+/* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
+ * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p in partition
+ * order (fmaf), S = sum_p S_p w_p by warp 0 in a fixed order (lane l adds the terms
+ * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S. */
+__device__ __forceinline__ void gem_fused_reducer_body(
+    const float *__restrict__ part_m, /* (P, n_q_heads) */
+    const float *__restrict__ part_s, /* (P, n_q_heads) */
+    const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+    float *__restrict__ out,          /* (n_q_heads, 512) */
+    int64_t partitions)
+{
+    __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
+    __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
+    __shared__ float red[GEM_CU_THREADS / 32];
+    __shared__ float s_all;
+    /* launched as a programmatic dependent: wait until the first pass has completed and
+     * its writes are visible */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mx = -INFINITY;
+    for (int64_t p = threadIdx.x; p < partitions; p += GEM_CU_THREADS)
+        if (part_s[p * n_q_heads + h] > 0.f)
+            mx = fmaxf(mx, part_m[p * n_q_heads + h]);
+    for (int off = 16; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+#pragma unroll
+    for (int i = 1; i < GEM_CU_THREADS / 32; i++)
+        mx = fmaxf(mx, red[i]);
+    float o = 0.f, sa = 0.f;
+    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
+        const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
+        if (threadIdx.x < nb) {
+            const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+            const float sp = part_s[r];
+            const float wp = sp > 0.f ? expf(part_m[r] - mx) : 0.f;
+            w[threadIdx.x] = wp;
+            sw[threadIdx.x] = sp * wp;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            float t = 0.f;
+            for (int64_t b = lane; b < nb; b += 32)
+                t += sw[b];
+            for (int off = 16; off > 0; off >>= 1)
+                t += __shfl_xor_sync(0xffffffffu, t, off);
+            sa += t; /* lane 0's sum is the one written */
+        }
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            float op[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                op[u] = __ldg(part_o + ((p0 + b + u) * n_q_heads + h) * GEM_CU_D + d);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                o = fmaf(op[u], w[b + u], o);
+        }
+        for (; b < nb; b++)
+            o = fmaf(__ldg(part_o + ((p0 + b) * n_q_heads + h) * GEM_CU_D + d), w[b], o);
+        __syncthreads(); /* w is rewritten by the next batch */
+    }
+    if (threadIdx.x == 0)
+        s_all = sa;
+    __syncthreads();
+    out[h * GEM_CU_D + d] = __fdiv_rn(o, s_all);
+}
+
+#endif /* GEM_ATTN_FUSED_BODY_CUH */
