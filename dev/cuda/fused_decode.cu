@@ -43,25 +43,25 @@ version 12 is the library's kernel, called through gem_decode on a head-major vi
   default config): version 8 with the row addresses stepped by pointer, the token stride of
   dense rows a compile-time constant (gem_fused_first_pass; other strides take
   gem_fused_first_pass_strided, the same code with the stride at run time), and version 10's
-  reducer.
+  reducer; since run 14 with version 18's choices.
   H200 (results/h200/run10): 0.2567 / 0.4977 ms, 0.0453 ms at 8K: no faster than 7, because
   the reducer's S was summed by one thread from global memory (ncu: reducer 8.8-9.3 us); run 11
   measures the fix (S from shared memory in a fixed-order warp sum, the first tile's K/V loads
   issued before Q), see results/h200/NOTES.md.
-versions 14-16 take the library's own device code (src/cuda/attn_fused_body.cuh) apart to find
-  why 12 is slower than 10 (run 11: 0.2575 / 0.4974 / 0.0458 ms against 0.2519 / 0.4906 /
-  0.0416): 14 is the library's first pass without the early trigger of the reducer's launch,
-  with the library's reducer; 15 the library's first pass with version 10's reducer; 16 version
-  7's first pass with the library's reducer. H200 (results/h200/run12): 14 0.2546 / 0.4941 /
-  0.0424, 15 0.2565 / 0.4962 / 0.0448, 16 0.2525 / 0.4916 / 0.0422 ms (10: 0.2521 / 0.4901 /
-  0.0415): the early trigger costs 2-3.5 us, the library's reducer nothing; 2.5-4 us remain in
-  the first pass. 17 is 14 with half 1's O handed over in shared memory of its own, 18 is 14
-  with the first tile's K/V loaded after Q (as 7 does), 19 both.
+versions 14-19 took the library's own device code (src/cuda/attn_fused_body.cuh) apart to find
+  why 12 was slower than 10 (run 11: 0.2575 / 0.4974 / 0.0458 ms against 0.2519 / 0.4906 /
+  0.0416): 14 the library's first pass without the early trigger of the reducer's launch, 15
+  the library's first pass with version 10's reducer, 16 version 7's first pass with the
+  library's reducer, 17 14 with half 1's O handed over in shared memory of its own, 18 14 with
+  the first tile's K/V loaded after Q, 19 both. H200 (results/h200/run12, run13): the early
+  trigger cost 2-3.5 us, the library's reducer nothing, 17-19 within 1 us of each other and
+  of 16 (18: 0.2526 / 0.4925 / 0.0422 against 16's 0.2522 / 0.4905 / 0.0421). The library took
+  18 (no early trigger, K/V after Q, O in Q's space). Their code is in git history (fa2687a).
 version 13 is the library through gem_decode on a token-major view (rows of the four heads of a
   token back to back): gem_fused_first_pass_strided. H200 (run 10): 0.2611 / 0.5028 / 0.0455 ms,
   1-2% slower than 12 at 64K and 128K.
 
-./fused_decode            validates, then times versions 1, 7, 9 .. 19 at 8K, 64K, 128K
+./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions
 ./fused_decode --lengths 8192 --rounds 20 9 12
 ./fused_decode --resources-v1 FILE   writes version 1's gem.resources.v1 receipt (the design
@@ -75,8 +75,6 @@ version 13 is the library through gem_decode on a token-major view (rows of the 
 #include <unistd.h>
 
 #include <cuda_runtime.h>
-
-#include "attn_fused_body.cuh" /* the library's device code, for variants of it */
 
 extern "C" {
 #include "gem/check.h"
@@ -627,29 +625,6 @@ __global__ void __launch_bounds__(128)
         make_float4(__fdiv_rn(o.x, sa), __fdiv_rn(o.y, sa), __fdiv_rn(o.z, sa), __fdiv_rn(o.w, sa));
 }
 
-/* ---- variants of the library's code (versions 14-16) ----------------------------------- */
-
-/* The library's first pass on dense rows, with (1) or without (0) the early trigger of the
- * reducer's launch, and the library's reducer. */
-template <int TRIGGER, int XO_SEPARATE, int KV_FIRST>
-__global__ void __launch_bounds__(THREADS, 2)
-    lib_first_pass(const float *__restrict__ q, const float *__restrict__ k,
-                   const float *__restrict__ v, float *__restrict__ part_m,
-                   float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
-                   int64_t partitions, float scale)
-{
-    gem_fused_first_pass_body<ROW_F4, TRIGGER, XO_SEPARATE, KV_FIRST>(q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4,
-                                               ROW_F4, part_m, part_s, part_o, live, partitions,
-                                               NQ, scale);
-}
-
-__global__ void __launch_bounds__(THREADS)
-    lib_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
-                const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
-{
-    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
-}
-
 /* ---- launchers ------------------------------------------------------------------------------ */
 
 typedef struct run_args {
@@ -712,25 +687,7 @@ static void run_version(int version, const run_args *a)
         }
         return;
     }
-    case 14: /* the library without the early trigger, the library's reducer */
-    case 15: /* the library's first pass, version 10's reducer */
-    case 17: /* 14 with half 1's O handed over in its own shared memory */
-    case 18: /* 14 with the first tile's K/V loaded after Q */
-    case 19: /* 14 with both */
-        switch (version) {
-        case 14: lib_first_pass<0, 0, 1><<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale); break;
-        case 15: lib_first_pass<1, 0, 1><<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale); break;
-        case 17: lib_first_pass<0, 1, 1><<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale); break;
-        case 18: lib_first_pass<0, 0, 0><<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale); break;
-        default: lib_first_pass<0, 1, 0><<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale); break;
-        }
-        cudaCheck(cudaGetLastError());
-        if (version == 15)
-            launch_dependent(reducer_scaled, g2, a->stream, pm, ps, po, a->out, P);
-        else
-            launch_dependent(lib_reducer, g2, a->stream, pm, ps, po, a->out, P);
-        break;
-    default: /* 7, 9, 10, 11, 16: version 7's first pass */
+    default: /* 7, 9, 10, 11: version 7's first pass */
         gem_fused_first_pass_v7<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po,
                                                                a->live, P, a->scale);
         cudaCheck(cudaGetLastError());
@@ -740,8 +697,6 @@ static void run_version(int version, const run_args *a)
             launch_dependent(reducer_wide<1>, g2, a->stream, pm, ps, po, a->out, P);
         else if (version == 10)
             launch_dependent(reducer_scaled, g2, a->stream, pm, ps, po, a->out, P);
-        else if (version == 16)
-            launch_dependent(lib_reducer, g2, a->stream, pm, ps, po, a->out, P);
         else
             launch_dependent(reducer_scaled4, dim3(NQ), a->stream, pm, ps, po, a->out, P, 128);
         break;
@@ -802,13 +757,13 @@ int main(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        const int all[] = {1, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
-        for (int i = 0; i < 13; i++)
+        const int all[] = {1, 7, 9, 10, 11, 12, 13};
+        for (int i = 0; i < 7; i++)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 19 || versions[i] == 8)) {
-            fprintf(stderr, "unknown version %d (1, 7, 9 .. 19)\n", versions[i]);
+        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;

@@ -1,16 +1,19 @@
 /*
- * The fused split-KV route on CUDA, D512 / group 8: one first pass and one
- * reducer, the library's production kernel.
+ * The fused split-KV route on CUDA, D512 / group 8: the kernels the library
+ * ships (the device code is in attn_fused_body.cuh, a header of its own so that
+ * experiments can instantiate variants of it).
  *
  * Lineage: dev/cuda/fused_decode.cu holds the CPU-validated experiments that
- * led here, with their H200 figures. This is its version 7 ("Q in shared
- * memory, the next tile's V issued after the dots", results/h200/run8:
- * 0.2517 ms at 64K and 0.4854 ms at 128K, 92.6% / 96.0% of the read bandwidth
- * measured in the same run), read through a KV view with strides instead of a
- * compacted cache, the hand-over of half 1's O kept in the space of Q (the
- * block's static shared memory is 17.3 KiB instead of 33.3 KiB), and the
- * reducer launched as a programmatic dependent of the first pass, so its
- * launch overlaps the first pass's tail (same merges, same bits).
+ * led here, with their H200 figures. The first pass is its version 7 ("Q in
+ * shared memory, the next tile's V issued after the dots", results/h200/run8:
+ * 0.2517 ms at 64K and 0.4854 ms at 128K) read through a KV view: row
+ * addresses stepped by pointer, the token stride of dense rows a compile-time
+ * constant (gem_fused_first_pass; gem_fused_first_pass_strided takes it at run
+ * time: a run-time stride multiplied per row cost 8.5% in run 9), half 1's O
+ * handed over in Q's shared memory (17.3 KiB of static shared memory instead of
+ * 33.3). The reducer is version 10's (one weight per partial instead of two
+ * expf per merge step: 3-4 us faster, run 9), launched as a programmatic
+ * dependent of the first pass (versions 12-19, runs 10-13).
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -34,11 +37,11 @@
  *     writes the partial (M, S, O), partition-major:
  *       part_m, part_s (P, n_q_heads); part_o (P, n_q_heads, 512)
  *     the layout of gem_attention_online_scratch_bytes.
- * Reducer: one 256-thread block per (query head, half of the 512 dims);
- * thread i merges the P partials of its dim in partition order 0..P-1 with
- * the identity of gem_online_merge (an empty partial, S = 0, is the identity;
- * explicit roundings, no contraction), 64 partials' loads in flight at a time,
- * and writes O / S. No atomics anywhere: the result is bitwise reproducible.
+ * Reducer: one 256-thread block per (query head, half of the 512 dims): M =
+ * the largest M_p of the non-empty partials, w_p = e^(M_p - M) once per
+ * partial, O = sum_p O_p w_p in partition order (fmaf), S = sum_p S_p w_p in a
+ * fixed warp order, out = O / S. No atomics anywhere: the result is bitwise
+ * reproducible.
  */
 #include "attn_fused_body.cuh"
 
@@ -51,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
                          float *__restrict__ part_o, int64_t live, int64_t partitions,
                          int64_t n_q_heads, float scale)
 {
-    gem_fused_first_pass_body<GEM_CU_ROW_F4, 1>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s,
+    gem_fused_first_pass_body<GEM_CU_ROW_F4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s,
                                              part_o, live, partitions, n_q_heads, scale);
 }
 
@@ -62,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
                                  float *__restrict__ part_s, float *__restrict__ part_o,
                                  int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
-    gem_fused_first_pass_body<0, 1>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, part_o, live,
+    gem_fused_first_pass_body<0>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, part_o, live,
                                  partitions, n_q_heads, scale);
 }
 

@@ -1,9 +1,9 @@
 /*
  * Internal to the CUDA backend: the device code of the fused route, its first pass
  * (gem_fused_first_pass_body) and its reducer (gem_fused_reducer_body), included by
- * src/cuda/attn_fused.cu, which instantiates the kernels the library ships, and by
- * dev/cuda/fused_decode.cu, which measures variants of the same code (see attn_fused.cu for
- * what the kernels do and where they come from).
+ * src/cuda/attn_fused.cu, which instantiates the kernels the library ships; an experiment
+ * can include it to measure variants of the same code (dev/cuda/fused_decode.cu versions
+ * 14-19 did). See attn_fused.cu for what the kernels do and where they come from.
  */
 #ifndef GEM_ATTN_FUSED_BODY_CUH
 #define GEM_ATTN_FUSED_BODY_CUH
@@ -57,12 +57,10 @@ __device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
 }
 
 /* TS4 > 0: the token stride of K and V is TS4 float4 (a compile-time constant: the address
- * of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run time. TRIGGER 1: the
- * block lets the reducer (a programmatic dependent) be scheduled as soon as it starts;
- * TRIGGER 0: only when it exits. XO_SEPARATE 1: half 1 hands its O over in shared memory of
- * its own (16 KiB more) instead of Q's; KV_FIRST 0: the first tile's K and V are loaded after
- * Q is in shared memory (after the barrier) instead of before. */
-template <int TS4, int TRIGGER, int XO_SEPARATE = 0, int KV_FIRST = 1>
+ * of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run time.
+ * The reducer, a programmatic dependent of this grid, is let go when the blocks exit (no early
+ * trigger: dev/cuda/fused_decode.cu versions 14-19 measured an early trigger 2-3.5 us slower). */
+template <int TS4>
 __device__ __forceinline__ void gem_fused_first_pass_body(
     const float *__restrict__ q, /* (n_q_heads, 512) */
     const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
@@ -80,12 +78,7 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
     /* Q of the eight heads (8, 128 float4) during the tiles; half 1's O at the end */
     __shared__ __align__(16) float4 sq[GEM_CU_GROUP * GEM_FP_HALF_THREADS];
-    __shared__ __align__(16) float4 sxo[XO_SEPARATE ? GEM_CU_GROUP * GEM_FP_HALF_THREADS : 1];
-    float4 *xo = XO_SEPARATE ? sxo : sq; /* where half 1's O goes at the end */
 
-    /* the reducer may be scheduled now: it waits for this grid's completion itself */
-    if (TRIGGER)
-        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int hf = tid / HT, d4 = tid % HT;
@@ -104,18 +97,6 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
-    /* the first tile's K and V pieces (KV_FIRST: before Q, so they are in flight while Q
-     * arrives) */
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
-    if (KV_FIRST) {
-#pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = begin + hf * TH + j;
-            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
-            vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
-        }
-    }
     const int hx = (lane >> 2) & 7;
     float4 o[GEM_CU_GROUP];
     const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
@@ -126,13 +107,14 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     __syncthreads(); /* sq complete before the first tile's dots */
-    if (!KV_FIRST) {
+    /* the first tile's K and V pieces (loading them before Q lost 1 us: version 18) */
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
 #pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = begin + hf * TH + j;
-            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
-            vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
-        }
+    for (int j = 0; j < TH; j++) {
+        const int64_t t = begin + hf * TH + j;
+        kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
+        vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
     }
     float m = -INFINITY, s = 0.f;
 
@@ -238,14 +220,14 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     if (hf == 1) {
 #pragma unroll
         for (int h = 0; h < GEM_CU_GROUP; h++)
-            xo[h * HT + d4] = o[h];
+            sq[h * HT + d4] = o[h];
     }
     __syncthreads();
     const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
     if (hf == 0) {
 #pragma unroll
         for (int h = 0; h < GEM_CU_GROUP; h++) {
-            const float4 b = xo[h * HT + d4];
+            const float4 b = sq[h * HT + d4];
             float4 r;
             r.x = o[h].x + b.x;
             r.y = o[h].y + b.y;
