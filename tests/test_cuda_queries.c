@@ -55,25 +55,30 @@ static void check_device(void)
     TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, cap, &n), GEM_OK);
     TCHECK_EQ_I64(n, GEM_CUDA_KERNELS);
     static const char *names[GEM_CUDA_KERNELS] = {
-        "gem_fused_first_pass", "gem_fused_first_pass_strided", "gem_fused_reducer",
-        "gem_baseline_score",   "gem_baseline_normalize",       "gem_baseline_value",
+        "gem_fused_first_pass",      "gem_fused_first_pass_strided",
+        "gem_fused_first_pass_bf16", "gem_fused_first_pass_bf16_strided",
+        "gem_fused_first_pass_f16",  "gem_fused_first_pass_f16_strided",
+        "gem_fused_reducer",         "gem_baseline_score",
+        "gem_baseline_normalize",    "gem_baseline_value",
         "gem_baseline_reduce"};
     static const char *roles[GEM_CUDA_KERNELS] = {
-        "fused_first_pass",   "fused_first_pass_strided", "fused_reducer", "baseline_score",
-        "baseline_normalize", "baseline_value",           "baseline_reduce"};
+        "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
+        "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
+        "fused_reducer",         "baseline_score",           "baseline_normalize",
+        "baseline_value",        "baseline_reduce"};
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
         TCHECK(ks[i].max_active_blocks_per_sm >= 1);
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, 0);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
         TCHECK(ks[i].threads_dispatched == 256 && ks[i].warps_dispatched == 8);
         TCHECK(ks[i].static_shared_bytes <= 32768);
         TCHECK(ks[i].max_active_blocks_per_sm >= 2);
         TCHECK_EQ_I64(ks[i].grid_blocks, 4 * 64);
     }
-    TCHECK_EQ_I64(ks[2].grid_blocks, 32 * 2);
+    TCHECK_EQ_I64(ks[GEM_CUDA_FIRST_PASSES].grid_blocks, 32 * 2);
 
     gem_decode_ctx *c = NULL;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);
@@ -96,6 +101,10 @@ static void check_device(void)
     size_t bytes = 0;
     TCHECK_STATUS(gem_decode_workspace_bytes(c, &prod, 8192, &t4, &bytes), GEM_ERR_PARAM);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F16, GEM_DTYPE_F16), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F32),
+                  GEM_ERR_UNSUPPORTED); /* one element type for K and V on CUDA */
     const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
     TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED);

@@ -365,11 +365,13 @@ int gem_cmd_resources(int argc, char **argv)
                                          (size_t)cfg.partitions * CLI_NQ * CLI_D * 4 &&
                                      sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes +
                                                            sc.numerators_bytes));
-    fused_gates(gates, "first_pass", &ks[0], 2); /* the default P assumes two blocks per SM */
-    fused_gates(gates, "first_pass_strided", &ks[1], 2);
-    fused_gates(gates, "reducer", &ks[2], 1);
+    /* every first pass (per element type, dense and strided rows): the default P assumes two
+     * resident blocks per SM */
+    for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++)
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2);
+    fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1);
     int baseline_ok = 1;
-    for (size_t i = 3; i < nk; i++)
+    for (size_t i = GEM_CUDA_FIRST_PASSES + 1; i < nk; i++)
         baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
                        ks[i].threads_dispatched <= ks[i].max_threads_per_block &&
                        ks[i].local_bytes == 0;

@@ -951,7 +951,7 @@ static int write_resources_v1(const char *path)
     gem_cuda_device_info dev;
     if (gem_cuda_device_query(&dev) != GEM_OK)
         return 2;
-    gem_cuda_kernel_info base[GEM_CUDA_KERNELS]; /* the baseline's four: entries 3 .. 6 */
+    gem_cuda_kernel_info base[GEM_CUDA_KERNELS]; /* the baseline's four are the last */
     size_t n = 0;
     if (gem_cuda_kernel_query(NKV, 131072, 32, 16, base, GEM_CUDA_KERNELS, &n) != GEM_OK)
         return 2;
@@ -987,7 +987,7 @@ static int write_resources_v1(const char *path)
     json_array_append_new(ks, kernel_json("gem_fused_reducer_v1", "fused_reducer",
                                           (const void *)gem_fused_reducer_v1, 0, THREADS,
                                           dev.warp_size));
-    for (int i = 3; i < GEM_CUDA_KERNELS; i++)
+    for (int i = GEM_CUDA_FIRST_PASSES + 1; i < GEM_CUDA_KERNELS; i++)
         json_array_append_new(
             ks, json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:i}", "name",
                           base[i].name, "role", base[i].role, "max_threads_per_block",
@@ -1051,7 +1051,7 @@ static int write_resources_v1(const char *path)
 #undef KGATE
     }
     int base_ok = 1;
-    for (int i = 3; i < GEM_CUDA_KERNELS; i++)
+    for (int i = GEM_CUDA_FIRST_PASSES + 1; i < GEM_CUDA_KERNELS; i++)
         base_ok &= base[i].warp_size == 32 && base[i].max_active_blocks_per_sm >= 1 &&
                    base[i].threads_dispatched <= base[i].max_threads_per_block &&
                    base[i].local_bytes == 0;

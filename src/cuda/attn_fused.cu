@@ -15,6 +15,11 @@
  * expf per merge step: 3-4 us faster, run 9), launched as a programmatic
  * dependent of the first pass (versions 12-19, runs 10-13).
  *
+ * K and V are F32, BF16 or F16 (the same type for both): a thread owns four elements of every
+ * row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of a 16-bit type two tiles ahead
+ * (about the same bytes in flight), turned into floats exactly; everything after the load is
+ * the same F32 arithmetic.
+ *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
  * to half hf = i / 128 (warps 0-3, 4-7) and owns the four dims
@@ -45,29 +50,46 @@
  */
 #include "attn_fused_body.cuh"
 
-/* The two first passes: K and V rows of 512 floats back to back within a head (head-major,
- * the layout of the cache helper), and any other strides. */
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
-    gem_fused_first_pass(const float *__restrict__ q, const float *__restrict__ k, int64_t k_hs4,
-                         int64_t k_ts4, const float *__restrict__ v, int64_t v_hs4, int64_t v_ts4,
-                         float *__restrict__ part_m, float *__restrict__ part_s,
-                         float *__restrict__ part_o, int64_t live, int64_t partitions,
-                         int64_t n_q_heads, float scale)
-{
-    gem_fused_first_pass_body<GEM_CU_ROW_F4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s,
-                                             part_o, live, partitions, n_q_heads, scale);
-}
+/* The first passes: per element type of K and V (F32, BF16, F16), one for rows of 512
+ * elements back to back within a head (head-major, the layout of the cache helper) and one for
+ * any other strides. */
+#define GEM_FIRST_PASS(NAME, E, TS4)                                                           \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
+             int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
+             float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
+             int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
+    {                                                                                          \
+        gem_fused_first_pass_body<E, TS4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, \
+                                          part_o, live, partitions, n_q_heads, scale);         \
+    }
 
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
-    gem_fused_first_pass_strided(const float *__restrict__ q, const float *__restrict__ k,
-                                 int64_t k_hs4, int64_t k_ts4, const float *__restrict__ v,
-                                 int64_t v_hs4, int64_t v_ts4, float *__restrict__ part_m,
-                                 float *__restrict__ part_s, float *__restrict__ part_o,
-                                 int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
-{
-    gem_fused_first_pass_body<0>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, part_o, live,
-                                 partitions, n_q_heads, scale);
-}
+GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_strided, gem_kv_f32, 0)
+GEM_FIRST_PASS(gem_fused_first_pass_bf16, gem_kv_bf16, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_bf16_strided, gem_kv_bf16, 0)
+GEM_FIRST_PASS(gem_fused_first_pass_f16, gem_kv_f16, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_f16_strided, gem_kv_f16, 0)
+
+typedef void (*gem_first_pass_fn)(const float *, const void *, int64_t, int64_t, const void *,
+                                  int64_t, int64_t, float *, float *, float *, int64_t, int64_t,
+                                  int64_t, float);
+
+/* The first passes by element type (GEM_DTYPE_F32, _BF16, _F16) and layout (dense, strided),
+ * with their names and roles in the resource receipt. */
+static const struct {
+    gem_first_pass_fn fn;
+    const char *name, *role;
+} gem_first_passes[GEM_DTYPE_COUNT][2] = {
+    {{gem_fused_first_pass, "gem_fused_first_pass", "fused_first_pass"},
+     {gem_fused_first_pass_strided, "gem_fused_first_pass_strided", "fused_first_pass_strided"}},
+    {{gem_fused_first_pass_bf16, "gem_fused_first_pass_bf16", "fused_first_pass_bf16"},
+     {gem_fused_first_pass_bf16_strided, "gem_fused_first_pass_bf16_strided",
+      "fused_first_pass_bf16_strided"}},
+    {{gem_fused_first_pass_f16, "gem_fused_first_pass_f16", "fused_first_pass_f16"},
+     {gem_fused_first_pass_f16_strided, "gem_fused_first_pass_f16_strided",
+      "fused_first_pass_f16_strided"}},
+};
 
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_fused_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
@@ -79,18 +101,17 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 
 /* ---- host side ------------------------------------------------------------------ */
 
-void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *strided,
-                          gem_cu_kernel_ref *reducer)
+void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
 {
-    first->func = (const void *)gem_fused_first_pass;
-    first->name = "gem_fused_first_pass";
-    first->role = "fused_first_pass";
-    first->dynamic_shared = 0;
-    first->threads = GEM_CU_THREADS;
-    *strided = *first;
-    strided->func = (const void *)gem_fused_first_pass_strided;
-    strided->name = "gem_fused_first_pass_strided";
-    strided->role = "fused_first_pass_strided";
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+        for (int l = 0; l < 2; l++) {
+            gem_cu_kernel_ref *r = &first[2 * t + l];
+            r->func = (const void *)gem_first_passes[t][l].fn;
+            r->name = gem_first_passes[t][l].name;
+            r->role = gem_first_passes[t][l].role;
+            r->dynamic_shared = 0;
+            r->threads = GEM_CU_THREADS;
+        }
     reducer->func = (const void *)gem_fused_reducer;
     reducer->name = "gem_fused_reducer";
     reducer->role = "fused_reducer";
@@ -111,12 +132,12 @@ int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads)
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 {
     if (a->partitions < 1 || a->partitions > 65535 || a->n_kv_heads < 1 ||
-        a->n_kv_heads > 65535 / GEM_CU_GROUP)
+        a->n_kv_heads > 65535 / GEM_CU_GROUP || (unsigned)a->dtype >= GEM_DTYPE_COUNT)
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    const int dense = a->k_ts4 == GEM_CU_ROW_F4 && a->v_ts4 == GEM_CU_ROW_F4;
-    (dense ? gem_fused_first_pass : gem_fused_first_pass_strided)<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+    const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
+    gem_first_passes[a->dtype][strided].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
         a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
         a->part_o, a->live, a->partitions, n_q_heads, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());

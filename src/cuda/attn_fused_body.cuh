@@ -10,6 +10,8 @@
 
 #include <math.h>
 
+#include <cuda_fp16.h>
+
 #include "gem_cuda_internal.h"
 
 #define GEM_FP_TILE 8                    /* tokens per tile */
@@ -43,36 +45,94 @@ __device__ __forceinline__ float gem_dot4(float4 a, float4 b)
     return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
 }
 
-/* A 16-byte load of K or V: L1 no-allocate, L2 evict-first under `pol`. Plain (not .nc)
- * and volatile with a memory clobber, so neither compiler nor assembler moves it across
- * the block's barriers: it stays where the loop issues it, in flight through the tile. */
-__device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
+/* The element types of K and V. A thread owns four consecutive elements of every row (the
+ * `piece`): 16 bytes of F32 or 8 bytes of BF16 / F16, loaded with L1 no-allocate and L2
+ * evict-first under `pol` (each byte is used once), plain (not .nc) and volatile with a memory
+ * clobber, so neither compiler nor assembler moves a load across the block's barriers: it
+ * stays where the loop issues it, in flight through the tile. `f4` gives the four elements as
+ * floats (exact for every type). K_AHEAD, V_AHEAD: how many tiles ahead the loads of K and V
+ * go (F32: one each; 16-bit: K two, so that a thread keeps most of F32's bytes in flight, and
+ * V one, which the 128-register budget of two blocks per SM leaves room for). */
+struct gem_kv_f32 {
+    typedef float4 piece;
+    enum { K_AHEAD = 1, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        float4 r;
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
+                     : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+                     : "l"(p), "l"(pol)
+                     : "memory");
+        return r;
+    }
+    static __device__ __forceinline__ float4 f4(piece r) { return r; }
+};
+
+/* 8-byte loads of four 16-bit elements (BF16 or F16). */
+__device__ __forceinline__ uint2 gem_ld_kv8(const uint2 *p, uint64_t pol)
 {
-    float4 r;
-    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+    uint2 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
+                 : "=r"(r.x), "=r"(r.y)
                  : "l"(p), "l"(pol)
                  : "memory");
     return r;
 }
 
-/* TS4 > 0: the token stride of K and V is TS4 float4 (a compile-time constant: the address
- * of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run time.
+struct gem_kv_bf16 {
+    typedef uint2 piece;
+    enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        return gem_ld_kv8(p, pol);
+    }
+    /* a bfloat16 is the top half of the float it stands for */
+    static __device__ __forceinline__ float4 f4(piece r)
+    {
+        return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
+                           __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
+    }
+};
+
+struct gem_kv_f16 {
+    typedef uint2 piece;
+    enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        return gem_ld_kv8(p, pol);
+    }
+    static __device__ __forceinline__ float4 f4(piece r)
+    {
+        const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&r.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&r.y));
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+};
+
+/* E: the element type of K and V (gem_kv_f32, gem_kv_bf16, gem_kv_f16). Strides count
+ * pieces of four elements. TS4 > 0: the token stride of K and V is TS4 pieces (a compile-time
+ * constant: the address of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run
+ * time.
  * The reducer, a programmatic dependent of this grid, is let go when the blocks exit (no early
  * trigger: dev/cuda/fused_decode.cu versions 14-19 measured an early trigger 2-3.5 us slower). */
-template <int TS4>
+template <typename E, int TS4>
 __device__ __forceinline__ void gem_fused_first_pass_body(
     const float *__restrict__ q, /* (n_q_heads, 512) */
-    const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+    const void *__restrict__ k,  /* row (g, t) at piece g*k_hs4 + t*k_ts4 (4 elements each) */
     int64_t k_hs4, int64_t k_ts4,
-    const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+    const void *__restrict__ v,  /* row (g, t) at piece g*v_hs4 + t*v_ts4 */
     int64_t v_hs4, int64_t v_ts4,
     float *__restrict__ part_m, /* (P, n_q_heads) */
     float *__restrict__ part_s, /* (P, n_q_heads) */
     float *__restrict__ part_o, /* (P, n_q_heads, 512) */
     int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
-    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS;
+    typedef typename E::piece piece;
+    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS, KA = E::K_AHEAD,
+              VA = E::V_AHEAD;
     __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
     __shared__ __align__(16) float salpha[GEM_CU_GROUP];         /* rescales of the tile */
     __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
@@ -89,11 +149,11 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     const int64_t end = min(begin + chunk, live);
     const int64_t ntiles = (end - begin + GEM_FP_TILE - 1) / GEM_FP_TILE;
 
-    /* this thread's float4 column of its half's first row of the current tile; the rows of
-     * the half are kts / vts float4 apart, and the next tile's 8 rows further */
+    /* this thread's piece of its half's first row of the tile loaded next (K and V each); the
+     * rows of the half are kts / vts pieces apart, and the next tile's 8 rows further */
     const int64_t kts = TS4 > 0 ? (int64_t)TS4 : k_ts4, vts = TS4 > 0 ? (int64_t)TS4 : v_ts4;
-    const float4 *kp = reinterpret_cast<const float4 *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
-    const float4 *vp = reinterpret_cast<const float4 *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
+    const piece *kp = reinterpret_cast<const piece *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
+    const piece *vp = reinterpret_cast<const piece *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
@@ -107,14 +167,26 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     __syncthreads(); /* sq complete before the first tile's dots */
-    /* the first tile's K and V pieces (loading them before Q lost 1 us: version 18) */
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
+    /* the first KA tiles' K pieces and VA tiles' V pieces (loading them before Q lost 1 us:
+     * version 18); kq[a], vq[a]: tile i + a while tile i is computed */
+    piece kq[KA][GEM_FP_HALF_TOKENS], vq[VA][GEM_FP_HALF_TOKENS];
 #pragma unroll
-    for (int j = 0; j < TH; j++) {
-        const int64_t t = begin + hf * TH + j;
-        kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
-        vc[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
+    for (int a = 0; a < KA; a++) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
+            kq[a][j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+        }
+        kp += GEM_FP_TILE * kts;
+    }
+#pragma unroll
+    for (int a = 0; a < VA; a++) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
+            vq[a][j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+        }
+        vp += GEM_FP_TILE * vts;
     }
     float m = -INFINITY, s = 0.f;
 
@@ -123,34 +195,47 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         const int n = (int)min((int64_t)GEM_FP_TILE, end - t0);
 
         /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
-        float part[32];
+        float4 kf[GEM_FP_HALF_TOKENS];
 #pragma unroll
-        for (int h = 0; h < GEM_CU_GROUP; h++) {
+        for (int j = 0; j < TH; j++)
+            kf[j] = E::f4(kq[0][j]);
+        /* slots 0-15 (heads 0-3); slots 16-31 (heads 4-7) are added to them by the first step
+         * of the transposed sum as they are formed, so only 16 are ever live */
+        float part[16];
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP / 2; h++) {
             const float4 qh = sq[(h ^ hx) * HT + d4];
 #pragma unroll
             for (int j = 0; j < TH; j++)
-                part[h * 4 + j] = gem_dot4(qh, kc[j]);
+                part[h * 4 + j] = gem_dot4(qh, kf[j]);
         }
-        gem_xpose_keep_low<16, 16>(part);
+#pragma unroll
+        for (int h = GEM_CU_GROUP / 2; h < GEM_CU_GROUP; h++) {
+            const float4 qh = sq[(h ^ hx) * HT + d4];
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                part[(h - GEM_CU_GROUP / 2) * 4 + j] +=
+                    __shfl_xor_sync(0xffffffffu, gem_dot4(qh, kf[j]), 16);
+        }
         gem_xpose_keep_low<8, 8>(part);
         gem_xpose_keep_low<4, 4>(part);
         gem_xpose_step<2, 2>(part, lane);
         gem_xpose_step<1, 1>(part, lane);
-        /* the next tile's K and V pieces, in flight through this tile's softmax and V
-         * update (this tile's K registers are free now; V goes to vn until the update) */
-        float4 vn[GEM_FP_HALF_TOKENS];
+        /* tile i + KA's K and tile i + VA's V pieces, in flight through this tile's softmax
+         * and V update (this tile's K registers are free now: kn takes them) */
+        piece kn[GEM_FP_HALF_TOKENS], vn[GEM_FP_HALF_TOKENS];
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + KA * GEM_FP_TILE + hf * TH + j;
+            kn[j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+        }
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + VA * GEM_FP_TILE + hf * TH + j;
+            vn[j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+        }
         kp += GEM_FP_TILE * kts;
         vp += GEM_FP_TILE * vts;
-#pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            kc[j] = t < end ? gem_ld_kv(kp + j * kts, pol) : zero;
-        }
-#pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            vn[j] = t < end ? gem_ld_kv(vp + j * vts, pol) : zero;
-        }
         sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
         __syncthreads();            /* sred complete */
 
@@ -195,21 +280,38 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
                 o[h].w *= al[h];
             }
         }
+        float4 vf[GEM_FP_HALF_TOKENS];
+#pragma unroll
+        for (int j = 0; j < TH; j++)
+            vf[j] = E::f4(vq[0][j]);
 #pragma unroll
         for (int h = 0; h < GEM_CU_GROUP; h++) {
             const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH]);
             const float wj[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
             for (int j = 0; j < TH; j++) {
-                o[h].x = fmaf(wj[j], vc[j].x, o[h].x);
-                o[h].y = fmaf(wj[j], vc[j].y, o[h].y);
-                o[h].z = fmaf(wj[j], vc[j].z, o[h].z);
-                o[h].w = fmaf(wj[j], vc[j].w, o[h].w);
+                o[h].x = fmaf(wj[j], vf[j].x, o[h].x);
+                o[h].y = fmaf(wj[j], vf[j].y, o[h].y);
+                o[h].z = fmaf(wj[j], vf[j].z, o[h].z);
+                o[h].w = fmaf(wj[j], vf[j].w, o[h].w);
             }
         }
+        /* the pieces move down one tile */
 #pragma unroll
-        for (int j = 0; j < TH; j++)
-            vc[j] = vn[j];
+        for (int a = 0; a + 1 < KA; a++)
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                kq[a][j] = kq[a + 1][j];
+#pragma unroll
+        for (int a = 0; a + 1 < VA; a++)
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                vq[a][j] = vq[a + 1][j];
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            kq[KA - 1][j] = kn[j];
+            vq[VA - 1][j] = vn[j];
+        }
         /* the next tile's first barrier orders these reads of sp before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
