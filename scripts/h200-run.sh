@@ -17,6 +17,7 @@
 #            bench dev sweep ncu (default: all, in that order)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
+#   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
 #   JOBS     build parallelism (default: nproc)
 # Needs: nvcc 13 / CUDA 13, cmake, python3; jansson and OpenSSL headers, or the
 # static copies under .deps/dist (include/, lib/) carried with the tree.
@@ -168,6 +169,9 @@ if has dev; then
     "$BUILD/dev/fused_decode" ${DEV_ARGS:-} >"$REC/dev-fused-decode.txt" 2>&1 ||
         fail "fused_decode"
     cat "$REC/dev-fused-decode.txt"
+    step "dev/cuda/kv_dtypes: F32, BF16 and F16 caches through gem_decode"
+    "$BUILD/dev/kv_dtypes" ${KV_ARGS:-} >"$REC/dev-kv-dtypes.txt" 2>&1 || fail "kv_dtypes"
+    cat "$REC/dev-kv-dtypes.txt"
     pack
 fi
 
