@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gem/check.h"
 #include "gem/engine.h"
@@ -37,6 +38,7 @@ struct gem_engine {
     double *ref_out;          /* (n_q_heads, dv) */
     float *host_out;          /* (n_q_heads, dv) + GEM_GUARD_BYTES: the oracles' output */
     int last_on_host;         /* the last run wrote host_out */
+    double host_seconds;      /* the last gem_decode call's host time */
 };
 
 gem_status gem_engine_create(gem_backend backend, int64_t threads, gem_engine **out)
@@ -325,8 +327,12 @@ gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params
     e->ran = 1; /* an output exists (poisoned until the route writes it) */
     if ((st = e->hx_ops->timer_start(e->hx)) != GEM_OK)
         return st;
+    struct timespec h0, h1;
+    clock_gettime(CLOCK_MONOTONIC, &h0);
     const gem_status run = gem_decode(e->ctx, &ds, e->q, &kv, e->out, e->ws, ws_bytes, &cfg,
                                       e->hx_ops->stream(e->hx));
+    clock_gettime(CLOCK_MONOTONIC, &h1);
+    e->host_seconds = (double)(h1.tv_sec - h0.tv_sec) + 1e-9 * (double)(h1.tv_nsec - h0.tv_nsec);
     double t = 0;
     st = e->hx_ops->timer_stop(e->hx, &t); /* waits for the stream even after a failed launch */
     if (run != GEM_OK)
@@ -334,6 +340,11 @@ gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params
     if (st == GEM_OK && seconds)
         *seconds = t;
     return st;
+}
+
+double gem_engine_last_host_seconds(const gem_engine *e)
+{
+    return e && !e->last_on_host ? e->host_seconds : 0.0;
 }
 
 gem_status gem_engine_output(gem_engine *e, float *out, size_t out_elems,

@@ -21,7 +21,7 @@ typedef struct gem_harness_ops {
     /* `bytes` of the backend's memory (64-byte aligned at least); free(NULL) is fine */
     gem_status (*alloc)(size_t bytes, void **out);
     void (*free)(void *p);
-    /* host -> backend and backend -> host copies (synchronous) */
+    /* host -> backend and backend -> host copies (synchronous: after all queued work) */
     gem_status (*upload)(void *dst, const void *src, size_t bytes);
     gem_status (*download)(void *dst, const void *src, size_t bytes);
     /* n 32-bit words of the pattern `bits`, then `guard` bytes of 0xA5 (before the run) */

@@ -4,9 +4,9 @@
  * Without a GPU (or in a build without CUDA) every CUDA entry must answer
  * GEM_ERR_NO_DEVICE: decode context, cache helper, engine, device and kernel
  * queries; the test says that the GPU part was not run. With a GPU: the device
- * query (sm_90, a nominal bandwidth), the six shipped kernels as the resource
+ * query (sm_90, a nominal bandwidth), the shipped kernels as the resource
  * receipt describes them (names and roles in order, 256-thread blocks, no local
- * memory, the first pass resident twice per SM within 32 KiB of shared memory,
+ * memory, the first passes resident twice per SM within 32 KiB of shared memory,
  * no dynamic shared memory), the tuned default (fused, tile 8, partitions a
  * multiple of 32 that never shrink as live grows), and explicit configs the
  * kernels do not take refused.
@@ -33,9 +33,10 @@ static void check_no_device(void)
     TCHECK(kc == NULL);
     gem_cuda_device_info dev;
     TCHECK_STATUS(gem_cuda_device_query(&dev), GEM_ERR_NO_DEVICE);
-    gem_cuda_kernel_info ks[6];
+    gem_cuda_kernel_info ks[GEM_CUDA_KERNELS];
     size_t n = 99;
-    TCHECK_STATUS(gem_cuda_kernel_query(4, 8192, 64, 16, ks, 6, &n), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 8192, 64, 16, ks, GEM_CUDA_KERNELS, &n),
+                  GEM_ERR_NO_DEVICE);
     TCHECK(n == 0);
 }
 
@@ -46,28 +47,38 @@ static void check_device(void)
     TCHECK(dev.major == 9 && dev.warp_size == 32 && dev.sm_count > 0);
     TCHECK(dev.nominal_bytes_per_second > 1e11);
 
-    gem_cuda_kernel_info ks[6];
+    gem_cuda_kernel_info ks[GEM_CUDA_KERNELS];
     size_t n = 0;
-    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, 5, &n), GEM_ERR_RANGE);
-    TCHECK_STATUS(gem_cuda_kernel_query(0, 131072, 64, 16, ks, 6, &n), GEM_ERR_PARAM);
-    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, 6, &n), GEM_OK);
-    TCHECK_EQ_I64(n, 6);
-    static const char *names[6] = {"gem_fused_first_pass", "gem_fused_reducer",
-                                   "gem_baseline_score",   "gem_baseline_normalize",
-                                   "gem_baseline_value",   "gem_baseline_reduce"};
-    static const char *roles[6] = {"fused_first_pass", "fused_reducer",      "baseline_score",
-                                   "baseline_normalize", "baseline_value", "baseline_reduce"};
-    for (int i = 0; i < 6; i++) {
+    const size_t cap = GEM_CUDA_KERNELS;
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, cap - 1, &n), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_cuda_kernel_query(0, 131072, 64, 16, ks, cap, &n), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_cuda_kernel_query(4, 131072, 64, 16, ks, cap, &n), GEM_OK);
+    TCHECK_EQ_I64(n, GEM_CUDA_KERNELS);
+    static const char *names[GEM_CUDA_KERNELS] = {
+        "gem_fused_first_pass",      "gem_fused_first_pass_strided",
+        "gem_fused_first_pass_bf16", "gem_fused_first_pass_bf16_strided",
+        "gem_fused_first_pass_f16",  "gem_fused_first_pass_f16_strided",
+        "gem_fused_reducer",         "gem_baseline_score",
+        "gem_baseline_normalize",    "gem_baseline_value",
+        "gem_baseline_reduce"};
+    static const char *roles[GEM_CUDA_KERNELS] = {
+        "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
+        "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
+        "fused_reducer",         "baseline_score",           "baseline_normalize",
+        "baseline_value",        "baseline_reduce"};
+    for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
         TCHECK(ks[i].max_active_blocks_per_sm >= 1);
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, 0);
     }
-    TCHECK(ks[0].threads_dispatched == 256 && ks[0].warps_dispatched == 8);
-    TCHECK(ks[0].static_shared_bytes <= 32768);
-    TCHECK(ks[0].max_active_blocks_per_sm >= 2);
-    TCHECK_EQ_I64(ks[0].grid_blocks, 4 * 64);
-    TCHECK_EQ_I64(ks[1].grid_blocks, 32 * 2);
+    for (int i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
+        TCHECK(ks[i].threads_dispatched == 256 && ks[i].warps_dispatched == 8);
+        TCHECK(ks[i].static_shared_bytes <= 32768);
+        TCHECK(ks[i].max_active_blocks_per_sm >= 2);
+        TCHECK_EQ_I64(ks[i].grid_blocks, 4 * 64);
+    }
+    TCHECK_EQ_I64(ks[GEM_CUDA_FIRST_PASSES].grid_blocks, 32 * 2);
 
     gem_decode_ctx *c = NULL;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);
@@ -90,6 +101,10 @@ static void check_device(void)
     size_t bytes = 0;
     TCHECK_STATUS(gem_decode_workspace_bytes(c, &prod, 8192, &t4, &bytes), GEM_ERR_PARAM);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F16, GEM_DTYPE_F16), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F32),
+                  GEM_ERR_UNSUPPORTED); /* one element type for K and V on CUDA */
     const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
     TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED);

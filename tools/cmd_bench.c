@@ -144,7 +144,7 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         return 2;
     }
     int rc = 2;
-    double *ta = NULL, *tb = NULL, *ratio = NULL;
+    double *ta = NULL, *tb = NULL, *ratio = NULL, *ha = NULL, *hb = NULL;
     cli_route_result ra = {0}, rb = {0};
     size_t n = 0;
     gem_attn_shape_elems(&shape, NULL, NULL, NULL, &n);
@@ -232,25 +232,28 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     ta = malloc(ns * sizeof *ta);
     tb = malloc(ns * sizeof *tb);
     ratio = malloc(ns * sizeof *ratio);
-    if (!ta || !tb || !ratio) {
+    ha = malloc(ns * sizeof *ha);
+    hb = malloc(ns * sizeof *hb);
+    if (!ta || !tb || !ratio || !ha || !hb) {
         cli_error(CMD, "out of memory");
         goto done;
     }
     for (int64_t r = 0; r < o->rounds; r++) {
-        double a1, b1, b2, a2;
-        if ((st = gem_engine_run(e, ra_spec.route, &pa, &a1)) != GEM_OK ||
-            (st = gem_engine_run(e, rb_spec.route, &pb, &b1)) != GEM_OK ||
-            (st = gem_engine_run(e, rb_spec.route, &pb, &b2)) != GEM_OK ||
-            (st = gem_engine_run(e, ra_spec.route, &pa, &a2)) != GEM_OK) {
+        /* A B B A: device seconds into ta/tb, host seconds per call into ha/hb */
+        const cli_route_spec *order[4] = {&ra_spec, &rb_spec, &rb_spec, &ra_spec};
+        const gem_route_params *par[4] = {&pa, &pb, &pb, &pa};
+        double *dev[4] = {&ta[2 * r], &tb[2 * r], &tb[2 * r + 1], &ta[2 * r + 1]};
+        double *host[4] = {&ha[2 * r], &hb[2 * r], &hb[2 * r + 1], &ha[2 * r + 1]};
+        for (int k = 0; k < 4 && st == GEM_OK; k++) {
+            st = gem_engine_run(e, order[k]->route, par[k], dev[k]);
+            *host[k] = gem_engine_last_host_seconds(e);
+        }
+        if (st != GEM_OK) {
             cli_error(CMD, "timed run: %s", gem_status_str(st));
             goto done;
         }
-        ta[2 * r] = a1;
-        ta[2 * r + 1] = a2;
-        tb[2 * r] = b1;
-        tb[2 * r + 1] = b2;
-        ratio[2 * r] = a1 / b1;
-        ratio[2 * r + 1] = a2 / b2;
+        ratio[2 * r] = ta[2 * r] / tb[2 * r];
+        ratio[2 * r + 1] = ta[2 * r + 1] / tb[2 * r + 1];
     }
     /* the last timed run's output must still be whole */
     {
@@ -294,12 +297,19 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         json_object_set_new(c, "fraction_of_nominal_bandwidth",
                             json_pack("{s:o, s:o}", "a", gem_receipt_real(ga * 1e9 / nominal),
                                       "b", gem_receipt_real(gb * 1e9 / nominal)));
+    const stats sta = stats_of(ha, ns), stb = stats_of(hb, ns);
+    json_object_set_new(c, "host_seconds_per_call",
+                        json_pack("{s:o, s:o}", "a", stats_json(sta), "b", stats_json(stb)));
+    printf("%-8s host time per call (median): A %.1f us, B %.1f us\n", "", sta.median * 1e6,
+           stb.median * 1e6);
     json_object_set_new(c, "verdict", json_string("timed"));
     rc = 0;
 done:
     free(ta);
     free(tb);
     free(ratio);
+    free(ha);
+    free(hb);
     cli_route_result_free(&ra);
     cli_route_result_free(&rb);
     gem_inputs_free(&in);

@@ -295,11 +295,11 @@ int gem_cmd_resources(int argc, char **argv)
     const gem_decode_shape shape = {CLI_NQ, CLI_NKV, CLI_D, CLI_D, 1.0f};
     gem_decode_config cfg;
     gem_status st = gem_decode_config_default(gem_engine_ctx(e), &shape, live, &cfg);
-    gem_cuda_kernel_info ks[6];
+    gem_cuda_kernel_info ks[GEM_CUDA_KERNELS];
     size_t nk = 0;
     gem_online_scratch sc;
     if (st == GEM_OK)
-        st = gem_cuda_kernel_query(n_kv, live, cfg.partitions, 16, ks, 6, &nk);
+        st = gem_cuda_kernel_query(n_kv, live, cfg.partitions, 16, ks, GEM_CUDA_KERNELS, &nk);
     if (st == GEM_OK)
         st = gem_attention_online_scratch_bytes(cfg.partitions, CLI_NQ, CLI_D, &sc);
     if (st != GEM_OK) {
@@ -365,10 +365,13 @@ int gem_cmd_resources(int argc, char **argv)
                                          (size_t)cfg.partitions * CLI_NQ * CLI_D * 4 &&
                                      sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes +
                                                            sc.numerators_bytes));
-    fused_gates(gates, "first_pass", &ks[0], 2); /* the default P assumes two blocks per SM */
-    fused_gates(gates, "reducer", &ks[1], 1);
+    /* every first pass (per element type, dense and strided rows): the default P assumes two
+     * resident blocks per SM */
+    for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++)
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2);
+    fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1);
     int baseline_ok = 1;
-    for (size_t i = 2; i < nk; i++)
+    for (size_t i = GEM_CUDA_FIRST_PASSES + 1; i < nk; i++)
         baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
                        ks[i].threads_dispatched <= ks[i].max_threads_per_block &&
                        ks[i].local_bytes == 0;

@@ -80,10 +80,17 @@ gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
 /* Poisons the output (every element GEM_POISON_BITS, guard bytes 0xA5) and the
  * workspace, then runs `route` once through gem_decode (fused, baseline) or the
  * CPU oracle (reference, online). *seconds (may be NULL) is the route alone:
- * wall clock on the CPU, CUDA events around gem_decode on the engine's stream on
- * CUDA (the engine waits for the second event). */
+ * wall clock on the CPU; on CUDA, CUDA events around gem_decode on the engine's
+ * stream, the first queued behind 50 us of GPU work so that the host's part of
+ * the call overlaps the device as in a decode loop that runs ahead (the engine
+ * waits for the second event): the GPU's execution of what the call queued. */
 gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params *params,
                           double *seconds);
+
+/* Host wall-clock seconds the last run's gem_decode call took to return (the
+ * checks and the launches on CUDA; the whole route on the CPU); 0 before a run
+ * and after an oracle run. */
+double gem_engine_last_host_seconds(const gem_engine *e);
 
 /* Audit of an output buffer after a run. */
 typedef struct gem_output_audit {

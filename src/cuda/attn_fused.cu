@@ -1,16 +1,24 @@
 /*
- * The fused split-KV route on CUDA, D512 / group 8: one first pass and one
- * reducer, the library's production kernel.
+ * The fused split-KV route on CUDA, D512 / group 8: the kernels the library
+ * ships (the device code is in attn_fused_body.cuh, a header of its own so that
+ * experiments can instantiate variants of it).
  *
  * Lineage: dev/cuda/fused_decode.cu holds the CPU-validated experiments that
- * led here, with their H200 figures. This is its version 7 ("Q in shared
- * memory, the next tile's V issued after the dots", results/h200/run8:
- * 0.2517 ms at 64K and 0.4854 ms at 128K, 92.6% / 96.0% of the read bandwidth
- * measured in the same run), read through a KV view with strides instead of a
- * compacted cache, the hand-over of half 1's O kept in the space of Q (the
- * block's static shared memory is 17.3 KiB instead of 33.3 KiB), and the
- * reducer launched as a programmatic dependent of the first pass, so its
- * launch overlaps the first pass's tail (same merges, same bits).
+ * led here, with their H200 figures. The first pass is its version 7 ("Q in
+ * shared memory, the next tile's V issued after the dots", results/h200/run8:
+ * 0.2517 ms at 64K and 0.4854 ms at 128K) read through a KV view: row
+ * addresses stepped by pointer, the token stride of dense rows a compile-time
+ * constant (gem_fused_first_pass; gem_fused_first_pass_strided takes it at run
+ * time: a run-time stride multiplied per row cost 8.5% in run 9), half 1's O
+ * handed over in Q's shared memory (17.3 KiB of static shared memory instead of
+ * 33.3). The reducer is version 10's (one weight per partial instead of two
+ * expf per merge step: 3-4 us faster, run 9), launched as a programmatic
+ * dependent of the first pass (versions 12-19, runs 10-13).
+ *
+ * K and V are F32, BF16 or F16 (the same type for both): a thread owns four elements of every
+ * row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of a 16-bit type two tiles ahead
+ * (about the same bytes in flight), turned into floats exactly; everything after the load is
+ * the same F32 arithmetic.
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -34,298 +42,76 @@
  *     writes the partial (M, S, O), partition-major:
  *       part_m, part_s (P, n_q_heads); part_o (P, n_q_heads, 512)
  *     the layout of gem_attention_online_scratch_bytes.
- * Reducer: one 256-thread block per (query head, half of the 512 dims);
- * thread i merges the P partials of its dim in partition order 0..P-1 with
- * the identity of gem_online_merge (an empty partial, S = 0, is the identity;
- * explicit roundings, no contraction), 64 partials' loads in flight at a time,
- * and writes O / S. No atomics anywhere: the result is bitwise reproducible.
+ * Reducer: one 256-thread block per (query head, half of the 512 dims): M =
+ * the largest M_p of the non-empty partials, w_p = e^(M_p - M) once per
+ * partial, O = sum_p O_p w_p in partition order (fmaf), S = sum_p S_p w_p in a
+ * fixed warp order, out = O / S. No atomics anywhere: the result is bitwise
+ * reproducible.
  */
-#include <math.h>
+#include "attn_fused_body.cuh"
 
-#include "gem_cuda_internal.h"
-
-#define GEM_FP_TILE 8                    /* tokens per tile */
-#define GEM_FP_HALF_TOKENS 4             /* tokens per half and tile */
-#define GEM_FP_HALF_THREADS 128          /* threads per half: one float4 of a row each */
-#define GEM_FR_BATCH 64                  /* reducer: partials loaded per round */
-
-/* One halving step of a transposed warp sum over 2W values per lane: lanes with
- * bit O set keep values [W, 2W), the others [0, W), each adding its partner's copy. */
-template <int W, int O> __device__ __forceinline__ void gem_xpose_step(float *v, int lane)
-{
-    const int upper = (lane & O) != 0;
-#pragma unroll
-    for (int i = 0; i < W; i++) {
-        const float send = upper ? v[i] : v[i + W];
-        const float keep = upper ? v[i + W] : v[i];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-    }
-}
-
-/* One halving step of the select-free transposed sum: keep v[0, W), add the partner's. */
-template <int W, int O> __device__ __forceinline__ void gem_xpose_keep_low(float *v)
-{
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        v[i] += __shfl_xor_sync(0xffffffffu, v[i + W], O);
-}
-
-__device__ __forceinline__ float gem_dot4(float4 a, float4 b)
-{
-    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
-}
-
-/* A 16-byte load of K or V: L1 no-allocate, L2 evict-first under `pol`. Plain (not .nc)
- * and volatile with a memory clobber, so neither compiler nor assembler moves it across
- * the block's barriers: it stays where the loop issues it, in flight through the tile. */
-__device__ __forceinline__ float4 gem_ld_kv(const float4 *p, uint64_t pol)
-{
-    float4 r;
-    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
-                 : "l"(p), "l"(pol)
-                 : "memory");
-    return r;
-}
-
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
-    gem_fused_first_pass(const float *__restrict__ q, /* (n_q_heads, 512) */
-                         const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
-                         int64_t k_hs4, int64_t k_ts4,
-                         const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
-                         int64_t v_hs4, int64_t v_ts4,
-                         float *__restrict__ part_m, /* (P, n_q_heads) */
-                         float *__restrict__ part_s, /* (P, n_q_heads) */
-                         float *__restrict__ part_o, /* (P, n_q_heads, 512) */
-                         int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
-{
-    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS;
-    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
-    __shared__ __align__(16) float salpha[GEM_CU_GROUP];         /* rescales of the tile */
-    __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
-    /* Q of the eight heads (8, 128 float4) during the tiles; half 1's O at the end */
-    __shared__ __align__(16) float4 sq[GEM_CU_GROUP * GEM_FP_HALF_THREADS];
-
-    /* the reducer may be scheduled now: it waits for this grid's completion itself */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int hf = tid / HT, d4 = tid % HT;
-    const int64_t p = blockIdx.x, g = blockIdx.y;
-
-    const int64_t chunk = (live + partitions - 1) / partitions;
-    const int64_t begin = min(p * chunk, live);
-    const int64_t end = min(begin + chunk, live);
-    const int64_t ntiles = (end - begin + GEM_FP_TILE - 1) / GEM_FP_TILE;
-
-    /* this thread's float4 column of this KV head's rows */
-    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * k_hs4 + d4;
-    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * v_hs4 + d4;
-    uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-
-    const int hx = (lane >> 2) & 7;
-    float4 o[GEM_CU_GROUP];
-    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
-#pragma unroll
-    for (int h = 0; h < GEM_CU_GROUP; h++) {
-        if (hf == 0)
-            sq[h * HT + d4] = __ldg(q4 + h * GEM_CU_ROW_F4);
-        o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    __syncthreads(); /* sq complete before the first tile's dots */
-    float m = -INFINITY, s = 0.f;
-
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 kc[GEM_FP_HALF_TOKENS], vc[GEM_FP_HALF_TOKENS]; /* this tile's pieces */
-#pragma unroll
-    for (int j = 0; j < TH; j++) {
-        const int64_t t = begin + hf * TH + j;
-        kc[j] = t < end ? gem_ld_kv(kg + t * k_ts4, pol) : zero;
-        vc[j] = t < end ? gem_ld_kv(vg + t * v_ts4, pol) : zero;
+/* The first passes: per element type of K and V (F32, BF16, F16), one for rows of 512
+ * elements back to back within a head (head-major, the layout of the cache helper) and one for
+ * any other strides. */
+#define GEM_FIRST_PASS(NAME, E, TS4)                                                           \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
+             int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
+             float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
+             int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
+    {                                                                                          \
+        gem_fused_first_pass_body<E, TS4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, \
+                                          part_o, live, partitions, n_q_heads, scale);         \
     }
 
-    for (int64_t i = 0; i < ntiles; i++) {
-        const int64_t t0 = begin + i * GEM_FP_TILE;
-        const int n = (int)min((int64_t)GEM_FP_TILE, end - t0);
+GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_strided, gem_kv_f32, 0)
+GEM_FIRST_PASS(gem_fused_first_pass_bf16, gem_kv_bf16, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_bf16_strided, gem_kv_bf16, 0)
+GEM_FIRST_PASS(gem_fused_first_pass_f16, gem_kv_f16, GEM_CU_ROW_F4)
+GEM_FIRST_PASS(gem_fused_first_pass_f16_strided, gem_kv_f16, 0)
 
-        /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
-        float part[32];
-#pragma unroll
-        for (int h = 0; h < GEM_CU_GROUP; h++) {
-            const float4 qh = sq[(h ^ hx) * HT + d4];
-#pragma unroll
-            for (int j = 0; j < TH; j++)
-                part[h * 4 + j] = gem_dot4(qh, kc[j]);
-        }
-        gem_xpose_keep_low<16, 16>(part);
-        gem_xpose_keep_low<8, 8>(part);
-        gem_xpose_keep_low<4, 4>(part);
-        gem_xpose_step<2, 2>(part, lane);
-        gem_xpose_step<1, 1>(part, lane);
-        /* the next tile's K and V pieces, in flight through this tile's softmax and V
-         * update (this tile's K registers are free now; V goes to vn until the update) */
-        float4 vn[GEM_FP_HALF_TOKENS];
-#pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            kc[j] = t < end ? gem_ld_kv(kg + t * k_ts4, pol) : zero;
-        }
-#pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = t0 + GEM_FP_TILE + hf * TH + j;
-            vn[j] = t < end ? gem_ld_kv(vg + t * v_ts4, pol) : zero;
-        }
-        sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
-        __syncthreads();            /* sred complete */
+typedef void (*gem_first_pass_fn)(const float *, const void *, int64_t, int64_t, const void *,
+                                  int64_t, int64_t, float *, float *, float *, int64_t, int64_t,
+                                  int64_t, float);
 
-        /* softmax of head `warp`: lane t (mod 8) takes token t */
-        {
-            const int t = lane & (GEM_FP_TILE - 1);
-            const int th = t / TH, tt = t % TH;
-            float a = 0.f;
-#pragma unroll
-            for (int w = 0; w < 4; w++)
-                a += sred[th * 4 + w][warp * 4 + tt];
-            const float sc = t < n ? a * scale : -INFINITY;
-            float mx = sc;
-#pragma unroll
-            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float mn = fmaxf(m, mx);
-            const float e = expf(sc - mn);    /* rows past n: exp(-inf) = 0 */
-            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
-            float ps = e;
-#pragma unroll
-            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
-                ps += __shfl_xor_sync(0xffffffffu, ps, off);
-            s = s * alpha + ps;
-            m = mn;
-            if (lane < GEM_FP_TILE)
-                sp[warp][lane] = e;
-            if (lane == 0)
-                salpha[warp] = alpha;
-        }
-        __syncthreads(); /* the weights of all eight heads are published */
-
-        {
-            const float4 al0 = *reinterpret_cast<const float4 *>(&salpha[0]);
-            const float4 al1 = *reinterpret_cast<const float4 *>(&salpha[4]);
-            const float al[GEM_CU_GROUP] = {al0.x, al0.y, al0.z, al0.w, al1.x, al1.y, al1.z, al1.w};
-#pragma unroll
-            for (int h = 0; h < GEM_CU_GROUP; h++) {
-                o[h].x *= al[h];
-                o[h].y *= al[h];
-                o[h].z *= al[h];
-                o[h].w *= al[h];
-            }
-        }
-#pragma unroll
-        for (int h = 0; h < GEM_CU_GROUP; h++) {
-            const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH]);
-            const float wj[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-            for (int j = 0; j < TH; j++) {
-                o[h].x = fmaf(wj[j], vc[j].x, o[h].x);
-                o[h].y = fmaf(wj[j], vc[j].y, o[h].y);
-                o[h].z = fmaf(wj[j], vc[j].z, o[h].z);
-                o[h].w = fmaf(wj[j], vc[j].w, o[h].w);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < TH; j++)
-            vc[j] = vn[j];
-        /* the next tile's first barrier orders these reads of sp before sp is rewritten, and
-         * its second barrier orders this tile's sred reads before sred is rewritten */
-    }
-
-    /* Half 1 hands its O to half 0 in the space of Q: every read of sq (the dots) came
-     * before the last tile's barriers, which every thread has passed; with no tile, the
-     * barrier after the fill orders the fill before these writes. */
-    if (hf == 1) {
-#pragma unroll
-        for (int h = 0; h < GEM_CU_GROUP; h++)
-            sq[h * HT + d4] = o[h];
-    }
-    __syncthreads();
-    const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
-    if (hf == 0) {
-#pragma unroll
-        for (int h = 0; h < GEM_CU_GROUP; h++) {
-            const float4 b = sq[h * HT + d4];
-            float4 r;
-            r.x = o[h].x + b.x;
-            r.y = o[h].y + b.y;
-            r.z = o[h].z + b.z;
-            r.w = o[h].w + b.w;
-            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
-        }
-    }
-    if (lane == 0) {
-        part_m[row0 + warp] = m;
-        part_s[row0 + warp] = s;
-    }
-}
+/* The first passes by element type (GEM_DTYPE_F32, _BF16, _F16) and layout (dense, strided),
+ * with their names and roles in the resource receipt. */
+static const struct {
+    gem_first_pass_fn fn;
+    const char *name, *role;
+} gem_first_passes[GEM_DTYPE_COUNT][2] = {
+    {{gem_fused_first_pass, "gem_fused_first_pass", "fused_first_pass"},
+     {gem_fused_first_pass_strided, "gem_fused_first_pass_strided", "fused_first_pass_strided"}},
+    {{gem_fused_first_pass_bf16, "gem_fused_first_pass_bf16", "fused_first_pass_bf16"},
+     {gem_fused_first_pass_bf16_strided, "gem_fused_first_pass_bf16_strided",
+      "fused_first_pass_bf16_strided"}},
+    {{gem_fused_first_pass_f16, "gem_fused_first_pass_f16", "fused_first_pass_f16"},
+     {gem_fused_first_pass_f16_strided, "gem_fused_first_pass_f16_strided",
+      "fused_first_pass_f16_strided"}},
+};
 
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
-    gem_fused_reducer(const float *__restrict__ part_m, /* (P, n_q_heads) */
-                      const float *__restrict__ part_s, /* (P, n_q_heads) */
-                      const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
-                      float *__restrict__ out,          /* (n_q_heads, 512) */
+    gem_fused_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                      const float *__restrict__ part_o, float *__restrict__ out,
                       int64_t partitions)
 {
-    __shared__ float sm[GEM_FR_BATCH], ss[GEM_FR_BATCH];
-    /* launched as a programmatic dependent: wait until the first pass has completed and
-     * its writes are visible */
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
-    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
-    float m = -INFINITY, s = 0.f, o = 0.f;
-    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
-        float op[GEM_FR_BATCH];
-#pragma unroll
-        for (int b = 0; b < GEM_FR_BATCH; b++) {
-            const int64_t p = p0 + b;
-            op[b] = p < partitions ? __ldg(part_o + (p * n_q_heads + h) * GEM_CU_D + d) : 0.f;
-        }
-        if (threadIdx.x < GEM_FR_BATCH) {
-            const int64_t p = p0 + threadIdx.x;
-            const int ok = p < partitions;
-            sm[threadIdx.x] = ok ? __ldg(part_m + p * n_q_heads + h) : -INFINITY;
-            ss[threadIdx.x] = ok ? __ldg(part_s + p * n_q_heads + h) : 0.f;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int b = 0; b < GEM_FR_BATCH; b++) {
-            const float mb = sm[b], sb = ss[b];
-            if (sb == 0.f)
-                continue; /* an empty partial is the identity */
-            if (s == 0.f) {
-                m = mb;
-                s = sb;
-                o = op[b];
-                continue;
-            }
-            const float mm = m > mb ? m : mb;
-            const float ea = expf(m - mm), eb = expf(mb - mm);
-            o = __fadd_rn(__fmul_rn(o, ea), __fmul_rn(op[b], eb));
-            s = __fadd_rn(__fmul_rn(s, ea), __fmul_rn(sb, eb));
-            m = mm;
-        }
-        __syncthreads(); /* sm/ss are rewritten by the next round */
-    }
-    out[h * GEM_CU_D + d] = __fdiv_rn(o, s);
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
 }
 
 /* ---- host side ------------------------------------------------------------------ */
 
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
 {
-    first->func = (const void *)gem_fused_first_pass;
-    first->name = "gem_fused_first_pass";
-    first->role = "fused_first_pass";
-    first->dynamic_shared = 0;
-    first->threads = GEM_CU_THREADS;
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+        for (int l = 0; l < 2; l++) {
+            gem_cu_kernel_ref *r = &first[2 * t + l];
+            r->func = (const void *)gem_first_passes[t][l].fn;
+            r->name = gem_first_passes[t][l].name;
+            r->role = gem_first_passes[t][l].role;
+            r->dynamic_shared = 0;
+            r->threads = GEM_CU_THREADS;
+        }
     reducer->func = (const void *)gem_fused_reducer;
     reducer->name = "gem_fused_reducer";
     reducer->role = "fused_reducer";
@@ -346,11 +132,12 @@ int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads)
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 {
     if (a->partitions < 1 || a->partitions > 65535 || a->n_kv_heads < 1 ||
-        a->n_kv_heads > 65535 / GEM_CU_GROUP)
+        a->n_kv_heads > 65535 / GEM_CU_GROUP || (unsigned)a->dtype >= GEM_DTYPE_COUNT)
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    gem_fused_first_pass<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+    const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
+    gem_first_passes[a->dtype][strided].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
         a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
         a->part_o, a->live, a->partitions, n_q_heads, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());

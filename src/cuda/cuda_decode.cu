@@ -127,12 +127,14 @@ static int64_t cu_threads(const void *impl)
 static int cu_device(const void *impl) { return ((const cu_decode *)impl)->device; }
 static const char *cu_describe(const void *impl) { return ((const cu_decode *)impl)->desc; }
 
+/* D512, eight query heads per KV head; K and V of one element type (F32, BF16 or F16). The
+ * baseline route reads F32 only (cu_check_memory refuses it for 16-bit caches). */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
                               gem_dtype vt)
 {
     (void)impl;
     if (s->dk != GEM_CU_D || s->dv != GEM_CU_D || s->n_q_heads != s->n_kv_heads * GEM_CU_GROUP ||
-        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != GEM_DTYPE_F32 || vt != GEM_DTYPE_F32)
+        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT)
         return GEM_ERR_UNSUPPORTED;
     return GEM_OK;
 }
@@ -174,14 +176,24 @@ static gem_status cu_workspace_bytes(const void *impl, const gem_decode_shape *s
 
 static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
+/* The kernels load four elements of a row at once (16 bytes of F32, 8 of a 16-bit type): base
+ * pointers aligned to that, strides multiples of 4 elements. */
+static int view_misaligned(const gem_kv_view *kv)
+{
+    const uintptr_t piece = 4u * (uintptr_t)gem_dtype_size(kv->k_dtype);
+    return ((uintptr_t)kv->k % piece) != 0 || ((uintptr_t)kv->v % piece) != 0 ||
+           kv->k_head_stride % 4 || kv->k_token_stride % 4 || kv->v_head_stride % 4 ||
+           kv->v_token_stride % 4;
+}
+
 static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
 {
     const cu_decode *c = (const cu_decode *)impl;
     const gem_kv_view *kv = a->kv;
-    /* 16-byte loads of K and V rows, q and partials */
-    if (misaligned16(a->q) || misaligned16(a->out) || misaligned16(kv->k) || misaligned16(kv->v) ||
-        kv->k_head_stride % 4 || kv->k_token_stride % 4 || kv->v_head_stride % 4 ||
-        kv->v_token_stride % 4)
+    if (a->cfg.route == GEM_ROUTE_BASELINE && kv->k_dtype != GEM_DTYPE_F32)
+        return GEM_ERR_UNSUPPORTED; /* the baseline's kernels read F32 */
+    /* 16-byte loads of q and the partials, 4-element pieces of K and V rows */
+    if (misaligned16(a->q) || misaligned16(a->out) || view_misaligned(kv))
         return GEM_ERR_ALIGN;
     const void *ptrs[5] = {a->q, a->out, kv->k, kv->v, a->workspace};
     for (int i = 0; i < 5; i++) {
@@ -221,8 +233,9 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         const size_t ms = (size_t)a->cfg.partitions * (size_t)a->shape->n_q_heads;
         gem_cu_fused_args f;
         f.q = a->q;
-        f.k = (const float *)kv->k;
-        f.v = (const float *)kv->v;
+        f.k = kv->k;
+        f.v = kv->v;
+        f.dtype = kv->k_dtype;
         f.k_hs4 = kv->k_head_stride / 4;
         f.k_ts4 = kv->k_token_stride / 4;
         f.v_hs4 = kv->v_head_stride / 4;
@@ -259,25 +272,40 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
 
 /* ---- finiteness ------------------------------------------------------------------------ */
 
+/* 1 when any of four elements (in the element type E's piece) is NaN or infinite. */
+template <typename P> __device__ __forceinline__ int gem_piece_bad(P x);
+template <> __device__ __forceinline__ int gem_piece_bad<float4>(float4 x)
+{
+    return !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+}
+/* 16-bit pieces: exponent bits all ones (BF16 0x7F80, F16 0x7C00) */
+template <int MASK> __device__ __forceinline__ int gem_half_bad(uint2 x)
+{
+    const unsigned m = (unsigned)MASK;
+    return ((x.x & m) == m) | (((x.x >> 16) & m) == m) | ((x.y & m) == m) |
+           (((x.y >> 16) & m) == m);
+}
+
 /* Sets *flag when any of the rows holds NaN or infinity. Grid (row blocks, heads); each
- * thread walks its float4 of a row (d4 float4 per row). q is scanned by head 0's blocks. */
-extern "C" __global__ void gem_finite_scan_kernel(const float4 *__restrict__ q, int64_t q4,
-                                                  const float4 *__restrict__ k, int64_t k_hs4,
-                                                  int64_t k_ts4, int64_t dk4,
-                                                  const float4 *__restrict__ v, int64_t v_hs4,
-                                                  int64_t v_ts4, int64_t dv4, int64_t live,
-                                                  int *flag)
+ * thread walks its pieces of a row (d4 pieces of 4 elements). q is scanned by head 0's blocks. */
+template <typename P, int MASK>
+__global__ void gem_finite_scan_kernel(const float4 *__restrict__ q, int64_t q4,
+                                       const P *__restrict__ k, int64_t k_hs4, int64_t k_ts4,
+                                       int64_t dk4, const P *__restrict__ v, int64_t v_hs4,
+                                       int64_t v_ts4, int64_t dv4, int64_t live, int *flag)
 {
     const int64_t g = blockIdx.y;
     int bad = 0;
     for (int64_t t = blockIdx.x; t < live; t += gridDim.x) {
         for (int64_t i = threadIdx.x; i < dk4; i += blockDim.x) {
-            const float4 x = k[g * k_hs4 + t * k_ts4 + i];
-            bad |= !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+            const P x = k[g * k_hs4 + t * k_ts4 + i];
+            bad |= MASK ? gem_half_bad<MASK>(*reinterpret_cast<const uint2 *>(&x))
+                        : gem_piece_bad<float4>(*reinterpret_cast<const float4 *>(&x));
         }
         for (int64_t i = threadIdx.x; i < dv4; i += blockDim.x) {
-            const float4 x = v[g * v_hs4 + t * v_ts4 + i];
-            bad |= !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
+            const P x = v[g * v_hs4 + t * v_ts4 + i];
+            bad |= MASK ? gem_half_bad<MASK>(*reinterpret_cast<const uint2 *>(&x))
+                        : gem_piece_bad<float4>(*reinterpret_cast<const float4 *>(&x));
         }
     }
     if (g == 0 && blockIdx.x == 0)
@@ -299,11 +327,23 @@ static gem_status cu_scan(const gem_decode_shape *s, const float *q, const gem_k
         e = cudaMemsetAsync(flag, 0, sizeof(int), stream);
     if (e == cudaSuccess) {
         const int64_t blocks = kv->live < 4096 ? kv->live : 4096;
-        gem_finite_scan_kernel<<<dim3((unsigned)blocks, (unsigned)s->n_kv_heads), 128, 0,
-                                 stream>>>(
-            (const float4 *)q, s->n_q_heads * s->dk / 4, (const float4 *)kv->k,
-            kv->k_head_stride / 4, kv->k_token_stride / 4, s->dk / 4, (const float4 *)kv->v,
-            kv->v_head_stride / 4, kv->v_token_stride / 4, s->dv / 4, kv->live, flag);
+        const dim3 grid((unsigned)blocks, (unsigned)s->n_kv_heads);
+        const float4 *q4 = (const float4 *)q;
+        const int64_t nq4 = s->n_q_heads * s->dk / 4, khs = kv->k_head_stride / 4,
+                      kts = kv->k_token_stride / 4, vhs = kv->v_head_stride / 4,
+                      vts = kv->v_token_stride / 4;
+        if (kv->k_dtype == GEM_DTYPE_F32)
+            gem_finite_scan_kernel<float4, 0><<<grid, 128, 0, stream>>>(
+                q4, nq4, (const float4 *)kv->k, khs, kts, s->dk / 4, (const float4 *)kv->v, vhs,
+                vts, s->dv / 4, kv->live, flag);
+        else if (kv->k_dtype == GEM_DTYPE_BF16)
+            gem_finite_scan_kernel<uint2, 0x7F80><<<grid, 128, 0, stream>>>(
+                q4, nq4, (const uint2 *)kv->k, khs, kts, s->dk / 4, (const uint2 *)kv->v, vhs, vts,
+                s->dv / 4, kv->live, flag);
+        else
+            gem_finite_scan_kernel<uint2, 0x7C00><<<grid, 128, 0, stream>>>(
+                q4, nq4, (const uint2 *)kv->k, khs, kts, s->dk / 4, (const uint2 *)kv->v, vhs, vts,
+                s->dv / 4, kv->live, flag);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
@@ -324,8 +364,7 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
     gem_status st = cu_supports(impl, s, kv->k_dtype, kv->v_dtype);
     if (st != GEM_OK)
         return st;
-    if (misaligned16(q) || misaligned16(kv->k) || misaligned16(kv->v) || kv->k_head_stride % 4 ||
-        kv->k_token_stride % 4 || kv->v_head_stride % 4 || kv->v_token_stride % 4)
+    if (misaligned16(q) || view_misaligned(kv))
         return GEM_ERR_ALIGN;
     const void *ptrs[3] = {q, kv->k, kv->v};
     for (int i = 0; i < 3; i++)
@@ -505,7 +544,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     if (!out || !n)
         return GEM_ERR_NULL;
     *n = 0;
-    if (cap < 6)
+    if (cap < GEM_CUDA_KERNELS)
         return GEM_ERR_RANGE;
     if (n_kv_heads < 1 || n_kv_heads > 65535 / GEM_CU_GROUP || live < 1 || partitions < 1 ||
         partitions > GEM_DECODE_MAX_PARTITIONS || baseline_partitions < 1 ||
@@ -516,18 +555,20 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     gem_status st = gem_cu_open_device(&dev, &prop);
     if (st != GEM_OK)
         return st;
-    gem_cu_kernel_ref refs[6];
-    gem_cu_fused_kernels(&refs[0], &refs[1]);
-    gem_cu_baseline_kernels(&refs[2]);
-    int64_t grids[6];
-    grids[0] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
-    grids[1] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
-    gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[2]);
-    for (int i = 0; i < 6; i++) {
+    gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
+    const int F = GEM_CUDA_FIRST_PASSES;
+    gem_cu_fused_kernels(&refs[0], &refs[F]);
+    gem_cu_baseline_kernels(&refs[F + 1]);
+    int64_t grids[GEM_CUDA_KERNELS];
+    for (int i = 0; i < F; i++)
+        grids[i] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    grids[F] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
+    gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[F + 1]);
+    for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)
             return st;
     }
-    *n = 6;
+    *n = GEM_CUDA_KERNELS;
     return GEM_OK;
 }

@@ -60,9 +60,10 @@ typedef struct gem_cu_kernel_ref {
 /* Device buffers of one fused run. */
 typedef struct gem_cu_fused_args {
     const float *q;  /* (n_q_heads, 512) */
-    const float *k;  /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
-    const float *v;  /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
-    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in float4 */
+    const void *k;   /* row (g, t) at element 4*(g*k_hs4 + t*k_ts4), of type dtype */
+    const void *v;   /* row (g, t) at element 4*(g*v_hs4 + t*v_ts4) */
+    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in pieces of 4 elements */
+    gem_dtype dtype; /* of K and V */
     float *part_m;   /* (P, n_q_heads) */
     float *part_s;   /* (P, n_q_heads) */
     float *part_o;   /* (P, n_q_heads, 512) */
@@ -88,7 +89,9 @@ typedef struct gem_cu_baseline_args {
     float scale;
 } gem_cu_baseline_args;
 
-/* The fused route's two kernels (first pass, reducer). */
+/* The fused route's kernels: first (2 * GEM_DTYPE_COUNT), the first passes by element type
+ * in gem_dtype order, each for dense rows (token stride 512 elements) then for any other
+ * strides; reducer (1). */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`. */
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream);

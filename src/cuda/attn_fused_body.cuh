@@ -1,0 +1,420 @@
+/*
+ * Internal to the CUDA backend: the device code of the fused route, its first pass
+ * (gem_fused_first_pass_body) and its reducer (gem_fused_reducer_body), included by
+ * src/cuda/attn_fused.cu, which instantiates the kernels the library ships; an experiment
+ * can include it to measure variants of the same code (dev/cuda/fused_decode.cu versions
+ * 14-19 did). See attn_fused.cu for what the kernels do and where they come from.
+ */
+#ifndef GEM_ATTN_FUSED_BODY_CUH
+#define GEM_ATTN_FUSED_BODY_CUH
+
+#include <math.h>
+
+#include <cuda_fp16.h>
+
+#include "gem_cuda_internal.h"
+
+#define GEM_FP_TILE 8                    /* tokens per tile */
+#define GEM_FP_HALF_TOKENS 4             /* tokens per half and tile */
+#define GEM_FP_HALF_THREADS 128          /* threads per half: one float4 of a row each */
+#define GEM_FR_BATCH 256                 /* reducer: partial weights per round */
+
+/* One halving step of a transposed warp sum over 2W values per lane: lanes with
+ * bit O set keep values [W, 2W), the others [0, W), each adding its partner's copy. */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_step(float *v, int lane)
+{
+    const int upper = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float send = upper ? v[i] : v[i + W];
+        const float keep = upper ? v[i + W] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
+/* One halving step of the select-free transposed sum: keep v[0, W), add the partner's. */
+template <int W, int O> __device__ __forceinline__ void gem_xpose_keep_low(float *v)
+{
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v[i] += __shfl_xor_sync(0xffffffffu, v[i + W], O);
+}
+
+__device__ __forceinline__ float gem_dot4(float4 a, float4 b)
+{
+    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
+}
+
+/* The element types of K and V. A thread owns four consecutive elements of every row (the
+ * `piece`): 16 bytes of F32 or 8 bytes of BF16 / F16, loaded with L1 no-allocate and L2
+ * evict-first under `pol` (each byte is used once), plain (not .nc) and volatile with a memory
+ * clobber, so neither compiler nor assembler moves a load across the block's barriers: it
+ * stays where the loop issues it, in flight through the tile. `f4` gives the four elements as
+ * floats (exact for every type). K_AHEAD, V_AHEAD: how many tiles ahead the loads of K and V
+ * go (F32: one each; 16-bit: K two, so that a thread keeps most of F32's bytes in flight, and
+ * V one, which the 128-register budget of two blocks per SM leaves room for). */
+struct gem_kv_f32 {
+    typedef float4 piece;
+    enum { K_AHEAD = 1, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        float4 r;
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
+                     : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+                     : "l"(p), "l"(pol)
+                     : "memory");
+        return r;
+    }
+    static __device__ __forceinline__ float4 f4(piece r) { return r; }
+};
+
+/* 8-byte loads of four 16-bit elements (BF16 or F16). */
+__device__ __forceinline__ uint2 gem_ld_kv8(const uint2 *p, uint64_t pol)
+{
+    uint2 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
+                 : "=r"(r.x), "=r"(r.y)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+
+struct gem_kv_bf16 {
+    typedef uint2 piece;
+    enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        return gem_ld_kv8(p, pol);
+    }
+    /* a bfloat16 is the top half of the float it stands for */
+    static __device__ __forceinline__ float4 f4(piece r)
+    {
+        return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
+                           __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
+    }
+};
+
+struct gem_kv_f16 {
+    typedef uint2 piece;
+    enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        return gem_ld_kv8(p, pol);
+    }
+    static __device__ __forceinline__ float4 f4(piece r)
+    {
+        const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&r.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&r.y));
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+};
+
+/* E: the element type of K and V (gem_kv_f32, gem_kv_bf16, gem_kv_f16). Strides count
+ * pieces of four elements. TS4 > 0: the token stride of K and V is TS4 pieces (a compile-time
+ * constant: the address of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run
+ * time.
+ * The reducer, a programmatic dependent of this grid, is let go when the blocks exit (no early
+ * trigger: dev/cuda/fused_decode.cu versions 14-19 measured an early trigger 2-3.5 us slower). */
+template <typename E, int TS4>
+__device__ __forceinline__ void gem_fused_first_pass_body(
+    const float *__restrict__ q, /* (n_q_heads, 512) */
+    const void *__restrict__ k,  /* row (g, t) at piece g*k_hs4 + t*k_ts4 (4 elements each) */
+    int64_t k_hs4, int64_t k_ts4,
+    const void *__restrict__ v,  /* row (g, t) at piece g*v_hs4 + t*v_ts4 */
+    int64_t v_hs4, int64_t v_ts4,
+    float *__restrict__ part_m, /* (P, n_q_heads) */
+    float *__restrict__ part_s, /* (P, n_q_heads) */
+    float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    typedef typename E::piece piece;
+    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS, KA = E::K_AHEAD,
+              VA = E::V_AHEAD;
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
+    __shared__ __align__(16) float salpha[GEM_CU_GROUP];         /* rescales of the tile */
+    __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
+    /* Q of the eight heads (8, 128 float4) during the tiles; half 1's O at the end */
+    __shared__ __align__(16) float4 sq[GEM_CU_GROUP * GEM_FP_HALF_THREADS];
+
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hf = tid / HT, d4 = tid % HT;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live);
+    const int64_t end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + GEM_FP_TILE - 1) / GEM_FP_TILE;
+
+    /* this thread's piece of its half's first row of the tile loaded next (K and V each); the
+     * rows of the half are kts / vts pieces apart, and the next tile's 8 rows further */
+    const int64_t kts = TS4 > 0 ? (int64_t)TS4 : k_ts4, vts = TS4 > 0 ? (int64_t)TS4 : v_ts4;
+    const piece *kp = reinterpret_cast<const piece *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
+    const piece *vp = reinterpret_cast<const piece *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    const int hx = (lane >> 2) & 7;
+    float4 o[GEM_CU_GROUP];
+    const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
+#pragma unroll
+    for (int h = 0; h < GEM_CU_GROUP; h++) {
+        if (hf == 0)
+            sq[h * HT + d4] = __ldg(q4 + h * GEM_CU_ROW_F4);
+        o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    __syncthreads(); /* sq complete before the first tile's dots */
+    /* the first KA tiles' K pieces and VA tiles' V pieces (loading them before Q lost 1 us:
+     * version 18); kq[a], vq[a]: tile i + a while tile i is computed */
+    piece kq[KA][GEM_FP_HALF_TOKENS], vq[VA][GEM_FP_HALF_TOKENS];
+#pragma unroll
+    for (int a = 0; a < KA; a++) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
+            kq[a][j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+        }
+        kp += GEM_FP_TILE * kts;
+    }
+#pragma unroll
+    for (int a = 0; a < VA; a++) {
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
+            vq[a][j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+        }
+        vp += GEM_FP_TILE * vts;
+    }
+    float m = -INFINITY, s = 0.f;
+
+    for (int64_t i = 0; i < ntiles; i++) {
+        const int64_t t0 = begin + i * GEM_FP_TILE;
+        const int n = (int)min((int64_t)GEM_FP_TILE, end - t0);
+
+        /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
+        float4 kf[GEM_FP_HALF_TOKENS];
+#pragma unroll
+        for (int j = 0; j < TH; j++)
+            kf[j] = E::f4(kq[0][j]);
+        /* slots 0-15 (heads 0-3); slots 16-31 (heads 4-7) are added to them by the first step
+         * of the transposed sum as they are formed, so only 16 are ever live */
+        float part[16];
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP / 2; h++) {
+            const float4 qh = sq[(h ^ hx) * HT + d4];
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                part[h * 4 + j] = gem_dot4(qh, kf[j]);
+        }
+#pragma unroll
+        for (int h = GEM_CU_GROUP / 2; h < GEM_CU_GROUP; h++) {
+            const float4 qh = sq[(h ^ hx) * HT + d4];
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                part[(h - GEM_CU_GROUP / 2) * 4 + j] +=
+                    __shfl_xor_sync(0xffffffffu, gem_dot4(qh, kf[j]), 16);
+        }
+        gem_xpose_keep_low<8, 8>(part);
+        gem_xpose_keep_low<4, 4>(part);
+        gem_xpose_step<2, 2>(part, lane);
+        gem_xpose_step<1, 1>(part, lane);
+        /* tile i + KA's K and tile i + VA's V pieces, in flight through this tile's softmax
+         * and V update (this tile's K registers are free now: kn takes them) */
+        piece kn[GEM_FP_HALF_TOKENS], vn[GEM_FP_HALF_TOKENS];
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + KA * GEM_FP_TILE + hf * TH + j;
+            kn[j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+        }
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            const int64_t t = t0 + VA * GEM_FP_TILE + hf * TH + j;
+            vn[j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+        }
+        kp += GEM_FP_TILE * kts;
+        vp += GEM_FP_TILE * vts;
+        sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
+        __syncthreads();            /* sred complete */
+
+        /* softmax of head `warp`: lane t (mod 8) takes token t */
+        {
+            const int t = lane & (GEM_FP_TILE - 1);
+            const int th = t / TH, tt = t % TH;
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; w++)
+                a += sred[th * 4 + w][warp * 4 + tt];
+            const float sc = t < n ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past n: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = GEM_FP_TILE / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < GEM_FP_TILE)
+                sp[warp][lane] = e;
+            if (lane == 0)
+                salpha[warp] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+
+        {
+            const float4 al0 = *reinterpret_cast<const float4 *>(&salpha[0]);
+            const float4 al1 = *reinterpret_cast<const float4 *>(&salpha[4]);
+            const float al[GEM_CU_GROUP] = {al0.x, al0.y, al0.z, al0.w, al1.x, al1.y, al1.z, al1.w};
+#pragma unroll
+            for (int h = 0; h < GEM_CU_GROUP; h++) {
+                o[h].x *= al[h];
+                o[h].y *= al[h];
+                o[h].z *= al[h];
+                o[h].w *= al[h];
+            }
+        }
+        float4 vf[GEM_FP_HALF_TOKENS];
+#pragma unroll
+        for (int j = 0; j < TH; j++)
+            vf[j] = E::f4(vq[0][j]);
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 w = *reinterpret_cast<const float4 *>(&sp[h][hf * TH]);
+            const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int j = 0; j < TH; j++) {
+                o[h].x = fmaf(wj[j], vf[j].x, o[h].x);
+                o[h].y = fmaf(wj[j], vf[j].y, o[h].y);
+                o[h].z = fmaf(wj[j], vf[j].z, o[h].z);
+                o[h].w = fmaf(wj[j], vf[j].w, o[h].w);
+            }
+        }
+        /* the pieces move down one tile */
+#pragma unroll
+        for (int a = 0; a + 1 < KA; a++)
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                kq[a][j] = kq[a + 1][j];
+#pragma unroll
+        for (int a = 0; a + 1 < VA; a++)
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                vq[a][j] = vq[a + 1][j];
+#pragma unroll
+        for (int j = 0; j < TH; j++) {
+            kq[KA - 1][j] = kn[j];
+            vq[VA - 1][j] = vn[j];
+        }
+        /* the next tile's first barrier orders these reads of sp before sp is rewritten, and
+         * its second barrier orders this tile's sred reads before sred is rewritten */
+    }
+
+    /* Half 1 hands its O to half 0 in the space of Q: every read of sq (the dots) came
+     * before the last tile's barriers, which every thread has passed; with no tile, the
+     * barrier after the fill orders the fill before these writes. */
+    if (hf == 1) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++)
+            sq[h * HT + d4] = o[h];
+    }
+    __syncthreads();
+    const int64_t row0 = p * n_q_heads + g * GEM_CU_GROUP;
+    if (hf == 0) {
+#pragma unroll
+        for (int h = 0; h < GEM_CU_GROUP; h++) {
+            const float4 b = sq[h * HT + d4];
+            float4 r;
+            r.x = o[h].x + b.x;
+            r.y = o[h].y + b.y;
+            r.z = o[h].z + b.z;
+            r.w = o[h].w + b.w;
+            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+        }
+    }
+    if (lane == 0) {
+        part_m[row0 + warp] = m;
+        part_s[row0 + warp] = s;
+    }
+}
+
+/* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
+ * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p in partition
+ * order (fmaf), S = sum_p S_p w_p by warp 0 in a fixed order (lane l adds the terms
+ * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S. */
+__device__ __forceinline__ void gem_fused_reducer_body(
+    const float *__restrict__ part_m, /* (P, n_q_heads) */
+    const float *__restrict__ part_s, /* (P, n_q_heads) */
+    const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
+    float *__restrict__ out,          /* (n_q_heads, 512) */
+    int64_t partitions)
+{
+    __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
+    __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
+    __shared__ float red[GEM_CU_THREADS / 32];
+    __shared__ float s_all;
+    /* launched as a programmatic dependent: wait until the first pass has completed and
+     * its writes are visible */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mx = -INFINITY;
+    for (int64_t p = threadIdx.x; p < partitions; p += GEM_CU_THREADS)
+        if (part_s[p * n_q_heads + h] > 0.f)
+            mx = fmaxf(mx, part_m[p * n_q_heads + h]);
+    for (int off = 16; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+#pragma unroll
+    for (int i = 1; i < GEM_CU_THREADS / 32; i++)
+        mx = fmaxf(mx, red[i]);
+    float o = 0.f, sa = 0.f;
+    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
+        const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
+        if (threadIdx.x < nb) {
+            const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+            const float sp = part_s[r];
+            const float wp = sp > 0.f ? expf(part_m[r] - mx) : 0.f;
+            w[threadIdx.x] = wp;
+            sw[threadIdx.x] = sp * wp;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            float t = 0.f;
+            for (int64_t b = lane; b < nb; b += 32)
+                t += sw[b];
+            for (int off = 16; off > 0; off >>= 1)
+                t += __shfl_xor_sync(0xffffffffu, t, off);
+            sa += t; /* lane 0's sum is the one written */
+        }
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            float op[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                op[u] = __ldg(part_o + ((p0 + b + u) * n_q_heads + h) * GEM_CU_D + d);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                o = fmaf(op[u], w[b + u], o);
+        }
+        for (; b < nb; b++)
+            o = fmaf(__ldg(part_o + ((p0 + b) * n_q_heads + h) * GEM_CU_D + d), w[b], o);
+        __syncthreads(); /* w is rewritten by the next batch */
+    }
+    if (threadIdx.x == 0)
+        s_all = sa;
+    __syncthreads();
+    out[h * GEM_CU_D + d] = __fdiv_rn(o, s_all);
+}
+
+#endif /* GEM_ATTN_FUSED_BODY_CUH */
