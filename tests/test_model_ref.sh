@@ -3,8 +3,9 @@
 # synthetic GGUF with `gem synth`, check it is byte for byte the file the
 # reference was made from (scripts/reference/gemma4-tiny.expected records its
 # SHA-256), then hold gem to the reference with both full-attention routes and
-# two thread counts: the same greedy tokens (20 steps), the same top-10 sets and
-# last-prompt-position logits within 1e-3 of float64. Also gem generate end to
+# two thread counts: the same greedy tokens (20 steps), the same top-10 sets,
+# last-prompt-position logits within 1e-3 of float64, and seven texts tokenized
+# to the ids of a `tokenizers` BPE with byte fallback on the same vocabulary. Also gem generate end to
 # end and bad model files / bad usage exiting 2 with one line.
 # usage: bash test_model_ref.sh <gem binary> <source dir>
 set -u
@@ -32,6 +33,7 @@ for attn in fused baseline; do
             >"$TMP/check.txt"
         check "model-check $attn, $t threads passes" test $? -eq 0
         check "model-check $attn, $t threads reports 20/20 tokens" grep -q "greedy tokens 20/20" "$TMP/check.txt"
+        check "model-check $attn, $t threads tokenizes 7/7 texts" grep -q "as the reference 7/7" "$TMP/check.txt"
     done
 done
 

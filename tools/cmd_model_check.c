@@ -5,8 +5,10 @@
  * step the float64 and float32 tokens and top-10 logits, plus the full logits at
  * the last prompt position. The check: the model file has that digest; gem's
  * greedy tokens equal the float64 reference's for every recorded step (16 at
- * least); every step's top-10 set equals the reference's; and gem's logits at the
- * last prompt position are within 1e-3 of float64 everywhere.
+ * least); every step's top-10 set equals the reference's; gem's logits at the
+ * last prompt position are within 1e-3 of float64 everywhere; and every text of
+ * the file tokenizes to the reference's ids (a `tokenizers` BPE with byte fallback
+ * on the same vocabulary).
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +30,8 @@ static void help(void)
            "Runs the prompt of a reference file (gem.reference.v1, from\n"
            "scripts/reference/gemma4_reference.py) and checks: the model's SHA-256, the\n"
            "greedy tokens of every recorded step (>= %d) against float64, each step's top-10\n"
-           "set, and the logits at the last prompt position within %g of float64.\n\n"
+           "set, the logits at the last prompt position within %g of float64, and the\n"
+           "file's texts tokenized to the reference's ids.\n\n"
            "options:\n"
            "  --attn R      route of the full-attention layers (default fused)\n"
            "  --threads N   threads, 0 = one per core (default 0)\n"
@@ -37,8 +40,18 @@ static void help(void)
            MIN_STEPS, LOGIT_TOL);
 }
 
+#define MAX_TEXTS 64
+
+typedef struct ref_text {
+    char *text;   /* NUL-terminated UTF-8 */
+    int32_t *ids; /* (n) with BOS */
+    int64_t n;
+} ref_text;
+
 typedef struct ref {
     char sha[65];
+    ref_text texts[MAX_TEXTS];
+    int64_t n_texts;
     int32_t *prompt;
     int64_t n_prompt, steps, n_vocab;
     int32_t tokens[MAX_STEPS];
@@ -67,6 +80,28 @@ static int read_ref(const char *path, ref *r)
             int c;
             while ((c = fgetc(f)) != '\n' && c != EOF)
                 ;
+        } else if (!strcmp(word, "tokenize")) {
+            static char hex[1 << 16];
+            ok = r->n_texts < MAX_TEXTS && fscanf(f, "%65535s %lld", hex, &n) == 2 && n >= 1 &&
+                 n <= 65536 && strlen(hex) % 2 == 0;
+            ref_text *t = ok ? &r->texts[r->n_texts] : NULL;
+            if (ok) {
+                t->text = malloc(strlen(hex) / 2 + 1);
+                t->ids = malloc((size_t)n * sizeof *t->ids);
+                ok = t->text && t->ids;
+            }
+            for (size_t i = 0; ok && i < strlen(hex) / 2; i++) {
+                unsigned v;
+                ok = sscanf(hex + 2 * i, "%2x", &v) == 1;
+                t->text[i] = (char)v;
+            }
+            if (ok) {
+                t->text[strlen(hex) / 2] = 0;
+                t->n = n;
+                r->n_texts++;
+            }
+            for (long long i = 0; ok && i < n; i++)
+                ok = fscanf(f, "%d", &t->ids[i]) == 1;
         } else if (!strcmp(word, "model_sha256")) {
             ok = fscanf(f, "%64s", r->sha) == 1 && strlen(r->sha) == 64;
         } else if (!strcmp(word, "prompt")) {
@@ -227,15 +262,32 @@ int gem_cmd_model_check(int argc, char **argv)
             goto out;
         }
     }
+    /* The tokenizer against the reference's token ids. */
+    int64_t same_texts = 0;
+    for (int64_t i = 0; i < r.n_texts; i++) {
+        int32_t ids[4096];
+        int64_t n = 0;
+        if (gem_tokenize(gem_model_tokenizer(m), r.texts[i].text, 1, ids, 4096, &n) == GEM_OK &&
+            n == r.texts[i].n && !memcmp(ids, r.texts[i].ids, (size_t)n * sizeof ids[0]))
+            same_texts++;
+        else
+            cli_error(CMD, "text %lld ('%.40s') tokenizes differently from the reference",
+                      (long long)i, r.texts[i].text);
+    }
     const int pass = same_tokens == r.steps && r.steps >= MIN_STEPS && same_sets == r.steps &&
-                     max_abs <= LOGIT_TOL;
+                     max_abs <= LOGIT_TOL && same_texts == r.n_texts;
     printf("model-check: %s, attn %s: greedy tokens %lld/%lld equal to float64, top-10 sets "
-           "%lld/%lld equal, last-prompt-position logits max |gem - float64| = %.3e (<= %g): %s\n",
+           "%lld/%lld equal, last-prompt-position logits max |gem - float64| = %.3e (<= %g), "
+           "texts tokenized as the reference %lld/%lld: %s\n",
            exp_path, route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)same_tokens,
            (long long)r.steps, (long long)same_sets, (long long)r.steps, max_abs, LOGIT_TOL,
-           pass ? "pass" : "FAIL");
+           (long long)same_texts, (long long)r.n_texts, pass ? "pass" : "FAIL");
     rc = pass ? 0 : 1;
 out:
+    for (int64_t i = 0; i < r.n_texts; i++) {
+        free(r.texts[i].text);
+        free(r.texts[i].ids);
+    }
     free(r.prompt);
     free(r.logits0);
     free(logits);

@@ -5,7 +5,8 @@ Loads a GGUF file in the layout llama.cpp's converter writes for `gemma4`
 (as `gem synth` writes it) into transformers' Gemma4ForCausalLM, with every
 weight dequantized by the `gguf` package (an implementation independent of
 gem's), and records greedy tokens and logits for a fixed prompt in float32 and
-in float64. The expected-values file it writes is what tests/test_model_ref.c
+in float64, and the token ids of a few texts from the `tokenizers` package's BPE
+(byte fallback) built on the file's vocabulary and merges. The expected-values file it writes is what tests/test_model_ref.c
 holds gem to. Not run by CI; needs transformers, torch and gguf from PyPI:
 
     python3 -m venv /tmp/venv-ref && /tmp/venv-ref/bin/pip install torch transformers gguf
@@ -126,6 +127,38 @@ def load(path):
     return r, cfg, state
 
 
+# Texts the tokenizer check covers: merges, spaces, digits and punctuation, byte
+# fallback (UTF-8 outside the vocabulary), control tokens, a single newline.
+# (Runs of several newlines are left out: llama.cpp looks such a run up as one
+# token, a plain BPE does not.)
+TOKENIZER_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "She sells sea shells by the sea shore",
+    "Numbers 12345, punctuation: commas; colons!",
+    "caf\u00e9 \u20ac 100",
+    "<|turn>user text<turn|>",
+    "  two  spaces",
+    "line one\nline two",
+]
+
+
+def hf_tokenizer(r):
+    """The vocabulary as a `tokenizers` BPE with byte fallback: spaces normalized to
+    U+2581, control/user-defined/unknown tokens matched as added special tokens."""
+    from tokenizers import AddedToken, Tokenizer, models, normalizers
+    toks = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type")
+    merges = field(r, "tokenizer.ggml.merges")
+    bpe = models.BPE(vocab={t: i for i, t in enumerate(toks)},
+                     merges=[tuple(m.split(" ", 1)) for m in merges],
+                     byte_fallback=True, unk_token=None, fuse_unk=False)
+    tk = Tokenizer(bpe)
+    tk.normalizer = normalizers.Replace(" ", "\u2581")
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                           for t, ty in zip(toks, types) if ty in (2, 3, 4)])
+    return tk
+
+
 def make_float64_faithful():
     """Computes RMSNorm, the rotary angles and softmax in the model's dtype."""
 
@@ -223,6 +256,11 @@ def main():
                 f.write(f"{tag}.top10 {k} {pairs}\n")
             lg = run[0]["logits"]
             f.write(f"{tag}.logits0 {len(lg)} {' '.join(f'{v:.17g}' for v in lg)}\n")
+        tk = hf_tokenizer(r)
+        bos = int(field(r, "tokenizer.ggml.bos_token_id", 2))
+        for text in TOKENIZER_TEXTS:
+            ids = [bos] + tk.encode(text).ids
+            f.write(f"tokenize {text.encode().hex()} {len(ids)} {' '.join(map(str, ids))}\n")
         f.write(f"f32_vs_f64_logits0_max_abs {diff:.6e}\n")
         f.write(f"f64_min_top_gap {min(gaps):.6e}\n")
         f.write(f"f64_min_top10_edge {min(edges):.6e}\n")
