@@ -37,6 +37,14 @@ static gem_status run(const gem_model *m, int64_t threads, gem_route route, cons
     return st;
 }
 
+static int fill_zero(void *user, int64_t index, void *dst, size_t bytes)
+{
+    (void)user;
+    (void)index;
+    memset(dst, 0, bytes);
+    return 0;
+}
+
 static int argmax(const float *x, int64_t n)
 {
     int best = 0;
@@ -161,6 +169,18 @@ int main(void)
         TCHECK_STATUS(gem_model_load_gguf(g, &m, err, sizeof err), GEM_ERR_FORMAT);
         TCHECK(m == NULL && strstr(err, "ffn_gate") && strstr(err, "300") && !strchr(err, '\n'));
         gem_gguf_close(g);
+    }
+    /* Strings from the file never break the one-line message (found by fuzzing). */
+    {
+        gem_gguf_writer *w = NULL;
+        TCHECK_STATUS(gem_gguf_writer_create(&w), GEM_OK);
+        TCHECK_STATUS(gem_gguf_writer_str(w, "general.architecture", "gld\n\n  xh"), GEM_OK);
+        const int64_t ne[1] = {4};
+        TCHECK_STATUS(gem_gguf_writer_tensor(w, "x", GEM_GGUF_F32, 1, ne), GEM_OK);
+        TCHECK_STATUS(gem_gguf_writer_write(w, path, fill_zero, NULL, err, sizeof err), GEM_OK);
+        gem_gguf_writer_free(w);
+        TCHECK_STATUS(gem_model_load(path, &m, err, sizeof err), GEM_ERR_UNSUPPORTED);
+        TCHECK(m == NULL && strstr(err, "gld??  xh") && !strchr(err, '\n'));
     }
     TCHECK_STATUS(gem_model_load("/nonexistent.gguf", &m, err, sizeof err), GEM_ERR_IO);
     TCHECK(m == NULL && err[0] && !strchr(err, '\n'));

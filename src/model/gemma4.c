@@ -61,6 +61,18 @@ static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt
 
 /* ---- loading -------------------------------------------------------------------------- */
 
+/* A string from the file, for a message or a name: at most cap - 1 bytes, anything
+ * outside printable ASCII written as '?', NUL-terminated. dst (cap). */
+static void printable(gem_gguf_str s, char *dst, size_t cap)
+{
+    size_t n = s.len < cap - 1 ? (size_t)s.len : cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        dst[i] = c >= 32 && c < 127 ? (char)c : '?';
+    }
+    dst[n] = 0;
+}
+
 /* A required positive integer key of the architecture. */
 static gem_status key_i64(const gem_gguf *g, const char *suffix, int64_t lo, int64_t hi,
                           int required, int64_t *out, char *err, size_t errlen)
@@ -187,10 +199,12 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
     gem_gguf_str arch;
     if (gem_gguf_get_str(g, "general.architecture", &arch, err, errlen) != GEM_OK)
         return GEM_ERR_FORMAT;
-    if (!gem_gguf_str_eq(arch, "gemma4"))
+    if (!gem_gguf_str_eq(arch, "gemma4")) {
+        char a[33];
+        printable(arch, a, sizeof a);
         return mfail(err, errlen, GEM_ERR_UNSUPPORTED,
-                     "general.architecture is '%.*s', gem runs 'gemma4'",
-                     (int)(arch.len < 32 ? arch.len : 32), arch.ptr);
+                     "general.architecture is '%s', gem runs 'gemma4'", a);
+    }
     gem_model *m = calloc(1, sizeof *m);
     if (!m)
         return GEM_ERR_NOMEM;
@@ -200,7 +214,7 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
     int64_t *hc = NULL, *kvh = NULL, *ff = NULL, *swa = NULL;
     gem_gguf_str name;
     if (gem_gguf_get_str(g, "general.name", &name, NULL, 0) == GEM_OK)
-        snprintf(hp->name, sizeof hp->name, "%.*s", (int)(name.len < 63 ? name.len : 63), name.ptr);
+        printable(name, hp->name, sizeof hp->name);
     int64_t vl = 0, vl_swa = 0, extra = 0;
     hp->context_length = 131072;
     if ((st = key_i64(g, "block_count", 1, GEM_MODEL_MAX_LAYERS, 1, &hp->n_layers, err, errlen)) ||
