@@ -149,7 +149,7 @@ static void test_roundtrip(void)
     static const struct {
         gem_gguf_type t;
         double tol;
-    } cases[] = {{GEM_GGUF_F32, 0.0},  {GEM_GGUF_F16, 1e-3},  {GEM_GGUF_BF16, 8e-3},
+    } cases[] = {{GEM_GGUF_F32, 0.0},   {GEM_GGUF_F16, 1e-3}, {GEM_GGUF_BF16, 8e-3},
                  {GEM_GGUF_Q8_0, 1e-2}, {GEM_GGUF_Q4_0, 0.2}, {GEM_GGUF_Q4_K, 0.15},
                  {GEM_GGUF_Q6_K, 0.05}};
     enum { N = 512 };
@@ -219,9 +219,9 @@ static void test_file(void)
     const uint8_t swa[3] = {1, 1, 0};
     TCHECK_STATUS(gem_gguf_writer_arr(w, "gemma4.attention.head_count_kv", GEM_GGUF_V_I32, kvh, 3),
                   GEM_OK);
-    TCHECK_STATUS(gem_gguf_writer_arr(w, "gemma4.attention.sliding_window_pattern",
-                                      GEM_GGUF_V_BOOL, swa, 3),
-                  GEM_OK);
+    TCHECK_STATUS(
+        gem_gguf_writer_arr(w, "gemma4.attention.sliding_window_pattern", GEM_GGUF_V_BOOL, swa, 3),
+        GEM_OK);
     const char *toks[3] = {"<pad>", "a\xe2\x96\x81", "b"};
     const uint64_t lens[3] = {5, 4, 1};
     TCHECK_STATUS(gem_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", toks, lens, 3), GEM_OK);

@@ -20,8 +20,9 @@
 
 #define N_PROMPT 24
 
-static const int32_t prompt[N_PROMPT] = {2,   317, 362, 346, 350, 338, 332, 340, 265, 331, 347, 447,
-                                         343, 265, 335, 344, 353, 265, 339, 413, 448, 446, 366, 384};
+static const int32_t prompt[N_PROMPT] = {2,   317, 362, 346, 350, 338, 332, 340,
+                                         265, 331, 347, 447, 343, 265, 335, 344,
+                                         353, 265, 339, 413, 448, 446, 366, 384};
 
 /* Runs the prompt on a new session; logits (n_vocab) of the last position. */
 static gem_status run(const gem_model *m, int64_t threads, gem_route route, const int32_t *ids,
@@ -161,7 +162,7 @@ int main(void)
     for (size_t i = 0; i + strlen(key) < n && !at; i++)
         if (!memcmp(bytes + i, key, strlen(key)))
             at = bytes + i + strlen(key) + 4; /* past the key and its u32 type */
-    TCHECK(at && at[0] == 0 && at[1] == 1); /* 256, little-endian */
+    TCHECK(at && at[0] == 0 && at[1] == 1);   /* 256, little-endian */
     if (at) {
         at[0] = 44; /* 300 */
         gem_gguf *g = NULL;

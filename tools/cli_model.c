@@ -34,8 +34,10 @@ int cli_parse_tokens(const char *cmd, const char *s, int64_t n_vocab, int32_t **
     int32_t *out = malloc(cap * sizeof *out);
     size_t got = 0;
     if (!tmp || !out || cli_parse_i64_list(s, 0, n_vocab - 1, tmp, cap, &got) != 0) {
-        cli_error(cmd, "--prompt-tokens '%.40s%s' is not a comma-separated list of token ids in "
-                  "[0, %lld)", s, strlen(s) > 40 ? "..." : "", (long long)n_vocab);
+        cli_error(cmd,
+                  "--prompt-tokens '%.40s%s' is not a comma-separated list of token ids in "
+                  "[0, %lld)",
+                  s, strlen(s) > 40 ? "..." : "", (long long)n_vocab);
         free(tmp);
         free(out);
         return -1;

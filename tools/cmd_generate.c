@@ -19,7 +19,8 @@
 
 static void help(void)
 {
-    printf("usage: gem generate --model M.gguf (--prompt TEXT | --prompt-tokens ID,ID,..) [options]\n\n"
+    printf("usage: gem generate --model M.gguf (--prompt TEXT | --prompt-tokens ID,ID,..) "
+           "[options]\n\n"
            "Greedy decoding with the Gemma 4 decoder on the CPU; the text streams to stdout.\n\n"
            "options:\n"
            "  -n N              tokens to generate (default 32)\n"
@@ -145,7 +146,8 @@ int gem_cmd_generate(int argc, char **argv)
         cli_top10(logits, hp->n_vocab, top);
         json_t *t10 = json_array();
         for (int j = 0; j < 10; j++)
-            json_array_append_new(t10, json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
+            json_array_append_new(t10,
+                                  json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
         json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
         json_array_append_new(toks, json_integer(top[0]));
         made++;
@@ -167,23 +169,23 @@ int gem_cmd_generate(int argc, char **argv)
     }
     const double t_gen = cli_now() - t0;
     printf("\n");
-    cli_progress("%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
-                 "(%.2f tokens/s), attn %s, %lld threads",
-                 CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made,
-                 t_gen, made > 1 ? (double)(made - 1) / t_gen : 0.0,
-                 route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)threads);
+    cli_progress(
+        "%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
+        "(%.2f tokens/s), attn %s, %lld threads",
+        CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made, t_gen,
+        made > 1 ? (double)(made - 1) / t_gen : 0.0,
+        route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)threads);
     if (json_path) {
         json_t *pt = json_array();
         for (int64_t i = 0; i < n_prompt; i++)
             json_array_append_new(pt, json_integer(ids[i]));
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:I, s:o, s:O, s:O}", "schema", "gem.generate.v1",
-                                "model", model_path, "attn",
-                                route == GEM_ROUTE_FUSED ? "fused" : "baseline", "threads",
-                                (json_int_t)threads, "prompt_tokens", pt, "tokens", toks, "steps",
-                                steps);
+        json_t *doc = json_pack(
+            "{s:s, s:s, s:s, s:I, s:o, s:O, s:O}", "schema", "gem.generate.v1", "model", model_path,
+            "attn", route == GEM_ROUTE_FUSED ? "fused" : "baseline", "threads", (json_int_t)threads,
+            "prompt_tokens", pt, "tokens", toks, "steps", steps);
         json_object_set_new(doc, "timing",
-                            json_pack("{s:f, s:f, s:I}", "prefill_s", t_prefill, "generate_s", t_gen,
-                                      "generated", (json_int_t)made));
+                            json_pack("{s:f, s:f, s:I}", "prefill_s", t_prefill, "generate_s",
+                                      t_gen, "generated", (json_int_t)made));
         if (json_dump_file(doc, json_path, JSON_INDENT(1)) != 0) {
             cli_error(CMD, "cannot write %s", json_path);
             json_decref(doc);

@@ -79,7 +79,9 @@ static int make_prompt(const gem_tokenizer *tok, uint64_t seed, int64_t n, int32
     }
     int32_t bos = gem_tokenizer_bos(tok);
     for (int64_t i = 0; i < n; i++)
-        ids[i] = (i == 0 && bos >= 0) ? bos : normal[splitmix64(seed * 0x100000001B3ull + (uint64_t)i) % (uint64_t)nn];
+        ids[i] = (i == 0 && bos >= 0)
+                     ? bos
+                     : normal[splitmix64(seed * 0x100000001B3ull + (uint64_t)i) % (uint64_t)nn];
     free(normal);
     return 0;
 }
@@ -277,8 +279,8 @@ int gem_cmd_model_diff(int argc, char **argv)
         for (int r = 0; r < 2; r++) {
             gem_status st = run_side(work, pre[r], ids, C, steps, r == 1, logits, V, &sides[r]);
             if (st != GEM_OK) {
-                cli_error(CMD, "context %lld, %s route: %s", (long long)C, gem_route_name(routes[r]),
-                          gem_status_str(st));
+                cli_error(CMD, "context %lld, %s route: %s", (long long)C,
+                          gem_route_name(routes[r]), gem_status_str(st));
                 json_decref(gl);
                 goto out;
             }
@@ -296,17 +298,20 @@ int gem_cmd_model_diff(int argc, char **argv)
                  hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed);
         json_t *doc = gem_receipt_new("gem.model_diff.v1", "gem model-diff", cli_git_commit());
         json_object_set_new(doc, "case_id", json_string(case_id));
-        json_object_set_new(
-            doc, "model",
-            json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}", "name",
-                      hp->name[0] ? hp->name : "gemma4", "n_layers", (json_int_t)hp->n_layers,
-                      "global_layers", gl, "global_geometry", "n_q_heads", (json_int_t)g0->n_head,
-                      "n_kv_heads", (json_int_t)g0->n_head_kv, "dk", (json_int_t)g0->head_dim, "dv",
-                      (json_int_t)g0->head_dim, "dtype", "f32", "window", 0, "weights_sha256", wsha));
+        json_object_set_new(doc, "model",
+                            json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}",
+                                      "name", hp->name[0] ? hp->name : "gemma4", "n_layers",
+                                      (json_int_t)hp->n_layers, "global_layers", gl,
+                                      "global_geometry", "n_q_heads", (json_int_t)g0->n_head,
+                                      "n_kv_heads", (json_int_t)g0->n_head_kv, "dk",
+                                      (json_int_t)g0->head_dim, "dv", (json_int_t)g0->head_dim,
+                                      "dtype", "f32", "window", 0, "weights_sha256", wsha));
         char pid[96];
-        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed, (long long)C);
-        json_object_set_new(doc, "prompt", json_pack("{s:s, s:s, s:I}", "id", pid, "sha256", psha,
-                                                     "context_tokens", (json_int_t)C));
+        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed,
+                 (long long)C);
+        json_object_set_new(doc, "prompt",
+                            json_pack("{s:s, s:s, s:I}", "id", pid, "sha256", psha,
+                                      "context_tokens", (json_int_t)C));
         json_object_set_new(doc, "selection",
                             json_pack("{s:s, s:s, s:s, s:s}", "production_before", "baseline",
                                       "production_after", "baseline", "baseline_route", "baseline",

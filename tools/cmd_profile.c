@@ -33,9 +33,8 @@
 #define CMD "profile"
 #define N_STAGES 7
 
-static const char *const stage_names[N_STAGES] = {"embedding", "norms", "projections",
-                                                  "sliding_attention", "full_attention", "mlp",
-                                                  "logits"};
+static const char *const stage_names[N_STAGES] = {
+    "embedding", "norms", "projections", "sliding_attention", "full_attention", "mlp", "logits"};
 
 static void help(void)
 {
@@ -140,7 +139,8 @@ int gem_cmd_profile(int argc, char **argv)
     if (prompt < 0)
         prompt = context < 256 ? context : 256;
     if (prompt > context) {
-        cli_error(CMD, "--prompt %lld exceeds --context %lld", (long long)prompt, (long long)context);
+        cli_error(CMD, "--prompt %lld exceeds --context %lld", (long long)prompt,
+                  (long long)context);
         return 2;
     }
     gem_model *m = NULL;
@@ -182,7 +182,9 @@ int gem_cmd_profile(int argc, char **argv)
     rc = 1;
     const int32_t bos = gem_tokenizer_bos(gem_model_tokenizer(m));
     for (int64_t i = 0; i < prompt; i++)
-        ids[i] = i == 0 && bos >= 0 ? bos : (int32_t)(splitmix64(1 + (uint64_t)i) % (uint64_t)hp->n_vocab);
+        ids[i] = i == 0 && bos >= 0
+                     ? bos
+                     : (int32_t)(splitmix64(1 + (uint64_t)i) % (uint64_t)hp->n_vocab);
     if (cli_prefill(CMD, s, ids, prompt, logits, prompt >= 1024 ? 1024 : 0) != GEM_OK)
         goto out;
     if (context > prompt && gem_session_fill_repeat(s, context) != GEM_OK) {
@@ -222,8 +224,8 @@ int gem_cmd_profile(int argc, char **argv)
                     goto out;
                 }
                 gem_session_times(s, &t);
-                const double v[N_STAGES] = {t.embed, t.norms, t.proj, t.attn_swa, t.attn_full, t.mlp,
-                                            t.logits};
+                const double v[N_STAGES] = {t.embed,     t.norms, t.proj,  t.attn_swa,
+                                            t.attn_full, t.mlp,   t.logits};
                 for (int j = 0; j < N_STAGES; j++)
                     stage[r][j][idx] = 1e3 * v[j];
                 whole[r][idx] = 1e3 * t.total;
@@ -233,7 +235,8 @@ int gem_cmd_profile(int argc, char **argv)
             }
         }
     const int64_t n = reps * samples;
-    printf("gem profile: %s, %lld threads, context %lld (%lld evaluated%s), read bandwidth %.2f GB/s\n",
+    printf("gem profile: %s, %lld threads, context %lld (%lld evaluated%s), read bandwidth %.2f "
+           "GB/s\n",
            model_path, (long long)gem_engine_threads(e), (long long)context, (long long)prompt,
            context > prompt ? ", the rest repeated" : "", bw / 1e9);
     printf("weights read per token %.1f MB, KV read per token %.1f MB at the first timed step\n",
@@ -250,12 +253,12 @@ int gem_cmd_profile(int argc, char **argv)
             json_object_set_new(st, stage_names[j], reals(stage[r][j], n));
             json_object_set_new(meds, stage_names[j], gem_receipt_real(sm));
         }
-        json_object_set_new(
-            per_route, gem_route_name(routes[r]),
-            json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f}", "whole_token_ms", reals(whole[r], n),
-                      "floor_ms", reals(floor_ms[r], n), "stages_ms", st, "stage_median_ms", meds,
-                      "whole_token_median_ms", med, "tokens_per_s", 1e3 / med, "floor_median_ms", fl,
-                      "x_floor", med / fl));
+        json_object_set_new(per_route, gem_route_name(routes[r]),
+                            json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f}", "whole_token_ms",
+                                      reals(whole[r], n), "floor_ms", reals(floor_ms[r], n),
+                                      "stages_ms", st, "stage_median_ms", meds,
+                                      "whole_token_median_ms", med, "tokens_per_s", 1e3 / med,
+                                      "floor_median_ms", fl, "x_floor", med / fl));
     }
     if (out) {
         char wsha[65];
@@ -263,15 +266,15 @@ int gem_cmd_profile(int argc, char **argv)
             snprintf(wsha, sizeof wsha, "unknown");
         json_t *doc = gem_receipt_new("gem.model_profile.v1", "gem profile", cli_git_commit());
         json_object_set_new(doc, "model",
-                            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "path", model_path, "name",
-                                      hp->name, "n_layers", (json_int_t)hp->n_layers,
+                            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "path", model_path,
+                                      "name", hp->name, "n_layers", (json_int_t)hp->n_layers,
                                       "full_layers", (json_int_t)hp->n_full_layers, "n_embd",
                                       (json_int_t)hp->n_embd, "weight_bytes_per_token",
                                       (json_int_t)wbytes, "weights_sha256", wsha));
         json_object_set_new(doc, "machine",
                             json_pack("{s:s, s:I, s:f}", "cpu", gem_engine_describe(e), "threads",
-                                      (json_int_t)gem_engine_threads(e), "read_bandwidth_bytes_per_s",
-                                      bw));
+                                      (json_int_t)gem_engine_threads(e),
+                                      "read_bandwidth_bytes_per_s", bw));
         json_object_set_new(doc, "context",
                             json_pack("{s:I, s:I, s:s}", "positions", (json_int_t)context,
                                       "evaluated", (json_int_t)prompt, "fill",

@@ -103,8 +103,8 @@ int gem_cmd_synth(int argc, char **argv)
             return 2;
         }
         if (cli_parse_i64(v, dims[k].lo, dims[k].hi, dims[k].dst)) {
-            cli_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", a, v,
-                      (long long)dims[k].lo, (long long)dims[k].hi);
+            cli_error(CMD, "%s '%s' is not an integer in [%lld, %lld]", a, v, (long long)dims[k].lo,
+                      (long long)dims[k].hi);
             return 2;
         }
     }
@@ -120,7 +120,8 @@ int gem_cmd_synth(int argc, char **argv)
         else if (gem_gguf_type_parse(type, &t) == GEM_OK)
             s.type = t;
         else {
-            cli_error(CMD, "--type '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mixed",
+            cli_error(CMD,
+                      "--type '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mixed",
                       type);
             return 2;
         }

@@ -34,16 +34,16 @@
 #include "mpool.h"
 
 struct gem_model {
-    gem_gguf *owned;       /* the file when gem_model_load opened it */
+    gem_gguf *owned; /* the file when gem_model_load opened it */
     const gem_gguf *g;
     gem_hparams hp;
-    gem_layer *layers;     /* (n_layers) */
-    gem_matrix tok_embd;   /* (n_vocab, n_embd) */
-    gem_matrix output;     /* the head: `output` if present, else tok_embd */
-    float *output_norm;    /* (n_embd) */
-    float *rope_freqs;     /* (head_dim_full / 2), or NULL: all factors 1 */
+    gem_layer *layers;   /* (n_layers) */
+    gem_matrix tok_embd; /* (n_vocab, n_embd) */
+    gem_matrix output;   /* the head: `output` if present, else tok_embd */
+    float *output_norm;  /* (n_embd) */
+    float *rope_freqs;   /* (head_dim_full / 2), or NULL: all factors 1 */
     gem_tokenizer *tok;
-    size_t weight_bytes;   /* read per token */
+    size_t weight_bytes; /* read per token */
 };
 
 static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
@@ -187,7 +187,10 @@ static gem_status need_vector(const gem_gguf *g, const char *name, int64_t n, in
     return GEM_OK;
 }
 
-static size_t mat_bytes(const gem_matrix *m) { return m->data ? (size_t)m->rows * m->row_bytes : 0; }
+static size_t mat_bytes(const gem_matrix *m)
+{
+    return m->data ? (size_t)m->rows * m->row_bytes : 0;
+}
 
 gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, size_t errlen)
 {
@@ -222,7 +225,8 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
         (st = key_i64(g, "context_length", 1, INT32_MAX, 0, &hp->context_length, err, errlen)) ||
         (st = key_i64(g, "attention.key_length", 2, 1 << 16, 1, &hp->head_dim_full, err, errlen)) ||
         (st = key_i64(g, "attention.value_length", 2, 1 << 16, 1, &vl, err, errlen)) ||
-        (st = key_i64(g, "attention.key_length_swa", 2, 1 << 16, 1, &hp->head_dim_swa, err, errlen)) ||
+        (st = key_i64(g, "attention.key_length_swa", 2, 1 << 16, 1, &hp->head_dim_swa, err,
+                      errlen)) ||
         (st = key_i64(g, "attention.value_length_swa", 2, 1 << 16, 1, &vl_swa, err, errlen)) ||
         (st = key_f64(g, "attention.layer_norm_rms_epsilon", 1, &hp->eps, err, errlen)) ||
         (st = key_f64(g, "rope.freq_base", 1, &hp->rope_base_full, err, errlen)))
@@ -232,11 +236,14 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
     hp->n_rot_swa = hp->head_dim_swa;
     if ((st = key_f64(g, "rope.freq_base_swa", 0, &hp->rope_base_swa, err, errlen)) ||
         (st = key_f64(g, "final_logit_softcapping", 0, &hp->softcap, err, errlen)) ||
-        (st = key_i64(g, "rope.dimension_count", 2, hp->head_dim_full, 0, &hp->n_rot_full, err, errlen)) ||
-        (st = key_i64(g, "rope.dimension_count_swa", 2, hp->head_dim_swa, 0, &hp->n_rot_swa, err, errlen)))
+        (st = key_i64(g, "rope.dimension_count", 2, hp->head_dim_full, 0, &hp->n_rot_full, err,
+                      errlen)) ||
+        (st = key_i64(g, "rope.dimension_count_swa", 2, hp->head_dim_swa, 0, &hp->n_rot_swa, err,
+                      errlen)))
         goto fail;
     if (vl != hp->head_dim_full || vl_swa != hp->head_dim_swa) {
-        st = mfail(err, errlen, GEM_ERR_FORMAT, "key and value lengths differ (%lld/%lld, swa %lld/%lld)",
+        st = mfail(err, errlen, GEM_ERR_FORMAT,
+                   "key and value lengths differ (%lld/%lld, swa %lld/%lld)",
                    (long long)hp->head_dim_full, (long long)vl, (long long)hp->head_dim_swa,
                    (long long)vl_swa);
         goto fail;
@@ -255,8 +262,10 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
         if ((st = key_i64(g, unsupported[i], 0, INT64_MAX, 0, &extra, err, errlen)))
             goto fail;
         if (extra != 0) {
-            st = mfail(err, errlen, GEM_ERR_UNSUPPORTED, "gemma4.%s is %lld: gem runs Gemma 4 "
-                       "models without it (31B-style dense decoders)", unsupported[i], (long long)extra);
+            st = mfail(err, errlen, GEM_ERR_UNSUPPORTED,
+                       "gemma4.%s is %lld: gem runs Gemma 4 models without it (31B-style dense "
+                       "decoders)",
+                       unsupported[i], (long long)extra);
             goto fail;
         }
     }
@@ -303,8 +312,9 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
         l->rope_base = l->swa ? hp->rope_base_swa : hp->rope_base_full;
         hp->n_full_layers += !l->swa;
         if (l->n_head % l->n_head_kv) {
-            st = mfail(err, errlen, GEM_ERR_FORMAT, "layer %lld: %lld query heads are not a multiple "
-                       "of %lld KV heads", (long long)i, (long long)l->n_head, (long long)l->n_head_kv);
+            st = mfail(err, errlen, GEM_ERR_FORMAT,
+                       "layer %lld: %lld query heads are not a multiple of %lld KV heads",
+                       (long long)i, (long long)l->n_head, (long long)l->n_head_kv);
             goto fail;
         }
         const int64_t qd = l->n_head * l->head_dim, kd = l->n_head_kv * l->head_dim;
@@ -318,9 +328,12 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
             (st = need_matrix(g, NM("ffn_up.weight"), l->n_ff, E, 0, &l->w_up, err, errlen)) ||
             (st = need_matrix(g, NM("ffn_down.weight"), E, l->n_ff, 0, &l->w_down, err, errlen)) ||
             (st = need_vector(g, NM("attn_norm.weight"), E, 0, &l->attn_norm, err, errlen)) ||
-            (st = need_vector(g, NM("attn_q_norm.weight"), l->head_dim, 0, &l->q_norm, err, errlen)) ||
-            (st = need_vector(g, NM("attn_k_norm.weight"), l->head_dim, 0, &l->k_norm, err, errlen)) ||
-            (st = need_vector(g, NM("post_attention_norm.weight"), E, 0, &l->post_attn_norm, err, errlen)) ||
+            (st = need_vector(g, NM("attn_q_norm.weight"), l->head_dim, 0, &l->q_norm, err,
+                              errlen)) ||
+            (st = need_vector(g, NM("attn_k_norm.weight"), l->head_dim, 0, &l->k_norm, err,
+                              errlen)) ||
+            (st = need_vector(g, NM("post_attention_norm.weight"), E, 0, &l->post_attn_norm, err,
+                              errlen)) ||
             (st = need_vector(g, NM("ffn_norm.weight"), E, 0, &l->ffn_norm, err, errlen)) ||
             (st = need_vector(g, NM("post_ffw_norm.weight"), E, 0, &l->post_ffn_norm, err, errlen)))
             goto fail;
@@ -335,12 +348,13 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
                            mat_bytes(&l->wo) + mat_bytes(&l->w_gate) + mat_bytes(&l->w_up) +
                            mat_bytes(&l->w_down) + (size_t)(5 * E + 2 * l->head_dim + 1) * 4;
     }
-    if (hp->n_full_layers > 0 &&
-        (st = need_vector(g, "rope_freqs.weight", hp->head_dim_full / 2, 1, &m->rope_freqs, err, errlen)))
+    if (hp->n_full_layers > 0 && (st = need_vector(g, "rope_freqs.weight", hp->head_dim_full / 2, 1,
+                                                   &m->rope_freqs, err, errlen)))
         goto fail;
     for (int64_t i = 0; m->rope_freqs && i < hp->head_dim_full / 2; i++)
         if (!(m->rope_freqs[i] > 0)) {
-            st = mfail(err, errlen, GEM_ERR_FORMAT, "rope_freqs.weight holds a factor that is not positive");
+            st = mfail(err, errlen, GEM_ERR_FORMAT,
+                       "rope_freqs.weight holds a factor that is not positive");
             goto fail;
         }
     free(hc);
@@ -417,11 +431,11 @@ struct gem_session {
     gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
     int64_t pos, max_tokens;
-    float **kc, **vc;     /* per layer: (cap, n_head_kv, head_dim), token-major */
-    int64_t *cap;         /* per layer: rows (max_tokens, or the window for sliding layers) */
-    double **inv_freq;    /* per layer: (n_rot / 2) */
-    double *cs;           /* (max n_rot): cos and sin of the current position */
-    void *ws;             /* decode workspace (ws_bytes), 64-byte aligned */
+    float **kc, **vc;  /* per layer: (cap, n_head_kv, head_dim), token-major */
+    int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
+    double **inv_freq; /* per layer: (n_rot / 2) */
+    double *cs;        /* (max n_rot): cos and sin of the current position */
+    void *ws;          /* decode workspace (ws_bytes), 64-byte aligned */
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
     gem_stage_times t;
@@ -540,8 +554,8 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         /* The workspace covers the session's route and, for full layers, the
          * two routes' defaults too (gem_session_set_route). */
         const gem_decode_shape sh = shape_of(l);
-        const gem_decode_config both[3] = {s->full_cfg, {GEM_ROUTE_FUSED, 0, 0},
-                                           {GEM_ROUTE_BASELINE, 0, 0}};
+        const gem_decode_config both[3] = {
+            s->full_cfg, {GEM_ROUTE_FUSED, 0, 0}, {GEM_ROUTE_BASELINE, 0, 0}};
         for (int k = 0; k < (l->swa ? 1 : 3); k++) {
             size_t ws = 0;
             st = gem_decode_workspace_bytes(s->dctx, &sh, s->cap[i], l->swa ? NULL : &both[k], &ws);
@@ -760,14 +774,14 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             return GEM_ERR_NONFINITE;
         LAP(norms);
         const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
-        const gem_kv_view view = {s->kc[li], s->vc[li], GEM_DTYPE_F32, GEM_DTYPE_F32,
-                                  hd, nkv * hd, hd, nkv * hd, live, s->cap[li]};
+        const gem_kv_view view = {s->kc[li], s->vc[li], GEM_DTYPE_F32, GEM_DTYPE_F32, hd,
+                                  nkv * hd,  hd,        nkv * hd,      live,          s->cap[li]};
         const gem_decode_shape sh = shape_of(l);
         /* K and V rows this call reads: below 1 MiB one thread does it. */
         const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 8;
-        gem_status st = gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q,
-                                   &view, s->att, s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg,
-                                   NULL);
+        gem_status st =
+            gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q, &view, s->att,
+                       s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg, NULL);
         if (st != GEM_OK)
             return st;
         if (l->swa)

@@ -18,12 +18,12 @@
 struct gem_gguf {
     const uint8_t *base; /* the file's bytes */
     size_t size;
-    int mapped;          /* 1: munmap on close */
+    int mapped; /* 1: munmap on close */
     int64_t n_kv, n_tensors;
-    gem_gguf_kv *kv;     /* (n_kv) in file order */
-    gem_gguf_tensor *t;  /* (n_tensors) in file order */
-    int64_t *kv_sorted;  /* (n_kv) indexes sorted by key */
-    int64_t *t_sorted;   /* (n_tensors) indexes sorted by name */
+    gem_gguf_kv *kv;    /* (n_kv) in file order */
+    gem_gguf_tensor *t; /* (n_tensors) in file order */
+    int64_t *kv_sorted; /* (n_kv) indexes sorted by key */
+    int64_t *t_sorted;  /* (n_tensors) indexes sorted by name */
     uint64_t alignment;
     uint64_t data_offset; /* file offset of the data section */
 };
@@ -53,8 +53,9 @@ static gem_status take(cursor *c, size_t n, const uint8_t **out, const char *wha
 {
     *out = NULL;
     if (n > c->size - c->off)
-        return fail(c, GEM_ERR_FORMAT, "truncated: %s needs %zu bytes at offset %zu, the file has %zu",
-                    what, n, c->off, c->size);
+        return fail(c, GEM_ERR_FORMAT,
+                    "truncated: %s needs %zu bytes at offset %zu, the file has %zu", what, n,
+                    c->off, c->size);
     *out = c->p + c->off;
     c->off += n;
     return GEM_OK;
@@ -194,7 +195,8 @@ static gem_status rd_kv(cursor *c, gem_gguf_kv *kv, int64_t index)
     if (et == GEM_GGUF_V_STRING) {
         if (n > left / 8)
             return fail(c, GEM_ERR_FORMAT,
-                        "truncated: key '%s' declares %" PRIu64 " strings, the file has %zu bytes left",
+                        "truncated: key '%s' declares %" PRIu64
+                        " strings, the file has %zu bytes left",
                         kb, n, left);
         for (uint64_t i = 0; i < n; i++) {
             gem_gguf_str s;
@@ -205,7 +207,8 @@ static gem_status rd_kv(cursor *c, gem_gguf_kv *kv, int64_t index)
         const size_t eb = scalar_bytes(et);
         if (n > left / eb)
             return fail(c, GEM_ERR_FORMAT,
-                        "truncated: key '%s' declares %" PRIu64 " elements of %zu bytes, the file has "
+                        "truncated: key '%s' declares %" PRIu64
+                        " elements of %zu bytes, the file has "
                         "%zu bytes left",
                         kb, n, eb, left);
         const uint8_t *p;
@@ -215,8 +218,8 @@ static gem_status rd_kv(cursor *c, gem_gguf_kv *kv, int64_t index)
             for (uint64_t i = 0; i < n; i++)
                 if (p[i] > 1)
                     return fail(c, GEM_ERR_FORMAT,
-                                "key '%s': boolean element %" PRIu64 " is %u, neither 0 nor 1", kb, i,
-                                p[i]);
+                                "key '%s': boolean element %" PRIu64 " is %u, neither 0 nor 1", kb,
+                                i, p[i]);
     }
     kv->data = c->p + at;
     kv->data_bytes = c->off - at;
@@ -257,8 +260,9 @@ static gem_status rd_tensor(cursor *c, gem_gguf_tensor *t, int64_t index)
         return st;
     printable(name, nb);
     if (name.len == 0 || name.len >= GEM_GGUF_MAX_NAME)
-        return fail(c, GEM_ERR_FORMAT, "tensor %" PRId64 " '%s': name length %" PRIu64
-                    " (1..%d allowed)", index, nb, name.len, GEM_GGUF_MAX_NAME - 1);
+        return fail(c, GEM_ERR_FORMAT,
+                    "tensor %" PRId64 " '%s': name length %" PRIu64 " (1..%d allowed)", index, nb,
+                    name.len, GEM_GGUF_MAX_NAME - 1);
     for (uint64_t i = 0; i < name.len; i++)
         if ((unsigned char)name.ptr[i] < 32 || name.ptr[i] == 127)
             return fail(c, GEM_ERR_FORMAT, "tensor %" PRId64 " '%s': the name holds a control byte",
@@ -268,16 +272,17 @@ static gem_status rd_tensor(cursor *c, gem_gguf_tensor *t, int64_t index)
     if ((st = rd_u32(c, &t->n_dims, "a dimension count")) != GEM_OK)
         return st;
     if (t->n_dims < 1 || t->n_dims > GEM_GGUF_MAX_DIMS)
-        return fail(c, GEM_ERR_FORMAT, "tensor '%s': %" PRIu32 " dimensions (1..4 allowed)", t->name,
-                    t->n_dims);
+        return fail(c, GEM_ERR_FORMAT, "tensor '%s': %" PRIu32 " dimensions (1..4 allowed)",
+                    t->name, t->n_dims);
     int64_t elems = 1;
     for (uint32_t j = 0; j < GEM_GGUF_MAX_DIMS; j++) {
         uint64_t v = 1;
         if (j < t->n_dims && (st = rd_u64(c, &v, "a dimension")) != GEM_OK)
             return st;
         if (v < 1 || v > (uint64_t)INT64_MAX)
-            return fail(c, GEM_ERR_FORMAT, "tensor '%s': dimension %" PRIu32 " is %" PRIu64
-                        " (1 or more needed)", t->name, j, v);
+            return fail(c, GEM_ERR_FORMAT,
+                        "tensor '%s': dimension %" PRIu32 " is %" PRIu64 " (1 or more needed)",
+                        t->name, j, v);
         t->ne[j] = (int64_t)v;
         if (elems > INT64_MAX / t->ne[j])
             return fail(c, GEM_ERR_FORMAT, "tensor '%s': the element count overflows", t->name);
@@ -296,9 +301,10 @@ static gem_status rd_tensor(cursor *c, gem_gguf_tensor *t, int64_t index)
                     t->name, type);
     t->type = (gem_gguf_type)type;
     if (t->ne[0] % be != 0)
-        return fail(c, GEM_ERR_FORMAT, "tensor '%s': row length %" PRId64
-                    " is not a multiple of the %s block (%" PRId64 ")", t->name, t->ne[0],
-                    gem_gguf_type_name(type), be);
+        return fail(c, GEM_ERR_FORMAT,
+                    "tensor '%s': row length %" PRId64
+                    " is not a multiple of the %s block (%" PRId64 ")",
+                    t->name, t->ne[0], gem_gguf_type_name(type), be);
     if (gem_mul_size((size_t)(elems / be), bb, &t->bytes) != GEM_OK)
         return fail(c, GEM_ERR_FORMAT, "tensor '%s': the byte size overflows", t->name);
     (void)index;
@@ -318,7 +324,8 @@ static gem_status parse(gem_gguf *g, char *err, size_t errlen)
     if ((st = rd_u32(&c, &version, "the version")) != GEM_OK)
         return st;
     if (version == 0x03000000u || version == 0x02000000u)
-        return fail(&c, GEM_ERR_UNSUPPORTED, "a big-endian GGUF file, gem reads little-endian ones");
+        return fail(&c, GEM_ERR_UNSUPPORTED,
+                    "a big-endian GGUF file, gem reads little-endian ones");
     if (version != 3)
         return fail(&c, version == 2 ? GEM_ERR_UNSUPPORTED : GEM_ERR_FORMAT,
                     "GGUF version %" PRIu32 ", gem reads version 3", version);
@@ -329,11 +336,11 @@ static gem_status parse(gem_gguf *g, char *err, size_t errlen)
     /* Every pair takes at least 13 bytes and every tensor record at least 29. */
     const size_t left = c.size - c.off;
     if (nkv > left / 13)
-        return fail(&c, GEM_ERR_FORMAT, "truncated: %" PRIu64 " metadata pairs cannot fit in %zu bytes",
-                    nkv, left);
+        return fail(&c, GEM_ERR_FORMAT,
+                    "truncated: %" PRIu64 " metadata pairs cannot fit in %zu bytes", nkv, left);
     if (nt > left / 29)
-        return fail(&c, GEM_ERR_FORMAT, "truncated: %" PRIu64 " tensor records cannot fit in %zu bytes",
-                    nt, left);
+        return fail(&c, GEM_ERR_FORMAT,
+                    "truncated: %" PRIu64 " tensor records cannot fit in %zu bytes", nt, left);
     g->n_kv = (int64_t)nkv;
     g->n_tensors = (int64_t)nt;
     g->kv = calloc(nkv ? (size_t)nkv : 1, sizeof *g->kv);
@@ -341,8 +348,8 @@ static gem_status parse(gem_gguf *g, char *err, size_t errlen)
     g->t = calloc(nt ? (size_t)nt : 1, sizeof *g->t);
     g->t_sorted = calloc(nt ? (size_t)nt : 1, sizeof *g->t_sorted);
     if (!g->kv || !g->kv_sorted || !g->t || !g->t_sorted)
-        return fail(&c, GEM_ERR_NOMEM, "out of memory for %" PRIu64 " pairs and %" PRIu64 " tensors",
-                    nkv, nt);
+        return fail(&c, GEM_ERR_NOMEM,
+                    "out of memory for %" PRIu64 " pairs and %" PRIu64 " tensors", nkv, nt);
     for (int64_t i = 0; i < g->n_kv; i++) {
         if ((st = rd_kv(&c, &g->kv[i], i)) != GEM_OK)
             return st;
@@ -364,35 +371,41 @@ static gem_status parse(gem_gguf *g, char *err, size_t errlen)
             return fail(&c, GEM_ERR_FORMAT, "general.alignment is not a u32");
         uint32_t a = le32(al->data);
         if (a == 0 || (a & (a - 1)) != 0)
-            return fail(&c, GEM_ERR_FORMAT, "general.alignment %" PRIu32 " is not a power of two", a);
+            return fail(&c, GEM_ERR_FORMAT, "general.alignment %" PRIu32 " is not a power of two",
+                        a);
         g->alignment = a;
     }
     for (int64_t i = 0; i < g->n_tensors; i++) {
         if ((st = rd_tensor(&c, &g->t[i], i)) != GEM_OK)
             return st;
         if (g->t[i].offset % g->alignment != 0)
-            return fail(&c, GEM_ERR_FORMAT, "tensor '%s': offset %" PRIu64
-                        " is not a multiple of the alignment %" PRIu64, g->t[i].name, g->t[i].offset,
-                        g->alignment);
+            return fail(&c, GEM_ERR_FORMAT,
+                        "tensor '%s': offset %" PRIu64
+                        " is not a multiple of the alignment %" PRIu64,
+                        g->t[i].name, g->t[i].offset, g->alignment);
         g->t_sorted[i] = i;
     }
     sort_g = g;
     qsort(g->t_sorted, (size_t)g->n_tensors, sizeof *g->t_sorted, t_order);
     for (int64_t i = 1; i < g->n_tensors; i++)
         if (!strcmp(g->t[g->t_sorted[i - 1]].name, g->t[g->t_sorted[i]].name))
-            return fail(&c, GEM_ERR_FORMAT, "duplicate tensor name '%s'", g->t[g->t_sorted[i]].name);
+            return fail(&c, GEM_ERR_FORMAT, "duplicate tensor name '%s'",
+                        g->t[g->t_sorted[i]].name);
     /* The data section starts at the next multiple of the alignment. */
     uint64_t data = c.off;
     uint64_t pad = (g->alignment - data % g->alignment) % g->alignment;
     if (g->n_tensors > 0 && pad > g->size - data)
-        return fail(&c, GEM_ERR_FORMAT, "truncated: the data section would start past the end of "
-                    "the file (%zu bytes)", g->size);
+        return fail(&c, GEM_ERR_FORMAT,
+                    "truncated: the data section would start past the end of "
+                    "the file (%zu bytes)",
+                    g->size);
     g->data_offset = data + pad;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         gem_gguf_tensor *t = &g->t[i];
         const uint64_t room = g->size - g->data_offset;
         if (t->offset > room || t->bytes > room - t->offset)
-            return fail(&c, GEM_ERR_FORMAT, "tensor '%s': bytes [%" PRIu64 ", %" PRIu64
+            return fail(&c, GEM_ERR_FORMAT,
+                        "tensor '%s': bytes [%" PRIu64 ", %" PRIu64
                         ") of the data section lie past the end of the file (%" PRIu64 " bytes)",
                         t->name, t->offset, t->offset + (uint64_t)t->bytes, room);
         t->data = g->base + g->data_offset + t->offset;
@@ -650,8 +663,7 @@ gem_status gem_gguf_get_f64(const gem_gguf *g, const char *key, double *out, cha
     return GEM_OK;
 }
 
-gem_status gem_gguf_get_bool(const gem_gguf *g, const char *key, int *out, char *err,
-                             size_t errlen)
+gem_status gem_gguf_get_bool(const gem_gguf *g, const char *key, int *out, char *err, size_t errlen)
 {
     gem_status st;
     const gem_gguf_kv *kv = scalar(g, key, &st, err, errlen);

@@ -19,10 +19,10 @@ typedef struct wtensor {
 } wtensor;
 
 struct gem_gguf_writer {
-    uint8_t *kv;      /* serialized pairs */
+    uint8_t *kv; /* serialized pairs */
     size_t kv_len, kv_cap;
     int64_t n_kv;
-    char **keys;      /* (n_kv) for the duplicate check */
+    char **keys; /* (n_kv) for the duplicate check */
     size_t keys_cap;
     wtensor *t;
     int64_t n_t, t_cap;
@@ -180,7 +180,8 @@ gem_status gem_gguf_writer_arr_str(gem_gguf_writer *w, const char *key, const ch
     if ((!strs || !lens) && n)
         return GEM_ERR_NULL;
     gem_status st = begin(w, key, GEM_GGUF_V_ARRAY);
-    if (st != GEM_OK || (st = put32(w, GEM_GGUF_V_STRING)) != GEM_OK || (st = put64(w, n)) != GEM_OK)
+    if (st != GEM_OK || (st = put32(w, GEM_GGUF_V_STRING)) != GEM_OK ||
+        (st = put64(w, n)) != GEM_OK)
         return st;
     for (uint64_t i = 0; i < n; i++)
         if ((st = putstr(w, strs[i], lens[i])) != GEM_OK)
@@ -252,7 +253,8 @@ gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_
     gem_status st;
     if ((st = put(&hdr, "GGUF", 4)) != GEM_OK || (st = put32(&hdr, 3)) != GEM_OK ||
         (st = put64(&hdr, (uint64_t)w->n_t)) != GEM_OK ||
-        (st = put64(&hdr, (uint64_t)w->n_kv)) != GEM_OK || (st = put(&hdr, w->kv, w->kv_len)) != GEM_OK)
+        (st = put64(&hdr, (uint64_t)w->n_kv)) != GEM_OK ||
+        (st = put(&hdr, w->kv, w->kv_len)) != GEM_OK)
         goto out;
     for (int64_t i = 0; i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
@@ -262,7 +264,8 @@ gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_
         for (uint32_t j = 0; j < t->n_dims; j++)
             if ((st = put64(&hdr, (uint64_t)t->ne[j])) != GEM_OK)
                 goto out;
-        if ((st = put32(&hdr, (uint32_t)t->type)) != GEM_OK || (st = put64(&hdr, t->offset)) != GEM_OK)
+        if ((st = put32(&hdr, (uint32_t)t->type)) != GEM_OK ||
+            (st = put64(&hdr, t->offset)) != GEM_OK)
             goto out;
     }
     FILE *f = fopen(path, "wb");

@@ -131,8 +131,9 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
 static float lanes_out(const __m512 a[4])
 {
     const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
-    const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(s),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    const __m256 u =
+        _mm256_add_ps(_mm512_castps512_ps256(s),
+                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
@@ -141,7 +142,8 @@ static float lanes_out(const __m512 a[4])
 /* 16 int8 -> float */
 static inline __m512 i8x16(const int8_t *q)
 {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
 }
 /* 16 bytes -> their low / high nibbles as int32 */
 static inline __m512i lo4(const uint8_t *q)
@@ -151,12 +153,14 @@ static inline __m512i lo4(const uint8_t *q)
 }
 static inline __m512i hi4(const uint8_t *q)
 {
-    return _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)), 4);
+    return _mm512_srli_epi32(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)), 4);
 }
 
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
     const int64_t nb = cols / 32;
     int64_t b = 0;
     for (; b + 1 < nb; b += 2, row += 68, x += 64) { /* two blocks: groups 0..3 */
@@ -179,7 +183,8 @@ static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 
 static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 {
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
     const __m512i eight = _mm512_set1_epi32(8);
     for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
         const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
@@ -197,15 +202,15 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 #define PLAIN_DOT(name, T, LOAD, SCALAR)                                                           \
     static float name(const T *w, const float *x, int64_t cols)                                    \
     {                                                                                              \
-        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),            \
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),              \
                        _mm512_setzero_ps()};                                                       \
         int64_t i = 0;                                                                             \
         for (; i + 64 <= cols; i += 64)                                                            \
             for (int k = 0; k < 4; k++)                                                            \
-                MADD(a[k], LOAD(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k));                \
+                MADD(a[k], LOAD(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k));                 \
         for (; i + 16 <= cols; i += 16)                                                            \
             MADD(a[(i / 16) % 4], LOAD(w + i), _mm512_loadu_ps(x + i));                            \
-        if (i < cols) { /* the partial last group, by the scalar rule */                          \
+        if (i < cols) { /* the partial last group, by the scalar rule */                           \
             float acc[LANES];                                                                      \
             for (int k = 0; k < 4; k++)                                                            \
                 _mm512_storeu_ps(acc + 16 * k, a[k]);                                              \
@@ -234,7 +239,8 @@ PLAIN_DOT(dot_f16, uint16_t, LOAD_F16, f16_of)
  * 2k + half of a 128-element half goes to a[(2k + half) % 4]. */
 static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
 {
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
     const __m512i three = _mm512_set1_epi32(3), f = _mm512_set1_epi32(0xF),
                   off = _mm512_set1_epi32(32);
     for (int64_t b = 0; b < cols / 256; b++, row += 210) {
@@ -250,10 +256,13 @@ static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
                     lo = k < 2 ? _mm512_and_si512(lo, f) : _mm512_srli_epi32(lo, 4);
                     __m512i hi = _mm512_cvtepu8_epi32(
                         _mm_loadu_si128((const __m128i *)(const void *)(qh + l0)));
-                    hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, 2 * k), three), 4);
-                    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo, hi), off));
+                    hi =
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, 2 * k), three), 4);
+                    const __m512 q =
+                        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo, hi), off));
                     const __m512 ds = _mm512_set1_ps(d * sc[half + 2 * k]);
-                    MADD(a[(2 * k + half) % 4], _mm512_mul_ps(ds, q), _mm512_loadu_ps(x + 32 * k + l0));
+                    MADD(a[(2 * k + half) % 4], _mm512_mul_ps(ds, q),
+                         _mm512_loadu_ps(x + 32 * k + l0));
                 }
     }
     return lanes_out(a);
@@ -326,7 +335,8 @@ static void q4k_scales(const uint8_t *sc, int j, float d, float min, float *d1, 
 static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
 {
 #if defined(__AVX512F__)
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
 #else
     float acc[LANES] = {0};
 #endif
@@ -431,11 +441,9 @@ void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x
     }
     mv_job j = {n, w, x, y, 16, {0}};
     for (int k = 0; k < n; k++)
-        j.first_item[k + 1] = j.first_item[k] + (w[k]->rows + j.rows_per_item - 1) / j.rows_per_item;
+        j.first_item[k + 1] =
+            j.first_item[k] + (w[k]->rows + j.rows_per_item - 1) / j.rows_per_item;
     mpool_run(p, j.first_item[n], mv_item, &j);
 }
 
-void mv(mpool *p, const gem_matrix *w, const float *x, float *y)
-{
-    mv_batch(p, 1, &w, &x, &y);
-}
+void mv(mpool *p, const gem_matrix *w, const float *x, float *y) { mv_batch(p, 1, &w, &x, &y); }

@@ -133,7 +133,7 @@ uint16_t gem_gguf_f32_to_f16(float f)
         /* value / 2^-24 rounded to nearest even */
         float a;
         memcpy(&a, &ax, 4);
-        float m = a * 0x1p24f; /* exact: a power-of-two scale */
+        float m = a * 0x1p24f;   /* exact: a power-of-two scale */
         float r = nearbyintf(m); /* default rounding mode: to nearest even */
         return (uint16_t)(sign | (uint16_t)r);
     }
@@ -345,7 +345,8 @@ static void qz_q4_k(const float *x, uint8_t *b, int64_t nb)
             const float ds = d * sc[s], ms = dmin * m[s];
             for (int l = 0; l < 32; l++)
                 L[32 * s + l] =
-                    (uint8_t)(ds > 0.0f ? clampi((int)lrintf((x[32 * s + l] + ms) / ds), 0, 15) : 0);
+                    (uint8_t)(ds > 0.0f ? clampi((int)lrintf((x[32 * s + l] + ms) / ds), 0, 15)
+                                        : 0);
         }
         for (int j = 0; j < QK_K; j += 64)
             for (int l = 0; l < 32; l++)
@@ -374,9 +375,9 @@ static void qz_q6_k(const float *x, uint8_t *b, int64_t nb)
             sc[g] = (int8_t)(d > 0.0f ? clampi((int)lrintf(gs[g] / d), -127, 127) : 0);
             const float ds = d * sc[g];
             for (int l = 0; l < 16; l++)
-                L[16 * g + l] = (uint8_t)(ds != 0.0f
-                                              ? clampi((int)lrintf(x[16 * g + l] / ds) + 32, 0, 63)
-                                              : 32);
+                L[16 * g + l] =
+                    (uint8_t)(ds != 0.0f ? clampi((int)lrintf(x[16 * g + l] / ds) + 32, 0, 63)
+                                         : 32);
         }
         uint8_t *ql = b, *qh = b + 128;
         for (int n = 0; n < QK_K; n += 128) {
@@ -384,7 +385,8 @@ static void qz_q6_k(const float *x, uint8_t *b, int64_t nb)
                 const int q1 = L[n + l], q2 = L[n + l + 32], q3 = L[n + l + 64], q4 = L[n + l + 96];
                 ql[l] = (uint8_t)((q1 & 0xF) | ((q3 & 0xF) << 4));
                 ql[l + 32] = (uint8_t)((q2 & 0xF) | ((q4 & 0xF) << 4));
-                qh[l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+                qh[l] =
+                    (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
             }
             ql += 64;
             qh += 32;

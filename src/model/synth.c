@@ -9,9 +9,9 @@
  * (seed, k, i), with a = 1/sqrt(fan_in) for matrices and 0.5 for the embedding;
  * norm weights lie in [0.5, 1.5) (post-attention and post-MLP norms in [2, 4), so
  * that the layers, not the token's own embedding, dominate the residual stream
- * and greedy decoding does not just repeat the last token), q/k norm weights in [0.15, 0.35) (so that the
- * attention logits of the random model stay near unit scale at D512) and layer
- * output scales in [0.5, 1.5).
+ * and greedy decoding does not just repeat the last token), q/k norm weights in
+ * [0.15, 0.35) (so that the attention logits of the random model stay near unit
+ * scale at D512) and layer output scales in [0.5, 1.5).
  */
 #include <math.h>
 #include <stdio.h>
@@ -250,9 +250,9 @@ static int build_vocab(vocab *v, int64_t n_vocab)
     static const struct {
         const char *s;
         int32_t type;
-    } specials[] = {{"<pad>", GEM_TOK_CONTROL}, {"<eos>", GEM_TOK_CONTROL},
-                    {"<bos>", GEM_TOK_CONTROL}, {"<unk>", GEM_TOK_UNKNOWN},
-                    {"<mask>", GEM_TOK_USER},   {"<|turn>", GEM_TOK_CONTROL},
+    } specials[] = {{"<pad>", GEM_TOK_CONTROL},  {"<eos>", GEM_TOK_CONTROL},
+                    {"<bos>", GEM_TOK_CONTROL},  {"<unk>", GEM_TOK_UNKNOWN},
+                    {"<mask>", GEM_TOK_USER},    {"<|turn>", GEM_TOK_CONTROL},
                     {"<turn|>", GEM_TOK_CONTROL}};
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
         if (v_add(v, specials[i].s, strlen(specials[i].s), specials[i].type))
@@ -512,7 +512,7 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
 #define T(nm, ty, a, b, kd)                                                                        \
     do {                                                                                           \
         snprintf(t[n].name, sizeof t[n].name, "%s", nm);                                           \
-        t[n].type = (ty), t[n].ne0 = (a), t[n].ne1 = (b), t[n].kind = (kd);                       \
+        t[n].type = (ty), t[n].ne0 = (a), t[n].ne1 = (b), t[n].kind = (kd);                        \
         n++;                                                                                       \
     } while (0)
     T("token_embd.weight", mat_type(s, s->n_embd, R_EMBED, 0), s->n_embd, s->n_vocab, T_EMBED);
@@ -543,7 +543,8 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
 #undef T
     for (int64_t i = 0; i < n; i++) {
         int64_t ne[2] = {t[i].ne0, t[i].ne1};
-        if ((st = gem_gguf_writer_tensor(w, t[i].name, t[i].type, t[i].ne1 ? 2 : 1, ne)) != GEM_OK) {
+        if ((st = gem_gguf_writer_tensor(w, t[i].name, t[i].type, t[i].ne1 ? 2 : 1, ne)) !=
+            GEM_OK) {
             sfail(err, errlen, st, "a tensor does not fit its type's block");
             goto out;
         }

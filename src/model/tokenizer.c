@@ -80,13 +80,13 @@ static int32_t hmap_get(const hmap *m, const char *a, size_t an, const char *b, 
 
 struct gem_tokenizer {
     int64_t n_vocab;
-    gem_gguf_str *text;  /* (n_vocab) */
-    int32_t *type;       /* (n_vocab) */
-    hmap vocab;          /* text -> id */
-    hmap merges;         /* (left, right) -> rank */
+    gem_gguf_str *text; /* (n_vocab) */
+    int32_t *type;      /* (n_vocab) */
+    hmap vocab;         /* text -> id */
+    hmap merges;        /* (left, right) -> rank */
     int32_t bos, eos;
     int add_bos;
-    int32_t *special;    /* ids of control/user-defined/unknown tokens, longest text first */
+    int32_t *special; /* ids of control/user-defined/unknown tokens, longest text first */
     int64_t n_special;
     int32_t byte_tok[256];
 };
@@ -104,7 +104,8 @@ static int special_order(const void *a, const void *b)
     uint64_t x = sort_t->text[*(const int32_t *)a].len, y = sort_t->text[*(const int32_t *)b].len;
     if (x != y)
         return x < y ? 1 : -1;
-    return (*(const int32_t *)a > *(const int32_t *)b) - (*(const int32_t *)a < *(const int32_t *)b);
+    return (*(const int32_t *)a > *(const int32_t *)b) -
+           (*(const int32_t *)a < *(const int32_t *)b);
 }
 
 static int64_t opt_id(const gem_gguf *g, const char *key, int64_t n_vocab, int *bad)
@@ -131,14 +132,19 @@ gem_status gem_tokenizer_load(const gem_gguf *g, gem_tokenizer **out, char *err,
     const gem_gguf_kv *toks = gem_gguf_find(g, "tokenizer.ggml.tokens");
     const gem_gguf_kv *types = gem_gguf_find(g, "tokenizer.ggml.token_type");
     const gem_gguf_kv *merges = gem_gguf_find(g, "tokenizer.ggml.merges");
-    if (!toks || toks->type != GEM_GGUF_V_ARRAY || toks->arr_type != GEM_GGUF_V_STRING || toks->n < 1)
-        return tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.tokens is missing or not a string array");
+    if (!toks || toks->type != GEM_GGUF_V_ARRAY || toks->arr_type != GEM_GGUF_V_STRING ||
+        toks->n < 1)
+        return tfail(err, errlen, GEM_ERR_FORMAT,
+                     "tokenizer.ggml.tokens is missing or not a string array");
     if (toks->n > INT32_MAX)
-        return tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.tokens has more than 2^31 entries");
+        return tfail(err, errlen, GEM_ERR_FORMAT,
+                     "tokenizer.ggml.tokens has more than 2^31 entries");
     if (!merges || merges->type != GEM_GGUF_V_ARRAY || merges->arr_type != GEM_GGUF_V_STRING)
-        return tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.merges is missing or not a string array");
+        return tfail(err, errlen, GEM_ERR_FORMAT,
+                     "tokenizer.ggml.merges is missing or not a string array");
     if (merges->n > INT32_MAX)
-        return tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.merges has more than 2^31 entries");
+        return tfail(err, errlen, GEM_ERR_FORMAT,
+                     "tokenizer.ggml.merges has more than 2^31 entries");
     if (types && (types->type != GEM_GGUF_V_ARRAY || types->n != toks->n))
         return tfail(err, errlen, GEM_ERR_FORMAT,
                      "tokenizer.ggml.token_type is not an array as long as the vocabulary");
@@ -162,11 +168,13 @@ gem_status gem_tokenizer_load(const gem_gguf *g, gem_tokenizer **out, char *err,
     for (int64_t i = 0; i < t->n_vocab; i++) {
         int64_t ty = GEM_TOK_NORMAL;
         if (types && gem_gguf_arr_i64(types, (uint64_t)i, &ty) != GEM_OK) {
-            st = tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.token_type holds a non-integer");
+            st =
+                tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.token_type holds a non-integer");
             goto fail;
         }
         if (ty < GEM_TOK_NORMAL || ty > GEM_TOK_BYTE) {
-            st = tfail(err, errlen, GEM_ERR_FORMAT, "tokenizer.ggml.token_type holds an unknown type");
+            st = tfail(err, errlen, GEM_ERR_FORMAT,
+                       "tokenizer.ggml.token_type holds an unknown type");
             goto fail;
         }
         t->type[i] = (int32_t)ty;
@@ -175,7 +183,8 @@ gem_status gem_tokenizer_load(const gem_gguf *g, gem_tokenizer **out, char *err,
             goto fail;
         }
         hmap_put(&t->vocab, t->text[i].ptr, (size_t)t->text[i].len, NULL, 0, (int32_t)i);
-        if ((ty == GEM_TOK_CONTROL || ty == GEM_TOK_USER || ty == GEM_TOK_UNKNOWN) && t->text[i].len)
+        if ((ty == GEM_TOK_CONTROL || ty == GEM_TOK_USER || ty == GEM_TOK_UNKNOWN) &&
+            t->text[i].len)
             t->special[t->n_special++] = (int32_t)i;
         if (ty == GEM_TOK_BYTE) {
             const gem_gguf_str s = t->text[i];
@@ -183,9 +192,10 @@ gem_status gem_tokenizer_load(const gem_gguf *g, gem_tokenizer **out, char *err,
             int ok = s.len == 6 && !memcmp(s.ptr, "<0x", 3) && s.ptr[5] == '>';
             for (int k = 3; ok && k < 5; k++) {
                 char c = s.ptr[k];
-                v = v * 16 + (unsigned)(c >= '0' && c <= '9' ? c - '0'
+                v = v * 16 + (unsigned)(c >= '0' && c <= '9'   ? c - '0'
                                         : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                        : c >= 'a' && c <= 'f' ? c - 'a' + 10 : (ok = 0));
+                                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                               : (ok = 0));
             }
             if (!ok) {
                 st = tfail(err, errlen, GEM_ERR_FORMAT, "a byte token is not written <0xXX>");
