@@ -531,6 +531,7 @@ def print_table(entry, bw_gbs):
 def run_gpu(args):
     import torch  # noqa: PLC0415
 
+    gem = Gem(args.lib) if args.lib else None
     if not torch.cuda.is_available():
         die("no CUDA device visible to torch (use --cpu-check on a machine without a GPU)")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -538,7 +539,6 @@ def run_gpu(args):
     dev = torch.device(DEVICE)
     props = torch.cuda.get_device_properties(dev)
     names = args.peers
-    gem = Gem(args.lib) if args.lib else None
     fi, fi_version, fi_error = (None, None, "not requested")
     if any(n.startswith("fi-") for n in names):
         fi, fi_version, fi_error = import_flashinfer(args)
@@ -549,6 +549,9 @@ def run_gpu(args):
             if fi_version != FLASHINFER_EXPECTED:
                 log(f"note: flashinfer {fi_version}, the kit was built for "
                     f"{FLASHINFER_EXPECTED}")
+            if os.environ.get("FLASHINFER_DISABLE_JIT") != "1":
+                log("note: FLASHINFER_DISABLE_JIT is not 1: a module missing from the carry "
+                    "folder would start a compile (. .peers/env.sh sets it)")
     # every peer queues on torch's current stream (FlashInfer takes it from torch, gem is
     # given its handle), and the events are recorded on it
     stream = torch.cuda.current_stream()
@@ -774,8 +777,7 @@ def run_cpu_check(args):
                   f"NMSE {nmse:.1e}, max abs {mx:.1e}")
         if gem is not None:
             cref = torch.empty((N_Q_HEADS, HEAD_DIM), dtype=torch.float64)
-            view = gem.head_major_view(k.float().contiguous(), v.float().contiguous(), "f32")
-            kk, vv = k.float().contiguous(), v.float().contiguous()
+            kk, vv = k.float().contiguous(), v.float().contiguous()  # alive during the call
             view = gem.head_major_view(kk, vv, "f32")
             st = gem.reference(q.contiguous(), view, cref)
             if st != GEM_OK:
@@ -883,8 +885,7 @@ def non_negative(kind):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):
-        self.print_usage(sys.stderr)
-        die(message, 2)
+        die(f"{message} (see --help)", 2)
 
 
 def build_parser():
