@@ -270,6 +270,14 @@ int an_diff_doc(an_ctx *c, const json_t *d, int64_t live, const an_opts *o)
         gem_attn_shape shape = {32, 4, 512, 512, live, live, (float)scale};
         char hex[3][65];
         cli_progress("analyze correctness: recomputing input digests at %" PRId64 " tokens", live);
+        size_t nq = 0, nk = 0, nv = 0;
+        uint64_t avail = 0;
+        if (gem_attn_shape_elems(&shape, &nq, &nk, &nv, NULL) == GEM_OK &&
+            gem_mem_check((uint64_t)(nq + nk + nv) * sizeof(float), &avail) == GEM_ERR_NOMEM)
+            return an_io(c, "regenerating the inputs at %" PRId64 " tokens needs %.2f GiB of "
+                         "memory, %.2f GiB are available",
+                         live, (double)(nq + nk + nv) * sizeof(float) / 1073741824.0,
+                         (double)avail / 1073741824.0);
         gem_owned_inputs in;
         gem_status st = gem_inputs_make(&shape, run, &in);
         if (st == GEM_OK) {
