@@ -106,8 +106,8 @@ static void json_target(unsigned kind, const uint8_t *data, size_t size)
         CHECK(r != NULL);
         const json_t *given = json_object_get(json_object_get(doc, "receipt"), "path");
         const char *path = json_is_string(given) ? json_string_value(given) : "merge-check.json";
-        json_t *want = kind == 6 ? an_merge_analysis_build(r, path, receipt_sha)
-                                 : an_resources_analysis_build(r, path, receipt_sha);
+        json_t *want = kind == 6 ? an_merge_analysis_build(r, path, receipt_sha, NULL)
+                                 : an_resources_analysis_build(r, path, receipt_sha, NULL);
         CHECK(want != NULL);
         rc = an_analysis_matches(&c, doc, want);
         /* A pass means the document is the analysis, provenance aside. */

@@ -170,10 +170,21 @@ $T "$WORK/resources-analysis.json" "$WORK/ra-kernels.json" set kernels.0.name '"
 expect_fail resources-analysis-edited "wrong value" full ra "$WORK/ra-kernels.json"
 $T "$WORK/resources-analysis.json" "$WORK/ra-verdict.json" set verdict '"fail"'
 expect_fail resources-analysis-verdict "wrong value" full ra "$WORK/ra-verdict.json"
-# The analysis path may differ from the receipt path it names (files move).
+# The receipt path an analysis names may differ (files move), and so may the
+# analyzer's own commit: such an analysis is accepted, and the gate goes on to
+# the records (here to a record whose input digest is wrong, so that the test
+# stops before the rerun of the merge check that the good case above pays).
 $T "$MA" "$WORK/ma-moved.json" set receipt.path '"elsewhere/merge-check.json"'
 $T "$WORK/ma-moved.json" "$WORK/ma-moved.json" set tool.git_commit '"0000000"'
-expect_pass merge-analysis-moved full ma "$WORK/ma-moved.json"
+$T "$D0" "$WORK/d0-digest.json" set input_sha256.q '"'"$(printf 'd%.0s' $(seq 64))"'"'
+expect_fail merge-analysis-moved "digest mismatch" \
+  A --merge "$MR" --merge-analysis "$WORK/ma-moved.json" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "$WORK/d0-digest.json" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
+  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
+  --root "$WORK/root"
+check merge-analysis-moved-reached-records grep -q "d0-digest.json: input_sha256" "$WORK/err.txt"
 
 # The command line: missing inputs and wrong counts are usage errors (exit 2).
 expect_usage no-merge "--merge is required" \

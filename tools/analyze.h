@@ -119,14 +119,17 @@ int an_merge_boundary_doc(an_ctx *c, const json_t *doc, const an_opts *o);
  * receives the receipt's digest. */
 int an_merge_boundary(an_ctx *c, const char *path, const an_opts *o, json_t **analysis);
 /* The gem.analysis.merge_boundary.v1 document of a receipt that passed:
- * `doc` at `path` with digest `sha`. NULL when out of memory. */
-json_t *an_merge_analysis_build(const json_t *doc, const char *path, const char *sha);
+ * `doc` at `path` with digest `sha`, written by the analyzer at `commit`
+ * (NULL: "unknown"). NULL when out of memory. */
+json_t *an_merge_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                const char *commit);
 
 /* Resource receipt (gem.resources.v1). */
 int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o);
 int an_resources(an_ctx *c, const char *path, const an_opts *o, json_t **analysis);
-/* The gem.analysis.resources.v1 document of a receipt that passed. */
-json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha);
+/* The gem.analysis.resources.v1 document of a receipt that passed (as above). */
+json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                    const char *commit);
 
 /* One operator differential record (gem.diff.v1) expected at `live` tokens. */
 int an_diff_doc(an_ctx *c, const json_t *doc, int64_t live, const an_opts *o);

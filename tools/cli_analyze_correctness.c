@@ -193,7 +193,8 @@ int an_diff_doc(an_ctx *c, const json_t *d, int64_t live, const an_opts *o)
     int64_t uw[2] = {0, 0};
     const json_t *u = NULL;
     if (pair_bool(c, d, "repeat_deterministic", &rd[0], &rd[1]) ||
-        pair_bool(c, d, "finite", &fin[0], &fin[1]) || pair_bool(c, d, "guard_ok", &gk[0], &gk[1]) ||
+        pair_bool(c, d, "finite", &fin[0], &fin[1]) ||
+        pair_bool(c, d, "guard_ok", &gk[0], &gk[1]) ||
         an_obj(c, d, "", "unwritten", &u) || an_keys(c, u, "unwritten", pair_keys, 2) ||
         an_int_in(c, u, "unwritten", "reference", 0, N_OUT, &uw[0]) ||
         an_int_in(c, u, "unwritten", "candidate", 0, N_OUT, &uw[1]))
@@ -486,14 +487,16 @@ typedef struct bound_file {
 /* An analysis must be exactly what the analyzer derives for the receipt it
  * names (re-derived here, so a hand-written analysis never passes). */
 static int check_analysis(an_ctx *c, const bound_file *a, const bound_file *r,
-                          json_t *(*build)(const json_t *, const char *, const char *))
+                          json_t *(*build)(const json_t *, const char *, const char *,
+                                           const char *))
 {
     c->file = a->path;
     const json_t *rc = NULL;
     const char *path = NULL;
     if (an_obj(c, a->doc, "", "receipt", &rc) || an_str(c, rc, "receipt", "path", &path))
         return -1;
-    json_t *want = build(r->doc, path, r->sha);
+    /* The analyzer's own commit is not compared; no need to ask git for it. */
+    json_t *want = build(r->doc, path, r->sha, NULL);
     if (!want)
         return an_io(c, "out of memory");
     int bad = an_analysis_matches(c, a->doc, want);

@@ -398,8 +398,9 @@ int an_analysis_matches(an_ctx *c, const json_t *given, const json_t *want)
         if (!json_object_get(want, k))
             return an_fail(c, k, AN_EXTRA, "'%.60s' is not part of the schema", k);
     }
-    const char *gs = json_string_value(json_object_get(json_object_get(given, "receipt"), "sha256"));
-    const char *ws = json_string_value(json_object_get(json_object_get(want, "receipt"), "sha256"));
+    const json_t *gr = json_object_get(given, "receipt"), *wr = json_object_get(want, "receipt");
+    const char *gs = json_string_value(json_object_get(gr, "sha256"));
+    const char *ws = json_string_value(json_object_get(wr, "sha256"));
     if (ws && (!gs || strcmp(gs, ws) != 0))
         return an_fail(c, "receipt.sha256", AN_SWAPPED,
                        "the analysis is of another receipt (%.12s..., given %.12s...)",

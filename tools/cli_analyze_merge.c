@@ -454,11 +454,12 @@ int an_merge_boundary_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     return 0;
 }
 
-json_t *an_merge_analysis_build(const json_t *doc, const char *path, const char *sha)
+json_t *an_merge_analysis_build(const json_t *doc, const char *path, const char *sha,
+                               const char *commit)
 {
     const json_t *t = json_object_get(doc, "tool");
     json_t *a = gem_receipt_new("gem.analysis.merge_boundary.v1", "gem analyze merge-boundary",
-                                cli_git_commit());
+                                commit ? commit : "unknown");
     json_t *pos = json_array();
     int bad = !a || !pos || !path || !sha;
     for (size_t i = 0; i < GEM_MC_N_LENGTHS && !bad; i++)
@@ -496,7 +497,9 @@ int an_merge_boundary(an_ctx *c, const char *path, const an_opts *o, json_t **an
     int rc = an_merge_boundary_doc(c, doc, o) ? 1 : 0;
     if (rc == 0 && analysis) {
         /* digests_recomputed is true only for a recomputed receipt. */
-        *analysis = o && o->recompute ? an_merge_analysis_build(doc, path, sha) : NULL;
+        *analysis = o && o->recompute
+                        ? an_merge_analysis_build(doc, path, sha, cli_git_commit())
+                        : NULL;
         if (!*analysis) {
             an_io(c, "cannot build the analysis (out of memory or not recomputed)");
             rc = 1;

@@ -653,12 +653,14 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     return 0;
 }
 
-json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha)
+json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                   const char *commit)
 {
     const res_schema *sc = find_schema(json_string_value(json_object_get(doc, "schema")));
     if (!sc || !path || !sha)
         return NULL;
-    json_t *a = gem_receipt_new(sc->analysis_schema, "gem analyze resources", cli_git_commit());
+    json_t *a = gem_receipt_new(sc->analysis_schema, "gem analyze resources",
+                                commit ? commit : "unknown");
     json_t *ks = json_array();
     const json_t *d = json_object_get(doc, "device");
     int bad = !a || !ks;
@@ -704,7 +706,9 @@ int an_resources(an_ctx *c, const char *path, const an_opts *o, json_t **analysi
         return 1;
     int rc = an_resources_doc(c, doc, o) ? 1 : 0;
     if (rc == 0 && analysis) {
-        *analysis = o && o->recompute ? an_resources_analysis_build(doc, path, sha) : NULL;
+        *analysis = o && o->recompute
+                        ? an_resources_analysis_build(doc, path, sha, cli_git_commit())
+                        : NULL;
         if (!*analysis) {
             an_io(c, "cannot build the analysis (out of memory or files not checked)");
             rc = 1;

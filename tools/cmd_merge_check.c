@@ -535,7 +535,8 @@ int gem_cmd_merge_check(int argc, char **argv)
                          : json_pack("{s:s, s:f, s:f, s:o}", "distribution", GEM_MC_DISTRIBUTION,
                                      "lo", -1.0, "hi", 1.0, "scale",
                                      gem_receipt_real((double)scale));
-    bad = bad || !inputs || json_object_set_new(doc, "partitions", json_integer(GEM_MC_PARTITIONS)) ||
+    bad = bad || !inputs ||
+          json_object_set_new(doc, "partitions", json_integer(GEM_MC_PARTITIONS)) ||
           json_object_set_new(doc, "inputs", inputs) ||
           json_object_set_new(doc, "seed", gem_receipt_u64(seed)) ||
           json_object_set_new(doc, "positions", json_incref(positions)) ||

@@ -89,7 +89,8 @@ gem_status gem_compare_f32_f32(const float *got, const float *ref, size_t n, gem
  *
  *   any non-finite element or figure          -> fail
  *   nmse <= max_nmse                           always
- *   correlation >= min_correlation             when ref_var > GEM_GATE_NEAR_CONSTANT * ref_mean_square
+ *   correlation >= min_correlation             when the reference varies:
+ *                                              ref_var > GEM_GATE_NEAR_CONSTANT * ref_mean_square
  *   max_abs <= sqrt(1 - min_correlation) * sqrt(ref_mean_square)
  *                                              otherwise (nearly constant reference:
  *                                              relative error instead of correlation)
