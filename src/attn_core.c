@@ -33,6 +33,8 @@ static const struct {
     [GEM_ERR_MEMSPACE] = {"memspace",
                           "a pointer is not in the backend's memory (host vs device, or another "
                           "device)"},
+    [GEM_ERR_SCORE] = {"score",
+                       "a score scale * q.k overflows float although every input is finite"},
 };
 
 const char *gem_status_str(gem_status s)
@@ -51,6 +53,8 @@ const char *gem_status_name(gem_status s)
 
 gem_status gem_mul_size(size_t a, size_t b, size_t *r)
 {
+    if (!r)
+        return GEM_ERR_NULL;
     if (a != 0 && b > SIZE_MAX / a)
         return GEM_ERR_OVERFLOW;
     *r = a * b;
@@ -59,6 +63,8 @@ gem_status gem_mul_size(size_t a, size_t b, size_t *r)
 
 gem_status gem_add_size(size_t a, size_t b, size_t *r)
 {
+    if (!r)
+        return GEM_ERR_NULL;
     if (b > SIZE_MAX - a)
         return GEM_ERR_OVERFLOW;
     *r = a + b;

@@ -53,6 +53,15 @@ gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p, int6
     return GEM_OK;
 }
 
+/* Why a score is not finite: a non-finite input, or float overflow. */
+static gem_status score_error(const float *q, const float *k, int64_t dk)
+{
+    for (int64_t i = 0; i < dk; i++)
+        if (!isfinite(q[i]) || !isfinite(k[i]))
+            return GEM_ERR_NONFINITE;
+    return GEM_ERR_SCORE;
+}
+
 gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs *in,
                               int64_t begin, int64_t end, float *m, float *s,
                               size_t ms_elems, float *o, size_t o_elems)
@@ -84,6 +93,8 @@ gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs
             for (int64_t i = 0; i < dk; i++)
                 dot += qh[i] * krow[i];
             const float x = shape->scale * dot;
+            if (!isfinite(x))
+                return score_error(qh, krow, dk);
             if (x > mh) {
                 /* New maximum: rescale what came before (exp(-inf) = 0 for the first token). */
                 const float alpha = expf(mh - x);
@@ -107,7 +118,7 @@ gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs
 gem_status gem_online_merge(int64_t dv, float ma, float sa, const float *oa, float mb, float sb,
                             const float *ob, float *m_out, float *s_out, float *o_out)
 {
-    if (!m_out || !s_out || !o_out)
+    if (!m_out || !s_out || !o_out || !oa || !ob)
         return GEM_ERR_NULL;
     gem_status st = gem_online_state_check(dv, ma, sa, oa);
     if (st != GEM_OK)
@@ -127,22 +138,33 @@ gem_status gem_online_merge(int64_t dv, float ma, float sa, const float *oa, flo
     }
     const float mm = ma > mb ? ma : mb;
     const float ea = expf(ma - mm), eb = expf(mb - mm);
+    const float sm = sa * ea + sb * eb;
+    if (!isfinite(sm) || !(sm > 0.0f))
+        return GEM_ERR_STATE;
+    /* Check every result before writing any: o_out may alias oa or ob. The
+     * second pass computes the same expressions, so it writes what was checked. */
+    for (int64_t i = 0; i < dv; i++)
+        if (!isfinite(oa[i] * ea + ob[i] * eb))
+            return GEM_ERR_STATE;
     for (int64_t i = 0; i < dv; i++)
         o_out[i] = oa[i] * ea + ob[i] * eb;
-    *s_out = sa * ea + sb * eb;
+    *s_out = sm;
     *m_out = mm;
     return GEM_OK;
 }
 
 gem_status gem_online_finalize(int64_t dv, float m, float s, const float *o, float *out)
 {
-    if (!out)
+    if (!out || !o)
         return GEM_ERR_NULL;
     gem_status st = gem_online_state_check(dv, m, s, o);
     if (st != GEM_OK)
         return st;
     if (s == 0.0f)
         return GEM_ERR_STATE; /* the empty state has no softmax */
+    for (int64_t i = 0; i < dv; i++)
+        if (!isfinite(o[i] / s))
+            return GEM_ERR_STATE;
     for (int64_t i = 0; i < dv; i++)
         out[i] = o[i] / s;
     return GEM_OK;
@@ -154,7 +176,7 @@ gem_status gem_attn_online(const gem_attn_shape *shape, const gem_attn_inputs *i
     gem_status st = gem_attn_check(shape, in, out, out_elems);
     if (st != GEM_OK)
         return st;
-    if (partitions < 1)
+    if (partitions < 1 || partitions > GEM_MAX_PARTITIONS)
         return GEM_ERR_PARAM;
     st = gem_attn_check_finite(shape, in);
     if (st != GEM_OK)
@@ -181,6 +203,8 @@ gem_status gem_attn_online(const gem_attn_shape *shape, const gem_attn_inputs *i
         int64_t b, e;
         if ((st = gem_partition_range(shape->live, partitions, p, &b, &e)) != GEM_OK)
             goto done;
+        if (b == e)
+            continue; /* an empty partial is the identity of the merge */
         if ((st = gem_online_partial(shape, in, b, e, pm, ps, (size_t)hq, po, o_elems)) != GEM_OK)
             goto done;
         for (int64_t h = 0; h < hq; h++) {
@@ -191,18 +215,14 @@ gem_status gem_attn_online(const gem_attn_shape *shape, const gem_attn_inputs *i
                 goto done;
         }
     }
-    /* Validate every head before writing any output. */
+    /* Finalize every head into scratch; write the output only when all succeeded. */
     for (int64_t h = 0; h < hq; h++) {
-        if ((st = gem_online_state_check(dv, acc_m[h], acc_s[h], acc_o + (size_t)h * (size_t)dv)) !=
-                GEM_OK ||
-            acc_s[h] == 0.0f) {
-            st = GEM_ERR_STATE;
+        st = gem_online_finalize(dv, acc_m[h], acc_s[h], acc_o + (size_t)h * (size_t)dv,
+                                 po + (size_t)h * (size_t)dv);
+        if (st != GEM_OK)
             goto done;
-        }
     }
-    for (int64_t h = 0; h < hq; h++)
-        gem_online_finalize(dv, acc_m[h], acc_s[h], acc_o + (size_t)h * (size_t)dv,
-                            out + (size_t)h * (size_t)dv);
+    memcpy(out, po, o_elems * sizeof(float));
     st = GEM_OK;
 done:
     free(acc_m);

@@ -2,6 +2,7 @@
  * Check support: seeded inputs, comparison figures, SHA-256 digests and
  * poisoned, guarded buffers (include/gem/check.h).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <openssl/evp.h>
 
 #include "gem/check.h"
+#include "gem/file.h"
 
 /* ---- seeded inputs ------------------------------------------------------------ */
 
@@ -23,6 +25,8 @@ static uint64_t splitmix64(uint64_t x)
 
 void gem_fill_uniform(uint64_t seed, float lo, float hi, float *dst, size_t n)
 {
+    if (!dst)
+        return;
     const float span = hi - lo;
     for (size_t i = 0; i < n; i++) {
         const uint64_t r = splitmix64(seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
@@ -134,6 +138,7 @@ static gem_status compare(const float *got, const double *ref_d, const float *re
     out->nonfinite = nonfinite;
     if (nonfinite) {
         out->correlation = out->nmse = out->max_abs = NAN;
+        out->ref_var = out->ref_mean_square = NAN;
         return GEM_OK;
     }
     mg /= (double)n;
@@ -150,12 +155,17 @@ static gem_status compare(const float *got, const double *ref_d, const float *re
             maxabs = fabs(e);
     }
 #undef REF
+    double corr;
     if (sgg <= 0.0 || srr <= 0.0)
-        out->correlation = (se == 0.0) ? 1.0 : 0.0; /* a constant vector */
+        corr = (se == 0.0) ? 1.0 : 0.0; /* a constant vector */
     else
-        out->correlation = sgr / sqrt(sgg * srr);
+        corr = sgr / sqrt(sgg * srr);
+    /* Mathematically in [-1, 1]; rounding can step past by an ulp. */
+    out->correlation = corr > 1.0 ? 1.0 : corr < -1.0 ? -1.0 : corr;
     out->nmse = sref2 > 0.0 ? se / sref2 : se;
     out->max_abs = maxabs;
+    out->ref_var = srr / (double)n;
+    out->ref_mean_square = sref2 / (double)n;
     return GEM_OK;
 }
 
@@ -171,6 +181,30 @@ gem_status gem_compare_f32_f32(const float *got, const float *ref, size_t n, gem
     if (!ref)
         return GEM_ERR_NULL;
     return compare(got, NULL, ref, n, out);
+}
+
+gem_status gem_gate_compare(const gem_compare *c, double min_correlation, double max_nmse,
+                            gem_gate *out)
+{
+    if (!c || !out)
+        return GEM_ERR_NULL;
+    if (!(min_correlation >= -1.0 && min_correlation <= 1.0) || !(max_nmse >= 0.0) ||
+        !isfinite(max_nmse))
+        return GEM_ERR_PARAM;
+    gem_gate g = {0, 0, 0, 0, 0};
+    g.finite = c->nonfinite == 0 && isfinite(c->correlation) && isfinite(c->nmse) &&
+               isfinite(c->max_abs) && isfinite(c->ref_var) && isfinite(c->ref_mean_square);
+    if (g.finite) {
+        g.near_constant = c->ref_var <= GEM_GATE_NEAR_CONSTANT * c->ref_mean_square;
+        g.nmse_ok = c->nmse <= max_nmse;
+        if (g.near_constant)
+            g.shape_ok = c->max_abs <= sqrt(1.0 - min_correlation) * sqrt(c->ref_mean_square);
+        else
+            g.shape_ok = c->correlation >= min_correlation;
+        g.pass = g.nmse_ok && g.shape_ok;
+    }
+    *out = g;
+    return GEM_OK;
 }
 
 /* ---- digests --------------------------------------------------------------------- */
@@ -208,26 +242,11 @@ gem_status gem_sha256_file_hex(const char *path, char hex[65])
 {
     if (!path || !hex)
         return GEM_ERR_NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return GEM_ERR_IO;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx) {
-        fclose(f);
-        return GEM_ERR_NOMEM;
-    }
-    unsigned char buf[1 << 16], md[32];
-    unsigned int len = 0;
-    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
-    size_t got;
-    while (ok && (got = fread(buf, 1, sizeof buf, f)) > 0)
-        ok = EVP_DigestUpdate(ctx, buf, got) == 1;
-    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
-    EVP_MD_CTX_free(ctx);
-    fclose(f);
-    if (!ok)
-        return GEM_ERR_IO;
-    to_hex(md, hex);
+    gem_file_digest d;
+    gem_status st = gem_file_digest_path(path, GEM_FILE_MAX_DIGEST_BYTES, &d, NULL, 0);
+    if (st != GEM_OK)
+        return st == GEM_ERR_NOMEM ? st : GEM_ERR_IO;
+    memcpy(hex, d.sha256, 65);
     return GEM_OK;
 }
 
@@ -247,6 +266,8 @@ float *gem_guard_alloc(size_t n)
 
 void gem_guard_poison(float *p, size_t n)
 {
+    if (!p)
+        return;
     const uint32_t bits = GEM_POISON_BITS;
     for (size_t i = 0; i < n; i++)
         memcpy(p + i, &bits, sizeof bits);
@@ -255,6 +276,13 @@ void gem_guard_poison(float *p, size_t n)
 
 void gem_guard_check(const float *p, size_t n, size_t *unwritten, int *guard_ok)
 {
+    if (!p) {
+        if (unwritten)
+            *unwritten = n;
+        if (guard_ok)
+            *guard_ok = 0;
+        return;
+    }
     size_t count = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
@@ -272,3 +300,83 @@ void gem_guard_check(const float *p, size_t n, size_t *unwritten, int *guard_ok)
 }
 
 void gem_guard_free(float *p) { free(p); }
+
+/* ---- memory ---------------------------------------------------------------------- */
+
+/* The first unsigned number in the file at path ("max" gives 0 and *unlimited). */
+static int read_u64_file(const char *path, uint64_t *v, int *unlimited)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[64];
+    int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    *unlimited = strncmp(buf, "max", 3) == 0;
+    if (*unlimited) {
+        *v = 0;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (errno || end == buf)
+        return -1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
+gem_status gem_mem_available(uint64_t *bytes)
+{
+    if (!bytes)
+        return GEM_ERR_NULL;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return GEM_ERR_UNSUPPORTED;
+    char line[256];
+    uint64_t avail = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long long kib = 0;
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+            found = 1;
+            avail = kib > UINT64_MAX / 1024 ? UINT64_MAX : (uint64_t)kib * 1024;
+        }
+    }
+    fclose(f);
+    if (!found)
+        return GEM_ERR_UNSUPPORTED;
+    /* A cgroup limit can be far below what the machine has free. */
+    static const char *const limits[2][2] = {
+        {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+         "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+    for (int i = 0; i < 2; i++) {
+        uint64_t lim = 0, used = 0;
+        int unl = 0, unl2 = 0;
+        if (read_u64_file(limits[i][0], &lim, &unl) != 0 ||
+            read_u64_file(limits[i][1], &used, &unl2) != 0)
+            continue;
+        if (!unl && lim < ((uint64_t)1 << 62)) { /* v1 writes a huge number for "none" */
+            const uint64_t room = lim > used ? lim - used : 0;
+            if (room < avail)
+                avail = room;
+        }
+        break;
+    }
+    *bytes = avail;
+    return GEM_OK;
+}
+
+gem_status gem_mem_check(uint64_t need, uint64_t *available)
+{
+    uint64_t avail = 0;
+    gem_status st = gem_mem_available(&avail);
+    if (st != GEM_OK)
+        return st;
+    if (available)
+        *available = avail;
+    return need <= avail ? GEM_OK : GEM_ERR_NOMEM;
+}

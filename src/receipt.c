@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 json_t *gem_receipt_new(const char *schema, const char *tool_name, const char *git_commit)
 {
@@ -101,38 +100,86 @@ json_t *gem_receipt_compare(const gem_compare *c)
                      "max_abs", gem_receipt_real(c->max_abs));
 }
 
-gem_status gem_receipt_write(const char *path, const json_t *doc)
+gem_status gem_receipt_save(const char *path, const json_t *doc, char *why, size_t why_cap)
 {
-    if (!path || !doc)
+    if (why && why_cap)
+        why[0] = '\0';
+    if (!path || !doc) {
+        if (why && why_cap)
+            snprintf(why, why_cap, "a required pointer is NULL");
         return GEM_ERR_NULL;
+    }
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    if (!text)
-        return GEM_ERR_IO;
-    size_t plen = strlen(path);
-    size_t cap = plen + 48;
-    char *tmp = malloc(cap);
-    if (!tmp) {
-        free(text);
-        return GEM_ERR_NOMEM;
+    if (!text) {
+        if (why && why_cap)
+            snprintf(why, why_cap, "the document cannot be serialized as JSON");
+        return GEM_ERR_FORMAT;
     }
-    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-
-    gem_status st = GEM_ERR_IO;
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        goto out;
     size_t tlen = strlen(text);
-    int ok = fwrite(text, 1, tlen, f) == tlen && fputc('\n', f) != EOF && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    if (fclose(f) != 0)
-        ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        goto out;
+    gem_status st = GEM_ERR_NOMEM;
+    char *line = malloc(tlen + 2);
+    if (line) {
+        memcpy(line, text, tlen);
+        line[tlen] = '\n';
+        line[tlen + 1] = '\0';
+        st = gem_file_write_atomic(path, line, tlen + 1, why, why_cap);
+        if (st == GEM_ERR_PARAM)
+            st = GEM_ERR_IO;
+    } else if (why && why_cap) {
+        snprintf(why, why_cap, "out of memory");
     }
-    st = GEM_OK;
-out:
-    free(tmp);
+    free(line);
     free(text);
     return st;
+}
+
+gem_status gem_receipt_write(const char *path, const json_t *doc)
+{
+    return gem_receipt_save(path, doc, NULL, 0);
+}
+
+gem_status gem_receipt_load(const char *path, size_t max_bytes, json_t **doc, char sha256[65],
+                            char *why, size_t why_cap)
+{
+    if (why && why_cap)
+        why[0] = '\0';
+    if (doc)
+        *doc = NULL;
+    if (!path || !doc) {
+        if (why && why_cap)
+            snprintf(why, why_cap, "a required pointer is NULL");
+        return GEM_ERR_NULL;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    gem_status st = gem_file_read(path, max_bytes, &text, &len, why, why_cap);
+    if (st != GEM_OK)
+        return st;
+    char hex[65];
+    st = gem_sha256_hex(text, len, hex);
+    if (st != GEM_OK) {
+        free(text);
+        if (why && why_cap)
+            snprintf(why, why_cap, "cannot digest the file");
+        return st;
+    }
+    json_error_t err;
+    json_t *d = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    if (!d) {
+        if (why && why_cap)
+            snprintf(why, why_cap, "not JSON: %s (line %d, column %d)", err.text, err.line,
+                     err.column);
+        return GEM_ERR_FORMAT;
+    }
+    if (!json_is_object(d)) {
+        json_decref(d);
+        if (why && why_cap)
+            snprintf(why, why_cap, "the top level is not a JSON object");
+        return GEM_ERR_FORMAT;
+    }
+    if (sha256)
+        memcpy(sha256, hex, sizeof hex);
+    *doc = d;
+    return GEM_OK;
 }

@@ -22,6 +22,29 @@ expect_fail() {
   fi
 }
 
+# expect_usage NAME TEXT COMMAND...: a usage, input or I/O problem: exit 2 and
+# exactly one line on stderr holding TEXT.
+expect_usage() {
+  local name="$1" text="$2"
+  shift 2
+  local rc=0
+  GEM_QUIET=1 "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || rc=$?
+  local lines
+  lines=$(wc -l <"$WORK/err.txt")
+  if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -qF -- "$text" "$WORK/err.txt"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: wanted exit 2 and one line with '$text'; got exit $rc, $lines line(s):" >&2
+    sed 's/^/     /' "$WORK/err.txt" >&2
+  fi
+}
+
+# no_control FILE: FILE holds no byte below 0x20 other than newline, and no DEL.
+no_control() {
+  ! LC_ALL=C grep -q "$(printf '[\001-\011\013-\037\177]')" "$1"
+}
+
 # expect_pass NAME COMMAND...
 expect_pass() {
   local name="$1"

@@ -2,7 +2,9 @@
 # gem analyze ceiling (analyze-fused-split-kv-ceiling.sh): hand-made profiles
 # built from the design's stage figures reproduce its attribution (global
 # attention 33.11% / 43.73% of whole-token time -> 9.06% / 6.86% required
-# reduction); one tampered copy per defect class is rejected with one line.
+# reduction); one tampered copy per defect class is rejected with one line,
+# samples beyond any real time included; a wrong number of profiles, a
+# missing file or an output over an input exit 2.
 #   usage: bash test_analyze_ceiling.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -50,6 +52,17 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["stages_ms"]["sco
 expect_fail digest "digest mismatch" A "$WORK/dg.json" "$P128"
 t swapped-schema "file swapped" set schema '"gem.resources.v1"'
 expect_fail swapped-context "file swapped" A "$P64" "$P64"
-expect_fail one-profile "missing field" A "$P64"
+expect_usage one-profile "1 stage profiles given" A "$P64"
+expect_usage three-profiles "3 stage profiles given" A "$P64" "$P128" "$P64"
+# Samples beyond any real time (1e308 ms overflowed the figures to inf and the
+# attribution was written without that context): refused, nothing written.
+t huge-sample "figure out of range" set whole_token_ms.0 1e308
+t huge-stage "figure out of range" set stages_ms.value.1 2e9
+t negative-sample "figure out of range" set stages_ms.score.2 -0.5
+check nothing-written-on-failure [ ! -e "$WORK/x.json" ]
+t tool-commit "wrong value" set tool.git_commit '"HEAD\nunknown"'
+t control-char "wrong value" set provenance '"made by hand\u001b[2J"'
+expect_usage missing-file "No such file" A "$WORK/none.json" "$P128"
+expect_usage out-is-input "same file as the input" A "$P64" "$P128" --out "$P64"
 
 summary test_analyze_ceiling

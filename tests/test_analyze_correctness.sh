@@ -2,9 +2,14 @@
 # gem analyze correctness (analyze-fused-split-kv-correctness.sh): the
 # committed CPU gate, a hand-made resource receipt, five hand-made operator
 # records whose input digests are the real seeded-input digests, and three
-# hand-made model records pass; without model records it says "model records
-# missing"; one tampered copy per defect class is rejected with one line; it
-# never reports promotion eligibility.
+# hand-made model records pass (both receipts re-analyzed, the merge check
+# rerun from its seed); without model records it says "model records
+# missing"; a wrong command line exits 2; one tampered copy per defect class
+# is rejected with one line: figures out of range or contradicting each
+# other, case ids that do not match their parameters, seeds that are not
+# decimal strings, and analyses that are not exactly the re-derived ones
+# (hand-written, edited, or of another receipt). It never reports promotion
+# eligibility.
 #   usage: bash test_analyze_correctness.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -27,7 +32,8 @@ run() {
     --resources-analysis "$WORK/resources-analysis.json" \
     --diff "$d0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
     --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
-    --model "$m0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" "$@"
+    --model "$m0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
+    --root "$WORK/root" "$@"
 }
 D0="$WORK/diff-8191.json"
 M0="$WORK/model-8191.json"
@@ -40,7 +46,7 @@ expect_fail no-models "model records missing" \
   A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
   --resources-analysis "$WORK/resources-analysis.json" \
   --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
-  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json"
+  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" --root "$WORK/root"
 
 d() { # d NAME CLASS OP PATH [VALUE]: tamper the 8191 operator record
   local name="$1" cls="$2"
@@ -49,6 +55,22 @@ d() { # d NAME CLASS OP PATH [VALUE]: tamper the 8191 operator record
   expect_fail "$name" "$cls" run "$WORK/$name.json" "$M0"
 }
 d diff-missing "missing field" del finite.candidate
+d diff-correlation-5 "figure out of range" set candidate_vs_reference.correlation 5.0
+d diff-nmse-negative "figure out of range" set reference_vs_double.nmse -1e-12
+d diff-max-abs-1e30 "figures disagree" set candidate_vs_reference.max_abs 1e30
+d diff-triangle "figures disagree" set candidate_vs_reference.max_abs 5e-7
+d diff-zero-nmse "figures disagree" set candidate_vs_double.nmse 0.0
+d diff-same-outputs "figures disagree" set output_sha256.candidate '"'"$(printf '1%.0s' $(seq 64))"'"'
+d diff-finite-flag "figures disagree" set finite.reference false
+d diff-unwritten "figure out of range" set unwritten.candidate -1
+d diff-case-backend "wrong value" set case_id '"diff-cuda-fused_p32_t4-vs-baseline_p16-live8191-f32-seed1"'
+d diff-case-length "wrong value" set case_id '"diff-cpu-fused_p32_t4-vs-baseline_p16-live8192-f32-seed1"'
+d diff-seed-integer "wrong type" set seeds.run 1
+d diff-seed-integers "wrong type" set seeds.q 80
+d diff-scale "wrong geometry" set geometry.scale 1.0
+d diff-threads "figure out of range" set threads 0
+d diff-tool-commit "wrong value" set tool.git_commit '"HEAD\nunknown"'
+d diff-control-char "wrong value" set device '"cpu\u001b]0;pwned\u0007"'
 d diff-extra "unexpected field" add notes '"x"'
 d diff-type "wrong type" set threads '"2"'
 d diff-geometry "wrong geometry" set geometry.n_kv_heads 8
@@ -71,6 +93,14 @@ m() { # m NAME CLASS OP PATH [VALUE]: tamper the 8191 model record
   expect_fail "$name" "$cls" run "$D0" "$WORK/$name.json"
 }
 m model-missing "missing field" del greedy.candidate_tokens
+m model-case-id "wrong value" set case_id '"model-gemma-4-31b-q4-boundary-0-ctx8192"'
+m model-top10-repeat "figures disagree" set baseline.top10.4 1000
+m model-token-range "figure out of range" set candidate.top10.3 -5
+m model-steps-range "figure out of range" set greedy.steps 5000
+# Identical logits (equal digests) cannot give a different top-10.
+$T "$M0" "$WORK/same-logits.json" set baseline.logits_sha256 '"'"$(printf '5%.0s' $(seq 64))"'"'
+$T "$WORK/same-logits.json" "$WORK/same-logits.json" set candidate.top10.9 99
+expect_fail model-logits-same "figures disagree" run "$D0" "$WORK/same-logits.json"
 m model-extra "unexpected field" add candidate.temperature 0.7
 m model-type "wrong type" set baseline.argmax '"1000"'
 m model-layers "wrong geometry" set model.n_layers 48
@@ -94,32 +124,89 @@ json.dump(d, open(sys.argv[2], "w"), indent=2)
 PY
 expect_fail model-threshold-greedy "threshold not met" run "$D0" "$WORK/short.json"
 
-# The CPU gate and resource analysis: swapped or altered files.
-expect_fail merge-analysis-swapped "file swapped" \
-  A --merge "$MR" --merge-analysis "$WORK/resources-analysis.json" \
-  --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
-  --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
-  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
-  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json"
-$T "$MR" "$WORK/mr.json" set tool.git_commit '"edited"'
-expect_fail merge-receipt-altered "file swapped" \
-  A --merge "$WORK/mr.json" --merge-analysis "$MA" \
-  --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
-  --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
-  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
-  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json"
+# The CPU gate and resource analysis: swapped, altered, hand-written files.
+# full ARGS...: the good command line with some files replaced, by role.
+full() {
+  local mr="$MR" ma="$MA" rr="$WORK/resources.json" ra="$WORK/resources-analysis.json"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      mr) mr="$2" ;; ma) ma="$2" ;; rr) rr="$2" ;; ra) ra="$2" ;;
+    esac
+    shift 2
+  done
+  A --merge "$mr" --merge-analysis "$ma" --resources "$rr" --resources-analysis "$ra" \
+    --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+    --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
+    --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
+    --root "$WORK/root"
+}
+expect_fail merge-analysis-swapped "file swapped" full ma "$WORK/resources-analysis.json"
+$T "$MR" "$WORK/mr.json" set tool.git_commit '"abcdef0"'
+expect_fail merge-receipt-altered "file swapped" full mr "$WORK/mr.json"
 $T "$WORK/resources.json" "$WORK/r2.json" set device.sm_count 114
-expect_fail resources-altered "file swapped" \
-  A --merge "$MR" --merge-analysis "$MA" \
-  --resources "$WORK/r2.json" --resources-analysis "$WORK/resources-analysis.json" \
-  --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+expect_fail resources-altered "file swapped" full rr "$WORK/r2.json"
+# A hand-written analysis: right schema, "pass", the receipt's digest.
+python3 - "$MR" "$WORK/hand.json" <<'PY'
+import hashlib, json, sys
+sha = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
+json.dump({"schema": "gem.analysis.merge_boundary.v1", "verdict": "pass",
+           "receipt": {"sha256": sha}}, open(sys.argv[2], "w"))
+PY
+expect_fail merge-analysis-handwritten "missing field" full ma "$WORK/hand.json"
+python3 - "$MR" "$MA" "$WORK/hand2.json" <<'PY'
+import hashlib, json, sys
+a = json.load(open(sys.argv[2]))
+json.dump({"schema": a["schema"], "tool": a["tool"], "verdict": "pass",
+           "receipt": a["receipt"]}, open(sys.argv[3], "w"))
+PY
+expect_fail merge-analysis-three-fields "missing field" full ma "$WORK/hand2.json"
+$T "$MA" "$WORK/ma-statement.json" set statement '"all good"'
+expect_fail merge-analysis-statement "wrong value" full ma "$WORK/ma-statement.json"
+$T "$MA" "$WORK/ma-recomputed.json" set digests_recomputed false
+expect_fail merge-analysis-not-recomputed "wrong value" full ma "$WORK/ma-recomputed.json"
+$T "$MA" "$WORK/ma-extra.json" add promotion '"eligible"'
+expect_fail merge-analysis-extra "unexpected field" full ma "$WORK/ma-extra.json"
+$T "$WORK/resources-analysis.json" "$WORK/ra-kernels.json" set kernels.0.name '"gem_other"'
+expect_fail resources-analysis-edited "wrong value" full ra "$WORK/ra-kernels.json"
+$T "$WORK/resources-analysis.json" "$WORK/ra-verdict.json" set verdict '"fail"'
+expect_fail resources-analysis-verdict "wrong value" full ra "$WORK/ra-verdict.json"
+# The receipt path an analysis names may differ (files move), and so may the
+# analyzer's own commit: such an analysis is accepted, and the gate goes on to
+# the records (here to a record whose input digest is wrong, so that the test
+# stops before the rerun of the merge check that the good case above pays).
+$T "$MA" "$WORK/ma-moved.json" set receipt.path '"elsewhere/merge-check.json"'
+$T "$WORK/ma-moved.json" "$WORK/ma-moved.json" set tool.git_commit '"0000000"'
+$T "$D0" "$WORK/d0-digest.json" set input_sha256.q '"'"$(printf 'd%.0s' $(seq 64))"'"'
+expect_fail merge-analysis-moved "digest mismatch" \
+  A --merge "$MR" --merge-analysis "$WORK/ma-moved.json" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "$WORK/d0-digest.json" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
   --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
-  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json"
-expect_fail four-diffs "missing field" \
+  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
+  --root "$WORK/root"
+check merge-analysis-moved-reached-records grep -q "d0-digest.json: input_sha256" "$WORK/err.txt"
+
+# The command line: missing inputs and wrong counts are usage errors (exit 2).
+expect_usage no-merge "--merge is required" \
+  A --merge-analysis "$MA" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" --root "$WORK/root"
+expect_usage four-diffs "4 --diff records given" \
   A --merge "$MR" --merge-analysis "$MA" \
   --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
   --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
   --diff "$WORK/diff-65536.json" \
-  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json"
+  --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
+  --root "$WORK/root"
+expect_usage two-models "2 --model records given" \
+  A --merge "$MR" --merge-analysis "$MA" \
+  --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "$D0" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
+  --model "$M0" --model "$WORK/model-8192.json" --root "$WORK/root"
+expect_usage missing-diff-file "cannot read the file" run "$WORK/no-such-diff.json" "$M0"
+expect_usage out-is-input "same file as the input" run "$D0" "$M0" --out "$WORK/diff-8192.json"
+check out-is-input-untouched grep -q '"gem.diff.v1"' "$WORK/diff-8192.json"
 
 summary test_analyze_correctness

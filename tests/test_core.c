@@ -20,6 +20,8 @@ static void test_status(void)
     }
     TCHECK(!strcmp(gem_status_str((gem_status)999), "unknown status"));
     TCHECK(!strcmp(gem_status_name(GEM_ERR_OVERFLOW), "overflow"));
+    TCHECK(!strcmp(gem_status_name(GEM_ERR_SCORE), "score"));
+    TCHECK(strstr(gem_status_str(GEM_ERR_SCORE), "finite") != NULL);
 }
 
 static void test_checked_sizes(void)
@@ -33,6 +35,11 @@ static void test_checked_sizes(void)
     TCHECK(r == 0);
     TCHECK_STATUS(gem_add_size(SIZE_MAX, 1, &r), GEM_ERR_OVERFLOW);
     TCHECK_STATUS(gem_add_size(SIZE_MAX - 1, 1, &r), GEM_OK);
+    /* A NULL result pointer is refused, whether or not the operation fits. */
+    TCHECK_STATUS(gem_mul_size(2, 3, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_mul_size(SIZE_MAX, 2, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_add_size(2, 3, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_add_size(SIZE_MAX, 2, NULL), GEM_ERR_NULL);
 }
 
 static void test_scratch_contract(void)
@@ -224,8 +231,109 @@ static void test_compare(void)
     b[2] = NAN;
     TCHECK_STATUS(gem_compare_f32_f32(b, a, 4, &c), GEM_OK);
     TCHECK(c.nonfinite == 1 && isnan(c.nmse) && isnan(c.correlation));
+    TCHECK(isnan(c.ref_var) && isnan(c.ref_mean_square));
     TCHECK_STATUS(gem_compare_f32_f32(b, a, 0, &c), GEM_ERR_PARAM);
     TCHECK_STATUS(gem_compare_f32_f64(a, NULL, 4, &c), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_compare_f32_f64(NULL, r, 4, &c), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_compare_f32_f64(a, r, 4, NULL), GEM_ERR_NULL);
+    /* Reference spread and magnitude: ref 1, 2, 3, 4. */
+    TCHECK_STATUS(gem_compare_f32_f64(a, r, 4, &c), GEM_OK);
+    TCHECK(c.ref_var == 1.25 && c.ref_mean_square == 7.5);
+    /* The correlation never leaves [-1, 1], for any data. */
+    float x[64], y[64];
+    int in_range = 1;
+    for (uint64_t seed = 1; seed < 200; seed++) {
+        gem_fill_uniform(seed, -1.0f, 1.0f, x, 64);
+        for (int i = 0; i < 64; i++)
+            y[i] = seed % 2 ? x[i] * 3.0f + 1e-7f * (float)i : -x[i];
+        TCHECK_STATUS(gem_compare_f32_f32(y, x, 64, &c), GEM_OK);
+        in_range &= c.correlation >= -1.0 && c.correlation <= 1.0;
+    }
+    TCHECK(in_range);
+}
+
+static void test_gate(void)
+{
+    enum { N = 512 };
+    static float got[N];
+    static double ref[N];
+    gem_compare c;
+    gem_gate g;
+    /* A reference with a pattern: the correlation decides. */
+    gem_fill_uniform(3, -1.0f, 1.0f, got, N);
+    for (int i = 0; i < N; i++)
+        ref[i] = got[i];
+    TCHECK_STATUS(gem_compare_f32_f64(got, ref, N, &c), GEM_OK);
+    TCHECK_STATUS(gem_gate_compare(&c, 0.9999, 1e-4, &g), GEM_OK);
+    TCHECK(g.pass && g.finite && !g.near_constant && g.shape_ok && g.nmse_ok);
+    for (int i = 0; i < N; i++) /* the pattern reversed, same size */
+        ref[i] = -got[i];
+    gem_compare_f32_f64(got, ref, N, &c);
+    gem_gate_compare(&c, 0.9999, 1e-4, &g);
+    TCHECK(!g.pass && !g.shape_ok && !g.near_constant);
+
+    /* A nearly constant reference (spread 1e-9 of its size) and a route whose
+     * output is that constant to within float rounding: the correlation is
+     * noise, the relative error passes. */
+    for (int i = 0; i < N; i++) {
+        ref[i] = 0.5 + 1e-9 * (double)((i * 7919) % 13);
+        got[i] = (float)(0.5 + 1e-9 * (double)((i * 104729) % 11));
+    }
+    TCHECK_STATUS(gem_compare_f32_f64(got, ref, N, &c), GEM_OK);
+    TCHECK(c.correlation < 0.9999 && c.nmse < 1e-12);
+    TCHECK_STATUS(gem_gate_compare(&c, 0.9999, 1e-4, &g), GEM_OK);
+    TCHECK(g.pass && g.near_constant && g.shape_ok);
+    /* The same reference and a route 10% off: the relative error fails even
+     * where NMSE is loose enough to let it through. */
+    for (int i = 0; i < N; i++)
+        got[i] = 0.55f;
+    gem_compare_f32_f64(got, ref, N, &c);
+    gem_gate_compare(&c, 0.9999, 1.0, &g);
+    TCHECK(!g.pass && g.near_constant && !g.shape_ok && g.nmse_ok);
+    /* An all-zero reference is nearly constant: only an exact zero passes. */
+    for (int i = 0; i < N; i++) {
+        ref[i] = 0.0;
+        got[i] = 0.0f;
+    }
+    gem_compare_f32_f64(got, ref, N, &c);
+    gem_gate_compare(&c, 0.9999, 1e-4, &g);
+    TCHECK(g.pass && g.near_constant);
+    got[5] = 1e-30f;
+    gem_compare_f32_f64(got, ref, N, &c);
+    gem_gate_compare(&c, 0.9999, 1e-4, &g);
+    TCHECK(!g.pass);
+    /* Non-finite figures fail; bad thresholds and NULLs are refused. */
+    got[5] = NAN;
+    gem_compare_f32_f64(got, ref, N, &c);
+    gem_gate_compare(&c, 0.9999, 1e-4, &g);
+    TCHECK(!g.pass && !g.finite);
+    gem_compare bad = {N, 0, 1.0, NAN, 0.0, 1.0, 1.0};
+    gem_gate_compare(&bad, 0.9999, 1e-4, &g);
+    TCHECK(!g.pass && !g.finite);
+    gem_gate untouched = {7, 7, 7, 7, 7};
+    g = untouched;
+    TCHECK_STATUS(gem_gate_compare(&c, 1.5, 1e-4, &g), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_gate_compare(&c, NAN, 1e-4, &g), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_gate_compare(&c, 0.9, -1.0, &g), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_gate_compare(&c, 0.9, INFINITY, &g), GEM_ERR_PARAM);
+    TCHECK(!memcmp(&g, &untouched, sizeof g));
+    TCHECK_STATUS(gem_gate_compare(NULL, 0.9, 1e-4, &g), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_gate_compare(&c, 0.9, 1e-4, NULL), GEM_ERR_NULL);
+}
+
+static void test_memory(void)
+{
+    uint64_t avail = 0;
+    gem_status st = gem_mem_available(&avail);
+    TCHECK(st == GEM_OK || st == GEM_ERR_UNSUPPORTED);
+    if (st == GEM_OK) {
+        TCHECK(avail > 0);
+        TCHECK_STATUS(gem_mem_check(1, NULL), GEM_OK);
+        uint64_t told = 0;
+        TCHECK_STATUS(gem_mem_check(UINT64_MAX, &told), GEM_ERR_NOMEM);
+        TCHECK(told > 0 && told < UINT64_MAX);
+    }
+    TCHECK_STATUS(gem_mem_available(NULL), GEM_ERR_NULL);
 }
 
 static void test_guard(void)
@@ -248,6 +356,14 @@ static void test_guard(void)
     TCHECK(unwritten == 10 && ok);
     gem_guard_free(p);
     TCHECK(gem_guard_alloc(SIZE_MAX / 2) == NULL);
+    /* NULL buffers: nothing is written, nothing is vouched for. */
+    gem_guard_poison(NULL, 10);
+    unwritten = 0;
+    ok = 1;
+    gem_guard_check(NULL, 10, &unwritten, &ok);
+    TCHECK(unwritten == 10 && !ok);
+    gem_guard_check(NULL, 10, NULL, NULL);
+    gem_fill_uniform(1, -1.0f, 1.0f, NULL, 10);
 }
 
 int main(void)
@@ -260,6 +376,8 @@ int main(void)
     test_names();
     test_inputs_and_digests();
     test_compare();
+    test_gate();
     test_guard();
+    test_memory();
     return tcheck_summary("test_core");
 }

@@ -211,6 +211,111 @@ static void test_invalid_states(void)
     TCHECK_STATUS(gem_online_merge(D, 0.1f, 1.0f, NULL, 0.2f, 1.0f, good_o, &m, &s, o), GEM_ERR_NULL);
 }
 
+/* Valid states whose merge or finalization overflows float: every such
+ * result is refused and nothing is written, so GEM_OK always means a valid
+ * state (classes: S overflows, an O element overflows, O / S overflows). */
+static void test_results_validated(void)
+{
+    enum { D = 4 };
+    const float big = 3.0e38f;
+    struct {
+        const char *what;
+        float ma, sa, oa[D], mb, sb, ob[D];
+    } merges[] = {
+        {"S overflows", 1.0f, big, {0, 0, 0, 0}, 1.0f, big, {0, 0, 0, 0}},
+        {"O overflows", 1.0f, 1.0f, {0, big, 0, 0}, 1.0f, 1.0f, {0, big, 0, 0}},
+        {"O overflows (negative)", 2.0f, 1.0f, {0, 0, 0, -big}, 2.0f, 2.0f, {0, 0, 0, -big}},
+    };
+    for (size_t i = 0; i < sizeof merges / sizeof merges[0]; i++) {
+        float mo = 5.0f, so = 6.0f, out[D] = {7, 7, 7, 7};
+        TCHECK_STATUS(gem_online_merge(D, merges[i].ma, merges[i].sa, merges[i].oa, merges[i].mb,
+                                       merges[i].sb, merges[i].ob, &mo, &so, out),
+                      GEM_ERR_STATE);
+        int untouched = mo == 5.0f && so == 6.0f;
+        for (int j = 0; j < D; j++)
+            untouched &= out[j] == 7.0f;
+        if (!TCHECK(untouched))
+            fprintf(stderr, "     merge wrote a result for: %s\n", merges[i].what);
+        /* In place (o_out aliasing oa): the input is untouched too. */
+        float inplace[D];
+        memcpy(inplace, merges[i].oa, sizeof inplace);
+        TCHECK_STATUS(gem_online_merge(D, merges[i].ma, merges[i].sa, inplace, merges[i].mb,
+                                       merges[i].sb, merges[i].ob, &mo, &so, inplace),
+                      GEM_ERR_STATE);
+        TCHECK(!memcmp(inplace, merges[i].oa, sizeof inplace));
+    }
+    /* A merge that stays in range is valid and exact. */
+    const float oa[D] = {1, 2, 3, 4}, ob[D] = {4, 3, 2, 1};
+    float mo, so, out[D];
+    TCHECK_STATUS(gem_online_merge(D, 0.0f, 1.0f, oa, 0.0f, 1.0f, ob, &mo, &so, out), GEM_OK);
+    TCHECK(so == 2.0f && out[0] == 5.0f && gem_online_state_check(D, mo, so, out) == GEM_OK);
+    /* Finalize: a valid state whose quotient overflows (S tiny, O large). */
+    const float ol[D] = {1e30f, 0, 0, 0};
+    float fin[D] = {9, 9, 9, 9};
+    TCHECK_STATUS(gem_online_state_check(D, 0.0f, 1e-20f, ol), GEM_OK);
+    TCHECK_STATUS(gem_online_finalize(D, 0.0f, 1e-20f, ol, fin), GEM_ERR_STATE);
+    TCHECK(fin[0] == 9.0f && fin[3] == 9.0f);
+    TCHECK_STATUS(gem_online_finalize(D, 0.0f, 1.0f, NULL, fin), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_online_merge(D, 0.1f, 1.0f, oa, 0.2f, 1.0f, NULL, &mo, &so, out),
+                  GEM_ERR_NULL);
+}
+
+/* Scores that overflow float with finite inputs are GEM_ERR_SCORE (not
+ * "non-finite input", not "state"); a non-finite input is GEM_ERR_NONFINITE;
+ * the output is never written. */
+static void test_score_overflow(void)
+{
+    gem_attn_shape s = {.n_q_heads = 2, .n_kv_heads = 1, .dk = 4, .dv = 3, .live = 5,
+                        .capacity = 5, .scale = 1.0f};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 9, &in), GEM_OK);
+    for (int i = 0; i < 4; i++) {
+        in.q[i] = 1e30f;
+        in.k[2 * 4 + i] = 1e30f; /* token 2: q.k = 4e60 */
+    }
+    TCHECK_STATUS(gem_attn_check_finite(&s, &in.in), GEM_OK);
+    float out[6] = {1, 1, 1, 1, 1, 1}, m[2], sd[2], o[6];
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, 2, out, 6), GEM_ERR_SCORE);
+    TCHECK(out[0] == 1.0f && out[5] == 1.0f);
+    TCHECK_STATUS(gem_online_partial(&s, &in.in, 0, 5, m, sd, 2, o, 6), GEM_ERR_SCORE);
+    TCHECK_STATUS(gem_online_partial(&s, &in.in, 3, 5, m, sd, 2, o, 6), GEM_OK);
+    /* The scale alone can overflow a score of finite, moderate inputs. */
+    gem_inputs_free(&in);
+    s.scale = 3.0e38f;
+    TCHECK_STATUS(gem_inputs_make(&s, 9, &in), GEM_OK);
+    for (int i = 0; i < 4 * 5; i++)
+        in.k[i] = 1.0f;
+    for (int i = 0; i < 8; i++)
+        in.q[i] = 1.0f;
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, 1, out, 6), GEM_ERR_SCORE);
+    /* A NaN in k is a non-finite input, reported as such by the partial too. */
+    s.scale = 1.0f;
+    in.k[3] = NAN;
+    TCHECK_STATUS(gem_online_partial(&s, &in.in, 0, 5, m, sd, 2, o, 6), GEM_ERR_NONFINITE);
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, 1, out, 6), GEM_ERR_NONFINITE);
+    TCHECK(out[0] == 1.0f);
+    gem_inputs_free(&in);
+}
+
+/* P has an upper bound; empty partitions are skipped with the same bits. */
+static void test_partition_bound(void)
+{
+    gem_attn_shape s = fixture_shape();
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 7, &in), GEM_OK);
+    size_t n = (size_t)(s.n_q_heads * s.dv);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, 13, a, n), GEM_OK);
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, GEM_MAX_PARTITIONS, b, n), GEM_OK);
+    TCHECK(!memcmp(a, b, n * sizeof(float))); /* P > live: one token per non-empty partition */
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, GEM_MAX_PARTITIONS + 1, b, n), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, INT64_MAX, b, n), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_attn_online(&s, &in.in, 0, b, n), GEM_ERR_PARAM);
+    free(a);
+    free(b);
+    gem_inputs_free(&in);
+}
+
 static void test_partition_ranges(void)
 {
     static const int64_t lives[] = {0, 1, 2, 13, 31, 32, 33, 8191, 8192, 8193, 131072};
@@ -280,5 +385,8 @@ int main(void)
     test_invalid_states();
     test_partition_ranges();
     test_gqa_mapping();
+    test_results_validated();
+    test_score_overflow();
+    test_partition_bound();
     return tcheck_summary("test_online");
 }

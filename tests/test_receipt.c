@@ -40,7 +40,7 @@ static void test_geometry_compare(void)
     json_decref(g);
     TCHECK(gem_receipt_geometry(NULL) == NULL);
 
-    gem_compare c = {10, 1, NAN, INFINITY, 0.5};
+    gem_compare c = {10, 1, NAN, INFINITY, 0.5, 0.25, 0.5};
     json_t *j = gem_receipt_compare(&c);
     TCHECK(json_object_size(j) == 5);
     TCHECK(json_integer_value(json_object_get(j, "nonfinite")) == 1);

@@ -2,8 +2,10 @@
  * gem analyzers: fail-closed validation of receipts and records, and the
  * strict JSON field checks they share. Each analyzer returns 0 when the
  * input passes, 1 on the first defect (ctx->msg then holds ONE line naming
- * the file, the field and the defect), 2 on a usage or I/O problem of the
- * analyzer itself. docs/gates.md lists what each one checks.
+ * the file, the field and the defect), and sets ctx->io when the problem is
+ * the analyzer's own usage, input or I/O (a missing or unreadable file, a
+ * wrong number of inputs): the command then exits 2 instead of 1.
+ * docs/gates.md lists what each one checks.
  */
 #ifndef GEM_ANALYZE_H
 #define GEM_ANALYZE_H
@@ -25,33 +27,50 @@
 #define AN_SWAPPED "file swapped"
 #define AN_VERDICT "verdict disagrees with the figures"
 #define AN_VALUE "wrong value"
+#define AN_RANGE "figure out of range"          /* outside its mathematical or physical range */
+#define AN_INCONSISTENT "figures disagree"      /* two figures that cannot both hold */
+#define AN_REPRODUCE "not reproduced"           /* differs from the analyzer's recomputation */
+#define AN_PATH "unsafe path"                   /* a bound file outside --root, or not regular */
+#define AN_MALFORMED "malformed document"       /* not JSON, or not an object at the top */
 
 typedef struct an_ctx {
     const char *file; /* label of the document being checked (its path) */
-    char msg[1024];   /* the first defect, one line, no newline */
+    char msg[1024];   /* the first defect, one line, control characters escaped */
     int failed;
+    int io;           /* the failure is usage / input / I/O: exit 2, not 1 */
 } an_ctx;
 
-/* Records the first defect: "<file>: <path>: <class>: <detail>". Returns -1. */
+/* Records the first defect: "<file>: <path>: <class>: <detail>", escaped
+ * for one terminal line. Returns -1. */
 int an_fail(an_ctx *c, const char *path, const char *cls, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Loads a JSON file (object at the top). 0, or -1 with ctx->msg set. */
-int an_load(an_ctx *c, const char *path, json_t **out);
+/* Records a usage, input or I/O problem ("<file>: <detail>"); sets c->io so
+ * the command exits 2. Returns -1. */
+int an_io(an_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* SHA-256 of the file at `path` into sha (65 bytes). 0, or -1 with ctx->msg
- * set ("unreadable") when the file cannot be read. */
-int an_digest(an_ctx *c, const char *path, char sha[65]);
+/* Loads a JSON file once (at most GEM_FILE_MAX_JSON_BYTES, regular files
+ * only) and digests the same bytes: *out (an object) and sha (65 bytes, may
+ * be NULL). A file that cannot be read is an_io; one that is not JSON or not
+ * an object is AN_MALFORMED. 0, or -1 with ctx set. */
+int an_load(an_ctx *c, const char *path, json_t **out, char sha[65]);
 
 /* `o` (at `path`) must be an object with exactly the n keys given. */
 int an_keys(an_ctx *c, const json_t *o, const char *path, const char *const *keys, size_t n);
 
 /* Typed getters of field `key` of object `o` at `path`. Each fails (-1) for a
- * missing field or a wrong JSON type; an_real also for null / non-finite. */
+ * missing field or a wrong JSON type; an_real also for null / non-finite;
+ * an_str also for a string holding NUL or an ASCII control character. */
 int an_int(an_ctx *c, const json_t *o, const char *path, const char *key, int64_t *out);
 int an_real(an_ctx *c, const json_t *o, const char *path, const char *key, double *out);
 int an_bool(an_ctx *c, const json_t *o, const char *path, const char *key, int *out);
 int an_str(an_ctx *c, const json_t *o, const char *path, const char *key, const char **out);
+/* an_int within [lo, hi], else AN_RANGE naming the bounds. */
+int an_int_in(an_ctx *c, const json_t *o, const char *path, const char *key, int64_t lo,
+              int64_t hi, int64_t *out);
+/* an_real within [lo, hi], else AN_RANGE naming the bounds. */
+int an_real_in(an_ctx *c, const json_t *o, const char *path, const char *key, double lo,
+               double hi, double *out);
 /* A 64-character lower-case hex SHA-256. */
 int an_sha(an_ctx *c, const json_t *o, const char *path, const char *key, const char **out);
 /* A u64 seed written as a decimal string (gem_receipt_u64). */
@@ -67,26 +86,50 @@ int an_int_eq(an_ctx *c, const json_t *o, const char *path, const char *key, int
 int an_str_eq(an_ctx *c, const json_t *o, const char *path, const char *key, const char *want,
               const char *cls);
 
-/* Checks the tool object {"name","version","git_commit"}; name must be `name`. */
+/* Checks the tool object {"name","version","git_commit"}: name must be
+ * `name` (else AN_SWAPPED), version "MAJOR.MINOR.PATCH" in decimal, git_commit
+ * a commit id (cli_commit_ok: 7-40 hex digits, "-dirty" allowed, or
+ * "unknown"). */
 int an_tool(an_ctx *c, const json_t *doc, const char *name);
 /* The schema field must equal `schema`; otherwise AN_SWAPPED. */
 int an_schema(an_ctx *c, const json_t *doc, const char *schema);
 
+/* An analysis `given` must be exactly the one the analyzer derives now
+ * (`want`, built for the same receipt path): the same fields, the same
+ * values, except tool.version and tool.git_commit, which must only be well
+ * formed. A different receipt digest is AN_SWAPPED, any other difference
+ * AN_VALUE; so a hand-written or edited analysis never passes. */
+int an_analysis_matches(an_ctx *c, const json_t *given, const json_t *want);
+
 /* ---- analyzers ------------------------------------------------------------- */
 
 typedef struct an_opts {
-    int recompute_digests; /* 1: regenerate inputs from seeds and compare digests */
-    const char *root;      /* directory that relative source/binary paths are under */
+    int recompute;      /* 1: recompute what is bound (inputs from seeds, outputs and
+                           figures of the merge check, files under root) */
+    const char *root;   /* directory that relative source/binary paths are under */
+    int64_t threads;    /* worker threads for recomputation (>= 1) */
 } an_opts;
 
-/* Merge-check receipt (gem.merge_check.v1). On pass, *analysis (may be NULL)
- * receives the analysis document (gem.analysis.merge_boundary.v1). */
+/* Merge-check receipt (gem.merge_check.v1): structure, geometry, ranges,
+ * consistency, gates and verdicts, then (o->recompute) every case rerun from
+ * its seed with exact comparison of input and output digests and figures. */
 int an_merge_boundary_doc(an_ctx *c, const json_t *doc, const an_opts *o);
+/* Loads path and checks it; on pass, *analysis (may be NULL) receives the
+ * analysis document (gem.analysis.merge_boundary.v1). sha (may be NULL)
+ * receives the receipt's digest. */
 int an_merge_boundary(an_ctx *c, const char *path, const an_opts *o, json_t **analysis);
+/* The gem.analysis.merge_boundary.v1 document of a receipt that passed:
+ * `doc` at `path` with digest `sha`, written by the analyzer at `commit`
+ * (NULL: "unknown"). NULL when out of memory. */
+json_t *an_merge_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                const char *commit);
 
 /* Resource receipt (gem.resources.v1). */
 int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o);
 int an_resources(an_ctx *c, const char *path, const an_opts *o, json_t **analysis);
+/* The gem.analysis.resources.v1 document of a receipt that passed (as above). */
+json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                    const char *commit);
 
 /* One operator differential record (gem.diff.v1) expected at `live` tokens. */
 int an_diff_doc(an_ctx *c, const json_t *doc, int64_t live, const an_opts *o);

@@ -32,6 +32,9 @@
 #define CEIL_MIN_REPS 3
 #define CEIL_MAX_SAMPLES 100000
 #define CEIL_TOTAL_TOL 1e-6 /* relative, per sample */
+/* No sample of a model step or a stage can take 1e9 ms (11.6 days); the bound
+ * also keeps every sum and ratio below finite-double overflow. */
+#define CEIL_MAX_MS 1e9
 
 static const char *const top_keys[] = {"schema",      "tool",        "selector",
                                        "geometry",    "model",       "context",
@@ -76,8 +79,9 @@ static int samples(an_ctx *c, const json_t *o, const char *path, const char *key
         double v = json_number_value(x);
         if (!isfinite(v))
             return an_fail(c, p, AN_NONFINITE, "sample %zu", i);
-        if (!(v >= 0.0))
-            return an_fail(c, p, AN_VALUE, "sample %zu is negative", i);
+        if (!(v >= 0.0 && v <= CEIL_MAX_MS))
+            return an_fail(c, p, AN_RANGE, "sample %zu, %.17g ms, is outside [0, %g] ms", i, v,
+                           CEIL_MAX_MS);
         out[i] = v;
     }
     return 0;
@@ -96,20 +100,31 @@ static int samples_digest(const json_t *doc, char hex[65])
                                json_object_get(doc, "whole_token_ms")};
     static const char *const names[6] = {"score", "normalize", "value", "reduce",
                                          "attention_total_ms", "whole_token_ms"};
-    size_t cap = 64, len = 0;
+    /* "%.17g" of a double is at most 24 characters; 32 per value and per name
+     * leave room for the separators. The counts are bounded by the caller. */
+    size_t cap = 64;
     for (int k = 0; k < 6; k++)
         cap += 32 + 32 * json_array_size(series[k]);
     char *t = malloc(cap);
     if (!t)
         return -1;
-    for (int k = 0; k < 6; k++) {
-        len += (size_t)snprintf(t + len, cap - len, "%s:", names[k]);
-        for (size_t i = 0; i < json_array_size(series[k]); i++)
-            len += (size_t)snprintf(t + len, cap - len, "%s%.17g", i ? "," : "",
-                                    json_number_value(json_array_get(series[k], i)));
-        len += (size_t)snprintf(t + len, cap - len, "\n");
+    size_t len = 0;
+    int ok = 1;
+    for (int k = 0; k < 6 && ok; k++) {
+        int w = snprintf(t + len, cap - len, "%s:", names[k]);
+        ok = w > 0 && (size_t)w < cap - len;
+        len += ok ? (size_t)w : 0;
+        for (size_t i = 0; ok && i < json_array_size(series[k]); i++) {
+            w = snprintf(t + len, cap - len, "%s%.17g", i ? "," : "",
+                         json_number_value(json_array_get(series[k], i)));
+            ok = w > 0 && (size_t)w < cap - len;
+            len += ok ? (size_t)w : 0;
+        }
+        w = ok ? snprintf(t + len, cap - len, "\n") : -1;
+        ok = ok && w > 0 && (size_t)w < cap - len;
+        len += ok ? (size_t)w : 0;
     }
-    int rc = gem_sha256_hex(t, len, hex) == GEM_OK ? 0 : -1;
+    int rc = ok && gem_sha256_hex(t, len, hex) == GEM_OK ? 0 : -1;
     free(t);
     return rc;
 }
@@ -208,6 +223,22 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
         goto out;
     }
     f->required_pct = 100.0 * CEIL_FLOOR_PCT / f->share_pct;
+    /* Every figure written is finite and a true share lies in (0, 100]. */
+    const double all[] = {f->stage_ms[0], f->stage_ms[1], f->stage_ms[2], f->stage_ms[3],
+                          f->attention_ms, f->whole_ms, f->share_pct, f->score_share_pct,
+                          f->required_pct};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (!isfinite(all[k])) {
+            an_fail(c, "stages_ms", AN_NONFINITE, "a derived figure is not finite");
+            goto out;
+        }
+    if (!(f->share_pct <= 100.0 && f->score_share_pct <= f->share_pct)) {
+        an_fail(c, "whole_token_ms", AN_INCONSISTENT,
+                "the median attention share %.6g%% (score %.6g%%) is not a share of the "
+                "median whole token",
+                f->share_pct, f->score_share_pct);
+        goto out;
+    }
     rc = 0;
 out:
     free(buf);
@@ -227,18 +258,24 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
     (void)o;
     if (n != 2) {
         c->file = "(command line)";
-        return an_fail(c, "profiles", AN_MISSING,
-                       "%zu stage profiles given, one at 65536 and one at 131072 are required", n);
+        return an_io(c, "%zu stage profiles given, one at 65536 and one at 131072 are required",
+                     n),
+               1;
     }
     ceiling_fig f[2];
     int seen[2] = {0, 0};
     json_t *bound = json_array();
     json_t *ctxs = json_array();
     int rc = 1;
+    if (!bound || !ctxs) {
+        an_io(c, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *doc = NULL;
+        char sha[65];
         c->file = paths[i];
-        if (an_load(c, paths[i], &doc))
+        if (an_load(c, paths[i], &doc, sha))
             goto out;
         const json_t *cx = json_object_get(doc, "context");
         int at = -1;
@@ -260,48 +297,58 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
         json_decref(doc);
         if (bad)
             goto out;
-        char sha[65];
-        if (an_digest(c, paths[i], sha))
+        if (json_array_append_new(bound, json_pack("{s:I, s:s, s:s}", "context",
+                                                   (json_int_t)contexts[at], "path", paths[i],
+                                                   "sha256", sha))) {
+            an_io(c, "out of memory");
             goto out;
-        json_array_append_new(bound, json_pack("{s:I, s:s, s:s}", "context",
-                                               (json_int_t)contexts[at], "path", paths[i],
-                                               "sha256", sha));
+        }
     }
     for (int k = 0; k < 2; k++) {
         const ceiling_fig *x = &f[k];
-        json_array_append_new(
-            ctxs, json_pack("{s:I, s:I, s:I, s:I, s:{s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, "
-                            "s:f, s:f, s:f}",
-                            "context", (json_int_t)x->context, "repetitions", (json_int_t)x->reps,
-                            "samples", (json_int_t)(x->reps * x->per_rep),
-                            "global_attention_calls", (json_int_t)x->calls, "stage_median_ms",
-                            "score", x->stage_ms[0], "normalize", x->stage_ms[1], "value",
-                            x->stage_ms[2], "reduce", x->stage_ms[3], "attention_median_ms",
-                            x->attention_ms, "whole_token_median_ms", x->whole_ms,
-                            "global_attention_share", x->share_pct / 100.0,
-                            "global_attention_share_pct", round2(x->share_pct),
-                            "score_share_pct", round2(x->score_share_pct),
-                            "admission_floor_pct", CEIL_FLOOR_PCT, "required_reduction",
-                            x->required_pct / 100.0, "required_reduction_pct",
-                            round2(x->required_pct)));
+        /* json_pack fails on a non-finite real: that is a failure, never a
+         * silently missing context. */
+        json_t *e = json_pack(
+            "{s:I, s:I, s:I, s:I, s:{s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "context", (json_int_t)x->context, "repetitions", (json_int_t)x->reps, "samples",
+            (json_int_t)(x->reps * x->per_rep), "global_attention_calls", (json_int_t)x->calls,
+            "stage_median_ms", "score", x->stage_ms[0], "normalize", x->stage_ms[1], "value",
+            x->stage_ms[2], "reduce", x->stage_ms[3], "attention_median_ms", x->attention_ms,
+            "whole_token_median_ms", x->whole_ms, "global_attention_share", x->share_pct / 100.0,
+            "global_attention_share_pct", round2(x->share_pct), "score_share_pct",
+            round2(x->score_share_pct), "admission_floor_pct", CEIL_FLOOR_PCT,
+            "required_reduction", x->required_pct / 100.0, "required_reduction_pct",
+            round2(x->required_pct));
+        if (!e || json_array_append_new(ctxs, e)) {
+            c->file = paths[0];
+            an_fail(c, "contexts", AN_NONFINITE, "the attribution at %" PRId64 " cannot be "
+                    "written (a figure is not finite)", x->context);
+            goto out;
+        }
     }
     rc = 0;
     if (analysis) {
         json_t *a = gem_receipt_new("gem.ceiling.v1", "gem analyze ceiling", cli_git_commit());
-        json_object_set(a, "profiles", bound);
-        json_object_set(a, "contexts", ctxs);
-        json_object_set_new(a, "formula",
-                            json_string("share = calls * median(attention) / median(whole token); "
-                                        "required reduction = floor / share"));
-        json_object_set_new(a, "promotion_claim", json_false());
-        json_object_set_new(a, "statement",
-                            json_string("Attribution only: the largest whole-token fraction a "
-                                        "global-attention change could affect, and the cut it "
-                                        "needs to clear the 3% admission floor. It does not "
-                                        "predict a gain (compulsory K/V reads, dot products, "
-                                        "exponentials and reductions remain) and is not a "
-                                        "promotion claim."));
-        *analysis = a;
+        int bad =
+            !a || json_object_set(a, "profiles", bound) || json_object_set(a, "contexts", ctxs) ||
+            json_object_set_new(a, "formula",
+                                json_string("share = calls * median(attention) / median(whole "
+                                            "token); required reduction = floor / share")) ||
+            json_object_set_new(a, "promotion_claim", json_false()) ||
+            json_object_set_new(
+                a, "statement",
+                json_string("Attribution only: the largest whole-token fraction a "
+                            "global-attention change could affect, and the cut it needs to clear "
+                            "the 3% admission floor. It does not predict a gain (compulsory K/V "
+                            "reads, dot products, exponentials and reductions remain) and is not "
+                            "a promotion claim."));
+        if (bad) {
+            json_decref(a);
+            an_io(c, "out of memory building the attribution");
+            rc = 1;
+        } else {
+            *analysis = a;
+        }
     }
 out:
     json_decref(bound);

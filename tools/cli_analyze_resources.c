@@ -1,30 +1,163 @@
 /*
  * `gem analyze resources`: the fail-closed consumer of a CUDA compiled-
- * resource receipt (gem.resources.v1, written by `gem resources`). It binds
- * the D512 / P32 / tile4 / F32 / no-window geometry, the 2,105,344-byte
- * scratch contract, compute capability 9.0, the fused first pass (warp 32,
- * >= 256 launchable threads, exactly 256 dispatched in 8 warps, exactly
- * 16,384 dynamic shared bytes) and reducer (warp 32, >= 256 launchable,
- * exactly 256 dispatched, no dynamic shared memory), static + dynamic shared
- * <= 32 KiB, zero local (spill) bytes, at least one resident block, and the
- * source and binary digests of the files named. Passing means only
- * "compilable and launchable".
+ * resource receipt (written by `gem resources`). Everything a schema fixes
+ * is in one table (res_schema): the geometry, the kernel roles in their
+ * order with the symbol each must have and the launch contract of the fused
+ * kernels, and the gates by name with the rule that recomputes each one from
+ * the receipt's own figures. gem.resources.v1 describes the design's
+ * candidate (P = 32, tile 4); a second schema is a second table entry.
+ *
+ * It checks, in order: schema and tool; the device (compute capability 9.0,
+ * warp 32 and the architecture's limits, which bound every figure so no sum
+ * can overflow); the geometry and the 2,105,344-byte scratch contract; the
+ * kernels (exactly the schema's roles in its order, their symbols, every
+ * figure within the architecture's limits, at most as many resident blocks as
+ * threads, registers and shared memory allow, no local memory, and the fused
+ * kernels' fixed launch contract); the sources (src/cuda/<name>.cu, sorted,
+ * unique) and the binary (not a source); the gates (exactly the schema's
+ * names, each equal to its recomputation) and the verdict; and finally the
+ * files under --root: every listed source and the binary digested inside the
+ * root (no symlink out, regular files only, at most GEM_FILE_MAX_DIGEST_BYTES),
+ * the source list complete against every src/cuda .cu file there, the binary an ELF
+ * file. Passing means only "compilable and launchable".
  */
+#define _XOPEN_SOURCE 700 /* realpath */
+
+#include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze.h"
 #include "cli.h"
 #include "gem/attn.h"
 #include "gem/check.h"
+#include "gem/file.h"
 #include "gem/receipt.h"
 
 #define NKEYS(a) (sizeof(a) / sizeof((a)[0]))
-#define RES_SHARED_BUDGET 32768
-#define RES_THREADS 256
-#define RES_TILE4_DYNAMIC 16384
+#define RES_MAX_SOURCES 64
+
+/* ---- what a CUDA 9.0 device allows (cannot be exceeded by a true receipt) ---- */
+#define SM90_MAX_THREADS_PER_BLOCK 1024
+#define SM90_MAX_THREADS_PER_SM 2048
+#define SM90_MAX_BLOCKS_PER_SM 32
+#define SM90_MAX_REGS_PER_THREAD 255
+#define SM90_REGS_PER_SM 65536
+#define SM90_REG_ALLOC_UNIT 256      /* registers, allocated per warp */
+#define SM90_MAX_STATIC_SHARED 49152 /* per block, without opt-in */
+#define SM90_SHARED_PER_SM 233472    /* 228 KiB */
+#define SM90_RESERVED_SHARED 1024    /* per resident block */
+#define SM90_MAX_SMS 1024
+
+/* The receipt's figures, once their ranges are known. */
+typedef struct res_kernel {
+    const char *name;
+    int64_t max_threads, stat, dyn, regs, local, threads, warps, warp, active;
+} res_kernel;
+
+typedef struct res_facts {
+    int64_t major, minor, warp, partitions, tile;
+    res_kernel k[8];
+    size_t n;
+} res_facts;
+
+/* A kernel role: its symbol, and the launch the design fixes (fused only). */
+typedef struct res_role {
+    const char *role;
+    const char *names[3];  /* accepted symbols; "first_pass" means the first-pass pattern */
+    int fused;             /* the design's fixed contract applies */
+    int64_t threads;       /* exact threads dispatched (fused) */
+    int64_t dynamic;       /* exact dynamic shared bytes (fused) */
+} res_role;
+
+/* A gate: its name and the rule that recomputes it. */
+typedef struct res_gate {
+    const char *name;
+    int (*holds)(const res_facts *f);
+} res_gate;
+
+typedef struct res_schema {
+    const char *schema, *tool, *analysis_schema;
+    int64_t partitions, tile, budget; /* geometry; static + dynamic shared budget */
+    const res_role *roles;
+    size_t n_roles;
+    const res_gate *gates;
+    size_t n_gates;
+} res_schema;
+
+/* ---- gem.resources.v1: the design's candidate --------------------------------- */
+
+static int g_cc(const res_facts *f) { return f->major == 9 && f->minor == 0 && f->warp == 32; }
+static int g_geo(const res_facts *f) { return f->partitions == 32 && f->tile == 4; }
+static int g_scratch(const res_facts *f)
+{
+    gem_online_scratch sc;
+    return gem_attention_online_scratch_bytes(f->partitions, 32, 512, &sc) == GEM_OK &&
+           sc.maxima_bytes == 4096 && sc.denominators_bytes == 4096 &&
+           sc.numerators_bytes == 2097152 && sc.total_bytes == 2105344;
+}
+#define KGATES(tag, i)                                                                         \
+    static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
+    static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
+    static int tag##_disp(const res_facts *f)                                                  \
+    {                                                                                          \
+        return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
+    }                                                                                          \
+    static int tag##_shared(const res_facts *f) { return f->k[i].stat + f->k[i].dyn <= 32768; } \
+    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
+    static int tag##_resident(const res_facts *f) { return f->k[i].active >= 1; }
+KGATES(fp, 0)
+KGATES(rd, 1)
+static int fp_dyn(const res_facts *f) { return f->k[0].dyn == 16384; }
+static int rd_nodyn(const res_facts *f) { return f->k[1].dyn == 0; }
+static int g_baseline(const res_facts *f)
+{
+    int ok = 1;
+    for (size_t i = 2; i < f->n; i++)
+        ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
+              f->k[i].local == 0;
+    return ok;
+}
+
+static const res_role v1_roles[] = {
+    {"fused_first_pass", {"first_pass", NULL, NULL}, 1, 256, 16384},
+    {"fused_reducer", {"gem_fused_reducer", "gem_fused_reducer_wide", NULL}, 1, 256, 0},
+    {"baseline_score", {"gem_baseline_score", NULL, NULL}, 0, 0, 0},
+    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL}, 0, 0, 0},
+    {"baseline_value", {"gem_baseline_value", NULL, NULL}, 0, 0, 0},
+    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL}, 0, 0, 0},
+};
+
+static const res_gate v1_gates[] = {
+    {"device_compute_capability_9_0", g_cc},
+    {"geometry_d512_p32_tile4_f32_no_window", g_geo},
+    {"scratch_contract_2105344", g_scratch},
+    {"first_pass_warp_size_32", fp_warp},
+    {"first_pass_launchable_threads_ge_256", fp_launch},
+    {"first_pass_dispatched_256_threads_8_warps", fp_disp},
+    {"first_pass_dynamic_shared_16384", fp_dyn},
+    {"first_pass_shared_within_32768", fp_shared},
+    {"first_pass_zero_local_bytes", fp_local},
+    {"first_pass_resident", fp_resident},
+    {"reducer_warp_size_32", rd_warp},
+    {"reducer_launchable_threads_ge_256", rd_launch},
+    {"reducer_dispatched_256_threads_8_warps", rd_disp},
+    {"reducer_no_dynamic_shared", rd_nodyn},
+    {"reducer_shared_within_32768", rd_shared},
+    {"reducer_zero_local_bytes", rd_local},
+    {"reducer_resident", rd_resident},
+    {"baseline_kernels_launchable_no_local", g_baseline},
+};
+
+static const res_schema schemas[] = {
+    {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
+     NKEYS(v1_roles), v1_gates, NKEYS(v1_gates)},
+};
+
+/* ---- checks ------------------------------------------------------------------- */
 
 static const char *const top_keys[] = {"schema",  "tool",    "device", "geometry", "scratch",
                                        "kernels", "sources", "binary", "gates",    "verdict"};
@@ -53,278 +186,532 @@ static const char *const kern_keys[] = {"name",
                                         "warps_dispatched",
                                         "warp_size",
                                         "max_active_blocks_per_sm"};
-static const char *const roles[] = {"fused_first_pass",   "fused_reducer",  "baseline_score",
-                                    "baseline_normalize", "baseline_value", "baseline_reduce"};
 static const char *const file_keys[] = {"path", "sha256"};
 
-/* A path inside the root: relative, no "..", no empty component. */
-static int safe_relpath(const char *p)
+static const res_schema *find_schema(const char *name)
 {
-    if (!p[0] || p[0] == '/')
+    for (size_t i = 0; i < NKEYS(schemas); i++)
+        if (!strcmp(schemas[i].schema, name))
+            return &schemas[i];
+    return NULL;
+}
+
+/* A C identifier. */
+static int identifier(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
         return 0;
-    for (const char *s = p; *s;) {
-        const char *e = strchr(s, '/');
-        size_t n = e ? (size_t)(e - s) : strlen(s);
-        if (n == 0 || (n == 2 && s[0] == '.' && s[1] == '.'))
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
             return 0;
-        s += n + (e ? 1 : 0);
-        if (e && !*s)
-            return 0;
-    }
     return 1;
 }
 
-static int check_file(an_ctx *c, const json_t *o, const char *path, const an_opts *opt,
-                      const char *prefix, const char *suffix)
+/* "<prefix><digits>" at *s, advancing it; 0 or -1. */
+static int take(const char **s, const char *prefix)
 {
-    const char *p = NULL, *sha = NULL;
-    if (an_keys(c, o, path, file_keys, 2) || an_str(c, o, path, "path", &p) ||
-        an_sha(c, o, path, "sha256", &sha))
+    size_t n = strlen(prefix);
+    if (strncmp(*s, prefix, n) != 0)
         return -1;
-    if (!safe_relpath(p))
-        return an_fail(c, path, AN_VALUE, "path '%.200s' must be relative to the root, without ..",
-                       p);
-    size_t lp = strlen(p), lx = suffix ? strlen(suffix) : 0;
-    if ((prefix && strncmp(p, prefix, strlen(prefix)) != 0) ||
-        (suffix && (lp < lx || strcmp(p + lp - lx, suffix) != 0)))
-        return an_fail(c, path, AN_SWAPPED, "'%.200s' is not a %s*%s file", p, prefix ? prefix : "",
-                       suffix ? suffix : "");
-    if (!opt || !opt->recompute_digests)
-        return 0;
-    char full[PATH_MAX];
-    if (snprintf(full, sizeof full, "%s/%s", opt->root ? opt->root : ".", p) >= (int)sizeof full)
-        return an_fail(c, path, AN_VALUE, "path too long");
-    char hex[65];
-    if (gem_sha256_file_hex(full, hex) != GEM_OK)
-        return an_fail(c, path, AN_DIGEST, "cannot read '%.300s' to check its digest", full);
-    if (strcmp(hex, sha) != 0)
-        return an_fail(c, path, AN_DIGEST, "'%.200s' has sha256 %.12s..., the receipt says %.12s...",
-                       p, hex, sha);
+    const char *p = *s + n;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+        return -1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    *s = p;
     return 0;
 }
 
-static int check_kernel(an_ctx *c, const json_t *k, const char *path, int64_t optin, int *role_out)
+/* The first pass of tile T is gem_fused_first_pass_t<T>_s<S>_v<V>. */
+static int first_pass_name(const char *name, int64_t tile)
 {
-    const char *name = NULL, *role = NULL;
-    int64_t v[9] = {0};
-    if (an_keys(c, k, path, kern_keys, NKEYS(kern_keys)) || an_str(c, k, path, "name", &name) ||
-        an_str(c, k, path, "role", &role))
-        return -1;
-    if (!name[0])
-        return an_fail(c, path, AN_VALUE, "empty kernel name");
-    int r = -1;
-    for (int i = 0; i < (int)NKEYS(roles); i++)
-        if (!strcmp(role, roles[i]))
-            r = i;
-    if (r < 0)
-        return an_fail(c, path, AN_VALUE, "role '%.60s' is not a known kernel role", role);
-    *role_out = r;
-    for (size_t i = 2; i < NKEYS(kern_keys); i++) {
-        if (an_int(c, k, path, kern_keys[i], &v[i - 2]))
-            return -1;
-        if (v[i - 2] < 0)
-            return an_fail(c, path, AN_VALUE, "%s is negative", kern_keys[i]);
+    char want[64];
+    snprintf(want, sizeof want, "gem_fused_first_pass_t%" PRId64 "_", tile);
+    size_t n = strlen(want);
+    if (strncmp(name, want, n) != 0)
+        return 0;
+    const char *p = name + n;
+    return take(&p, "s") == 0 && take(&p, "_v") == 0 && *p == '\0';
+}
+
+static int role_name_ok(const res_role *r, const char *name, int64_t tile)
+{
+    for (size_t i = 0; i < NKEYS(r->names) && r->names[i]; i++) {
+        if (!strcmp(r->names[i], "first_pass") ? first_pass_name(name, tile)
+                                               : !strcmp(r->names[i], name))
+            return 1;
     }
-    const int64_t max_threads = v[0], stat = v[1], dyn = v[2], local = v[4], threads = v[5],
-                  warps = v[6], warp = v[7], active = v[8];
-    if (warp != 32)
-        return an_fail(c, path, AN_GEOMETRY, "%s: warp_size %" PRId64 ", expected 32", name, warp);
-    if (threads < 1 || threads > max_threads)
+    return 0;
+}
+
+/* Registers a block holds: per warp, rounded up to the allocation unit. */
+static int64_t block_registers(int64_t regs, int64_t warps)
+{
+    const int64_t per_warp =
+        (regs * 32 + SM90_REG_ALLOC_UNIT - 1) / SM90_REG_ALLOC_UNIT * SM90_REG_ALLOC_UNIT;
+    return per_warp * warps;
+}
+
+/* Where in the kernels array `role` is, other than at index skip; -1 if nowhere. */
+static long role_elsewhere(const json_t *ks, const char *role, size_t skip)
+{
+    for (size_t j = 0; j < json_array_size(ks); j++) {
+        const char *r = json_string_value(json_object_get(json_array_get(ks, j), "role"));
+        if (j != skip && r && !strcmp(r, role))
+            return (long)j;
+    }
+    return -1;
+}
+
+static int check_kernel(an_ctx *c, const res_schema *sc, const json_t *ks, size_t i,
+                        int64_t optin, int64_t smem_sm, int64_t regs_sm, int64_t tile,
+                        res_kernel *out)
+{
+    const json_t *k = json_array_get(ks, i);
+    char path[48];
+    snprintf(path, sizeof path, "kernels[%zu]", i);
+    const char *name = NULL, *role = NULL;
+    if (an_keys(c, k, path, kern_keys, NKEYS(kern_keys)) || an_str(c, k, path, "role", &role))
+        return -1;
+    const res_role *r = &sc->roles[i];
+    if (strcmp(role, r->role) != 0) {
+        size_t j = 0;
+        while (j < sc->n_roles && strcmp(role, sc->roles[j].role) != 0)
+            j++;
+        if (j == sc->n_roles)
+            return an_fail(c, path, AN_VALUE, "role '%.60s' is not a kernel role of %s", role,
+                           sc->schema);
+        /* The expected kernel elsewhere: out of order. Nowhere, and this one
+         * belongs later: missing. Else this is a second copy of an earlier one. */
+        if (role_elsewhere(ks, r->role, i) >= 0)
+            return an_fail(c, path, AN_SWAPPED,
+                           "'%s' where the '%s' kernel belongs (the kernel order is fixed)",
+                           role, r->role);
+        if (j > i)
+            return an_fail(c, path, AN_MISSING, "the %s kernel is missing ('%s' is in its place)",
+                           r->role, role);
+        return an_fail(c, path, AN_SWAPPED, "a second '%s' kernel where the '%s' kernel belongs",
+                       role, r->role);
+    }
+    if (an_str(c, k, path, "name", &name))
+        return -1;
+    if (!identifier(name) || !role_name_ok(r, name, tile))
+        return an_fail(c, path, AN_VALUE, "'%.80s' is not the symbol of the %s kernel", name,
+                       r->role);
+    res_kernel x = {.name = name};
+    /* Every figure within what the architecture allows, before any arithmetic. */
+    if (an_int_in(c, k, path, "warp_size", 1, 1024, &x.warp))
+        return -1;
+    if (x.warp != 32)
+        return an_fail(c, path, AN_GEOMETRY, "%s: warp_size %" PRId64 ", expected 32", name,
+                       x.warp);
+    if (an_int_in(c, k, path, "max_threads_per_block", 1, SM90_MAX_THREADS_PER_BLOCK,
+                  &x.max_threads) ||
+        an_int_in(c, k, path, "registers", 1, SM90_MAX_REGS_PER_THREAD, &x.regs) ||
+        an_int_in(c, k, path, "static_shared_bytes", 0, SM90_MAX_STATIC_SHARED, &x.stat) ||
+        an_int_in(c, k, path, "dynamic_shared_bytes", 0, optin, &x.dyn) ||
+        an_int_in(c, k, path, "local_bytes", 0, INT64_MAX, &x.local) ||
+        an_int_in(c, k, path, "threads_dispatched", 1, SM90_MAX_THREADS_PER_BLOCK, &x.threads) ||
+        an_int_in(c, k, path, "warps_dispatched", 1, SM90_MAX_THREADS_PER_BLOCK / 32, &x.warps) ||
+        an_int_in(c, k, path, "max_active_blocks_per_sm", 0, SM90_MAX_BLOCKS_PER_SM, &x.active))
+        return -1;
+    if (x.threads > x.max_threads)
         return an_fail(c, path, AN_THRESHOLD,
                        "%s: %" PRId64 " threads dispatched but %" PRId64 " launchable", name,
-                       threads, max_threads);
-    if (warps * 32 != threads)
-        return an_fail(c, path, AN_VALUE, "%s: %" PRId64 " warps for %" PRId64 " threads", name,
-                       warps, threads);
-    if (stat + dyn > optin)
+                       x.threads, x.max_threads);
+    if (x.threads % 32 != 0 || x.warps != x.threads / 32)
+        return an_fail(c, path, AN_INCONSISTENT, "%s: %" PRId64 " warps for %" PRId64 " threads",
+                       name, x.warps, x.threads);
+    if (x.stat + x.dyn > optin)
         return an_fail(c, path, AN_THRESHOLD,
                        "%s: %" PRId64 " shared bytes exceed the device opt-in %" PRId64, name,
-                       stat + dyn, optin);
-    if (active < 1)
+                       x.stat + x.dyn, optin);
+    if (x.active < 1)
         return an_fail(c, path, AN_THRESHOLD, "%s: no block can be resident on an SM", name);
-    if (r > 1)
-        return 0; /* baseline kernels: sanity only */
-    /* The fused pipelines' fixed contract. */
-    if (max_threads < RES_THREADS)
-        return an_fail(c, path, AN_THRESHOLD, "%s: %" PRId64 " launchable threads < 256", name,
-                       max_threads);
-    if (threads != RES_THREADS || warps != RES_THREADS / 32)
-        return an_fail(c, path, AN_GEOMETRY,
-                       "%s: %" PRId64 " threads / %" PRId64 " warps dispatched, the design fixes "
-                       "256 / 8",
-                       name, threads, warps);
-    const int64_t want_dyn = r == 0 ? RES_TILE4_DYNAMIC : 0;
-    if (dyn != want_dyn)
-        return an_fail(c, path, AN_GEOMETRY,
-                       "%s: %" PRId64 " dynamic shared bytes, the design fixes %" PRId64, name, dyn,
-                       want_dyn);
-    if (stat + dyn > RES_SHARED_BUDGET)
-        return an_fail(c, path, AN_THRESHOLD,
-                       "%s: static + dynamic shared %" PRId64 " > 32768 bytes", name, stat + dyn);
-    if (local != 0)
+    /* Resident blocks cannot exceed what threads, registers and shared memory allow. */
+    const int64_t by_threads = SM90_MAX_THREADS_PER_SM / x.threads;
+    const int64_t by_regs = regs_sm / block_registers(x.regs, x.warps);
+    const int64_t by_smem = smem_sm / (x.stat + x.dyn + SM90_RESERVED_SHARED);
+    int64_t most = SM90_MAX_BLOCKS_PER_SM;
+    most = by_threads < most ? by_threads : most;
+    most = by_regs < most ? by_regs : most;
+    most = by_smem < most ? by_smem : most;
+    if (x.active > most)
+        return an_fail(c, path, AN_INCONSISTENT,
+                       "%s: %" PRId64 " resident blocks per SM, but %" PRId64 " threads, %" PRId64
+                       " registers and %" PRId64 " shared bytes per block allow at most %" PRId64,
+                       name, x.active, x.threads, x.regs, x.stat + x.dyn, most);
+    if (x.local != 0)
         return an_fail(c, path, AN_THRESHOLD, "%s: %" PRId64 " local (spill) bytes, must be 0",
-                       name, local);
+                       name, x.local);
+    if (r->fused) {
+        if (x.max_threads < r->threads)
+            return an_fail(c, path, AN_THRESHOLD,
+                           "%s: %" PRId64 " launchable threads < %" PRId64, name, x.max_threads,
+                           r->threads);
+        if (x.threads != r->threads)
+            return an_fail(c, path, AN_GEOMETRY,
+                           "%s: %" PRId64 " threads / %" PRId64 " warps dispatched, the design "
+                           "fixes %" PRId64 " / %" PRId64,
+                           name, x.threads, x.warps, r->threads, r->threads / 32);
+        if (x.dyn != r->dynamic)
+            return an_fail(c, path, AN_GEOMETRY,
+                           "%s: %" PRId64 " dynamic shared bytes, the design fixes %" PRId64,
+                           name, x.dyn, r->dynamic);
+        if (x.stat + x.dyn > sc->budget)
+            return an_fail(c, path, AN_THRESHOLD,
+                           "%s: static + dynamic shared %" PRId64 " > %" PRId64 " bytes", name,
+                           x.stat + x.dyn, sc->budget);
+    }
+    *out = x;
     return 0;
+}
+
+/* src/cuda/<name>.cu with a plain file name. */
+static int source_path_ok(const char *p)
+{
+    const char *pre = "src/cuda/";
+    size_t n = strlen(p), lp = strlen(pre);
+    if (n <= lp + 3 || strncmp(p, pre, lp) != 0 || strcmp(p + n - 3, ".cu") != 0)
+        return 0;
+    for (const char *s = p + lp; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            return 0;
+    return p[lp] != '.';
+}
+
+/* A relative path with no empty, "." or ".." component. */
+static int plain_relative(const char *p)
+{
+    if (!p[0] || p[0] == '/')
+        return 0;
+    for (const char *s = p;;) {
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return 0;
+        if (!e)
+            return 1;
+        s = e + 1;
+    }
+}
+
+static int file_entry(an_ctx *c, const json_t *o, const char *path, const char **p,
+                      const char **sha)
+{
+    if (an_keys(c, o, path, file_keys, 2) || an_str(c, o, path, "path", p) ||
+        an_sha(c, o, path, "sha256", sha))
+        return -1;
+    if (!plain_relative(*p))
+        return an_fail(c, path, AN_PATH,
+                       "path '%.200s' must be relative to the root, without '.', '..' or empty "
+                       "components",
+                       *p);
+    return 0;
+}
+
+/* The file at rel under root must have the recorded digest. */
+static int digest_under(an_ctx *c, const char *path, const char *root, const char *rel,
+                        const char *sha, gem_file_digest *d)
+{
+    char why[512];
+    gem_status st = gem_file_digest_under(root, rel, GEM_FILE_MAX_DIGEST_BYTES, d, why,
+                                          sizeof why);
+    if (st == GEM_ERR_PARAM)
+        return an_fail(c, path, AN_PATH, "'%.200s' %s", rel, why);
+    if (st != GEM_OK)
+        return an_fail(c, path, AN_DIGEST, "'%.200s' under '%.200s' cannot be digested: %s", rel,
+                       root, why);
+    if (strcmp(d->sha256, sha) != 0)
+        return an_fail(c, path, AN_DIGEST, "'%.200s' has sha256 %.12s..., the receipt says "
+                       "%.12s...",
+                       rel, d->sha256, sha);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every .cu file of src/cuda under the root is listed (the producer digests them all). */
+static int sources_complete(an_ctx *c, const json_t *srcs, const char *root)
+{
+    char rroot[PATH_MAX], dir[PATH_MAX], rdir[PATH_MAX];
+    if (!realpath(root, rroot) ||
+        (size_t)snprintf(dir, sizeof dir, "%s/src/cuda", rroot) >= sizeof dir ||
+        !realpath(dir, rdir))
+        return an_fail(c, "sources", AN_PATH, "'%.200s/src/cuda' cannot be resolved", root);
+    size_t rl = strlen(rroot);
+    if (strncmp(rdir, rroot, rl) != 0 || rdir[rl] != '/')
+        return an_fail(c, "sources", AN_PATH, "src/cuda leaves the root through a symlink");
+    DIR *d = opendir(rdir);
+    if (!d)
+        return an_fail(c, "sources", AN_PATH, "'%.200s' cannot be listed", rdir);
+    char *names[RES_MAX_SOURCES + 1];
+    size_t n = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".cu") != 0)
+            continue;
+        if (n == RES_MAX_SOURCES) {
+            rc = an_fail(c, "sources", AN_RANGE, "more than %d .cu files under src/cuda",
+                         RES_MAX_SOURCES);
+            break;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            rc = an_io(c, "out of memory");
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc == 0) {
+        qsort(names, n, sizeof names[0], cmp_str);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            char rel[PATH_MAX];
+            snprintf(rel, sizeof rel, "src/cuda/%s", names[i]);
+            int listed = 0;
+            for (size_t j = 0; j < json_array_size(srcs) && !listed; j++)
+                listed = !strcmp(rel, json_string_value(json_object_get(json_array_get(srcs, j),
+                                                                        "path")));
+            if (!listed)
+                rc = an_fail(c, "sources", AN_MISSING,
+                             "'%.200s' is under the root but not bound by the receipt", rel);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    return rc;
 }
 
 int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
 {
     if (!json_is_object(doc))
         return an_fail(c, "", AN_TYPE, "the document is not a JSON object");
-    if (an_schema(c, doc, "gem.resources.v1") || an_keys(c, doc, "", top_keys, NKEYS(top_keys)) ||
-        an_tool(c, doc, "gem resources"))
+    const char *s = NULL;
+    if (an_str(c, doc, "", "schema", &s))
+        return -1;
+    const res_schema *sc = find_schema(s);
+    if (!sc)
+        return an_fail(c, "schema", AN_SWAPPED, "this is a '%.100s' document, expected '%s'", s,
+                       schemas[0].schema);
+    if (an_keys(c, doc, "", top_keys, NKEYS(top_keys)) || an_tool(c, doc, sc->tool))
         return -1;
 
+    res_facts f;
+    memset(&f, 0, sizeof f);
     const json_t *d = NULL;
-    const char *s = NULL;
-    int64_t optin = 0, x = 0;
+    int64_t optin = 0, smem_sm = 0, regs_sm = 0, per_block = 0, sms = 0;
     if (an_obj(c, doc, "", "device", &d) || an_keys(c, d, "device", dev_keys, NKEYS(dev_keys)) ||
-        an_str(c, d, "device", "name", &s) ||
-        an_str_eq(c, d, "device", "compute_capability", "9.0", AN_GEOMETRY) ||
+        an_str(c, d, "device", "name", &s))
+        return -1;
+    if (!s[0])
+        return an_fail(c, "device.name", AN_VALUE, "empty");
+    if (an_str_eq(c, d, "device", "compute_capability", "9.0", AN_GEOMETRY) ||
         an_int_eq(c, d, "device", "major", 9, NULL) || an_int_eq(c, d, "device", "minor", 0, NULL) ||
         an_int_eq(c, d, "device", "warp_size", 32, NULL) ||
-        an_int(c, d, "device", "shared_mem_per_block_optin", &optin))
+        an_int_in(c, d, "device", "sm_count", 1, SM90_MAX_SMS, &sms) ||
+        an_int_in(c, d, "device", "regs_per_sm", 1, SM90_REGS_PER_SM, &regs_sm) ||
+        an_int_in(c, d, "device", "shared_mem_per_sm", 1, SM90_SHARED_PER_SM, &smem_sm) ||
+        an_int_in(c, d, "device", "shared_mem_per_block_optin", 1, smem_sm, &optin) ||
+        an_int_in(c, d, "device", "shared_mem_per_block", 1, optin, &per_block))
         return -1;
-    static const char *const positive[] = {"sm_count", "shared_mem_per_block", "shared_mem_per_sm",
-                                           "regs_per_sm"};
-    for (size_t i = 0; i < NKEYS(positive); i++) {
-        if (an_int(c, d, "device", positive[i], &x))
-            return -1;
-        if (x < 1)
-            return an_fail(c, "device", AN_VALUE, "%s must be positive", positive[i]);
-    }
-    if (optin < RES_SHARED_BUDGET)
-        return an_fail(c, "device", AN_VALUE, "shared_mem_per_block_optin %" PRId64 " < 32768",
-                       optin);
+    if (optin < sc->budget)
+        return an_fail(c, "device", AN_THRESHOLD,
+                       "shared_mem_per_block_optin %" PRId64 " < %" PRId64, optin, sc->budget);
+    f.major = 9;
+    f.minor = 0;
+    f.warp = 32;
 
     const json_t *g = NULL;
     if (an_obj(c, doc, "", "geometry", &g) || an_keys(c, g, "geometry", geo_keys, NKEYS(geo_keys)) ||
         an_int_eq(c, g, "geometry", "n_q_heads", 32, NULL) ||
         an_int_eq(c, g, "geometry", "n_kv_heads", 4, NULL) ||
         an_int_eq(c, g, "geometry", "dk", 512, NULL) || an_int_eq(c, g, "geometry", "dv", 512, NULL) ||
-        an_int_eq(c, g, "geometry", "partitions", 32, NULL) ||
-        an_int_eq(c, g, "geometry", "tile", 4, NULL) ||
+        an_int_eq(c, g, "geometry", "partitions", sc->partitions, NULL) ||
+        an_int_eq(c, g, "geometry", "tile", sc->tile, NULL) ||
         an_str_eq(c, g, "geometry", "dtype", "f32", NULL) ||
         an_int_eq(c, g, "geometry", "window", 0, NULL))
         return -1;
+    f.partitions = sc->partitions;
+    f.tile = sc->tile;
 
     gem_online_scratch want;
-    if (gem_attention_online_scratch_bytes(32, 32, 512, &want) != GEM_OK)
+    if (gem_attention_online_scratch_bytes(sc->partitions, 32, 512, &want) != GEM_OK)
         return an_fail(c, "scratch", "internal", "the scratch contract cannot be computed");
-    const json_t *sc = NULL;
-    if (an_obj(c, doc, "", "scratch", &sc) ||
-        an_keys(c, sc, "scratch", scratch_keys, NKEYS(scratch_keys)) ||
-        an_int_eq(c, sc, "scratch", "maxima_bytes", (int64_t)want.maxima_bytes, NULL) ||
-        an_int_eq(c, sc, "scratch", "denominators_bytes", (int64_t)want.denominators_bytes, NULL) ||
-        an_int_eq(c, sc, "scratch", "numerators_bytes", (int64_t)want.numerators_bytes, NULL) ||
-        an_int_eq(c, sc, "scratch", "total_bytes", (int64_t)want.total_bytes, NULL))
+    const json_t *scr = NULL;
+    if (an_obj(c, doc, "", "scratch", &scr) ||
+        an_keys(c, scr, "scratch", scratch_keys, NKEYS(scratch_keys)) ||
+        an_int_eq(c, scr, "scratch", "maxima_bytes", (int64_t)want.maxima_bytes, NULL) ||
+        an_int_eq(c, scr, "scratch", "denominators_bytes", (int64_t)want.denominators_bytes, NULL) ||
+        an_int_eq(c, scr, "scratch", "numerators_bytes", (int64_t)want.numerators_bytes, NULL) ||
+        an_int_eq(c, scr, "scratch", "total_bytes", (int64_t)want.total_bytes, NULL))
         return -1;
 
     const json_t *ks = NULL;
     if (an_arr(c, doc, "", "kernels", &ks))
         return -1;
-    int seen[NKEYS(roles)] = {0};
-    for (size_t i = 0; i < json_array_size(ks); i++) {
-        char p[48];
-        snprintf(p, sizeof p, "kernels[%zu]", i);
-        int r = -1;
-        if (check_kernel(c, json_array_get(ks, i), p, optin, &r))
+    const size_t nk = json_array_size(ks);
+    for (size_t i = 0; i < nk && i < sc->n_roles; i++)
+        if (check_kernel(c, sc, ks, i, optin, smem_sm, regs_sm, sc->tile, &f.k[i]))
             return -1;
-        if (seen[r]++)
-            return an_fail(c, p, AN_SWAPPED, "a second '%s' kernel", roles[r]);
-    }
-    if (!seen[0] || !seen[1])
+    if (nk < sc->n_roles)
         return an_fail(c, "kernels", AN_MISSING, "the %s kernel is not in the receipt",
-                       !seen[0] ? "fused_first_pass" : "fused_reducer");
+                       sc->roles[nk].role);
+    if (nk > sc->n_roles)
+        return an_fail(c, "kernels", AN_EXTRA, "%zu kernels, %s has exactly %zu", nk, sc->schema,
+                       sc->n_roles);
+    f.n = nk;
 
     const json_t *srcs = NULL, *bin = NULL;
+    const char *bp = NULL, *bsha = NULL, *prev = NULL;
     if (an_arr(c, doc, "", "sources", &srcs))
         return -1;
     if (json_array_size(srcs) == 0)
         return an_fail(c, "sources", AN_MISSING, "no source file is bound");
-    /* Structure of every file entry first, digests after the verdict. */
-    an_opts nodig = {.recompute_digests = 0, .root = NULL};
+    if (json_array_size(srcs) > RES_MAX_SOURCES)
+        return an_fail(c, "sources", AN_RANGE, "more than %d sources", RES_MAX_SOURCES);
     for (size_t i = 0; i < json_array_size(srcs); i++) {
         char p[48];
+        const char *sp = NULL, *ss = NULL;
         snprintf(p, sizeof p, "sources[%zu]", i);
-        if (check_file(c, json_array_get(srcs, i), p, &nodig, "src/cuda/", ".cu"))
+        if (file_entry(c, json_array_get(srcs, i), p, &sp, &ss))
             return -1;
+        if (!source_path_ok(sp))
+            return an_fail(c, p, AN_SWAPPED, "'%.200s' is not a src/cuda/<name>.cu file", sp);
+        if (prev && strcmp(prev, sp) >= 0)
+            return an_fail(c, p, AN_VALUE, "'%.200s' is out of order or repeated (the list is "
+                           "sorted, one entry per file)", sp);
+        prev = sp;
     }
-    if (an_obj(c, doc, "", "binary", &bin) || check_file(c, bin, "binary", &nodig, NULL, NULL))
+    if (an_obj(c, doc, "", "binary", &bin) || file_entry(c, bin, "binary", &bp, &bsha))
         return -1;
+    if (!strncmp(bp, "src/", 4))
+        return an_fail(c, "binary", AN_SWAPPED, "'%.200s' is under src/, not a built binary", bp);
 
+    /* Gates: exactly the schema's, each what the figures give. */
     const json_t *gates = NULL;
     if (an_obj(c, doc, "", "gates", &gates))
         return -1;
-    if (json_object_size(gates) == 0)
-        return an_fail(c, "gates", AN_MISSING, "no gate recorded");
-    int all = 1;
     const char *gk;
     const json_t *gv;
-    const char *first_false = NULL;
     json_object_foreach((json_t *)gates, gk, gv) {
-        if (!json_is_boolean(gv))
-            return an_fail(c, "gates", AN_TYPE, "%.60s is not a boolean", gk);
-        if (!json_is_true(gv) && !first_false)
-            first_false = gk;
-        all &= json_is_true(gv);
+        size_t j = 0;
+        while (j < sc->n_gates && strcmp(gk, sc->gates[j].name) != 0)
+            j++;
+        if (j == sc->n_gates)
+            return an_fail(c, "gates", AN_EXTRA, "'%.60s' is not a gate of %s", gk, sc->schema);
+    }
+    int all = 1;
+    const char *first_false = NULL;
+    for (size_t j = 0; j < sc->n_gates; j++) {
+        int rec = 0;
+        if (an_bool(c, gates, "gates", sc->gates[j].name, &rec))
+            return -1;
+        const int got = sc->gates[j].holds(&f);
+        if (rec != got)
+            return an_fail(c, "gates", AN_VERDICT, "%s is %s but the figures say %s",
+                           sc->gates[j].name, rec ? "true" : "false", got ? "true" : "false");
+        if (!got && !first_false)
+            first_false = sc->gates[j].name;
+        all &= got;
     }
     if (an_str(c, doc, "", "verdict", &s))
         return -1;
     if (strcmp(s, "pass") && strcmp(s, "fail"))
         return an_fail(c, "verdict", AN_VALUE, "'%.40s' is neither 'pass' nor 'fail'", s);
     if ((strcmp(s, "pass") == 0) != all)
-        return an_fail(c, "verdict", AN_VERDICT, "'%s' but gates.%s is %s", s,
-                       first_false ? first_false : "(all)", first_false ? "false" : "true");
+        return an_fail(c, "verdict", AN_VERDICT, "'%s' but the gates say '%s'", s,
+                       all ? "pass" : "fail");
     if (!all)
-        return an_fail(c, "gates", AN_THRESHOLD, "the producer's gate '%.60s' failed", first_false);
-    /* The analyzer's own checks above passed, so a producer verdict 'fail'
-     * would already have been reported. Now the files. */
-    if (o && o->recompute_digests) {
-        for (size_t i = 0; i < json_array_size(srcs); i++) {
-            char p[48];
-            snprintf(p, sizeof p, "sources[%zu]", i);
-            if (check_file(c, json_array_get(srcs, i), p, o, "src/cuda/", ".cu"))
-                return -1;
-        }
-        if (check_file(c, bin, "binary", o, NULL, NULL))
+        return an_fail(c, "gates", AN_THRESHOLD, "the gate '%s' fails", first_false);
+
+    if (!o || !o->recompute)
+        return 0;
+    /* The files, under the root: digests, completeness, the binary's kind. */
+    const char *root = o->root ? o->root : ".";
+    gem_file_digest fd;
+    for (size_t i = 0; i < json_array_size(srcs); i++) {
+        char p[48];
+        const json_t *e = json_array_get(srcs, i);
+        snprintf(p, sizeof p, "sources[%zu]", i);
+        if (digest_under(c, p, root, json_string_value(json_object_get(e, "path")),
+                         json_string_value(json_object_get(e, "sha256")), &fd))
             return -1;
     }
+    if (sources_complete(c, srcs, root))
+        return -1;
+    if (digest_under(c, "binary", root, bp, bsha, &fd))
+        return -1;
+    if (fd.head_len < 4 || memcmp(fd.head, "\x7f" "ELF", 4) != 0)
+        return an_fail(c, "binary", AN_SWAPPED, "'%.200s' is not an ELF executable", bp);
     return 0;
+}
+
+json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha,
+                                   const char *commit)
+{
+    const res_schema *sc = find_schema(json_string_value(json_object_get(doc, "schema")));
+    if (!sc || !path || !sha)
+        return NULL;
+    json_t *a = gem_receipt_new(sc->analysis_schema, "gem analyze resources",
+                                commit ? commit : "unknown");
+    json_t *ks = json_array();
+    const json_t *d = json_object_get(doc, "device");
+    int bad = !a || !ks;
+    size_t i;
+    const json_t *k;
+    json_array_foreach(json_object_get(doc, "kernels"), i, k) {
+        if (!bad)
+            bad = json_array_append_new(ks, json_pack("{s:O, s:O}", "name",
+                                                      json_object_get(k, "name"), "role",
+                                                      json_object_get(k, "role"))) != 0;
+    }
+    json_t *receipt = json_pack("{s:s, s:s}", "path", path, "sha256", sha);
+    json_t *dev = json_pack("{s:O, s:O}", "name", json_object_get(d, "name"),
+                            "compute_capability", json_object_get(d, "compute_capability"));
+    if (bad || !receipt || !dev) {
+        bad = 1;
+        json_decref(receipt);
+        json_decref(dev);
+    } else {
+        /* set_new takes its value even when it fails */
+        bad = json_object_set_new(a, "receipt", receipt) ||
+              json_object_set_new(a, "device", dev) ||
+              json_object_set_new(a, "kernels", json_incref(ks)) ||
+              json_object_set_new(a, "verdict", json_string("pass")) ||
+              json_object_set_new(a, "statement",
+                                  json_string("compilable and launchable; not an occupancy "
+                                              "trace, not correctness, not timing"));
+    }
+    json_decref(ks);
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
 }
 
 int an_resources(an_ctx *c, const char *path, const an_opts *o, json_t **analysis)
 {
     json_t *doc = NULL;
+    char sha[65];
     c->file = path;
-    if (an_load(c, path, &doc))
+    if (an_load(c, path, &doc, sha))
         return 1;
     int rc = an_resources_doc(c, doc, o) ? 1 : 0;
     if (rc == 0 && analysis) {
-        char sha[65];
-        if (an_digest(c, path, sha)) {
+        *analysis = o && o->recompute
+                        ? an_resources_analysis_build(doc, path, sha, cli_git_commit())
+                        : NULL;
+        if (!*analysis) {
+            an_io(c, "cannot build the analysis (out of memory or files not checked)");
             rc = 1;
-        } else {
-            json_t *a = gem_receipt_new("gem.analysis.resources.v1", "gem analyze resources",
-                                        cli_git_commit());
-            const json_t *d = json_object_get(doc, "device");
-            json_t *ks = json_array();
-            size_t i;
-            const json_t *k;
-            json_array_foreach(json_object_get(doc, "kernels"), i, k)
-                json_array_append_new(ks, json_pack("{s:O, s:O}", "name", json_object_get(k, "name"),
-                                                    "role", json_object_get(k, "role")));
-            json_object_set_new(a, "receipt", json_pack("{s:s, s:s}", "path", path, "sha256", sha));
-            json_object_set_new(a, "device",
-                                json_pack("{s:O, s:O}", "name", json_object_get(d, "name"),
-                                          "compute_capability",
-                                          json_object_get(d, "compute_capability")));
-            json_object_set_new(a, "kernels", ks);
-            json_object_set_new(a, "verdict", json_string("pass"));
-            json_object_set_new(a, "statement",
-                                json_string("compilable and launchable; not an occupancy trace, "
-                                            "not correctness, not timing"));
-            *analysis = a;
         }
     }
     json_decref(doc);

@@ -8,13 +8,18 @@
  *   ceiling         stage profiles -> fused-split-kv-ceiling.json
  *
  * Each prints one line and exits 0 when everything passes, or prints ONE line
- * naming the file, the field and the defect on stderr and exits 1. Usage and
- * I/O problems of the analyzer itself exit 2. An analysis document is written
- * only on a pass (--out).
+ * naming the file, the field and the defect on stderr and exits 1. Usage,
+ * input and I/O problems (a missing option or file, a file that is not
+ * regular or too large, an unusable --out) exit 2 with one line. An analysis
+ * document is written only on a pass (--out), atomically, never over an
+ * input, a device or a directory.
  */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analyze.h"
 #include "cli.h"
@@ -26,63 +31,93 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem analyze <kind> [options]\n\n"
             "kinds:\n"
-            "  merge-boundary RECEIPT [--out PATH]\n"
+            "  merge-boundary RECEIPT [--threads N] [--out PATH]\n"
             "      validates a gem-online-merge-check receipt: the design's positions,\n"
-            "      geometry, thresholds and seeds; recomputes the raw-input digests\n"
+            "      geometry, thresholds and seeds, every figure's range and consistency;\n"
+            "      then reruns every case from its seed and compares the input and output\n"
+            "      digests and every figure exactly\n"
             "  resources RECEIPT [--root DIR] [--out PATH]\n"
             "      validates a compiled-resource receipt (gem resources); source and binary\n"
-            "      paths are relative to DIR (default: the source tree)\n"
+            "      paths are relative to DIR (default: the source tree) and must stay in it\n"
             "  correctness --merge R --merge-analysis A --resources R --resources-analysis A\n"
-            "              --diff F (x5) [--model F (x3)] [--out PATH]\n"
-            "      the design's correctness gate; never reports promotion eligibility\n"
+            "              --diff F (x5) [--model F (x3)] [--root DIR] [--threads N] [--out PATH]\n"
+            "      the design's correctness gate; re-analyzes both receipts and requires each\n"
+            "      analysis to be exactly the one re-derived; never reports promotion\n"
+            "      eligibility\n"
             "  ceiling PROFILE... [--out PATH]   (default fused-split-kv-ceiling.json)\n"
             "      attribution of whole-token time to global attention from stage profiles\n"
             "  input-digests --live L [--capacity C] --seed S [--scale X]\n"
             "      prints the SHA-256 of the seeded q, k, v (32/4/512/512) as JSON: what the\n"
             "      analyzers recompute, for producers and tests of records\n\n"
-            "exit status: 0 pass, 1 a defect (one line on stderr), 2 usage or I/O error\n"
+            "Inputs are read once, only regular files of at most 64 MiB; --out must be a\n"
+            "regular file or a new path, never an input, and is checked before any work.\n"
+            "--threads N: workers for recomputation, 1..64 (default: online CPUs).\n"
+            "exit status: 0 pass, 1 a defect (one line on stderr), 2 usage, input or I/O\n"
+            "error (one line on stderr)\n"
             "docs/gates.md describes every gate and the exact command for it.\n");
+}
+
+static int64_t default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : n;
 }
 
 static int finish(const char *kind, an_ctx *c, int rc, json_t *analysis, const char *out,
                   const char *pass_line)
 {
     if (rc != 0 || c->failed) {
-        fprintf(stderr, "gem analyze %s: FAIL: %s\n", kind,
-                c->failed ? c->msg : "unknown defect");
+        if (c->io)
+            fprintf(stderr, "gem analyze %s: %s\n", kind, c->msg);
+        else
+            fprintf(stderr, "gem analyze %s: FAIL: %s\n", kind,
+                    c->failed ? c->msg : "unknown defect");
         json_decref(analysis);
-        return 1;
+        return c->io ? 2 : 1;
     }
     if (out && analysis) {
-        gem_status st = gem_receipt_write(out, analysis);
+        char why[512];
+        gem_status st = gem_receipt_save(out, analysis, why, sizeof why);
         if (st != GEM_OK) {
-            cli_error("analyze", "cannot write %s: %s", out, gem_status_str(st));
+            cli_error("analyze", "cannot write '%s': %s", out, why);
             json_decref(analysis);
             return 2;
         }
     }
     json_decref(analysis);
-    printf("gem analyze %s: pass: %s%s%s\n", kind, pass_line, out ? " -> " : "", out ? out : "");
+    char esc[1024];
+    cli_escape(out ? out : "", esc, sizeof esc);
+    printf("gem analyze %s: pass: %s%s%s\n", kind, pass_line, out ? " -> " : "", esc);
     return 0;
 }
 
-/* Options of the analyzers that take one receipt: the receipt, --out, and
- * --root where `root` is non-NULL. Returns -1 to go on, else an exit status. */
+/* Options of the analyzers that take one receipt: the receipt, --out,
+ * --threads, and --root where `root` is non-NULL. Returns -1 to go on, else
+ * an exit status. The output is checked before any work. */
 static int parse_one_receipt(int argc, char **argv, const char *name, const char **in,
-                             const char **out, const char **root)
+                             const char **out, const char **root, int64_t *threads)
 {
     for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--out") && v) {
             *out = argv[++i];
-        } else if (root && !strcmp(argv[i], "--root") && i + 1 < argc) {
+        } else if (root && !strcmp(argv[i], "--root") && v) {
             *root = argv[++i];
+        } else if (!strcmp(argv[i], "--threads") && v) {
+            if (cli_parse_i64(v, 1, 64, threads)) {
+                cli_error(name, "--threads '%s' is not an integer in [1, 64]", v);
+                return 2;
+            }
+            i++;
         } else if (argv[i][0] != '-' && !*in) {
             *in = argv[i];
         } else {
-            cli_error(name, "unexpected argument '%s' (see --help)", argv[i]);
+            cli_error(name, "%s '%s' (see --help)",
+                      argv[i][0] == '-' && !v ? "missing value for" : "unexpected argument",
+                      argv[i]);
             return 2;
         }
     }
@@ -90,32 +125,53 @@ static int parse_one_receipt(int argc, char **argv, const char *name, const char
         cli_error(name, "no receipt given (see --help)");
         return 2;
     }
+    if (*out) {
+        const char *inputs[1] = {*in};
+        if (cli_check_output(name, "--out", *out, inputs, 1) != 0)
+            return 2;
+    }
     return -1;
 }
 
 static int cmd_merge(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
-    int rc = parse_one_receipt(argc, argv, "analyze merge-boundary", &in, &out, NULL);
+    int64_t threads = default_threads();
+    int rc = parse_one_receipt(argc, argv, "analyze merge-boundary", &in, &out, NULL, &threads);
     if (rc >= 0)
         return rc;
     an_ctx c = {0};
-    an_opts o = {.recompute_digests = 1, .root = NULL};
+    an_opts o = {.recompute = 1, .root = NULL, .threads = threads};
     json_t *a = NULL;
     rc = an_merge_boundary(&c, in, &o, out ? &a : NULL);
     return finish("merge-boundary", &c, rc, a, out,
                   "CPU online-softmax algebra bound at 8191/8192/8193/65536/131072 "
-                  "(inputs recomputed from seeds); CPU prerequisite only");
+                  "(every case rerun from its seed: inputs, outputs and figures reproduced); "
+                  "CPU prerequisite only");
+}
+
+/* --root must name a directory: 0, or 2 after one line. */
+static int check_root(const char *cmd, const char *root)
+{
+    struct stat st;
+    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        cli_error(cmd, "--root '%s' is not a directory", root);
+        return 2;
+    }
+    return 0;
 }
 
 static int cmd_resources(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *root = GEM_SOURCE_DIR;
-    int rc = parse_one_receipt(argc, argv, "analyze resources", &in, &out, &root);
+    int64_t threads = 1;
+    int rc = parse_one_receipt(argc, argv, "analyze resources", &in, &out, &root, &threads);
     if (rc >= 0)
         return rc;
+    if (check_root("analyze resources", root))
+        return 2;
     an_ctx c = {0};
-    an_opts o = {.recompute_digests = 1, .root = root};
+    an_opts o = {.recompute = 1, .root = root, .threads = threads};
     json_t *a = NULL;
     rc = an_resources(&c, in, &o, out ? &a : NULL);
     return finish("resources", &c, rc, a, out,
@@ -125,7 +181,8 @@ static int cmd_resources(int argc, char **argv)
 static int cmd_correctness(int argc, char **argv)
 {
     an_correctness_in in = {0};
-    const char *out = NULL;
+    const char *out = NULL, *root = GEM_SOURCE_DIR;
+    int64_t threads = default_threads();
     for (int i = 1; i < argc; i += 2) { /* option, value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -137,6 +194,14 @@ static int cmd_correctness(int argc, char **argv)
             return 2;
         } else if (!strcmp(a, "--out")) {
             out = v;
+        } else if (!strcmp(a, "--root")) {
+            root = v;
+        } else if (!strcmp(a, "--threads")) {
+            if (cli_parse_i64(v, 1, 64, &threads)) {
+                cli_error("analyze correctness", "--threads '%s' is not an integer in [1, 64]",
+                          v);
+                return 2;
+            }
         } else if (!strcmp(a, "--merge")) {
             in.merge_receipt = v;
         } else if (!strcmp(a, "--merge-analysis")) {
@@ -162,8 +227,21 @@ static int cmd_correctness(int argc, char **argv)
             return 2;
         }
     }
+    if (check_root("analyze correctness", root))
+        return 2;
+    if (out) {
+        const char *inputs[4 + 8 + 8] = {in.merge_receipt, in.merge_analysis,
+                                         in.resources_receipt, in.resources_analysis};
+        size_t n = 4;
+        for (size_t i = 0; i < in.n_diffs; i++)
+            inputs[n++] = in.diffs[i];
+        for (size_t i = 0; i < in.n_models; i++)
+            inputs[n++] = in.models[i];
+        if (cli_check_output("analyze correctness", "--out", out, inputs, n) != 0)
+            return 2;
+    }
     an_ctx c = {0};
-    an_opts o = {.recompute_digests = 1, .root = NULL};
+    an_opts o = {.recompute = 1, .root = root, .threads = threads};
     json_t *an = NULL;
     int rc = an_correctness(&c, &in, &o, out ? &an : NULL);
     return finish("correctness", &c, rc, an, out,
@@ -192,8 +270,10 @@ static int cmd_ceiling(int argc, char **argv)
         cli_error("analyze ceiling", "no stage profiles given (see --help)");
         return 2;
     }
+    if (cli_check_output("analyze ceiling", "--out", out, profiles, n) != 0)
+        return 2;
     an_ctx c = {0};
-    an_opts o = {.recompute_digests = 1, .root = NULL};
+    an_opts o = {.recompute = 1, .root = NULL, .threads = 1};
     json_t *a = NULL;
     int rc = an_ceiling(&c, profiles, n, &o, &a);
     if (rc == 0 && !c.failed && a) {
@@ -218,7 +298,7 @@ static int cmd_input_digests(int argc, char **argv)
 {
     int64_t live = 0, capacity = 0;
     uint64_t seed = 0;
-    double scale = 1.0;
+    float scale = 1.0f;
     int have_seed = 0;
     for (int i = 1; i < argc; i += 2) { /* option, value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -228,13 +308,13 @@ static int cmd_input_digests(int argc, char **argv)
         }
         int bad = !v;
         if (!bad && !strcmp(a, "--live"))
-            bad = cli_parse_i64(v, 1, INT64_C(1) << 40, &live);
+            bad = cli_parse_i64(v, 1, INT64_C(1) << 24, &live);
         else if (!bad && !strcmp(a, "--capacity"))
-            bad = cli_parse_i64(v, 1, INT64_C(1) << 40, &capacity);
+            bad = cli_parse_i64(v, 1, INT64_C(1) << 24, &capacity);
         else if (!bad && !strcmp(a, "--seed"))
             bad = cli_parse_u64(v, &seed) || !(have_seed = 1);
         else if (!bad && !strcmp(a, "--scale"))
-            bad = cli_parse_f64(v, &scale);
+            bad = cli_parse_f32(v, FLT_MIN, FLT_MAX, &scale);
         else
             bad = 1;
         if (bad) {
@@ -246,7 +326,22 @@ static int cmd_input_digests(int argc, char **argv)
         cli_error("analyze input-digests", "--live and --seed are required");
         return 2;
     }
-    gem_attn_shape s = {32, 4, 512, 512, live, capacity ? capacity : live, (float)scale};
+    if (capacity && capacity < live) {
+        cli_error("analyze input-digests", "--capacity %lld is below --live %lld",
+                  (long long)capacity, (long long)live);
+        return 2;
+    }
+    gem_attn_shape s = {32, 4, 512, 512, live, capacity ? capacity : live, scale};
+    size_t nq = 0, nk = 0, nv = 0;
+    if (gem_attn_shape_elems(&s, &nq, &nk, &nv, NULL) != GEM_OK) {
+        cli_error("analyze input-digests", "the shape does not fit in memory sizes");
+        return 2;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%lld cache rows", (long long)s.capacity);
+    if (cli_check_memory("analyze input-digests", what,
+                         (uint64_t)(nq + nk + nv) * sizeof(float)) != 0)
+        return 2;
     gem_owned_inputs in;
     gem_status st = gem_inputs_make(&s, seed, &in);
     if (st != GEM_OK) {
@@ -285,6 +380,9 @@ int gem_cmd_analyze(int argc, char **argv)
         return cmd_ceiling(argc - 1, argv + 1);
     if (!strcmp(k, "input-digests"))
         return cmd_input_digests(argc - 1, argv + 1);
-    cli_error("analyze", "unknown kind '%s' (merge-boundary, resources, correctness, ceiling)", k);
+    cli_error("analyze",
+              "unknown kind '%s' (merge-boundary, resources, correctness, ceiling, "
+              "input-digests)",
+              k);
     return 2;
 }

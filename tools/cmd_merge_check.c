@@ -22,6 +22,7 @@
  * any --threads value.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -241,23 +242,52 @@ static json_t *seeds_json(uint64_t run, const gem_input_seeds *s)
                      gem_receipt_u64(s->v));
 }
 
-/* Evaluates one length; fills `fig` and appends its case object to `cases`.
- * Returns 0, or -1 after printing why (a library call failed). */
-static int check_length(int64_t live, uint64_t seed, float scale, int64_t threads,
-                        json_t *cases, gem_mc_figures *fig)
+uint64_t gem_mc_case_bytes(int64_t live)
 {
+    if (live < 1 || live > ((int64_t)1 << 40))
+        return UINT64_MAX;
+    const uint64_t l = (uint64_t)live;
+    const uint64_t qo = (uint64_t)GEM_MC_N_Q_HEADS * GEM_MC_DK * sizeof(float);
+    const uint64_t kv = (uint64_t)GEM_MC_N_KV_HEADS * (GEM_MC_DK + GEM_MC_DV) * sizeof(float);
+    const uint64_t out = (uint64_t)GEM_MC_N_Q_HEADS * GEM_MC_DV;
+    /* inputs, two guarded outputs, the double reference, the statistics
+     * scratch, and per oracle run its accumulators and partials */
+    return qo + kv * l + 2 * (out * sizeof(float) + GEM_GUARD_BYTES) + out * sizeof(double) +
+           GEM_MC_N_KV_HEADS * l * sizeof(double) + 2 * 2 * out * sizeof(float) +
+           ((uint64_t)1 << 20);
+}
+
+static void say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *why, size_t cap, const char *fmt, ...)
+{
+    if (!why || !cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+}
+
+gem_status gem_mc_run_case(int64_t live, uint64_t seed, float scale, int64_t threads,
+                           gem_mc_case *out, char *why, size_t why_cap)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    if (threads < 1 || threads > MC_MAX_THREADS) {
+        say(why, why_cap, "threads %" PRId64 " outside [1, %d]", threads, MC_MAX_THREADS);
+        return GEM_ERR_PARAM;
+    }
+    memset(out, 0, sizeof *out);
     mc_case_work w;
     memset(&w, 0, sizeof w);
     w.shape = (gem_attn_shape){GEM_MC_N_Q_HEADS, GEM_MC_N_KV_HEADS, GEM_MC_DK, GEM_MC_DV,
                                live, live, scale};
     const size_t n_out = (size_t)(GEM_MC_N_Q_HEADS * GEM_MC_DV);
-    int rc = -1;
-    json_t *c = NULL;
-    json_t *gates = NULL, *scores = NULL;
+    gem_mc_figures *fig = &out->fig;
 
     gem_status st = gem_inputs_make(&w.shape, seed, &w.in);
     if (st != GEM_OK) {
-        cli_error(MC_CMD, "inputs for %" PRId64 " tokens: %s", live, gem_status_str(st));
+        say(why, why_cap, "inputs for %" PRId64 " tokens: %s", live, gem_status_str(st));
         goto out;
     }
     w.out[0] = gem_guard_alloc(n_out);
@@ -269,47 +299,49 @@ static int check_length(int64_t live, uint64_t seed, float scale, int64_t thread
         oom = !w.stats_scratch[g];
     }
     if (oom) {
-        cli_error(MC_CMD, "out of memory at %" PRId64 " tokens", live);
+        st = GEM_ERR_NOMEM;
+        say(why, why_cap, "out of memory at %" PRId64 " tokens", live);
         goto out;
     }
 
     if (run_tasks(&w, threads) != 0) {
-        cli_error(MC_CMD, "could not start the worker pool");
+        st = GEM_ERR_NOMEM;
+        say(why, why_cap, "could not start the worker pool");
         goto out;
     }
     for (int r = 0; r < 2; r++)
-        if (w.online_st[r] != GEM_OK) {
-            cli_error(MC_CMD, "online oracle run %d at %" PRId64 " tokens: %s", r + 1, live,
-                      gem_status_str(w.online_st[r]));
+        if ((st = w.online_st[r]) != GEM_OK) {
+            say(why, why_cap, "online oracle run %d at %" PRId64 " tokens: %s", r + 1, live,
+                gem_status_str(st));
             goto out;
         }
     for (int g = 0; g < GEM_MC_N_KV_HEADS; g++)
-        if (w.ref_st[g] != GEM_OK) {
-            cli_error(MC_CMD, "reference (KV head %d) at %" PRId64 " tokens: %s", g, live,
-                      gem_status_str(w.ref_st[g]));
+        if ((st = w.ref_st[g]) != GEM_OK) {
+            say(why, why_cap, "reference (KV head %d) at %" PRId64 " tokens: %s", g, live,
+                gem_status_str(st));
             goto out;
         }
     for (int i = 0; i < 3; i++)
-        if (w.sha_st[i] != GEM_OK) {
-            cli_error(MC_CMD, "input digest: %s", gem_status_str(w.sha_st[i]));
+        if ((st = w.sha_st[i]) != GEM_OK) {
+            say(why, why_cap, "input digest: %s", gem_status_str(st));
             goto out;
         }
 
     /* Figures. */
-    memset(fig, 0, sizeof *fig);
     fig->live = live;
     st = gem_compare_f32_f64(w.out[0], w.ref, n_out, &fig->cmp);
     if (st != GEM_OK) {
-        cli_error(MC_CMD, "compare: %s", gem_status_str(st));
+        say(why, why_cap, "compare: %s", gem_status_str(st));
         goto out;
     }
-    char out_sha[2][65], ref_sha[65];
-    if (gem_sha256_hex(w.out[0], n_out * sizeof(float), out_sha[0]) != GEM_OK ||
-        gem_sha256_hex(w.out[1], n_out * sizeof(float), out_sha[1]) != GEM_OK ||
-        gem_sha256_hex(w.ref, n_out * sizeof(double), ref_sha) != GEM_OK) {
-        cli_error(MC_CMD, "output digest failed");
+    if ((st = gem_sha256_hex(w.out[0], n_out * sizeof(float), out->out_sha[0])) != GEM_OK ||
+        (st = gem_sha256_hex(w.out[1], n_out * sizeof(float), out->out_sha[1])) != GEM_OK ||
+        (st = gem_sha256_hex(w.ref, n_out * sizeof(double), out->ref_sha)) != GEM_OK) {
+        say(why, why_cap, "output digest failed");
         goto out;
     }
+    memcpy(out->in_sha, w.in_sha, sizeof out->in_sha);
+    out->seeds = w.in.seeds;
     fig->finite = fig->cmp.nonfinite == 0;
     for (int r = 0; r < 2; r++) {
         size_t unwritten = 0;
@@ -318,7 +350,7 @@ static int check_length(int64_t live, uint64_t seed, float scale, int64_t thread
         fig->unwritten[r] = unwritten;
         fig->guard_ok[r] = guard_ok;
     }
-    fig->deterministic = !strcmp(out_sha[0], out_sha[1]) &&
+    fig->deterministic = !strcmp(out->out_sha[0], out->out_sha[1]) &&
                          memcmp(w.out[0], w.out[1], n_out * sizeof(float)) == 0;
 
     score_stats all = w.stats[0];
@@ -340,58 +372,38 @@ static int check_length(int64_t live, uint64_t seed, float scale, int64_t thread
     fig->max_weight = all.max_weight;
     fig->min_effective_tokens = all.min_eff;
     gem_mc_gates(fig);
-
-    c = json_object();
-    gates = json_pack("{s:b, s:b, s:b, s:b, s:b, s:b}", "correlation", fig->gate_corr,
-                              "nmse", fig->gate_nmse, "max_abs", fig->gate_max_abs, "finite",
-                              fig->finite, "repeat_deterministic", fig->deterministic,
-                              "output_written", fig->gate_written);
-    scores = json_pack(
-        "{s:o, s:o, s:o, s:o, s:o, s:o}", "mean", gem_receipt_real(fig->score_mean), "std",
-        gem_receipt_real(fig->score_std), "min", gem_receipt_real(fig->score_min), "max",
-        gem_receipt_real(fig->score_max), "max_softmax_weight",
-        gem_receipt_real(fig->max_weight), "min_effective_tokens",
-        gem_receipt_real(fig->min_effective_tokens));
-    if (!c || !gates || !scores) {
-        json_decref(c);
-        json_decref(gates);
-        json_decref(scores);
-        cli_error(MC_CMD, "out of memory building the receipt");
-        goto out;
-    }
-    if (json_object_set_new(c, "live", json_integer(live)) ||
-        json_object_set_new(c, "geometry", gem_receipt_geometry(&w.shape)) ||
-        json_object_set_new(c, "seeds", seeds_json(seed, &w.in.seeds)) ||
-        json_object_set_new(c, "input_sha256",
-                            json_pack("{s:s, s:s, s:s}", "q", w.in_sha[0], "k", w.in_sha[1],
-                                      "v", w.in_sha[2])) ||
-        json_object_set_new(c, "output_sha256",
-                            json_pack("{s:s, s:s, s:s}", "online", out_sha[0],
-                                      "online_repeat", out_sha[1], "reference", ref_sha)) ||
-        json_object_set_new(c, "finite", json_boolean(fig->finite)) ||
-        json_object_set_new(c, "repeat_deterministic", json_boolean(fig->deterministic)) ||
-        json_object_set_new(c, "unwritten",
-                            json_pack("{s:I, s:I}", "online", (json_int_t)fig->unwritten[0],
-                                      "online_repeat", (json_int_t)fig->unwritten[1])) ||
-        json_object_set_new(c, "guard_ok",
-                            json_pack("{s:b, s:b}", "online", fig->guard_ok[0],
-                                      "online_repeat", fig->guard_ok[1])) ||
-        json_object_set_new(c, "online_vs_reference", gem_receipt_compare(&fig->cmp)) ||
-        json_object_set_new(c, "scores", scores) ||
-        json_object_set_new(c, "gates", gates) ||
-        json_object_set_new(c, "verdict", json_string(fig->pass ? "pass" : "fail"))) {
-        json_decref(c);
-        cli_error(MC_CMD, "out of memory building the receipt");
-        goto out;
-    }
-    if (json_array_append_new(cases, c)) { /* steals c even on failure */
-        cli_error(MC_CMD, "out of memory building the receipt");
-        goto out;
-    }
-    rc = 0;
+    st = GEM_OK;
 out:
     work_free(&w);
-    return rc;
+    return st;
+}
+
+/* The receipt's case object of one length. NULL when out of memory. */
+static json_t *case_json(const gem_mc_case *k, uint64_t seed, float scale)
+{
+    const gem_mc_figures *fig = &k->fig;
+    const gem_attn_shape shape = {GEM_MC_N_Q_HEADS, GEM_MC_N_KV_HEADS, GEM_MC_DK, GEM_MC_DV,
+                                  fig->live, fig->live, scale};
+    json_t *c = json_pack(
+        "{s:I, s:o, s:o, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:b, s:b, s:{s:I, s:I}, "
+        "s:{s:b, s:b}, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}, s:{s:b, s:b, s:b, s:b, s:b, s:b}, "
+        "s:s}",
+        "live", (json_int_t)fig->live, "geometry", gem_receipt_geometry(&shape), "seeds",
+        seeds_json(seed, &k->seeds), "input_sha256", "q", k->in_sha[0], "k", k->in_sha[1], "v",
+        k->in_sha[2], "output_sha256", "online", k->out_sha[0], "online_repeat", k->out_sha[1],
+        "reference", k->ref_sha, "finite", fig->finite, "repeat_deterministic",
+        fig->deterministic, "unwritten", "online", (json_int_t)fig->unwritten[0],
+        "online_repeat", (json_int_t)fig->unwritten[1], "guard_ok", "online", fig->guard_ok[0],
+        "online_repeat", fig->guard_ok[1], "online_vs_reference",
+        gem_receipt_compare(&fig->cmp), "scores", "mean", gem_receipt_real(fig->score_mean),
+        "std", gem_receipt_real(fig->score_std), "min", gem_receipt_real(fig->score_min), "max",
+        gem_receipt_real(fig->score_max), "max_softmax_weight",
+        gem_receipt_real(fig->max_weight), "min_effective_tokens",
+        gem_receipt_real(fig->min_effective_tokens), "gates", "correlation", fig->gate_corr,
+        "nmse", fig->gate_nmse, "max_abs", fig->gate_max_abs, "finite", fig->finite,
+        "repeat_deterministic", fig->deterministic, "output_written", fig->gate_written,
+        "verdict", fig->pass ? "pass" : "fail");
+    return c;
 }
 
 /* ---- gates (shared with the analyzer) --------------------------------------- */
@@ -448,7 +460,7 @@ int gem_cmd_merge_check(int argc, char **argv)
     const char *name = argv[0];
     const char *out_path = GEM_MC_DEFAULT_OUT;
     uint64_t seed = GEM_MC_DEFAULT_SEED;
-    double scale = (double)GEM_MC_DEFAULT_SCALE;
+    float scale = GEM_MC_DEFAULT_SCALE;
     int64_t lengths[MC_MAX_LENGTHS];
     size_t n_lengths = GEM_MC_N_LENGTHS;
     memcpy(lengths, gem_mc_design_lengths, sizeof gem_mc_design_lengths);
@@ -466,23 +478,25 @@ int gem_cmd_merge_check(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--seed") && v) {
             if (cli_parse_u64(v, &seed)) {
-                cli_error(MC_CMD, "--seed '%s' is not an unsigned 64-bit integer", v);
+                cli_error(MC_CMD, "--seed '%s' is not an unsigned 64-bit decimal integer", v);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--scale") && v) {
-            if (cli_parse_f64(v, &scale) || !isfinite(scale) || scale <= 0.0 ||
-                scale > FLT_MAX) {
-                cli_error(MC_CMD, "--scale '%s' is not a positive finite float", v);
+            if (cli_parse_f32(v, FLT_MIN, FLT_MAX, &scale)) {
+                cli_error(MC_CMD,
+                          "--scale '%s' is not a positive decimal number that is a normal "
+                          "float (no underflow to 0, no overflow)",
+                          v);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--lengths") && v) {
-            if (cli_parse_i64_list(v, 1, 1 << 20, lengths, MC_MAX_LENGTHS, &n_lengths) ||
+            if (cli_parse_i64_list(v, 1, 1 << 24, lengths, MC_MAX_LENGTHS, &n_lengths) ||
                 n_lengths == 0) {
                 cli_error(MC_CMD,
                           "--lengths '%s': expected up to %d comma-separated lengths in "
-                          "[1, 1048576]",
+                          "[1, 16777216] (memory permitting)",
                           v, MC_MAX_LENGTHS);
                 return 2;
             }
@@ -500,27 +514,40 @@ int gem_cmd_merge_check(int argc, char **argv)
             return 2;
         }
     }
+    /* Before any work: the receipt path and the memory of the longest length. */
+    if (cli_check_output(MC_CMD, "--out", out_path, NULL, 0) != 0)
+        return 2;
+    int64_t longest = 0;
+    for (size_t i = 0; i < n_lengths; i++)
+        longest = lengths[i] > longest ? lengths[i] : longest;
+    char what[96];
+    snprintf(what, sizeof what, "%" PRId64 " live tokens", longest);
+    if (cli_check_memory(MC_CMD, what, gem_mc_case_bytes(longest)) != 0)
+        return 2;
 
     json_t *doc = gem_receipt_new(GEM_MC_SCHEMA, GEM_MC_TOOL_NAME, cli_git_commit());
     json_t *positions = json_array();
     json_t *cases = json_array();
-    if (!doc || !positions || !cases) {
-        cli_error(MC_CMD, "out of memory");
+    int bad = !doc || !positions || !cases;
+    for (size_t i = 0; i < n_lengths && !bad; i++)
+        bad = json_array_append_new(positions, json_integer(lengths[i])) != 0;
+    json_t *inputs = bad ? NULL
+                         : json_pack("{s:s, s:f, s:f, s:o}", "distribution", GEM_MC_DISTRIBUTION,
+                                     "lo", -1.0, "hi", 1.0, "scale",
+                                     gem_receipt_real((double)scale));
+    bad = bad || !inputs ||
+          json_object_set_new(doc, "partitions", json_integer(GEM_MC_PARTITIONS)) ||
+          json_object_set_new(doc, "inputs", inputs) ||
+          json_object_set_new(doc, "seed", gem_receipt_u64(seed)) ||
+          json_object_set_new(doc, "positions", json_incref(positions)) ||
+          json_object_set_new(doc, "thresholds", thresholds_json());
+    json_decref(positions);
+    if (bad) {
+        cli_error(MC_CMD, "out of memory building the receipt");
         json_decref(doc);
-        json_decref(positions);
         json_decref(cases);
         return 2;
     }
-    for (size_t i = 0; i < n_lengths; i++)
-        json_array_append_new(positions, json_integer(lengths[i]));
-    json_object_set_new(doc, "partitions", json_integer(GEM_MC_PARTITIONS));
-    json_object_set_new(doc, "inputs",
-                        json_pack("{s:s, s:f, s:f, s:o}", "distribution", GEM_MC_DISTRIBUTION,
-                                  "lo", -1.0, "hi", 1.0, "scale",
-                                  gem_receipt_real((double)(float)scale)));
-    json_object_set_new(doc, "seed", gem_receipt_u64(seed));
-    json_object_set_new(doc, "positions", positions);
-    json_object_set_new(doc, "thresholds", thresholds_json());
 
     gem_mc_figures figs[MC_MAX_LENGTHS];
     int all_pass = 1;
@@ -529,30 +556,47 @@ int gem_cmd_merge_check(int argc, char **argv)
         cli_progress("merge-check: %" PRId64 " live tokens (%zu of %zu), %" PRId64
                      " thread(s)",
                      lengths[i], i + 1, n_lengths, threads);
-        if (check_length(lengths[i], seed, (float)scale, threads, cases, &figs[i]) != 0) {
+        gem_mc_case k;
+        char why[256];
+        gem_status st = gem_mc_run_case(lengths[i], seed, scale, threads, &k, why, sizeof why);
+        if (st != GEM_OK) {
+            cli_error(MC_CMD, "%s", why);
             json_decref(cases);
             json_decref(doc);
             return 2;
         }
+        json_t *c = case_json(&k, seed, scale);
+        if (!c || json_array_append_new(cases, c) != 0) {
+            cli_error(MC_CMD, "out of memory building the receipt");
+            json_decref(cases);
+            json_decref(doc);
+            return 2;
+        }
+        figs[i] = k.fig;
         all_pass &= figs[i].pass;
         cli_progress("merge-check: %" PRId64 " tokens: nmse %.3g, max abs %.3g, %s",
                      lengths[i], figs[i].cmp.nmse, figs[i].cmp.max_abs,
                      figs[i].pass ? "pass" : "FAIL");
     }
-    json_object_set_new(doc, "cases", cases);
-    json_object_set_new(doc, "verdict", json_string(all_pass ? "pass" : "fail"));
+    if (json_object_set_new(doc, "cases", cases) ||
+        json_object_set_new(doc, "verdict", json_string(all_pass ? "pass" : "fail"))) {
+        cli_error(MC_CMD, "out of memory building the receipt");
+        json_decref(doc);
+        return 2;
+    }
 
-    gem_status st = gem_receipt_write(out_path, doc);
+    char why[512];
+    gem_status st = gem_receipt_save(out_path, doc, why, sizeof why);
     json_decref(doc);
     if (st != GEM_OK) {
-        cli_error(MC_CMD, "cannot write the receipt %s: %s", out_path, gem_status_str(st));
+        cli_error(MC_CMD, "cannot write the receipt '%s': %s", out_path, why);
         return 2;
     }
 
     printf("gem-online-merge-check: P=%d, %d query / %d KV heads, DK=DV=%d, f32, seed %" PRIu64
            ", scale %.9g\n",
            GEM_MC_PARTITIONS, GEM_MC_N_Q_HEADS, GEM_MC_N_KV_HEADS, GEM_MC_DK, seed,
-           (double)(float)scale);
+           (double)scale);
     printf("inputs: q, k, v uniform in [-1, 1); scores = scale * q.k\n\n");
     printf("%8s  %-16s  %-9s  %-9s  %-6s  %-6s  %-8s  %-16s  %-9s  %s\n", "live",
            "correlation", "nmse", "max_abs", "finite", "determ", "score sd",

@@ -55,4 +55,28 @@ typedef struct gem_mc_figures {
  * and guard_ok. A non-finite figure fails its gate. */
 void gem_mc_gates(gem_mc_figures *f);
 
+/* Everything one length of the audit produces: the figures and the digests
+ * of the inputs, both oracle outputs and the double reference output. */
+typedef struct gem_mc_case {
+    gem_mc_figures fig;
+    gem_input_seeds seeds;
+    char in_sha[3][65]; /* q, k, v */
+    char out_sha[2][65]; /* online run 1, run 2 */
+    char ref_sha[65];    /* the double reference output */
+} gem_mc_case;
+
+/* Bytes of memory one length of the audit needs at `live` tokens (inputs,
+ * outputs, reference, statistics scratch and the oracle's own scratch), for
+ * a check before it runs; UINT64_MAX when it does not fit 64 bits. */
+uint64_t gem_mc_case_bytes(int64_t live);
+
+/* Runs one length of the audit at the fixed geometry: inputs from `seed`,
+ * two runs of the P = 32 float oracle into poisoned, guarded buffers, the
+ * double reference, score statistics and digests, on `threads` workers (the
+ * result does not depend on how many). Deterministic: the producer and the
+ * analyzer get the same bytes. GEM_OK with *out filled, or the failing status
+ * with one line in why. */
+gem_status gem_mc_run_case(int64_t live, uint64_t seed, float scale, int64_t threads,
+                           gem_mc_case *out, char *why, size_t why_cap);
+
 #endif /* GEM_MERGE_CHECK_H */

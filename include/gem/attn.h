@@ -49,6 +49,7 @@ typedef enum gem_status {
     GEM_ERR_FORMAT,      /* a receipt or input file is malformed */
     GEM_ERR_OVERLAP,     /* an output overlaps an input, the cache or the workspace */
     GEM_ERR_MEMSPACE,    /* a pointer is not in the backend's memory (host vs device) */
+    GEM_ERR_SCORE,       /* a score scale * q.k overflows float although every input is finite */
     GEM_STATUS_COUNT
 } gem_status;
 
@@ -148,7 +149,8 @@ typedef struct gem_attn_inputs {
     size_t v_elems; /* elements available at v */
 } gem_attn_inputs;
 
-/* Checked size arithmetic: *r = a*b or a+b; GEM_ERR_OVERFLOW when it does not fit. */
+/* Checked size arithmetic: *r = a*b or a+b; GEM_ERR_OVERFLOW when it does not
+ * fit (*r untouched), GEM_ERR_NULL for a NULL r. */
 gem_status gem_mul_size(size_t a, size_t b, size_t *r);
 gem_status gem_add_size(size_t a, size_t b, size_t *r);
 
@@ -212,7 +214,11 @@ gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p,
 /* Partial states of every query head over tokens [begin, end), in float, in
  * token order: m, s (n_q_heads), o (n_q_heads, dv). begin == end yields empty
  * states. GEM_ERR_RANGE unless 0 <= begin <= end <= live. The caller states
- * how many elements m/s (`ms_elems`) and o (`o_elems`) hold. */
+ * how many elements m/s (`ms_elems`) and o (`o_elems`) hold. A score that is
+ * not finite is an error: GEM_ERR_NONFINITE when the q row or k row it came
+ * from holds NaN or infinity, GEM_ERR_SCORE when they are finite and
+ * scale * q.k overflows float. On those two errors m, s and o may hold
+ * partial results (the heads before the failing one). */
 gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs *in,
                               int64_t begin, int64_t end, float *m, float *s,
                               size_t ms_elems, float *o, size_t o_elems);
@@ -220,19 +226,33 @@ gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs
 /* Merges state a and state b of one head into (m_out, s_out, o_out) with the
  * exact identity M = max(Ma, Mb), S = Sa exp(Ma-M) + Sb exp(Mb-M),
  * O = Oa exp(Ma-M) + Ob exp(Mb-M). An empty state is the identity on either
- * side. Both states are validated first; on error nothing is written.
- * o_out may alias oa or ob. Vectors are (dv). */
+ * side. Both states are validated first, and so is the result: a merge whose
+ * S or any O overflows float is GEM_ERR_STATE, so GEM_OK always comes with a
+ * valid state. On error nothing is written. o_out may alias oa or ob.
+ * Vectors are (dv); GEM_ERR_NULL for any NULL pointer. */
 gem_status gem_online_merge(int64_t dv, float ma, float sa, const float *oa,
                             float mb, float sb, const float *ob,
                             float *m_out, float *s_out, float *o_out);
 
 /* out = O / S for one head, after validating the state. Finalizing an empty
- * state is GEM_ERR_STATE. On error nothing is written. Vectors are (dv). */
+ * state is GEM_ERR_STATE, and so is a quotient that overflows float (GEM_OK
+ * always comes with a finite output). On error nothing is written. Vectors
+ * are (dv); GEM_ERR_NULL for a NULL o or out. */
 gem_status gem_online_finalize(int64_t dv, float m, float s, const float *o, float *out);
+
+/* Upper bounds of the route parameters: a partition count above
+ * GEM_MAX_PARTITIONS or a tile above GEM_MAX_TILE tokens is GEM_ERR_PARAM for
+ * every route that takes one (so a huge P cannot make a call run forever). */
+#define GEM_MAX_PARTITIONS ((int64_t)1 << 16)
+#define GEM_MAX_TILE ((int64_t)1024)
 
 /* The whole float oracle: P partials (gem_partition_range), merged per head
  * in partition order 0..P-1, finalized into out (n_q_heads, dv) floats.
- * Rejects non-finite inputs. Single-threaded; allocates its own scratch. */
+ * 1 <= P <= GEM_MAX_PARTITIONS (GEM_ERR_PARAM otherwise); partitions past the
+ * tokens are empty and skipped (merging an empty state changes nothing).
+ * Rejects non-finite inputs (GEM_ERR_NONFINITE) and scores that overflow
+ * float (GEM_ERR_SCORE). out is written only on GEM_OK. Single-threaded;
+ * allocates its own scratch. */
 gem_status gem_attn_online(const gem_attn_shape *shape, const gem_attn_inputs *in,
                            int64_t partitions, float *out, size_t out_elems);
 

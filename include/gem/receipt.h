@@ -14,12 +14,14 @@
 #ifndef GEM_RECEIPT_H
 #define GEM_RECEIPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
 
 #include "gem/attn.h"
 #include "gem/check.h"
+#include "gem/file.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,12 +56,30 @@ json_t *gem_receipt_u64(uint64_t x);
  * anything else (a non-string, empty, junk, overflow); *out untouched then. */
 int gem_receipt_parse_u64(const json_t *j, uint64_t *out);
 
-/* Writes doc to path as indented JSON (two spaces, keys in insertion order)
- * with a trailing newline. Atomic: the text goes to "<path>.tmp.<pid>"
- * in the same directory, is flushed, then renamed over path, so a reader sees
- * the old file or the whole new one. GEM_ERR_NULL for NULL arguments,
- * GEM_ERR_IO when any step fails (the temporary file is removed). */
+/* Writes doc to path as indented JSON (two spaces, keys in insertion order,
+ * reals with 17 significant digits) with a trailing newline, atomically with
+ * gem_file_write_atomic (include/gem/file.h): a reader sees the old file or
+ * the whole new one, and only a regular file (or a symlink to one, or nothing)
+ * is ever replaced; a device, a directory or a symlink to either is refused.
+ * GEM_ERR_NULL for NULL arguments, GEM_ERR_FORMAT when the document cannot be
+ * serialized, GEM_ERR_IO when the file cannot be written (nothing is left
+ * behind). `why` (may be NULL, why_cap bytes) receives one line saying why. */
+gem_status gem_receipt_save(const char *path, const json_t *doc, char *why, size_t why_cap);
+
+/* gem_receipt_save without the reason. */
 gem_status gem_receipt_write(const char *path, const json_t *doc);
+
+/* Reads a JSON document from the regular file at `path` once (gem_file_read,
+ * at most max_bytes bytes) and, from those same bytes, parses it (duplicate
+ * keys rejected) and digests it: *doc (a new reference; an object) and sha256
+ * (65 bytes, lower-case hex; may be NULL). The parse and the digest can never
+ * see different bytes. GEM_ERR_IO when the file cannot be read (missing, not
+ * regular, too large), GEM_ERR_FORMAT when it is not JSON or its top level is
+ * not an object, GEM_ERR_NULL for NULL path or doc. On error *doc = NULL and
+ * `why` (may be NULL) says why in one line (with the JSON line for syntax
+ * errors). */
+gem_status gem_receipt_load(const char *path, size_t max_bytes, json_t **doc, char sha256[65],
+                            char *why, size_t why_cap);
 
 #ifdef __cplusplus
 }
