@@ -100,12 +100,16 @@ static int device_of(const void *impl)
 }
 static const char *describe(const void *impl) { return ((const cpu_decode *)impl)->desc; }
 
+/* Every valid shape and every pair of known dtypes (F32, BF16, F16 for K and V
+ * each; the caller checked both are known): both routes convert on load. */
 static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
                            gem_dtype v_dtype)
 {
     (void)impl;
     (void)shape;
-    return k_dtype == GEM_DTYPE_F32 && v_dtype == GEM_DTYPE_F32 ? GEM_OK : GEM_ERR_UNSUPPORTED;
+    (void)k_dtype;
+    (void)v_dtype;
+    return GEM_OK;
 }
 
 static void config_default(const void *impl, const gem_decode_shape *shape, int64_t live,
@@ -334,6 +338,23 @@ static void store_row(void *base, gem_dtype t, int64_t off, const float *src, in
         dst[i] = t == GEM_DTYPE_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
 }
 
+/* 1 when all n floats are finite and stay finite stored as type t (a finite
+ * F32 value can round to infinity in BF16 or F16: |x| >= 65520 in F16). */
+static int storable(const float *src, int64_t n, gem_dtype t)
+{
+    if (!floats_finite(src, n))
+        return 0;
+    if (t == GEM_DTYPE_F32)
+        return 1;
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = t == GEM_DTYPE_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+        const uint16_t e = t == GEM_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+        bad |= (uint32_t)((h & e) == e);
+    }
+    return bad == 0;
+}
+
 static gem_status cache_append(const float *k, const float *v, int64_t n, int64_t heads,
                                int64_t dk, int64_t dv, int64_t capacity, int64_t first, void *kc,
                                gem_dtype kt, void *vc, gem_dtype vt, int *flag, void *stream)
@@ -341,7 +362,7 @@ static gem_status cache_append(const float *k, const float *v, int64_t n, int64_
     (void)stream;
     /* every row first, so a refused append writes nothing */
     (void)flag; /* refused rows are not appended, so nothing is ever flagged here */
-    if (!floats_finite(k, n * heads * dk) || !floats_finite(v, n * heads * dv))
+    if (!storable(k, n * heads * dk, kt) || !storable(v, n * heads * dv, vt))
         return GEM_ERR_NONFINITE;
     for (int64_t i = 0; i < n; i++) {
         const int64_t row = (first + i) % capacity;

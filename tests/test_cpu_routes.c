@@ -11,6 +11,7 @@
 #include "gem/check.h"
 #include "gem/engine.h"
 #include "tcheck.h"
+#include "tdtype.h"
 
 /* Every route output must be this close to the double reference. */
 #define MAX_NMSE 1e-9
@@ -173,28 +174,65 @@ static void check_rows_beyond_live(void)
     gem_inputs_free(&in);
 }
 
-/* The vector kernels follow their scalar rules bit for bit. */
+/* The vector kernels follow their scalar rules bit for bit: cpu_dot_tile and
+ * cpu_weighted_rows with K / V rows in F32, BF16 and F16 (16-bit rows against
+ * the rule on their exact widening). */
 static void check_kernels(void)
 {
+    static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
     const int64_t ns[] = {512, 48, 13, 1, 33};
-    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
-        const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
-        float *q = malloc((size_t)(nh * n) * sizeof(float));
-        float *k = malloc((size_t)(nt * ks) * sizeof(float));
-        float out[6 * 7];
-        gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
-        gem_fill_uniform(12 + (uint64_t)a, -1.0f, 1.0f, k, (size_t)(nt * ks));
-        cpu_dot_tile(q, nh, k, ks, nt, n, out, nt);
-        int same = 1;
-        for (int64_t h = 0; h < nh; h++)
-            for (int64_t t = 0; t < nt; t++) {
-                const float want = cpu_dot_portable(q + h * n, k + t * ks, n);
-                same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
-            }
-        TCHECK(same);
-        free(q);
-        free(k);
-    }
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t e = 0; e < 3; e++) {
+            const gem_dtype kt = dtypes[e];
+            const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
+            float *q = malloc((size_t)(nh * n) * sizeof(float));
+            void *k = malloc((size_t)(nt * ks) * sizeof(float));
+            float *wide = malloc((size_t)(nt * ks) * sizeof(float));
+            float out[6 * 7];
+            gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
+            tdt_fill(12 + (uint64_t)a * 3 + e, kt, nt * ks, k, wide);
+            cpu_dot_tile(q, nh, k, kt, ks, nt, n, out, nt);
+            int same = 1;
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t t = 0; t < nt; t++) {
+                    const float want = cpu_dot_portable(q + h * n, wide + t * ks, n);
+                    same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
+                }
+            if (!TCHECK(same))
+                fprintf(stderr, "     dot_tile %s n%lld\n", gem_dtype_name(kt), (long long)n);
+            free(q);
+            free(k);
+            free(wide);
+        }
+    /* weighted rows: 8 heads x 32 columns (the vector block) and a ragged block */
+    const int64_t shapes[][2] = {{8, 32}, {3, 13}, {8, 16}};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t e = 0; e < 3; e++) {
+            const gem_dtype vt = dtypes[e];
+            const int64_t nh = shapes[a][0], w = shapes[a][1], nt = 37, vs = w + 5, ps = nt + 2;
+            float *p = malloc((size_t)(nh * ps) * sizeof(float));
+            void *v = malloc((size_t)(nt * vs) * sizeof(float));
+            float *wide = malloc((size_t)(nt * vs) * sizeof(float));
+            float *acc = malloc((size_t)(nh * w) * sizeof(float));
+            float *want = malloc((size_t)(nh * w) * sizeof(float));
+            gem_fill_uniform(31 + (uint64_t)a, 0.0f, 1.0f, p, (size_t)(nh * ps));
+            gem_fill_uniform(32 + (uint64_t)a, -1.0f, 1.0f, acc, (size_t)(nh * w));
+            memcpy(want, acc, (size_t)(nh * w) * sizeof(float));
+            tdt_fill(33 + (uint64_t)a * 3 + e, vt, nt * vs, v, wide);
+            cpu_weighted_rows(p, ps, nh, v, vt, vs, nt, w, acc);
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t h = 0; h < nh; h++)
+                    for (int64_t d = 0; d < w; d++)
+                        want[h * w + d] = fmaf(p[h * ps + t], wide[t * vs + d], want[h * w + d]);
+            if (!TCHECK(memcmp(acc, want, (size_t)(nh * w) * sizeof(float)) == 0))
+                fprintf(stderr, "     weighted_rows %s nh%lld w%lld\n", gem_dtype_name(vt),
+                        (long long)nh, (long long)w);
+            free(p);
+            free(v);
+            free(wide);
+            free(acc);
+            free(want);
+        }
     /* exp: exact at 0 and -inf, close to expf elsewhere */
     float x[4096], y[4096];
     for (int i = 0; i < 4096; i++)
