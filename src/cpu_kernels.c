@@ -554,45 +554,109 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 }
 
 #if CPU_AVX512
-/* cpu_value_tile for 8 heads, n a multiple of 16, V of type vt: per 16 columns
- * the 8 heads' accumulators stay in registers for the whole tile; each V vector
- * is loaded (and converted) once and feeds 8 FMAs (weights broadcast from
- * memory). */
+/* 0 when all 8 alphas of a tile are exactly 1: the rule's o * alpha is then o
+ * itself, bit for bit (x * 1 = x for every float), so the multiplies can be left
+ * out. Once the running maxima settle (most tiles of a long context) that saves
+ * 8 heads x dv multiplies per tile. al (8). */
+static inline int rescales(const float *al)
+{
+    return _mm256_movemask_ps(
+               _mm256_cmp_ps(_mm256_loadu_ps(al), _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+}
+
+/* Tiles one value_8h call takes at most (cpu_value_tile splits longer calls). */
+#define VALUE_MAX_TILES 64
+
+/* cpu_value_tile for 8 heads, n a multiple of 16, V of type vt, at most
+ * VALUE_MAX_TILES tiles: per 32 (then 16) columns the 8 heads' accumulators stay
+ * in registers for the whole call; each V vector is loaded (and converted) once
+ * and feeds 8 FMAs (weights broadcast from memory). The tokens run in segments:
+ * a segment starts at a tile whose alphas are not all 1 (its multiplies first)
+ * and takes every token up to the next such tile in one loop; a tile whose
+ * alphas are all 1 needs no multiply (x * 1 = x), so once the running maxima
+ * settle a call is one loop over its tokens. Per element the rule's operations
+ * in the rule's order. */
 INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
                      const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
                      const gem_dtype vt)
 {
+    int64_t seg_t[VALUE_MAX_TILES + 1];     /* first token of each segment, then nt */
+    const float *seg_al[VALUE_MAX_TILES];   /* its tile's alphas, NULL when all 1 */
+    int nseg = 0;
+    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+        const float *al = alpha + (t0 / tile) * 8;
+        const int r = rescales(al);
+        if (nseg == 0 || r) {
+            seg_t[nseg] = t0;
+            seg_al[nseg] = r ? al : NULL;
+            nseg++;
+        }
+    }
+    seg_t[nseg] = nt;
+    const int64_t row_bytes = vs * esize(vt);
     int64_t d = 0;
+    /* BF16: a 64-byte load holds 32 columns; shifting each dword up 16 bits gives
+     * the even columns as floats, masking its low half the odd ones (2 cheap ops
+     * instead of 2 widenings and 2 shifts). a[h] then holds the even columns of
+     * the block and b[h] the odd ones: o is split so on load and merged back on
+     * store (2 + 2 permutes per head and call). */
+    const int eo = vt == GEM_DTYPE_BF16;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512i himask = _mm512_set1_epi32((int)0xFFFF0000u);
     for (; d + 32 <= n; d += 32) { /* 32 columns: each weight broadcast feeds 2 FMAs */
         __m512 a[8], b[8];
         for (int h = 0; h < 8; h++) {
             a[h] = _mm512_loadu_ps(o + h * n + d);
             b[h] = _mm512_loadu_ps(o + h * n + d + 16);
-        }
-        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-            const float *al = alpha + (t0 / tile) * 8;
-            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
-            for (int h = 0; h < 8; h++) {
-                const __m512 ah = _mm512_set1_ps(al[h]);
-                a[h] = _mm512_mul_ps(a[h], ah);
-                b[h] = _mm512_mul_ps(b[h], ah);
+            if (eo) {
+                const __m512 x = a[h];
+                a[h] = _mm512_permutex2var_ps(x, ev, b[h]);
+                b[h] = _mm512_permutex2var_ps(x, od, b[h]);
             }
-            for (int64_t t = t0; t < t1; t++) {
-                const void *row = elem(v, t * vs, vt);
-                const __m512 va = load16(row, d, vt);
-                const __m512 vb = load16(row, d + 16, vt);
+        }
+        const char *vr = elem(v, d, vt);
+        const char *pr = pf_nt > 0 ? elem(pf, d, vt) : NULL;
+        const float *pt = p;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
+                for (int h = 0; h < 8; h++) {
+                    const __m512 ah = _mm512_set1_ps(seg_al[g][h]);
+                    a[h] = _mm512_mul_ps(a[h], ah);
+                    b[h] = _mm512_mul_ps(b[h], ah);
+                }
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                __m512 va, vb;
+                if (eo) {
+                    const __m512i w = _mm512_loadu_si512((const void *)vr);
+                    va = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+                    vb = _mm512_castsi512_ps(_mm512_and_si512(w, himask));
+                } else {
+                    va = load16(vr, 0, vt);
+                    vb = load16(vr, 16, vt);
+                }
                 if (t < pf_nt) {
-                    prefetch_step(elem(pf, t * vs, vt), d, vt);
-                    prefetch_step(elem(pf, t * vs, vt), d + 16, vt);
+                    prefetch_step(pr, 0, vt);
+                    prefetch_step(pr, 16, vt);
+                    pr += row_bytes;
                 }
                 for (int h = 0; h < 8; h++) {
-                    const __m512 ph = _mm512_set1_ps(p[t * 8 + h]);
+                    const __m512 ph = _mm512_set1_ps(pt[h]);
                     a[h] = _mm512_fmadd_ps(ph, va, a[h]);
                     b[h] = _mm512_fmadd_ps(ph, vb, b[h]);
                 }
+                vr += row_bytes;
+                pt += 8;
             }
         }
         for (int h = 0; h < 8; h++) {
+            if (eo) {
+                const __m512 x = a[h];
+                a[h] = _mm512_permutex2var_ps(x, lo, b[h]);
+                b[h] = _mm512_permutex2var_ps(x, hi, b[h]);
+            }
             _mm512_storeu_ps(o + h * n + d, a[h]);
             _mm512_storeu_ps(o + h * n + d + 16, b[h]);
         }
@@ -601,21 +665,44 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
         __m512 a[8];
         for (int h = 0; h < 8; h++)
             a[h] = _mm512_loadu_ps(o + h * n + d);
-        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-            const float *al = alpha + (t0 / tile) * 8;
-            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
-            for (int h = 0; h < 8; h++)
-                a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(al[h]));
-            for (int64_t t = t0; t < t1; t++) {
-                const __m512 vv = load16(elem(v, t * vs, vt), d, vt);
-                if (t < pf_nt)
-                    prefetch_step(elem(pf, t * vs, vt), d, vt);
+        const char *vr = elem(v, d, vt);
+        const char *pr = pf_nt > 0 ? elem(pf, d, vt) : NULL;
+        const float *pt = p;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
                 for (int h = 0; h < 8; h++)
-                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[t * 8 + h]), vv, a[h]);
+                    a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(seg_al[g][h]));
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                const __m512 vv = load16(vr, 0, vt);
+                if (t < pf_nt) {
+                    prefetch_step(pr, 0, vt);
+                    pr += row_bytes;
+                }
+                for (int h = 0; h < 8; h++)
+                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(pt[h]), vv, a[h]);
+                vr += row_bytes;
+                pt += 8;
             }
         }
         for (int h = 0; h < 8; h++)
             _mm512_storeu_ps(o + h * n + d, a[h]);
+    }
+}
+
+/* cpu_value_tile for 8 heads: calls of at most VALUE_MAX_TILES tiles (each loads
+ * and stores o; the per-element order is the rule's), then the prefetch of the
+ * rows beyond this call's tokens. */
+INLINE void value_tile_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+                          const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
+                          const gem_dtype vt)
+{
+    /* all of it when it has at most VALUE_MAX_TILES tiles, else that many tiles */
+    const int64_t step = tile > nt / VALUE_MAX_TILES ? nt : VALUE_MAX_TILES * tile;
+    for (int64_t c = 0; c < nt; c += step) {
+        const int64_t m = nt - c < step ? nt - c : step;
+        const int64_t pm = pf_nt > c ? (pf_nt - c < m ? pf_nt - c : m) : 0;
+        value_8h(o, n, tile, alpha + (c / tile) * 8, p + c * 8, elem(v, c * vs, vt), m, vs,
+                 pm > 0 ? elem(pf, c * vs, vt) : NULL, pm, vt);
     }
     for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this call's count */
         prefetch_row(elem(pf, t * vs, vt), n, vt);
@@ -657,13 +744,13 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
     if (nh == 8 && n % 16 == 0) {
         switch (vt) {
         case GEM_DTYPE_BF16:
-            value_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16);
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16);
             return;
         case GEM_DTYPE_F16:
-            value_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16);
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16);
             return;
         default:
-            value_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32);
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32);
             return;
         }
     }

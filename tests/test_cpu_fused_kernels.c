@@ -194,23 +194,26 @@ static void check_value_tile(void)
                 }
 }
 
-/* One call over several tiles (each with its alpha) equals one call per tile,
- * for tile lengths that do and do not divide the token count. */
+/* One call over several tiles (each with its alpha) equals one call per tile and
+ * the scalar rule, for tile lengths that do and do not divide the token count,
+ * calls longer than the kernel takes at once (150 and 301 tokens at tiles 1 and
+ * 3), and alphas that are exactly 1 for all heads of a tile, for some, or none
+ * (the kernel leaves out multiplies by 1). */
 static void check_value_tiles(void)
 {
     const int64_t ns[] = {512, 13};
     const int64_t nhs[] = {8, 3};
-    const int64_t tiles[] = {1, 3, 4, 5, 32};
-    const int64_t nt = 32;
+    const int64_t tiles[][2] = {{1, 32}, {3, 32}, {4, 32}, {5, 32}, {32, 32}, {1, 150}, {3, 301}};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
             for (size_t c = 0; c < sizeof tiles / sizeof tiles[0]; c++)
                 for (size_t e = 0; e < 3; e++) {
                     const gem_dtype vt = dtypes[e];
                     const size_t es = gem_dtype_size(vt);
-                    const int64_t n = ns[a], nh = nhs[b], T = tiles[c], vs = n;
-                    const int64_t k = (nt + T - 1) / T;
+                    const int64_t n = ns[a], nh = nhs[b], T = tiles[c][0], nt = tiles[c][1];
+                    const int64_t vs = n, k = (nt + T - 1) / T;
                     float *w = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
+                    float *o3 = fmalloc(nh * n);
                     float *p = fmalloc(nt * nh), *al = fmalloc(k * nh);
                     char *v = emalloc(nt * vs);
                     const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
@@ -218,19 +221,36 @@ static void check_value_tiles(void)
                     gem_fill_uniform(900 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
                     gem_fill_uniform(1000 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
                     gem_fill_uniform(1100 + sd, 0.0f, 1.0f, al, (size_t)(k * nh));
+                    for (int64_t j = 0; j < k; j++) /* all heads 1, every other head 1, none */
+                        for (int64_t h = 0; h < nh; h++)
+                            if (j % 3 == 0 || (j % 3 == 1 && h % 2 == 0))
+                                al[j * nh + h] = 1.0f;
                     memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+                    memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
                     cpu_value_tile(o1, nh, n, T, al, p, v, vt, nt, vs, v, nt);
                     for (int64_t u = 0; u < nt; u += T)
                         cpu_value_tile(o2, nh, n, T, al + (u / T) * nh, p + u * nh,
                                        v + (size_t)(u * vs) * es, vt, nt - u < T ? nt - u : T, vs,
                                        NULL, 0);
-                    if (!TCHECK(same_bits(o1, o2, nh * n)))
-                        fprintf(stderr, "     value_tiles %s n%lld nh%lld T%lld\n",
-                                gem_dtype_name(vt), (long long)n, (long long)nh, (long long)T);
+                    for (int64_t h = 0; h < nh; h++) /* the rule, on the widened rows */
+                        for (int64_t d = 0; d < n; d++) {
+                            float acc = o3[h * n + d];
+                            for (int64_t t = 0; t < nt; t++) {
+                                if (t % T == 0)
+                                    acc = acc * al[(t / T) * nh + h];
+                                acc = fmaf(p[t * nh + h], w[t * vs + d], acc);
+                            }
+                            o3[h * n + d] = acc;
+                        }
+                    if (!TCHECK(same_bits(o1, o2, nh * n) && same_bits(o1, o3, nh * n)))
+                        fprintf(stderr, "     value_tiles %s n%lld nh%lld T%lld nt%lld\n",
+                                gem_dtype_name(vt), (long long)n, (long long)nh, (long long)T,
+                                (long long)nt);
                     free(v);
                     free(w);
                     free(o1);
                     free(o2);
+                    free(o3);
                     free(p);
                     free(al);
                 }
