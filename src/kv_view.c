@@ -213,6 +213,10 @@ void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int6
         return;
     }
     const uint16_t *src = (const uint16_t *)base + off;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = dt == GEM_DTYPE_BF16 ? gem_bf16_to_f32(src[i]) : gem_f16_to_f32(src[i]);
+    if (dt == GEM_DTYPE_BF16)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_bf16_to_f32(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_f16_to_f32(src[i]);
 }

@@ -91,9 +91,8 @@ typedef struct dcase {
     {DEF, 0, 0, PROD, 13, 17, HEAD_MAJOR_PADDED, QKN, 0, 0, kv},                  \
     {DEF, 0, 0, PROD, 4097, 4100, TOKEN_MAJOR_PADDED, 0, 0, 1, kv},               \
     {DEF, 0, 0, PROD, 8191, 8200, HEAD_MAJOR, QKN, 0, 1, kv},                     \
-    {DEF, 0, 0, PROD, 8192, 8195, TOKEN_MAJOR, 0, 0, 1, kv},                      \
-    {B, 0, 0, PROD, 8193, 8200, HEAD_MAJOR_PADDED, QKN, 0, 1, kv},                \
-    {DEF, 0, 0, PROD, 8193, 8201, HEAD_MAJOR_PADDED, 0, 0, 1, kv},                \
+    {B, 0, 0, PROD, 8192, 8195, TOKEN_MAJOR, 0, 0, 1, kv},                        \
+    {DEF, 0, 0, PROD, 8193, 8200, HEAD_MAJOR_PADDED, QKN, 0, 1, kv},              \
     {DEF, 0, 0, PROD, 65536, 65540, HEAD_MAJOR, 0, 0, 2, kv},                     \
     {DEF, 0, 0, PROD, 131072, 131080, TOKEN_MAJOR, QKN, 0, 2, kv}
 
