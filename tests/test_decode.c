@@ -44,9 +44,10 @@
 
 typedef enum layout {
     HEAD_MAJOR,        /* (heads, capacity, d), dense */
-    HEAD_MAJOR_PADDED, /* (heads, capacity, d + 16) rows, 32 spare rows between heads */
+    HEAD_MAJOR_PADDED, /* (heads, capacity, d + 64 bytes) rows, 32 spare rows between heads */
     TOKEN_MAJOR,       /* (capacity, heads, d), as a projection writes rows */
-    TOKEN_MAJOR_PADDED /* (capacity, heads * (d + 8) + 4): padding after heads and tokens */
+    TOKEN_MAJOR_PADDED /* (capacity, heads * (d + 32 bytes) + 16 bytes): padding after heads
+                          and tokens */
 } layout;
 
 static const char *layout_name[] = {"head-major", "head-major-padded", "token-major",
@@ -170,14 +171,17 @@ typedef struct strides {
     int64_t hs, ts, elems; /* head stride, token stride, extent in elements */
 } strides;
 
-static strides layout_strides(layout l, int64_t heads, int64_t cap, int64_t d)
+/* Strides of a tensor of `es`-byte elements; the padding is in bytes (16, 32,
+ * 64: a multiple of 16, so a backend that wants 16-byte rows runs every layout),
+ * F32: d + 16, d + 8 and 4 elements. */
+static strides layout_strides(layout l, int64_t heads, int64_t cap, int64_t d, int64_t es)
 {
     strides s;
     switch (l) {
     case HEAD_MAJOR: s.ts = d; s.hs = cap * d; break;
-    case HEAD_MAJOR_PADDED: s.ts = d + 16; s.hs = (cap + 32) * (d + 16); break;
+    case HEAD_MAJOR_PADDED: s.ts = d + 64 / es; s.hs = (cap + 32) * s.ts; break;
     case TOKEN_MAJOR: s.hs = d; s.ts = heads * d; break;
-    default: s.hs = d + 8; s.ts = heads * (d + 8) + 4; break;
+    default: s.hs = d + 32 / es; s.ts = heads * s.hs + 16 / es; break;
     }
     s.elems = (heads - 1) * s.hs + (cap - 1) * s.ts + d;
     return s;
@@ -333,8 +337,10 @@ typedef struct target {
 
 static void check_case(const dcase *c, target *targets, int nt, size_t index)
 {
-    const strides sk = layout_strides(c->lay, c->nkv, c->capacity, c->dk);
-    const strides sv = layout_strides(c->lay, c->nkv, c->capacity, c->dv);
+    const strides sk =
+        layout_strides(c->lay, c->nkv, c->capacity, c->dk, (int64_t)gem_dtype_size(c->kt));
+    const strides sv =
+        layout_strides(c->lay, c->nkv, c->capacity, c->dv, (int64_t)gem_dtype_size(c->vt));
     const uint64_t seed = 7000 + (uint64_t)index * 131;
     const size_t no = (size_t)(c->nq * c->dv);
     const int wide = c->kt != GEM_DTYPE_F32 || c->vt != GEM_DTYPE_F32;
