@@ -556,9 +556,10 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 
 #if CPU_AVX512
 /* 0 when all 8 alphas of a tile are exactly 1: the rule's o * alpha is then o
- * itself, bit for bit (x * 1 = x for every float), so the multiplies can be left
- * out. Once the running maxima settle (most tiles of a long context) that saves
- * 8 heads x dv multiplies per tile. al (8). */
+ * itself, bit for bit (x * 1 = x for every float but a signalling NaN, which no
+ * accumulator of the routes holds: they start at 0 and only take FMA results),
+ * so the multiplies can be left out. Once the running maxima settle (most tiles
+ * of a long context) that saves 8 heads x dv multiplies per tile. al (8). */
 static inline int rescales(const float *al)
 {
     return _mm256_movemask_ps(
