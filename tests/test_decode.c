@@ -597,6 +597,12 @@ int main(int argc, char **argv)
         t->mem.ops = &gem_harness_cuda_ops;
         const gem_status st = gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &t->ctx);
         if (st == GEM_OK && TCHECK(t->mem.ops->open(&t->mem.hx) == GEM_OK)) {
+            /* the matrix trusts the backend's supports answers; it must at least claim
+             * the production shape with F32 K and V, so a backend that claimed nothing
+             * cannot pass by refusing everything */
+            const gem_decode_shape prod = {PROD, 1.0f};
+            TCHECK_STATUS(gem_decode_supports(t->ctx, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32),
+                          GEM_OK);
             nt++;
         } else {
             TCHECK_STATUS(st, GEM_ERR_NO_DEVICE); /* no GPU: the only acceptable answer */
