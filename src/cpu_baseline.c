@@ -12,6 +12,8 @@
  *                 each reads the normalized score rows of its G heads and its
  *                 tile of V and writes a partial (VP, n_q_heads, dv).
  *   4. reduce:    one item per query head sums the VP partials in order 0..VP-1.
+ * K and V may each be F32, BF16 or F16; the kernels convert each element
+ * exactly as they load it (cpu_kernels.h).
  * Items depend only on their indices, never on the thread, so the output is
  * bitwise the same for any thread count.
  */
@@ -55,8 +57,10 @@ gem_status gem_baseline_scratch_bytes(int64_t live, int64_t n_q_heads, int64_t d
 
 typedef struct baseline_job {
     const float *q;     /* (n_q_heads, dk) */
-    const float *k;     /* K element (g, t, i) at k[g*k_hs + t*k_ts + i] */
-    const float *v;     /* V element (g, t, i) at v[g*v_hs + t*v_ts + i] */
+    const char *k;      /* K element (g, t, i) at element g*k_hs + t*k_ts + i of type kt */
+    const char *v;      /* V element (g, t, i) at element g*v_hs + t*v_ts + i of type vt */
+    gem_dtype kt, vt;
+    int64_t k_es, v_es; /* bytes per K / V element */
     float *scores;      /* (n_q_heads, live) */
     float *partials;    /* (VP, n_q_heads, dv) */
     float *out;         /* (n_q_heads, dv) */
@@ -75,12 +79,12 @@ static void score_item(void *ctx, int64_t item, int64_t thread)
     const int64_t begin = chunk * SCORE_CHUNK;
     const int64_t end = begin + SCORE_CHUNK < j->live ? begin + SCORE_CHUNK : j->live;
     const int64_t h0 = g * j->group, dk = j->dk;
-    const float *kg = j->k + g * j->k_hs;
-    float *rows = j->scores + h0 * j->live; /* (G, live) */
+    const char *kg = j->k + g * j->k_hs * j->k_es; /* within the view's extent */
+    float *rows = j->scores + h0 * j->live;         /* (G, live) */
     for (int64_t t0 = begin; t0 < end; t0 += 4) {
         const int64_t n = end - t0 < 4 ? end - t0 : 4;
-        cpu_dot_tile(j->q + h0 * dk, j->group, kg + t0 * j->k_ts, j->k_ts, n, dk, rows + t0,
-                     j->live);
+        cpu_dot_tile(j->q + h0 * dk, j->group, kg + t0 * j->k_ts * j->k_es, j->kt, j->k_ts, n, dk,
+                     rows + t0, j->live);
     }
     for (int64_t hh = 0; hh < j->group; hh++) {
         float *r = rows + hh * j->live;
@@ -145,7 +149,8 @@ static void value_item(void *ctx, int64_t item, int64_t thread)
     float *acc = j->ws + thread * j->ws_stride; /* (G, w) */
     memset(acc, 0, (size_t)(G * w) * sizeof(float));
     cpu_weighted_rows(j->scores + h0 * j->live + begin, j->live, G,
-                      j->v + g * j->v_hs + begin * j->v_ts + d0, j->v_ts, end - begin, w, acc);
+                      j->v + (g * j->v_hs + begin * j->v_ts + d0) * j->v_es, j->vt, j->v_ts,
+                      end - begin, w, acc);
     for (int64_t hh = 0; hh < G; hh++)
         memcpy(j->partials + (sp * j->n_q + h0 + hh) * dv + d0, acc + hh * w,
                (size_t)w * sizeof(float));
@@ -175,7 +180,9 @@ gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, c
     if (VP < 1 || cfg->tile != 0)
         return GEM_ERR_PARAM;
     baseline_job j = {
-        .q = q, .k = kv->k, .v = kv->v, .out = out, .ws = r->ws, .status = r->status,
+        .q = q, .k = kv->k, .v = kv->v, .kt = kv->k_dtype, .vt = kv->v_dtype,
+        .k_es = (int64_t)gem_dtype_size(kv->k_dtype), .v_es = (int64_t)gem_dtype_size(kv->v_dtype),
+        .out = out, .ws = r->ws, .status = r->status,
         .ws_stride = r->ws_stride, .n_q = nq, .n_kv = nkv, .group = nq / nkv,
         .dk = shape->dk, .dv = shape->dv, .live = live, .vparts = VP,
         .dim_tiles = (shape->dv + GEM_BASELINE_DIM_TILE - 1) / GEM_BASELINE_DIM_TILE,

@@ -100,12 +100,16 @@ static int device_of(const void *impl)
 }
 static const char *describe(const void *impl) { return ((const cpu_decode *)impl)->desc; }
 
+/* Every valid shape and every pair of known dtypes (F32, BF16, F16 for K and V
+ * each; the caller checked both are known): both routes convert on load. */
 static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
                            gem_dtype v_dtype)
 {
     (void)impl;
     (void)shape;
-    return k_dtype == GEM_DTYPE_F32 && v_dtype == GEM_DTYPE_F32 ? GEM_OK : GEM_ERR_UNSUPPORTED;
+    (void)k_dtype;
+    (void)v_dtype;
+    return GEM_OK;
 }
 
 static void config_default(const void *impl, const gem_decode_shape *shape, int64_t live,
@@ -285,43 +289,6 @@ static gem_status cache_alloc(size_t bytes, void **out)
 
 static void cache_free(void *p) { free(p); }
 
-/* Round to nearest even: the F32 value's bfloat16 / IEEE half bit pattern. NaN
- * stays NaN (quiet), overflow goes to infinity. */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x007FFFFFu))
-        return (uint16_t)((x >> 16) | 0x0040u);
-    x += 0x7FFFu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    const uint32_t ax = x & 0x7FFFFFFFu;
-    if (ax >= 0x7F800000u) /* inf or NaN */
-        return (uint16_t)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x0200u : 0u));
-    if (ax >= 0x477FF000u) /* rounds to >= 65520: infinity */
-        return (uint16_t)(sign | 0x7C00u);
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
-        float a;
-        memcpy(&a, &ax, sizeof a);
-        /* a * 2^24 rounded to nearest even is the subnormal's mantissa (exact in float) */
-        const float m = nearbyintf(a * 0x1p24f);
-        return (uint16_t)(sign | (uint16_t)m);
-    }
-    /* normal: rebias the exponent, round the 13 dropped bits to nearest even */
-    uint32_t h = ((ax - 0x38000000u) >> 13);
-    const uint32_t rest = ax & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
 /* Stores n floats of src at element offset off of a tensor of type t. */
 static void store_row(void *base, gem_dtype t, int64_t off, const float *src, int64_t n)
 {
@@ -331,7 +298,25 @@ static void store_row(void *base, gem_dtype t, int64_t off, const float *src, in
     }
     uint16_t *dst = (uint16_t *)base + off;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = t == GEM_DTYPE_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+        dst[i] = t == GEM_DTYPE_BF16 ? gem_f32_to_bf16(src[i]) : gem_f32_to_f16(src[i]);
+}
+
+/* 1 when all n floats are finite and stay finite stored as type t (a finite
+ * F32 value can round to infinity in BF16 or F16: |x| >= 65520 in F16). */
+static int storable(const float *src, int64_t n, gem_dtype t)
+{
+    if (!floats_finite(src, n))
+        return 0;
+    if (t == GEM_DTYPE_F32)
+        return 1;
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h =
+            t == GEM_DTYPE_BF16 ? gem_f32_to_bf16(src[i]) : gem_f32_to_f16(src[i]);
+        const uint16_t e = t == GEM_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+        bad |= (uint32_t)((h & e) == e);
+    }
+    return bad == 0;
 }
 
 static gem_status cache_append(const float *k, const float *v, int64_t n, int64_t heads,
@@ -341,7 +326,7 @@ static gem_status cache_append(const float *k, const float *v, int64_t n, int64_
     (void)stream;
     /* every row first, so a refused append writes nothing */
     (void)flag; /* refused rows are not appended, so nothing is ever flagged here */
-    if (!floats_finite(k, n * heads * dk) || !floats_finite(v, n * heads * dv))
+    if (!storable(k, n * heads * dk, kt) || !storable(v, n * heads * dv, vt))
         return GEM_ERR_NONFINITE;
     for (int64_t i = 0; i < n; i++) {
         const int64_t row = (first + i) % capacity;

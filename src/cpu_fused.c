@@ -22,6 +22,10 @@
  * the same bits) and writes O/S with gem_online_finalize, which validates the
  * merged state.
  *
+ * K and V may each be F32, BF16 or F16: the kernels convert each element
+ * exactly as they load it (cpu_kernels.h), so everything after the load is
+ * the F32 route, and a 16-bit cache gives the bits its F32 widening gives.
+ *
  * Every item's arithmetic depends only on (g, p) or h, never on the thread
  * that runs it, so the output is bitwise the same for any thread count.
  */
@@ -42,8 +46,10 @@
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
-    const float *k;   /* K element (g, t, i) at k[g*k_hs + t*k_ts + i] */
-    const float *v;   /* V element (g, t, i) at v[g*v_hs + t*v_ts + i] */
+    const char *k;    /* K element (g, t, i) at element g*k_hs + t*k_ts + i of type kt */
+    const char *v;    /* V element (g, t, i) at element g*v_hs + t*v_ts + i of type vt */
+    gem_dtype kt, vt;
+    int64_t k_es, v_es; /* bytes per K / V element */
     float *pm;        /* (P, n_q_heads) maxima */
     float *ps;        /* (P, n_q_heads) denominators */
     float *po;        /* (P, n_q_heads, dv) numerators */
@@ -89,9 +95,10 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     memset(o, 0, (size_t)(G * dv) * sizeof(float));
 
     const float *qg = j->q + h0 * dk;
-    const float *kg = j->k + g * j->k_hs;
-    const float *vg = j->v + g * j->v_hs;
-    const int64_t ks = j->k_ts, vs = j->v_ts;
+    /* byte offsets: within the view's extent, which fits int64 (gem_kv_view_check) */
+    const char *kg = j->k + g * j->k_hs * j->k_es;
+    const char *vg = j->v + g * j->v_hs * j->v_es;
+    const int64_t ks = j->k_ts, vs = j->v_ts, kb = ks * j->k_es, vb = vs * j->v_es;
     for (int64_t t0 = begin; t0 < end; t0 += S) {
         const int64_t n = end - t0 < S ? end - t0 : S;
         /* The kernels prefetch the S rows max(S, PF_TOKENS) tokens ahead
@@ -100,15 +107,15 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
          * each tile. */
         const int64_t a0 = t0 + (S > PF_TOKENS ? S : PF_TOKENS);
         const int64_t pn = a0 < end ? (end - a0 < S ? end - a0 : S) : 0;
-        const float *pk = pn ? kg + a0 * ks : NULL, *pv = pn ? vg + a0 * vs : NULL;
-        cpu_dot_tile_tm(qg, G, kg + t0 * ks, ks, n, dk, sc, G, pk, pn);
+        const char *pk = pn ? kg + a0 * kb : NULL, *pv = pn ? vg + a0 * vb : NULL;
+        cpu_dot_tile_tm(qg, G, kg + t0 * kb, j->kt, ks, n, dk, sc, G, pk, pn);
         for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
             if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
                                 alpha + (u / T) * G) != 0) {
                 j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
                 return;
             }
-        cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * vs, n, vs, pv, pn);
+        cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * vb, j->vt, n, vs, pv, pn);
     }
     for (int64_t hh = 0; hh < G; hh++) {
         j->pm[p * j->n_q + h0 + hh] = m[hh];
@@ -172,7 +179,9 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
     if (P < 1 || cfg->tile < 1)
         return GEM_ERR_PARAM;
     fused_job j = {
-        .q = q, .k = kv->k, .v = kv->v, .out = out, .ws = r->ws, .status = r->status,
+        .q = q, .k = kv->k, .v = kv->v, .kt = kv->k_dtype, .vt = kv->v_dtype,
+        .k_es = (int64_t)gem_dtype_size(kv->k_dtype), .v_es = (int64_t)gem_dtype_size(kv->v_dtype),
+        .out = out, .ws = r->ws, .status = r->status,
         .ws_stride = r->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
         .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
         .live = kv->live, .partitions = P, .tile = cfg->tile,

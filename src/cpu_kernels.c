@@ -4,12 +4,22 @@
  * streaming read use intrinsics; otherwise the portable C below, which gcc
  * vectorizes for whatever the target has. Both follow the same per-element
  * operation order, so they agree bit for bit.
+ *
+ * Cache rows of 16-bit types: the AVX-512 kernels convert 16 elements as they
+ * load them (BF16: zero-extend and shift up 16 bits; F16: vcvtph2ps, exact for
+ * every half including subnormals), the portable path widens a row chunk by
+ * chunk (cpu_widen) and then runs the F32 loop. Either way the float that takes
+ * part in the arithmetic is the element's exact value, so the F32 rule holds.
+ * Each kernel body is written once, for a dtype known at compile time
+ * (always_inline, called from a switch on the dtype), so each dtype gets its
+ * own specialized loop.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "kv_view.h"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
@@ -24,14 +34,47 @@
 #define CPU_PF_LOCALITY 2
 #endif
 
-/* Prefetches the n floats of a row, one request per 64-byte line. */
-static inline void prefetch_row(const float *p, int64_t n)
+#define INLINE static inline __attribute__((always_inline))
+
+/* Bytes of one element of a cache row type. */
+INLINE int64_t esize(const gem_dtype t) { return t == GEM_DTYPE_F32 ? 4 : 2; }
+
+/* Address of element i of a row of type t. */
+INLINE const void *elem(const void *p, int64_t i, const gem_dtype t)
 {
-    for (int64_t i = 0; i < n; i += 16)
-        __builtin_prefetch(p + i, 0, CPU_PF_LOCALITY);
+    return (const char *)p + i * esize(t);
+}
+
+/* Prefetches the n elements (type t) of a row, one request per 64-byte line. */
+INLINE void prefetch_row(const void *p, int64_t n, const gem_dtype t)
+{
+    const int64_t bytes = n * esize(t);
+    for (int64_t i = 0; i < bytes; i += 64)
+        __builtin_prefetch((const char *)p + i, 0, CPU_PF_LOCALITY);
 }
 
 const char *cpu_kernels_isa(void) { return CPU_AVX512 ? "avx512" : "portable"; }
+
+void cpu_widen(const void *src, gem_dtype t, int64_t n, float *dst)
+{
+    if (t == GEM_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *h = src;
+    if (t == GEM_DTYPE_BF16)
+        for (int64_t i = 0; i < n; i++) {
+            const uint32_t bits = (uint32_t)h[i] << 16;
+            memcpy(dst + i, &bits, sizeof bits);
+        }
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_f16_to_f32(h[i]);
+}
+
+/* Elements the portable path widens at once (a multiple of CPU_LANES, so the
+ * lane of element i stays i % 16 across chunks). */
+#define WIDEN_CHUNK 256
 
 /* The fixed 16 -> 1 tree of the lane rule. a (16). */
 static inline float tree16(const float *a)
@@ -58,6 +101,22 @@ float cpu_dot_portable(const float *q, const float *k, int64_t n)
     return tree16(acc);
 }
 
+/* cpu_dot_portable on a row of type kt: the same lanes and tree, the row
+ * widened chunk by chunk. q (n), k (n) elements of kt. */
+static float dot_portable_any(const float *q, const void *k, gem_dtype kt, int64_t n)
+{
+    if (kt == GEM_DTYPE_F32)
+        return cpu_dot_portable(q, k, n);
+    float acc[CPU_LANES] = {0}, buf[WIDEN_CHUNK];
+    for (int64_t c = 0; c < n; c += WIDEN_CHUNK) {
+        const int64_t m = n - c < WIDEN_CHUNK ? n - c : WIDEN_CHUNK;
+        cpu_widen(elem(k, c, kt), kt, m, buf);
+        for (int64_t i = 0; i < m; i++)
+            acc[i % CPU_LANES] = fmaf(q[c + i], buf[i], acc[i % CPU_LANES]);
+    }
+    return tree16(acc);
+}
+
 #if CPU_AVX512
 /* tree16 on a register, in the same order. */
 static inline float hsum16(__m512 a)
@@ -66,6 +125,25 @@ static inline float hsum16(__m512 a)
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Elements [i, i + 16) of a row of type t as 16 floats, converted exactly. */
+INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
+{
+    if (t == GEM_DTYPE_F32)
+        return _mm512_loadu_ps((const float *)row + i);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
+    if (t == GEM_DTYPE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* Prefetch of the line that holds element i of a row of type t, asked once per
+ * 64-byte line as i advances by 16 (every step for F32, every other for 16 bits). */
+INLINE void prefetch_step(const void *row, int64_t i, const gem_dtype t)
+{
+    if ((i * esize(t)) % 64 == 0)
+        __builtin_prefetch(elem(row, i, t), 0, CPU_PF_LOCALITY);
 }
 
 /* The 16 dot products of a 4 x 4 block reduced by the tree of hsum16, all at
@@ -92,10 +170,11 @@ static inline __m512 reduce_4x4(__m512 acc[4][4])
                          _mm512_shuffle_ps(c2[0], c2[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* 4 query rows x 4 key rows, n a multiple of 16: the 16 dot products in the
- * lanes of one register, lane 4*t + h = dot(q_h, k_t). */
-static __m512 dot_4x4(const float *q, const float *k, int64_t ks, int64_t n, const float *pf,
-                       int npf)
+/* 4 query rows x 4 key rows (type kt), n a multiple of 16: the 16 dot products
+ * in the lanes of one register, lane 4*t + h = dot(q_h, k_t). While it computes
+ * it prefetches npf rows of pf (ks apart). */
+INLINE __m512 dot_4x4(const float *q, const void *k, int64_t ks, int64_t n, const void *pf,
+                      int npf, const gem_dtype kt)
 {
     __m512 acc[4][4];
     for (int h = 0; h < 4; h++)
@@ -107,13 +186,13 @@ static __m512 dot_4x4(const float *q, const float *k, int64_t ks, int64_t n, con
     for (int64_t i = 0; i < n; i += 16) {
         __m512 kv[4];
         for (int t = 0; t < 4; t++) {
-            kv[t] = _mm512_loadu_ps(k + t * ks + i);
+            kv[t] = load16(elem(k, t * ks, kt), i, kt);
             /* keep each K vector in a register: without this gcc folds the
              * load into every FMA and reads K four times from L1 */
             __asm__("" : "+v"(kv[t]));
         }
         for (int t = 0; t < npf; t++)
-            __builtin_prefetch(pf + t * ks + i, 0, CPU_PF_LOCALITY);
+            prefetch_step(elem(pf, t * ks, kt), i, kt);
         for (int h = 0; h < 4; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
@@ -124,13 +203,14 @@ static __m512 dot_4x4(const float *q, const float *k, int64_t ks, int64_t n, con
 }
 
 /* 4 query rows x 1 key row: out[h*os] = dot(q_h, k). */
-static void dot_4x1(const float *q, const float *k, int64_t n, float *out, int64_t os)
+INLINE void dot_4x1(const float *q, const void *k, int64_t n, float *out, int64_t os,
+                    const gem_dtype kt)
 {
     __m512 acc[4];
     for (int h = 0; h < 4; h++)
         acc[h] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
-        const __m512 kv = _mm512_loadu_ps(k + i);
+        const __m512 kv = load16(k, i, kt);
         for (int h = 0; h < 4; h++)
             acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * n + i), kv, acc[h]);
     }
@@ -139,7 +219,8 @@ static void dot_4x1(const float *q, const float *k, int64_t n, float *out, int64
 }
 
 /* 1 query row x 4 key rows. */
-static void dot_1x4(const float *q, const float *k, int64_t ks, int64_t n, float *out)
+INLINE void dot_1x4(const float *q, const void *k, int64_t ks, int64_t n, float *out,
+                    const gem_dtype kt)
 {
     __m512 acc[4];
     for (int t = 0; t < 4; t++)
@@ -147,101 +228,136 @@ static void dot_1x4(const float *q, const float *k, int64_t ks, int64_t n, float
     for (int64_t i = 0; i < n; i += 16) {
         const __m512 qv = _mm512_loadu_ps(q + i);
         for (int t = 0; t < 4; t++)
-            acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + t * ks + i), acc[t]);
+            acc[t] = _mm512_fmadd_ps(qv, load16(elem(k, t * ks, kt), i, kt), acc[t]);
     }
     for (int t = 0; t < 4; t++)
         out[t] = hsum16(acc[t]);
 }
 
-static float dot_1x1(const float *q, const float *k, int64_t n)
+INLINE float dot_1x1(const float *q, const void *k, int64_t n, const gem_dtype kt)
 {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), acc);
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(k, i, kt), acc);
     return hsum16(acc);
+}
+
+/* cpu_dot_tile for n a multiple of 16. */
+INLINE void dot_tile_avx(const float *q, int64_t nh, const void *k, int64_t ks, int64_t nt,
+                         int64_t n, float *out, int64_t out_stride, const gem_dtype kt)
+{
+    int64_t h = 0;
+    for (; h + 4 <= nh; h += 4) {
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4) {
+            float r[16];
+            _mm512_storeu_ps(r, dot_4x4(q + h * n, elem(k, t * ks, kt), ks, n, NULL, 0, kt));
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++)
+                    out[(h + a) * out_stride + t + b] = r[4 * b + a];
+        }
+        for (; t < nt; t++)
+            dot_4x1(q + h * n, elem(k, t * ks, kt), n, out + h * out_stride + t, out_stride, kt);
+    }
+    for (; h < nh; h++) {
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4)
+            dot_1x4(q + h * n, elem(k, t * ks, kt), ks, n, out + h * out_stride + t, kt);
+        for (; t < nt; t++)
+            out[h * out_stride + t] = dot_1x1(q + h * n, elem(k, t * ks, kt), n, kt);
+    }
+}
+
+/* cpu_dot_tile_tm for n a multiple of 16. The blocks of 4 heads share the
+ * prefetches of the 4 rows ahead: block b asks for rows [b*rpb, (b+1)*rpb),
+ * spread over its FMAs. */
+INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t ks, int64_t nt,
+                            int64_t n, float *out, int64_t out_stride, const void *pf,
+                            int64_t pf_nt, const gem_dtype kt)
+{
+    const int64_t nb = nh / 4;
+    const int64_t rpb = nb >= 4 ? 1 : (nb > 0 ? (4 + nb - 1) / nb : 4);
+    /* token blocks outside, head blocks inside: the 4 K rows of a block are read
+     * by every head block while they are in L1 */
+    int64_t t = 0;
+    for (; t + 4 <= nt && nb > 0; t += 4)
+        for (int64_t h = 0; h + 4 <= nh; h += 4) {
+            const int64_t r0 = (h / 4) * rpb, r1 = r0 + rpb < 4 ? r0 + rpb : 4;
+            const int use = pf && t + 4 <= pf_nt && r0 < 4;
+            const __m512 r = dot_4x4(q + h * n, elem(k, t * ks, kt), ks, n,
+                                     use ? elem(pf, (t + r0) * ks, kt) : NULL,
+                                     use ? (int)(r1 - r0) : 0, kt);
+            _mm_storeu_ps(out + (t + 0) * out_stride + h, _mm512_extractf32x4_ps(r, 0));
+            _mm_storeu_ps(out + (t + 1) * out_stride + h, _mm512_extractf32x4_ps(r, 1));
+            _mm_storeu_ps(out + (t + 2) * out_stride + h, _mm512_extractf32x4_ps(r, 2));
+            _mm_storeu_ps(out + (t + 3) * out_stride + h, _mm512_extractf32x4_ps(r, 3));
+        }
+    for (; t < nt && nb > 0; t++)
+        for (int64_t h = 0; h + 4 <= nh; h += 4)
+            dot_4x1(q + h * n, elem(k, t * ks, kt), n, out + t * out_stride + h, 1, kt);
+    for (int64_t h = nb * 4; h < nh; h++) {
+        int64_t u = 0;
+        for (; u + 4 <= nt; u += 4) {
+            float r[4];
+            dot_1x4(q + h * n, elem(k, u * ks, kt), ks, n, r, kt);
+            for (int b = 0; b < 4; b++)
+                out[(u + b) * out_stride + h] = r[b];
+        }
+        for (; u < nt; u++)
+            out[u * out_stride + h] = dot_1x1(q + h * n, elem(k, u * ks, kt), n, kt);
+    }
+    for (int64_t u = nh >= 4 ? nt / 4 * 4 : 0; pf && u < pf_nt; u++) /* rows no block covered */
+        prefetch_row(elem(pf, u * ks, kt), n, kt);
 }
 #endif
 
-void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt, int64_t n,
-                  float *out, int64_t out_stride)
+void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks, int64_t nt,
+                  int64_t n, float *out, int64_t out_stride)
 {
 #if CPU_AVX512
     if (n % 16 == 0) {
-        int64_t h = 0;
-        for (; h + 4 <= nh; h += 4) {
-            int64_t t = 0;
-            for (; t + 4 <= nt; t += 4) {
-                float r[16];
-                _mm512_storeu_ps(r, dot_4x4(q + h * n, k + t * ks, ks, n, NULL, 0));
-                for (int a = 0; a < 4; a++)
-                    for (int b = 0; b < 4; b++)
-                        out[(h + a) * out_stride + t + b] = r[4 * b + a];
-            }
-            for (; t < nt; t++)
-                dot_4x1(q + h * n, k + t * ks, n, out + h * out_stride + t, out_stride);
+        switch (kt) {
+        case GEM_DTYPE_BF16:
+            dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_BF16);
+            return;
+        case GEM_DTYPE_F16:
+            dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_F16);
+            return;
+        default:
+            dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_F32);
+            return;
         }
-        for (; h < nh; h++) {
-            int64_t t = 0;
-            for (; t + 4 <= nt; t += 4)
-                dot_1x4(q + h * n, k + t * ks, ks, n, out + h * out_stride + t);
-            for (; t < nt; t++)
-                out[h * out_stride + t] = dot_1x1(q + h * n, k + t * ks, n);
-        }
-        return;
     }
 #endif
     for (int64_t h = 0; h < nh; h++)
         for (int64_t t = 0; t < nt; t++)
-            out[h * out_stride + t] = cpu_dot_portable(q + h * n, k + t * ks, n);
+            out[h * out_stride + t] = dot_portable_any(q + h * n, elem(k, t * ks, kt), kt, n);
 }
 
-void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt,
-                     int64_t n, float *out, int64_t out_stride, const float *pf, int64_t pf_nt)
+void cpu_dot_tile_tm(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
+                     int64_t nt, int64_t n, float *out, int64_t out_stride, const void *pf,
+                     int64_t pf_nt)
 {
 #if CPU_AVX512
     if (n % 16 == 0) {
-        /* The blocks of 4 heads share the prefetches of the 4 rows ahead:
-         * block b asks for rows [b*rpb, (b+1)*rpb), spread over its FMAs. */
-        const int64_t nb = nh / 4;
-        const int64_t rpb = nb >= 4 ? 1 : (nb > 0 ? (4 + nb - 1) / nb : 4);
-        int64_t h = 0;
-        for (; h + 4 <= nh; h += 4) {
-            const int64_t r0 = (h / 4) * rpb, r1 = r0 + rpb < 4 ? r0 + rpb : 4;
-            int64_t t = 0;
-            for (; t + 4 <= nt; t += 4) {
-                const int use = pf && t + 4 <= pf_nt && r0 < 4;
-                const __m512 r = dot_4x4(q + h * n, k + t * ks, ks, n,
-                                         use ? pf + (t + r0) * ks : NULL,
-                                         use ? (int)(r1 - r0) : 0);
-                _mm_storeu_ps(out + (t + 0) * out_stride + h, _mm512_extractf32x4_ps(r, 0));
-                _mm_storeu_ps(out + (t + 1) * out_stride + h, _mm512_extractf32x4_ps(r, 1));
-                _mm_storeu_ps(out + (t + 2) * out_stride + h, _mm512_extractf32x4_ps(r, 2));
-                _mm_storeu_ps(out + (t + 3) * out_stride + h, _mm512_extractf32x4_ps(r, 3));
-            }
-            for (; t < nt; t++)
-                dot_4x1(q + h * n, k + t * ks, n, out + t * out_stride + h, 1);
+        switch (kt) {
+        case GEM_DTYPE_BF16:
+            dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt, GEM_DTYPE_BF16);
+            return;
+        case GEM_DTYPE_F16:
+            dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt, GEM_DTYPE_F16);
+            return;
+        default:
+            dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt, GEM_DTYPE_F32);
+            return;
         }
-        for (; h < nh; h++) {
-            int64_t t = 0;
-            for (; t + 4 <= nt; t += 4) {
-                float r[4];
-                dot_1x4(q + h * n, k + t * ks, ks, n, r);
-                for (int b = 0; b < 4; b++)
-                    out[(t + b) * out_stride + h] = r[b];
-            }
-            for (; t < nt; t++)
-                out[t * out_stride + h] = dot_1x1(q + h * n, k + t * ks, n);
-        }
-        for (int64_t t = nh >= 4 ? nt / 4 * 4 : 0; pf && t < pf_nt; t++) /* rows no block covered */
-            prefetch_row(pf + t * ks, n);
-        return;
     }
 #endif
     for (int64_t t = 0; pf && t < pf_nt; t++)
-        prefetch_row(pf + t * ks, n);
+        prefetch_row(elem(pf, t * ks, kt), n, kt);
     for (int64_t t = 0; t < nt; t++)
         for (int64_t h = 0; h < nh; h++)
-            out[t * out_stride + h] = cpu_dot_portable(q + h * n, k + t * ks, n);
+            out[t * out_stride + h] = dot_portable_any(q + h * n, elem(k, t * ks, kt), kt, n);
 }
 
 /* e^x for x <= 0 by Cody-Waite reduction x = n ln2 + r and the Cephes
@@ -439,42 +555,116 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 }
 
 #if CPU_AVX512
-/* cpu_value_tile for 8 heads, n a multiple of 16: per 16 columns the 8 heads'
- * accumulators stay in registers for the whole tile; each V vector is loaded
- * once and feeds 8 FMAs (weights broadcast from memory). */
-static void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
-                     const float *v, int64_t nt, int64_t vs, const float *pf, int64_t pf_nt)
+/* 0 when all 8 alphas of a tile are exactly 1: the rule's o * alpha is then o
+ * itself, bit for bit (x * 1 = x for every float but a signalling NaN, which no
+ * accumulator of the routes holds: they start at 0 and only take FMA results),
+ * so the multiplies can be left out. Once the running maxima settle (most tiles
+ * of a long context) that saves 8 heads x dv multiplies per tile. al (8). */
+static inline int rescales(const float *al)
 {
+    return _mm256_movemask_ps(
+               _mm256_cmp_ps(_mm256_loadu_ps(al), _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+}
+
+/* Tiles one value_8h call takes at most (cpu_value_tile splits longer calls). */
+#define VALUE_MAX_TILES 64
+
+/* cpu_value_tile for 8 heads, n a multiple of 16, V of type vt, at most
+ * VALUE_MAX_TILES tiles: per 32 (then 16) columns the 8 heads' accumulators stay
+ * in registers for the whole call; each V vector is loaded (and converted) once
+ * and feeds 8 FMAs (weights broadcast from memory). The tokens run in segments:
+ * a segment starts at a tile whose alphas are not all 1 (its multiplies first)
+ * and takes every token up to the next such tile in one loop; a tile whose
+ * alphas are all 1 needs no multiply (x * 1 = x), so once the running maxima
+ * settle a call is one loop over its tokens. Per element the rule's operations
+ * in the rule's order. */
+INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+                     const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
+                     const gem_dtype vt)
+{
+    int64_t seg_t[VALUE_MAX_TILES + 1];     /* first token of each segment, then nt */
+    const float *seg_al[VALUE_MAX_TILES];   /* its tile's alphas, NULL when all 1 */
+    int nseg = 0;
+    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+        const float *al = alpha + (t0 / tile) * 8;
+        const int r = rescales(al);
+        if (nseg == 0 || r) {
+            seg_t[nseg] = t0;
+            seg_al[nseg] = r ? al : NULL;
+            nseg++;
+        }
+    }
+    seg_t[nseg] = nt;
+    const int64_t row_bytes = vs * esize(vt);
     int64_t d = 0;
+    /* BF16: a 64-byte load holds 32 columns; shifting each dword up 16 bits gives
+     * the even columns as floats, masking its low half the odd ones (2 cheap ops
+     * instead of 2 widenings and 2 shifts). a[h] then holds the even columns of
+     * the block and b[h] the odd ones: o is split so on load and merged back on
+     * store (2 + 2 permutes per head and call). */
+    const int eo = vt == GEM_DTYPE_BF16;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512i himask = _mm512_set1_epi32((int)0xFFFF0000u);
     for (; d + 32 <= n; d += 32) { /* 32 columns: each weight broadcast feeds 2 FMAs */
         __m512 a[8], b[8];
         for (int h = 0; h < 8; h++) {
             a[h] = _mm512_loadu_ps(o + h * n + d);
             b[h] = _mm512_loadu_ps(o + h * n + d + 16);
-        }
-        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-            const float *al = alpha + (t0 / tile) * 8;
-            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
-            for (int h = 0; h < 8; h++) {
-                const __m512 ah = _mm512_set1_ps(al[h]);
-                a[h] = _mm512_mul_ps(a[h], ah);
-                b[h] = _mm512_mul_ps(b[h], ah);
+            if (eo) {
+                const __m512 x = a[h];
+                a[h] = _mm512_permutex2var_ps(x, ev, b[h]);
+                b[h] = _mm512_permutex2var_ps(x, od, b[h]);
             }
-            for (int64_t t = t0; t < t1; t++) {
-                const __m512 va = _mm512_loadu_ps(v + t * vs + d);
-                const __m512 vb = _mm512_loadu_ps(v + t * vs + d + 16);
-                if (t < pf_nt)
-                    __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
-                if (t < pf_nt)
-                    __builtin_prefetch(pf + t * vs + d + 16, 0, CPU_PF_LOCALITY);
+        }
+        const char *vr = elem(v, d, vt);
+        const char *pr = pf_nt > 0 ? elem(pf, d, vt) : NULL;
+        const float *pt = p;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
                 for (int h = 0; h < 8; h++) {
-                    const __m512 ph = _mm512_set1_ps(p[t * 8 + h]);
+                    const __m512 ah = _mm512_set1_ps(seg_al[g][h]);
+                    a[h] = _mm512_mul_ps(a[h], ah);
+                    b[h] = _mm512_mul_ps(b[h], ah);
+                }
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                __m512 va, vb;
+                if (eo) {
+                    const __m512i w = _mm512_loadu_si512((const void *)vr);
+                    va = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+                    vb = _mm512_castsi512_ps(_mm512_and_si512(w, himask));
+                } else {
+                    va = load16(vr, 0, vt);
+                    vb = load16(vr, 16, vt);
+                }
+                if (t < pf_nt) {
+                    prefetch_step(pr, 0, vt);
+                    prefetch_step(pr, 16, vt);
+                    pr += row_bytes;
+                }
+                /* the row's next 32 columns into L1 for the next block: the block
+                 * reads one line (two for F32) of each of its rows, a stride the
+                 * hardware prefetchers follow late (5% at 16K tokens, one core) */
+                __builtin_prefetch(vr + 32 * esize(vt), 0, 3);
+                if (vt == GEM_DTYPE_F32)
+                    __builtin_prefetch(vr + 32 * esize(vt) + 64, 0, 3);
+                for (int h = 0; h < 8; h++) {
+                    const __m512 ph = _mm512_set1_ps(pt[h]);
                     a[h] = _mm512_fmadd_ps(ph, va, a[h]);
                     b[h] = _mm512_fmadd_ps(ph, vb, b[h]);
                 }
+                vr += row_bytes;
+                pt += 8;
             }
         }
         for (int h = 0; h < 8; h++) {
+            if (eo) {
+                const __m512 x = a[h];
+                a[h] = _mm512_permutex2var_ps(x, lo, b[h]);
+                b[h] = _mm512_permutex2var_ps(x, hi, b[h]);
+            }
             _mm512_storeu_ps(o + h * n + d, a[h]);
             _mm512_storeu_ps(o + h * n + d + 16, b[h]);
         }
@@ -483,41 +673,102 @@ static void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
         __m512 a[8];
         for (int h = 0; h < 8; h++)
             a[h] = _mm512_loadu_ps(o + h * n + d);
-        for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-            const float *al = alpha + (t0 / tile) * 8;
-            const int64_t t1 = t0 + tile < nt ? t0 + tile : nt;
-            for (int h = 0; h < 8; h++)
-                a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(al[h]));
-            for (int64_t t = t0; t < t1; t++) {
-                const __m512 vv = _mm512_loadu_ps(v + t * vs + d);
-                if (t < pf_nt)
-                    __builtin_prefetch(pf + t * vs + d, 0, CPU_PF_LOCALITY);
+        const char *vr = elem(v, d, vt);
+        const char *pr = pf_nt > 0 ? elem(pf, d, vt) : NULL;
+        const float *pt = p;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
                 for (int h = 0; h < 8; h++)
-                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[t * 8 + h]), vv, a[h]);
+                    a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(seg_al[g][h]));
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                const __m512 vv = load16(vr, 0, vt);
+                if (t < pf_nt) {
+                    prefetch_step(pr, 0, vt);
+                    pr += row_bytes;
+                }
+                for (int h = 0; h < 8; h++)
+                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(pt[h]), vv, a[h]);
+                vr += row_bytes;
+                pt += 8;
             }
         }
         for (int h = 0; h < 8; h++)
             _mm512_storeu_ps(o + h * n + d, a[h]);
     }
 }
+
+/* cpu_value_tile for 8 heads: calls of at most VALUE_MAX_TILES tiles (each loads
+ * and stores o; the per-element order is the rule's), then the prefetch of the
+ * rows beyond this call's tokens. */
+INLINE void value_tile_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+                          const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
+                          const gem_dtype vt)
+{
+    /* all of it when it has at most VALUE_MAX_TILES tiles, else that many tiles */
+    const int64_t step = tile > nt / VALUE_MAX_TILES ? nt : VALUE_MAX_TILES * tile;
+    for (int64_t c = 0; c < nt; c += step) {
+        const int64_t m = nt - c < step ? nt - c : step;
+        const int64_t pm = pf_nt > c ? (pf_nt - c < m ? pf_nt - c : m) : 0;
+        value_8h(o, n, tile, alpha + (c / tile) * 8, p + c * 8, elem(v, c * vs, vt), m, vs,
+                 pm > 0 ? elem(pf, c * vs, vt) : NULL, pm, vt);
+    }
+    for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this call's count */
+        prefetch_row(elem(pf, t * vs, vt), n, vt);
+}
+
+/* cpu_weighted_rows for 8 heads and 32 columns, V of type vt. */
+INLINE void weighted_8x32(const float *p, int64_t p_stride, const void *v, int64_t v_stride,
+                          int64_t nt, float *acc, const gem_dtype vt)
+{
+    __m512 a[8][2];
+    for (int h = 0; h < 8; h++) {
+        a[h][0] = _mm512_loadu_ps(acc + h * 32);
+        a[h][1] = _mm512_loadu_ps(acc + h * 32 + 16);
+    }
+    for (int64_t t = 0; t < nt; t++) {
+        const void *row = elem(v, t * v_stride, vt);
+        const __m512 v0 = load16(row, 0, vt);
+        const __m512 v1 = load16(row, 16, vt);
+        for (int h = 0; h < 8; h++) {
+            const __m512 ph = _mm512_set1_ps(p[h * p_stride + t]);
+            a[h][0] = _mm512_fmadd_ps(ph, v0, a[h][0]);
+            a[h][1] = _mm512_fmadd_ps(ph, v1, a[h][1]);
+        }
+    }
+    for (int h = 0; h < 8; h++) {
+        _mm512_storeu_ps(acc + h * 32, a[h][0]);
+        _mm512_storeu_ps(acc + h * 32 + 16, a[h][1]);
+    }
+}
 #endif
 
 void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *alpha,
-                    const float *p, const float *v, int64_t nt, int64_t v_stride, const float *pf,
-                    int64_t pf_nt)
+                    const float *p, const void *v, gem_dtype vt, int64_t nt, int64_t v_stride,
+                    const void *pf, int64_t pf_nt)
 {
     if (!pf)
         pf_nt = 0;
 #if CPU_AVX512
     if (nh == 8 && n % 16 == 0) {
-        value_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt);
-        for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this call's count */
-            prefetch_row(pf + t * v_stride, n);
-        return;
+        switch (vt) {
+        case GEM_DTYPE_BF16:
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16);
+            return;
+        case GEM_DTYPE_F16:
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16);
+            return;
+        default:
+            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32);
+            return;
+        }
     }
 #endif
     for (int64_t t = 0; t < pf_nt; t++)
-        prefetch_row(pf + t * v_stride, n);
+        prefetch_row(elem(pf, t * v_stride, vt), n, vt);
+    /* Per head, tile and chunk of columns: the alpha scaling, then the tokens in
+     * order, each row widened once per chunk; every o[h*n + d] sees the rule's
+     * operations in the rule's order. */
+    float buf[WIDEN_CHUNK];
     for (int64_t h = 0; h < nh; h++) {
         float *oh = o + h * n;
         for (int64_t t0 = 0; t0 < nt; t0 += tile) {
@@ -527,47 +778,56 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
                 oh[d] *= al;
             for (int64_t t = t0; t < t1; t++) {
                 const float pt = p[t * nh + h];
-                const float *vt = v + t * v_stride;
-                for (int64_t d = 0; d < n; d++)
-                    oh[d] = fmaf(pt, vt[d], oh[d]);
+                const void *vt_row = elem(v, t * v_stride, vt);
+                for (int64_t c = 0; c < n; c += WIDEN_CHUNK) {
+                    const int64_t m = n - c < WIDEN_CHUNK ? n - c : WIDEN_CHUNK;
+                    const float *src = buf;
+                    if (vt == GEM_DTYPE_F32)
+                        src = (const float *)vt_row + c;
+                    else
+                        cpu_widen(elem(vt_row, c, vt), vt, m, buf);
+                    for (int64_t d = 0; d < m; d++)
+                        oh[c + d] = fmaf(pt, src[d], oh[c + d]);
+                }
             }
         }
     }
 }
 
-void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,
+void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void *v, gem_dtype vt,
                        int64_t v_stride, int64_t nt, int64_t w, float *acc)
 {
 #if CPU_AVX512
     if (nh == 8 && w == 32) {
-        __m512 a[8][2];
-        for (int h = 0; h < 8; h++) {
-            a[h][0] = _mm512_loadu_ps(acc + h * 32);
-            a[h][1] = _mm512_loadu_ps(acc + h * 32 + 16);
+        switch (vt) {
+        case GEM_DTYPE_BF16:
+            weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_BF16);
+            return;
+        case GEM_DTYPE_F16:
+            weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F16);
+            return;
+        default:
+            weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F32);
+            return;
         }
-        for (int64_t t = 0; t < nt; t++) {
-            const __m512 v0 = _mm512_loadu_ps(v + t * v_stride);
-            const __m512 v1 = _mm512_loadu_ps(v + t * v_stride + 16);
-            for (int h = 0; h < 8; h++) {
-                const __m512 ph = _mm512_set1_ps(p[h * p_stride + t]);
-                a[h][0] = _mm512_fmadd_ps(ph, v0, a[h][0]);
-                a[h][1] = _mm512_fmadd_ps(ph, v1, a[h][1]);
-            }
-        }
-        for (int h = 0; h < 8; h++) {
-            _mm512_storeu_ps(acc + h * 32, a[h][0]);
-            _mm512_storeu_ps(acc + h * 32 + 16, a[h][1]);
-        }
-        return;
     }
 #endif
+    float buf[WIDEN_CHUNK];
     for (int64_t t = 0; t < nt; t++) {
-        const float *vt = v + t * v_stride;
-        for (int64_t h = 0; h < nh; h++) {
-            const float ph = p[h * p_stride + t];
-            float *ah = acc + h * w;
-            for (int64_t d = 0; d < w; d++)
-                ah[d] = fmaf(ph, vt[d], ah[d]);
+        const void *row = elem(v, t * v_stride, vt);
+        for (int64_t c = 0; c < w; c += WIDEN_CHUNK) {
+            const int64_t m = w - c < WIDEN_CHUNK ? w - c : WIDEN_CHUNK;
+            const float *src = buf;
+            if (vt == GEM_DTYPE_F32)
+                src = (const float *)row + c;
+            else
+                cpu_widen(elem(row, c, vt), vt, m, buf);
+            for (int64_t h = 0; h < nh; h++) {
+                const float ph = p[h * p_stride + t];
+                float *ah = acc + h * w + c;
+                for (int64_t d = 0; d < m; d++)
+                    ah[d] = fmaf(ph, src[d], ah[d]);
+            }
         }
     }
 }

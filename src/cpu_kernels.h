@@ -3,11 +3,24 @@
  * scalar rule (written out in its comment) that every implementation follows
  * operation for operation, so the AVX-512 path and the portable path give the
  * same bits, and a result never depends on how the caller batched its calls.
+ *
+ * Element types. The kernels that read the cache (cpu_dot_tile, cpu_dot_tile_tm,
+ * cpu_value_tile, cpu_weighted_rows) take K or V rows as F32, BF16 or F16
+ * (gem_dtype; strides count elements of that type). In the rules below k[i] and
+ * v[i] are the float each element stands for, converted exactly (BF16: the bits
+ * shifted up 16; F16: the IEEE half's value, subnormals included; see
+ * gem_bf16_to_f32 / gem_f16_to_f32). The arithmetic after the conversion is the
+ * F32 rule unchanged, so a kernel on a 16-bit row gives bit for bit what it
+ * gives on that row widened to F32. q, scores, weights and accumulators are F32.
+ * The AVX-512 path converts as it loads (BF16: a 16-bit shift; F16: vcvtph2ps),
+ * so the bytes it reads from the cache are the dtype's.
  */
 #ifndef GEM_CPU_KERNELS_H
 #define GEM_CPU_KERNELS_H
 
 #include <stdint.h>
+
+#include "gem/attn.h"
 
 /* Lanes of every accumulator: element i of a reduction goes to lane i % 16. */
 #define CPU_LANES 16
@@ -19,11 +32,12 @@
  * q (n), k (n). The portable definition, always compiled. */
 float cpu_dot_portable(const float *q, const float *k, int64_t n);
 
-/* out[h*out_stride + t] = dot(q + h*n, k + t*ks) for h < nh, t < nt, each by
- * the rule of cpu_dot_portable (bitwise equal to it).
+/* out[h*out_stride + t] = dot(q + h*n, k_t) for h < nh, t < nt, k_t row t of
+ * k (element i at k[t*ks + i] of type kt), each by the rule of
+ * cpu_dot_portable on the row's floats (bitwise equal to it).
  * q (nh, n), k (nt, ks) rows of n used, ks >= n, out (nh, out_stride). */
-void cpu_dot_tile(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt, int64_t n,
-                  float *out, int64_t out_stride);
+void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks, int64_t nt,
+                  int64_t n, float *out, int64_t out_stride);
 
 /* y[i] = e^x[i] by a fixed rule (Cody-Waite reduction, degree-6 polynomial,
  * about 1 ulp); inputs below -87.33654 (and -inf) give exactly 0, and x = 0
@@ -51,14 +65,15 @@ float cpu_stream_sum(const float *x, int64_t n);
 const char *cpu_kernels_isa(void);
 
 /* cpu_dot_tile with the scores token-major, the layout of the fused route's
- * tile: out[t*out_stride + h] = dot(q + h*n, k + t*ks) for h < nh, t < nt, each
- * by the rule of cpu_dot_portable (bitwise equal to it).
- * While it computes it prefetches pf_nt rows of n floats, ks apart, from pf
- * (the rows of a later tile; pf may be NULL): speed only, never read.
- * q (nh, n), k (nt, ks) rows of n used, ks >= n, out (nt, out_stride),
+ * tile: out[t*out_stride + h] = dot(q + h*n, k_t) for h < nh, t < nt, each
+ * by the rule of cpu_dot_portable (bitwise equal to it); k of type kt.
+ * While it computes it prefetches pf_nt rows of n elements of type kt, ks
+ * apart, from pf (the rows of a later tile; pf may be NULL): speed only, never
+ * read. q (nh, n), k (nt, ks) rows of n used, ks >= n, out (nt, out_stride),
  * out_stride >= nh, pf (pf_nt, ks). */
-void cpu_dot_tile_tm(const float *q, int64_t nh, const float *k, int64_t ks, int64_t nt,
-                     int64_t n, float *out, int64_t out_stride, const float *pf, int64_t pf_nt);
+void cpu_dot_tile_tm(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
+                     int64_t nt, int64_t n, float *out, int64_t out_stride, const void *pf,
+                     int64_t pf_nt);
 
 /* One tile of the online softmax for nh heads, scores token-major, by the rule:
  *   x[t,h] = scale * sc[t*nh + h]                 (all must be finite, else 1 is
@@ -75,8 +90,8 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
                     float *alpha);
 
 /* The value update of nh heads over nt tokens made of consecutive tiles of
- * `tile` tokens (the last may be shorter), weights token-major; tile j is
- * scaled by its own alpha before its tokens:
+ * `tile` tokens (the last may be shorter), weights token-major, V of type vt;
+ * tile j is scaled by its own alpha before its tokens:
  *   for h < nh, d < n: for each tile j in order:
  *       o[h*n + d] = o[h*n + d] * alpha[j*nh + h]
  *       for t in tile j: o[h*n + d] = fmaf(p[t*nh + h], v[t*v_stride + d], o[h*n + d])
@@ -87,15 +102,19 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
  * o (nh, n), alpha (ceil(nt / tile), nh), p (nt, nh), v (nt, v_stride),
  * pf (pf_nt, v_stride); tile >= 1. */
 void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *alpha,
-                    const float *p, const float *v, int64_t nt, int64_t v_stride, const float *pf,
-                    int64_t pf_nt);
+                    const float *p, const void *v, gem_dtype vt, int64_t nt, int64_t v_stride,
+                    const void *pf, int64_t pf_nt);
 
 /* Weighted sum of rows for the baseline's value stage, nh heads at once:
  *   for t in [0, nt): for h < nh: for d < w:
  *       acc[h*w + d] = fmaf(p[h*p_stride + t], v[t*v_stride + d], acc[h*w + d])
- * accumulating into what acc holds. p (nh, p_stride), v (nt, v_stride),
- * acc (nh, w). */
-void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const float *v,
+ * accumulating into what acc holds; v of type vt. p (nh, p_stride),
+ * v (nt, v_stride), acc (nh, w). */
+void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void *v, gem_dtype vt,
                        int64_t v_stride, int64_t nt, int64_t w, float *acc);
+
+/* dst[i] = the float element i of src (type t) stands for, i < n (exact).
+ * src (n) elements of t, dst (n). */
+void cpu_widen(const void *src, gem_dtype t, int64_t n, float *dst);
 
 #endif /* GEM_CPU_KERNELS_H */

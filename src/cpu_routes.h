@@ -51,8 +51,9 @@ void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
 gem_status cpu_first_error(const gem_status *status, int64_t n);
 
 /* The fused split-KV route: P = cfg->partitions sequence partitions, tile =
- * cfg->tile tokens. q (n_q_heads, dk), kv an F32 view (validated), out
- * (n_q_heads, dv). GEM_ERR_NONFINITE when a score overflows float. */
+ * cfg->tile tokens. q (n_q_heads, dk), kv a validated view with K and V each
+ * F32, BF16 or F16, out (n_q_heads, dv). GEM_ERR_NONFINITE when a score
+ * overflows float. */
 gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
                            const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 

@@ -1,9 +1,9 @@
 /*
  * gem_engine: the measuring harness on top of the decode API. It holds the
- * inputs in the backend's memory (src/harness.h says how per backend), builds
- * the KV view of the current rotation copy, poisons output and workspace,
- * calls gem_decode and times it; the CPU oracles (reference, online) run on
- * host copies.
+ * inputs in the backend's memory (src/harness.h says how per backend), K and V
+ * rounded to their element types, builds the KV view of the current rotation
+ * copy, poisons output and workspace, calls gem_decode and times it; the CPU
+ * oracles (reference, online) run on host copies.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include "gem/check.h"
 #include "gem/engine.h"
 #include "harness.h"
+#include "kv_view.h"
 
 #define MAX_COPIES 64
 #define ONLINE_DEFAULT_PARTITIONS 32
@@ -28,8 +29,11 @@ struct gem_engine {
     gem_attn_shape shape;
     size_t q_elems, k_elems, v_elems, out_elems;
     float *q;                 /* (n_q_heads, dk) in the backend's memory */
-    float *k[MAX_COPIES];     /* each (n_kv_heads, capacity, dk) in the backend's memory */
-    float *v[MAX_COPIES];     /* each (n_kv_heads, capacity, dv) */
+    gem_dtype kt, vt;         /* element types of K and V */
+    void *k[MAX_COPIES];      /* each (n_kv_heads, capacity, dk) of kt in the backend's memory */
+    void *v[MAX_COPIES];      /* each (n_kv_heads, capacity, dv) of vt */
+    void *host_k, *host_v;    /* CUDA: host copies of k[0], v[0] (gem_engine_kv_host); NULL
+                                 on the CPU, whose copy 0 is host memory */
     int64_t copies, next_copy;
     float *out;               /* (n_q_heads, dv) + GEM_GUARD_BYTES, backend memory */
     void *ws;                 /* workspace, backend memory */
@@ -78,6 +82,9 @@ static void free_inputs(gem_engine *e)
     }
     o->free(e->out);
     e->out = NULL;
+    free(e->host_k);
+    free(e->host_v);
+    e->host_k = e->host_v = NULL;
     free(e->ref_out);
     e->ref_out = NULL;
     gem_guard_free(e->host_out);
@@ -107,18 +114,20 @@ const char *gem_engine_describe(const gem_engine *e)
 }
 const gem_decode_ctx *gem_engine_ctx(const gem_engine *e) { return e ? e->ctx : NULL; }
 
-/* A copy of n floats of src in the backend's memory, with `guard` spare bytes after. */
-static gem_status place(gem_engine *e, const float *src, size_t n, size_t guard, float **out)
+/* A copy of n elements of `size` bytes from src (NULL: uninitialised) in the
+ * backend's memory, with `guard` spare bytes after. */
+static gem_status place(gem_engine *e, const void *src, size_t n, size_t size, size_t guard,
+                        void **out)
 {
-    size_t bytes = 0;
-    gem_status st = gem_mul_size(n, sizeof(float), &bytes);
+    size_t bytes = 0, total = 0;
+    gem_status st = gem_mul_size(n, size, &bytes);
     if (st == GEM_OK)
-        st = gem_add_size(bytes, guard, &bytes);
+        st = gem_add_size(bytes, guard, &total);
     void *p = NULL;
     if (st == GEM_OK)
-        st = e->hx_ops->alloc(bytes, &p);
+        st = e->hx_ops->alloc(total, &p);
     if (st == GEM_OK && src)
-        st = e->hx_ops->upload(p, src, n * sizeof(float));
+        st = e->hx_ops->upload(p, src, bytes);
     if (st != GEM_OK) {
         e->hx_ops->free(p);
         return st;
@@ -127,15 +136,50 @@ static gem_status place(gem_engine *e, const float *src, size_t n, size_t guard,
     return GEM_OK;
 }
 
+/* The n F32 elements of src rounded to type t (t not F32) in new host memory
+ * (*out, free()); GEM_ERR_NONFINITE when an element of rows [0, live) of the
+ * head-major (heads, capacity, d) tensor becomes infinite. */
+static gem_status round_tensor(const float *src, size_t n, gem_dtype t, int64_t heads,
+                               int64_t capacity, int64_t live, int64_t d, uint16_t **out)
+{
+    size_t bytes = 0;
+    if (gem_mul_size(n, sizeof(uint16_t), &bytes) != GEM_OK)
+        return GEM_ERR_OVERFLOW;
+    uint16_t *h = malloc(bytes ? bytes : 1);
+    if (!h)
+        return GEM_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        h[i] = t == GEM_DTYPE_BF16 ? gem_f32_to_bf16(src[i]) : gem_f32_to_f16(src[i]);
+    const uint16_t e = t == GEM_DTYPE_BF16 ? 0x7F80u : 0x7C00u; /* exponent all ones */
+    uint32_t bad = 0;
+    for (int64_t g = 0; g < heads; g++) /* n = heads * capacity * d: fits */
+        for (size_t i = (size_t)(g * capacity * d); i < (size_t)((g * capacity + live) * d); i++)
+            bad |= (uint32_t)((h[i] & e) == e);
+    if (bad) {
+        free(h);
+        return GEM_ERR_NONFINITE;
+    }
+    *out = h;
+    return GEM_OK;
+}
+
 gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
                            const gem_attn_inputs *in, int64_t copies)
+{
+    return gem_engine_load_kv(e, shape, in, GEM_DTYPE_F32, GEM_DTYPE_F32, copies);
+}
+
+gem_status gem_engine_load_kv(gem_engine *e, const gem_attn_shape *shape,
+                              const gem_attn_inputs *in, gem_dtype k_dtype, gem_dtype v_dtype,
+                              int64_t copies)
 {
     if (!e || !shape || !in)
         return GEM_ERR_NULL;
     /* Whatever happens next, the earlier inputs are gone: a failed load must
      * not leave a caller running on them. */
     free_inputs(e);
-    if (copies < 1 || copies > MAX_COPIES)
+    if (copies < 1 || copies > MAX_COPIES || gem_dtype_size(k_dtype) == 0 ||
+        gem_dtype_size(v_dtype) == 0)
         return GEM_ERR_PARAM;
     size_t qe = 0, ke = 0, ve = 0, oe = 0, ref_bytes = 0;
     gem_status st = gem_attn_shape_elems(shape, &qe, &ke, &ve, &oe);
@@ -146,13 +190,49 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
         (st = gem_attn_check_finite(shape, in)) != GEM_OK ||
         (st = gem_mul_size(oe, sizeof(double), &ref_bytes)) != GEM_OK)
         return st;
-    if ((st = place(e, in->q, qe, 0, &e->q)) != GEM_OK ||
-        (st = place(e, NULL, oe, GEM_GUARD_BYTES, &e->out)) != GEM_OK)
+    /* K and V as the routes will read them: the caller's F32, or rounded */
+    uint16_t *rk = NULL, *rv = NULL;
+    const void *sk = in->k, *sv = in->v;
+    if (k_dtype != GEM_DTYPE_F32 &&
+        (st = round_tensor(in->k, ke, k_dtype, shape->n_kv_heads, shape->capacity, shape->live,
+                           shape->dk, &rk)) != GEM_OK)
         goto fail;
+    if (v_dtype != GEM_DTYPE_F32 &&
+        (st = round_tensor(in->v, ve, v_dtype, shape->n_kv_heads, shape->capacity, shape->live,
+                           shape->dv, &rv)) != GEM_OK)
+        goto fail;
+    if (rk)
+        sk = rk;
+    if (rv)
+        sv = rv;
+    void *q = NULL, *out = NULL;
+    if ((st = place(e, in->q, qe, sizeof(float), 0, &q)) != GEM_OK)
+        goto fail;
+    e->q = q;
+    if ((st = place(e, NULL, oe, sizeof(float), GEM_GUARD_BYTES, &out)) != GEM_OK)
+        goto fail;
+    e->out = out;
     for (int64_t c = 0; c < copies; c++)
-        if ((st = place(e, in->k, ke, 0, &e->k[c])) != GEM_OK ||
-            (st = place(e, in->v, ve, 0, &e->v[c])) != GEM_OK)
+        if ((st = place(e, sk, ke, gem_dtype_size(k_dtype), 0, &e->k[c])) != GEM_OK ||
+            (st = place(e, sv, ve, gem_dtype_size(v_dtype), 0, &e->v[c])) != GEM_OK)
             goto fail;
+    if (e->backend != GEM_BACKEND_CPU) {
+        /* the host copy gem_engine_kv_host gives: the rounded tensors, or the F32 ones */
+        e->host_k = rk ? (void *)rk : malloc(ke * sizeof(float)); /* ke * 4 fits: placed */
+        e->host_v = rv ? (void *)rv : malloc(ve * sizeof(float));
+        rk = rv = NULL;
+        if (!e->host_k || !e->host_v) {
+            st = GEM_ERR_NOMEM;
+            goto fail;
+        }
+        if (k_dtype == GEM_DTYPE_F32)
+            memcpy(e->host_k, in->k, ke * sizeof(float));
+        if (v_dtype == GEM_DTYPE_F32)
+            memcpy(e->host_v, in->v, ve * sizeof(float));
+    }
+    free(rk);
+    free(rv);
+    rk = rv = NULL;
     if (e->backend == GEM_BACKEND_CPU) {
         e->ref_out = malloc(ref_bytes);
         e->host_out = gem_guard_alloc(oe);
@@ -162,6 +242,8 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
         }
     }
     e->shape = *shape;
+    e->kt = k_dtype;
+    e->vt = v_dtype;
     e->q_elems = qe;
     e->k_elems = ke;
     e->v_elems = ve;
@@ -171,8 +253,32 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
     e->loaded = 1;
     return GEM_OK;
 fail:
+    free(rk);
+    free(rv);
     free_inputs(e);
     return st;
+}
+
+/* The view of copy `c` (in the backend's memory), or of the host copy (c = -1). */
+static gem_kv_view copy_view(const gem_engine *e, int64_t c)
+{
+    const gem_attn_shape *s = &e->shape;
+    gem_kv_view kv = gem_kv_view_dense(NULL, NULL, s->dk, s->dv, s->live, s->capacity);
+    kv.k = c >= 0 ? e->k[c] : (e->host_k ? e->host_k : e->k[0]);
+    kv.v = c >= 0 ? e->v[c] : (e->host_v ? e->host_v : e->v[0]);
+    kv.k_dtype = e->kt;
+    kv.v_dtype = e->vt;
+    return kv;
+}
+
+gem_status gem_engine_kv_host(const gem_engine *e, gem_kv_view *out)
+{
+    if (!e || !out)
+        return GEM_ERR_NULL;
+    if (!e->loaded)
+        return GEM_ERR_STATE;
+    *out = copy_view(e, -1);
+    return GEM_OK;
 }
 
 gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
@@ -270,8 +376,12 @@ static gem_status run_oracle(gem_engine *e, gem_route route, const gem_route_par
 {
     if (e->backend != GEM_BACKEND_CPU)
         return GEM_ERR_UNSUPPORTED; /* the oracles run on the CPU only */
-    const gem_attn_inputs in = {e->q, e->k[copy], e->v[copy], e->q_elems, e->k_elems,
-                                e->v_elems};
+    if (route == GEM_ROUTE_ONLINE && (e->kt != GEM_DTYPE_F32 || e->vt != GEM_DTYPE_F32))
+        return GEM_ERR_UNSUPPORTED; /* the float oracle takes F32 inputs */
+    const gem_kv_view kv = copy_view(e, copy);
+    const gem_decode_shape ds = {e->shape.n_q_heads, e->shape.n_kv_heads, e->shape.dk,
+                                 e->shape.dv, e->shape.scale};
+    const gem_attn_inputs in = {e->q, kv.k, kv.v, e->q_elems, e->k_elems, e->v_elems};
     gem_guard_poison(e->host_out, e->out_elems);
     e->last_on_host = 1;
     e->ran = 1;
@@ -279,7 +389,7 @@ static gem_status run_oracle(gem_engine *e, gem_route route, const gem_route_par
     if (st != GEM_OK)
         return st;
     if (route == GEM_ROUTE_REFERENCE) {
-        st = gem_attn_reference(&e->shape, &in, e->ref_out, e->out_elems);
+        st = gem_attn_reference_kv(&ds, e->q, &kv, e->ref_out, e->out_elems);
         if (st == GEM_OK)
             for (size_t i = 0; i < e->out_elems; i++)
                 e->host_out[i] = (float)e->ref_out[i];
@@ -315,8 +425,7 @@ gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params
     if ((st = gem_decode_workspace_bytes(e->ctx, &ds, e->shape.live, &cfg, &ws_bytes)) != GEM_OK ||
         (st = ensure_workspace(e, ws_bytes)) != GEM_OK)
         return st;
-    const gem_kv_view kv = gem_kv_view_dense(e->k[copy], e->v[copy], e->shape.dk, e->shape.dv,
-                                             e->shape.live, e->shape.capacity);
+    const gem_kv_view kv = copy_view(e, copy);
     /* poison output, guard and workspace; none of it is timed */
     if ((st = e->hx_ops->poison(e->hx, e->out, e->out_elems, GEM_POISON_BITS, GEM_GUARD_BYTES)) !=
             GEM_OK ||

@@ -166,6 +166,41 @@ float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, i
     }
 }
 
+uint16_t gem_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x007FFFFFu))
+        return (uint16_t)((x >> 16) | 0x0040u);
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+uint16_t gem_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) /* inf or NaN */
+        return (uint16_t)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x0200u : 0u));
+    if (ax >= 0x477FF000u) /* rounds to >= 65520: infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        float a;
+        memcpy(&a, &ax, sizeof a);
+        /* a * 2^24 rounded to nearest even is the subnormal's mantissa (exact in float) */
+        const float m = nearbyintf(a * 0x1p24f);
+        return (uint16_t)(sign | (uint16_t)m);
+    }
+    /* normal: rebias the exponent, round the 13 dropped bits to nearest even */
+    uint32_t h = ((ax - 0x38000000u) >> 13);
+    const uint32_t rest = ax & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
 void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t n,
                     float *dst)
 {
@@ -178,6 +213,10 @@ void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int6
         return;
     }
     const uint16_t *src = (const uint16_t *)base + off;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = dt == GEM_DTYPE_BF16 ? gem_bf16_to_f32(src[i]) : gem_f16_to_f32(src[i]);
+    if (dt == GEM_DTYPE_BF16)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_bf16_to_f32(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_f16_to_f32(src[i]);
 }

@@ -1,6 +1,7 @@
 /*
- * Internal: exact element conversions and row loads of KV views, shared by the
- * reference, the CPU routes and the cache helper.
+ * Internal: exact element conversions, the rounding to 16-bit types, and row
+ * loads of KV views, shared by the reference, the CPU routes, the cache helper
+ * and the measuring engine.
  */
 #ifndef GEM_KV_VIEW_H
 #define GEM_KV_VIEW_H
@@ -12,6 +13,12 @@
 /* The float a bfloat16 / IEEE half bit pattern stands for (exact). */
 float gem_bf16_to_f32(uint16_t h);
 float gem_f16_to_f32(uint16_t h);
+
+/* f rounded to nearest even as a bfloat16 / IEEE half bit pattern (F16:
+ * subnormals kept; |f| >= 65520 gives infinity). NaN stays NaN (quiet),
+ * overflow goes to infinity. The cache helper's and the engine's rounding. */
+uint16_t gem_f32_to_bf16(float f);
+uint16_t gem_f32_to_f16(float f);
 
 /* Row (g, t) of a view's K (which = 0) or V (which = 1) as n floats into
  * dst (n), converted exactly. No checks: the view was validated. */

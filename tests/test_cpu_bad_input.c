@@ -90,6 +90,44 @@ static void check_score_overflow(gem_engine *e)
     gem_inputs_free(&in);
 }
 
+/* gem_engine_load_kv: unknown dtypes, a finite value that becomes infinite in
+ * F16 (refused in live rows, accepted past live), the online oracle refusing a
+ * 16-bit cache, and the host view before a load and after a failed one. */
+static void check_load_kv(gem_engine *e)
+{
+    gem_attn_shape s = {8, 2, 16, 16, 9, 12, 0.25f};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 5, &in), GEM_OK);
+    gem_kv_view kv;
+    TCHECK_STATUS(gem_engine_load_kv(e, &s, &in.in, GEM_DTYPE_COUNT, GEM_DTYPE_F32, 1),
+                  GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_kv_host(e, &kv), GEM_ERR_STATE);
+    TCHECK_STATUS(gem_engine_load_kv(e, &s, &in.in, GEM_DTYPE_F16, (gem_dtype)-1, 1),
+                  GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_load_kv(NULL, &s, &in.in, GEM_DTYPE_F16, GEM_DTYPE_F16, 1),
+                  GEM_ERR_NULL);
+    TCHECK_STATUS(gem_engine_kv_host(NULL, &kv), GEM_ERR_NULL);
+    const size_t live_elem = (size_t)(1 * 12 + 8) * 16 + 5, past = (size_t)(1 * 12 + 9) * 16;
+    in.v[live_elem] = 70000.0f; /* finite, infinite in F16, fine in BF16 and F32 */
+    TCHECK_STATUS(gem_engine_load_kv(e, &s, &in.in, GEM_DTYPE_F32, GEM_DTYPE_F16, 1),
+                  GEM_ERR_NONFINITE);
+    TCHECK_STATUS(gem_engine_kv_host(e, &kv), GEM_ERR_STATE);
+    TCHECK_STATUS(gem_engine_load_kv(e, &s, &in.in, GEM_DTYPE_F16, GEM_DTYPE_BF16, 1), GEM_OK);
+    in.v[live_elem] = 0.5f;
+    in.v[past] = -70000.0f; /* past live: never read */
+    TCHECK_STATUS(gem_engine_load_kv(e, &s, &in.in, GEM_DTYPE_F16, GEM_DTYPE_F16, 2), GEM_OK);
+    TCHECK_STATUS(gem_engine_kv_host(e, &kv), GEM_OK);
+    TCHECK(kv.k_dtype == GEM_DTYPE_F16 && kv.v_dtype == GEM_DTYPE_F16 && kv.live == 9 &&
+           kv.capacity == 12);
+    TCHECK(((const uint16_t *)kv.v)[past] == 0xFC00u); /* -inf, as placed */
+    TCHECK(((const uint16_t *)kv.v)[live_elem] == 0x3800u);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_ONLINE, NULL, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_REFERENCE, NULL, NULL), GEM_OK);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_OK);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_BASELINE, NULL, NULL), GEM_OK);
+    gem_inputs_free(&in);
+}
+
 int main(void)
 {
     check_scratch_contract();
@@ -201,6 +239,7 @@ int main(void)
 
     check_nonfinite(e);
     check_score_overflow(e);
+    check_load_kv(e);
     gem_engine_destroy(e);
     return tcheck_summary("test_cpu_bad_input");
 }

@@ -1,7 +1,9 @@
 /*
  * The fused route's token-major kernels (cpu_dot_tile_tm, cpu_online_tile,
  * cpu_value_tile) against their scalar rules, bit for bit, on block-aligned
- * and ragged head / token / dimension counts, with and without prefetch rows;
+ * and ragged head / token / dimension counts, with and without prefetch rows,
+ * with K and V rows in F32, BF16 and F16 (a 16-bit row against the rule on its
+ * exact widening, with subnormals and both zeros among the elements);
  * then the fused route at large and ragged tiles (tile > partition, live not a
  * multiple of the tile, P > live) against the double reference and across
  * thread counts.
@@ -15,6 +17,7 @@
 #include "gem/check.h"
 #include "gem/engine.h"
 #include "tcheck.h"
+#include "tdtype.h"
 
 static float *fmalloc(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
@@ -23,7 +26,13 @@ static int same_bits(const float *a, const float *b, int64_t n)
     return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
 }
 
-/* out[t*os + h] = cpu_dot_portable(q_h, k_t); columns h >= nh untouched. */
+static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
+
+/* Memory for n elements of the largest type (4 bytes). */
+static void *emalloc(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+/* out[t*os + h] = cpu_dot_portable(q_h, k_t) with k_t the widened row t;
+ * columns h >= nh untouched. */
 static void check_dot_tm(void)
 {
     const int64_t ns[] = {512, 48, 13, 1, 33};
@@ -31,35 +40,38 @@ static void check_dot_tm(void)
     const int64_t nts[] = {1, 3, 4, 5, 16, 17};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
-            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
-                const int64_t n = ns[a], nh = nhs[b], nt = nts[c], os = nh + 2;
-                const int64_t ks = n + (c % 2 ? 16 : 0); /* K rows dense or padded */
-                float *q = fmalloc(nh * n), *k = fmalloc(nt * ks), *out = fmalloc(nt * os);
-                float *pf = fmalloc(5 * ks);
-                gem_fill_uniform(100 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, q,
-                                 (size_t)(nh * n));
-                gem_fill_uniform(200 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, k,
-                                 (size_t)(nt * ks));
-                for (int64_t i = 0; i < nt * os; i++)
-                    out[i] = 12345.0f;
-                /* with prefetch rows on odd shapes, without on the others */
-                const int with_pf = (nt % 2) == 1;
-                cpu_dot_tile_tm(q, nh, k, ks, nt, n, out, os, with_pf ? pf : NULL, with_pf ? 5 : 0);
-                int ok = 1;
-                for (int64_t t = 0; t < nt; t++)
-                    for (int64_t h = 0; h < os; h++) {
-                        const float want =
-                            h < nh ? cpu_dot_portable(q + h * n, k + t * ks, n) : 12345.0f;
-                        ok &= memcmp(&want, &out[t * os + h], sizeof want) == 0;
-                    }
-                if (!TCHECK(ok))
-                    fprintf(stderr, "     dot_tm n%lld nh%lld nt%lld\n", (long long)n,
-                            (long long)nh, (long long)nt);
-                free(q);
-                free(k);
-                free(out);
-                free(pf);
-            }
+            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++)
+                for (size_t e = 0; e < 3; e++) {
+                    const gem_dtype kt = dtypes[e];
+                    const int64_t n = ns[a], nh = nhs[b], nt = nts[c], os = nh + 2;
+                    const int64_t ks = n + (c % 2 ? 16 : 0); /* K rows dense or padded */
+                    float *q = fmalloc(nh * n), *out = fmalloc(nt * os), *wide = fmalloc(nt * ks);
+                    void *k = emalloc(nt * ks), *pf = emalloc(5 * ks);
+                    gem_fill_uniform(100 + (uint64_t)(a * 64 + b * 8 + c), -1.0f, 1.0f, q,
+                                     (size_t)(nh * n));
+                    tdt_fill(200 + (uint64_t)(a * 64 + b * 8 + c) * 3 + e, kt, nt * ks, k, wide);
+                    for (int64_t i = 0; i < nt * os; i++)
+                        out[i] = 12345.0f;
+                    /* with prefetch rows on odd shapes, without on the others */
+                    const int with_pf = (nt % 2) == 1;
+                    cpu_dot_tile_tm(q, nh, k, kt, ks, nt, n, out, os, with_pf ? pf : NULL,
+                                    with_pf ? 5 : 0);
+                    int ok = 1;
+                    for (int64_t t = 0; t < nt; t++)
+                        for (int64_t h = 0; h < os; h++) {
+                            const float want =
+                                h < nh ? cpu_dot_portable(q + h * n, wide + t * ks, n) : 12345.0f;
+                            ok &= memcmp(&want, &out[t * os + h], sizeof want) == 0;
+                        }
+                    if (!TCHECK(ok))
+                        fprintf(stderr, "     dot_tm %s n%lld nh%lld nt%lld\n", gem_dtype_name(kt),
+                                (long long)n, (long long)nh, (long long)nt);
+                    free(q);
+                    free(k);
+                    free(wide);
+                    free(out);
+                    free(pf);
+                }
 }
 
 /* The scalar rule of cpu_online_tile, written out with cpu_exp. */
@@ -131,7 +143,8 @@ static void check_online_tile(void)
 }
 
 /* cpu_value_tile equals one cpu_rescale_accumulate per head (token-major weights
- * gathered into a head-major row) and the plain scalar loop. */
+ * gathered into a head-major row) and the plain scalar loop, on the widened V
+ * rows for a 16-bit V. */
 static void check_value_tile(void)
 {
     const int64_t ns[] = {512, 48, 13};
@@ -139,77 +152,108 @@ static void check_value_tile(void)
     const int64_t nts[] = {1, 3, 4, 16, 17};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
-            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++) {
-                const int64_t n = ns[a], nh = nhs[b], nt = nts[c], vs = n + 3;
-                float *v = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
-                float *o3 = fmalloc(nh * n), *p = fmalloc(nt * nh), *ph = fmalloc(nt);
-                float al[9];
-                const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
-                gem_fill_uniform(400 + sd, -1.0f, 1.0f, v, (size_t)(nt * vs));
-                gem_fill_uniform(500 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
-                gem_fill_uniform(600 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
-                gem_fill_uniform(700 + sd, 0.0f, 1.0f, al, 9);
-                memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
-                memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
-                const int with_pf = (nt % 2) == 1;
-                cpu_value_tile(o1, nh, n, nt, al, p, v, nt, vs, with_pf ? v : NULL, with_pf ? 2 : 0);
-                for (int64_t h = 0; h < nh; h++) {
-                    for (int64_t t = 0; t < nt; t++)
-                        ph[t] = p[t * nh + h];
-                    cpu_rescale_accumulate(o2 + h * n, n, al[h], ph, v, nt, vs);
-                    for (int64_t d = 0; d < n; d++) {
-                        float acc = o3[h * n + d] * al[h];
+            for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++)
+                for (size_t e = 0; e < 3; e++) {
+                    const gem_dtype vt = dtypes[e];
+                    const int64_t n = ns[a], nh = nhs[b], nt = nts[c], vs = n + 3;
+                    float *w = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
+                    float *o3 = fmalloc(nh * n), *p = fmalloc(nt * nh), *ph = fmalloc(nt);
+                    void *v = emalloc(nt * vs);
+                    float al[9];
+                    const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
+                    tdt_fill(400 + sd * 3 + e, vt, nt * vs, v, w);
+                    gem_fill_uniform(500 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
+                    gem_fill_uniform(600 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
+                    gem_fill_uniform(700 + sd, 0.0f, 1.0f, al, 9);
+                    memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+                    memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
+                    const int with_pf = (nt % 2) == 1;
+                    cpu_value_tile(o1, nh, n, nt, al, p, v, vt, nt, vs, with_pf ? v : NULL,
+                                   with_pf ? 2 : 0);
+                    for (int64_t h = 0; h < nh; h++) {
                         for (int64_t t = 0; t < nt; t++)
-                            acc = fmaf(ph[t], v[t * vs + d], acc);
-                        o3[h * n + d] = acc;
+                            ph[t] = p[t * nh + h];
+                        cpu_rescale_accumulate(o2 + h * n, n, al[h], ph, w, nt, vs);
+                        for (int64_t d = 0; d < n; d++) {
+                            float acc = o3[h * n + d] * al[h];
+                            for (int64_t t = 0; t < nt; t++)
+                                acc = fmaf(ph[t], w[t * vs + d], acc);
+                            o3[h * n + d] = acc;
+                        }
                     }
+                    if (!TCHECK(same_bits(o1, o2, nh * n) && same_bits(o1, o3, nh * n)))
+                        fprintf(stderr, "     value_tile %s n%lld nh%lld nt%lld\n",
+                                gem_dtype_name(vt), (long long)n, (long long)nh, (long long)nt);
+                    free(v);
+                    free(w);
+                    free(o1);
+                    free(o2);
+                    free(o3);
+                    free(p);
+                    free(ph);
                 }
-                if (!TCHECK(same_bits(o1, o2, nh * n) && same_bits(o1, o3, nh * n)))
-                    fprintf(stderr, "     value_tile n%lld nh%lld nt%lld\n", (long long)n,
-                            (long long)nh, (long long)nt);
-                free(v);
-                free(o1);
-                free(o2);
-                free(o3);
-                free(p);
-                free(ph);
-            }
 }
 
-/* One call over several tiles (each with its alpha) equals one call per tile,
- * for tile lengths that do and do not divide the token count. */
+/* One call over several tiles (each with its alpha) equals one call per tile and
+ * the scalar rule, for tile lengths that do and do not divide the token count,
+ * calls longer than the kernel takes at once (150 and 301 tokens at tiles 1 and
+ * 3), and alphas that are exactly 1 for all heads of a tile, for some, or none
+ * (the kernel leaves out multiplies by 1). */
 static void check_value_tiles(void)
 {
     const int64_t ns[] = {512, 13};
     const int64_t nhs[] = {8, 3};
-    const int64_t tiles[] = {1, 3, 4, 5, 32};
-    const int64_t nt = 32;
+    const int64_t tiles[][2] = {{1, 32}, {3, 32}, {4, 32}, {5, 32}, {32, 32}, {1, 150}, {3, 301}};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
-            for (size_t c = 0; c < sizeof tiles / sizeof tiles[0]; c++) {
-                const int64_t n = ns[a], nh = nhs[b], T = tiles[c], vs = n;
-                const int64_t k = (nt + T - 1) / T;
-                float *v = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
-                float *p = fmalloc(nt * nh), *al = fmalloc(k * nh);
-                const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
-                gem_fill_uniform(800 + sd, -1.0f, 1.0f, v, (size_t)(nt * vs));
-                gem_fill_uniform(900 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
-                gem_fill_uniform(1000 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
-                gem_fill_uniform(1100 + sd, 0.0f, 1.0f, al, (size_t)(k * nh));
-                memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
-                cpu_value_tile(o1, nh, n, T, al, p, v, nt, vs, v, nt);
-                for (int64_t u = 0; u < nt; u += T)
-                    cpu_value_tile(o2, nh, n, T, al + (u / T) * nh, p + u * nh, v + u * vs,
-                                   nt - u < T ? nt - u : T, vs, NULL, 0);
-                if (!TCHECK(same_bits(o1, o2, nh * n)))
-                    fprintf(stderr, "     value_tiles n%lld nh%lld T%lld\n", (long long)n,
-                            (long long)nh, (long long)T);
-                free(v);
-                free(o1);
-                free(o2);
-                free(p);
-                free(al);
-            }
+            for (size_t c = 0; c < sizeof tiles / sizeof tiles[0]; c++)
+                for (size_t e = 0; e < 3; e++) {
+                    const gem_dtype vt = dtypes[e];
+                    const size_t es = gem_dtype_size(vt);
+                    const int64_t n = ns[a], nh = nhs[b], T = tiles[c][0], nt = tiles[c][1];
+                    const int64_t vs = n, k = (nt + T - 1) / T;
+                    float *w = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
+                    float *o3 = fmalloc(nh * n);
+                    float *p = fmalloc(nt * nh), *al = fmalloc(k * nh);
+                    char *v = emalloc(nt * vs);
+                    const uint64_t sd = (uint64_t)(a * 64 + b * 8 + c);
+                    tdt_fill(800 + sd * 3 + e, vt, nt * vs, v, w);
+                    gem_fill_uniform(900 + sd, -1.0f, 1.0f, o1, (size_t)(nh * n));
+                    gem_fill_uniform(1000 + sd, 0.0f, 1.0f, p, (size_t)(nt * nh));
+                    gem_fill_uniform(1100 + sd, 0.0f, 1.0f, al, (size_t)(k * nh));
+                    for (int64_t j = 0; j < k; j++) /* all heads 1, every other head 1, none */
+                        for (int64_t h = 0; h < nh; h++)
+                            if (j % 3 == 0 || (j % 3 == 1 && h % 2 == 0))
+                                al[j * nh + h] = 1.0f;
+                    memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+                    memcpy(o3, o1, (size_t)(nh * n) * sizeof(float));
+                    cpu_value_tile(o1, nh, n, T, al, p, v, vt, nt, vs, v, nt);
+                    for (int64_t u = 0; u < nt; u += T)
+                        cpu_value_tile(o2, nh, n, T, al + (u / T) * nh, p + u * nh,
+                                       v + (size_t)(u * vs) * es, vt, nt - u < T ? nt - u : T, vs,
+                                       NULL, 0);
+                    for (int64_t h = 0; h < nh; h++) /* the rule, on the widened rows */
+                        for (int64_t d = 0; d < n; d++) {
+                            float acc = o3[h * n + d];
+                            for (int64_t t = 0; t < nt; t++) {
+                                if (t % T == 0)
+                                    acc = acc * al[(t / T) * nh + h];
+                                acc = fmaf(p[t * nh + h], w[t * vs + d], acc);
+                            }
+                            o3[h * n + d] = acc;
+                        }
+                    if (!TCHECK(same_bits(o1, o2, nh * n) && same_bits(o1, o3, nh * n)))
+                        fprintf(stderr, "     value_tiles %s n%lld nh%lld T%lld nt%lld\n",
+                                gem_dtype_name(vt), (long long)n, (long long)nh, (long long)T,
+                                (long long)nt);
+                    free(v);
+                    free(w);
+                    free(o1);
+                    free(o2);
+                    free(o3);
+                    free(p);
+                    free(al);
+                }
 }
 
 /* The fused route at tiles beyond the register blocks and the partitions:

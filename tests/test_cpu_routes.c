@@ -11,6 +11,7 @@
 #include "gem/check.h"
 #include "gem/engine.h"
 #include "tcheck.h"
+#include "tdtype.h"
 
 /* Every route output must be this close to the double reference. */
 #define MAX_NMSE 1e-9
@@ -173,28 +174,65 @@ static void check_rows_beyond_live(void)
     gem_inputs_free(&in);
 }
 
-/* The vector kernels follow their scalar rules bit for bit. */
+/* The vector kernels follow their scalar rules bit for bit: cpu_dot_tile and
+ * cpu_weighted_rows with K / V rows in F32, BF16 and F16 (16-bit rows against
+ * the rule on their exact widening). */
 static void check_kernels(void)
 {
+    static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
     const int64_t ns[] = {512, 48, 13, 1, 33};
-    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
-        const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
-        float *q = malloc((size_t)(nh * n) * sizeof(float));
-        float *k = malloc((size_t)(nt * ks) * sizeof(float));
-        float out[6 * 7];
-        gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
-        gem_fill_uniform(12 + (uint64_t)a, -1.0f, 1.0f, k, (size_t)(nt * ks));
-        cpu_dot_tile(q, nh, k, ks, nt, n, out, nt);
-        int same = 1;
-        for (int64_t h = 0; h < nh; h++)
-            for (int64_t t = 0; t < nt; t++) {
-                const float want = cpu_dot_portable(q + h * n, k + t * ks, n);
-                same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
-            }
-        TCHECK(same);
-        free(q);
-        free(k);
-    }
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t e = 0; e < 3; e++) {
+            const gem_dtype kt = dtypes[e];
+            const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
+            float *q = malloc((size_t)(nh * n) * sizeof(float));
+            void *k = malloc((size_t)(nt * ks) * sizeof(float));
+            float *wide = malloc((size_t)(nt * ks) * sizeof(float));
+            float out[6 * 7];
+            gem_fill_uniform(11 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(nh * n));
+            tdt_fill(12 + (uint64_t)a * 3 + e, kt, nt * ks, k, wide);
+            cpu_dot_tile(q, nh, k, kt, ks, nt, n, out, nt);
+            int same = 1;
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t t = 0; t < nt; t++) {
+                    const float want = cpu_dot_portable(q + h * n, wide + t * ks, n);
+                    same &= memcmp(&want, &out[h * nt + t], sizeof want) == 0;
+                }
+            if (!TCHECK(same))
+                fprintf(stderr, "     dot_tile %s n%lld\n", gem_dtype_name(kt), (long long)n);
+            free(q);
+            free(k);
+            free(wide);
+        }
+    /* weighted rows: 8 heads x 32 columns (the vector block) and a ragged block */
+    const int64_t shapes[][2] = {{8, 32}, {3, 13}, {8, 16}};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t e = 0; e < 3; e++) {
+            const gem_dtype vt = dtypes[e];
+            const int64_t nh = shapes[a][0], w = shapes[a][1], nt = 37, vs = w + 5, ps = nt + 2;
+            float *p = malloc((size_t)(nh * ps) * sizeof(float));
+            void *v = malloc((size_t)(nt * vs) * sizeof(float));
+            float *wide = malloc((size_t)(nt * vs) * sizeof(float));
+            float *acc = malloc((size_t)(nh * w) * sizeof(float));
+            float *want = malloc((size_t)(nh * w) * sizeof(float));
+            gem_fill_uniform(31 + (uint64_t)a, 0.0f, 1.0f, p, (size_t)(nh * ps));
+            gem_fill_uniform(32 + (uint64_t)a, -1.0f, 1.0f, acc, (size_t)(nh * w));
+            memcpy(want, acc, (size_t)(nh * w) * sizeof(float));
+            tdt_fill(33 + (uint64_t)a * 3 + e, vt, nt * vs, v, wide);
+            cpu_weighted_rows(p, ps, nh, v, vt, vs, nt, w, acc);
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t h = 0; h < nh; h++)
+                    for (int64_t d = 0; d < w; d++)
+                        want[h * w + d] = fmaf(p[h * ps + t], wide[t * vs + d], want[h * w + d]);
+            if (!TCHECK(memcmp(acc, want, (size_t)(nh * w) * sizeof(float)) == 0))
+                fprintf(stderr, "     weighted_rows %s nh%lld w%lld\n", gem_dtype_name(vt),
+                        (long long)nh, (long long)w);
+            free(p);
+            free(v);
+            free(wide);
+            free(acc);
+            free(want);
+        }
     /* exp: exact at 0 and -inf, close to expf elsewhere */
     float x[4096], y[4096];
     for (int i = 0; i < 4096; i++)
@@ -229,9 +267,104 @@ static void check_kernels(void)
     TCHECK(memcmp(o, want, sizeof o) == 0);
 }
 
+/* 1 when element i of tensor p (type t) holds x rounded to t. */
+static int same_elem(const void *p, gem_dtype t, size_t i, float x)
+{
+    if (t == GEM_DTYPE_F32)
+        return memcmp((const float *)p + i, &x, sizeof x) == 0;
+    const uint16_t h = ((const uint16_t *)p)[i];
+    return h == (t == GEM_DTYPE_BF16 ? tdt_to_bf16(x) : tdt_to_f16(x));
+}
+
+/* The engine with 16-bit K and V: the routes read the rounded cache (its host
+ * view), agree with the double reference on it, give the bits the same routes
+ * give on its F32 widening, for any thread count and rotation copy; the
+ * reference route is the reference on the rounded values. */
+static void check_engine_dtypes(void)
+{
+    const gem_attn_shape s = {16, 2, 64, 48, 300, 307, 1.0f};
+    static const gem_dtype pairs[][2] = {{GEM_DTYPE_BF16, GEM_DTYPE_BF16},
+                                         {GEM_DTYPE_F16, GEM_DTYPE_F16},
+                                         {GEM_DTYPE_BF16, GEM_DTYPE_F16},
+                                         {GEM_DTYPE_F32, GEM_DTYPE_F16}};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 9, &in), GEM_OK);
+    size_t n = 0;
+    TCHECK_STATUS(gem_attn_shape_elems(&s, NULL, NULL, NULL, &n), GEM_OK);
+    const gem_decode_shape ds = {s.n_q_heads, s.n_kv_heads, s.dk, s.dv, s.scale};
+    gem_engine *e1 = NULL, *e3 = NULL, *ew = NULL;
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 1, &e1), GEM_OK);
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 3, &e3), GEM_OK);
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 2, &ew), GEM_OK);
+    double *ref = malloc(n * sizeof(double));
+    float *wk = malloc(in.in.k_elems * sizeof(float)), *wv = malloc(in.in.v_elems * sizeof(float));
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0] && ref && wk && wv; p++) {
+        char label[96];
+        snprintf(label, sizeof label, "engine K %s V %s", gem_dtype_name(pairs[p][0]),
+                 gem_dtype_name(pairs[p][1]));
+        TCHECK_STATUS(gem_engine_load_kv(e1, &s, &in.in, pairs[p][0], pairs[p][1], 3), GEM_OK);
+        TCHECK_STATUS(gem_engine_load_kv(e3, &s, &in.in, pairs[p][0], pairs[p][1], 1), GEM_OK);
+        gem_kv_view kv;
+        TCHECK_STATUS(gem_engine_kv_host(e1, &kv), GEM_OK);
+        TCHECK(kv.k_dtype == pairs[p][0] && kv.v_dtype == pairs[p][1]);
+        /* every element rounded as the test rounds it; wk, wv: the widening */
+        int rounded = 1;
+        for (size_t i = 0; i < in.in.k_elems; i++) {
+            rounded &= same_elem(kv.k, kv.k_dtype, i, in.k[i]);
+            wk[i] = tdt_load(kv.k, kv.k_dtype, (int64_t)i);
+        }
+        for (size_t i = 0; i < in.in.v_elems; i++) {
+            rounded &= same_elem(kv.v, kv.v_dtype, i, in.v[i]);
+            wv[i] = tdt_load(kv.v, kv.v_dtype, (int64_t)i);
+        }
+        TCHECK(rounded);
+        TCHECK_STATUS(gem_attn_reference_kv(&ds, in.q, &kv, ref, n), GEM_OK);
+        /* the same routes on the widened cache (F32) */
+        const gem_attn_inputs wide = {in.q, wk, wv, in.in.q_elems, in.in.k_elems, in.in.v_elems};
+        TCHECK_STATUS(gem_engine_load(ew, &s, &wide, 1), GEM_OK);
+        const gem_route routes[] = {GEM_ROUTE_FUSED, GEM_ROUTE_BASELINE};
+        for (int r = 0; r < 2; r++) {
+            const int64_t P = r == 0 ? 32 : 16, T = r == 0 ? 4 : 0;
+            result a[3], b, w;
+            int ok = 1;
+            for (int c = 0; c < 3; c++) /* the three rotation copies */
+                ok &= run_route(e1, routes[r], P, T, n, &a[c]) == 0;
+            ok &= run_route(e3, routes[r], P, T, n, &b) == 0;
+            ok &= run_route(ew, routes[r], P, T, n, &w) == 0;
+            if (!ok)
+                continue;
+            check_against(a[0].out, ref, n, label);
+            if (!TCHECK(!strcmp(a[0].sha, a[1].sha) && !strcmp(a[0].sha, a[2].sha) &&
+                        !strcmp(a[0].sha, b.sha) && !strcmp(a[0].sha, w.sha)))
+                fprintf(stderr, "     %s %s: copies, threads or the widening differ\n", label,
+                        gem_route_name(routes[r]));
+            for (int c = 0; c < 3; c++)
+                free(a[c].out);
+            free(b.out);
+            free(w.out);
+        }
+        result rr;
+        if (run_route(e1, GEM_ROUTE_REFERENCE, 0, 0, n, &rr) == 0) {
+            int same = 1;
+            for (size_t i = 0; i < n; i++)
+                same &= rr.out[i] == (float)ref[i];
+            TCHECK(same);
+            free(rr.out);
+        }
+    }
+    free(ref);
+    free(wk);
+    free(wv);
+    gem_engine_destroy(e1);
+    gem_engine_destroy(e3);
+    gem_engine_destroy(ew);
+    gem_inputs_free(&in);
+}
+
 int main(void)
 {
     check_kernels();
+    check_engine_dtypes();
     check_shape(32, 4, 512, 512, 4097, 4097, 1);  /* production heads and dims */
     check_shape(8, 8, 13, 7, 13, 20, 2);          /* GQA ratio 1, odd dims, capacity > live */
     check_shape(4, 2, 24, 40, 1, 3, 3);           /* ratio 2, dk != dv, one token */

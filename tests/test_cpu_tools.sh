@@ -1,6 +1,6 @@
 #!/bin/bash
-# gem diff / bench / run end to end at small lengths: records are written with
-# the documented fields, gates pass, bad usage exits 2.
+# gem diff / bench / run end to end at small lengths, F32 and 16-bit caches:
+# records are written with the documented fields, gates pass, bad usage exits 2.
 # usage: bash test_cpu_tools.sh <gem binary> <source dir>
 set -u
 GEM=$1
@@ -29,6 +29,24 @@ check "diff at 1 thread exits 0" test $? -eq 0
 d2=$(grep -A2 '"output_sha256"' "$rec")
 d1=$(grep -A2 '"output_sha256"' "$TMP/diff1/$(basename "$rec")")
 check "output digests equal at 1 and 2 threads" test "$d1" = "$d2"
+check "an F32 diff record has no kv_dtype field" bash -c "! grep -q '\"kv_dtype\"' '$rec'"
+
+# 16-bit caches: the dtype in the case id, the geometry and a kv_dtype field
+"$GEM" diff --lengths 1001 --threads 2 --kv-dtype bf16 --out "$TMP/diff16" >/dev/null
+check "diff bf16 exits 0" test $? -eq 0
+rec16="$TMP/diff16/diff-cpu-fused_p32_t4-vs-baseline_p16-live1001-bf16-seed1.json"
+check "bf16 diff record named by case id" test -f "$rec16"
+check "bf16 diff record geometry dtype" grep -q '"dtype": "bf16"' "$rec16"
+check "bf16 diff record kv_dtype" grep -q '"kv_dtype"' "$rec16"
+check "bf16 diff record passes" grep -q '"verdict": "pass"' "$rec16"
+"$GEM" diff --lengths 1001 --threads 1 --k-dtype f16 --v-dtype bf16 --out "$TMP/diff16" >/dev/null
+check "diff f16/bf16 exits 0" test $? -eq 0
+check "mixed diff record named by case id" \
+    test -f "$TMP/diff16/diff-cpu-fused_p32_t4-vs-baseline_p16-live1001-kf16_vbf16-seed1.json"
+# the same inputs give different outputs once rounded: the record binds the dtype
+o32=$(grep -A1 '"output_sha256"' "$rec" | tail -1)
+o16=$(grep -A1 '"output_sha256"' "$rec16" | tail -1)
+check "bf16 and f32 outputs differ" test "$o32" != "$o16"
 
 "$GEM" bench --lengths 2048 --rounds 2 --warmup 1 --bw-mib 64 --bw-reps 3 \
     --out "$TMP/bench.json" >"$TMP/bench.txt"
@@ -38,15 +56,27 @@ for key in '"schema": "gem.bench.v1"' '"read_bandwidth"' '"ratio_a_over_b"' \
     check "bench record has $key" grep -q "$key" "$TMP/bench.json"
 done
 check "bench prints the ratio" grep -q "A/B ratio median" "$TMP/bench.txt"
+check "bench record kv_dtype f32" grep -q '"k": "f32"' "$TMP/bench.json"
+"$GEM" bench --lengths 2048 --rounds 1 --warmup 0 --bw-mib 64 --bw-reps 1 --kv-dtype f16 \
+    --out "$TMP/bench16.json" >/dev/null
+check "bench f16 exits 0" test $? -eq 0
+check "bench f16 record verdict" grep -q '"verdict": "timed"' "$TMP/bench16.json"
+check "bench f16 record kv_dtype" grep -q '"v": "f16"' "$TMP/bench16.json"
+check "bench f16 kv_bytes are 2-byte elements" grep -q '"kv_bytes": 16777216' "$TMP/bench16.json"
 
 "$GEM" run --live 3000 --json "$TMP/run.json" >"$TMP/run.txt"
 check "run exits 0" test $? -eq 0
 check "run prints a verdict" grep -q "verdict      PASS" "$TMP/run.txt"
 check "run json pass" grep -q '"verdict": "pass"' "$TMP/run.json"
+"$GEM" run --live 3000 --kv-dtype bf16 --v-dtype f16 --json "$TMP/run16.json" >"$TMP/run16.txt"
+check "run bf16/f16 exits 0" test $? -eq 0
+check "run bf16/f16 prints its types" grep -q "bf16 K / f16 V" "$TMP/run16.txt"
+check "run bf16/f16 json kv_dtype" grep -q '"dtype": "kbf16_vf16"' "$TMP/run16.json"
 
 for bad in "diff --lengths 0" "diff --tile 0" "diff --ref-tile 4" "bench --rounds 0" \
            "bench --a nosuch" "bench --backend tpu" "run --live x" "run --bogus 1" \
-           "diff --seed -1"; do
+           "diff --seed -1" "diff --kv-dtype f8" "bench --k-dtype F32" "run --v-dtype" \
+           "run --kv-dtype fp16"; do
     # shellcheck disable=SC2086
     "$GEM" $bad >/dev/null 2>&1
     check "'gem $bad' exits 2" test $? -eq 2

@@ -1,20 +1,29 @@
 /*
  * The decode API's test matrix (ggml test-backend-ops style): one table of
  * cases (route, config, heads, dims, live, capacity, layout, scale, K = V
- * aliasing), each run on every backend this machine has (the CPU at 1 and 3
- * threads; CUDA when a GPU is present) through gem_decode exactly as a caller
- * would, and checked against the double reference on the same view:
+ * aliasing, K and V element types), each run on every backend this machine has
+ * (the CPU at 1 and 3 threads; CUDA when a GPU is present) through gem_decode
+ * exactly as a caller would, and checked against the double reference on the
+ * same view (for 16-bit K or V: the same rounded values):
  *   - NMSE <= 1e-10 against the double reference, no NaN or infinity;
  *   - every output element written (the output is poisoned first) and the guard
  *     bytes after it intact; the workspace is poisoned before each call;
  *   - bitwise repeats (a second call, and on the CPU the other thread count);
- *   - every byte of the cache outside rows [0, live) and between rows is NaN, so
- *     a kernel that reads past live or into row padding fails the NMSE check;
- *   - shapes or configs a backend has no kernel for answer GEM_ERR_UNSUPPORTED /
- *     GEM_ERR_PARAM, and nothing is written.
+ *   - on the CPU, a 16-bit cache gives bit for bit the output of the same call
+ *     on its exact F32 widening (the kernels convert exactly, then run the F32
+ *     rule), which catches a conversion error far below the NMSE gate;
+ *   - every byte of the cache outside rows [0, live) and between rows is NaN
+ *     (F32 0x7FC00000, BF16 0x7FC0, F16 0x7E00), so a kernel that reads past
+ *     live or into row padding fails the NMSE check;
+ *   - what a backend runs is what gem_decode_supports and the config check say:
+ *     a case it supports must pass all of the above, any other must answer
+ *     exactly that status (GEM_ERR_PARAM for a config, else GEM_ERR_UNSUPPORTED)
+ *     and write nothing. The CPU must support every case; CUDA at least the
+ *     production shape with F32 K and V.
  * Then a 200-step append-then-attend loop through the KV cache helper (and a
- * ring of 64 rows) on every backend, each step against the reference (24 and 80
- * steps with --small).
+ * ring of 64 rows), for an F32 cache and 16-bit caches, on every backend, each
+ * step against the reference, and the cache's bytes against rows rounded here
+ * independently of the library (24 and 80 steps with --small).
  *
  * No environment variable changes what runs. Options:
  *   --small   short lengths only (for compute-sanitizer memcheck / racecheck)
@@ -29,14 +38,16 @@
 #include "gem/decode.h"
 #include "harness.h"
 #include "tcheck.h"
+#include "tdtype.h"
 
 #define MAX_NMSE 1e-10
 
 typedef enum layout {
     HEAD_MAJOR,        /* (heads, capacity, d), dense */
-    HEAD_MAJOR_PADDED, /* (heads, capacity, d + 16) rows, 32 spare rows between heads */
+    HEAD_MAJOR_PADDED, /* (heads, capacity, d + 64 bytes) rows, 32 spare rows between heads */
     TOKEN_MAJOR,       /* (capacity, heads, d), as a projection writes rows */
-    TOKEN_MAJOR_PADDED /* (capacity, heads * (d + 8) + 4): padding after heads and tokens */
+    TOKEN_MAJOR_PADDED /* (capacity, heads * (d + 32 bytes) + 16 bytes): padding after heads
+                          and tokens */
 } layout;
 
 static const char *layout_name[] = {"head-major", "head-major-padded", "token-major",
@@ -48,8 +59,9 @@ typedef struct dcase {
     int64_t nq, nkv, dk, dv, live, capacity;
     layout lay;
     float scale;     /* 0 = 1/sqrt(dk) */
-    int alias;       /* K and V the same buffer (dk == dv) */
+    int alias;       /* K and V the same buffer (dk == dv, kt == vt) */
     int size;        /* 0 small, 1 normal, 2 long */
+    gem_dtype kt, vt;
 } dcase;
 
 #define DEF GEM_ROUTE_COUNT
@@ -58,34 +70,78 @@ typedef struct dcase {
 
 /* The production full-attention shape: 32 query heads, 4 KV heads, D512. */
 #define PROD 32, 4, 512, 512
+/* Gemma's QK-normed scale (0 in a case = 1/sqrt(dk)). */
+#define QKN 1.0f
+
+/* K and V element types */
+#define KV_F32 GEM_DTYPE_F32, GEM_DTYPE_F32
+#define KV_BF16 GEM_DTYPE_BF16, GEM_DTYPE_BF16
+#define KV_F16 GEM_DTYPE_F16, GEM_DTYPE_F16
+#define K_BF16_V_F16 GEM_DTYPE_BF16, GEM_DTYPE_F16
+#define K_F16_V_BF16 GEM_DTYPE_F16, GEM_DTYPE_BF16
+#define K_F32_V_BF16 GEM_DTYPE_F32, GEM_DTYPE_BF16
+#define K_BF16_V_F32 GEM_DTYPE_BF16, GEM_DTYPE_F32
+#define K_F16_V_F32 GEM_DTYPE_F16, GEM_DTYPE_F32
+
+/* The design's lengths for one pair of element types: 1 and 13 (small), 4097
+ * and 8191-8193 (normal), 65,536 and 131,072 (long); capacity > live; both
+ * scales; fused (the default config) and baseline; all four layouts. */
+#define DTYPE_LENGTHS(kv)                                                         \
+    {DEF, 0, 0, PROD, 1, 4, HEAD_MAJOR, 0, 0, 0, kv},                             \
+    {B, 0, 0, PROD, 13, 20, TOKEN_MAJOR, QKN, 0, 0, kv},                          \
+    {DEF, 0, 0, PROD, 13, 17, HEAD_MAJOR_PADDED, QKN, 0, 0, kv},                  \
+    {DEF, 0, 0, PROD, 4097, 4100, TOKEN_MAJOR_PADDED, 0, 0, 1, kv},               \
+    {DEF, 0, 0, PROD, 8191, 8200, HEAD_MAJOR, QKN, 0, 1, kv},                     \
+    {B, 0, 0, PROD, 8192, 8195, TOKEN_MAJOR, 0, 0, 1, kv},                        \
+    {DEF, 0, 0, PROD, 8193, 8200, HEAD_MAJOR_PADDED, QKN, 0, 1, kv},              \
+    {DEF, 0, 0, PROD, 65536, 65540, HEAD_MAJOR, 0, 0, 2, kv},                     \
+    {DEF, 0, 0, PROD, 131072, 131080, TOKEN_MAJOR, QKN, 0, 2, kv}
 
 static const dcase cases[] = {
-    /* production shape: every route and config the backends compile */
-    {DEF, 0, 0, PROD, 1, 1, HEAD_MAJOR, 0, 0, 0},
-    {DEF, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0},
-    {B, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0},
-    {F, 1, 0, PROD, 13, 13, TOKEN_MAJOR, 0, 0, 0},
-    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, 0, 0, 0},
-    {F, 32, 0, PROD, 5, 9, TOKEN_MAJOR_PADDED, 0, 0, 0},  /* P > live: empty partitions */
-    {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 1.0f, 0, 0},
-    {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0},     /* K = V, one buffer */
-    {B, 0, 0, PROD, 300, 300, HEAD_MAJOR, 0, 1, 0},
-    {DEF, 0, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1},
-    {B, 16, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1},
-    {DEF, 0, 0, PROD, 8191, 8200, TOKEN_MAJOR, 0, 0, 1},
-    {DEF, 0, 0, PROD, 8192, 8192, HEAD_MAJOR, 1.0f, 0, 1},
-    {DEF, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1},
-    {B, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1},
-    {F, 300, 0, PROD, 8192, 8192, HEAD_MAJOR, 0, 1, 1},
-    {DEF, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2},
-    {B, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2},
-    {DEF, 0, 0, PROD, 131072, 131072, HEAD_MAJOR, 0, 0, 2},
+    /* production shape, F32: every route and config the backends compile */
+    {DEF, 0, 0, PROD, 1, 1, HEAD_MAJOR, 0, 0, 0, KV_F32},
+    {DEF, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0, KV_F32},
+    {B, 0, 0, PROD, 13, 20, HEAD_MAJOR, 0, 0, 0, KV_F32},
+    {F, 1, 0, PROD, 13, 13, TOKEN_MAJOR, 0, 0, 0, KV_F32},
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, 0, 0, 0, KV_F32},
+    {F, 32, 0, PROD, 5, 9, TOKEN_MAJOR_PADDED, 0, 0, 0, KV_F32},  /* P > live: empty partitions */
+    {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, QKN, 0, 0, KV_F32},
+    {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0, KV_F32},     /* K = V, one buffer */
+    {B, 0, 0, PROD, 300, 300, HEAD_MAJOR, 0, 1, 0, KV_F32},
+    {DEF, 0, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1, KV_F32},
+    {B, 16, 0, PROD, 4097, 5000, HEAD_MAJOR_PADDED, 0, 0, 1, KV_F32},
+    {DEF, 0, 0, PROD, 8191, 8200, TOKEN_MAJOR, 0, 0, 1, KV_F32},
+    {DEF, 0, 0, PROD, 8192, 8192, HEAD_MAJOR, QKN, 0, 1, KV_F32},
+    {DEF, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1, KV_F32},
+    {B, 0, 0, PROD, 8193, 9000, TOKEN_MAJOR_PADDED, 0, 0, 1, KV_F32},
+    {F, 300, 0, PROD, 8192, 8192, HEAD_MAJOR, 0, 1, 1, KV_F32},
+    {DEF, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2, KV_F32},
+    {B, 0, 0, PROD, 65536, 65536, HEAD_MAJOR, 0, 0, 2, KV_F32},
+    {DEF, 0, 0, PROD, 131072, 131072, HEAD_MAJOR, 0, 0, 2, KV_F32},
+    {DEF, 0, 0, PROD, 131072, 131075, TOKEN_MAJOR_PADDED, QKN, 0, 2, KV_F32},
+    /* production shape, 16-bit and mixed caches at the design's lengths */
+    DTYPE_LENGTHS(KV_BF16),
+    DTYPE_LENGTHS(KV_F16),
+    DTYPE_LENGTHS(K_BF16_V_F16),
+    DTYPE_LENGTHS(K_F16_V_BF16),
+    {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0, KV_BF16},    /* K = V, one buffer */
+    {B, 0, 0, PROD, 300, 300, HEAD_MAJOR, QKN, 1, 0, KV_F16},
+    {F, 32, 0, PROD, 5, 9, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F32_V_BF16}, /* P > live */
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_BF16_V_F32},
+    {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F16_V_F32},
+    {F, 300, 0, PROD, 8192, 8193, HEAD_MAJOR, 0, 0, 1, K_F32_V_BF16},
     /* CPU-only shapes: the CUDA kernels cover D512 / group 8 and must refuse these */
-    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1024, TOKEN_MAJOR, 1.0f, 0, 0}, /* Gemma 4 sliding */
-    {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0},
-    {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0},
-    {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0},
-    {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0},
+    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1024, TOKEN_MAJOR, QKN, 0, 0, KV_F32}, /* Gemma 4 sliding */
+    {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, KV_F32},
+    {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0, KV_F32},
+    {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0, KV_F32},
+    {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0, KV_F32},
+    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1030, TOKEN_MAJOR, QKN, 0, 0, KV_BF16},
+    {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, K_BF16_V_F16}, /* odd dims */
+    {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0, K_F16_V_BF16},
+    {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0, KV_F16},
+    {B, 4, 0, 8, 2, 64, 64, 1000, 1003, HEAD_MAJOR, QKN, 0, 0, KV_F16},
+    {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0, K_BF16_V_F16},
 };
 
 /* ---- memory of a backend -------------------------------------------------------- */
@@ -115,32 +171,55 @@ typedef struct strides {
     int64_t hs, ts, elems; /* head stride, token stride, extent in elements */
 } strides;
 
-static strides layout_strides(layout l, int64_t heads, int64_t cap, int64_t d)
+/* Strides of a tensor of `es`-byte elements; the padding is in bytes (16, 32,
+ * 64: a multiple of 16, so a backend that wants 16-byte rows runs every layout),
+ * F32: d + 16, d + 8 and 4 elements. */
+static strides layout_strides(layout l, int64_t heads, int64_t cap, int64_t d, int64_t es)
 {
     strides s;
     switch (l) {
     case HEAD_MAJOR: s.ts = d; s.hs = cap * d; break;
-    case HEAD_MAJOR_PADDED: s.ts = d + 16; s.hs = (cap + 32) * (d + 16); break;
+    case HEAD_MAJOR_PADDED: s.ts = d + 64 / es; s.hs = (cap + 32) * s.ts; break;
     case TOKEN_MAJOR: s.hs = d; s.ts = heads * d; break;
-    default: s.hs = d + 8; s.ts = heads * (d + 8) + 4; break;
+    default: s.hs = d + 32 / es; s.ts = heads * s.hs + 16 / es; break;
     }
     s.elems = (heads - 1) * s.hs + (cap - 1) * s.ts + d;
     return s;
 }
 
-/* A host tensor: NaN everywhere, then seeded values in rows [0, live). */
-static float *make_tensor(strides s, int64_t heads, int64_t live, int64_t d, uint64_t seed)
+/* A host tensor of type t: NaN everywhere, then seeded values (uniform in
+ * [-1, 1), rounded to nearest even for 16-bit types) in rows [0, live).
+ * NULL when out of memory. */
+static void *make_tensor(strides s, int64_t heads, int64_t live, int64_t d, uint64_t seed,
+                         gem_dtype t)
 {
-    float *t = malloc((size_t)s.elems * sizeof(float));
-    if (!t)
+    void *p = malloc((size_t)s.elems * gem_dtype_size(t));
+    float *row = malloc((size_t)d * sizeof(float));
+    if (!p || !row) {
+        free(p);
+        free(row);
         return NULL;
+    }
     for (int64_t i = 0; i < s.elems; i++)
-        t[i] = NAN;
+        tdt_store_nan(p, t, i);
     for (int64_t g = 0; g < heads; g++)
-        for (int64_t r = 0; r < live; r++)
-            gem_fill_uniform(seed + (uint64_t)(g * 1000003 + r), -1.0f, 1.0f,
-                             t + g * s.hs + r * s.ts, (size_t)d);
-    return t;
+        for (int64_t r = 0; r < live; r++) {
+            gem_fill_uniform(seed + (uint64_t)(g * 1000003 + r), -1.0f, 1.0f, row, (size_t)d);
+            for (int64_t i = 0; i < d; i++)
+                tdt_store(p, t, g * s.hs + r * s.ts + i, row[i]);
+        }
+    free(row);
+    return p;
+}
+
+/* The F32 tensor holding the exact values of tensor p (type t, `elems` elements),
+ * NaN where p holds NaN. */
+static float *widen_tensor(const void *p, gem_dtype t, int64_t elems)
+{
+    float *w = malloc((size_t)elems * sizeof(float));
+    for (int64_t i = 0; w && i < elems; i++)
+        w[i] = tdt_load(p, t, i);
+    return w;
 }
 
 /* ---- one case on one backend ---------------------------------------------------------- */
@@ -153,7 +232,7 @@ typedef struct case_out {
 /* Runs case c twice on ctx with the host inputs placed in the backend's memory;
  * checks audit, repeat and the reference. Returns the first output (caller frees). */
 static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem *m,
-                         const float *q, const float *k, const float *v, strides sk, strides sv,
+                         const float *q, const void *k, const void *v, strides sk, strides sv,
                          const double *ref, const char *what)
 {
     case_out r = {NULL, GEM_OK};
@@ -167,8 +246,8 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
     if (r.status != GEM_OK)
         return r;
     float *dq = put(m, q, nq * sizeof(float));
-    float *dk = put(m, k, (size_t)sk.elems * sizeof(float));
-    float *dv = c->alias ? dk : put(m, v, (size_t)sv.elems * sizeof(float));
+    void *dk = put(m, k, (size_t)sk.elems * gem_dtype_size(c->kt));
+    void *dv = c->alias ? dk : put(m, v, (size_t)sv.elems * gem_dtype_size(c->vt));
     float *dout = put(m, NULL, no * sizeof(float) + GEM_GUARD_BYTES);
     void *ws = put(m, NULL, ws_bytes);
     float *host = gem_guard_alloc(no);
@@ -181,7 +260,8 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
     memset(&kv, 0, sizeof kv);
     kv.k = dk;
     kv.v = dv;
-    kv.k_dtype = kv.v_dtype = GEM_DTYPE_F32;
+    kv.k_dtype = c->kt;
+    kv.v_dtype = c->vt;
     kv.k_head_stride = sk.hs;
     kv.k_token_stride = sk.ts;
     kv.v_head_stride = sv.hs;
@@ -234,13 +314,19 @@ done:
     return r;
 }
 
-/* Whether `backend` has kernels for case c (the CUDA kernels: D512, group 8, tile 8). */
-static int backend_runs(const dcase *c, gem_backend b)
+/* What gem_decode must answer for case c on ctx, from the backend's own
+ * answers: the config's status (gem_decode_workspace_bytes resolves and checks
+ * it: GEM_ERR_PARAM for a config the backend has no kernel for), then
+ * gem_decode_supports for the shape and the K/V types. */
+static gem_status expected_status(const dcase *c, const gem_decode_ctx *ctx)
 {
-    if (b == GEM_BACKEND_CPU)
-        return 1;
-    return c->dk == 512 && c->dv == 512 && c->nq == 8 * c->nkv &&
-           !(c->route == F && c->tile != 0 && c->tile != 8);
+    const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
+                                    c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->dk)};
+    const gem_decode_config cfg = {c->route, c->partitions, c->tile};
+    size_t ws = 0;
+    const gem_status st =
+        gem_decode_workspace_bytes(ctx, &shape, c->live, c->route == DEF ? NULL : &cfg, &ws);
+    return st != GEM_OK ? st : gem_decode_supports(ctx, &shape, c->kt, c->vt);
 }
 
 typedef struct target {
@@ -251,14 +337,26 @@ typedef struct target {
 
 static void check_case(const dcase *c, target *targets, int nt, size_t index)
 {
-    const strides sk = layout_strides(c->lay, c->nkv, c->capacity, c->dk);
-    const strides sv = layout_strides(c->lay, c->nkv, c->capacity, c->dv);
+    const strides sk =
+        layout_strides(c->lay, c->nkv, c->capacity, c->dk, (int64_t)gem_dtype_size(c->kt));
+    const strides sv =
+        layout_strides(c->lay, c->nkv, c->capacity, c->dv, (int64_t)gem_dtype_size(c->vt));
     const uint64_t seed = 7000 + (uint64_t)index * 131;
+    const size_t no = (size_t)(c->nq * c->dv);
+    const int wide = c->kt != GEM_DTYPE_F32 || c->vt != GEM_DTYPE_F32;
     float *q = malloc((size_t)(c->nq * c->dk) * sizeof(float));
-    float *k = make_tensor(sk, c->nkv, c->live, c->dk, seed);
-    float *v = c->alias ? k : make_tensor(sv, c->nkv, c->live, c->dv, seed + 77);
-    double *ref = malloc((size_t)(c->nq * c->dv) * sizeof(double));
-    if (!TCHECK(q && k && v && ref))
+    void *k = make_tensor(sk, c->nkv, c->live, c->dk, seed, c->kt);
+    void *v = c->alias ? k : make_tensor(sv, c->nkv, c->live, c->dv, seed + 77, c->vt);
+    double *ref = malloc(no * sizeof(double));
+    /* the F32 widening of a 16-bit cache, for the bitwise check on the CPU */
+    float *wk = NULL, *wv = NULL;
+    if (wide) {
+        wk = widen_tensor(k, c->kt, sk.elems);
+        wv = c->alias ? wk : widen_tensor(v, c->vt, sv.elems);
+    }
+    if (!TCHECK(q && k && v && ref && (!wide || (wk && wv))))
+        goto done;
+    if (!TCHECK(!c->alias || (c->dk == c->dv && c->kt == c->vt))) /* a bad table entry */
         goto done;
     gem_fill_uniform(seed + 5, -1.0f, 1.0f, q, (size_t)(c->nq * c->dk));
     const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
@@ -267,29 +365,37 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
     memset(&hv, 0, sizeof hv);
     hv.k = k;
     hv.v = v;
-    hv.k_dtype = hv.v_dtype = GEM_DTYPE_F32;
+    hv.k_dtype = c->kt;
+    hv.v_dtype = c->vt;
     hv.k_head_stride = sk.hs;
     hv.k_token_stride = sk.ts;
     hv.v_head_stride = sv.hs;
     hv.v_token_stride = sv.ts;
     hv.live = c->live;
     hv.capacity = c->capacity;
-    TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hv, ref, (size_t)(c->nq * c->dv)), GEM_OK);
+    TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hv, ref, no), GEM_OK);
     float *prev = NULL;
     const char *prev_name = NULL;
     for (int t = 0; t < nt; t++) {
-        char what[256];
-        snprintf(what, sizeof what, "case %zu %s: %s P%lld t%lld, %lld/%lld heads, dk %lld dv %lld, "
-                 "live %lld cap %lld, %s%s", index, targets[t].name,
+        char what[320];
+        snprintf(what, sizeof what,
+                 "case %zu %s: %s P%lld t%lld, %lld/%lld heads, dk %lld dv %lld, "
+                 "live %lld cap %lld, %s%s, K %s V %s", index, targets[t].name,
                  c->route == DEF ? "default" : gem_route_name(c->route), (long long)c->partitions,
                  (long long)c->tile, (long long)c->nq, (long long)c->nkv, (long long)c->dk,
                  (long long)c->dv, (long long)c->live, (long long)c->capacity,
-                 layout_name[c->lay], c->alias ? ", K = V" : "");
+                 layout_name[c->lay], c->alias ? ", K = V" : "", gem_dtype_name(c->kt),
+                 gem_dtype_name(c->vt));
         const gem_backend b = targets[t].mem.backend;
+        const gem_status want = expected_status(c, targets[t].ctx);
+        if (b == GEM_BACKEND_CPU && !TCHECK(want == GEM_OK)) /* the CPU runs every case */
+            fprintf(stderr, "     %s: the CPU answers %s\n", what, gem_status_name(want));
+        if (!TCHECK(want == GEM_OK || want == GEM_ERR_UNSUPPORTED || want == GEM_ERR_PARAM))
+            fprintf(stderr, "     %s: supports/config answer %s\n", what, gem_status_name(want));
         case_out r = run_case(c, targets[t].ctx, &targets[t].mem, q, k, v, sk, sv, ref, what);
-        if (!backend_runs(c, b)) {
-            if (!TCHECK(r.status == GEM_ERR_UNSUPPORTED || r.status == GEM_ERR_PARAM))
-                fprintf(stderr, "     %s: want unsupported/param, got %s\n", what,
+        if (want != GEM_OK) {
+            if (!TCHECK(r.status == want))
+                fprintf(stderr, "     %s: want %s, got %s\n", what, gem_status_name(want),
                         gem_status_name(r.status));
             free(r.out);
             continue;
@@ -299,17 +405,27 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
             free(r.out);
             continue;
         }
-        /* the CPU at 1 and 3 threads: the same bits */
-        if (b == GEM_BACKEND_CPU && prev && !TCHECK(memcmp(prev, r.out, (size_t)(c->nq * c->dv) *
-                                                                      sizeof(float)) == 0))
-            fprintf(stderr, "     %s: differs from %s\n", what, prev_name);
-        if (b == GEM_BACKEND_CPU) {
-            free(prev);
-            prev = r.out;
-            prev_name = targets[t].name;
-        } else {
+        if (b != GEM_BACKEND_CPU) {
             free(r.out);
+            continue;
         }
+        /* the CPU at 1 and 3 threads: the same bits */
+        if (prev && !TCHECK(memcmp(prev, r.out, no * sizeof(float)) == 0))
+            fprintf(stderr, "     %s: differs from %s\n", what, prev_name);
+        /* a 16-bit cache: the bits of the same call on its F32 widening */
+        if (wide && !prev) {
+            dcase cw = *c;
+            cw.kt = cw.vt = GEM_DTYPE_F32;
+            case_out rw = run_case(&cw, targets[t].ctx, &targets[t].mem, q, wk, wv, sk, sv, ref,
+                                   what);
+            if (!TCHECK(rw.status == GEM_OK && memcmp(rw.out, r.out, no * sizeof(float)) == 0))
+                fprintf(stderr, "     %s: differs from the call on the F32 widening (%s)\n", what,
+                        gem_status_name(rw.status));
+            free(rw.out);
+        }
+        free(prev);
+        prev = r.out;
+        prev_name = targets[t].name;
     }
     free(prev);
 done:
@@ -317,30 +433,42 @@ done:
     free(k);
     if (!c->alias)
         free(v);
+    free(wk);
+    if (!c->alias)
+        free(wv);
     free(ref);
 }
 
 /* ---- the KV cache helper: append then attend, 200 steps ------------------------------------ */
 
-static void check_cache_loop(target *tg, int ring, int64_t steps)
+static void check_cache_loop(target *tg, int ring, int64_t steps, gem_dtype kt, gem_dtype vt)
 {
     const gem_backend b = tg->mem.backend;
     /* the production shape on CUDA; a smaller GQA shape on the CPU keeps the loop fast */
     const int64_t nq = b == GEM_BACKEND_CUDA ? 32 : 8, nkv = b == GEM_BACKEND_CUDA ? 4 : 2;
     const int64_t d = b == GEM_BACKEND_CUDA ? 512 : 64;
     const int64_t cap = ring ? 64 : steps;
+    const size_t kes = gem_dtype_size(kt), ves = gem_dtype_size(vt);
+    const size_t cache_elems = (size_t)(nkv * cap * d);
     const gem_decode_shape shape = {nq, nkv, d, d, 1.0f / sqrtf((float)d)};
-    const gem_kv_cache_desc desc = {b, nkv, d, d, cap, GEM_DTYPE_F32, GEM_DTYPE_F32, ring};
+    const gem_kv_cache_desc desc = {b, nkv, d, d, cap, kt, vt, ring};
+    char what[96];
+    snprintf(what, sizeof what, "%s cache loop%s, K %s V %s", tg->name, ring ? " (ring)" : "",
+             gem_dtype_name(kt), gem_dtype_name(vt));
     gem_kv_cache *cache = NULL;
     if (!TCHECK(gem_kv_cache_create(&desc, &cache) == GEM_OK))
         return;
     const backend_mem *m = &tg->mem;
     void *stream = m->ops->stream(m->hx);
+    /* what gem_decode must answer on this cache (CUDA without 16-bit kernels: unsupported) */
+    const gem_status want = gem_decode_supports(tg->ctx, &shape, kt, vt);
+    if (b == GEM_BACKEND_CPU)
+        TCHECK_STATUS(want, GEM_OK);
     size_t ws_bytes = 0;
     TCHECK_STATUS(gem_decode_workspace_bytes(tg->ctx, &shape, cap, NULL, &ws_bytes), GEM_OK);
-    /* host mirror of the cache, head-major (nkv, cap, d) */
-    float *hk = calloc((size_t)(nkv * cap * d), sizeof(float));
-    float *hv = calloc((size_t)(nkv * cap * d), sizeof(float));
+    /* host mirror of the cache, head-major (nkv, cap, d), rounded here */
+    void *hk = calloc(cache_elems, kes), *hv = calloc(cache_elems, ves);
+    void *ck = malloc(cache_elems * kes), *cv = malloc(cache_elems * ves);
     float *row_k = malloc((size_t)(nkv * d) * sizeof(float));
     float *row_v = malloc((size_t)(nkv * d) * sizeof(float));
     float *q = malloc((size_t)(nq * d) * sizeof(float));
@@ -350,8 +478,8 @@ static void check_cache_loop(target *tg, int ring, int64_t steps)
     float *dq = put(m, NULL, (size_t)(nq * d) * 4), *dout = put(m, NULL, (size_t)(nq * d) * 4);
     void *ws = put(m, NULL, ws_bytes);
     int bad_steps = 0;
-    if (!TCHECK(hk && hv && row_k && row_v && q && out && again && ref && dk && dvv && dq && dout &&
-                ws))
+    if (!TCHECK(hk && hv && ck && cv && row_k && row_v && q && out && again && ref && dk && dvv &&
+                dq && dout && ws))
         goto done;
     for (int64_t step = 0; step < steps; step++) {
         gem_fill_uniform(900 + (uint64_t)step, -1.0f, 1.0f, row_k, (size_t)(nkv * d));
@@ -366,15 +494,19 @@ static void check_cache_loop(target *tg, int ring, int64_t steps)
             break;
         }
         const int64_t row = step % cap;
-        for (int64_t g = 0; g < nkv; g++) {
-            memcpy(hk + (g * cap + row) * d, row_k + g * d, (size_t)d * 4);
-            memcpy(hv + (g * cap + row) * d, row_v + g * d, (size_t)d * 4);
-        }
+        for (int64_t g = 0; g < nkv; g++)
+            for (int64_t i = 0; i < d; i++) {
+                tdt_store(hk, kt, (g * cap + row) * d + i, row_k[g * d + i]);
+                tdt_store(hv, vt, (g * cap + row) * d + i, row_v[g * d + i]);
+            }
         gem_kv_view view;
         TCHECK_STATUS(gem_kv_cache_view(cache, &view), GEM_OK);
         const int64_t live = step + 1 < cap ? step + 1 : cap;
         TCHECK_EQ_I64(view.live, live);
-        const gem_kv_view hview = gem_kv_view_dense(hk, hv, d, d, live, cap);
+        TCHECK(view.k_dtype == kt && view.v_dtype == vt);
+        gem_kv_view hview = view;
+        hview.k = hk;
+        hview.v = hv;
         TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hview, ref, (size_t)(nq * d)), GEM_OK);
         for (int rep = 0; rep < 2; rep++) {
             st = gem_decode(tg->ctx, &shape, dq, &view, dout, ws, ws_bytes, NULL, stream);
@@ -383,24 +515,42 @@ static void check_cache_loop(target *tg, int ring, int64_t steps)
             if (st != GEM_OK)
                 break;
         }
+        if (want != GEM_OK) { /* a cache this backend cannot attend to yet */
+            if (st != want && bad_steps++ == 0)
+                fprintf(stderr, "     %s: step %lld answers %s, want %s\n", what,
+                        (long long)step, gem_status_name(st), gem_status_name(want));
+            continue;
+        }
         gem_compare cmp;
         if (st != GEM_OK || gem_compare_f32_f64(out, ref, (size_t)(nq * d), &cmp) != GEM_OK ||
             cmp.nonfinite || !(cmp.nmse <= MAX_NMSE) ||
             memcmp(out, again, (size_t)(nq * d) * 4) != 0) {
             if (bad_steps++ == 0)
-                fprintf(stderr, "     %s cache loop%s: step %lld fails (%s)\n", tg->name,
-                        ring ? " (ring)" : "", (long long)step, gem_status_name(st));
+                fprintf(stderr, "     %s: step %lld fails (%s)\n", what, (long long)step,
+                        gem_status_name(st));
         }
     }
     TCHECK_EQ_I64(bad_steps, 0);
     TCHECK_EQ_I64(gem_kv_cache_appended(cache), steps);
     TCHECK_STATUS(gem_kv_cache_check(cache, stream), GEM_OK);
+    /* the cache holds exactly the rows rounded here (rows never appended: zero) */
+    {
+        gem_kv_view view;
+        TCHECK_STATUS(gem_kv_cache_view(cache, &view), GEM_OK);
+        TCHECK(m->ops->download(ck, view.k, cache_elems * kes) == GEM_OK &&
+               m->ops->download(cv, view.v, cache_elems * ves) == GEM_OK);
+        if (!TCHECK(memcmp(ck, hk, cache_elems * kes) == 0 &&
+                    memcmp(cv, hv, cache_elems * ves) == 0))
+            fprintf(stderr, "     %s: the cache's bytes differ from the rows rounded here\n", what);
+    }
     if (!ring) /* full: one more row does not fit, and nothing changes */
         TCHECK_STATUS(gem_kv_cache_append(cache, dk, dvv, 1, stream), GEM_ERR_RANGE);
     TCHECK_EQ_I64(gem_kv_cache_appended(cache), steps);
 done:
     free(hk);
     free(hv);
+    free(ck);
+    free(cv);
     free(row_k);
     free(row_v);
     free(q);
@@ -447,6 +597,12 @@ int main(int argc, char **argv)
         t->mem.ops = &gem_harness_cuda_ops;
         const gem_status st = gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &t->ctx);
         if (st == GEM_OK && TCHECK(t->mem.ops->open(&t->mem.hx) == GEM_OK)) {
+            /* the matrix trusts the backend's supports answers; it must at least claim
+             * the production shape with F32 K and V, so a backend that claimed nothing
+             * cannot pass by refusing everything */
+            const gem_decode_shape prod = {PROD, 1.0f};
+            TCHECK_STATUS(gem_decode_supports(t->ctx, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32),
+                          GEM_OK);
             nt++;
         } else {
             TCHECK_STATUS(st, GEM_ERR_NO_DEVICE); /* no GPU: the only acceptable answer */
@@ -462,8 +618,12 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < nt; t++)
         if (t != 1) { /* the CPU loop once (1 thread), and the CUDA one */
-            check_cache_loop(&targets[t], 0, max_size == 0 ? 24 : 200);
-            check_cache_loop(&targets[t], 1, max_size == 0 ? 80 : 200);
+            const int64_t flat = max_size == 0 ? 24 : 200, wrap = max_size == 0 ? 80 : 200;
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_F32, GEM_DTYPE_F32);
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F32, GEM_DTYPE_F32);
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_BF16);
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F16, GEM_DTYPE_F16);
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_F16);
         }
     printf("test_decode: %zu cases on %d targets (%s)\n", ran, nt,
            max_size == 0 ? "small" : (max_size == 2 ? "long" : "normal"));

@@ -5,12 +5,18 @@
  * are oracles, tiles on the baseline, bounds), a stream on the CPU, a
  * workspace that is short or misaligned, and an output that overlaps q, the
  * cache or the workspace. gem_decode_validate answers the same as gem_decode.
+ * K and V element types: unknown values, 16-bit tensors misaligned or placed so
+ * that their 2-byte extent decides an overlap, every known pair supported on
+ * the CPU.
  * The KV cache helper: bad descriptions, appends past capacity, non-finite rows
- * (refused, nothing written), ring wrap, reset. The finiteness scan finds a NaN
- * in q, in a live K row and in a live V row, and ignores rows past live.
+ * (refused, nothing written; for a 16-bit cache also finite F32 values that
+ * round to infinity in it), rounding to BF16 / F16, ring wrap, reset. The
+ * finiteness scan finds a NaN in q, in a live K row and in a live V row (F32
+ * and 16-bit), and ignores rows past live.
  * Runs on the CPU (host memory); the CUDA answers are in test_decode and
  * test_cuda_queries.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,10 +36,13 @@ typedef struct fixture {
     gem_decode_shape shape;
     float *q;     /* (NQ, D) */
     float *kv;    /* K then V: (NKV, CAP, D) each */
+    uint16_t *kv16; /* BF16 K then F16 V: (NKV, CAP, D) each; one spare element for the
+                       "K at 2 bytes" view; then room for an output after it */
     float *out;   /* (NQ, D) */
     void *ws;     /* (ws_bytes), 64-aligned */
     size_t ws_bytes;
-    gem_kv_view view;
+    gem_kv_view view;   /* F32, dense, 20 live rows */
+    gem_kv_view view16; /* kv16, dense, 20 live rows */
 } fixture;
 
 /* gem_decode and gem_decode_validate answer `want` and leave out untouched. */
@@ -114,8 +123,38 @@ static void check_decode_args(fixture *f)
     kv.k = (const char *)f->kv + 1;
     expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN, "k misaligned");
     kv = f->view;
-    kv.k_dtype = GEM_DTYPE_BF16; /* a valid view the CPU has no kernel for yet */
-    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_UNSUPPORTED, "bf16");
+    kv.k_dtype = GEM_DTYPE_COUNT;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM, "k dtype count");
+    kv = f->view;
+    kv.k_dtype = (gem_dtype)-1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM, "k dtype -1");
+    /* a BF16 K / F16 V cache (f->view16) */
+    kv = f->view16;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "bf16 K, f16 V");
+    /* 16-bit elements need 2-byte alignment, not 4 (one row further on is still
+     * a valid view: capacity rows plus one element fit the buffer) */
+    kv.k = f->kv16 + 1;
+    kv.capacity = CAP - 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "bf16 K at 2 bytes");
+    kv.k = (const char *)f->kv16 + 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN, "bf16 K odd");
+    kv = f->view16;
+    kv.v = (const char *)kv.v + 3;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN, "f16 V odd");
+    /* the extent of a 16-bit V is half the F32 one: an output right after it does
+     * not overlap, one on its last element does */
+    kv = f->view16;
+    {
+        uint16_t *after = f->kv16 + 2 * NKV * CAP * D;
+        expect(f, f->q, &kv, (float *)(void *)after, f->ws, f->ws_bytes, NULL, NULL, GEM_OK,
+               "out after an f16 V");
+        expect(f, f->q, &kv, (float *)(void *)(after - 2), f->ws, f->ws_bytes, NULL, NULL,
+               GEM_ERR_OVERLAP, "out on an f16 V's last element");
+    }
+    /* a 16-bit view with strides that would overlap rows */
+    kv = f->view16;
+    kv.k_token_stride = D - 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "f16 stride");
     /* token-major with K = V in one buffer is a valid view */
     kv = f->view;
     kv.v = kv.k;
@@ -177,6 +216,17 @@ static void check_queries(fixture *f)
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)9, GEM_DTYPE_F32),
                   GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_COUNT),
+                  GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)-1, GEM_DTYPE_F32),
+                  GEM_ERR_PARAM);
+    /* the CPU runs all nine pairs */
+    for (int kt = 0; kt < GEM_DTYPE_COUNT; kt++)
+        for (int vt = 0; vt < GEM_DTYPE_COUNT; vt++)
+            TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)kt, (gem_dtype)vt),
+                          GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(NULL, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32),
+                  GEM_ERR_NULL);
     gem_decode_ctx *c = (gem_decode_ctx *)1;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, -1, &c), GEM_ERR_PARAM);
     TCHECK(c == NULL);
@@ -208,6 +258,21 @@ static void check_finite_scan(fixture *f)
     v[0] = 0.25f;
     v[(0 * CAP + live) * D] = NAN; /* past live: not part of the view */
     TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL), GEM_OK);
+    /* 16-bit: a BF16 NaN in a live K row, an F16 infinity in a live V row */
+    uint16_t *k16 = f->kv16, *v16 = f->kv16 + NKV * CAP * D;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL), GEM_OK);
+    const uint16_t keep_k = k16[(1 * CAP + 7) * D + 9], keep_v = v16[(1 * CAP + live - 1) * D];
+    k16[(1 * CAP + 7) * D + 9] = 0x7FC0u;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL),
+                  GEM_ERR_NONFINITE);
+    k16[(1 * CAP + 7) * D + 9] = keep_k;
+    v16[(1 * CAP + live - 1) * D] = 0xFC00u; /* -inf */
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL),
+                  GEM_ERR_NONFINITE);
+    v16[(1 * CAP + live - 1) * D] = keep_v;
+    k16[(0 * CAP + live) * D + 1] = 0x7F80u; /* past live */
+    v16[(1 * CAP + CAP - 1) * D] = 0x7E00u;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL), GEM_OK);
 }
 
 static void check_cache(void)
@@ -280,6 +345,70 @@ static void check_cache(void)
     gem_kv_cache_destroy(NULL);
 }
 
+/* A BF16 K / F16 V cache: rows are rounded to nearest even (ties to even,
+ * F16 subnormals kept), and a finite F32 value that rounds to infinity in the
+ * cache's type is refused like a non-finite one, with nothing written. */
+static void check_cache16(void)
+{
+    const gem_kv_cache_desc d = {GEM_BACKEND_CPU, NKV, D, D, 4, GEM_DTYPE_BF16, GEM_DTYPE_F16, 0};
+    gem_kv_cache *c = NULL;
+    TCHECK_STATUS(gem_kv_cache_create(&d, &c), GEM_OK);
+    if (!c)
+        return;
+    /* value, its BF16 bits, its F16 bits */
+    static const struct {
+        float x;
+        uint16_t bf16, f16;
+    } want[] = {
+        {1.0f, 0x3F80, 0x3C00},
+        {-0.0f, 0x8000, 0x8000},
+        {1.0f / 3.0f, 0x3EAB, 0x3555},
+        {1.00390625f, 0x3F80, 0x3C04},          /* BF16 tie to even (down) */
+        {1.01171875f, 0x3F82, 0x3C0C},          /* BF16 tie to even (up) */
+        {1.00048828125f, 0x3F80, 0x3C00},       /* 1 + 2^-11: F16 tie to even (down) */
+        {1.00146484375f, 0x3F80, 0x3C02},       /* 1 + 3 * 2^-11: F16 tie to even (up) */
+        {0x1p-20f, 0x3580, 0x0010},             /* an F16 subnormal */
+        {0x1p-25f, 0x3300, 0x0000},             /* F16: half the smallest subnormal, to 0 */
+        {0x1.8p-24f, 0x33C0, 0x0002},           /* F16: 1.5 quanta, tie to 2 */
+        {65504.0f, 0x4780, 0x7BFF},             /* F16 max */
+        {-65519.0f, 0xC780, 0xFBFF},            /* F16: just below the overflow bound */
+    };
+    const int nw = (int)(sizeof want / sizeof want[0]);
+    float k[NKV * D], v[NKV * D];
+    for (int i = 0; i < NKV * D; i++)
+        k[i] = v[i] = 0.5f;
+    for (int i = 0; i < nw; i++)
+        k[D + i] = v[D + i] = want[i].x; /* head 1 */
+    TCHECK_STATUS(gem_kv_cache_append(c, k, v, 1, NULL), GEM_OK);
+    gem_kv_view view;
+    TCHECK_STATUS(gem_kv_cache_view(c, &view), GEM_OK);
+    TCHECK(view.k_dtype == GEM_DTYPE_BF16 && view.v_dtype == GEM_DTYPE_F16);
+    const uint16_t *kc = view.k, *vc = view.v;
+    for (int i = 0; i < nw; i++) {
+        const uint16_t kb = kc[view.k_head_stride + i], vb = vc[view.v_head_stride + i];
+        if (!TCHECK(kb == want[i].bf16 && vb == want[i].f16))
+            fprintf(stderr, "     %a: bf16 %04x (want %04x), f16 %04x (want %04x)\n",
+                    (double)want[i].x, kb, want[i].bf16, vb, want[i].f16);
+    }
+    TCHECK(kc[0] == 0x3F00 && vc[0] == 0x3800); /* 0.5 in head 0 */
+    /* finite F32 values the cache's type cannot hold: refused, nothing written */
+    k[5] = 65520.0f; /* fits BF16, overflows F16: only V is F16 */
+    TCHECK_STATUS(gem_kv_cache_append(c, k, v, 1, NULL), GEM_OK);
+    v[5] = 65520.0f;
+    TCHECK_STATUS(gem_kv_cache_append(c, k, v, 1, NULL), GEM_ERR_NONFINITE);
+    v[5] = 0.5f;
+    k[D + 3] = FLT_MAX; /* overflows BF16 */
+    TCHECK_STATUS(gem_kv_cache_append(c, k, v, 1, NULL), GEM_ERR_NONFINITE);
+    k[D + 3] = 0x1.fefffep127f; /* the largest float that rounds to BF16's largest */
+    TCHECK_STATUS(gem_kv_cache_append(c, k, v, 1, NULL), GEM_OK);
+    TCHECK_EQ_I64(gem_kv_cache_live(c), 3);
+    TCHECK_STATUS(gem_kv_cache_view(c, &view), GEM_OK);
+    kc = view.k;
+    TCHECK(kc[view.k_head_stride + 2 * D + 3] == 0x7F7F);
+    TCHECK_STATUS(gem_kv_cache_check(c, NULL), GEM_OK);
+    gem_kv_cache_destroy(c);
+}
+
 int main(void)
 {
     fixture f;
@@ -297,12 +426,29 @@ int main(void)
     gem_fill_uniform(1, -1.0f, 1.0f, f.q, NQ * D);
     gem_fill_uniform(2, -1.0f, 1.0f, f.kv, 2 * NKV * CAP * D);
     f.view = gem_kv_view_dense(f.kv, f.kv + NKV * CAP * D, D, D, 20, CAP);
+    /* BF16 K: the F32 values' top halves; F16 V: halves in [0.125, 1) */
+    f.kv16 = malloc((2 * NKV * CAP * D + 2 * NQ * D) * sizeof(uint16_t));
+    if (!f.kv16)
+        return tcheck_summary("test_decode_bad_input");
+    for (int i = 0; i < NKV * CAP * D; i++) {
+        uint32_t bits;
+        memcpy(&bits, &f.kv[i], sizeof bits);
+        f.kv16[i] = (uint16_t)(bits >> 16);
+        f.kv16[NKV * CAP * D + i] = (uint16_t)(0x3000 + (i * 37) % 0x0C00);
+    }
+    f.view16 = f.view;
+    f.view16.k = f.kv16;
+    f.view16.v = f.kv16 + NKV * CAP * D;
+    f.view16.k_dtype = GEM_DTYPE_BF16;
+    f.view16.v_dtype = GEM_DTYPE_F16;
     check_decode_args(&f);
     check_queries(&f);
     check_finite_scan(&f);
     check_cache();
+    check_cache16();
     free(f.q);
     free(f.kv);
+    free(f.kv16);
     free(f.out);
     free(f.ws);
     gem_decode_ctx_destroy(f.ctx);

@@ -74,6 +74,54 @@ gem_attn_shape cli_production_shape(int64_t live, float scale)
     return s;
 }
 
+int cli_kv_dtype_option(const char *opt, const char *val, cli_kv_dtypes *d, int *bad)
+{
+    const int both = !strcmp(opt, "--kv-dtype"), k = !strcmp(opt, "--k-dtype"),
+              v = !strcmp(opt, "--v-dtype");
+    if (!both && !k && !v)
+        return 0;
+    gem_dtype t;
+    *bad = gem_dtype_parse(val, &t) != GEM_OK;
+    if (!*bad) {
+        if (both || k)
+            d->k = t;
+        if (both || v)
+            d->v = t;
+    }
+    return 1;
+}
+
+void cli_kv_dtype_tag(const cli_kv_dtypes *d, char *buf, size_t cap)
+{
+    if (d->k == d->v)
+        snprintf(buf, cap, "%s", gem_dtype_name(d->k));
+    else
+        snprintf(buf, cap, "k%s_v%s", gem_dtype_name(d->k), gem_dtype_name(d->v));
+}
+
+json_t *cli_kv_dtype_json(const cli_kv_dtypes *d)
+{
+    return json_pack("{s:s, s:s}", "k", gem_dtype_name(d->k), "v", gem_dtype_name(d->v));
+}
+
+json_t *cli_geometry_json(const gem_attn_shape *shape, const cli_kv_dtypes *d)
+{
+    char tag[32];
+    cli_kv_dtype_tag(d, tag, sizeof tag);
+    json_t *g = gem_receipt_geometry(shape);
+    if (g && json_object_set_new(g, "dtype", json_string(tag))) {
+        json_decref(g);
+        return NULL;
+    }
+    return g;
+}
+
+double cli_kv_bytes(const cli_kv_dtypes *d, int64_t live)
+{
+    return (double)CLI_NKV * (double)live * (double)CLI_D *
+           (double)(gem_dtype_size(d->k) + gem_dtype_size(d->v));
+}
+
 gem_status cli_route_run_checked(gem_engine *e, const cli_route_spec *spec, size_t n,
                                  int runs, cli_route_result *r)
 {
@@ -143,7 +191,7 @@ static int result_sound(const cli_route_result *r)
     return r->finite && r->unwritten == 0 && r->guard_ok && r->deterministic;
 }
 
-gem_status cli_pair_validate(const gem_attn_shape *shape, const gem_attn_inputs *in,
+gem_status cli_pair_validate(const gem_attn_shape *shape, const float *q, const gem_kv_view *kv,
                              const cli_route_result *a, const cli_route_result *b, size_t n,
                              int with_double, const char *progress, cli_pair_check *out)
 {
@@ -159,7 +207,9 @@ gem_status cli_pair_validate(const gem_attn_shape *shape, const gem_attn_inputs 
         out->passed = 0;
         return GEM_ERR_NOMEM;
     }
-    gem_status st = gem_attn_reference(shape, in, dbl, n);
+    const gem_decode_shape ds = {shape->n_q_heads, shape->n_kv_heads, shape->dk, shape->dv,
+                                 shape->scale};
+    gem_status st = gem_attn_reference_kv(&ds, q, kv, dbl, n);
     if (st == GEM_OK) {
         gem_compare_f32_f64(a->out, dbl, n, &out->a_vs_double);
         gem_compare_f32_f64(b->out, dbl, n, &out->b_vs_double);

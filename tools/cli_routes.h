@@ -52,6 +52,30 @@ json_t *cli_route_json(const cli_route_spec *s);
 /* The production shape at `live` tokens (capacity = live). */
 gem_attn_shape cli_production_shape(int64_t live, float scale);
 
+/* The element types K and V are held in (F32 both unless an option says). */
+typedef struct cli_kv_dtypes {
+    gem_dtype k, v;
+} cli_kv_dtypes;
+
+/* The options --kv-dtype T (K and V), --k-dtype T and --v-dtype T, T one of
+ * f32, bf16, f16: 1 when `opt` is one of them (then *bad = 1 when `val` is not
+ * a dtype, else the types are set), 0 when it is not. */
+int cli_kv_dtype_option(const char *opt, const char *val, cli_kv_dtypes *d, int *bad);
+
+/* The dtype tag of case ids and receipts: the type's name when K and V share
+ * it ("f32", "bf16", "f16"), else "k<K>_v<V>" ("kbf16_vf16"). */
+void cli_kv_dtype_tag(const cli_kv_dtypes *d, char *buf, size_t cap);
+
+/* {"k": name, "v": name}. */
+json_t *cli_kv_dtype_json(const cli_kv_dtypes *d);
+
+/* gem_receipt_geometry of `shape` with its "dtype" set to the tag of d. */
+json_t *cli_geometry_json(const gem_attn_shape *shape, const cli_kv_dtypes *d);
+
+/* Bytes of K and V read once at `live` tokens of the production shape:
+ * n_kv_heads * live * d * (bytes of K's type + bytes of V's type). */
+double cli_kv_bytes(const cli_kv_dtypes *d, int64_t live);
+
 /* The outcome of running one route `runs` times on the loaded inputs. */
 typedef struct cli_route_result {
     gem_status status;     /* the first failing run's status, else GEM_OK */
@@ -84,10 +108,12 @@ typedef struct cli_pair_check {
                    comparison within the gates */
 } cli_pair_check;
 
-/* Fills *out for results a and b (n elements each) of `shape`/`in`. With
- * with_double, runs gem_attn_reference (single thread; `progress`, may be NULL,
- * is printed first). Returns the reference's status (GEM_OK without it). */
-gem_status cli_pair_validate(const gem_attn_shape *shape, const gem_attn_inputs *in,
+/* Fills *out for results a and b (n elements each) of `shape`, q (n_q_heads,
+ * dk) and the cache the routes read, `kv` in host memory (gem_engine_kv_host:
+ * the rounded values of a 16-bit cache). With with_double, runs
+ * gem_attn_reference_kv on them (single thread; `progress`, may be NULL, is
+ * printed first). Returns the reference's status (GEM_OK without it). */
+gem_status cli_pair_validate(const gem_attn_shape *shape, const float *q, const gem_kv_view *kv,
                              const cli_route_result *a, const cli_route_result *b, size_t n,
                              int with_double, const char *progress, cli_pair_check *out);
 

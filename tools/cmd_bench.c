@@ -1,13 +1,15 @@
 /*
  * gem bench: ABBA timing of two routes through the engine API (any backend).
  *
- * For each live length: generate and load the inputs (with K/V copies that
- * rotate, so short contexts are not timed out of cache), validate both routes
+ * For each live length: generate the inputs in F32 and load them (K and V
+ * rounded to their element types, --kv-dtype; with K/V copies that rotate, so
+ * short contexts are not timed out of cache), validate both routes
  * in this run (two audited runs each: finite, all written, guard intact,
  * repeat deterministic, A vs B and each vs the double reference within the
  * gates) and refuse to time anything that did not validate; then warm up and
  * time A B B A for N rounds. Prints min / median / max per route, the A/B
- * ratio pair by pair, effective GB/s (K+V bytes read once / median time) and
+ * ratio pair by pair, effective GB/s (K+V bytes of their types read once /
+ * median time) and
  * the fraction of the read bandwidth measured by the same engine in the same
  * run. Writes one "gem.bench.v1" record (docs/receipts-bench.md).
  * Exit status: 0 everything validated and was timed, 1 a validation failed,
@@ -34,10 +36,11 @@ static void help(void)
 {
     printf("usage: gem bench [options]\n\n"
            "Times route A and route B interleaved A B B A over N rounds after warm-up, on\n"
-           "seeded inputs of the production shape (32 query heads, 4 KV heads, D512, F32),\n"
-           "after validating both outputs in the same run. Reports min/median/max, the A/B\n"
-           "ratio pair by pair, GB/s (K+V read once / time) and the fraction of the read\n"
-           "bandwidth measured in the same run.\n\n"
+           "seeded inputs of the production shape (32 query heads, 4 KV heads, D512; K and V\n"
+           "generated in F32 and rounded to --kv-dtype), after validating both outputs in the\n"
+           "same run. Reports min/median/max, the A/B ratio pair by pair, GB/s (K+V bytes of\n"
+           "their types read once / time) and the fraction of the read bandwidth measured in\n"
+           "the same run.\n\n"
            "options:\n"
            "  --a ROUTE            route A (default baseline)\n"
            "  --a-partitions P     route A partitions (default: the route's)\n"
@@ -46,6 +49,9 @@ static void help(void)
            "  --b-partitions P     route B partitions (default: the tuned default for fused)\n"
            "  --b-tile T           route B tile (default: the tuned default for fused)\n"
            "  --lengths L,L,..     live tokens (default 8192,32768,65536; 128K ok)\n"
+           "  --kv-dtype T         K and V element type: f32, bf16 or f16 (default f32)\n"
+           "  --k-dtype T          K alone (after --kv-dtype)\n"
+           "  --v-dtype T          V alone (after --kv-dtype)\n"
            "  --rounds N           ABBA rounds (default 5)\n"
            "  --warmup W           warm-up rounds of A and B (default 1)\n"
            "  --copies C           K/V copies rotated between runs, 0 = enough for 512 MiB\n"
@@ -71,6 +77,7 @@ typedef struct bench_opts {
     uint64_t seed;
     float scale;
     int check_double;
+    cli_kv_dtypes dt;
     const char *out;
 } bench_opts;
 
@@ -130,7 +137,7 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     const gem_attn_shape shape = cli_production_shape(live, o->scale);
     char la[64], lb[64];
     cli_route_spec ra_spec = o->a, rb_spec = o->b; /* bound to the loaded inputs below */
-    const double kv_bytes = (double)CLI_NKV * (double)live * (double)(2 * CLI_D) * 4.0;
+    const double kv_bytes = cli_kv_bytes(&o->dt, live);
     int64_t copies = o->copies;
     if (copies == 0) {
         copies = (int64_t)ceil(512.0 * 1048576.0 / kv_bytes);
@@ -152,7 +159,10 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     gem_inputs_sha256(&in, sha); /* cannot fail: the buffers exist and fit */
     cli_progress("bench %lld tokens: loading %lld cop%s of K/V", (long long)live,
                  (long long)copies, copies == 1 ? "y" : "ies");
-    st = gem_engine_load(e, &shape, &in.in, copies);
+    st = gem_engine_load_kv(e, &shape, &in.in, o->dt.k, o->dt.v, copies);
+    gem_kv_view host_kv;
+    if (st == GEM_OK)
+        st = gem_engine_kv_host(e, &host_kv);
     if (st != GEM_OK) {
         cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
@@ -173,7 +183,8 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     char what[96];
     snprintf(what, sizeof what, "bench %lld tokens: double-precision reference", (long long)live);
     cli_pair_check pc;
-    if ((st = cli_pair_validate(&shape, &in.in, &ra, &rb, n, o->check_double, what, &pc)) !=
+    if ((st = cli_pair_validate(&shape, in.q, &host_kv, &ra, &rb, n, o->check_double, what,
+                                &pc)) !=
         GEM_OK) {
         cli_error(CMD, "double reference: %s", gem_status_str(st));
         goto done;
@@ -358,6 +369,7 @@ int gem_cmd_bench(int argc, char **argv)
     o.seed = 1;
     o.scale = 1.0f / sqrtf((float)CLI_D);
     o.check_double = 1;
+    o.dt.k = o.dt.v = GEM_DTYPE_F32;
     o.out = "gem-bench.json";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -375,7 +387,9 @@ int gem_cmd_bench(int argc, char **argv)
         }
         i++;
         int bad = 0;
-        if (!strncmp(a, "--a", 3) && (a[3] == '\0' || a[3] == '-'))
+        if (cli_kv_dtype_option(a, v, &o.dt, &bad))
+            ;
+        else if (!strncmp(a, "--a", 3) && (a[3] == '\0' || a[3] == '-'))
             bad = parse_route_opt(a, v, &o);
         else if (!strncmp(a, "--b", 3) && (a[3] == '\0' || a[3] == '-') &&
                  strncmp(a, "--bw-", 5) != 0 && strcmp(a, "--backend") != 0)
@@ -446,7 +460,8 @@ int gem_cmd_bench(int argc, char **argv)
     char la[64], lb[64];
     cli_route_label(&o.a, la, sizeof la);
     cli_route_label(&o.b, lb, sizeof lb);
-    printf("gem bench: A = %s, B = %s on %s\n", la, lb, gem_engine_describe(e));
+    printf("gem bench: A = %s, B = %s on %s; K %s, V %s\n", la, lb, gem_engine_describe(e),
+           gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v));
     printf("read bandwidth %.2f GB/s (%lld MiB streaming read, median of %lld)\n", bw / 1e9,
            (long long)o.bw_mib, (long long)o.bw_reps);
     if (nominal > 0)
@@ -461,8 +476,10 @@ int gem_cmd_bench(int argc, char **argv)
         json_object_set_new(doc, "backend", json_string(gem_backend_name(o.backend))) ||
         json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
         json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
-        json_object_set_new(doc, "geometry", gem_receipt_geometry(&(gem_attn_shape){
-                                                 CLI_NQ, CLI_NKV, CLI_D, CLI_D, 0, 0, o.scale})) ||
+        json_object_set_new(doc, "geometry", cli_geometry_json(&(gem_attn_shape){
+                                                 CLI_NQ, CLI_NKV, CLI_D, CLI_D, 0, 0, o.scale},
+                                                               &o.dt)) ||
+        json_object_set_new(doc, "kv_dtype", cli_kv_dtype_json(&o.dt)) ||
         json_object_set_new(doc, "route_a", cli_route_json(&o.a)) ||
         json_object_set_new(doc, "route_b", cli_route_json(&o.b)) ||
         json_object_set_new(doc, "read_bandwidth",

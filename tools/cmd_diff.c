@@ -1,10 +1,12 @@
 /*
  * gem diff: operator differential of two routes on the same seeded inputs.
  *
- * For each live length: generate the inputs (gem_inputs_make), load them into
- * one engine, run the reference route and the candidate route twice each
+ * For each live length: generate the inputs (gem_inputs_make, F32), load them
+ * into one engine (K and V rounded to their element types, --kv-dtype), run
+ * the reference route and the candidate route twice each
  * (poisoned, audited outputs; repeat determinism by SHA-256), compute the
- * double-precision reference, compare all three pairwise and write one raw
+ * double-precision reference on the values the routes read (the engine's host
+ * view of the rounded cache), compare all three pairwise and write one raw
  * "gem.diff.v1" record (docs/receipts-diff.md) named by the case id.
  * Exit status: 0 every length passed, 1 a gate failed, 2 bad usage or input.
  */
@@ -29,9 +31,10 @@ static const int64_t default_lengths[] = {8191, 8192, 8193, 65536, 131072};
 static void help(void)
 {
     printf("usage: gem diff [options]\n\n"
-           "Runs two routes on the same seeded inputs (32 query heads, 4 KV heads, D512, F32)\n"
-           "at each length, twice each, and compares them with each other and with the\n"
-           "double-precision reference. Gates: correlation >= %g and NMSE <= %g for every\n"
+           "Runs two routes on the same seeded inputs (32 query heads, 4 KV heads, D512; K and\n"
+           "V generated in F32 and rounded to --kv-dtype) at each length, twice each, and\n"
+           "compares them with each other and with the double-precision reference on the\n"
+           "same rounded values. Gates: correlation >= %g and NMSE <= %g for every\n"
            "pair; any NaN, unwritten element, damaged guard or repeat mismatch fails.\n"
            "Writes one gem.diff.v1 JSON record per length (docs/receipts-diff.md).\n\n"
            "options:\n"
@@ -46,6 +49,9 @@ static void help(void)
            "  --ref-route R      reference route (default baseline)\n"
            "  --ref-partitions P reference route partitions (default 16 for baseline)\n"
            "  --ref-tile T       reference route tile (fused only)\n"
+           "  --kv-dtype T       K and V element type: f32, bf16 or f16 (default f32)\n"
+           "  --k-dtype T        K alone (after --kv-dtype)\n"
+           "  --v-dtype T        V alone (after --kv-dtype)\n"
            "  --out DIR          where records go (default gem-diff; created)\n"
            "  -h, --help         this text\n\n"
            "exit status: 0 all lengths pass, 1 a gate failed, 2 bad usage or input\n",
@@ -60,6 +66,7 @@ typedef struct diff_opts {
     uint64_t seed;
     float scale;
     cli_route_spec cand, ref;
+    cli_kv_dtypes dt;
     const char *out_dir;
 } diff_opts;
 
@@ -80,7 +87,7 @@ static void print_cmp(const char *what, const gem_compare *c)
 static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
 {
     const gem_attn_shape shape = cli_production_shape(live, o->scale);
-    char cand_label[64], ref_label[64], case_id[256];
+    char cand_label[64], ref_label[64], case_id[256], tag[32];
     cli_route_spec cand = o->cand, ref = o->ref; /* bound to the loaded inputs below */
     cli_progress("diff %lld tokens: generating inputs", (long long)live);
     gem_owned_inputs in;
@@ -99,7 +106,10 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
 
     cli_progress("diff %lld tokens: loading into the %s engine", (long long)live,
                  gem_backend_name(o->backend));
-    st = gem_engine_load(e, &shape, &in.in, 1);
+    st = gem_engine_load_kv(e, &shape, &in.in, o->dt.k, o->dt.v, 1);
+    gem_kv_view host_kv;
+    if (st == GEM_OK)
+        st = gem_engine_kv_host(e, &host_kv);
     if (st != GEM_OK) {
         cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
@@ -108,8 +118,9 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         goto done;
     cli_route_label(&cand, cand_label, sizeof cand_label);
     cli_route_label(&ref, ref_label, sizeof ref_label);
-    snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-f32-seed%llu",
-             gem_backend_name(o->backend), cand_label, ref_label, (long long)live,
+    cli_kv_dtype_tag(&o->dt, tag, sizeof tag);
+    snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-%s-seed%llu",
+             gem_backend_name(o->backend), cand_label, ref_label, (long long)live, tag,
              (unsigned long long)o->seed);
     cli_progress("%s: reference route %s, two runs", case_id, ref_label);
     st = cli_route_run_checked(e, &ref, n, 2, &rr);
@@ -128,7 +139,7 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
     char what[300];
     snprintf(what, sizeof what, "%s: double-precision reference (single thread)", case_id);
     cli_pair_check pc;
-    if ((st = cli_pair_validate(&shape, &in.in, &rr, &cr, n, 1, what, &pc)) != GEM_OK) {
+    if ((st = cli_pair_validate(&shape, in.q, &host_kv, &rr, &cr, n, 1, what, &pc)) != GEM_OK) {
         cli_error(CMD, "double reference at %lld tokens: %s", (long long)live,
                   gem_status_str(st));
         goto done;
@@ -145,7 +156,7 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         json_object_set_new(doc, "backend", json_string(gem_backend_name(o->backend))) ||
         json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
         json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
-        json_object_set_new(doc, "geometry", gem_receipt_geometry(&shape)) ||
+        json_object_set_new(doc, "geometry", cli_geometry_json(&shape, &o->dt)) ||
         json_object_set_new(doc, "reference_route", cli_route_json(&ref)) ||
         json_object_set_new(doc, "candidate_route", cli_route_json(&cand)) ||
         json_object_set_new(doc, "seeds",
@@ -173,7 +184,11 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         json_object_set_new(doc, "reference_vs_double", gem_receipt_compare(&c_rd)) ||
         json_object_set_new(doc, "candidate_vs_double", gem_receipt_compare(&c_cd)) ||
         json_object_set_new(doc, "thresholds", thr) ||
-        json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"))) {
+        json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail")) ||
+        /* only where K or V is not F32: an F32 record keeps the exact field set the
+         * correctness analyzer checks */
+        ((o->dt.k != GEM_DTYPE_F32 || o->dt.v != GEM_DTYPE_F32) &&
+         json_object_set_new(doc, "kv_dtype", cli_kv_dtype_json(&o->dt)))) {
         cli_error(CMD, "out of memory building the record");
         goto done;
     }
@@ -214,6 +229,7 @@ int gem_cmd_diff(int argc, char **argv)
     o.scale = 1.0f / sqrtf((float)CLI_D);
     o.cand.route = GEM_ROUTE_FUSED;
     o.ref.route = GEM_ROUTE_BASELINE;
+    o.dt.k = o.dt.v = GEM_DTYPE_F32;
     o.out_dir = "gem-diff";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -226,7 +242,13 @@ int gem_cmd_diff(int argc, char **argv)
             return 2;
         }
         i++;
-        if (!strcmp(a, "--lengths")) {
+        int bad_dtype = 0;
+        if (cli_kv_dtype_option(a, v, &o.dt, &bad_dtype)) {
+            if (bad_dtype) {
+                cli_error(CMD, "%s '%s' is not f32, bf16 or f16", a, v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--lengths")) {
             if (cli_parse_i64_list(v, 1, (int64_t)1 << 24, o.lengths, MAX_LENGTHS,
                                    &o.n_lengths)) {
                 cli_error(CMD, "--lengths '%s' is not a list of lengths in [1, 16M]", v);
@@ -298,7 +320,8 @@ int gem_cmd_diff(int argc, char **argv)
     char cl[64], rl[64];
     cli_route_label(&o.cand, cl, sizeof cl);
     cli_route_label(&o.ref, rl, sizeof rl);
-    printf("gem diff: candidate %s vs reference %s on %s\n", cl, rl, gem_engine_describe(e));
+    printf("gem diff: candidate %s vs reference %s on %s; K %s, V %s\n", cl, rl,
+           gem_engine_describe(e), gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v));
     printf("%-8s %-9s %-9s %-6s %-6s  %s\n", "live", "ref-rep", "cand-rep", "finite", "audit",
            "verdict");
     int worst = 0;

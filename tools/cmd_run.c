@@ -1,10 +1,12 @@
 /*
  * gem run (and `gem` alone): the main job. One decode step of a Gemma-4
- * full-attention layer (32 query heads, 4 KV heads, D512, F32 KV) at a long
- * context with the fused split-KV route, checked against the three-stage
- * baseline route and the double-precision reference on the same inputs, timed
- * against the read bandwidth measured in the same run, summarized in a few
- * lines. Exit status: 0 pass, 1 a check failed, 2 bad usage or input.
+ * full-attention layer (32 query heads, 4 KV heads, D512; KV cache in F32 by
+ * default, BF16 or F16 with --kv-dtype) at a long context with the fused
+ * split-KV route, checked against the three-stage baseline route and the
+ * double-precision reference on the same (rounded) inputs, timed against the
+ * read bandwidth measured in the same run, summarized in a few lines; writes
+ * a gem.run.v1 summary with --json (docs/receipts-run.md).
+ * Exit status: 0 pass, 1 a check failed, 2 bad usage or input.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,10 +26,12 @@ static void help(void)
 {
     printf("usage: gem [run] [options]\n\n"
            "One decode step of a Gemma-4 full-attention layer (32 query heads, 4 KV heads,\n"
-           "D512, F32) at a long context: the fused split-KV route, checked against the\n"
+           "D512) at a long context: the fused split-KV route, checked against the\n"
            "three-stage baseline route and the double-precision reference on the same seeded\n"
            "inputs, timed (both routes interleaved F B B F, %d rounds after a warm-up;\n"
-           "medians) against the read bandwidth measured in the same run.\n\n"
+           "medians) against the read bandwidth measured in the same run. Inputs are\n"
+           "generated in F32; K and V are rounded to their type as they enter the cache,\n"
+           "and the reference reads the rounded values.\n\n"
            "options:\n"
            "  --live N         context tokens (default 65536; 64K / 128K suffixes ok)\n"
            "  --backend B      cpu or cuda (default cpu)\n"
@@ -36,6 +40,9 @@ static void help(void)
            "  --scale X        score scale (default 1/sqrt(512))\n"
            "  --partitions P   fused sequence partitions (default: the tuned default)\n"
            "  --tile T         fused tokens per tile (default: the tuned default)\n"
+           "  --kv-dtype T     K and V element type: f32, bf16 or f16 (default f32)\n"
+           "  --k-dtype T      K alone (after --kv-dtype)\n"
+           "  --v-dtype T      V alone (after --kv-dtype)\n"
            "  --no-double      skip the double-reference check\n"
            "  --json PATH      also write a gem.run.v1 JSON summary\n"
            "  -h, --help       this text\n\n"
@@ -90,6 +97,7 @@ int gem_cmd_run(int argc, char **argv)
     gem_backend backend = GEM_BACKEND_CPU;
     cli_route_spec fused = {GEM_ROUTE_FUSED, 0, 0}, base = {GEM_ROUTE_BASELINE, 0, 0};
     int check_double = 1;
+    cli_kv_dtypes dt = {GEM_DTYPE_F32, GEM_DTYPE_F32};
     const char *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -107,7 +115,9 @@ int gem_cmd_run(int argc, char **argv)
         }
         i++;
         int bad = 0;
-        if (!strcmp(a, "--live"))
+        if (cli_kv_dtype_option(a, v, &dt, &bad))
+            ;
+        else if (!strcmp(a, "--live"))
             bad = cli_parse_i64_list(v, 1, (int64_t)1 << 24, &live, 1, &(size_t){0});
         else if (!strcmp(a, "--backend"))
             bad = gem_backend_parse(v, &backend) != GEM_OK;
@@ -139,7 +149,9 @@ int gem_cmd_run(int argc, char **argv)
 
     const double t_start = cli_now();
     const gem_attn_shape shape = cli_production_shape(live, scale);
-    const double kv_bytes = (double)CLI_NKV * (double)live * (double)(2 * CLI_D) * 4.0;
+    const double kv_bytes = cli_kv_bytes(&dt, live);
+    char tag[32];
+    cli_kv_dtype_tag(&dt, tag, sizeof tag);
     gem_engine *e = NULL;
     gem_status st = gem_engine_create(backend, threads, &e);
     if (st != GEM_OK) {
@@ -159,15 +171,18 @@ int gem_cmd_run(int argc, char **argv)
         cli_error(CMD, "read bandwidth: %s", gem_status_str(st));
         goto done;
     }
-    cli_progress("gem: generating %lld tokens of seeded K/V (%.2f GiB)", (long long)live,
-                 kv_bytes / 1073741824.0);
+    cli_progress("gem: generating %lld tokens of seeded K/V (%.2f GiB in %s)", (long long)live,
+                 kv_bytes / 1073741824.0, tag);
     st = gem_inputs_make(&shape, seed, &in);
     if (st != GEM_OK) {
         cli_error(CMD, "inputs at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
     }
     cli_progress("gem: loading into the %s engine", gem_backend_name(backend));
-    st = gem_engine_load(e, &shape, &in.in, 1);
+    st = gem_engine_load_kv(e, &shape, &in.in, dt.k, dt.v, 1);
+    gem_kv_view host_kv;
+    if (st == GEM_OK)
+        st = gem_engine_kv_host(e, &host_kv);
     if (st != GEM_OK) {
         cli_error(CMD, "load: %s", gem_status_str(st));
         goto done;
@@ -183,7 +198,7 @@ int gem_cmd_run(int argc, char **argv)
         goto done;
     }
     cli_pair_check pc;
-    if ((st = cli_pair_validate(&shape, &in.in, &rb, &rf, n, check_double,
+    if ((st = cli_pair_validate(&shape, in.q, &host_kv, &rb, &rf, n, check_double,
                                 "gem: double-precision reference (single thread)", &pc)) !=
         GEM_OK) {
         cli_error(CMD, "double reference: %s", gem_status_str(st));
@@ -204,7 +219,8 @@ int gem_cmd_run(int argc, char **argv)
     const double gbps = kv_bytes / fmed / 1e9, floor_s = kv_bytes / bw;
     char fl[64];
     cli_route_label(&fused, fl, sizeof fl);
-    printf("gem: one decode step, 32 query heads / 4 KV heads, D512, F32 KV\n");
+    printf("gem: one decode step, 32 query heads / 4 KV heads, D512, %s K / %s V\n",
+           gem_dtype_name(dt.k), gem_dtype_name(dt.v));
     printf("  context      %lld tokens (K+V %.2f GiB)\n", (long long)live,
            kv_bytes / 1073741824.0);
     printf("  device       %s\n", gem_engine_describe(e));
@@ -241,7 +257,9 @@ int gem_cmd_run(int argc, char **argv)
             json_object_set_new(doc, "backend", json_string(gem_backend_name(backend))) ||
             json_object_set_new(doc, "device", json_string(gem_engine_describe(e))) ||
             json_object_set_new(doc, "threads", json_integer((json_int_t)gem_engine_threads(e))) ||
-            json_object_set_new(doc, "geometry", gem_receipt_geometry(&shape)) ||
+            json_object_set_new(doc, "geometry", cli_geometry_json(&shape, &dt)) ||
+            json_object_set_new(doc, "kv_dtype", cli_kv_dtype_json(&dt)) ||
+            json_object_set_new(doc, "kv_bytes", json_real(kv_bytes)) ||
             json_object_set_new(doc, "route", cli_route_json(&fused)) ||
             json_object_set_new(doc, "check_route", cli_route_json(&base)) ||
             json_object_set_new(doc, "seed", gem_receipt_u64(seed)) ||

@@ -28,7 +28,9 @@
  * parameters, and is validated, never adjusted.
  *
  * What the backends cover (gem_decode_supports answers before any call):
- *   CPU   any shape (n_kv_heads divides n_q_heads), F32 K/V, any strides.
+ *   CPU   any shape (n_kv_heads divides n_q_heads), K and V each F32, BF16 or
+ *         F16 (converted exactly as they are loaded; q, output and accumulation
+ *         F32), any strides.
  *   CUDA  dk = dv = 512 with eight query heads per KV head, F32 K/V, base
  *         pointers 16-byte aligned and strides multiples of 4 elements.
  * Anything else answers GEM_ERR_UNSUPPORTED; nothing falls back silently.
@@ -201,8 +203,10 @@ void gem_kv_cache_destroy(gem_kv_cache *c);
 
 /* Appends n >= 1 tokens' rows, token-major as a projection writes them:
  *   k (n, n_kv_heads, dk) F32, v (n, n_kv_heads, dv) F32
- * in the backend's memory (device pointers on CUDA). Writes only the new rows.
- * CPU: the rows are checked first; a non-finite value answers GEM_ERR_NONFINITE and
+ * in the backend's memory (device pointers on CUDA). Writes only the new rows, each
+ * value rounded to nearest even in the cache's type (BF16 / F16; F16 keeps subnormals).
+ * CPU: the rows are checked first; a non-finite value, or a finite one that would be
+ * infinite in the cache's type (|x| >= 65520 for F16), answers GEM_ERR_NONFINITE and
  * nothing is written. CUDA: one kernel on `stream` copies (and converts) the rows and
  * records any non-finite value in a flag that gem_kv_cache_check reports; no host
  * synchronisation. A non-ring cache answers GEM_ERR_RANGE when the rows do not fit

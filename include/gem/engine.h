@@ -15,12 +15,21 @@
  *   gem_engine_output(e, out, out_elems, &audit);
  *   gem_engine_destroy(e);
  *
+ * K/V element types: inputs are always given in F32; gem_engine_load_kv holds
+ * K and V as F32, BF16 or F16 (each chosen on its own), rounding every element
+ * to nearest even as it places it, exactly as gem_kv_cache_append does, so
+ * every route and every rotation copy reads the same rounded cache.
+ * gem_engine_kv_host gives a host view of those rounded values for the double
+ * reference (gem_attn_reference_kv).
+ *
  * Routes: fused and baseline run through gem_decode on either backend;
  * reference (double, rounded to float) and online (the float oracle) are CPU
- * oracles and answer GEM_ERR_UNSUPPORTED on CUDA. Nothing falls back silently.
+ * oracles and answer GEM_ERR_UNSUPPORTED on CUDA (online also for 16-bit K or
+ * V: it takes F32 inputs). Nothing falls back silently.
  *
  * Input policy: non-finite values in q or in rows [0, live) of k and v are
- * rejected with GEM_ERR_NONFINITE by gem_engine_load.
+ * rejected with GEM_ERR_NONFINITE by gem_engine_load, and so are finite values
+ * that round to infinity in a 16-bit K or V (|x| >= 65520 for F16).
  */
 #ifndef GEM_ENGINE_H
 #define GEM_ENGINE_H
@@ -67,9 +76,29 @@ const gem_decode_ctx *gem_engine_ctx(const gem_engine *e);
 /* Copies the inputs into the backend's memory (validating shape, buffers and
  * finiteness first): q, and `copies` (1 .. 64) copies of k and v with all
  * `capacity` rows, head-major as gem_attn_inputs describes them. Each run uses
- * the next copy in turn. Replaces any earlier inputs; on error none are held. */
+ * the next copy in turn. Replaces any earlier inputs; on error none are held.
+ * K and V are held in F32: gem_engine_load_kv with GEM_DTYPE_F32 for both. */
 gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
                            const gem_attn_inputs *in, int64_t copies);
+
+/* gem_engine_load with K held as k_dtype and V as v_dtype: every element of the
+ * F32 in->k and in->v (all `capacity` rows) is rounded to nearest even in its
+ * type (gem_kv_cache_append's rounding; F16 keeps subnormals) before it is
+ * placed, and every copy holds the same bytes. GEM_ERR_PARAM for an unknown
+ * dtype; GEM_ERR_NONFINITE also when a value of rows [0, live) rounds to
+ * infinity. Host memory: the F32 inputs are not kept; on CUDA one rounded
+ * host copy of K and V is (for gem_engine_kv_host). */
+gem_status gem_engine_load_kv(gem_engine *e, const gem_attn_shape *shape,
+                              const gem_attn_inputs *in, gem_dtype k_dtype, gem_dtype v_dtype,
+                              int64_t copies);
+
+/* A view of the loaded K and V in host memory, as every route reads them (the
+ * rounded values, the loaded dtypes), dense head-major with the loaded live and
+ * capacity: what the double reference (gem_attn_reference_kv) must read. The
+ * memory belongs to the engine and stays valid until the next load or
+ * gem_engine_destroy; runs never write it. GEM_ERR_NULL, GEM_ERR_STATE before
+ * a load. */
+gem_status gem_engine_kv_host(const gem_engine *e, gem_kv_view *out);
 
 /* The parameters a run of `route` with `params` (NULL = all defaults) would use
  * on the loaded shape. GEM_ERR_STATE before a load, GEM_ERR_PARAM for a

@@ -1,0 +1,111 @@
+/*
+ * tdtype: 16-bit cache elements for the tests, written here independently of
+ * the library (which they check): rounding F32 to BF16 (by frexp and
+ * nearbyint) and to F16 (by the compiler's _Float16), the exact widening back,
+ * element stores and loads of any gem_dtype, and seeded random bit patterns
+ * that reach the corners of each type (subnormals, zeros of both signs, the
+ * widest exponents that keep a 512-term dot product finite).
+ */
+#ifndef GEM_TDTYPE_H
+#define GEM_TDTYPE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gem/attn.h"
+#include "gem/check.h"
+
+/* x rounded to nearest even bfloat16 (finite x below BF16's overflow bound):
+ * 8 significant bits by frexp; the result is exact in float, its top half is
+ * the BF16 pattern. */
+static inline uint16_t tdt_to_bf16(float x)
+{
+    int e = 0;
+    const float m = frexpf(x, &e); /* |m| in [0.5, 1), or 0 */
+    const float y = ldexpf(nearbyintf(m * 256.0f), e - 8);
+    uint32_t bits;
+    memcpy(&bits, &y, sizeof bits);
+    return (uint16_t)(bits >> 16);
+}
+
+/* x rounded to nearest even IEEE half (subnormals kept), by _Float16. */
+static inline uint16_t tdt_to_f16(float x)
+{
+    const _Float16 h = (_Float16)x;
+    uint16_t bits;
+    memcpy(&bits, &h, sizeof bits);
+    return bits;
+}
+
+/* The float a BF16 / F16 pattern stands for (exact). */
+static inline float tdt_from_16(uint16_t h, gem_dtype t)
+{
+    if (t == GEM_DTYPE_BF16) {
+        const uint32_t bits = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+    _Float16 x;
+    memcpy(&x, &h, sizeof x);
+    return (float)x;
+}
+
+/* Stores x (rounded for 16-bit types) as element i of a tensor of type t. */
+static inline void tdt_store(void *base, gem_dtype t, int64_t i, float x)
+{
+    if (t == GEM_DTYPE_F32)
+        ((float *)base)[i] = x;
+    else
+        ((uint16_t *)base)[i] = t == GEM_DTYPE_BF16 ? tdt_to_bf16(x) : tdt_to_f16(x);
+}
+
+/* Element i of a tensor of type t as float (exact). */
+static inline float tdt_load(const void *base, gem_dtype t, int64_t i)
+{
+    return t == GEM_DTYPE_F32 ? ((const float *)base)[i]
+                              : tdt_from_16(((const uint16_t *)base)[i], t);
+}
+
+/* The quiet NaN of type t as element i: 0x7FC00000, 0x7FC0 (BF16), 0x7E00 (F16). */
+static inline void tdt_store_nan(void *base, gem_dtype t, int64_t i)
+{
+    if (t == GEM_DTYPE_F32)
+        ((float *)base)[i] = NAN;
+    else
+        ((uint16_t *)base)[i] = t == GEM_DTYPE_BF16 ? 0x7FC0u : 0x7E00u;
+}
+
+/* n elements of type t at dst from stream `seed`, and their exact floats at
+ * wide (n): F32 uniform in [-1, 1); BF16 and F16 random finite patterns with
+ * random signs and mantissas, one in eight subnormal or zero, the other
+ * exponents BF16 2^-8 .. 2^4, F16 every normal one (up to 65504). */
+static inline void tdt_fill(uint64_t seed, gem_dtype t, int64_t n, void *dst, float *wide)
+{
+    if (t == GEM_DTYPE_F32) {
+        gem_fill_uniform(seed, -1.0f, 1.0f, wide, (size_t)n);
+        memcpy(dst, wide, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i++) {
+        float u[3];
+        gem_fill_uniform(seed * 3 + (uint64_t)i * 7919u, 0.0f, 1.0f, u, 3);
+        const uint16_t sign = u[0] < 0.5f ? 0x8000u : 0;
+        const int sub = u[1] < 0.125f;
+        uint16_t e, m;
+        if (t == GEM_DTYPE_BF16) {
+            m = (uint16_t)(u[2] * 128.0f) & 0x7Fu;
+            e = sub ? 0 : (uint16_t)(119 + (int)(u[1] * 13.0f) % 13);
+            h[i] = (uint16_t)(sign | (uint16_t)(e << 7) | m);
+        } else {
+            m = (uint16_t)(u[2] * 1024.0f) & 0x3FFu;
+            e = sub ? 0 : (uint16_t)(1 + (int)(u[1] * 30.0f) % 30);
+            h[i] = (uint16_t)(sign | (uint16_t)(e << 10) | m);
+        }
+        wide[i] = tdt_from_16(h[i], t);
+    }
+}
+
+#endif /* GEM_TDTYPE_H */
