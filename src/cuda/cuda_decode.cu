@@ -409,7 +409,18 @@ __device__ __forceinline__ uint16_t gem_to_bf16(float f)
 }
 __device__ __forceinline__ uint16_t gem_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
-/* Row i of the n appended tokens, head g, into cache row (first + i) % capacity. Grid
+/* 1 when finite x stays finite in type t (round to nearest even may overflow 16 bits). */
+__device__ __forceinline__ int gem_fits(float x, int t)
+{
+    if (t == GEM_DTYPE_BF16)
+        return isfinite(__bfloat162float(__float2bfloat16_rn(x)));
+    if (t == GEM_DTYPE_F16)
+        return isfinite(__half2float(__float2half_rn(x)));
+    return 1;
+}
+
+/* Row i of the n appended tokens, head g, into cache row (first + i) % capacity; a value
+ * that is not finite, or that becomes infinite in a 16-bit cache, sets *flag. Grid
  * (n, heads), block 128: thread j copies elements j, j + 128, ... of the K and V rows. */
 extern "C" __global__ void gem_cache_append_kernel(const float *__restrict__ k, /* (n, heads, dk) */
                                                    const float *__restrict__ v, /* (n, heads, dv) */
@@ -424,7 +435,7 @@ extern "C" __global__ void gem_cache_append_kernel(const float *__restrict__ k, 
     const int64_t ko = (g * capacity + row) * dk;
     for (int64_t j = threadIdx.x; j < dk; j += blockDim.x) {
         const float x = ks[j];
-        bad |= !isfinite(x);
+        bad |= !isfinite(x) || !gem_fits(x, kt);
         if (kt == GEM_DTYPE_F32)
             ((float *)kc)[ko + j] = x;
         else
@@ -434,7 +445,7 @@ extern "C" __global__ void gem_cache_append_kernel(const float *__restrict__ k, 
     const int64_t vo = (g * capacity + row) * dv;
     for (int64_t j = threadIdx.x; j < dv; j += blockDim.x) {
         const float x = vs[j];
-        bad |= !isfinite(x);
+        bad |= !isfinite(x) || !gem_fits(x, vt);
         if (vt == GEM_DTYPE_F32)
             ((float *)vc)[vo + j] = x;
         else
