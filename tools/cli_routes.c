@@ -182,8 +182,20 @@ void cli_route_result_free(cli_route_result *r)
 
 int cli_compare_passes(const gem_compare *c)
 {
-    return c->nonfinite == 0 && isfinite(c->correlation) && isfinite(c->nmse) &&
-           c->correlation >= CLI_MIN_CORRELATION && c->nmse <= CLI_MAX_NMSE;
+    gem_gate g;
+    return gem_gate_compare(c, CLI_MIN_CORRELATION, CLI_MAX_NMSE, &g) == GEM_OK && g.pass;
+}
+
+int cli_check_load_memory(const char *cmd, gem_backend backend, const cli_kv_dtypes *d,
+                          int64_t live, int64_t copies)
+{
+    /* the generated F32 inputs (K and V), the engine's host copies in the cache's types
+     * (the CPU's rotation copies, or CUDA's one host view) and the reference's scores */
+    const double f32 = 2.0 * CLI_NKV * (double)live * CLI_D * 4.0;
+    const double cache = cli_kv_bytes(d, live);
+    const double host = backend == GEM_BACKEND_CPU ? (double)copies * cache : cache;
+    const double need = f32 + host + (double)CLI_NQ * (double)live * 8.0 + (64 << 20);
+    return cli_check_memory(cmd, "the inputs", need < 1.8e19 ? (uint64_t)need : UINT64_MAX);
 }
 
 static int result_sound(const cli_route_result *r)

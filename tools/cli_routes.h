@@ -95,8 +95,16 @@ gem_status cli_route_run_checked(gem_engine *e, const cli_route_spec *spec, size
                                  int runs, cli_route_result *r);
 void cli_route_result_free(cli_route_result *r);
 
-/* 1 when the figures pass the gates (finite, correlation, NMSE). */
+/* 1 when the figures pass the gates (gem_gate_compare: finite, NMSE, and correlation or,
+ * for a nearly constant reference, relative error). */
 int cli_compare_passes(const gem_compare *c);
+
+/* cli_check_memory for what loading the production shape at `live` tokens holds in host
+ * memory on `backend`: the F32 inputs, the engine's host copies (`copies` rotation copies on
+ * the CPU, one host view on CUDA) and the reference's scores. 0 when it fits, else one line
+ * and 2. */
+int cli_check_load_memory(const char *cmd, gem_backend backend, const cli_kv_dtypes *d,
+                          int64_t live, int64_t copies);
 
 /* Two routes' results on the same inputs, checked against each other and,
  * when asked, against the double reference. */

@@ -15,6 +15,7 @@
  * Exit status: 0 everything validated and was timed, 1 a validation failed,
  * 2 bad usage or input.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,11 +414,9 @@ int gem_cmd_bench(int argc, char **argv)
             bad = cli_parse_u64(v, &o.seed);
         else if (!strcmp(a, "--backend"))
             bad = gem_backend_parse(v, &o.backend) != GEM_OK;
-        else if (!strcmp(a, "--scale")) {
-            double x;
-            bad = cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38;
-            o.scale = (float)x;
-        } else if (!strcmp(a, "--out"))
+        else if (!strcmp(a, "--scale"))
+            bad = cli_parse_f32(v, FLT_MIN, FLT_MAX, &o.scale);
+        else if (!strcmp(a, "--out"))
             o.out = v;
         else {
             cli_error(CMD, "unknown option '%s' (see --help)", a);
@@ -434,6 +433,17 @@ int gem_cmd_bench(int argc, char **argv)
     }
     if (cli_route_resolve(CMD, &o.a) || cli_route_resolve(CMD, &o.b))
         return 2;
+    if (cli_check_output(CMD, "--out", o.out, NULL, 0))
+        return 2;
+    for (size_t i = 0; i < o.n_lengths; i++) { /* the largest copies x length the run loads */
+        int64_t c = o.copies;
+        if (c == 0) {
+            c = (int64_t)ceil(512.0 * 1048576.0 / cli_kv_bytes(&o.dt, o.lengths[i]));
+            c = c < 1 ? 1 : (c > 64 ? 64 : c);
+        }
+        if (cli_check_load_memory(CMD, o.backend, &o.dt, o.lengths[i], c))
+            return 2;
+    }
     gem_engine *e = NULL;
     gem_status st = gem_engine_create(o.backend, o.threads, &e);
     if (st != GEM_OK) {
@@ -499,9 +509,10 @@ int gem_cmd_bench(int argc, char **argv)
     }
     if (worst < 2) {
         json_object_set_new(doc, "verdict", json_string(worst == 0 ? "timed" : "refused"));
-        st = gem_receipt_write(o.out, doc);
+        char why[256];
+        st = gem_receipt_save(o.out, doc, why, sizeof why);
         if (st != GEM_OK) {
-            cli_error(CMD, "cannot write %s: %s", o.out, gem_status_str(st));
+            cli_error(CMD, "cannot write %s: %s", o.out, why);
             worst = 2;
         } else {
             printf("record %s\n", o.out);

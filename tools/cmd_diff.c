@@ -11,6 +11,7 @@
  * Exit status: 0 every length passed, 1 a gate failed, 2 bad usage or input.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,10 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
     snprintf(case_id, sizeof case_id, "diff-%s-%s-vs-%s-live%lld-%s-seed%llu",
              gem_backend_name(o->backend), cand_label, ref_label, (long long)live, tag,
              (unsigned long long)o->seed);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.json", o->out_dir, case_id);
+    if (cli_check_output(CMD, "the record", path, NULL, 0)) /* before the work, not after */
+        goto done;
     cli_progress("%s: reference route %s, two runs", case_id, ref_label);
     st = cli_route_run_checked(e, &ref, n, 2, &rr);
     if (st != GEM_OK) {
@@ -192,11 +197,10 @@ static int diff_length(const diff_opts *o, gem_engine *e, int64_t live)
         cli_error(CMD, "out of memory building the record");
         goto done;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.json", o->out_dir, case_id);
-    st = gem_receipt_write(path, doc);
+    char why[256];
+    st = gem_receipt_save(path, doc, why, sizeof why);
     if (st != GEM_OK) {
-        cli_error(CMD, "cannot write %s: %s", path, gem_status_str(st));
+        cli_error(CMD, "cannot write %s: %s", path, why);
         goto done;
     }
     printf("%-8lld %-9s %-9s %-6s %-6s  %s\n", (long long)live, rr.deterministic ? "yes" : "NO",
@@ -270,12 +274,10 @@ int gem_cmd_diff(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--scale")) {
-            double x;
-            if (cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38) {
-                cli_error(CMD, "--scale '%s' is not a positive finite float", v);
+            if (cli_parse_f32(v, FLT_MIN, FLT_MAX, &o.scale)) {
+                cli_error(CMD, "--scale '%s' is not a positive normal float", v);
                 return 2;
             }
-            o.scale = (float)x;
         } else if (!strcmp(a, "--route") || !strcmp(a, "--ref-route")) {
             gem_route r;
             if (gem_route_parse(v, &r) != GEM_OK) {
@@ -306,6 +308,9 @@ int gem_cmd_diff(int argc, char **argv)
     }
     if (cli_route_resolve(CMD, &o.cand) || cli_route_resolve(CMD, &o.ref))
         return 2;
+    for (size_t i = 0; i < o.n_lengths; i++)
+        if (cli_check_load_memory(CMD, o.backend, &o.dt, o.lengths[i], 1))
+            return 2;
     if (make_dir(o.out_dir)) {
         cli_error(CMD, "cannot create output directory '%s': %s", o.out_dir, strerror(errno));
         return 2;

@@ -230,10 +230,11 @@ static int write_ceilings(const char *path, gem_engine *e, const gem_cuda_device
                         json_pack("{s:s, s:o}", "method",
                                   "2 x memory clock x bus width / 8 (cudaDeviceGetAttribute)",
                                   "bytes_per_second", gem_receipt_real(nominal)));
-    const gem_status st = gem_receipt_write(path, doc);
+    char why[256];
+    const gem_status st = gem_receipt_save(path, doc, why, sizeof why);
     json_decref(doc);
     if (st != GEM_OK) {
-        cli_error(CMD, "cannot write '%s'", path);
+        cli_error(CMD, "cannot write '%s': %s", path, why);
         return 2;
     }
     printf("read bandwidth %.1f GB/s (%.1f%% of the nominal %.1f GB/s), copy bandwidth %.1f GB/s "
@@ -246,7 +247,7 @@ int gem_cmd_resources(int argc, char **argv)
 {
     const char *out = "resources.json", *ceilings = NULL;
     int64_t live = 131072, bw_bytes = (int64_t)1 << 32, reps = 20;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -281,8 +282,11 @@ int gem_cmd_resources(int argc, char **argv)
             cli_error(CMD, "unknown option '%s' (see --help)", a);
             return 2;
         }
-        i++;
     }
+    /* outputs checked before any work; the two receipts must be two files */
+    if (cli_check_output(CMD, "--out", out, NULL, 0) ||
+        (ceilings && cli_check_output(CMD, "--ceilings", ceilings, &out, 1)))
+        return 2;
 
     gem_cuda_device_info dev;
     gem_engine *e = NULL;
@@ -388,10 +392,11 @@ int gem_cmd_resources(int argc, char **argv)
     }
     json_object_set_new(doc, "gates", gates);
     json_object_set_new(doc, "verdict", json_string(all ? "pass" : "fail"));
-    st = gem_receipt_write(out, doc);
+    char why[256];
+    st = gem_receipt_save(out, doc, why, sizeof why);
     json_decref(doc);
     if (st != GEM_OK) {
-        cli_error(CMD, "cannot write '%s'", out);
+        cli_error(CMD, "cannot write '%s': %s", out, why);
         gem_engine_destroy(e);
         return 2;
     }

@@ -8,6 +8,7 @@
  * a gem.run.v1 summary with --json (docs/receipts-run.md).
  * Exit status: 0 pass, 1 a check failed, 2 bad usage or input.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,11 +126,9 @@ int gem_cmd_run(int argc, char **argv)
             bad = cli_parse_i64(v, 0, 4096, &threads);
         else if (!strcmp(a, "--seed"))
             bad = cli_parse_u64(v, &seed);
-        else if (!strcmp(a, "--scale")) {
-            double x;
-            bad = cli_parse_f64(v, &x) || !(x > 0.0) || x > 3.4e38;
-            scale = (float)x;
-        } else if (!strcmp(a, "--partitions"))
+        else if (!strcmp(a, "--scale"))
+            bad = cli_parse_f32(v, FLT_MIN, FLT_MAX, &scale);
+        else if (!strcmp(a, "--partitions"))
             bad = cli_parse_i64(v, 1, GEM_DECODE_MAX_PARTITIONS, &fused.partitions);
         else if (!strcmp(a, "--tile"))
             bad = cli_parse_i64(v, 1, GEM_DECODE_MAX_TILE, &fused.tile);
@@ -145,6 +144,9 @@ int gem_cmd_run(int argc, char **argv)
         }
     }
     if (cli_route_resolve(CMD, &fused) || cli_route_resolve(CMD, &base))
+        return 2;
+    if ((json_path && cli_check_output(CMD, "--json", json_path, NULL, 0)) ||
+        cli_check_load_memory(CMD, backend, &dt, live, 1))
         return 2;
 
     const double t_start = cli_now();
@@ -252,6 +254,7 @@ int gem_cmd_run(int argc, char **argv)
     fflush(stdout);
     rc = pass ? 0 : 1;
     if (json_path) {
+        char why[256];
         doc = gem_receipt_new("gem.run.v1", "gem run", cli_git_commit());
         if (!doc ||
             json_object_set_new(doc, "backend", json_string(gem_backend_name(backend))) ||
@@ -279,8 +282,8 @@ int gem_cmd_run(int argc, char **argv)
             json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"))) {
             cli_error(CMD, "out of memory building the JSON summary");
             rc = 2;
-        } else if ((st = gem_receipt_write(json_path, doc)) != GEM_OK) {
-            cli_error(CMD, "cannot write %s: %s", json_path, gem_status_str(st));
+        } else if ((st = gem_receipt_save(json_path, doc, why, sizeof why)) != GEM_OK) {
+            cli_error(CMD, "cannot write %s: %s", json_path, why);
             rc = 2;
         }
     }
