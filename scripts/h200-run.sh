@@ -14,7 +14,7 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench dev sweep ncu (default: all, in that order)
+#            bench peers dev sanitize sweep ncu (default: all, in that order)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
@@ -30,7 +30,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$SRC/build-h200
 REC=$OUT/rec # receipts, tarred at the end
 mkdir -p "$REC"
-PHASES=${PHASES:-"build test sanitize resources diff bench dev sweep ncu"}
+PHASES=${PHASES:-"build test resources diff bench peers dev sanitize sweep ncu"}
 JOBS=${JOBS:-$(nproc)}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 T0=$(date +%s)
@@ -110,16 +110,6 @@ if has test; then
     tail -2 "$REC/test-decode-long.txt"
 fi
 
-if has sanitize; then
-    step "compute-sanitizer over the matrix's small cases"
-    for tool in memcheck racecheck; do
-        timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_decode" --small \
-            >"$REC/sanitizer-$tool.txt" 2>&1 || fail "compute-sanitizer $tool"
-        tail -2 "$REC/sanitizer-$tool.txt"
-    done
-    pack
-fi
-
 # ---- resource receipts and ceilings ---------------------------------------------------
 if has resources; then
     step "gem resources (the kernels that ship) and the ceilings"
@@ -172,6 +162,32 @@ if has dev; then
     step "dev/cuda/kv_dtypes: F32, BF16 and F16 caches through gem_decode"
     "$BUILD/dev/kv_dtypes" ${KV_ARGS:-} >"$REC/dev-kv-dtypes.txt" 2>&1 || fail "kv_dtypes"
     cat "$REC/dev-kv-dtypes.txt"
+    pack
+fi
+
+# ---- peers: torch and FlashInfer beside gem in one process (scripts/peers) ------------------
+if has peers; then
+    step "peers: gem, torch and FlashInfer on the same inputs (scripts/peers/decode_peers.py)"
+    if [ -f "$SRC/.peers/env.sh" ]; then
+        ( . "$SRC/.peers/env.sh" && python3 "$SRC/scripts/peers/check_carry.py" ) \
+            >"$REC/peers-check.txt" 2>&1 || echo "-- the FlashInfer carry folder did not check (see peers-check.txt)"
+        tail -3 "$REC/peers-check.txt"
+    else
+        echo "-- no .peers folder: FlashInfer is not measured"
+    fi
+    ( [ -f "$SRC/.peers/env.sh" ] && . "$SRC/.peers/env.sh"; PYTHONUNBUFFERED=1 \
+        python3 "$SRC/scripts/peers/decode_peers.py" --lib "$BUILD/libgem.so" \
+        --out "$REC/peers.json" ${PEERS_ARGS:-} ) 2>&1 | tee "$REC/peers.txt" || fail "peers"
+    pack
+fi
+
+if has sanitize; then  # after the timed phases, so a slow sanitizer cannot cut them short
+    step "compute-sanitizer over the matrix's small cases"
+    for tool in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_decode" --small \
+            >"$REC/sanitizer-$tool.txt" 2>&1 || fail "compute-sanitizer $tool"
+        tail -2 "$REC/sanitizer-$tool.txt"
+    done
     pack
 fi
 
