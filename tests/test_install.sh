@@ -37,7 +37,8 @@ LD_LIBRARY_PATH=$libdir "$tmp/decode_loop" 48 >"$tmp/run.log" 2>&1 ||
 grep -q "48 steps, worst NMSE .*: agree" "$tmp/run.log" || { cat "$tmp/run.log"; fail "output"; }
 # the shared library, not a copy of the static one, was used
 if command -v ldd >/dev/null; then
-    LD_LIBRARY_PATH=$libdir ldd "$tmp/decode_loop" | grep -q "libgem.so" || fail "not linked to libgem.so"
+    deps=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/decode_loop") # whole, so no grep -q cuts the pipe
+    grep -q "libgem.so" <<<"$deps" || fail "not linked to libgem.so"
 fi
 # static: libgem.a and the private libraries gem.pc lists
 static_libs=$(pkg-config --static --libs gem | sed 's/-lgem/-Wl,-Bstatic -lgem -Wl,-Bdynamic/')
