@@ -56,7 +56,7 @@ static void add_special(const char *path) { specials[n_specials++] = strdup(path
 static size_t make_specials(const char *names[8])
 {
     if (!n_specials) {
-        mkdir(at("a-dir"), 0755);
+        TCHECK(mkdir(at("a-dir"), 0755) == 0);
         add_special(at("a-dir"));
         if (mkfifo(at("a-fifo"), 0644) == 0)
             add_special(at("a-fifo"));
@@ -103,7 +103,7 @@ static void test_read(void)
     TCHECK_STATUS(gem_file_read(NULL, 8, &data, &len, why, sizeof why), GEM_ERR_NULL);
     TCHECK_STATUS(gem_file_read(at("r.json"), 8, NULL, &len, why, sizeof why), GEM_ERR_NULL);
     /* A symlink to a regular file is read through. */
-    symlink(at("r.json"), at("link-to-r"));
+    TCHECK(symlink(at("r.json"), at("link-to-r")) == 0);
     TCHECK_STATUS(gem_file_read(at("link-to-r"), 100, &data, &len, NULL, 0), GEM_OK);
     TCHECK(len == 9);
     free(data);
@@ -140,13 +140,13 @@ static void test_digest(void)
     TCHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
 
     /* Under a root: inside passes, every way out is refused. */
-    mkdir(at("root"), 0755);
-    mkdir(at("root/src"), 0755);
+    TCHECK(mkdir(at("root"), 0755) == 0);
+    TCHECK(mkdir(at("root/src"), 0755) == 0);
     put(at("root/src/a.cu"), "abc");
     put(at("outside.cu"), "abc");
-    symlink("a.cu", at("root/src/inner-link.cu"));
-    symlink(at("outside.cu"), at("root/src/leaves.cu"));
-    symlink(dir, at("root/up"));
+    TCHECK(symlink("a.cu", at("root/src/inner-link.cu")) == 0);
+    TCHECK(symlink(at("outside.cu"), at("root/src/leaves.cu")) == 0);
+    TCHECK(symlink(dir, at("root/up")) == 0);
     const char *root = at("root");
     TCHECK_STATUS(gem_file_digest_under(root, "src/a.cu", 100, &d, why, sizeof why), GEM_OK);
     TCHECK(!strcmp(d.sha256, hex));
@@ -164,9 +164,9 @@ static void test_digest(void)
                       GEM_ERR_PARAM);
     TCHECK_STATUS(gem_file_digest_under(root, "src/missing.cu", 100, &d, why, sizeof why),
                   GEM_ERR_IO);
-    symlink("/dev/zero", at("root/src/zero.cu"));
-    mkfifo(at("root/src/fifo.cu"), 0644);
-    mkdir(at("root/src/dir.cu"), 0755);
+    TCHECK(symlink("/dev/zero", at("root/src/zero.cu")) == 0);
+    TCHECK(mkfifo(at("root/src/fifo.cu"), 0644) == 0);
+    TCHECK(mkdir(at("root/src/dir.cu"), 0755) == 0);
     TCHECK_STATUS(gem_file_digest_under(root, "src/fifo.cu", 100, &d, why, sizeof why),
                   GEM_ERR_IO);
     TCHECK_STATUS(gem_file_digest_under(root, "src/dir.cu", 100, &d, why, sizeof why),
@@ -184,9 +184,9 @@ static void test_output_check(void)
     char why[512];
     put(at("in.json"), "{}");
     put(at("old.json"), "{}");
-    link(at("in.json"), at("hard-in.json"));
-    symlink(at("in.json"), at("link-in.json"));
-    symlink(at("old.json"), at("link-old.json"));
+    TCHECK(link(at("in.json"), at("hard-in.json")) == 0);
+    TCHECK(symlink(at("in.json"), at("link-in.json")) == 0);
+    TCHECK(symlink(at("old.json"), at("link-old.json")) == 0);
     const char *inputs[2] = {at("in.json"), NULL};
 
     TCHECK_STATUS(gem_file_output_check(at("new.json"), inputs, 2, why, sizeof why), GEM_OK);
@@ -232,7 +232,7 @@ static void test_write(void)
     struct stat st;
     TCHECK(stat(at("w.txt"), &st) == 0 && (st.st_mode & 0777) == 0640);
     /* Through a symlink to a regular file: the target changes, the link stays. */
-    symlink(at("w.txt"), at("w-link"));
+    TCHECK(symlink(at("w.txt"), at("w-link")) == 0);
     TCHECK_STATUS(gem_file_write_atomic(at("w-link"), "three", 5, why, sizeof why), GEM_OK);
     struct stat lst;
     TCHECK(lstat(at("w-link"), &lst) == 0 && S_ISLNK(lst.st_mode));
