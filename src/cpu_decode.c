@@ -103,12 +103,13 @@ static const char *describe(const void *impl) { return ((const cpu_decode *)impl
 /* Every valid shape and every pair of known dtypes (F32, BF16, F16 for K and V
  * each; the caller checked both are known): both routes convert on load. */
 static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
-                           gem_dtype v_dtype)
+                           gem_dtype v_dtype, gem_route route)
 {
     (void)impl;
     (void)shape;
     (void)k_dtype;
     (void)v_dtype;
+    (void)route; /* every shape, type pair and route */
     return GEM_OK;
 }
 

@@ -64,17 +64,24 @@ const char *gem_decode_ctx_describe(const gem_decode_ctx *ctx)
     return ctx->ops->describe(ctx->impl);
 }
 
-gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
-                               gem_dtype k_dtype, gem_dtype v_dtype)
+gem_status gem_decode_supports_route(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                     gem_dtype k_dtype, gem_dtype v_dtype, gem_route route)
 {
     if (!ctx || !shape)
         return GEM_ERR_NULL;
     gem_status st = gem_decode_shape_check(shape);
     if (st != GEM_OK)
         return st;
-    if (gem_dtype_size(k_dtype) == 0 || gem_dtype_size(v_dtype) == 0)
+    if (gem_dtype_size(k_dtype) == 0 || gem_dtype_size(v_dtype) == 0 ||
+        (route != GEM_ROUTE_FUSED && route != GEM_ROUTE_BASELINE))
         return GEM_ERR_PARAM;
-    return ctx->ops->supports(ctx->impl, shape, k_dtype, v_dtype);
+    return ctx->ops->supports(ctx->impl, shape, k_dtype, v_dtype, route);
+}
+
+gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                               gem_dtype k_dtype, gem_dtype v_dtype)
+{
+    return gem_decode_supports_route(ctx, shape, k_dtype, v_dtype, GEM_ROUTE_FUSED);
 }
 
 gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
@@ -174,7 +181,7 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
     st = resolve_config(ctx, shape, kv->live, cfg, &a->cfg);
     if (st != GEM_OK)
         return st;
-    st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype);
+    st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype, a->cfg.route);
     if (st != GEM_OK)
         return st;
     a->shape = shape;

@@ -34,9 +34,9 @@ typedef struct gem_decode_backend_ops {
     int64_t (*threads)(const void *impl);
     int (*device)(const void *impl);
     const char *(*describe)(const void *impl);
-    /* GEM_OK or GEM_ERR_UNSUPPORTED for a valid shape and known dtypes */
+    /* GEM_OK or GEM_ERR_UNSUPPORTED for a valid shape, known dtypes and a decode route */
     gem_status (*supports)(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
-                           gem_dtype v_dtype);
+                           gem_dtype v_dtype, gem_route route);
     /* the tuned fused config at `live` (shape valid, live >= 1) */
     void (*config_default)(const void *impl, const gem_decode_shape *shape, int64_t live,
                            gem_decode_config *out);

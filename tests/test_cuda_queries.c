@@ -105,6 +105,12 @@ static void check_device(void)
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F16, GEM_DTYPE_F16), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED); /* one element type for K and V on CUDA */
+    TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_ERR_UNSUPPORTED); /* the baseline's kernels read F32 */
+    TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_OK);
     const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
     TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED);

@@ -317,16 +317,21 @@ done:
 /* What gem_decode must answer for case c on ctx, from the backend's own
  * answers: the config's status (gem_decode_workspace_bytes resolves and checks
  * it: GEM_ERR_PARAM for a config the backend has no kernel for), then
- * gem_decode_supports for the shape and the K/V types. */
+ * gem_decode_supports_route for the shape, the K/V types and the route. */
 static gem_status expected_status(const dcase *c, const gem_decode_ctx *ctx)
 {
     const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
                                     c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->dk)};
     const gem_decode_config cfg = {c->route, c->partitions, c->tile};
     size_t ws = 0;
-    const gem_status st =
+    gem_status st =
         gem_decode_workspace_bytes(ctx, &shape, c->live, c->route == DEF ? NULL : &cfg, &ws);
-    return st != GEM_OK ? st : gem_decode_supports(ctx, &shape, c->kt, c->vt);
+    gem_decode_config used;
+    if (st == GEM_OK)
+        st = gem_decode_config_default(ctx, &shape, c->live, &used);
+    return st != GEM_OK ? st
+                        : gem_decode_supports_route(ctx, &shape, c->kt, c->vt,
+                                                    c->route == DEF ? used.route : c->route);
 }
 
 typedef struct target {

@@ -214,6 +214,12 @@ static void check_queries(fixture *f)
     }
     TCHECK_STATUS(gem_decode_workspace_bytes(f->ctx, &f->shape, 0, NULL, &b), GEM_ERR_SHAPE);
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports_route(f->ctx, &f->shape, GEM_DTYPE_BF16, GEM_DTYPE_F16,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_OK); /* the CPU runs every type pair on both routes */
+    TCHECK_STATUS(gem_decode_supports_route(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32,
+                                            GEM_ROUTE_REFERENCE),
+                  GEM_ERR_PARAM); /* an oracle is not a decode route */
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)9, GEM_DTYPE_F32),
                   GEM_ERR_PARAM);
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_COUNT),

@@ -105,6 +105,12 @@ typedef struct gem_decode_config {
 gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                gem_dtype k_dtype, gem_dtype v_dtype);
 
+/* gem_decode_supports for one route (GEM_ROUTE_FUSED, the default's, or
+ * GEM_ROUTE_BASELINE; any other is GEM_ERR_PARAM): the CUDA baseline reads F32
+ * caches only. */
+gem_status gem_decode_supports_route(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                     gem_dtype k_dtype, gem_dtype v_dtype, gem_route route);
+
 /* The tuned default at `live` tokens: the fused route with the partitions and
  * tile measured best for this backend, shape and device (results/ holds the
  * measurements). The choice of partitions never decreases as live grows, so

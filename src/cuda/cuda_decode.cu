@@ -127,14 +127,15 @@ static int64_t cu_threads(const void *impl)
 static int cu_device(const void *impl) { return ((const cu_decode *)impl)->device; }
 static const char *cu_describe(const void *impl) { return ((const cu_decode *)impl)->desc; }
 
-/* D512, eight query heads per KV head; K and V of one element type (F32, BF16 or F16). The
- * baseline route reads F32 only (cu_check_memory refuses it for 16-bit caches). */
+/* D512, eight query heads per KV head; K and V of one element type (F32, BF16 or F16) for
+ * the fused route, F32 for the baseline's kernels. */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
-                              gem_dtype vt)
+                              gem_dtype vt, gem_route route)
 {
     (void)impl;
     if (s->dk != GEM_CU_D || s->dv != GEM_CU_D || s->n_q_heads != s->n_kv_heads * GEM_CU_GROUP ||
-        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT)
+        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT ||
+        (route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32))
         return GEM_ERR_UNSUPPORTED;
     return GEM_OK;
 }
@@ -190,8 +191,6 @@ static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
 {
     const cu_decode *c = (const cu_decode *)impl;
     const gem_kv_view *kv = a->kv;
-    if (a->cfg.route == GEM_ROUTE_BASELINE && kv->k_dtype != GEM_DTYPE_F32)
-        return GEM_ERR_UNSUPPORTED; /* the baseline's kernels read F32 */
     /* 16-byte loads of q and the partials, 4-element pieces of K and V rows */
     if (misaligned16(a->q) || misaligned16(a->out) || view_misaligned(kv))
         return GEM_ERR_ALIGN;
@@ -361,7 +360,7 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
                                   const gem_kv_view *kv, void *stream)
 {
     cu_decode *c = (cu_decode *)impl;
-    gem_status st = cu_supports(impl, s, kv->k_dtype, kv->v_dtype);
+    gem_status st = cu_supports(impl, s, kv->k_dtype, kv->v_dtype, GEM_ROUTE_FUSED);
     if (st != GEM_OK)
         return st;
     if (misaligned16(q) || view_misaligned(kv))

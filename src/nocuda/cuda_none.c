@@ -43,8 +43,9 @@ static const char *none_describe(const void *impl)
     return "built without CUDA";
 }
 static gem_status none_supports(const void *impl, const gem_decode_shape *s, gem_dtype k,
-                                gem_dtype v)
+                                gem_dtype v, gem_route route)
 {
+    (void)route;
     (void)impl;
     (void)s;
     (void)k;
