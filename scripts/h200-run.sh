@@ -115,12 +115,15 @@ if has resources; then
     step "gem resources (the kernels that ship) and the ceilings"
     (cd "$SRC" && "$GEM" resources --out "$REC/resources.json" --ceilings "$REC/ceilings.json" \
         --bandwidth-bytes 4294967296 --reps 20) || fail "gem resources"
-    (cd "$SRC" && "$GEM" analyze resources "$REC/resources.json" >"$REC/resources-analysis.txt" 2>&1) ||
-        true
+    (cd "$SRC" && "$GEM" analyze resources "$REC/resources.json" --out "$REC/resources-analysis.json" \
+        >"$REC/resources-analysis.txt" 2>&1) || { cat "$REC/resources-analysis.txt"; fail "analyze resources"; }
     tail -2 "$REC/resources-analysis.txt"
     step "the design candidate's resource receipt (dev/cuda/fused_decode version 1)"
     (cd "$SRC" && "$BUILD/dev/fused_decode" --resources-v1 "$REC/resources-design-v1.json") ||
         fail "version 1 resources"
+    (cd "$SRC" && "$GEM" analyze resources "$REC/resources-design-v1.json" \
+        >"$REC/resources-design-v1-analysis.txt" 2>&1) ||
+        { cat "$REC/resources-design-v1-analysis.txt"; fail "analyze version 1 resources"; }
 fi
 
 # ---- differentials ------------------------------------------------------------------

@@ -2,11 +2,21 @@
 """Writes good, hand-made input records for the analyzer tests.
 
 usage: gen_records.py GEM OUTDIR [what ...]
-  what: resources, diffs, models, profiles (default: all)
+  what: resources, resources-v2, resources-dev, diffs, models, profiles
+        (default: all)
 
 resources  OUTDIR/root/src/cuda/attn_fused.cu, OUTDIR/root/build/gem (stand-in
            files) and OUTDIR/resources.json, a gem.resources.v1 receipt that
            meets every rule of docs/gates.md, bound to those files' digests.
+resources-v2   OUTDIR/root-v2/src/cuda/{attn_fused.cu, attn_fused_body.cuh,
+           gem_cuda_internal.h}, OUTDIR/root-v2/build/gem and
+           OUTDIR/resources-v2.json: a gem.resources.v2 receipt (the kernels the
+           library ships: six first passes at two blocks per SM, the reducer,
+           the baseline's four) at the default P of a 132-SM device (64).
+resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
+           build/fused_decode and OUTDIR/resources-dev.json: the design
+           candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
+           version 1 writes it.
 diffs      OUTDIR/diff-<L>.json, gem.diff.v1 records at the five positions; the
            input digests come from `GEM analyze input-digests`, so they are the
            real digests of the seeded inputs.
@@ -47,30 +57,115 @@ def tool(name):
     return dict(name=name, **TOOL)
 
 
+def stand_in_tree(root, src_dir, sources, binary):
+    """Stand-in sources and an ELF-headed binary under root; their entries."""
+    os.makedirs(os.path.join(root, src_dir), exist_ok=True)
+    os.makedirs(os.path.join(root, os.path.dirname(binary)), exist_ok=True)
+    entries = []
+    for name in sorted(sources):
+        rel = src_dir + "/" + name
+        with open(os.path.join(root, rel), "w") as f:
+            f.write("// stand-in " + name + " for the resource analyzer tests\n")
+        entries.append({"path": rel, "sha256": sha_file(os.path.join(root, rel))})
+    with open(os.path.join(root, binary), "wb") as f:
+        f.write(b"\x7fELF stand-in binary\n")
+    return entries, {"path": binary, "sha256": sha_file(os.path.join(root, binary))}
+
+
+def kernel(name, role, threads, dyn, static=1024, regs=64):
+    # max_active_blocks_per_sm as a CC 9.0 device computes it: the least of
+    # 32 blocks, 2048 threads, the registers (per warp, in units of 256) and
+    # the shared memory (plus 1 KiB reserved per block) of an SM.
+    warps = threads // 32
+    per_warp = -(-regs * 32 // 256) * 256
+    active = min(32, 2048 // threads, 65536 // (warps * per_warp),
+                 233472 // (static + dyn + 1024))
+    return {"name": name, "role": role, "max_threads_per_block": 1024,
+            "static_shared_bytes": static, "dynamic_shared_bytes": dyn,
+            "registers": regs, "local_bytes": 0, "threads_dispatched": threads,
+            "warps_dispatched": warps, "warp_size": 32,
+            "max_active_blocks_per_sm": active}
+
+
+DEVICE = {"name": "NVIDIA H200", "compute_capability": "9.0", "major": 9, "minor": 0,
+          "sm_count": 132, "warp_size": 32, "shared_mem_per_block": 49152,
+          "shared_mem_per_block_optin": 232448, "shared_mem_per_sm": 233472,
+          "regs_per_sm": 65536}
+BASELINE = [kernel("gem_baseline_score", "baseline_score", 256, 0),
+            kernel("gem_baseline_normalize", "baseline_normalize", 1024, 0, regs=32),
+            kernel("gem_baseline_value", "baseline_value", 256, 0),
+            kernel("gem_baseline_reduce", "baseline_reduce", 256, 0)]
+
+
+def resources_v1_doc(tool_name, reducer, sources, binary):
+    gates = ["device_compute_capability_9_0", "geometry_d512_p32_tile4_f32_no_window",
+             "scratch_contract_2105344"]
+    for prefix, dyn_gate in (("first_pass", "dynamic_shared_16384"),
+                             ("reducer", "no_dynamic_shared")):
+        gates += [prefix + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
+                                             "dispatched_256_threads_8_warps", dyn_gate,
+                                             "shared_within_32768", "zero_local_bytes",
+                                             "resident")]
+    gates.append("baseline_kernels_launchable_no_local")
+    return {
+        "schema": "gem.resources.v1", "tool": tool(tool_name), "device": DEVICE,
+        "geometry": {"n_q_heads": 32, "n_kv_heads": 4, "dk": 512, "dv": 512,
+                     "partitions": 32, "tile": 4, "dtype": "f32", "window": 0},
+        "scratch": {"maxima_bytes": 4096, "denominators_bytes": 4096,
+                    "numerators_bytes": 2097152, "total_bytes": 2105344},
+        "kernels": [kernel("gem_fused_first_pass_t4_s1_v0", "fused_first_pass", 256, 16384),
+                    kernel(reducer, "fused_reducer", 256, 0)] + BASELINE,
+        "sources": sources, "binary": binary,
+        "gates": {g: True for g in gates}, "verdict": "pass",
+    }
+
+
+def resources_dev(out):
+    sources, binary = stand_in_tree(os.path.join(out, "root-dev"), "dev/cuda",
+                                    ["fused_decode.cu", "kv_dtypes.cu", "read_probe.cu"],
+                                    "build/fused_decode")
+    write(os.path.join(out, "resources-dev.json"),
+          resources_v1_doc("dev/cuda/fused_decode version 1", "gem_fused_reducer_v1",
+                           sources, binary))
+
+
+def resources_v2(out):
+    sources, binary = stand_in_tree(os.path.join(out, "root-v2"), "src/cuda",
+                                    ["attn_fused.cu", "attn_fused_body.cuh",
+                                     "gem_cuda_internal.h"], "build/gem")
+    passes = ["first_pass", "first_pass_strided", "first_pass_bf16", "first_pass_bf16_strided",
+              "first_pass_f16", "first_pass_f16_strided"]
+    gates = ["device_compute_capability_9_0",
+             "geometry_d512_default_fused_tile8_f32_no_window", "scratch_contract"]
+    for fp in passes:
+        gates += [fp + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
+                                         "dispatched_256_threads_8_warps", "no_dynamic_shared",
+                                         "shared_within_32768", "zero_local_bytes",
+                                         "two_blocks_per_sm")]
+    gates += ["reducer_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
+                                       "dispatched_256_threads_8_warps", "no_dynamic_shared",
+                                       "shared_within_32768", "zero_local_bytes", "resident")]
+    gates.append("baseline_kernels_launchable_no_local")
+    # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
+    doc = {
+        "schema": "gem.resources.v2", "tool": tool("gem resources"), "device": DEVICE,
+        "geometry": {"n_q_heads": 32, "n_kv_heads": 4, "dk": 512, "dv": 512, "live": 131072,
+                     "config": "default", "partitions": 64, "tile": 8, "dtype": "f32",
+                     "window": 0},
+        "scratch": {"maxima_bytes": 8192, "denominators_bytes": 8192,
+                    "numerators_bytes": 4194304, "total_bytes": 4210688},
+        "kernels": [kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 0, static=17696,
+                           regs=127) for fp in passes] +
+                   [kernel("gem_fused_reducer", "fused_reducer", 256, 0)] + BASELINE,
+        "sources": sources, "binary": binary,
+        "gates": {g: True for g in gates}, "verdict": "pass",
+    }
+    write(os.path.join(out, "resources-v2.json"), doc)
+
+
 def resources(out):
     root = os.path.join(out, "root")
-    os.makedirs(os.path.join(root, "src", "cuda"), exist_ok=True)
-    os.makedirs(os.path.join(root, "build"), exist_ok=True)
-    src = os.path.join(root, "src", "cuda", "attn_fused.cu")
-    binp = os.path.join(root, "build", "gem")
-    with open(src, "w") as f:
-        f.write("// stand-in source for the resource analyzer tests\n")
-    with open(binp, "wb") as f:
-        f.write(b"\x7fELF stand-in binary\n")
-
-    def kernel(name, role, threads, dyn, static=1024, regs=64):
-        # max_active_blocks_per_sm as a CC 9.0 device computes it: the least of
-        # 32 blocks, 2048 threads, the registers (per warp, in units of 256) and
-        # the shared memory (plus 1 KiB reserved per block) of an SM.
-        warps = threads // 32
-        per_warp = -(-regs * 32 // 256) * 256
-        active = min(32, 2048 // threads, 65536 // (warps * per_warp),
-                     233472 // (static + dyn + 1024))
-        return {"name": name, "role": role, "max_threads_per_block": 1024,
-                "static_shared_bytes": static, "dynamic_shared_bytes": dyn,
-                "registers": regs, "local_bytes": 0, "threads_dispatched": threads,
-                "warps_dispatched": warps, "warp_size": 32,
-                "max_active_blocks_per_sm": active}
+    sources, binary = stand_in_tree(root, "src/cuda", ["attn_fused.cu"], "build/gem")
 
     gates = ["device_compute_capability_9_0", "geometry_d512_p32_tile4_f32_no_window",
              "scratch_contract_2105344"]
@@ -82,28 +177,8 @@ def resources(out):
                                              "resident")]
     gates.append("baseline_kernels_launchable_no_local")
 
-    doc = {
-        "schema": "gem.resources.v1", "tool": tool("gem resources"),
-        "device": {"name": "NVIDIA H200", "compute_capability": "9.0", "major": 9,
-                   "minor": 0, "sm_count": 132, "warp_size": 32,
-                   "shared_mem_per_block": 49152, "shared_mem_per_block_optin": 232448,
-                   "shared_mem_per_sm": 233472, "regs_per_sm": 65536},
-        "geometry": {"n_q_heads": 32, "n_kv_heads": 4, "dk": 512, "dv": 512,
-                     "partitions": 32, "tile": 4, "dtype": "f32", "window": 0},
-        "scratch": {"maxima_bytes": 4096, "denominators_bytes": 4096,
-                    "numerators_bytes": 2097152, "total_bytes": 2105344},
-        "kernels": [kernel("gem_fused_first_pass_t4_s1_v0", "fused_first_pass", 256, 16384),
-                    kernel("gem_fused_reducer", "fused_reducer", 256, 0),
-                    kernel("gem_baseline_score", "baseline_score", 256, 0),
-                    kernel("gem_baseline_normalize", "baseline_normalize", 1024, 0, regs=32),
-                    kernel("gem_baseline_value", "baseline_value", 256, 0),
-                    kernel("gem_baseline_reduce", "baseline_reduce", 256, 0)],
-        "sources": [{"path": "src/cuda/attn_fused.cu", "sha256": sha_file(src)}],
-        "binary": {"path": "build/gem", "sha256": sha_file(binp)},
-        "gates": {g: True for g in gates},
-        "verdict": "pass",
-    }
-    write(os.path.join(out, "resources.json"), doc)
+    write(os.path.join(out, "resources.json"),
+          resources_v1_doc("gem resources", "gem_fused_reducer", sources, binary))
 
 
 def compare(corr, nmse, max_abs):
@@ -217,11 +292,16 @@ def profiles(out):
 
 def main():
     gem, out = sys.argv[1], sys.argv[2]
-    what = sys.argv[3:] or ["resources", "diffs", "models", "profiles"]
+    what = sys.argv[3:] or ["resources", "resources-v2", "resources-dev", "diffs", "models",
+                            "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
         if w == "resources":
             resources(out)
+        elif w == "resources-v2":
+            resources_v2(out)
+        elif w == "resources-dev":
+            resources_dev(out)
         elif w == "diffs":
             diffs(gem, out)
         elif w == "models":

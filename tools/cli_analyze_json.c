@@ -191,7 +191,8 @@ int an_int_in(an_ctx *c, const json_t *o, const char *path, const char *key, int
         return an_fail(c, p, AN_RANGE, "%lld is outside [%lld, %lld]", (long long)v,
                        (long long)lo, (long long)hi);
     }
-    *out = v;
+    if (out)
+        *out = v;
     return 0;
 }
 

@@ -5,7 +5,11 @@
  * order with the symbol each must have and the launch contract of the fused
  * kernels, and the gates by name with the rule that recomputes each one from
  * the receipt's own figures. gem.resources.v1 describes the design's
- * candidate (P = 32, tile 4); a second schema is a second table entry.
+ * candidate (P = 32, tile 4; written by `gem resources` in runs 1-8 and by
+ * dev/cuda/fused_decode.cu's version 1 since, whose sources are dev/cuda's);
+ * gem.resources.v2 the kernels the library ships (the fused route's six first
+ * passes and its reducer at the decode API's default P for the device, the
+ * baseline's four kernels).
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -59,15 +63,15 @@ typedef struct res_kernel {
 } res_kernel;
 
 typedef struct res_facts {
-    int64_t major, minor, warp, partitions, tile;
-    res_kernel k[8];
+    int64_t major, minor, warp, partitions, tile, sm_count;
+    res_kernel k[16];
     size_t n;
 } res_facts;
 
 /* A kernel role: its symbol, and the launch the design fixes (fused only). */
 typedef struct res_role {
     const char *role;
-    const char *names[3];  /* accepted symbols; "first_pass" means the first-pass pattern */
+    const char *names[4];  /* accepted symbols; "first_pass" means the first-pass pattern */
     int fused;             /* the design's fixed contract applies */
     int64_t threads;       /* exact threads dispatched (fused) */
     int64_t dynamic;       /* exact dynamic shared bytes (fused) */
@@ -81,12 +85,26 @@ typedef struct res_gate {
 
 typedef struct res_schema {
     const char *schema, *tool, *analysis_schema;
-    int64_t partitions, tile, budget; /* geometry; static + dynamic shared budget */
+    int64_t partitions, tile, budget; /* geometry (partitions 0: the default for the device's
+                                         SMs, see default_partitions); shared budget */
     const res_role *roles;
     size_t n_roles;
     const res_gate *gates;
     size_t n_gates;
+    const char *src_dir;              /* every .cu file there is bound ("src/cuda") */
+    int headers;                      /* and every .cuh and .h file there too (v2) */
+    const char *const *geo_keys;      /* the geometry's keys */
+    size_t n_geo;
 } res_schema;
+
+/* The decode API's default partitions on CUDA for 4 KV heads (src/cuda/cuda_decode.cu,
+ * gem_cu_default_partitions): two first-pass blocks per SM, rounded down to a multiple of 32,
+ * within [32, 1024]. */
+static int64_t default_partitions(int64_t sm_count)
+{
+    const int64_t p = sm_count * 2 / 4 / 32 * 32;
+    return p < 32 ? 32 : (p > 1024 ? 1024 : p);
+}
 
 /* ---- gem.resources.v1: the design's candidate --------------------------------- */
 
@@ -99,7 +117,7 @@ static int g_scratch(const res_facts *f)
            sc.maxima_bytes == 4096 && sc.denominators_bytes == 4096 &&
            sc.numerators_bytes == 2097152 && sc.total_bytes == 2105344;
 }
-#define KGATES(tag, i)                                                                         \
+#define KGATES_COMMON(tag, i)                                                                  \
     static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
     static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
     static int tag##_disp(const res_facts *f)                                                  \
@@ -107,28 +125,105 @@ static int g_scratch(const res_facts *f)
         return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
     }                                                                                          \
     static int tag##_shared(const res_facts *f) { return f->k[i].stat + f->k[i].dyn <= 32768; } \
-    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
+    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }
+#define KGATES(tag, i)                                                                         \
+    KGATES_COMMON(tag, i)                                                                      \
     static int tag##_resident(const res_facts *f) { return f->k[i].active >= 1; }
 KGATES(fp, 0)
 KGATES(rd, 1)
 static int fp_dyn(const res_facts *f) { return f->k[0].dyn == 16384; }
 static int rd_nodyn(const res_facts *f) { return f->k[1].dyn == 0; }
-static int g_baseline(const res_facts *f)
+/* The kernels from index `from` on: warp 32, resident, launchable as dispatched, no local. */
+static int baseline_ok(const res_facts *f, size_t from)
 {
     int ok = 1;
-    for (size_t i = 2; i < f->n; i++)
+    for (size_t i = from; i < f->n; i++)
         ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
               f->k[i].local == 0;
     return ok;
 }
+static int g_baseline(const res_facts *f) { return baseline_ok(f, 2); }
 
 static const res_role v1_roles[] = {
     {"fused_first_pass", {"first_pass", NULL, NULL}, 1, 256, 16384},
-    {"fused_reducer", {"gem_fused_reducer", "gem_fused_reducer_wide", NULL}, 1, 256, 0},
+    /* gem_fused_reducer_v1: dev/cuda/fused_decode.cu's copy of the design's reducer */
+    {"fused_reducer", {"gem_fused_reducer", "gem_fused_reducer_wide", "gem_fused_reducer_v1", NULL},
+     1, 256, 0},
     {"baseline_score", {"gem_baseline_score", NULL, NULL}, 0, 0, 0},
     {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL}, 0, 0, 0},
     {"baseline_value", {"gem_baseline_value", NULL, NULL}, 0, 0, 0},
     {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL}, 0, 0, 0},
+};
+
+/* ---- gem.resources.v2: the kernels the library ships -------------------------- */
+
+static int g2_geo(const res_facts *f)
+{
+    return f->tile == 8 && f->partitions == default_partitions(f->sm_count);
+}
+static int g2_scratch(const res_facts *f)
+{
+    gem_online_scratch sc;
+    return gem_attention_online_scratch_bytes(f->partitions, 32, 512, &sc) == GEM_OK &&
+           sc.maxima_bytes == (size_t)f->partitions * 32 * 4 &&
+           sc.denominators_bytes == (size_t)f->partitions * 32 * 4 &&
+           sc.numerators_bytes == (size_t)f->partitions * 32 * 512 * 4 &&
+           sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes + sc.numerators_bytes;
+}
+/* a first pass: the common gates, no dynamic shared memory, two blocks per SM */
+#define KGATES2(tag, i)                                                                        \
+    KGATES_COMMON(tag, i)                                                                      \
+    static int tag##_nodyn(const res_facts *f) { return f->k[i].dyn == 0; }                    \
+    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }
+KGATES2(p0, 0)
+KGATES2(p1, 1)
+KGATES2(p2, 2)
+KGATES2(p3, 3)
+KGATES2(p4, 4)
+KGATES2(p5, 5)
+KGATES(r2, 6)
+static int r2_nodyn(const res_facts *f) { return f->k[6].dyn == 0; }
+static int g2_baseline(const res_facts *f) { return baseline_ok(f, 7); }
+
+#define FUSED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, 0}
+static const res_role v2_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    FUSED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    FUSED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
+    {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0},
+    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0},
+    {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0},
+    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0},
+};
+
+/* a first pass's seven gates, named after its role without "fused_" */
+#define FP_GATES(pre, tag)                                                                     \
+    {pre "_warp_size_32", tag##_warp}, {pre "_launchable_threads_ge_256", tag##_launch},         \
+        {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
+        {pre "_no_dynamic_shared", tag##_nodyn}, {pre "_shared_within_32768", tag##_shared},   \
+        {pre "_zero_local_bytes", tag##_local}, {pre "_two_blocks_per_sm", tag##_two}
+static const res_gate v2_gates[] = {
+    {"device_compute_capability_9_0", g_cc},
+    {"geometry_d512_default_fused_tile8_f32_no_window", g2_geo},
+    {"scratch_contract", g2_scratch},
+    FP_GATES("first_pass", p0),
+    FP_GATES("first_pass_strided", p1),
+    FP_GATES("first_pass_bf16", p2),
+    FP_GATES("first_pass_bf16_strided", p3),
+    FP_GATES("first_pass_f16", p4),
+    FP_GATES("first_pass_f16_strided", p5),
+    {"reducer_warp_size_32", r2_warp},
+    {"reducer_launchable_threads_ge_256", r2_launch},
+    {"reducer_dispatched_256_threads_8_warps", r2_disp},
+    {"reducer_no_dynamic_shared", r2_nodyn},
+    {"reducer_shared_within_32768", r2_shared},
+    {"reducer_zero_local_bytes", r2_local},
+    {"reducer_resident", r2_resident},
+    {"baseline_kernels_launchable_no_local", g2_baseline},
 };
 
 static const res_gate v1_gates[] = {
@@ -152,9 +247,22 @@ static const res_gate v1_gates[] = {
     {"baseline_kernels_launchable_no_local", g_baseline},
 };
 
+static const char *const v1_geo_keys[] = {"n_q_heads",  "n_kv_heads", "dk",    "dv",
+                                          "partitions", "tile",       "dtype", "window"};
+static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "dv",    "live",
+                                          "config",    "partitions", "tile",  "dtype", "window"};
+
+/* A schema is found by its name and its tool: gem.resources.v1 from `gem resources` (runs
+ * 1-8, the design's candidate in the library then) or from dev/cuda/fused_decode.cu's version
+ * 1 (the candidate since), and gem.resources.v2 (the kernels the library ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
-     NKEYS(v1_roles), v1_gates, NKEYS(v1_gates)},
+     NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
+    {"gem.resources.v1", "dev/cuda/fused_decode version 1", "gem.analysis.resources.v1", 32, 4,
+     32768, v1_roles, NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "dev/cuda", 0, v1_geo_keys,
+     NKEYS(v1_geo_keys)},
+    {"gem.resources.v2", "gem resources", "gem.analysis.resources.v2", 0, 8, 32768, v2_roles,
+     NKEYS(v2_roles), v2_gates, NKEYS(v2_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -171,8 +279,6 @@ static const char *const dev_keys[] = {"name",
                                        "shared_mem_per_block_optin",
                                        "shared_mem_per_sm",
                                        "regs_per_sm"};
-static const char *const geo_keys[] = {"n_q_heads",  "n_kv_heads", "dk",    "dv",
-                                       "partitions", "tile",       "dtype", "window"};
 static const char *const scratch_keys[] = {"maxima_bytes", "denominators_bytes",
                                            "numerators_bytes", "total_bytes"};
 static const char *const kern_keys[] = {"name",
@@ -188,10 +294,11 @@ static const char *const kern_keys[] = {"name",
                                         "max_active_blocks_per_sm"};
 static const char *const file_keys[] = {"path", "sha256"};
 
-static const res_schema *find_schema(const char *name)
+/* The schema `name` written by `tool` (NULL: the first of that name). */
+static const res_schema *find_schema(const char *name, const char *tool)
 {
     for (size_t i = 0; i < NKEYS(schemas); i++)
-        if (!strcmp(schemas[i].schema, name))
+        if (!strcmp(schemas[i].schema, name) && (!tool || !strcmp(schemas[i].tool, tool)))
             return &schemas[i];
     return NULL;
 }
@@ -368,12 +475,22 @@ static int check_kernel(an_ctx *c, const res_schema *sc, const json_t *ks, size_
     return 0;
 }
 
-/* src/cuda/<name>.cu with a plain file name. */
-static int source_path_ok(const char *p)
+/* <dir>/<name>.cu with a plain file name. */
+/* A kernel source by its name: <name>.cu, and with `headers` <name>.cuh or <name>.h. */
+static int source_name_ok(const char *name, int headers)
 {
-    const char *pre = "src/cuda/";
-    size_t n = strlen(p), lp = strlen(pre);
-    if (n <= lp + 3 || strncmp(p, pre, lp) != 0 || strcmp(p + n - 3, ".cu") != 0)
+    const size_t n = strlen(name);
+    return (n > 3 && !strcmp(name + n - 3, ".cu")) ||
+           (headers && ((n > 4 && !strcmp(name + n - 4, ".cuh")) ||
+                        (n > 2 && !strcmp(name + n - 2, ".h"))));
+}
+
+static int source_path_ok(const char *p, const char *dir, int headers)
+{
+    char pre[64];
+    snprintf(pre, sizeof pre, "%s/", dir);
+    size_t lp = strlen(pre);
+    if (strncmp(p, pre, lp) != 0 || !source_name_ok(p + lp, headers))
         return 0;
     for (const char *s = p + lp; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -436,17 +553,19 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every .cu file of src/cuda under the root is listed (the producer digests them all). */
-static int sources_complete(an_ctx *c, const json_t *srcs, const char *root)
+/* Every source file of `sdir` under the root (.cu; with `headers` .cuh and .h too) is listed
+ * (the producer digests them all). */
+static int sources_complete(an_ctx *c, const json_t *srcs, const char *root, const char *sdir,
+                            int headers)
 {
     char rroot[PATH_MAX], dir[PATH_MAX], rdir[PATH_MAX];
     if (!realpath(root, rroot) ||
-        (size_t)snprintf(dir, sizeof dir, "%s/src/cuda", rroot) >= sizeof dir ||
+        (size_t)snprintf(dir, sizeof dir, "%s/%s", rroot, sdir) >= sizeof dir ||
         !realpath(dir, rdir))
-        return an_fail(c, "sources", AN_PATH, "'%.200s/src/cuda' cannot be resolved", root);
+        return an_fail(c, "sources", AN_PATH, "'%.200s/%s' cannot be resolved", root, sdir);
     size_t rl = strlen(rroot);
     if (strncmp(rdir, rroot, rl) != 0 || rdir[rl] != '/')
-        return an_fail(c, "sources", AN_PATH, "src/cuda leaves the root through a symlink");
+        return an_fail(c, "sources", AN_PATH, "%s leaves the root through a symlink", sdir);
     DIR *d = opendir(rdir);
     if (!d)
         return an_fail(c, "sources", AN_PATH, "'%.200s' cannot be listed", rdir);
@@ -455,12 +574,11 @@ static int sources_complete(an_ctx *c, const json_t *srcs, const char *root)
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".cu") != 0)
+        if (e->d_name[0] == '.' || !source_name_ok(e->d_name, headers))
             continue;
         if (n == RES_MAX_SOURCES) {
-            rc = an_fail(c, "sources", AN_RANGE, "more than %d .cu files under src/cuda",
-                         RES_MAX_SOURCES);
+            rc = an_fail(c, "sources", AN_RANGE, "more than %d source files under %s",
+                         RES_MAX_SOURCES, sdir);
             break;
         }
         if (!(names[n] = strdup(e->d_name))) {
@@ -474,7 +592,7 @@ static int sources_complete(an_ctx *c, const json_t *srcs, const char *root)
         qsort(names, n, sizeof names[0], cmp_str);
         for (size_t i = 0; i < n && rc == 0; i++) {
             char rel[PATH_MAX];
-            snprintf(rel, sizeof rel, "src/cuda/%s", names[i]);
+            snprintf(rel, sizeof rel, "%s/%s", sdir, names[i]);
             int listed = 0;
             for (size_t j = 0; j < json_array_size(srcs) && !listed; j++)
                 listed = !strcmp(rel, json_string_value(json_object_get(json_array_get(srcs, j),
@@ -496,10 +614,14 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     const char *s = NULL;
     if (an_str(c, doc, "", "schema", &s))
         return -1;
-    const res_schema *sc = find_schema(s);
+    const res_schema *sc = find_schema(s, NULL);
     if (!sc)
-        return an_fail(c, "schema", AN_SWAPPED, "this is a '%.100s' document, expected '%s'", s,
-                       schemas[0].schema);
+        return an_fail(c, "schema", AN_SWAPPED,
+                       "this is a '%.100s' document, expected gem.resources.v1 or v2", s);
+    /* the tool picks among the entries of this schema */
+    const char *tn = json_string_value(json_object_get(json_object_get(doc, "tool"), "name"));
+    if (tn && find_schema(s, tn))
+        sc = find_schema(s, tn);
     if (an_keys(c, doc, "", top_keys, NKEYS(top_keys)) || an_tool(c, doc, sc->tool))
         return -1;
 
@@ -527,22 +649,28 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     f.major = 9;
     f.minor = 0;
     f.warp = 32;
+    f.sm_count = sms;
+    const int64_t partitions = sc->partitions ? sc->partitions : default_partitions(sms);
 
     const json_t *g = NULL;
-    if (an_obj(c, doc, "", "geometry", &g) || an_keys(c, g, "geometry", geo_keys, NKEYS(geo_keys)) ||
+    if (an_obj(c, doc, "", "geometry", &g) || an_keys(c, g, "geometry", sc->geo_keys, sc->n_geo) ||
         an_int_eq(c, g, "geometry", "n_q_heads", 32, NULL) ||
         an_int_eq(c, g, "geometry", "n_kv_heads", 4, NULL) ||
         an_int_eq(c, g, "geometry", "dk", 512, NULL) || an_int_eq(c, g, "geometry", "dv", 512, NULL) ||
-        an_int_eq(c, g, "geometry", "partitions", sc->partitions, NULL) ||
+        an_int_eq(c, g, "geometry", "partitions", partitions, NULL) ||
         an_int_eq(c, g, "geometry", "tile", sc->tile, NULL) ||
         an_str_eq(c, g, "geometry", "dtype", "f32", NULL) ||
         an_int_eq(c, g, "geometry", "window", 0, NULL))
         return -1;
-    f.partitions = sc->partitions;
+    if (sc->partitions == 0 && /* v2: the context the default was chosen for, and its name */
+        (an_int_in(c, g, "geometry", "live", 1, (int64_t)1 << 40, NULL) ||
+         an_str_eq(c, g, "geometry", "config", "default", NULL)))
+        return -1;
+    f.partitions = partitions;
     f.tile = sc->tile;
 
     gem_online_scratch want;
-    if (gem_attention_online_scratch_bytes(sc->partitions, 32, 512, &want) != GEM_OK)
+    if (gem_attention_online_scratch_bytes(partitions, 32, 512, &want) != GEM_OK)
         return an_fail(c, "scratch", "internal", "the scratch contract cannot be computed");
     const json_t *scr = NULL;
     if (an_obj(c, doc, "", "scratch", &scr) ||
@@ -582,8 +710,9 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
         snprintf(p, sizeof p, "sources[%zu]", i);
         if (file_entry(c, json_array_get(srcs, i), p, &sp, &ss))
             return -1;
-        if (!source_path_ok(sp))
-            return an_fail(c, p, AN_SWAPPED, "'%.200s' is not a src/cuda/<name>.cu file", sp);
+        if (!source_path_ok(sp, sc->src_dir, sc->headers))
+            return an_fail(c, p, AN_SWAPPED, "'%.200s' is not a %s/<name>.%s file", sp,
+                           sc->src_dir, sc->headers ? "cu, .cuh or .h" : "cu");
         if (prev && strcmp(prev, sp) >= 0)
             return an_fail(c, p, AN_VALUE, "'%.200s' is out of order or repeated (the list is "
                            "sorted, one entry per file)", sp);
@@ -644,7 +773,7 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
                          json_string_value(json_object_get(e, "sha256")), &fd))
             return -1;
     }
-    if (sources_complete(c, srcs, root))
+    if (sources_complete(c, srcs, root, sc->src_dir, sc->headers))
         return -1;
     if (digest_under(c, "binary", root, bp, bsha, &fd))
         return -1;
@@ -656,7 +785,7 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
 json_t *an_resources_analysis_build(const json_t *doc, const char *path, const char *sha,
                                    const char *commit)
 {
-    const res_schema *sc = find_schema(json_string_value(json_object_get(doc, "schema")));
+    const res_schema *sc = find_schema(json_string_value(json_object_get(doc, "schema")), NULL);
     if (!sc || !path || !sha)
         return NULL;
     json_t *a = gem_receipt_new(sc->analysis_schema, "gem analyze resources",

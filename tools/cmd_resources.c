@@ -6,7 +6,8 @@
  * the production shape, and the four baseline kernels, it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
- * every src/cuda .cu source and the running binary, and evaluates the gates.
+ * every kernel source of src/cuda (.cu, .cuh, .h) and the running binary, and
+ * evaluates the gates.
  * Exit 0 when every gate holds, 1 when one fails, 2 for bad usage, no GPU or an
  * I/O error. (The design candidate's gem.resources.v1 receipt is made by
  * dev/cuda/fused_decode.cu, its version 1.)
@@ -48,7 +49,7 @@ static void usage(FILE *f)
             "local bytes / launch threads / resident blocks for the fused route's first pass\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
             "4 KV heads, D512) and the baseline's four kernels, the scratch contract,\n"
-            "SHA-256 of src/cuda/*.cu and of this binary, and the gates.\n"
+            "SHA-256 of src/cuda's .cu, .cuh and .h files and of this binary, and the gates.\n"
             "Needs a GPU; exits 2 with a 'no GPU' message without one.\n\n"
             "options:\n"
             "  --out FILE           receipt path (default resources.json)\n"
@@ -77,7 +78,15 @@ static int add_file(json_t *arr, const char *rel, const char *full)
     return json_array_append_new(arr, json_pack("{s:s, s:s}", "path", rel, "sha256", hex));
 }
 
-/* Every .cu file of src/cuda in the source tree, sorted by name. */
+/* The kernels' sources: every .cu, .cuh and .h file of src/cuda, sorted by name. */
+static int kernel_source_name(const char *name)
+{
+    const size_t len = strlen(name);
+    return name[0] != '.' && ((len > 3 && !strcmp(name + len - 3, ".cu")) ||
+                              (len > 4 && !strcmp(name + len - 4, ".cuh")) ||
+                              (len > 2 && !strcmp(name + len - 2, ".h")));
+}
+
 static json_t *sources_json(void)
 {
     const char *dir = GEM_SOURCE_DIR "/src/cuda";
@@ -91,8 +100,7 @@ static json_t *sources_json(void)
     struct dirent *e;
     int bad = 0;
     while ((e = readdir(d)) != NULL) {
-        const size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".cu") != 0)
+        if (!kernel_source_name(e->d_name))
             continue;
         if (n == RES_MAX_SOURCES) {
             bad = 1;
@@ -108,7 +116,7 @@ static json_t *sources_json(void)
     closedir(d);
     json_t *arr = bad || n == 0 ? NULL : json_array();
     if (n == 0)
-        cli_error(CMD, "no .cu file in '%s'", dir);
+        cli_error(CMD, "no kernel source in '%s'", dir);
     if (arr) {
         qsort(names, n, sizeof names[0], cmp_str);
         for (size_t i = 0; i < n; i++) {

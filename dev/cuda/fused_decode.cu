@@ -73,6 +73,8 @@ version 13 is the library through gem_decode on a token-major view (rows of the 
 #include <string.h>
 
 #include <unistd.h>
+#include <dirent.h>
+#include <limits.h>
 
 #include <cuda_runtime.h>
 
@@ -946,6 +948,81 @@ static json_t *kernel_json(const char *name, const char *role, const void *func,
                      "warp_size", warp, "max_active_blocks_per_sm", active);
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* [{path, sha256}] of every .cu file of GEM_DEV_ROOT/dev/cuda, sorted by name; NULL (with a
+   line on stderr) when one cannot be listed or digested. */
+static json_t *dev_sources_json(void)
+{
+    const char *dir = GEM_DEV_ROOT "/dev/cuda";
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "cannot list %s to digest the sources\n", dir);
+        return NULL;
+    }
+    char *names[64];
+    size_t n = 0;
+    int bad = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 3, ".cu") != 0)
+            continue;
+        if (n == sizeof names / sizeof names[0] || !(names[n] = strdup(e->d_name))) {
+            bad = 1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_name);
+    json_t *arr = bad ? NULL : json_array();
+    for (size_t i = 0; i < n && arr; i++) {
+        char rel[512], full[PATH_MAX], hex[65];
+        snprintf(rel, sizeof rel, "dev/cuda/%s", names[i]);
+        snprintf(full, sizeof full, "%s/%s", GEM_DEV_ROOT, rel);
+        if (gem_sha256_file_hex(full, hex) != GEM_OK) {
+            fprintf(stderr, "cannot digest %s\n", full);
+            json_decref(arr);
+            arr = NULL;
+            break;
+        }
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "path", rel, "sha256", hex));
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    if (bad)
+        fprintf(stderr, "cannot list the sources of %s\n", dir);
+    return arr;
+}
+
+/* {path, sha256} of the running binary, its path relative to the source tree (the analyzer
+   resolves it under --root); NULL (with a line on stderr) when it is outside the tree. */
+static json_t *binary_json(void)
+{
+    char exe[PATH_MAX], root[PATH_MAX], hex[65];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0 || !realpath(GEM_DEV_ROOT, root)) {
+        fprintf(stderr, "cannot resolve the running binary or %s\n", GEM_DEV_ROOT);
+        return NULL;
+    }
+    exe[len] = '\0';
+    const size_t rl = strlen(root);
+    if (strncmp(exe, root, rl) != 0 || exe[rl] != '/') {
+        fprintf(stderr, "%s is outside the source tree %s: build under it to bind the binary\n",
+                exe, root);
+        return NULL;
+    }
+    if (gem_sha256_file_hex(exe, hex) != GEM_OK) {
+        fprintf(stderr, "cannot digest %s\n", exe);
+        return NULL;
+    }
+    return json_pack("{s:s, s:s}", "path", exe + rl + 1, "sha256", hex);
+}
+
 static int write_resources_v1(const char *path)
 {
     gem_cuda_device_info dev;
@@ -999,20 +1076,17 @@ static int write_resources_v1(const char *path)
                           (json_int_t)base[i].warps_dispatched, "warp_size", base[i].warp_size,
                           "max_active_blocks_per_sm", base[i].max_active_blocks_per_sm));
     json_object_set_new(doc, "kernels", ks);
-    /* sources: this program; binary: the running one */
-    char hex[65], exe[4096];
-    const char *src = GEM_DEV_SOURCE;
-    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0 || gem_sha256_file_hex(src, hex) != GEM_OK) {
-        fprintf(stderr, "cannot digest %s or the running binary\n", src);
+    /* sources: every .cu file of dev/cuda, sorted (the analyzer wants them all); binary: the
+       running one, by its path under the source tree */
+    json_t *srcs = dev_sources_json();
+    json_t *bin = srcs ? binary_json() : NULL;
+    if (!srcs || !bin) {
+        json_decref(srcs);
+        json_decref(doc);
         return 2;
     }
-    exe[len] = '\0';
-    json_object_set_new(doc, "sources",
-                        json_pack("[{s:s, s:s}]", "path", "dev/cuda/fused_decode.cu", "sha256", hex));
-    if (gem_sha256_file_hex(exe, hex) != GEM_OK)
-        return 2;
-    json_object_set_new(doc, "binary", json_pack("{s:s, s:s}", "path", exe, "sha256", hex));
+    json_object_set_new(doc, "sources", srcs);
+    json_object_set_new(doc, "binary", bin);
     /* the design's gates (docs/receipts-resources.md) */
     json_t *gates = json_object();
     int all = 1;

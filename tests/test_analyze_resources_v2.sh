@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# gem analyze resources on the two receipts besides `gem resources`' old v1:
+# gem.resources.v2 (the kernels the library ships) and the design candidate's
+# gem.resources.v1 as dev/cuda/fused_decode.cu's version 1 writes it. A good
+# hand-made receipt of each passes; one tampered copy per rule that sets the
+# schemas apart is rejected with one line: the default partitions for the
+# device's SMs, the decode-API geometry keys, two first-pass blocks per SM,
+# the six first passes and the reducer by role and symbol, the kernel headers
+# bound (.cuh, .h) and complete, the source folder of each tool, and the tool
+# that picks among a schema's entries.
+#   usage: bash test_analyze_resources_v2.sh <gem> <source-dir>
+set -euo pipefail
+GEM="$1"
+SRC="$2"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+. "$SRC/tests/analyze_lib.sh"
+T="python3 $SRC/tests/tamper.py"
+python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-dev
+V2="$WORK/resources-v2.json"
+DEV="$WORK/resources-dev.json"
+A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
+AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
+
+expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
+check v2-analysis-schema grep -q '"gem.analysis.resources.v2"' "$WORK/analysis-v2.json"
+check v2-says-only-launchable grep -q "compilable and launchable" "$WORK/out.txt"
+expect_pass dev-good AD "$DEV" --out "$WORK/analysis-dev.json"
+check dev-analysis-schema grep -q '"gem.analysis.resources.v1"' "$WORK/analysis-dev.json"
+
+t2() { # t2 NAME CLASS OP PATH [VALUE]: tamper the v2 receipt
+  local name="$1" cls="$2"
+  shift 2
+  $T "$V2" "$WORK/$name.json" "$@"
+  expect_fail "$name" "$cls" A2 "$WORK/$name.json"
+}
+td() { # td NAME CLASS OP PATH [VALUE]: tamper the dev receipt
+  local name="$1" cls="$2"
+  shift 2
+  $T "$DEV" "$WORK/$name.json" "$@"
+  expect_fail "$name" "$cls" AD "$WORK/$name.json"
+}
+m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
+  local name="$1" cls="$2" code="$3"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
+    "$V2" "$WORK/$name.json"
+  expect_fail "$name" "$cls" A2 "$WORK/$name.json"
+}
+
+# v2 geometry: P is the decode API's default for the SM count (64 on 132 SMs,
+# 32 on 66), tile 8, the context it was chosen for, named "default".
+t2 v2-partitions-design "wrong geometry" set geometry.partitions 32
+t2 v2-partitions-sms "wrong geometry" set device.sm_count 66
+t2 v2-tile4 "wrong geometry" set geometry.tile 4
+t2 v2-config "wrong geometry" set geometry.config '"tuned"'
+t2 v2-live-zero "figure out of range" set geometry.live 0
+t2 v2-live-missing "missing field" del geometry.live
+t2 v2-scratch-design "wrong geometry" set scratch.numerators_bytes 2097152
+m2 v2-v1-geometry "unexpected field" 'd["geometry"]["extra"]=1'
+
+# v2 kernels: six first passes and the reducer in order, no dynamic shared
+# memory, two first-pass blocks per SM; the reducer resident.
+m2 v2-first-pass-one-block "verdict disagrees with the figures" \
+  'd["kernels"][3]["max_active_blocks_per_sm"]=1'
+m2 v2-first-pass-one-block-gate "threshold not met" \
+  'd["kernels"][3]["max_active_blocks_per_sm"]=1; d["gates"]["first_pass_bf16_strided_two_blocks_per_sm"]=False; d["verdict"]="fail"'
+t2 v2-dyn "wrong geometry" set kernels.4.dynamic_shared_bytes 16384
+t2 v2-role-order "missing field" set kernels.2.role '"fused_first_pass_f16"'
+t2 v2-symbol "wrong value" set kernels.5.name '"gem_fused_first_pass_f16"'
+t2 v2-reducer-v1 "wrong value" set kernels.6.name '"gem_fused_reducer_v1"'
+t2 v2-kernel-removed "missing field" del kernels.5
+t2 v2-gate-v1-name "unexpected field" add gates.first_pass_resident true
+t2 v2-gate-removed "missing field" del gates.first_pass_f16_two_blocks_per_sm
+
+# v2 sources: the headers are bound, listed and present; v1 binds .cu only.
+m2 v2-header-unlisted "missing field" \
+  'd["sources"]=[s for s in d["sources"] if not s["path"].endswith(".cuh")]'
+t2 v2-header-digest "digest mismatch" set sources.1.sha256 '"'"$(printf 'd%.0s' $(seq 64))"'"'
+t2 v2-other-ext "file swapped" set sources.2.path '"src/cuda/notes.txt"'
+echo "// another header" >"$WORK/root-v2/src/cuda/extra.cuh"
+expect_fail v2-root-header-unlisted "missing field" A2 "$V2"
+rm "$WORK/root-v2/src/cuda/extra.cuh"
+python3 - "$DEV" "$WORK/dev-header.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["sources"].append({"path": "dev/cuda/zz.cuh", "sha256": "0" * 64})
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_fail dev-header "file swapped" AD "$WORK/dev-header.json"
+
+# The dev receipt: its sources are dev/cuda's, all of them; its reducer is the
+# dev copy's; the tool picks the entry, so a library path under it is swapped.
+td dev-src-library "file swapped" set sources.0.path '"src/cuda/fused_decode.cu"'
+m_dev_drop() {
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['sources']=d['sources'][1:]; json.dump(d,open(sys.argv[2],'w'))" \
+    "$DEV" "$WORK/dev-drop.json"
+  expect_fail dev-source-dropped "missing field" AD "$WORK/dev-drop.json"
+}
+m_dev_drop
+td dev-tool-version2 "file swapped" set tool.name '"dev/cuda/fused_decode version 2"'
+td dev-reducer-wide "wrong geometry" set kernels.1.dynamic_shared_bytes 4096
+td dev-v2-schema "file swapped" set schema '"gem.resources.v2"'
+t2 v2-dev-tool "file swapped" set tool.name '"dev/cuda/fused_decode version 1"'
+
+summary test_analyze_resources_v2
