@@ -97,15 +97,19 @@ BASELINE = [kernel("gem_baseline_score", "baseline_score", 256, 0),
             kernel("gem_baseline_reduce", "baseline_reduce", 256, 0)]
 
 
+def kernel_gates(prefix, dyn_gate, resident_gate):
+    """A fused kernel's seven gate names, as the producers spell them."""
+    return [prefix + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
+                                       "dispatched_256_threads_8_warps", dyn_gate,
+                                       "shared_within_32768", "zero_local_bytes",
+                                       resident_gate)]
+
+
 def resources_v1_doc(tool_name, reducer, sources, binary):
     gates = ["device_compute_capability_9_0", "geometry_d512_p32_tile4_f32_no_window",
              "scratch_contract_2105344"]
-    for prefix, dyn_gate in (("first_pass", "dynamic_shared_16384"),
-                             ("reducer", "no_dynamic_shared")):
-        gates += [prefix + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
-                                             "dispatched_256_threads_8_warps", dyn_gate,
-                                             "shared_within_32768", "zero_local_bytes",
-                                             "resident")]
+    gates += kernel_gates("first_pass", "dynamic_shared_16384", "resident")
+    gates += kernel_gates("reducer", "no_dynamic_shared", "resident")
     gates.append("baseline_kernels_launchable_no_local")
     return {
         "schema": "gem.resources.v1", "tool": tool(tool_name), "device": DEVICE,
@@ -138,13 +142,8 @@ def resources_v2(out):
     gates = ["device_compute_capability_9_0",
              "geometry_d512_default_fused_tile8_f32_no_window", "scratch_contract"]
     for fp in passes:
-        gates += [fp + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
-                                         "dispatched_256_threads_8_warps", "no_dynamic_shared",
-                                         "shared_within_32768", "zero_local_bytes",
-                                         "two_blocks_per_sm")]
-    gates += ["reducer_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
-                                       "dispatched_256_threads_8_warps", "no_dynamic_shared",
-                                       "shared_within_32768", "zero_local_bytes", "resident")]
+        gates += kernel_gates(fp, "no_dynamic_shared", "two_blocks_per_sm")
+    gates += kernel_gates("reducer", "no_dynamic_shared", "resident")
     gates.append("baseline_kernels_launchable_no_local")
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
@@ -166,17 +165,6 @@ def resources_v2(out):
 def resources(out):
     root = os.path.join(out, "root")
     sources, binary = stand_in_tree(root, "src/cuda", ["attn_fused.cu"], "build/gem")
-
-    gates = ["device_compute_capability_9_0", "geometry_d512_p32_tile4_f32_no_window",
-             "scratch_contract_2105344"]
-    for prefix, dyn_gate in (("first_pass", "dynamic_shared_16384"),
-                             ("reducer", "no_dynamic_shared")):
-        gates += [prefix + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
-                                             "dispatched_256_threads_8_warps", dyn_gate,
-                                             "shared_within_32768", "zero_local_bytes",
-                                             "resident")]
-    gates.append("baseline_kernels_launchable_no_local")
-
     write(os.path.join(out, "resources.json"),
           resources_v1_doc("gem resources", "gem_fused_reducer", sources, binary))
 
