@@ -4,16 +4,16 @@
  * workspace, the tuned default, the finiteness scan, and the KV cache
  * helper's host memory and row copies.
  */
-#define _DEFAULT_SOURCE 1 /* madvise */
+#define _DEFAULT_SOURCE 1 /* sysconf */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cpu_kernels.h"
+#include "cpu_memory.h"
 #include "cpu_routes.h"
 #include "decode_internal.h"
 #include "kv_view.h"
@@ -264,29 +264,8 @@ const gem_decode_backend_ops gem_cpu_decode_ops = {
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-/* Zeroed memory for streaming: 64-byte aligned; from 2 MiB up, aligned to 2 MiB and
- * advised to use transparent huge pages (long K/V streams then take no TLB miss every
- * 4 KiB; the advice changes speed only). */
-static gem_status cache_alloc(size_t bytes, void **out)
-{
-    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
-    size_t rounded = 0;
-    if (gem_add_size(bytes, align - 1, &rounded) != GEM_OK)
-        return GEM_ERR_OVERFLOW;
-    rounded = rounded / align * align;
-    void *p = NULL;
-    if (posix_memalign(&p, align, rounded ? rounded : align) != 0)
-        return GEM_ERR_NOMEM;
-#ifdef MADV_HUGEPAGE
-    if (align == HUGE_PAGE)
-        (void)madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    memset(p, 0, rounded ? rounded : align);
-    *out = p;
-    return GEM_OK;
-}
+/* Zeroed streaming memory (cpu_memory.h). */
+static gem_status cache_alloc(size_t bytes, void **out) { return cpu_stream_alloc(bytes, 1, out); }
 
 static void cache_free(void *p) { free(p); }
 

@@ -3,13 +3,13 @@
  * 2 MiB up, like the cache helper), memcpy, poison, a wall-clock timer, and the
  * multi-threaded streaming-read probe.
  */
-#define _DEFAULT_SOURCE 1 /* madvise */
+#define _DEFAULT_SOURCE 1 /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "cpu_kernels.h"
+#include "cpu_memory.h"
 #include "cpu_pool.h"
 #include "harness.h"
 
@@ -38,25 +38,8 @@ static void *hx_stream(void *hx)
     return NULL;
 }
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-static gem_status hx_alloc(size_t bytes, void **out)
-{
-    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
-    size_t rounded = 0;
-    if (gem_add_size(bytes, align - 1, &rounded) != GEM_OK)
-        return GEM_ERR_OVERFLOW;
-    rounded = rounded / align * align;
-    void *p = NULL;
-    if (posix_memalign(&p, align, rounded ? rounded : align) != 0)
-        return GEM_ERR_NOMEM;
-#ifdef MADV_HUGEPAGE
-    if (align == HUGE_PAGE)
-        (void)madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    *out = p;
-    return GEM_OK;
-}
+/* Streaming memory (cpu_memory.h); the harness writes every byte it reads. */
+static gem_status hx_alloc(size_t bytes, void **out) { return cpu_stream_alloc(bytes, 0, out); }
 
 static void hx_free(void *p) { free(p); }
 
