@@ -91,7 +91,10 @@ static void score_item(void *ctx, int64_t item, int64_t thread)
         for (int64_t t = begin; t < end; t++) {
             const float s = j->scale * r[t];
             if (!(fabsf(s) <= FLT_MAX)) {
-                j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
+                /* a non-finite input, or a score that overflowed float */
+                j->status[item] = cpu_score_status(j->q + (h0 + hh) * dk, 1,
+                                                   kg + t * j->k_ts * j->k_es, j->kt, j->k_ts,
+                                                   1, dk);
                 return;
             }
             r[t] = s;

@@ -112,7 +112,9 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
             if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
                                 alpha + (u / T) * G) != 0) {
-                j->status[item] = GEM_ERR_NONFINITE; /* a score overflowed float */
+                /* a non-finite input, or a score that overflowed float */
+                j->status[item] = cpu_score_status(qg, G, kg + (t0 + u) * kb, j->kt, ks,
+                                                   n - u < T ? n - u : T, dk);
                 return;
             }
         cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * vb, j->vt, n, vs, pv, pn);

@@ -857,3 +857,21 @@ float cpu_stream_sum(const float *x, int64_t n)
         acc += x[i];
     return acc;
 }
+
+gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
+                            int64_t nt, int64_t n)
+{
+    for (int64_t i = 0; i < nh * n; i++)
+        if (!isfinite(q[i]))
+            return GEM_ERR_NONFINITE;
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e = t * ks + i;
+            const float x = kt == GEM_DTYPE_F32    ? ((const float *)k)[e]
+                            : kt == GEM_DTYPE_BF16 ? gem_bf16_to_f32(((const uint16_t *)k)[e])
+                                                   : gem_f16_to_f32(((const uint16_t *)k)[e]);
+            if (!isfinite(x))
+                return GEM_ERR_NONFINITE;
+        }
+    return GEM_ERR_SCORE;
+}

@@ -61,6 +61,13 @@ void cpu_rescale_accumulate(float *o, int64_t n, float alpha, const float *p, co
  * a streaming read for the bandwidth probe. x (n). */
 float cpu_stream_sum(const float *x, int64_t n);
 
+/* Why a scaled score of nh query heads q (nh, n) against nt rows of k (row t
+ * at element t*ks, type kt, n elements) is not finite: GEM_ERR_NONFINITE when
+ * q or one of those rows holds NaN or infinity, GEM_ERR_SCORE when every
+ * element is finite (scale * q.k overflowed float). For the error path only. */
+gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
+                            int64_t nt, int64_t n);
+
 /* Which implementation cpu_dot_tile and friends use: "avx512" or "portable". */
 const char *cpu_kernels_isa(void);
 

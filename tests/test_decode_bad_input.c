@@ -281,6 +281,52 @@ static void check_finite_scan(fixture *f)
     TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL), GEM_OK);
 }
 
+/* A scaled score that is not finite, on both CPU routes and both cache types: NaN or infinity
+ * in q or a live K row is GEM_ERR_NONFINITE; finite inputs whose scale * q.k overflows float
+ * are GEM_ERR_SCORE, whichever token and head they sit at. */
+static void check_score_status(fixture *f)
+{
+    const gem_decode_config base = {GEM_ROUTE_BASELINE, 2, 0};
+    const gem_decode_config *cfgs[2] = {NULL, &base};
+    const gem_kv_view *views[2] = {&f->view, &f->view16};
+    float *k = f->kv;
+    uint16_t *k16 = f->kv16;
+    const int64_t row = (1 * CAP + 13) * D; /* KV head 1, token 13 */
+    const int64_t qe = (1 * (NQ / NKV) + 1) * D + 4; /* a query head of KV head 1 */
+    for (int c = 0; c < 2; c++)
+        for (int w = 0; w < 2; w++) {
+            const float keep = k[row + 4];
+            const uint16_t keep16 = k16[row + 4];
+            k[row + 4] = NAN;
+            k16[row + 4] = 0x7FC0u;
+            TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, views[w], f->out, f->ws,
+                                     f->ws_bytes, cfgs[c], NULL),
+                          GEM_ERR_NONFINITE);
+            k[row + 4] = keep;
+            k16[row + 4] = keep16;
+            const float keep_q = f->q[qe]; /* a query head of group 2 */
+            f->q[qe] = INFINITY;
+            TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, views[w], f->out, f->ws,
+                                     f->ws_bytes, cfgs[c], NULL),
+                          GEM_ERR_NONFINITE);
+            /* finite, but q[4] * K[4] = 3e38 * ~1e30 overflows float */
+            f->q[qe] = 3e38f;
+            const float keep_k = k[row + 4];
+            const uint16_t keep_k16 = k16[row + 4];
+            k[row + 4] = 1e30f;
+            k16[row + 4] = 0x7149u; /* BF16 ~1e30 */
+            TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, views[w], f->out, f->ws,
+                                     f->ws_bytes, cfgs[c], NULL),
+                          GEM_ERR_SCORE);
+            k[row + 4] = keep_k;
+            k16[row + 4] = keep_k16;
+            f->q[qe] = keep_q;
+            TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, views[w], f->out, f->ws,
+                                     f->ws_bytes, cfgs[c], NULL),
+                          GEM_OK);
+        }
+}
+
 static void check_cache(void)
 {
     gem_kv_cache *c = (gem_kv_cache *)1;
@@ -450,6 +496,7 @@ int main(void)
     check_decode_args(&f);
     check_queries(&f);
     check_finite_scan(&f);
+    check_score_status(&f);
     check_cache();
     check_cache16();
     free(f.q);

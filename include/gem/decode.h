@@ -38,8 +38,8 @@
  * Input policy: gem_decode does not scan the cache for NaN or infinity (that
  * would read it a second time). gem_decode_check_finite does the full scan;
  * gem_kv_cache_append checks the rows it writes. Non-finite inputs give
- * non-finite outputs (or GEM_ERR_NONFINITE where the CPU notices a score
- * overflow), never a crash or an out-of-bounds access.
+ * non-finite outputs (or GEM_ERR_NONFINITE where the CPU notices a non-finite
+ * score), never a crash or an out-of-bounds access.
  */
 #ifndef GEM_DECODE_H
 #define GEM_DECODE_H
@@ -161,7 +161,9 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
  * GEM_ERR_PARAM (config, stream on the CPU), GEM_ERR_UNSUPPORTED (shape or dtype
  * the backend has no kernel for), GEM_ERR_STATE (CPU context busy).
  * After the launch: GEM_ERR_DEVICE when the CUDA runtime reports a failure;
- * GEM_ERR_NONFINITE on the CPU when a score overflows float (out is then partial). */
+ * on the CPU, when a scaled score is not finite (out is then partial): GEM_ERR_NONFINITE
+ * when q or the K row behind it holds NaN or infinity, GEM_ERR_SCORE when both are finite
+ * and scale * q.k overflowed float. */
 gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, const float *q,
                       const gem_kv_view *kv, float *out, void *workspace, size_t workspace_bytes,
                       const gem_decode_config *cfg, void *stream);
