@@ -6,6 +6,9 @@
  *     the sliding layers' ring has wrapped;
  *   - the KV bytes read per step grow with the position in full layers and stop
  *     at the window in sliding ones;
+ *   - BF16 and F16 caches: thread- and repeat-identical, both routes agree
+ *     closely, the logits stay near the F32 ones, half the KV bytes, and a copy
+ *     continues bit for bit;
  *   - the hyperparameters and shapes come from the metadata, and a file whose
  *     metadata disagrees with a tensor's shape is refused with one line;
  *   - bad calls answer a status.
@@ -24,18 +27,33 @@ static const int32_t prompt[N_PROMPT] = {2,   317, 362, 346, 350, 338, 332, 340,
                                          265, 331, 347, 447, 343, 265, 335, 344,
                                          353, 265, 339, 413, 448, 446, 366, 384};
 
-/* Runs the prompt on a new session; logits (n_vocab) of the last position. */
-static gem_status run(const gem_model *m, int64_t threads, gem_route route, const int32_t *ids,
-                      int64_t n, float *logits)
+/* Runs the prompt on a new session with caches of type kt; logits (n_vocab) of the last
+ * position. */
+static gem_status run_kv(const gem_model *m, int64_t threads, gem_route route, gem_dtype kt,
+                         const int32_t *ids, int64_t n, float *logits)
 {
     gem_session *s = NULL;
     char err[256];
-    gem_session_opts o = {threads, 64, route, 0, 0};
+    gem_session_opts o = {threads, 64, route, 0, 0, kt};
     gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
     for (int64_t i = 0; st == GEM_OK && i < n; i++)
         st = gem_session_eval(s, ids[i], i + 1 == n ? logits : NULL);
     gem_session_free(s);
     return st;
+}
+
+static gem_status run(const gem_model *m, int64_t threads, gem_route route, const int32_t *ids,
+                      int64_t n, float *logits)
+{
+    return run_kv(m, threads, route, GEM_DTYPE_F32, ids, n, logits);
+}
+
+static double max_abs_diff(const float *a, const float *b, int64_t n)
+{
+    double w = 0;
+    for (int64_t i = 0; i < n; i++)
+        w = fmax(w, fabs((double)a[i] - b[i]));
+    return w;
 }
 
 static int fill_zero(void *user, int64_t index, void *dst, size_t bytes)
@@ -99,7 +117,7 @@ int main(void)
 
     /* A copy continues exactly where its source stands (after the ring wrapped). */
     gem_session *s1 = NULL, *s2 = NULL;
-    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0};
+    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32};
     TCHECK_STATUS(gem_session_create(m, &o, &s1, err, sizeof err), GEM_OK);
     TCHECK_STATUS(gem_session_create(m, &o, &s2, err, sizeof err), GEM_OK);
     for (int i = 0; i < N_PROMPT - 1; i++)
@@ -137,15 +155,56 @@ int main(void)
     TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, other, N_PROMPT, b), GEM_OK);
     TCHECK(memcmp(a, b, (size_t)V * 4) != 0);
 
+    /* 16-bit caches. The K and V rows are rounded as they enter the cache, so the logits move
+     * off the F32 ones by the rounding (bounded loosely: softcap 30, 8-bit BF16 mantissa);
+     * each type is thread-identical, the routes agree closely, and a copy of a 16-bit session
+     * continues exactly. */
+    float *d = malloc((size_t)V * 4);
+    const gem_dtype halves[2] = {GEM_DTYPE_BF16, GEM_DTYPE_F16};
+    for (int h = 0; h < 2 && d; h++) {
+        TCHECK_STATUS(run_kv(m, 1, GEM_ROUTE_FUSED, halves[h], prompt, N_PROMPT, b), GEM_OK);
+        TCHECK_STATUS(run_kv(m, 3, GEM_ROUTE_FUSED, halves[h], prompt, N_PROMPT, d), GEM_OK);
+        TCHECK(memcmp(b, d, (size_t)V * 4) == 0);
+        TCHECK(memcmp(a, b, (size_t)V * 4) != 0); /* the rounding reached the logits */
+        TCHECK(max_abs_diff(a, b, V) < 0.5);
+        TCHECK_STATUS(run_kv(m, 2, GEM_ROUTE_BASELINE, halves[h], prompt, N_PROMPT, d), GEM_OK);
+        /* The routes' float-rounding differences (< 1e-4 on F32) can flip a later layer's
+           16-bit rounding by one unit, so here they agree to 2e-3 (measured: 3.0e-4 BF16,
+           1.0e-4 F16) and on the argmax. */
+        TCHECK(max_abs_diff(b, d, V) < 2e-3);
+        TCHECK_EQ_I64(argmax(b, V), argmax(d, V));
+        gem_session_opts ho = {2, 64, GEM_ROUTE_FUSED, 0, 0, halves[h]};
+        gem_session *h1 = NULL, *h2 = NULL, *f32 = NULL;
+        TCHECK_STATUS(gem_session_create(m, &ho, &h1, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_session_create(m, &ho, &h2, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_session_create(m, &o, &f32, err, sizeof err), GEM_OK);
+        for (int i = 0; h1 && i < N_PROMPT - 1; i++)
+            TCHECK_STATUS(gem_session_eval(h1, prompt[i], NULL), GEM_OK);
+        TCHECK_STATUS(gem_session_copy(f32, h1), GEM_ERR_PARAM); /* another cache type */
+        TCHECK_STATUS(gem_session_copy(h2, h1), GEM_OK);
+        TCHECK_STATUS(gem_session_eval(h2, prompt[N_PROMPT - 1], d), GEM_OK);
+        TCHECK(memcmp(b, d, (size_t)V * 4) == 0);
+        TCHECK_EQ_I64(gem_session_kv_bytes_at(h1, 10) - gem_session_kv_bytes_at(h1, 9),
+                      2 * 2 * 4 * 512 * 2); /* half the F32 bytes */
+        gem_session_free(h1);
+        gem_session_free(h2);
+        gem_session_free(f32);
+    }
+    free(d);
+
     /* Bad calls and options. */
     gem_session *bad = NULL;
-    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0};
+    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32};
     TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
     TCHECK(bad == NULL && err[0]);
     bo.max_tokens = 8;
     bo.full_route = GEM_ROUTE_ONLINE;
     TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
     bo.full_route = GEM_ROUTE_FUSED;
+    bo.kv_dtype = GEM_DTYPE_COUNT;
+    TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
+    TCHECK(bad == NULL && strstr(err, "kv_dtype"));
+    bo.kv_dtype = GEM_DTYPE_F32;
     bo.full_tile = 100000;
     TCHECK(gem_session_create(m, &bo, &bad, err, sizeof err) != GEM_OK && bad == NULL);
     gem_model_free(m);

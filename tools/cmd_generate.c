@@ -27,6 +27,8 @@ static void help(void)
            "  --attn R          route of the full-attention layers: baseline or fused\n"
            "                    (default fused)\n"
            "  --threads N       threads, 0 = one per core (default 0)\n"
+           "  --kv-dtype T      element type of the K/V caches: f32, bf16 or f16\n"
+           "                    (default f32)\n"
            "  --json FILE       write prompt_tokens, tokens and steps[{token, top10}] (step 0\n"
            "                    holds the logits at the last prompt position)\n"
            "  --ignore-eos      keep going past an end-of-generation token\n"
@@ -41,6 +43,7 @@ int gem_cmd_generate(int argc, char **argv)
     int64_t n_gen = 32, threads = 0;
     int ignore_eos = 0, bos = 1;
     gem_route route = GEM_ROUTE_FUSED;
+    gem_dtype kv_dtype = GEM_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -81,6 +84,11 @@ int gem_cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--attn")) {
             if (cli_parse_attn(CMD, v, &route))
                 return 2;
+        } else if (!strcmp(a, "--kv-dtype")) {
+            if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
+                cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);
+                return 2;
+            }
         } else {
             cli_error(CMD, "unknown option '%s' (see --help)", a);
             return 2;
@@ -123,7 +131,7 @@ int gem_cmd_generate(int argc, char **argv)
         goto out;
     }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0};
+    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0, kv_dtype};
     gem_status st = gem_session_create(m, &so, &s, err, sizeof err);
     if (st != GEM_OK) {
         cli_error(CMD, "%s", err);
@@ -183,6 +191,7 @@ int gem_cmd_generate(int argc, char **argv)
             "{s:s, s:s, s:s, s:I, s:o, s:O, s:O}", "schema", "gem.generate.v1", "model", model_path,
             "attn", route == GEM_ROUTE_FUSED ? "fused" : "baseline", "threads", (json_int_t)threads,
             "prompt_tokens", pt, "tokens", toks, "steps", steps);
+        json_object_set_new(doc, "kv_dtype", json_string(gem_dtype_name(kv_dtype)));
         json_object_set_new(doc, "timing",
                             json_pack("{s:f, s:f, s:I}", "prefill_s", t_prefill, "generate_s",
                                       t_gen, "generated", (json_int_t)made));

@@ -226,7 +226,7 @@ int gem_cmd_model_check(int argc, char **argv)
             goto out;
         }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0};
+    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0, GEM_DTYPE_F32};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;

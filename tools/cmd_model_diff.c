@@ -255,7 +255,7 @@ int gem_cmd_model_diff(int argc, char **argv)
     }
     const gem_route routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
     for (int r = 0; r < 2; r++) {
-        gem_session_opts so = {threads, cap, routes[r], 0, 0};
+        gem_session_opts so = {threads, cap, routes[r], 0, 0, GEM_DTYPE_F32};
         if (gem_session_create(m, &so, &pre[r], err, sizeof err) != GEM_OK ||
             (r == 1 && gem_session_create(m, &so, &work, err, sizeof err) != GEM_OK)) {
             cli_error(CMD, "%s", err);

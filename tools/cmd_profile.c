@@ -51,6 +51,7 @@ static void help(void)
            "  --reps R        interleaved repetitions (default 3)\n"
            "  --samples S     decode steps per route and repetition (default 5)\n"
            "  --threads N     threads, 0 = one per core (default 0)\n"
+           "  --kv-dtype T    element type of the K/V caches: f32, bf16 or f16 (default f32)\n"
            "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
            "  --out FILE      write the gem.model_profile.v1 record\n"
            "  -h, --help      this text\n");
@@ -94,6 +95,7 @@ int gem_cmd_profile(int argc, char **argv)
 {
     const char *model_path = NULL, *out = NULL;
     int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
+    gem_dtype kv_dtype = GEM_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -122,7 +124,12 @@ int gem_cmd_profile(int argc, char **argv)
             dst = &threads, lo = 0, hi = 4096;
         else if (!strcmp(a, "--bw-mib"))
             dst = &bw_mib, lo = 16, hi = 1 << 20;
-        else {
+        else if (!strcmp(a, "--kv-dtype")) {
+            if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
+                cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);
+                return 2;
+            }
+        } else {
             cli_error(CMD, "unknown option '%s' (see --help)", a);
             return 2;
         }
@@ -170,7 +177,7 @@ int gem_cmd_profile(int argc, char **argv)
                   (long long)steps, (long long)hp->context_length);
         goto out;
     }
-    gem_session_opts so = {threads, cap, GEM_ROUTE_BASELINE, 0, 0};
+    gem_session_opts so = {threads, cap, GEM_ROUTE_BASELINE, 0, 0, kv_dtype};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;
@@ -239,8 +246,10 @@ int gem_cmd_profile(int argc, char **argv)
            "GB/s\n",
            model_path, (long long)gem_engine_threads(e), (long long)context, (long long)prompt,
            context > prompt ? ", the rest repeated" : "", bw / 1e9);
-    printf("weights read per token %.1f MB, KV read per token %.1f MB at the first timed step\n",
-           (double)wbytes / 1e6, (double)gem_session_kv_bytes_at(s, context) / 1e6);
+    printf("weights read per token %.1f MB, KV read per token %.1f MB (%s caches) at the first "
+           "timed step\n",
+           (double)wbytes / 1e6, (double)gem_session_kv_bytes_at(s, context) / 1e6,
+           gem_dtype_name(kv_dtype));
     json_t *per_route = json_object();
     for (int r = 0; r < 2; r++) {
         const double med = median(whole[r], n), fl = median(floor_ms[r], n);
@@ -276,9 +285,10 @@ int gem_cmd_profile(int argc, char **argv)
                                       (json_int_t)gem_engine_threads(e),
                                       "read_bandwidth_bytes_per_s", bw));
         json_object_set_new(doc, "context",
-                            json_pack("{s:I, s:I, s:s}", "positions", (json_int_t)context,
+                            json_pack("{s:I, s:I, s:s, s:s}", "positions", (json_int_t)context,
                                       "evaluated", (json_int_t)prompt, "fill",
-                                      context > prompt ? "repeat (timing only)" : "real"));
+                                      context > prompt ? "repeat (timing only)" : "real",
+                                      "kv_dtype", gem_dtype_name(kv_dtype)));
         json_object_set_new(doc, "repetitions", json_integer(reps));
         json_object_set_new(doc, "samples_per_repetition", json_integer(samples));
         json_object_set_new(doc, "order", json_string("ABBA over repetitions, consecutive tokens"));

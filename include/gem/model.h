@@ -156,6 +156,9 @@ typedef struct gem_session_opts {
     gem_route full_route; /* route of the full-attention layers: GEM_ROUTE_BASELINE or
                              GEM_ROUTE_FUSED (sliding layers use the decode default) */
     int64_t full_partitions, full_tile; /* 0 = the route's tuned default */
+    gem_dtype kv_dtype;  /* element type of every layer's K and V cache: GEM_DTYPE_F32 (0, the
+                            default), GEM_DTYPE_BF16 or GEM_DTYPE_F16; rows are computed in F32
+                            and rounded to it as they enter the cache */
 } gem_session_opts;
 
 /* Per-stage time of the calls so far (seconds), for the whole-token profile. */

@@ -30,6 +30,7 @@
 
 #include "gem/decode.h"
 #include "gem/model.h"
+#include "kv_view.h"
 #include "matvec.h"
 #include "mpool.h"
 
@@ -431,13 +432,16 @@ struct gem_session {
     gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
     int64_t pos, max_tokens;
-    float **kc, **vc;  /* per layer: (cap, n_head_kv, head_dim), token-major */
+    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major */
+    gem_dtype kv_dtype;
+    size_t kv_es;      /* bytes per cache element: 4 (F32) or 2 (BF16, F16) */
     int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
     double **inv_freq; /* per layer: (n_rot / 2) */
     double *cs;        /* (max n_rot): cos and sin of the current position */
     void *ws;          /* decode workspace (ws_bytes), 64-byte aligned */
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
+    float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
     gem_stage_times t;
 };
 
@@ -474,6 +478,8 @@ void gem_session_free(gem_session *s)
     free(s->q);
     free(s->k);
     free(s->v);
+    free(s->kr);
+    free(s->vr);
     free(s->att);
     free(s->o);
     free(s->gate);
@@ -501,12 +507,17 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         (o->full_route != GEM_ROUTE_BASELINE && o->full_route != GEM_ROUTE_FUSED))
         return mfail(err, errlen, GEM_ERR_PARAM,
                      "session options: max_tokens >= 1, threads 0..4096, route baseline or fused");
+    if (o->kv_dtype != GEM_DTYPE_F32 && o->kv_dtype != GEM_DTYPE_BF16 &&
+        o->kv_dtype != GEM_DTYPE_F16)
+        return mfail(err, errlen, GEM_ERR_PARAM, "session options: kv_dtype f32, bf16 or f16");
     const gem_hparams *hp = &m->hp;
     gem_session *s = calloc(1, sizeof *s);
     if (!s)
         return GEM_ERR_NOMEM;
     s->m = m;
     s->max_tokens = o->max_tokens;
+    s->kv_dtype = o->kv_dtype;
+    s->kv_es = o->kv_dtype == GEM_DTYPE_F32 ? 4 : 2;
     s->full_cfg = (gem_decode_config){o->full_route, o->full_partitions, o->full_tile};
     gem_status st = gem_decode_ctx_create(GEM_BACKEND_CPU, o->threads, &s->dctx);
     if (st != GEM_OK) {
@@ -535,7 +546,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         s->cap[i] = l->swa && hp->window < o->max_tokens ? hp->window : o->max_tokens;
         size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim, bytes;
         if ((st = gem_mul_size(row, (size_t)s->cap[i], &bytes)) != GEM_OK ||
-            (st = gem_mul_size(bytes, sizeof(float), &bytes)) != GEM_OK) {
+            (st = gem_mul_size(bytes, s->kv_es, &bytes)) != GEM_OK) {
             mfail(err, errlen, st, "the KV cache of layer %lld does not fit size_t", (long long)i);
             goto fail;
         }
@@ -584,12 +595,14 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->att = alloc64((size_t)max_q * 4);
     s->k = alloc64((size_t)max_k * 4);
     s->v = alloc64((size_t)max_k * 4);
+    s->kr = alloc64((size_t)max_k * 4);
+    s->vr = alloc64((size_t)max_k * 4);
     s->gate = alloc64((size_t)max_ff * 4);
     s->cs = malloc((size_t)(hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa) *
                    sizeof(double));
     s->up = alloc64((size_t)max_ff * 4);
     if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
-        !s->up || !s->cs)
+        !s->up || !s->cs || !s->kr || !s->vr)
         goto nomem;
     *out = s;
     return GEM_OK;
@@ -638,10 +651,11 @@ gem_status gem_session_fill_repeat(gem_session *s, int64_t n)
         const gem_layer *l = &s->m->layers[i];
         if (l->swa)
             continue;
-        const size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim;
+        const size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es; /* bytes */
+        char *kc = s->kc[i], *vc = s->vc[i];
         for (int64_t t = s->pos; t < n; t++) {
-            memcpy(s->kc[i] + (size_t)t * row, s->kc[i] + (size_t)(t % s->pos) * row, row * 4);
-            memcpy(s->vc[i] + (size_t)t * row, s->vc[i] + (size_t)(t % s->pos) * row, row * 4);
+            memcpy(kc + (size_t)t * row, kc + (size_t)(t % s->pos) * row, row);
+            memcpy(vc + (size_t)t * row, vc + (size_t)(t % s->pos) * row, row);
         }
     }
     s->pos = n;
@@ -652,12 +666,12 @@ gem_status gem_session_copy(gem_session *dst, const gem_session *src)
 {
     if (!dst || !src)
         return GEM_ERR_NULL;
-    if (dst->m != src->m || dst->max_tokens != src->max_tokens)
+    if (dst->m != src->m || dst->max_tokens != src->max_tokens || dst->kv_dtype != src->kv_dtype)
         return GEM_ERR_PARAM;
     for (int64_t i = 0; i < src->m->hp.n_layers; i++) {
         const gem_layer *l = &src->m->layers[i];
         int64_t rows = src->pos < src->cap[i] ? src->pos : src->cap[i];
-        size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * sizeof(float);
+        size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * src->kv_es;
         memcpy(dst->kc[i], src->kc[i], n);
         memcpy(dst->vc[i], src->vc[i], n);
     }
@@ -671,7 +685,7 @@ size_t gem_session_kv_bytes_at(const gem_session *s, int64_t pos)
     for (int64_t i = 0; s && i < s->m->hp.n_layers; i++) {
         const gem_layer *l = &s->m->layers[i];
         int64_t live = pos + 1 < s->cap[i] ? pos + 1 : s->cap[i];
-        total += 2 * (size_t)live * (size_t)l->n_head_kv * (size_t)l->head_dim * sizeof(float);
+        total += 2 * (size_t)live * (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es;
     }
     return total;
 }
@@ -719,6 +733,20 @@ static float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
+/* dst (n) of type t (BF16 or F16) = src (n) rounded to nearest even; 0 when a finite value
+ * became infinite in t (|x| >= 65520 for F16), else 1. */
+static int store_half(void *dst, gem_dtype t, const float *src, int64_t n)
+{
+    uint16_t *d = dst;
+    const uint16_t e = t == GEM_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+    uint16_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d[i] = t == GEM_DTYPE_BF16 ? gem_f32_to_bf16(src[i]) : gem_f32_to_f16(src[i]);
+        bad |= (uint16_t)((d[i] & e) == e);
+    }
+    return !bad;
+}
+
 static int all_finite(const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -763,8 +791,11 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             rope(s->q + h * hd, l->n_rot, s->cs);
         }
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
-        float *kr = s->kc[li] + (size_t)row * (size_t)(nkv * hd);
-        float *vr = s->vc[li] + (size_t)row * (size_t)(nkv * hd);
+        const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
+        char *kdst = (char *)s->kc[li] + row_off, *vdst = (char *)s->vc[li] + row_off;
+        /* F32 caches take the rows in place; 16-bit ones from F32 scratch, rounded */
+        float *kr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)kdst : s->kr;
+        float *vr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)vdst : s->vr;
         for (int64_t g = 0; g < nkv; g++) {
             rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
             rope(kr + g * hd, l->n_rot, s->cs);
@@ -772,13 +803,17 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         }
         if (!all_finite(kr, nkv * hd) || !all_finite(vr, nkv * hd))
             return GEM_ERR_NONFINITE;
+        if (s->kv_dtype != GEM_DTYPE_F32 &&
+            (!store_half(kdst, s->kv_dtype, kr, nkv * hd) ||
+             !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
+            return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
         LAP(norms);
         const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
-        const gem_kv_view view = {s->kc[li], s->vc[li], GEM_DTYPE_F32, GEM_DTYPE_F32, hd,
-                                  nkv * hd,  hd,        nkv * hd,      live,          s->cap[li]};
+        const gem_kv_view view = {s->kc[li], s->vc[li], s->kv_dtype, s->kv_dtype, hd,
+                                  nkv * hd,  hd,        nkv * hd,    live,        s->cap[li]};
         const gem_decode_shape sh = shape_of(l);
         /* K and V rows this call reads: below 1 MiB one thread does it. */
-        const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 8;
+        const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 2 * s->kv_es;
         gem_status st =
             gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q, &view, s->att,
                        s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg, NULL);
