@@ -8,7 +8,9 @@
  *
  * Loops run KV head by KV head so each K and V row is read once for all the
  * query heads that share it. Rows come through a KV view (any layout; BF16 and
- * F16 elements converted to float exactly).
+ * F16 elements converted to float exactly). A view whose K is rebuilt from V
+ * (gem_k_from_v) gets its K rows in double from the stored V: k_weight * V, then
+ * the rotation with cos and sin in double (gem_k_from_v_row_f64).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,28 +59,46 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
     for (size_t i = 0; i < q_elems; i++)
         if (!isfinite(q[i]))
             return GEM_ERR_NONFINITE;
+    const gem_k_from_v *kfv = kv->k_from_v;
+    if (kfv) {
+        if ((st = gem_k_from_v_check(kfv)) != GEM_OK)
+            return st;
+        for (int64_t i = 0; i < dk; i++)
+            if (!isfinite(kfv->k_weight[i]))
+                return GEM_ERR_NONFINITE;
+    }
     row_elems = (size_t)(dk > dv ? dk : dv);
     double *score = malloc(score_bytes);               /* (group, live) */
     double *acc = malloc(acc_elems * sizeof(double));  /* (group, dv), fits: out fits */
     float *row = malloc(row_elems * sizeof(float));    /* (max(dk, dv)) one converted row */
-    if (!score || !acc || !row) {
+    double *krow = malloc(row_elems * sizeof(double)); /* (dk) K rebuilt from V */
+    if (!score || !acc || !row || !krow) {
         free(score);
         free(acc);
         free(row);
+        free(krow);
         return GEM_ERR_NOMEM;
     }
     st = GEM_OK;
     for (int64_t g = 0; g < hkv && st == GEM_OK; g++) {
         /* Scores of the group's query heads; each K row read once. */
         for (int64_t t = 0; t < live && st == GEM_OK; t++) {
-            gem_kv_row_f32(kv, 0, g, t, dk, row);
+            if (kfv)
+                gem_k_from_v_row_f64(kv, g, t, dk, row, krow);
+            else
+                gem_kv_row_f32(kv, 0, g, t, dk, row);
             for (int64_t i = 0; i < dk; i++)
                 if (!isfinite(row[i]))
                     st = GEM_ERR_NONFINITE;
             for (int64_t j = 0; j < group; j++) {
                 const float *qh = q + (size_t)(g * group + j) * (size_t)dk;
-                score[(size_t)j * (size_t)live + (size_t)t] =
-                    (double)shape->scale * dot_f64(qh, row, dk);
+                double d = 0.0;
+                if (kfv)
+                    for (int64_t i = 0; i < dk; i++)
+                        d += (double)qh[i] * krow[i];
+                else
+                    d = dot_f64(qh, row, dk);
+                score[(size_t)j * (size_t)live + (size_t)t] = (double)shape->scale * d;
             }
         }
         if (st != GEM_OK)
@@ -122,6 +142,7 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
     free(score);
     free(acc);
     free(row);
+    free(krow);
     return st;
 }
 

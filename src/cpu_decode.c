@@ -113,6 +113,16 @@ static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_
     return GEM_OK;
 }
 
+/* Any rotation: the fused route builds each K row in F32 before the scores. */
+static gem_status k_from_v_supports(const void *impl, const gem_decode_shape *shape,
+                                    const gem_k_from_v *kfv)
+{
+    (void)impl;
+    (void)shape;
+    (void)kfv;
+    return GEM_OK;
+}
+
 static void config_default(const void *impl, const gem_decode_shape *shape, int64_t live,
                            gem_decode_config *out)
 {
@@ -220,8 +230,9 @@ static void scan_item(void *ctx, int64_t item, int64_t thread)
     const int64_t t0 = c * SCAN_ROWS, t1 = t0 + SCAN_ROWS < kv->live ? t0 + SCAN_ROWS : kv->live;
     gem_status st = GEM_OK;
     for (int64_t t = t0; t < t1 && st == GEM_OK; t++)
-        if (!row_finite(kv->k, kv->k_dtype, g * kv->k_head_stride + t * kv->k_token_stride,
-                        j->dk) ||
+        if ((!kv->k_from_v &&
+             !row_finite(kv->k, kv->k_dtype, g * kv->k_head_stride + t * kv->k_token_stride,
+                         j->dk)) ||
             !row_finite(kv->v, kv->v_dtype, g * kv->v_head_stride + t * kv->v_token_stride,
                         j->dv))
             st = GEM_ERR_NONFINITE;
@@ -234,7 +245,8 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
     cpu_decode *c = impl;
     if (stream)
         return GEM_ERR_PARAM;
-    if (!floats_finite(q, shape->n_q_heads * shape->dk))
+    if (!floats_finite(q, shape->n_q_heads * shape->dk) ||
+        (kv->k_from_v && !floats_finite(kv->k_from_v->k_weight, shape->dk)))
         return GEM_ERR_NONFINITE;
     const int64_t chunks = (kv->live + SCAN_ROWS - 1) / SCAN_ROWS;
     size_t items = 0;
@@ -257,8 +269,8 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
 }
 
 const gem_decode_backend_ops gem_cpu_decode_ops = {
-    create,          destroy,      threads_of, device_of, describe,     supports,
-    config_default,  config_check, workspace_bytes,       check_memory, run,
+    create,          destroy,      threads_of,      device_of,    describe, supports,
+    k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
     check_finite,
 };
 

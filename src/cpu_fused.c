@@ -26,6 +26,16 @@
  * exactly as they load it (cpu_kernels.h), so everything after the load is
  * the F32 route, and a 16-bit cache gives the bits its F32 widening gives.
  *
+ * K rebuilt from V (kv->k_from_v, Gemma 4's K = V layers): the item builds each
+ * span's K rows in F32 before the scores, from the V rows it is about to weight,
+ * as the model computes a K row from its projection:
+ *   a[i] = k_weight[i] * v[i]                               (float)
+ *   K[j] = (float)(a[j] c_j - a[j+half] s_j), K[j+half] = (float)(a[j] s_j + a[j+half] c_j)
+ * with the products and sums in double, for j < n_pairs; c_j, s_j = cos, sin of
+ * (pos0 + t) * inv_freq[j], exact at the item's first token and stepped by the
+ * angle-addition rule in double token by token (drift below 1e-12 over any
+ * partition, far under F32's rounding). Then the route runs unchanged on those rows.
+ *
  * Every item's arithmetic depends only on (g, p) or h, never on the thread
  * that runs it, so the output is bitwise the same for any thread count.
  */
@@ -40,9 +50,7 @@
  * tokens (32: 128 KiB of K and V per item; 8, 16 and 64 were slower). */
 #define PF_TOKENS 32
 #endif
-/* Tokens the kernels take at once when the tile is shorter (a multiple of the
- * tile, at most this). */
-#define SPAN_TOKENS 32
+#define SPAN_TOKENS CPU_SPAN_TOKENS
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
@@ -55,11 +63,31 @@ typedef struct fused_job {
     float *po;        /* (P, n_q_heads, dv) numerators */
     float *out;       /* (n_q_heads, dv) */
     float *ws;        /* (threads, ws_stride) */
+    float *kfv_ws;    /* (threads, kfv_stride): rotation state and a span of K rows */
+    const gem_k_from_v *kfv; /* NULL: K read from k */
+    int64_t kfv_stride;
     gem_status *status; /* (items) */
     int64_t ws_stride, n_q, n_kv, group, dk, dv, live, partitions, tile;
     int64_t k_hs, k_ts, v_hs, v_ts;
     float scale;
 } fused_job;
+
+/* One K row rebuilt from its V row in place (r: the V row as floats, dk), the rule of the
+ * file comment; then c, s step to the next token's angle. w (dk), c, s, c1, s1 (n_pairs). */
+static void kfv_row(const float *restrict w, float *restrict r, int64_t dk, int64_t half,
+                    int64_t np, double *restrict c, double *restrict s,
+                    const double *restrict c1, const double *restrict s1)
+{
+    for (int64_t i = 0; i < dk; i++)
+        r[i] = w[i] * r[i];
+    for (int64_t i = 0; i < np; i++) {
+        const double a = r[i], b = r[i + half], ci = c[i], si = s[i];
+        r[i] = (float)(a * ci - b * si);
+        r[i + half] = (float)(a * si + b * ci);
+        c[i] = ci * c1[i] - si * s1[i]; /* the next token's angle */
+        s[i] = si * c1[i] + ci * s1[i];
+    }
+}
 
 static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
 {
@@ -93,6 +121,25 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         s[hh] = 0.0f;
     }
     memset(o, 0, (size_t)(G * dv) * sizeof(float));
+    /* K rebuilt from V: the rotation at the first token, its per-token step, a span of rows */
+    const gem_k_from_v *kfv = j->kfv;
+    double *rc = NULL, *rs = NULL, *rc1 = NULL, *rs1 = NULL;
+    float *krows = NULL; /* (S, dk) */
+    if (kfv) {
+        const int64_t np = kfv->n_pairs, hh2 = dk / 2;
+        rc = (double *)(void *)(j->kfv_ws + thread * j->kfv_stride);
+        rs = rc + hh2;
+        rc1 = rs + hh2;
+        rs1 = rc1 + hh2;
+        krows = (float *)(void *)(rs1 + hh2);
+        const double pos = (double)(kfv->pos0 + begin); /* exact: below 2^40 */
+        for (int64_t i = 0; i < np; i++) {
+            rc[i] = cos(pos * kfv->inv_freq[i]);
+            rs[i] = sin(pos * kfv->inv_freq[i]);
+            rc1[i] = cos(kfv->inv_freq[i]);
+            rs1[i] = sin(kfv->inv_freq[i]);
+        }
+    }
 
     const float *qg = j->q + h0 * dk;
     /* byte offsets: within the view's extent, which fits int64 (gem_kv_view_check) */
@@ -108,13 +155,29 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         const int64_t a0 = t0 + (S > PF_TOKENS ? S : PF_TOKENS);
         const int64_t pn = a0 < end ? (end - a0 < S ? end - a0 : S) : 0;
         const char *pk = pn ? kg + a0 * kb : NULL, *pv = pn ? vg + a0 * vb : NULL;
-        cpu_dot_tile_tm(qg, G, kg + t0 * kb, j->kt, ks, n, dk, sc, G, pk, pn);
+        /* K rows of the span: from the cache, or rebuilt from V into krows */
+        const void *kt0 = kg + t0 * kb;
+        gem_dtype ktype = j->kt;
+        int64_t kstride = ks;
+        if (kfv) {
+            for (int64_t u = 0; u < n; u++) {
+                float *r = krows + u * dk;
+                cpu_widen(vg + (t0 + u) * vb, j->vt, dk, r);
+                kfv_row(kfv->k_weight, r, dk, kfv->half, kfv->n_pairs, rc, rs, rc1, rs1);
+            }
+            kt0 = krows;
+            ktype = GEM_DTYPE_F32;
+            kstride = dk;
+            pk = NULL; /* V is prefetched by the value update */
+        }
+        cpu_dot_tile_tm(qg, G, kt0, ktype, kstride, n, dk, sc, G, pk, pk ? pn : 0);
         for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
             if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
                                 alpha + (u / T) * G) != 0) {
                 /* a non-finite input, or a score that overflowed float */
-                j->status[item] = cpu_score_status(qg, G, kg + (t0 + u) * kb, j->kt, ks,
-                                                   n - u < T ? n - u : T, dk);
+                j->status[item] = cpu_score_status(
+                    qg, G, (const char *)kt0 + u * kstride * (int64_t)gem_dtype_size(ktype),
+                    ktype, kstride, n - u < T ? n - u : T, dk);
                 return;
             }
         cpu_value_tile(o, G, dv, T, alpha, sc, vg + t0 * vb, j->vt, n, vs, pv, pn);
@@ -178,12 +241,13 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
                            const gem_kv_view *kv, const gem_decode_config *cfg, float *out)
 {
     const int64_t P = cfg->partitions, nq = shape->n_q_heads;
-    if (P < 1 || cfg->tile < 1)
+    if (P < 1 || cfg->tile < 1 || (kv->k_from_v && !r->kfv))
         return GEM_ERR_PARAM;
     fused_job j = {
         .q = q, .k = kv->k, .v = kv->v, .kt = kv->k_dtype, .vt = kv->v_dtype,
         .k_es = (int64_t)gem_dtype_size(kv->k_dtype), .v_es = (int64_t)gem_dtype_size(kv->v_dtype),
         .out = out, .ws = r->ws, .status = r->status,
+        .kfv_ws = r->kfv, .kfv = kv->k_from_v, .kfv_stride = r->kfv_stride,
         .ws_stride = r->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
         .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
         .live = kv->live, .partitions = P, .tile = cfg->tile,

@@ -10,6 +10,19 @@
 /* Score chunk of the baseline's score stage (tokens per item). */
 #define CPU_SCORE_CHUNK 256
 
+gem_status cpu_kfv_floats(int64_t dk, int64_t tile, size_t *floats)
+{
+    const size_t span = (size_t)(tile > CPU_SPAN_TOKENS ? tile : CPU_SPAN_TOKENS);
+    size_t rows = 0, n = 0;
+    gem_status st = gem_mul_size(span, (size_t)dk, &rows);
+    /* 4 * (dk / 2) doubles = 4 * (dk / 2) * 2 floats, then the rows; rounded to 16 floats */
+    if (st == GEM_OK)
+        st = gem_add_size(rows, (size_t)(dk / 2) * 8 + 15, &n);
+    if (st == GEM_OK)
+        *floats = n / 16 * 16;
+    return st;
+}
+
 /* Work items of the largest stage of a route, for the status array. */
 static gem_status stage_items(const gem_decode_shape *s, int64_t live,
                               const gem_decode_config *c, size_t *items)
@@ -81,15 +94,23 @@ gem_status cpu_routes_layout(const gem_decode_shape *shape, int64_t live,
         return st;
     per = (per + 15) / 16 * 16; /* keep every thread's block on its own lines */
     memset(out, 0, sizeof *out);
+    size_t kfv = 0, kfv_bytes = 0;
+    if (cfg->route == GEM_ROUTE_FUSED &&
+        ((st = cpu_kfv_floats(shape->dk, cfg->tile, &kfv)) != GEM_OK ||
+         (st = gem_mul_size(kfv, (size_t)threads, &kfv_bytes)) != GEM_OK ||
+         (st = gem_mul_size(kfv_bytes, sizeof(float), &kfv_bytes)) != GEM_OK))
+        return st;
     if ((st = gem_mul_size(per, (size_t)threads, &ws_floats)) != GEM_OK ||
         (st = gem_mul_size(ws_floats, sizeof(float), &ws_bytes)) != GEM_OK ||
         (st = gem_mul_size(items, sizeof(gem_status), &status_bytes)) != GEM_OK ||
         (st = round64(scratch, &out->ws_offset)) != GEM_OK ||
         (st = round64(ws_bytes, &ws_bytes)) != GEM_OK ||
-        (st = gem_add_size(out->ws_offset, ws_bytes, &out->status_offset)) != GEM_OK ||
+        (st = gem_add_size(out->ws_offset, ws_bytes, &out->kfv_offset)) != GEM_OK ||
+        (st = gem_add_size(out->kfv_offset, kfv_bytes, &out->status_offset)) != GEM_OK ||
         (st = gem_add_size(out->status_offset, status_bytes, &out->total_bytes)) != GEM_OK)
         return st;
     out->scratch_bytes = scratch;
+    out->kfv_stride = (int64_t)kfv;
     out->ws_stride = (int64_t)per;
     out->status_count = items;
     return GEM_OK;
@@ -104,6 +125,8 @@ void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
     r->scratch = base;
     r->ws = (float *)(void *)(base + l->ws_offset);
     r->ws_stride = l->ws_stride;
+    r->kfv = l->kfv_stride ? (float *)(void *)(base + l->kfv_offset) : NULL;
+    r->kfv_stride = l->kfv_stride;
     r->status = (gem_status *)(void *)(base + l->status_offset);
 }
 

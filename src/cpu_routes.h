@@ -22,6 +22,9 @@ typedef struct cpu_layout {
                               value partials (gem_baseline_scratch_bytes) */
     size_t ws_offset;      /* per-thread temporaries: (threads, ws_stride) floats */
     int64_t ws_stride;     /* floats per thread, a multiple of 16 */
+    size_t kfv_offset;     /* fused: per-thread room to rebuild K from V: (threads, kfv_stride)
+                              floats; 0 bytes for the baseline */
+    int64_t kfv_stride;    /* floats per thread (CPU_KFV_FLOATS), a multiple of 16 */
     size_t status_offset;  /* (status_count) gem_status, one per work item of a stage */
     size_t status_count;
     size_t total_bytes;    /* what the workspace must hold */
@@ -32,6 +35,16 @@ typedef struct cpu_layout {
 gem_status cpu_routes_layout(const gem_decode_shape *shape, int64_t live,
                              const gem_decode_config *cfg, int64_t threads, cpu_layout *out);
 
+/* Tokens the fused route's kernels take at once when the tile is shorter (a multiple of
+ * the tile, at most this); a span is max(CPU_SPAN_TOKENS, tile) tokens at most. */
+#define CPU_SPAN_TOKENS 32
+
+/* Floats per thread the fused route needs to rebuild K from V (gem_k_from_v): the
+ * rotation state, 4 * (dk / 2) doubles (cos, sin, and their per-token step), then one
+ * span of K rows, max(CPU_SPAN_TOKENS, tile) * dk floats. The workspace of the fused
+ * route always holds it, so one size serves views with and without K. */
+gem_status cpu_kfv_floats(int64_t dk, int64_t tile, size_t *floats);
+
 /* One run's resources: the pool and the workspace pieces of a layout. */
 typedef struct cpu_run {
     cpu_pool *pool;
@@ -39,6 +52,8 @@ typedef struct cpu_run {
     void *scratch;      /* (scratch_bytes), 64-byte aligned */
     float *ws;          /* (threads, ws_stride) */
     int64_t ws_stride;
+    float *kfv;         /* (threads, kfv_stride), NULL for the baseline */
+    int64_t kfv_stride;
     gem_status *status; /* (status_count) */
 } cpu_run;
 
@@ -52,8 +67,8 @@ gem_status cpu_first_error(const gem_status *status, int64_t n);
 
 /* The fused split-KV route: P = cfg->partitions sequence partitions, tile =
  * cfg->tile tokens. q (n_q_heads, dk), kv a validated view with K and V each
- * F32, BF16 or F16, out (n_q_heads, dv). GEM_ERR_NONFINITE when a score
- * overflows float. */
+ * F32, BF16 or F16, or V alone with K rebuilt from it (kv->k_from_v), out
+ * (n_q_heads, dv). GEM_ERR_NONFINITE / GEM_ERR_SCORE when a score is not finite. */
 gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
                            const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 

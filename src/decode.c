@@ -84,6 +84,25 @@ gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape
     return gem_decode_supports_route(ctx, shape, k_dtype, v_dtype, GEM_ROUTE_FUSED);
 }
 
+gem_status gem_decode_supports_k_from_v(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                       gem_dtype v_dtype, const gem_k_from_v *kfv)
+{
+    if (!ctx || !shape || !kfv)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (shape->dk != shape->dv)
+        return GEM_ERR_SHAPE;
+    if (gem_dtype_size(v_dtype) == 0 || kfv->half < 1 || kfv->half > shape->dk / 2 ||
+        kfv->n_pairs < 0 || kfv->n_pairs > kfv->half)
+        return GEM_ERR_PARAM;
+    st = ctx->ops->supports(ctx->impl, shape, v_dtype, v_dtype, GEM_ROUTE_FUSED);
+    if (st != GEM_OK)
+        return st;
+    return ctx->ops->k_from_v_supports(ctx->impl, shape, kfv);
+}
+
 gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                      int64_t live, gem_decode_config *out)
 {
@@ -184,6 +203,15 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
     st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype, a->cfg.route);
     if (st != GEM_OK)
         return st;
+    if (kv->k_from_v) {
+        /* K rebuilt from V: the fused route of a backend that has the kernel */
+        if ((st = gem_k_from_v_check(kv->k_from_v)) != GEM_OK)
+            return st;
+        if (a->cfg.route != GEM_ROUTE_FUSED)
+            return GEM_ERR_UNSUPPORTED;
+        if ((st = ctx->ops->k_from_v_supports(ctx->impl, shape, kv->k_from_v)) != GEM_OK)
+            return st;
+    }
     a->shape = shape;
     a->q = q;
     a->kv = kv;
@@ -212,6 +240,13 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
         overlaps(workspace, workspace_bytes, kv->k, a->k_bytes) ||
         overlaps(workspace, workspace_bytes, kv->v, a->v_bytes))
         return GEM_ERR_OVERLAP;
+    if (kv->k_from_v) {
+        const void *w = kv->k_from_v->k_weight;
+        const size_t w_bytes = (size_t)shape->dk * sizeof(float);
+        if (overlaps(out, out_bytes, w, w_bytes) ||
+            overlaps(workspace, workspace_bytes, w, w_bytes))
+            return GEM_ERR_OVERLAP;
+    }
     return GEM_OK;
 }
 
@@ -243,6 +278,8 @@ gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_s
     gem_status st = gem_decode_shape_check(shape);
     if (st == GEM_OK)
         st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st == GEM_OK && kv->k_from_v)
+        st = gem_k_from_v_check(kv->k_from_v);
     if (st != GEM_OK)
         return st;
     return ctx->ops->check_finite(ctx->impl, shape, q, kv, stream);

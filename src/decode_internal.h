@@ -37,6 +37,10 @@ typedef struct gem_decode_backend_ops {
     /* GEM_OK or GEM_ERR_UNSUPPORTED for a valid shape, known dtypes and a decode route */
     gem_status (*supports)(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
                            gem_dtype v_dtype, gem_route route);
+    /* GEM_OK or GEM_ERR_UNSUPPORTED: the fused route rebuilds K from V this way (shape valid,
+     * dk == dv, kfv's fields in range) */
+    gem_status (*k_from_v_supports)(const void *impl, const gem_decode_shape *shape,
+                                    const gem_k_from_v *kfv);
     /* the tuned fused config at `live` (shape valid, live >= 1) */
     void (*config_default)(const void *impl, const gem_decode_shape *shape, int64_t live,
                            gem_decode_config *out);
@@ -48,7 +52,7 @@ typedef struct gem_decode_backend_ops {
     gem_status (*check_memory)(const void *impl, const gem_decode_args *a);
     /* runs a fully validated call */
     gem_status (*run)(void *impl, const gem_decode_args *a);
-    /* the full finiteness scan of a validated q and view */
+    /* the full finiteness scan of a validated q and view (with k_from_v: V and k_weight) */
     gem_status (*check_finite)(void *impl, const gem_decode_shape *shape, const float *q,
                                const gem_kv_view *kv, void *stream);
 } gem_decode_backend_ops;

@@ -99,12 +99,55 @@ gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t 
         return GEM_ERR_NULL;
     if (n_kv_heads < 1 || dk < 1 || dv < 1 || kv->live < 1 || kv->capacity < kv->live)
         return GEM_ERR_SHAPE;
-    gem_status st = tensor_check(kv->k, kv->k_dtype, kv->k_head_stride, kv->k_token_stride,
-                                 n_kv_heads, kv->capacity, dk, k_bytes);
+    const gem_k_from_v *kfv = kv->k_from_v;
+    gem_status st = GEM_OK;
+    if (kfv) {
+        /* V alone: no K tensor, K rebuilt from V (gem_k_from_v) */
+        if (kv->k || kv->k_head_stride != 0 || kv->k_token_stride != 0 || dk != dv)
+            return GEM_ERR_SHAPE;
+        if (kv->k_dtype != kv->v_dtype || !kfv->k_weight || kfv->half < 1 ||
+            kfv->half > dk / 2 || kfv->n_pairs < 0 || kfv->n_pairs > kfv->half ||
+            (kfv->n_pairs > 0 && !kfv->inv_freq) || kfv->pos0 < 0 ||
+            kfv->pos0 > GEM_K_FROM_V_MAX_POS - kv->capacity)
+            return GEM_ERR_PARAM;
+        if ((uintptr_t)kfv->k_weight % sizeof(float) != 0)
+            return GEM_ERR_ALIGN;
+        if (k_bytes)
+            *k_bytes = 0;
+    } else {
+        st = tensor_check(kv->k, kv->k_dtype, kv->k_head_stride, kv->k_token_stride, n_kv_heads,
+                          kv->capacity, dk, k_bytes);
+    }
     if (st == GEM_OK)
         st = tensor_check(kv->v, kv->v_dtype, kv->v_head_stride, kv->v_token_stride, n_kv_heads,
                           kv->capacity, dv, v_bytes);
     return st;
+}
+
+gem_status gem_k_from_v_check(const gem_k_from_v *kfv)
+{
+    if (!kfv)
+        return GEM_ERR_NULL;
+    for (int64_t j = 0; j < kfv->n_pairs; j++)
+        if (!isfinite(kfv->inv_freq[j]) || !(kfv->inv_freq[j] >= 0.0))
+            return GEM_ERR_PARAM;
+    return GEM_OK;
+}
+
+void gem_k_from_v_row_f64(const gem_kv_view *kv, int64_t g, int64_t t, int64_t n, float *vrow,
+                          double *dst)
+{
+    const gem_k_from_v *kfv = kv->k_from_v;
+    gem_kv_row_f32(kv, 1, g, t, n, vrow);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (double)kfv->k_weight[i] * (double)vrow[i];
+    const double pos = (double)(kfv->pos0 + t); /* exact: below 2^40 */
+    for (int64_t j = 0; j < kfv->n_pairs; j++) {
+        const double th = pos * kfv->inv_freq[j], c = cos(th), s = sin(th);
+        const double a = dst[j], b = dst[j + kfv->half];
+        dst[j] = a * c - b * s;
+        dst[j + kfv->half] = a * s + b * c;
+    }
 }
 
 gem_kv_view gem_kv_view_dense(const float *k, const float *v, int64_t dk, int64_t dv,
@@ -155,6 +198,17 @@ float gem_f16_to_f32(uint16_t h)
 
 float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i)
 {
+    if (!which && kv->k_from_v) {
+        const gem_k_from_v *kfv = kv->k_from_v;
+        const double a = (double)kfv->k_weight[i] * (double)gem_kv_view_load(kv, 1, g, t, i);
+        const int64_t j = i < kfv->half ? i : i - kfv->half;
+        if (i >= 2 * kfv->half || j >= kfv->n_pairs)
+            return (float)a;
+        const int64_t o = i < kfv->half ? i + kfv->half : j; /* the partner */
+        const double b = (double)kfv->k_weight[o] * (double)gem_kv_view_load(kv, 1, g, t, o);
+        const double th = (double)(kfv->pos0 + t) * kfv->inv_freq[j], c = cos(th), s = sin(th);
+        return (float)(i < kfv->half ? a * c - b * s : b * s + a * c);
+    }
     const void *base = which ? kv->v : kv->k;
     const gem_dtype dt = which ? kv->v_dtype : kv->k_dtype;
     const int64_t off = g * (which ? kv->v_head_stride : kv->k_head_stride) +

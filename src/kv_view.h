@@ -25,4 +25,11 @@ uint16_t gem_f32_to_f16(float f);
 void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t n,
                     float *dst);
 
+/* Row (g, t) of K rebuilt from V (kv->k_from_v not NULL) in double: the V row
+ * converted exactly into vrow (n floats, scratch), then k_weight * V and the
+ * rotation of gem_k_from_v with cos and sin in double, into dst (n doubles).
+ * n = dk = dv. No checks: the view was validated. The reference's K. */
+void gem_k_from_v_row_f64(const gem_kv_view *kv, int64_t g, int64_t t, int64_t n, float *vrow,
+                          double *dst);
+
 #endif /* GEM_KV_VIEW_H */

@@ -58,12 +58,16 @@ static void check_device(void)
         "gem_fused_first_pass",      "gem_fused_first_pass_strided",
         "gem_fused_first_pass_bf16", "gem_fused_first_pass_bf16_strided",
         "gem_fused_first_pass_f16",  "gem_fused_first_pass_f16_strided",
+        "gem_fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v_bf16",
+        "gem_fused_first_pass_k_from_v_f16",
         "gem_fused_reducer",         "gem_baseline_score",
         "gem_baseline_normalize",    "gem_baseline_value",
         "gem_baseline_reduce"};
     static const char *roles[GEM_CUDA_KERNELS] = {
         "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
         "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
+        "fused_first_pass_k_from_v", "fused_first_pass_k_from_v_bf16",
+        "fused_first_pass_k_from_v_f16",
         "fused_reducer",         "baseline_score",           "baseline_normalize",
         "baseline_value",        "baseline_reduce"};
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
@@ -111,6 +115,17 @@ static void check_device(void)
     TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32,
                                             GEM_ROUTE_BASELINE),
                   GEM_OK);
+    /* K rebuilt from V: Gemma 4's rotation (half 256, at most 64 pairs), every V type */
+    gem_k_from_v kfv = {NULL, NULL, 64, 256, 0};
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+        TCHECK_STATUS(gem_decode_supports_k_from_v(c, &prod, (gem_dtype)t, &kfv), GEM_OK);
+    kfv.n_pairs = 65;
+    TCHECK_STATUS(gem_decode_supports_k_from_v(c, &prod, GEM_DTYPE_F32, &kfv),
+                  GEM_ERR_UNSUPPORTED);
+    kfv.n_pairs = 8;
+    kfv.half = 128;
+    TCHECK_STATUS(gem_decode_supports_k_from_v(c, &prod, GEM_DTYPE_F32, &kfv),
+                  GEM_ERR_UNSUPPORTED);
     const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
     TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED);

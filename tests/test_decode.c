@@ -20,6 +20,10 @@
  *     exactly that status (GEM_ERR_PARAM for a config, else GEM_ERR_UNSUPPORTED)
  *     and write nothing. The CPU must support every case; CUDA at least the
  *     production shape with F32 K and V.
+ * Cases with K rebuilt from V (gem_k_from_v) hold V alone and check against the
+ * reference's K built in double from the same V; Gemma 4's rotation (half 256, 64
+ * rotated pairs, base 1e6) at row-0 positions 0 and 1,000,000 (large angles), and a
+ * general rotation on CPU-only shapes.
  * Then a 200-step append-then-attend loop through the KV cache helper (and a
  * ring of 64 rows), for an F32 cache and 16-bit caches, on every backend, each
  * step against the reference, and the cache's bytes against rows rounded here
@@ -62,7 +66,14 @@ typedef struct dcase {
     int alias;       /* K and V the same buffer (dk == dv, kt == vt) */
     int size;        /* 0 small, 1 normal, 2 long */
     gem_dtype kt, vt;
+    int kfv;         /* K rebuilt from V: 0 no; KFV_GEMMA / KFV_GEMMA_FAR: Gemma 4's
+                        rotation with row 0 at position 0 / 1,000,000; KFV_ODD: half dk/2 - 1,
+                        n_pairs half - 2, positions from 17 (kt must equal vt) */
 } dcase;
+
+#define KFV_GEMMA 1
+#define KFV_GEMMA_FAR 2
+#define KFV_ODD 3
 
 #define DEF GEM_ROUTE_COUNT
 #define F GEM_ROUTE_FUSED
@@ -73,15 +84,15 @@ typedef struct dcase {
 /* Gemma's QK-normed scale (0 in a case = 1/sqrt(dk)). */
 #define QKN 1.0f
 
-/* K and V element types */
-#define KV_F32 GEM_DTYPE_F32, GEM_DTYPE_F32
-#define KV_BF16 GEM_DTYPE_BF16, GEM_DTYPE_BF16
-#define KV_F16 GEM_DTYPE_F16, GEM_DTYPE_F16
-#define K_BF16_V_F16 GEM_DTYPE_BF16, GEM_DTYPE_F16
-#define K_F16_V_BF16 GEM_DTYPE_F16, GEM_DTYPE_BF16
-#define K_F32_V_BF16 GEM_DTYPE_F32, GEM_DTYPE_BF16
-#define K_BF16_V_F32 GEM_DTYPE_BF16, GEM_DTYPE_F32
-#define K_F16_V_F32 GEM_DTYPE_F16, GEM_DTYPE_F32
+/* K and V element types (and no K-from-V rotation) */
+#define KV_F32 GEM_DTYPE_F32, GEM_DTYPE_F32, 0
+#define KV_BF16 GEM_DTYPE_BF16, GEM_DTYPE_BF16, 0
+#define KV_F16 GEM_DTYPE_F16, GEM_DTYPE_F16, 0
+#define K_BF16_V_F16 GEM_DTYPE_BF16, GEM_DTYPE_F16, 0
+#define K_F16_V_BF16 GEM_DTYPE_F16, GEM_DTYPE_BF16, 0
+#define K_F32_V_BF16 GEM_DTYPE_F32, GEM_DTYPE_BF16, 0
+#define K_BF16_V_F32 GEM_DTYPE_BF16, GEM_DTYPE_F32, 0
+#define K_F16_V_F32 GEM_DTYPE_F16, GEM_DTYPE_F32, 0
 
 /* The design's lengths for one pair of element types: 1 and 13 (small), 4097
  * and 8191-8193 (normal), 65,536 and 131,072 (long); capacity > live; both
@@ -96,6 +107,17 @@ typedef struct dcase {
     {DEF, 0, 0, PROD, 8193, 8200, HEAD_MAJOR_PADDED, QKN, 0, 1, kv},              \
     {DEF, 0, 0, PROD, 65536, 65540, HEAD_MAJOR, 0, 0, 2, kv},                     \
     {DEF, 0, 0, PROD, 131072, 131080, TOKEN_MAJOR, QKN, 0, 2, kv}
+
+/* K rebuilt from V for one element type: the design's lengths, both scales, layouts. */
+#define KFV_LENGTHS(t)                                                                      \
+    {DEF, 0, 0, PROD, 1, 4, HEAD_MAJOR, 0, 0, 0, t, t, KFV_GEMMA},                            \
+    {DEF, 0, 0, PROD, 13, 17, TOKEN_MAJOR, QKN, 0, 0, t, t, KFV_GEMMA_FAR},                   \
+    {DEF, 0, 0, PROD, 4097, 4100, TOKEN_MAJOR_PADDED, 0, 0, 1, t, t, KFV_GEMMA},              \
+    {DEF, 0, 0, PROD, 8191, 8200, HEAD_MAJOR, QKN, 0, 1, t, t, KFV_GEMMA},                    \
+    {F, 64, 0, PROD, 8192, 8195, TOKEN_MAJOR, QKN, 0, 1, t, t, KFV_GEMMA_FAR},                \
+    {DEF, 0, 0, PROD, 8193, 8200, HEAD_MAJOR_PADDED, QKN, 0, 1, t, t, KFV_GEMMA},             \
+    {DEF, 0, 0, PROD, 65536, 65540, HEAD_MAJOR, 0, 0, 2, t, t, KFV_GEMMA},                    \
+    {DEF, 0, 0, PROD, 131072, 131080, TOKEN_MAJOR, QKN, 0, 2, t, t, KFV_GEMMA}
 
 static const dcase cases[] = {
     /* production shape, F32: every route and config the backends compile */
@@ -142,7 +164,40 @@ static const dcase cases[] = {
     {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0, KV_F16},
     {B, 4, 0, 8, 2, 64, 64, 1000, 1003, HEAD_MAJOR, QKN, 0, 0, KV_F16},
     {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0, K_BF16_V_F16},
+    /* K rebuilt from V (Gemma 4's full layers hold V alone) */
+    KFV_LENGTHS(GEM_DTYPE_F32),
+    KFV_LENGTHS(GEM_DTYPE_BF16),
+    KFV_LENGTHS(GEM_DTYPE_F16),
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, 0, 0, 0, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA_FAR},
+    {F, 32, 0, PROD, 5, 9, TOKEN_MAJOR_PADDED, QKN, 0, 0, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_GEMMA}, /* P > live */
+    {B, 0, 0, PROD, 300, 300, HEAD_MAJOR, QKN, 0, 0, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA}, /* baseline: refused */
+    {F, 5, 3, 6, 3, 40, 40, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_ODD},
+    {F, 2, 1, 8, 2, 64, 64, 1000, 1003, TOKEN_MAJOR, QKN, 0, 0, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_ODD},
+    {DEF, 0, 0, 8, 8, 512, 512, 300, 300, TOKEN_MAJOR, QKN, 0, 0, GEM_DTYPE_F16, GEM_DTYPE_F16, KFV_GEMMA}, /* group 1 */
 };
+
+/* The rotation of a K-from-V case (inv_freq host memory of kfv_inv_freq's size). */
+#define KFV_MAX_PAIRS 256
+static gem_k_from_v kfv_of(const dcase *c, double *inv_freq)
+{
+    gem_k_from_v r;
+    memset(&r, 0, sizeof r);
+    if (c->kfv == KFV_ODD) {
+        r.half = c->dk / 2 - 1;
+        r.n_pairs = r.half - 2;
+        r.pos0 = 17;
+        for (int64_t j = 0; j < r.n_pairs; j++)
+            inv_freq[j] = pow(1e4, -2.0 * (double)j / (double)(2 * r.half));
+    } else {
+        r.half = c->dk / 2;
+        r.n_pairs = r.half < 64 ? r.half : 64;
+        r.pos0 = c->kfv == KFV_GEMMA_FAR ? 1000000 : 0;
+        for (int64_t j = 0; j < r.n_pairs; j++)
+            inv_freq[j] = pow(1e6, -2.0 * (double)j / (double)c->dk);
+    }
+    r.inv_freq = inv_freq;
+    return r;
+}
 
 /* ---- memory of a backend -------------------------------------------------------- */
 
@@ -233,7 +288,7 @@ typedef struct case_out {
  * checks audit, repeat and the reference. Returns the first output (caller frees). */
 static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem *m,
                          const float *q, const void *k, const void *v, strides sk, strides sv,
-                         const double *ref, const char *what)
+                         const float *k_weight, const double *ref, const char *what)
 {
     case_out r = {NULL, GEM_OK};
     const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
@@ -246,13 +301,17 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
     if (r.status != GEM_OK)
         return r;
     float *dq = put(m, q, nq * sizeof(float));
-    void *dk = put(m, k, (size_t)sk.elems * gem_dtype_size(c->kt));
+    double inv_freq[KFV_MAX_PAIRS];
+    gem_k_from_v kfv = kfv_of(c, inv_freq);
+    float *dw = c->kfv ? put(m, k_weight, (size_t)c->dk * sizeof(float)) : NULL;
+    kfv.k_weight = dw;
+    void *dk = c->kfv ? NULL : put(m, k, (size_t)sk.elems * gem_dtype_size(c->kt));
     void *dv = c->alias ? dk : put(m, v, (size_t)sv.elems * gem_dtype_size(c->vt));
     float *dout = put(m, NULL, no * sizeof(float) + GEM_GUARD_BYTES);
     void *ws = put(m, NULL, ws_bytes);
     float *host = gem_guard_alloc(no);
     float *first = malloc(no * sizeof(float));
-    if (!dq || !dk || !dv || !dout || !ws || !host || !first) {
+    if (!dq || (!dk && !c->kfv) || (!dw && c->kfv) || !dv || !dout || !ws || !host || !first) {
         r.status = GEM_ERR_NOMEM;
         goto done;
     }
@@ -268,6 +327,10 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
     kv.v_token_stride = sv.ts;
     kv.live = c->live;
     kv.capacity = c->capacity;
+    if (c->kfv) {
+        kv.k_head_stride = kv.k_token_stride = 0;
+        kv.k_from_v = &kfv;
+    }
     void *stream = m->ops->stream(m->hx);
     for (int rep = 0; rep < 2; rep++) {
         TCHECK(m->ops->poison(m->hx, dout, no, GEM_POISON_BITS, GEM_GUARD_BYTES) == GEM_OK);
@@ -306,7 +369,10 @@ done:
     if (!c->alias)
         m->ops->free(dv);
     m->ops->free(dq);
-    m->ops->free(dk);
+    if (dk)
+        m->ops->free(dk);
+    if (dw)
+        m->ops->free(dw);
     m->ops->free(dout);
     m->ops->free(ws);
     gem_guard_free(host);
@@ -329,9 +395,17 @@ static gem_status expected_status(const dcase *c, const gem_decode_ctx *ctx)
     gem_decode_config used;
     if (st == GEM_OK)
         st = gem_decode_config_default(ctx, &shape, c->live, &used);
-    return st != GEM_OK ? st
-                        : gem_decode_supports_route(ctx, &shape, c->kt, c->vt,
-                                                    c->route == DEF ? used.route : c->route);
+    const gem_route route = c->route == DEF ? used.route : c->route;
+    if (st == GEM_OK)
+        st = gem_decode_supports_route(ctx, &shape, c->kt, c->vt, route);
+    if (st == GEM_OK && c->kfv) {
+        /* K rebuilt from V: the fused route, where the backend has the kernel */
+        double inv_freq[KFV_MAX_PAIRS];
+        const gem_k_from_v kfv = kfv_of(c, inv_freq);
+        st = route != GEM_ROUTE_FUSED ? GEM_ERR_UNSUPPORTED
+                                      : gem_decode_supports_k_from_v(ctx, &shape, c->vt, &kfv);
+    }
+    return st;
 }
 
 typedef struct target {
@@ -350,18 +424,28 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
     const size_t no = (size_t)(c->nq * c->dv);
     const int wide = c->kt != GEM_DTYPE_F32 || c->vt != GEM_DTYPE_F32;
     float *q = malloc((size_t)(c->nq * c->dk) * sizeof(float));
-    void *k = make_tensor(sk, c->nkv, c->live, c->dk, seed, c->kt);
+    float *k_weight = c->kfv ? malloc((size_t)c->dk * sizeof(float)) : NULL;
+    double inv_freq[KFV_MAX_PAIRS];
+    gem_k_from_v kfv = kfv_of(c, inv_freq);
+    if (k_weight) /* a k_norm weight around 1, as trained ones are */
+        gem_fill_uniform(seed + 9, 0.5f, 1.5f, k_weight, (size_t)c->dk);
+    kfv.k_weight = k_weight;
+    /* K rebuilt from V: no K tensor */
+    void *k = c->kfv ? NULL : make_tensor(sk, c->nkv, c->live, c->dk, seed, c->kt);
     void *v = c->alias ? k : make_tensor(sv, c->nkv, c->live, c->dv, seed + 77, c->vt);
     double *ref = malloc(no * sizeof(double));
     /* the F32 widening of a 16-bit cache, for the bitwise check on the CPU */
     float *wk = NULL, *wv = NULL;
     if (wide) {
-        wk = widen_tensor(k, c->kt, sk.elems);
+        wk = c->kfv ? NULL : widen_tensor(k, c->kt, sk.elems);
         wv = c->alias ? wk : widen_tensor(v, c->vt, sv.elems);
     }
-    if (!TCHECK(q && k && v && ref && (!wide || (wk && wv))))
+    if (!TCHECK(q && (k || c->kfv) && v && ref && (!wide || ((wk || c->kfv) && wv)) &&
+                (k_weight || !c->kfv)))
         goto done;
     if (!TCHECK(!c->alias || (c->dk == c->dv && c->kt == c->vt))) /* a bad table entry */
+        goto done;
+    if (!TCHECK(!c->kfv || (!c->alias && c->dk == c->dv && c->kt == c->vt)))
         goto done;
     gem_fill_uniform(seed + 5, -1.0f, 1.0f, q, (size_t)(c->nq * c->dk));
     const gem_decode_shape shape = {c->nq, c->nkv, c->dk, c->dv,
@@ -378,6 +462,10 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
     hv.v_token_stride = sv.ts;
     hv.live = c->live;
     hv.capacity = c->capacity;
+    if (c->kfv) {
+        hv.k_head_stride = hv.k_token_stride = 0;
+        hv.k_from_v = &kfv;
+    }
     TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hv, ref, no), GEM_OK);
     float *prev = NULL;
     const char *prev_name = NULL;
@@ -385,19 +473,24 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
         char what[320];
         snprintf(what, sizeof what,
                  "case %zu %s: %s P%lld t%lld, %lld/%lld heads, dk %lld dv %lld, "
-                 "live %lld cap %lld, %s%s, K %s V %s", index, targets[t].name,
+                 "live %lld cap %lld, %s%s%s, K %s V %s", index, targets[t].name,
                  c->route == DEF ? "default" : gem_route_name(c->route), (long long)c->partitions,
                  (long long)c->tile, (long long)c->nq, (long long)c->nkv, (long long)c->dk,
                  (long long)c->dv, (long long)c->live, (long long)c->capacity,
-                 layout_name[c->lay], c->alias ? ", K = V" : "", gem_dtype_name(c->kt),
+                 layout_name[c->lay], c->alias ? ", K = V" : "",
+                 c->kfv ? ", K from V" : "", gem_dtype_name(c->kt),
                  gem_dtype_name(c->vt));
         const gem_backend b = targets[t].mem.backend;
         const gem_status want = expected_status(c, targets[t].ctx);
-        if (b == GEM_BACKEND_CPU && !TCHECK(want == GEM_OK)) /* the CPU runs every case */
+        /* the CPU runs every case but the baseline on a view without K */
+        const gem_status cpu_want =
+            c->kfv && c->route == GEM_ROUTE_BASELINE ? GEM_ERR_UNSUPPORTED : GEM_OK;
+        if (b == GEM_BACKEND_CPU && !TCHECK(want == cpu_want))
             fprintf(stderr, "     %s: the CPU answers %s\n", what, gem_status_name(want));
         if (!TCHECK(want == GEM_OK || want == GEM_ERR_UNSUPPORTED || want == GEM_ERR_PARAM))
             fprintf(stderr, "     %s: supports/config answer %s\n", what, gem_status_name(want));
-        case_out r = run_case(c, targets[t].ctx, &targets[t].mem, q, k, v, sk, sv, ref, what);
+        case_out r =
+            run_case(c, targets[t].ctx, &targets[t].mem, q, k, v, sk, sv, k_weight, ref, what);
         if (want != GEM_OK) {
             if (!TCHECK(r.status == want))
                 fprintf(stderr, "     %s: want %s, got %s\n", what, gem_status_name(want),
@@ -421,8 +514,8 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
         if (wide && !prev) {
             dcase cw = *c;
             cw.kt = cw.vt = GEM_DTYPE_F32;
-            case_out rw = run_case(&cw, targets[t].ctx, &targets[t].mem, q, wk, wv, sk, sv, ref,
-                                   what);
+            case_out rw = run_case(&cw, targets[t].ctx, &targets[t].mem, q, wk, wv, sk, sv,
+                                   k_weight, ref, what);
             if (!TCHECK(rw.status == GEM_OK && memcmp(rw.out, r.out, no * sizeof(float)) == 0))
                 fprintf(stderr, "     %s: differs from the call on the F32 widening (%s)\n", what,
                         gem_status_name(rw.status));
@@ -436,6 +529,7 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
 done:
     free(q);
     free(k);
+    free(k_weight);
     if (!c->alias)
         free(v);
     free(wk);

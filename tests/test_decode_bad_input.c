@@ -12,7 +12,9 @@
  * (refused, nothing written; for a 16-bit cache also finite F32 values that
  * round to infinity in it), rounding to BF16 / F16, ring wrap, reset. The
  * finiteness scan finds a NaN in q, in a live K row and in a live V row (F32
- * and 16-bit), and ignores rows past live.
+ * and 16-bit), and ignores rows past live. Views with K rebuilt from V: every
+ * malformed field of the view and of gem_k_from_v, the baseline route, an
+ * output over k_weight, and the scan of k_weight and V.
  * Runs on the CPU (host memory); the CUDA answers are in test_decode and
  * test_cuda_queries.
  */
@@ -281,6 +283,104 @@ static void check_finite_scan(fixture *f)
     TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view16, NULL), GEM_OK);
 }
 
+/* K rebuilt from V (gem_k_from_v): every malformed view, rotation and route is refused with
+ * its status and nothing written; a good one runs; the finiteness scan covers k_weight. */
+static void check_k_from_v(fixture *f)
+{
+    float w[D + 1]; /* one spare: the view at w + 1 */
+    for (int i = 0; i < D + 1; i++)
+        w[i] = 0.75f + 0.03125f * (float)i;
+    double inv_freq[D / 2];
+    for (int j = 0; j < D / 2; j++)
+        inv_freq[j] = pow(1e4, -2.0 * j / (double)D);
+    const gem_k_from_v good = {w, inv_freq, 3, D / 2, 5};
+    gem_k_from_v r = good;
+    gem_kv_view kv = f->view;
+    kv.k = NULL;
+    kv.k_head_stride = kv.k_token_stride = 0;
+    kv.k_from_v = &r;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "K from V");
+    TCHECK_STATUS(gem_decode_supports_k_from_v(f->ctx, &f->shape, GEM_DTYPE_F32, &r), GEM_OK);
+    /* the view: a K tensor, K strides, dtypes that differ */
+    gem_kv_view bad = kv;
+    bad.k = f->kv;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE, "kfv with k");
+    bad = kv;
+    bad.k_token_stride = D;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_SHAPE,
+           "kfv with K strides");
+    bad = kv;
+    bad.k_dtype = GEM_DTYPE_BF16;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "kfv K dtype differs");
+    /* the rotation's fields */
+    const struct {
+        gem_k_from_v r;
+        gem_status want;
+        const char *what;
+    } rots[] = {
+        {{NULL, inv_freq, 3, D / 2, 5}, GEM_ERR_PARAM, "no k_weight"},
+        {{w, NULL, 3, D / 2, 5}, GEM_ERR_PARAM, "no inv_freq"},
+        {{w, NULL, 0, D / 2, 5}, GEM_OK, "no pair rotates: inv_freq unused"},
+        {{w, inv_freq, 3, 0, 5}, GEM_ERR_PARAM, "half 0"},
+        {{w, inv_freq, 3, D / 2 + 1, 5}, GEM_ERR_PARAM, "2 half > dk"},
+        {{w, inv_freq, D / 2 + 1, D / 2, 5}, GEM_ERR_PARAM, "n_pairs > half"},
+        {{w, inv_freq, -1, D / 2, 5}, GEM_ERR_PARAM, "n_pairs < 0"},
+        {{w, inv_freq, 3, D / 2, -1}, GEM_ERR_PARAM, "pos0 < 0"},
+        {{w, inv_freq, 3, D / 2, GEM_K_FROM_V_MAX_POS - CAP + 1}, GEM_ERR_PARAM,
+         "positions past 2^40"},
+        {{w, inv_freq, 3, D / 2, GEM_K_FROM_V_MAX_POS - CAP}, GEM_OK, "the last positions"},
+        {{w + 1, inv_freq, 3, D / 2, 5}, GEM_OK, "k_weight at any float"},
+    };
+    for (size_t i = 0; i < sizeof rots / sizeof rots[0]; i++) {
+        r = rots[i].r;
+        expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, rots[i].want, rots[i].what);
+    }
+    r = good;
+    r.k_weight = (const float *)(const void *)((const char *)w + 2);
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN,
+           "k_weight misaligned");
+    double bad_freq[3] = {1.0, NAN, 0.5};
+    r = good;
+    r.inv_freq = bad_freq;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM, "NaN inv_freq");
+    bad_freq[1] = -0.5;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "negative inv_freq");
+    bad_freq[1] = INFINITY;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "infinite inv_freq");
+    /* the baseline route has no kernel for it; dk != dv cannot be one */
+    r = good;
+    const gem_decode_config base = {GEM_ROUTE_BASELINE, 2, 0};
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, &base, NULL, GEM_ERR_UNSUPPORTED,
+           "kfv on the baseline");
+    gem_decode_shape wide = f->shape;
+    wide.dv = D / 2;
+    TCHECK_STATUS(gem_decode_supports_k_from_v(f->ctx, &wide, GEM_DTYPE_F32, &r), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_decode_supports_k_from_v(f->ctx, &f->shape, GEM_DTYPE_COUNT, &r),
+                  GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_decode_supports_k_from_v(f->ctx, &f->shape, GEM_DTYPE_F32, NULL),
+                  GEM_ERR_NULL);
+    /* an output over k_weight */
+    r.k_weight = f->out;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_OVERLAP,
+           "out over k_weight");
+    /* the scan: k_weight and V; K is not looked for */
+    r = good;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_OK);
+    w[D - 1] = NAN;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_ERR_NONFINITE);
+    w[D - 1] = 1.0f;
+    float *v = f->kv + NKV * CAP * D;
+    const float keep = v[(1 * CAP + 19) * D + 2];
+    v[(1 * CAP + 19) * D + 2] = INFINITY;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_ERR_NONFINITE);
+    v[(1 * CAP + 19) * D + 2] = keep;
+    r.inv_freq = bad_freq;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_ERR_PARAM);
+}
+
 /* A scaled score that is not finite, on both CPU routes and both cache types: NaN or infinity
  * in q or a live K row is GEM_ERR_NONFINITE; finite inputs whose scale * q.k overflows float
  * are GEM_ERR_SCORE, whichever token and head they sit at. */
@@ -496,6 +596,7 @@ int main(void)
     check_decode_args(&f);
     check_queries(&f);
     check_finite_scan(&f);
+    check_k_from_v(&f);
     check_score_status(&f);
     check_cache();
     check_cache16();

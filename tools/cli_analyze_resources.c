@@ -7,9 +7,10 @@
  * the receipt's own figures. gem.resources.v1 describes the design's
  * candidate (P = 32, tile 4; written by `gem resources` in runs 1-8 and by
  * dev/cuda/fused_decode.cu's version 1 since, whose sources are dev/cuda's);
- * gem.resources.v2 the kernels the library ships (the fused route's six first
- * passes and its reducer at the decode API's default P for the device, the
- * baseline's four kernels).
+ * gem.resources.v2 the kernels the library ships (the fused route's nine first
+ * passes: F32, BF16 and F16 caches with dense and strided rows, and the three
+ * that rebuild K from V for K = V layers; its reducer at the decode API's
+ * default P for the device; the baseline's four kernels).
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -170,6 +171,11 @@ static int g2_scratch(const res_facts *f)
            sc.numerators_bytes == (size_t)f->partitions * 32 * 512 * 4 &&
            sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes + sc.numerators_bytes;
 }
+/* The v2 kernel list: the first passes at 0 .. V2_FIRST_PASSES - 1, then the reducer, then
+ * the baseline's kernels. */
+#define V2_FIRST_PASSES 9
+#define V2_REDUCER V2_FIRST_PASSES
+#define V2_BASELINE (V2_REDUCER + 1)
 /* a first pass: the common gates, no dynamic shared memory, two blocks per SM */
 #define KGATES2(tag, i)                                                                        \
     KGATES_COMMON(tag, i)                                                                      \
@@ -181,9 +187,12 @@ KGATES2(p2, 2)
 KGATES2(p3, 3)
 KGATES2(p4, 4)
 KGATES2(p5, 5)
-KGATES(r2, 6)
-static int r2_nodyn(const res_facts *f) { return f->k[6].dyn == 0; }
-static int g2_baseline(const res_facts *f) { return baseline_ok(f, 7); }
+KGATES2(p6, 6)
+KGATES2(p7, 7)
+KGATES2(p8, 8)
+KGATES(r2, V2_REDUCER)
+static int r2_nodyn(const res_facts *f) { return f->k[V2_REDUCER].dyn == 0; }
+static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE); }
 
 #define FUSED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, 0}
 static const res_role v2_roles[] = {
@@ -193,12 +202,19 @@ static const res_role v2_roles[] = {
     FUSED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
     FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
     FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    /* K = V layers: K rebuilt from the V cache, one per cache element type */
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
+    FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
+    FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
     FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
     {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0},
     {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0},
     {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0},
     {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0},
 };
+_Static_assert(NKEYS(v2_roles) == V2_BASELINE + 4, "v2: the first passes, the reducer and the "
+                                                   "baseline's four kernels");
+_Static_assert(NKEYS(v2_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds every kernel");
 
 /* a first pass's seven gates, named after its role without "fused_" */
 #define FP_GATES(pre, tag)                                                                     \
@@ -216,6 +232,9 @@ static const res_gate v2_gates[] = {
     FP_GATES("first_pass_bf16_strided", p3),
     FP_GATES("first_pass_f16", p4),
     FP_GATES("first_pass_f16_strided", p5),
+    FP_GATES("first_pass_k_from_v", p6),
+    FP_GATES("first_pass_k_from_v_bf16", p7),
+    FP_GATES("first_pass_k_from_v_f16", p8),
     {"reducer_warp_size_32", r2_warp},
     {"reducer_launchable_threads_ge_256", r2_launch},
     {"reducer_dispatched_256_threads_8_warps", r2_disp},
@@ -225,6 +244,9 @@ static const res_gate v2_gates[] = {
     {"reducer_resident", r2_resident},
     {"baseline_kernels_launchable_no_local", g2_baseline},
 };
+_Static_assert(NKEYS(v2_gates) == 3 + 7 * V2_FIRST_PASSES + 7 + 1,
+               "v2: three receipt gates, seven per first pass, seven for the reducer, one for "
+               "the baseline");
 
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},

@@ -99,6 +99,36 @@ typedef struct gem_decode_shape {
  * finite scale), GEM_ERR_NULL / GEM_ERR_SHAPE otherwise. */
 gem_status gem_decode_shape_check(const gem_decode_shape *shape);
 
+/* Gemma 4's full-attention layers take keys and values from one projection
+ * (K = V before the norms): with k = k_proj(x), V = v_norm(k) and
+ * K = RoPE_pos(k_norm(k)) = RoPE_pos(w_k * V), since both norms divide by the same
+ * rms(k) and k_norm only adds the weight w_k. A cache can then hold V alone and
+ * rebuild K from it; this describes how (docs/k-from-v.md derives it):
+ *
+ *   a = k_weight[i] * V(g, t, i)                       for every i < dk
+ *   K(g, t, i) = a                                     unless i rotates
+ *   theta_j = (pos0 + t) * inv_freq[j]                 for j < n_pairs
+ *   K(g, t, j)        = a_j cos theta_j - a_{j+half} sin theta_j
+ *   K(g, t, j + half) = a_j sin theta_j + a_{j+half} cos theta_j
+ *
+ * (NeoX pairing: element j rotates with j + half; pairs j in [n_pairs, half) and
+ * elements past 2*half pass through). Row t of the view holds the token at
+ * position pos0 + t. Routes compute K in F32 from the stored V (the reference in
+ * double), so the cache's rounding applies to V only. */
+typedef struct gem_k_from_v {
+    const float *k_weight;  /* (dk) F32 in the backend's memory (device memory on CUDA):
+                               the k_norm weight; finite */
+    const double *inv_freq; /* (n_pairs) host memory: finite, >= 0; read during the call
+                               (the CUDA route copies them into the launch) */
+    int64_t n_pairs;        /* rotated pairs, 0 <= n_pairs <= half */
+    int64_t half;           /* pair offset, 1 <= half, 2 * half <= dk */
+    int64_t pos0;           /* position of row 0: 0 <= pos0, pos0 + capacity <= 2^40 */
+} gem_k_from_v;
+
+/* The largest position a gem_k_from_v may describe (pos0 + capacity): angles stay exact
+ * as doubles. */
+#define GEM_K_FROM_V_MAX_POS ((int64_t)1 << 40)
+
 /* A KV cache in place, in any layout whose rows do not overlap:
  *   K element (g, t, i) at ((const T *)k)[g * k_head_stride + t * k_token_stride + i]
  *   V element (g, t, i) at ((const T *)v)[g * v_head_stride + t * v_token_stride + i]
@@ -107,7 +137,11 @@ gem_status gem_decode_shape_check(const gem_decode_shape *shape);
  * stride d (or more: padded rows). Token-major (capacity, n_kv_heads, d), as a
  * projection writes rows: head stride d, token stride n_kv_heads*d. Only rows
  * [0, live) are read. k and v may be the same pointer (a cache holding one tensor
- * for both). */
+ * for both).
+ *
+ * K rebuilt from V (k_from_v not NULL, see gem_k_from_v): the view holds V alone;
+ * k must be NULL, k_head_stride and k_token_stride 0, k_dtype equal to v_dtype, and
+ * dk equal to dv. K is never read from memory. */
 typedef struct gem_kv_view {
     const void *k;
     const void *v;
@@ -117,6 +151,7 @@ typedef struct gem_kv_view {
     int64_t v_head_stride, v_token_stride; /* elements */
     int64_t live;     /* rows that take part, 1 <= live <= capacity */
     int64_t capacity; /* rows per KV head the buffers hold */
+    const gem_k_from_v *k_from_v; /* NULL: K is read from k; else K is rebuilt from V */
 } gem_kv_view;
 
 /* Validates a view for n_kv_heads heads of dk / dv elements: non-NULL k and v,
@@ -126,9 +161,21 @@ typedef struct gem_kv_view {
  * overlap (GEM_ERR_SHAPE otherwise); elements aligned to their size
  * (GEM_ERR_ALIGN). *k_bytes / *v_bytes (either may be NULL) receive the extent
  * of each tensor in bytes, ((n_kv_heads-1)*head_stride + (capacity-1)*token_stride
- * + d) * size, which must fit size_t (GEM_ERR_OVERFLOW). Reads no data. */
+ * + d) * size, which must fit size_t (GEM_ERR_OVERFLOW). Reads no data.
+ * With k_from_v: k NULL, K strides 0, k_dtype == v_dtype, dk == dv (GEM_ERR_PARAM
+ * for the fields of gem_k_from_v: NULL k_weight or inv_freq (with n_pairs > 0),
+ * half or n_pairs out of range, pos0 < 0 or pos0 + capacity past
+ * GEM_K_FROM_V_MAX_POS; GEM_ERR_SHAPE for the K fields or dk != dv); *k_bytes = 0.
+ * The values of k_weight and inv_freq are checked where they are read
+ * (gem_k_from_v_check). */
 gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t dk, int64_t dv,
                              size_t *k_bytes, size_t *v_bytes);
+
+/* GEM_OK when kfv's host-side values are usable: every inv_freq finite and >= 0
+ * (GEM_ERR_PARAM otherwise). k_weight is in the backend's memory and is not read
+ * here (gem_decode_check_finite scans it with the cache). kfv validated by
+ * gem_kv_view_check. */
+gem_status gem_k_from_v_check(const gem_k_from_v *kfv);
 
 /* The dense head-major view of k (n_kv_heads, capacity, dk) and
  * v (n_kv_heads, capacity, dv), F32, with `live` rows taking part. */
@@ -136,7 +183,9 @@ gem_kv_view gem_kv_view_dense(const float *k, const float *v, int64_t dk, int64_
                               int64_t live, int64_t capacity);
 
 /* Element (g, t, i) of a view's K (which = 0) or V (which = 1) as float (exact
- * for every dtype). No checks: the caller validated the view and the indices. */
+ * for every dtype). No checks: the caller validated the view and the indices.
+ * A view whose K is rebuilt from V (k_from_v) answers K in double arithmetic rounded
+ * once to float. */
 float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i);
 
 /* The inputs of one call and how many elements each buffer holds. */

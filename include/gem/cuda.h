@@ -59,15 +59,17 @@ typedef struct gem_cuda_kernel_info {
     int64_t grid_blocks;          /* blocks per launch at the given geometry */
 } gem_cuda_kernel_info;
 
-/* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's six first
+/* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's nine first
  * passes and its reducer, the baseline's four stages. */
-#define GEM_CUDA_KERNELS 11
-#define GEM_CUDA_FIRST_PASSES 6
+#define GEM_CUDA_KERNELS 14
+#define GEM_CUDA_FIRST_PASSES 9
 
 /* The shipped kernels, in this order: the fused route's first passes at `partitions` for F32,
  * BF16 and F16 K/V, each for dense rows (head-major, token stride 512) and then for any
  * other strides (roles fused_first_pass, fused_first_pass_strided, fused_first_pass_bf16,
- * ..._bf16_strided, ..._f16, ..._f16_strided), its reducer, then the baseline's score,
+ * ..._bf16_strided, ..._f16, ..._f16_strided), the first passes that rebuild K from V for
+ * F32, BF16 and F16 V (fused_first_pass_k_from_v, ..._k_from_v_bf16, ..._k_from_v_f16),
+ * its reducer, then the baseline's score,
  * normalize, value and reduce at
  * `baseline_partitions` value partitions; grids for n_kv_heads KV heads (x8 query
  * heads, D512) and `live` tokens. out (cap entries), *n = entries written

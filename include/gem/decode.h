@@ -31,8 +31,12 @@
  *   CPU   any shape (n_kv_heads divides n_q_heads), K and V each F32, BF16 or
  *         F16 (converted exactly as they are loaded; q, output and accumulation
  *         F32), any strides.
- *   CUDA  dk = dv = 512 with eight query heads per KV head, F32 K/V, base
- *         pointers 16-byte aligned and strides multiples of 4 elements.
+ *   CUDA  dk = dv = 512 with eight query heads per KV head; K and V of one
+ *         element type (F32, BF16 or F16; the baseline route F32 only); base
+ *         pointers aligned to 4 elements and strides multiples of 4 elements.
+ * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
+ * gem/attn.h) in the fused route: the CPU for any rotation, CUDA for half 256
+ * with up to 64 rotating pairs (gem_decode_supports_k_from_v).
  * Anything else answers GEM_ERR_UNSUPPORTED; nothing falls back silently.
  *
  * Input policy: gem_decode does not scan the cache for NaN or infinity (that
@@ -111,6 +115,14 @@ gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape
 gem_status gem_decode_supports_route(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                      gem_dtype k_dtype, gem_dtype v_dtype, gem_route route);
 
+/* Whether the fused route can rebuild K from V (gem_k_from_v, Gemma 4's K = V layers) for
+ * this shape, V element type and rotation: GEM_OK or GEM_ERR_UNSUPPORTED (CPU: any; CUDA:
+ * the shapes of gem_decode_supports with half = 256 and n_pairs <= 64, Gemma 4's full
+ * layers), GEM_ERR_SHAPE (bad shape, dk != dv), GEM_ERR_PARAM (dtype, half or n_pairs out
+ * of range). kfv's pointers and pos0 are not looked at. ctx, shape, kfv (1). */
+gem_status gem_decode_supports_k_from_v(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                       gem_dtype v_dtype, const gem_k_from_v *kfv);
+
 /* The tuned default at `live` tokens: the fused route with the partitions and
  * tile measured best for this backend, shape and device (results/ holds the
  * measurements). The choice of partitions never decreases as live grows, so
@@ -133,6 +145,13 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
 #define GEM_DECODE_WORKSPACE_ALIGN 64
 
 /* ---- the decode step -------------------------------------------------------------- */
+
+/* K rebuilt from V. A view with k_from_v set (gem/attn.h: gem_k_from_v) holds V alone and
+ * gem_decode computes K(g, t) = RoPE_{pos0+t}(k_weight * V(g, t)) in F32 inside the fused
+ * route as it streams V, so the cache is read once: half the bytes of a K+V cache. The
+ * baseline route does not take such a view (GEM_ERR_UNSUPPORTED). k_weight is in the
+ * backend's memory like q; inv_freq in host memory. docs/k-from-v.md derives it from
+ * Gemma 4's attention and lists the roundings that differ from a stored K. */
 
 /* out[h, :] = softmax_t(scale * q[h, :] . K[g, t, :]) . V[g, t, :] over t < kv->live, for
  * every query head h, g = h / (n_q_heads / n_kv_heads), with the accumulation in F32 and
@@ -157,6 +176,8 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
  * Errors (nothing is written, nothing is launched): GEM_ERR_NULL, GEM_ERR_SHAPE
  * (shape or view: live < 1, live > capacity, strides that make rows overlap or
  * are negative), GEM_ERR_OVERFLOW (the view's extent does not fit), GEM_ERR_ALIGN,
+ * GEM_ERR_PARAM also for a gem_k_from_v out of range (gem_kv_view_check,
+ * gem_k_from_v_check) and GEM_ERR_UNSUPPORTED for one the backend or route lacks;
  * GEM_ERR_OVERLAP, GEM_ERR_MEMSPACE, GEM_ERR_RANGE (workspace too small),
  * GEM_ERR_PARAM (config, stream on the CPU), GEM_ERR_UNSUPPORTED (shape or dtype
  * the backend has no kernel for), GEM_ERR_STATE (CPU context busy).

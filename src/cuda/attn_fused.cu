@@ -60,8 +60,9 @@
              float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
              int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
     {                                                                                          \
-        gem_fused_first_pass_body<E, TS4>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, \
-                                          part_o, live, partitions, n_q_heads, scale);         \
+        gem_fused_first_pass_body<E, TS4, false>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m,  \
+                                                 part_s, part_o, live, partitions, n_q_heads,  \
+                                                 scale, nullptr, nullptr);                     \
     }
 
 GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
@@ -70,6 +71,41 @@ GEM_FIRST_PASS(gem_fused_first_pass_bf16, gem_kv_bf16, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_bf16_strided, gem_kv_bf16, 0)
 GEM_FIRST_PASS(gem_fused_first_pass_f16, gem_kv_f16, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_f16_strided, gem_kv_f16, 0)
+
+/* The K-from-V first passes (gem_k_from_v: the view holds V alone), one per element type, any
+ * strides: the same body with K rebuilt from each V row as it arrives (attn_fused_body.cuh,
+ * gem_kfv_elements). */
+#define GEM_FIRST_PASS_KFV(NAME, E)                                                            \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const float *__restrict__ k_weight,                  \
+             const __grid_constant__ gem_cu_rope rope, const void *__restrict__ v,             \
+             int64_t v_hs4, int64_t v_ts4, float *__restrict__ part_m,                         \
+             float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,             \
+             int64_t partitions, int64_t n_q_heads, float scale)                               \
+    {                                                                                          \
+        gem_fused_first_pass_body<E, 0, true>(q, nullptr, 0, 0, v, v_hs4, v_ts4, part_m,       \
+                                              part_s, part_o, live, partitions, n_q_heads,     \
+                                              scale, k_weight, &rope);                         \
+    }
+
+GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v, gem_kv_f32)
+GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v_bf16, gem_kv_bf16)
+GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v_f16, gem_kv_f16)
+
+typedef void (*gem_first_pass_kfv_fn)(const float *, const float *, const gem_cu_rope,
+                                      const void *, int64_t, int64_t, float *, float *, float *,
+                                      int64_t, int64_t, int64_t, float);
+
+static const struct {
+    gem_first_pass_kfv_fn fn;
+    const char *name, *role;
+} gem_first_passes_kfv[GEM_DTYPE_COUNT] = {
+    {gem_fused_first_pass_k_from_v, "gem_fused_first_pass_k_from_v", "fused_first_pass_k_from_v"},
+    {gem_fused_first_pass_k_from_v_bf16, "gem_fused_first_pass_k_from_v_bf16",
+     "fused_first_pass_k_from_v_bf16"},
+    {gem_fused_first_pass_k_from_v_f16, "gem_fused_first_pass_k_from_v_f16",
+     "fused_first_pass_k_from_v_f16"},
+};
 
 typedef void (*gem_first_pass_fn)(const float *, const void *, int64_t, int64_t, const void *,
                                   int64_t, int64_t, float *, float *, float *, int64_t, int64_t,
@@ -112,6 +148,14 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
             r->dynamic_shared = 0;
             r->threads = GEM_CU_THREADS;
         }
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
+        gem_cu_kernel_ref *r = &first[2 * GEM_DTYPE_COUNT + t];
+        r->func = (const void *)gem_first_passes_kfv[t].fn;
+        r->name = gem_first_passes_kfv[t].name;
+        r->role = gem_first_passes_kfv[t].role;
+        r->dynamic_shared = 0;
+        r->threads = GEM_CU_THREADS;
+    }
     reducer->func = (const void *)gem_fused_reducer;
     reducer->name = "gem_fused_reducer";
     reducer->role = "fused_reducer";
@@ -136,10 +180,16 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
-    gem_first_passes[a->dtype][strided].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
-        a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
-        a->part_o, a->live, a->partitions, n_q_heads, a->scale);
+    if (a->k_weight) {
+        gem_first_passes_kfv[a->dtype].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, a->k_weight, a->rope, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
+            a->part_o, a->live, a->partitions, n_q_heads, a->scale);
+    } else {
+        const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
+        gem_first_passes[a->dtype][strided].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
+            a->part_o, a->live, a->partitions, n_q_heads, a->scale);
+    }
     GEM_CUDA_CHECK(cudaGetLastError());
 
     cudaLaunchConfig_t cfg;

@@ -53,9 +53,37 @@ __device__ __forceinline__ float gem_dot4(float4 a, float4 b)
  * floats (exact for every type). K_AHEAD, V_AHEAD: how many tiles ahead the loads of K and V
  * go (F32: one each; 16-bit: K two, so that a thread keeps most of F32's bytes in flight, and
  * V one, which the 128-register budget of two blocks per SM leaves room for). */
+/* Scalar loads (L1 no-allocate, L2 under `pol`, volatile like the vector loads) for the
+ * K-from-V first pass, whose thread owns four scattered elements of each row. */
+__device__ __forceinline__ float gem_ld_f32(const float *p, uint64_t pol)
+{
+    float r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.f32 %0, [%1], %2;\n"
+                 : "=f"(r)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+__device__ __forceinline__ unsigned gem_ld_u16(const uint16_t *p, uint64_t pol)
+{
+    unsigned short r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;\n"
+                 : "=h"(r)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+
 struct gem_kv_f32 {
     typedef float4 piece;
+    typedef float elem;
     enum { K_AHEAD = 1, V_AHEAD = 1 };
+    /* elements o0, o1, o1 + 32, o1 + 64 of a row (gem_kfv_elements), as one piece */
+    static __device__ __forceinline__ piece load4(const elem *row, int o0, int o1, uint64_t pol)
+    {
+        return make_float4(gem_ld_f32(row + o0, pol), gem_ld_f32(row + o1, pol),
+                           gem_ld_f32(row + o1 + 32, pol), gem_ld_f32(row + o1 + 64, pol));
+    }
     static __device__ __forceinline__ piece zero(void) { return make_float4(0.f, 0.f, 0.f, 0.f); }
     static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
     {
@@ -80,9 +108,22 @@ __device__ __forceinline__ uint2 gem_ld_kv8(const uint2 *p, uint64_t pol)
     return r;
 }
 
+/* 16-bit elements o0, o1, o1 + 32, o1 + 64 of a row as one piece (the first in the low half
+ * of x) */
+__device__ __forceinline__ uint2 gem_ld_u16x4(const uint16_t *row, int o0, int o1, uint64_t pol)
+{
+    return make_uint2(gem_ld_u16(row + o0, pol) | (gem_ld_u16(row + o1, pol) << 16),
+                      gem_ld_u16(row + o1 + 32, pol) | (gem_ld_u16(row + o1 + 64, pol) << 16));
+}
+
 struct gem_kv_bf16 {
     typedef uint2 piece;
+    typedef uint16_t elem;
     enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece load4(const elem *row, int o0, int o1, uint64_t pol)
+    {
+        return gem_ld_u16x4(row, o0, o1, pol);
+    }
     static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
     static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
     {
@@ -98,7 +139,12 @@ struct gem_kv_bf16 {
 
 struct gem_kv_f16 {
     typedef uint2 piece;
+    typedef uint16_t elem;
     enum { K_AHEAD = 2, V_AHEAD = 1 };
+    static __device__ __forceinline__ piece load4(const elem *row, int o0, int o1, uint64_t pol)
+    {
+        return gem_ld_u16x4(row, o0, o1, pol);
+    }
     static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
     static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
     {
@@ -112,13 +158,41 @@ struct gem_kv_f16 {
     }
 };
 
+/* K rebuilt from V (KFV): the elements a thread owns. Thread i of half hf (lane l, warp
+ * w = (i % 128) / 32 of the half) owns one rotating element, slot 0 (*o0): for l < 16 element
+ * 16w + l (pair j = 16w + l, the low side), for l >= 16 element 256 + 16w + l - 16 (the high
+ * side of the same pair, in lane l ^ 16 of the same warp), and three that pass through,
+ * slots 1-3: elements *o1, *o1 + 32, *o1 + 64, lane l of the warp's three blocks of 32 among
+ * the twelve 64-255 and 320-511 (warps 0-3: 64, 160, 320, 416 and the two blocks after).
+ * Every warp holds 16 whole pairs, so the rotation needs one shuffle per row and every warp
+ * does the same work; each load instruction of a warp reads 64 or 128 contiguous bytes. */
+__device__ __forceinline__ void gem_kfv_elements(int d4, int *o0, int *o1)
+{
+    const int w = d4 >> 5, l = d4 & 31, b = 3 * w; /* the first of the warp's blocks */
+    *o0 = l < 16 ? 16 * w + l : GEM_CU_ROPE_HALF + 16 * w + (l - 16);
+    *o1 = (b < 6 ? 64 + 32 * b : 320 + 32 * (b - 6)) + l;
+}
+
+/* cos and sin of pos * f: the angle in half turns y = pos * f / pi in double, reduced
+ * exactly to [-1, 1] (y - 2 rint(y / 2) is exact), then sincospif, whose own reduction is
+ * exact, so no large-argument path (and no stack frame) is ever compiled in. */
+__device__ __forceinline__ void gem_rope_cs(int64_t pos, double f, float *c, float *s)
+{
+    const double y = (double)pos * f * 0.3183098861837907; /* 1 / pi */
+    const double r = y - 2.0 * rint(0.5 * y);
+    sincospif((float)r, s, c);
+}
+
 /* E: the element type of K and V (gem_kv_f32, gem_kv_bf16, gem_kv_f16). Strides count
  * pieces of four elements. TS4 > 0: the token stride of K and V is TS4 pieces (a compile-time
  * constant: the address of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run
- * time.
+ * time. KFV: K is rebuilt from V (k is not read; kw and rope are used, gem_kfv_elements gives
+ * the thread's elements): each tile's V rows, loaded E::K_AHEAD tiles ahead, serve the dots
+ * (slot 0 rotated by the token's angle, k_weight folded into Q for slots 1-3) and then the V
+ * update.
  * The reducer, a programmatic dependent of this grid, is let go when the blocks exit (no early
  * trigger: dev/cuda/fused_decode.cu versions 14-19 measured an early trigger 2-3.5 us slower). */
-template <typename E, int TS4>
+template <typename E, int TS4, bool KFV>
 __device__ __forceinline__ void gem_fused_first_pass_body(
     const float *__restrict__ q, /* (n_q_heads, 512) */
     const void *__restrict__ k,  /* row (g, t) at piece g*k_hs4 + t*k_ts4 (4 elements each) */
@@ -128,11 +202,14 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     float *__restrict__ part_m, /* (P, n_q_heads) */
     float *__restrict__ part_s, /* (P, n_q_heads) */
     float *__restrict__ part_o, /* (P, n_q_heads, 512) */
-    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale,
+    const float *__restrict__ kw, /* KFV: (512) k_weight */
+    const gem_cu_rope *rope)      /* KFV: in the kernel's parameters */
 {
     typedef typename E::piece piece;
-    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS, KA = E::K_AHEAD,
-              VA = E::V_AHEAD;
+    /* KFV: no K loads (KA 1 keeps the arrays valid), V as far ahead as K would go */
+    const int TH = GEM_FP_HALF_TOKENS, HT = GEM_FP_HALF_THREADS, KA = KFV ? 1 : E::K_AHEAD,
+              VA = KFV ? E::K_AHEAD : E::V_AHEAD;
     __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP_TILE]; /* weights of the tile */
     __shared__ __align__(16) float salpha[GEM_CU_GROUP];         /* rescales of the tile */
     __shared__ float sred[GEM_CU_THREADS / 32][32];               /* the warps' dot sums */
@@ -152,41 +229,78 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     /* this thread's piece of its half's first row of the tile loaded next (K and V each); the
      * rows of the half are kts / vts pieces apart, and the next tile's 8 rows further */
     const int64_t kts = TS4 > 0 ? (int64_t)TS4 : k_ts4, vts = TS4 > 0 ? (int64_t)TS4 : v_ts4;
-    const piece *kp = reinterpret_cast<const piece *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
-    const piece *vp = reinterpret_cast<const piece *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
+    const piece *kp =
+        KFV ? nullptr
+            : reinterpret_cast<const piece *>(k) + g * k_hs4 + d4 + (begin + hf * 4) * kts;
+    const piece *vp =
+        KFV ? nullptr
+            : reinterpret_cast<const piece *>(v) + g * v_hs4 + d4 + (begin + hf * 4) * vts;
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* KFV: the elements, the first row of this half (element pointer), the weight of slot
+     * 0, the pair's frequency, and cos / sin of 1, 2, 3 token steps */
+    int eo0 = 0, eo1 = 0;
+    typedef typename E::elem elem;
+    const elem *vr = NULL;
+    float w0 = 0.f, cstep = 1.f, sstep = 0.f;
+    double fj = 0.0;
+    const bool low = lane < 16;
+    if constexpr (KFV) {
+        gem_kfv_elements(d4, &eo0, &eo1);
+        vr = reinterpret_cast<const elem *>(v) + 4 * (g * v_hs4 + (begin + hf * 4) * vts);
+        w0 = __ldg(kw + eo0);
+        fj = rope->inv_freq[16 * (d4 >> 5) + (lane & 15)];
+        gem_rope_cs(1, fj, &cstep, &sstep); /* one token's step */
+    }
 
     const int hx = (lane >> 2) & 7;
     float4 o[GEM_CU_GROUP];
     const float4 *q4 = reinterpret_cast<const float4 *>(q) + g * GEM_CU_GROUP * GEM_CU_ROW_F4 + d4;
 #pragma unroll
     for (int h = 0; h < GEM_CU_GROUP; h++) {
-        if (hf == 0)
+        if constexpr (KFV) {
+            /* slot 0 as is (its weight is in the rotated K), slots 1-3 times k_weight */
+            if (hf == 0) {
+                const float *qh = q + (g * GEM_CU_GROUP + h) * GEM_CU_D;
+                sq[h * HT + d4] = make_float4(__ldg(qh + eo0), __ldg(qh + eo1) * __ldg(kw + eo1),
+                                              __ldg(qh + eo1 + 32) * __ldg(kw + eo1 + 32),
+                                              __ldg(qh + eo1 + 64) * __ldg(kw + eo1 + 64));
+            }
+        } else if (hf == 0) {
             sq[h * HT + d4] = __ldg(q4 + h * GEM_CU_ROW_F4);
+        }
         o[h] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     __syncthreads(); /* sq complete before the first tile's dots */
     /* the first KA tiles' K pieces and VA tiles' V pieces (loading them before Q lost 1 us:
      * version 18); kq[a], vq[a]: tile i + a while tile i is computed */
     piece kq[KA][GEM_FP_HALF_TOKENS], vq[VA][GEM_FP_HALF_TOKENS];
+    if constexpr (!KFV) {
 #pragma unroll
-    for (int a = 0; a < KA; a++) {
+        for (int a = 0; a < KA; a++) {
 #pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
-            kq[a][j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+            for (int j = 0; j < TH; j++) {
+                const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
+                kq[a][j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+            }
+            kp += GEM_FP_TILE * kts;
         }
-        kp += GEM_FP_TILE * kts;
     }
 #pragma unroll
     for (int a = 0; a < VA; a++) {
 #pragma unroll
         for (int j = 0; j < TH; j++) {
             const int64_t t = begin + a * GEM_FP_TILE + hf * TH + j;
-            vq[a][j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+            if constexpr (KFV)
+                vq[a][j] = t < end ? E::load4(vr + 4 * j * vts, eo0, eo1, pol) : E::zero();
+            else
+                vq[a][j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
         }
-        vp += GEM_FP_TILE * vts;
+        if constexpr (KFV)
+            vr += 4 * GEM_FP_TILE * vts;
+        else
+            vp += GEM_FP_TILE * vts;
     }
     float m = -INFINITY, s = 0.f;
 
@@ -196,9 +310,30 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
 
         /* partial dots: slot h*4 + j = Q of head h ^ hx . K of token j; transposed sum */
         float4 kf[GEM_FP_HALF_TOKENS];
+        if constexpr (KFV) {
+            /* K from this tile's V rows: slot 0 rotated by the token's angle, exact cos / sin
+             * at the half's first token, then one token's step at a time by angle addition
+             * (three steps at most: a few ulp) */
+            float c, sn;
+            gem_rope_cs(rope->pos0 + t0 + hf * TH, fj, &c, &sn);
 #pragma unroll
-        for (int j = 0; j < TH; j++)
-            kf[j] = E::f4(kq[0][j]);
+            for (int j = 0; j < TH; j++) {
+                if (j > 0) {
+                    const float cn = fmaf(c, cstep, -sn * sstep);
+                    sn = fmaf(sn, cstep, c * sstep);
+                    c = cn;
+                }
+                const float4 vf = E::f4(vq[0][j]);
+                const float a = w0 * vf.x;                               /* k_weight * V */
+                const float b = __shfl_xor_sync(0xffffffffu, a, 16);     /* the pair's other */
+                /* low: a c - b s; high: b s + a c */
+                kf[j] = make_float4(fmaf(a, c, (low ? -sn : sn) * b), vf.y, vf.z, vf.w);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < TH; j++)
+                kf[j] = E::f4(kq[0][j]);
+        }
         /* slots 0-15 (heads 0-3); slots 16-31 (heads 4-7) are added to them by the first step
          * of the transposed sum as they are formed, so only 16 are ever live */
         float part[16];
@@ -224,18 +359,26 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
         /* tile i + KA's K and tile i + VA's V pieces, in flight through this tile's softmax
          * and V update (this tile's K registers are free now: kn takes them) */
         piece kn[GEM_FP_HALF_TOKENS], vn[GEM_FP_HALF_TOKENS];
+        if constexpr (!KFV) {
 #pragma unroll
-        for (int j = 0; j < TH; j++) {
-            const int64_t t = t0 + KA * GEM_FP_TILE + hf * TH + j;
-            kn[j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+            for (int j = 0; j < TH; j++) {
+                const int64_t t = t0 + KA * GEM_FP_TILE + hf * TH + j;
+                kn[j] = t < end ? E::load(kp + j * kts, pol) : E::zero();
+            }
+            kp += GEM_FP_TILE * kts;
         }
 #pragma unroll
         for (int j = 0; j < TH; j++) {
             const int64_t t = t0 + VA * GEM_FP_TILE + hf * TH + j;
-            vn[j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
+            if constexpr (KFV)
+                vn[j] = t < end ? E::load4(vr + 4 * j * vts, eo0, eo1, pol) : E::zero();
+            else
+                vn[j] = t < end ? E::load(vp + j * vts, pol) : E::zero();
         }
-        kp += GEM_FP_TILE * kts;
-        vp += GEM_FP_TILE * vts;
+        if constexpr (KFV)
+            vr += 4 * GEM_FP_TILE * vts;
+        else
+            vp += GEM_FP_TILE * vts;
         sred[warp][lane] = part[0]; /* head lane/4, token hf*TH + lane%4 */
         __syncthreads();            /* sred complete */
 
@@ -297,21 +440,24 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
             }
         }
         /* the pieces move down one tile */
+        if constexpr (!KFV) {
 #pragma unroll
-        for (int a = 0; a + 1 < KA; a++)
+            for (int a = 0; a + 1 < KA; a++)
+#pragma unroll
+                for (int j = 0; j < TH; j++)
+                    kq[a][j] = kq[a + 1][j];
 #pragma unroll
             for (int j = 0; j < TH; j++)
-                kq[a][j] = kq[a + 1][j];
+                kq[KA - 1][j] = kn[j];
+        }
 #pragma unroll
         for (int a = 0; a + 1 < VA; a++)
 #pragma unroll
             for (int j = 0; j < TH; j++)
                 vq[a][j] = vq[a + 1][j];
 #pragma unroll
-        for (int j = 0; j < TH; j++) {
-            kq[KA - 1][j] = kn[j];
+        for (int j = 0; j < TH; j++)
             vq[VA - 1][j] = vn[j];
-        }
         /* the next tile's first barrier orders these reads of sp before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
@@ -335,7 +481,15 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
             r.y = o[h].y + b.y;
             r.z = o[h].z + b.z;
             r.w = o[h].w + b.w;
-            reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+            if constexpr (KFV) {
+                float *po = part_o + (row0 + h) * GEM_CU_D;
+                po[eo0] = r.x;
+                po[eo1] = r.y;
+                po[eo1 + 32] = r.z;
+                po[eo1 + 64] = r.w;
+            } else {
+                reinterpret_cast<float4 *>(part_o)[(row0 + h) * GEM_CU_ROW_F4 + d4] = r;
+            }
         }
     }
     if (lane == 0) {

@@ -140,6 +140,18 @@ static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_d
     return GEM_OK;
 }
 
+/* Gemma 4's full layers: pairs (j, j + 256), at most 64 of them rotating (the kernel's slot
+ * 0 covers elements 0-63 and 256-319; pairs past n_pairs get frequency 0, an exact identity). */
+static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape *s,
+                                       const gem_k_from_v *kfv)
+{
+    (void)impl;
+    (void)s; /* the shape was checked by cu_supports */
+    if (kfv->half != GEM_CU_ROPE_HALF || kfv->n_pairs > GEM_CU_ROPE_PAIRS)
+        return GEM_ERR_UNSUPPORTED;
+    return GEM_OK;
+}
+
 static void cu_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
                               gem_decode_config *out)
 {
@@ -182,6 +194,7 @@ static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 static int view_misaligned(const gem_kv_view *kv)
 {
     const uintptr_t piece = 4u * (uintptr_t)gem_dtype_size(kv->k_dtype);
+    /* a view without K (K rebuilt from V) has k NULL and K strides 0 */
     return ((uintptr_t)kv->k % piece) != 0 || ((uintptr_t)kv->v % piece) != 0 ||
            kv->k_head_stride % 4 || kv->k_token_stride % 4 || kv->v_head_stride % 4 ||
            kv->v_token_stride % 4;
@@ -194,7 +207,9 @@ static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
     /* 16-byte loads of q and the partials, 4-element pieces of K and V rows */
     if (misaligned16(a->q) || misaligned16(a->out) || view_misaligned(kv))
         return GEM_ERR_ALIGN;
-    const void *ptrs[5] = {a->q, a->out, kv->k, kv->v, a->workspace};
+    /* K rebuilt from V: k_weight in the place of k */
+    const void *ptrs[5] = {a->q, a->out, kv->k_from_v ? (const void *)kv->k_from_v->k_weight : kv->k,
+                           kv->v, a->workspace};
     for (int i = 0; i < 5; i++) {
         gem_status st = gem_cu_check_pointer(ptrs[i], c->device);
         if (st != GEM_OK)
@@ -235,6 +250,14 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.k = kv->k;
         f.v = kv->v;
         f.dtype = kv->k_dtype;
+        f.k_weight = NULL;
+        memset(&f.rope, 0, sizeof f.rope);
+        if (kv->k_from_v) { /* the frequencies travel in the launch; zero past n_pairs */
+            f.k_weight = kv->k_from_v->k_weight;
+            for (int64_t j = 0; j < kv->k_from_v->n_pairs; j++)
+                f.rope.inv_freq[j] = kv->k_from_v->inv_freq[j];
+            f.rope.pos0 = kv->k_from_v->pos0;
+        }
         f.k_hs4 = kv->k_head_stride / 4;
         f.k_ts4 = kv->k_token_stride / 4;
         f.v_hs4 = kv->v_head_stride / 4;
@@ -365,17 +388,40 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
         return st;
     if (misaligned16(q) || view_misaligned(kv))
         return GEM_ERR_ALIGN;
-    const void *ptrs[3] = {q, kv->k, kv->v};
+    const gem_k_from_v *kfv = kv->k_from_v;
+    const void *ptrs[3] = {q, kfv ? (const void *)kfv->k_weight : kv->k, kv->v};
     for (int i = 0; i < 3; i++)
         if ((st = gem_cu_check_pointer(ptrs[i], c->device)) != GEM_OK)
             return st;
+    if (kfv) {
+        /* k_weight (dk floats) on the host; the scan then reads V in the place of K */
+        float w[GEM_CU_D];
+        GEM_CU_ON_DEVICE(c, st, {
+            const cudaError_t e = cudaMemcpy(w, kfv->k_weight, sizeof w, cudaMemcpyDeviceToHost);
+            if (e != cudaSuccess)
+                st = gem_cuda_fail(e, "cudaMemcpy", __FILE__, __LINE__);
+        });
+        if (st != GEM_OK)
+            return st;
+        for (int i = 0; i < GEM_CU_D; i++)
+            if (!isfinite(w[i]))
+                return GEM_ERR_NONFINITE;
+        gem_kv_view vv = *kv;
+        vv.k = kv->v;
+        vv.k_head_stride = kv->v_head_stride;
+        vv.k_token_stride = kv->v_token_stride;
+        vv.k_from_v = NULL;
+        GEM_CU_ON_DEVICE(c, st, st = cu_scan(s, q, &vv, (cudaStream_t)stream));
+        return st;
+    }
     GEM_CU_ON_DEVICE(c, st, st = cu_scan(s, q, kv, (cudaStream_t)stream));
     return st;
 }
 
 extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
-    cu_supports,       cu_config_default,  cu_config_check, cu_workspace_bytes, cu_check_memory,
+    cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
+    cu_workspace_bytes, cu_check_memory,
     cu_run,            cu_check_finite,
 };
 

@@ -57,6 +57,16 @@ typedef struct gem_cu_kernel_ref {
     int threads;            /* threads per block it is launched with */
 } gem_cu_kernel_ref;
 
+/* K rebuilt from V (gem_k_from_v) as the CUDA first pass takes it: Gemma 4's full layers,
+ * pairs (j, j + 256) for j < 64 (zero frequencies past the view's n_pairs: cos 1, sin 0,
+ * an exact identity); row t at position pos0 + t. Passed by value (__grid_constant__). */
+#define GEM_CU_ROPE_PAIRS 64
+#define GEM_CU_ROPE_HALF 256
+typedef struct gem_cu_rope {
+    double inv_freq[GEM_CU_ROPE_PAIRS];
+    int64_t pos0;
+} gem_cu_rope;
+
 /* Device buffers of one fused run. */
 typedef struct gem_cu_fused_args {
     const float *q;  /* (n_q_heads, 512) */
@@ -64,6 +74,8 @@ typedef struct gem_cu_fused_args {
     const void *v;   /* row (g, t) at element 4*(g*v_hs4 + t*v_ts4) */
     int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in pieces of 4 elements */
     gem_dtype dtype; /* of K and V */
+    const float *k_weight; /* (512) K rebuilt from V (k is NULL), else NULL */
+    gem_cu_rope rope;      /* with k_weight: the rotation */
     float *part_m;   /* (P, n_q_heads) */
     float *part_s;   /* (P, n_q_heads) */
     float *part_o;   /* (P, n_q_heads, 512) */
@@ -89,9 +101,10 @@ typedef struct gem_cu_baseline_args {
     float scale;
 } gem_cu_baseline_args;
 
-/* The fused route's kernels: first (2 * GEM_DTYPE_COUNT), the first passes by element type
- * in gem_dtype order, each for dense rows (token stride 512 elements) then for any other
- * strides; reducer (1). */
+/* The fused route's kernels: first (GEM_CUDA_FIRST_PASSES = 3 * GEM_DTYPE_COUNT): the first
+ * passes by element type in gem_dtype order, each for dense rows (token stride 512 elements)
+ * then for any other strides, then the three K-from-V first passes (any strides) in gem_dtype
+ * order; reducer (1). */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`. */
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream);

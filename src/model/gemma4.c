@@ -810,7 +810,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         LAP(norms);
         const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
         const gem_kv_view view = {s->kc[li], s->vc[li], s->kv_dtype, s->kv_dtype, hd,
-                                  nkv * hd,  hd,        nkv * hd,    live,        s->cap[li]};
+                                  nkv * hd,  hd,        nkv * hd,    live,        s->cap[li], NULL};
         const gem_decode_shape sh = shape_of(l);
         /* K and V rows this call reads: below 1 MiB one thread does it. */
         const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 2 * s->kv_es;

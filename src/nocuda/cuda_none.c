@@ -52,6 +52,14 @@ static gem_status none_supports(const void *impl, const gem_decode_shape *s, gem
     (void)v;
     return GEM_ERR_NO_DEVICE;
 }
+static gem_status none_k_from_v_supports(const void *impl, const gem_decode_shape *s,
+                                         const gem_k_from_v *kfv)
+{
+    (void)impl;
+    (void)s;
+    (void)kfv;
+    return GEM_ERR_NO_DEVICE;
+}
 static void none_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
                                 gem_decode_config *out)
 {
@@ -103,7 +111,8 @@ static gem_status none_check_finite(void *impl, const gem_decode_shape *s, const
 
 const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_create,         none_destroy,      none_threads,         none_device,
-    none_describe,       none_supports,     none_config_default,  none_config_check,
+    none_describe,       none_supports,     none_k_from_v_supports, none_config_default,
+    none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
 };
 
