@@ -14,7 +14,8 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench peers dev sanitize sweep ncu (default: all, in that order)
+#            bench kfv kfv-ncu peers dev sanitize sweep ncu (default: all but kfv-ncu,
+#            in that order)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
@@ -30,7 +31,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$SRC/build-h200
 REC=$OUT/rec # receipts, tarred at the end
 mkdir -p "$REC"
-PHASES=${PHASES:-"build test resources diff bench peers dev sanitize sweep ncu"}
+PHASES=${PHASES:-"build test resources diff bench kfv peers dev sanitize sweep ncu"}
 JOBS=${JOBS:-$(nproc)}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 T0=$(date +%s)
@@ -150,6 +151,27 @@ bench() { # name, bench args...
 if has bench; then
     bench default --a baseline --b fused --lengths 8192,65536,131072 --rounds 20 \
         --bw-mib 4096 --bw-reps 10 ${BENCH_ARGS:-}
+fi
+
+# ---- K rebuilt from V (Gemma 4's K = V layers): V alone against the stored K and V -----------
+if has kfv; then
+    bench kfv-f32 --a fused --b fused --k-from-v --lengths 8192,65536,131072 --rounds 10 \
+        --bw-mib 4096 --bw-reps 10
+    bench kfv-bf16 --a fused --b fused --k-from-v --kv-dtype bf16 \
+        --lengths 8192,65536,131072 --rounds 10 --bw-mib 4096 --bw-reps 10
+fi
+if has kfv-ncu && command -v ncu >/dev/null; then
+    step "ncu of the K-from-V first pass at 128K (F32 and BF16): what limits it"
+    for dt in f32 bf16; do
+        GEM_QUIET=1 timeout 150 ncu --clock-control none --section SpeedOfLight \
+            --section Occupancy --section LaunchStats --section WarpStateStats \
+            -k regex:'gem_fused_first_pass' --launch-skip 4 --launch-count 2 \
+            --log-file "$REC/ncu-kfv-$dt.txt" \
+            "$GEM" bench --backend cuda --a fused --b fused --k-from-v --kv-dtype $dt \
+            --lengths 131072 --rounds 1 --warmup 0 --bw-mib 64 --bw-reps 1 \
+            --out "$REC/ncu-kfv-bench-$dt.json" >/dev/null 2>&1 || fail "ncu kfv $dt"
+    done
+    pack
 fi
 
 # ---- experiments ----------------------------------------------------------------------

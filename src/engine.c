@@ -5,6 +5,7 @@
  * copy, poisons output and workspace, calls gem_decode and times it; the CPU
  * oracles (reference, online) run on host copies.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,12 @@ struct gem_engine {
     float *host_out;          /* (n_q_heads, dv) + GEM_GUARD_BYTES: the oracles' output */
     int last_on_host;         /* the last run wrote host_out */
     double host_seconds;      /* the last gem_decode call's host time */
+    /* gem_engine_load_k_from_v */
+    int kfv_loaded, kfv_on;
+    float *kw;                /* (dk) k_weight in the backend's memory */
+    float *host_kw;           /* (dk) host copy */
+    double *inv_freq;         /* (n_pairs) host */
+    gem_k_from_v kfv_dev, kfv_host; /* the rotation with kw / host_kw */
 };
 
 gem_status gem_engine_create(gem_backend backend, int64_t threads, gem_engine **out)
@@ -89,6 +96,13 @@ static void free_inputs(gem_engine *e)
     e->ref_out = NULL;
     gem_guard_free(e->host_out);
     e->host_out = NULL;
+    o->free(e->kw);
+    e->kw = NULL;
+    free(e->host_kw);
+    free(e->inv_freq);
+    e->host_kw = NULL;
+    e->inv_freq = NULL;
+    e->kfv_loaded = e->kfv_on = 0;
     e->loaded = e->ran = 0;
     e->copies = e->next_copy = 0;
 }
@@ -259,7 +273,8 @@ fail:
     return st;
 }
 
-/* The view of copy `c` (in the backend's memory), or of the host copy (c = -1). */
+/* The view of copy `c` (in the backend's memory), or of the host copy (c = -1);
+ * V alone with K rebuilt from it when gem_engine_select_k_from_v chose that. */
 static gem_kv_view copy_view(const gem_engine *e, int64_t c)
 {
     const gem_attn_shape *s = &e->shape;
@@ -268,7 +283,112 @@ static gem_kv_view copy_view(const gem_engine *e, int64_t c)
     kv.v = c >= 0 ? e->v[c] : (e->host_v ? e->host_v : e->v[0]);
     kv.k_dtype = e->kt;
     kv.v_dtype = e->vt;
+    if (e->kfv_on) {
+        kv.k = NULL;
+        kv.k_head_stride = kv.k_token_stride = 0;
+        kv.k_dtype = e->vt;
+        kv.k_from_v = c >= 0 ? &e->kfv_dev : &e->kfv_host;
+    }
     return kv;
+}
+
+gem_status gem_engine_load_k_from_v(gem_engine *e, const gem_attn_shape *shape,
+                                    const gem_attn_inputs *in, gem_dtype v_dtype,
+                                    const float *k_weight, const gem_k_from_v *rot,
+                                    int64_t copies)
+{
+    if (!e || !shape || !in || !k_weight || !rot || !in->v)
+        return GEM_ERR_NULL;
+    free_inputs(e);
+    gem_status st = gem_attn_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (shape->dk != shape->dv)
+        return GEM_ERR_SHAPE;
+    if (gem_dtype_size(v_dtype) == 0 || copies < 1 || copies > MAX_COPIES)
+        return GEM_ERR_PARAM;
+    size_t qe = 0, ke = 0, ve = 0;
+    if ((st = gem_attn_shape_elems(shape, &qe, &ke, &ve, NULL)) != GEM_OK)
+        return st;
+    if (in->v_elems < ve || in->q_elems < qe || !in->q)
+        return GEM_ERR_RANGE;
+    for (int64_t i = 0; i < shape->dk; i++)
+        if (!isfinite(k_weight[i]))
+            return GEM_ERR_NONFINITE;
+    /* the rotation, checked as a view of the caller's V would be */
+    gem_k_from_v r = *rot;
+    r.k_weight = k_weight;
+    gem_kv_view hv = gem_kv_view_dense(NULL, in->v, shape->dk, shape->dv, shape->live,
+                                       shape->capacity);
+    hv.k_head_stride = hv.k_token_stride = 0;
+    hv.k_from_v = &r;
+    if ((st = gem_kv_view_check(&hv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL)) !=
+            GEM_OK ||
+        (st = gem_k_from_v_check(&r)) != GEM_OK)
+        return st;
+    /* V as the routes will read it (rounded to v_dtype, as float), then K from it */
+    float *vr = malloc(ve * sizeof(float)), *kb = malloc(ke * sizeof(float));
+    double *krow = malloc((size_t)shape->dk * sizeof(double));
+    float *tmp = malloc((size_t)shape->dk * sizeof(float));
+    st = GEM_ERR_NOMEM;
+    if (!vr || !kb || !krow || !tmp)
+        goto out;
+    for (size_t i = 0; i < ve; i++)
+        vr[i] = v_dtype == GEM_DTYPE_BF16  ? gem_bf16_to_f32(gem_f32_to_bf16(in->v[i]))
+                : v_dtype == GEM_DTYPE_F16 ? gem_f16_to_f32(gem_f32_to_f16(in->v[i]))
+                                           : in->v[i];
+    hv.v = vr;
+    for (int64_t g = 0; g < shape->n_kv_heads; g++)
+        for (int64_t t = 0; t < shape->capacity; t++) {
+            gem_k_from_v_row_f64(&hv, g, t, shape->dk, tmp, krow);
+            float *dst = kb + (size_t)(g * shape->capacity + t) * (size_t)shape->dk;
+            for (int64_t i = 0; i < shape->dk; i++)
+                dst[i] = (float)krow[i];
+        }
+    const gem_attn_inputs built = {in->q, kb, vr, qe, ke, ve};
+    if ((st = gem_engine_load_kv(e, shape, &built, v_dtype, v_dtype, copies)) != GEM_OK)
+        goto out;
+    st = GEM_ERR_NOMEM;
+    e->host_kw = malloc((size_t)shape->dk * sizeof(float));
+    e->inv_freq = malloc((size_t)(r.n_pairs > 0 ? r.n_pairs : 1) * sizeof(double));
+    if (!e->host_kw || !e->inv_freq)
+        goto fail;
+    memcpy(e->host_kw, k_weight, (size_t)shape->dk * sizeof(float));
+    if (r.n_pairs > 0)
+        memcpy(e->inv_freq, r.inv_freq, (size_t)r.n_pairs * sizeof(double));
+    void *kw = NULL;
+    if ((st = place(e, k_weight, (size_t)shape->dk, sizeof(float), 0, &kw)) != GEM_OK)
+        goto fail;
+    e->kw = kw;
+    e->kfv_host = r;
+    e->kfv_host.k_weight = e->host_kw;
+    e->kfv_host.inv_freq = e->inv_freq;
+    e->kfv_dev = e->kfv_host;
+    e->kfv_dev.k_weight = e->kw;
+    e->kfv_loaded = 1;
+    e->kfv_on = 0;
+    st = GEM_OK;
+    goto out;
+fail:
+    free_inputs(e);
+out:
+    free(vr);
+    free(kb);
+    free(krow);
+    free(tmp);
+    return st;
+}
+
+gem_status gem_engine_select_k_from_v(gem_engine *e, int on)
+{
+    if (!e)
+        return GEM_ERR_NULL;
+    if (on != 0 && on != 1)
+        return GEM_ERR_PARAM;
+    if (on && !e->kfv_loaded)
+        return GEM_ERR_STATE;
+    e->kfv_on = on;
+    return GEM_OK;
 }
 
 gem_status gem_engine_kv_host(const gem_engine *e, gem_kv_view *out)
@@ -376,8 +496,9 @@ static gem_status run_oracle(gem_engine *e, gem_route route, const gem_route_par
 {
     if (e->backend != GEM_BACKEND_CPU)
         return GEM_ERR_UNSUPPORTED; /* the oracles run on the CPU only */
-    if (route == GEM_ROUTE_ONLINE && (e->kt != GEM_DTYPE_F32 || e->vt != GEM_DTYPE_F32))
-        return GEM_ERR_UNSUPPORTED; /* the float oracle takes F32 inputs */
+    if (route == GEM_ROUTE_ONLINE &&
+        (e->kt != GEM_DTYPE_F32 || e->vt != GEM_DTYPE_F32 || e->kfv_on))
+        return GEM_ERR_UNSUPPORTED; /* the float oracle takes F32 K and V tensors */
     const gem_kv_view kv = copy_view(e, copy);
     const gem_decode_shape ds = {e->shape.n_q_heads, e->shape.n_kv_heads, e->shape.dk,
                                  e->shape.dv, e->shape.scale};

@@ -233,3 +233,37 @@ gem_status cli_pair_validate(const gem_attn_shape *shape, const float *q, const 
     free(dbl);
     return st;
 }
+
+gem_status cli_pair_validate2(const gem_attn_shape *shape, const float *q,
+                              const gem_kv_view *kv, const gem_kv_view *kv_b,
+                              const cli_route_result *a, const cli_route_result *b, size_t n,
+                              const char *progress, cli_pair_check *out)
+{
+    memset(out, 0, sizeof *out);
+    gem_compare_f32_f32(b->out, a->out, n, &out->b_vs_a);
+    const int f32 = kv->v_dtype == GEM_DTYPE_F32 && kv_b->v_dtype == GEM_DTYPE_F32;
+    out->passed = result_sound(a) && result_sound(b) && (!f32 || cli_compare_passes(&out->b_vs_a));
+    if (progress)
+        cli_progress("%s", progress);
+    double *dbl = malloc(n * sizeof(double)); /* n * 8 fits: it is an output of the shape */
+    if (!dbl) {
+        out->passed = 0;
+        return GEM_ERR_NOMEM;
+    }
+    const gem_decode_shape ds = {shape->n_q_heads, shape->n_kv_heads, shape->dk, shape->dv,
+                                 shape->scale};
+    gem_status st = gem_attn_reference_kv(&ds, q, kv, dbl, n);
+    if (st == GEM_OK) {
+        gem_compare_f32_f64(a->out, dbl, n, &out->a_vs_double);
+        st = gem_attn_reference_kv(&ds, q, kv_b, dbl, n);
+    }
+    if (st == GEM_OK) {
+        gem_compare_f32_f64(b->out, dbl, n, &out->b_vs_double);
+        out->passed = out->passed && cli_compare_passes(&out->a_vs_double) &&
+                      cli_compare_passes(&out->b_vs_double);
+    } else {
+        out->passed = 0;
+    }
+    free(dbl);
+    return st;
+}

@@ -120,7 +120,16 @@ typedef struct cli_pair_check {
  * dk) and the cache the routes read, `kv` in host memory (gem_engine_kv_host:
  * the rounded values of a 16-bit cache). With with_double, runs
  * gem_attn_reference_kv on them (single thread; `progress`, may be NULL, is
- * printed first). Returns the reference's status (GEM_OK without it). */
+ * printed first). Returns the reference's status (GEM_OK without it).
+ * cli_pair_validate2: route b read another view of the same layer, kv_b (V alone
+ * with K rebuilt from it, where a read the stored K): each route is checked
+ * against the reference of its own view (with_double must be 1), and b against a
+ * is recorded but gates only when both read F32 (a stored 16-bit K rounds what b
+ * rebuilds in F32). */
+gem_status cli_pair_validate2(const gem_attn_shape *shape, const float *q,
+                              const gem_kv_view *kv, const gem_kv_view *kv_b,
+                              const cli_route_result *a, const cli_route_result *b, size_t n,
+                              const char *progress, cli_pair_check *out);
 gem_status cli_pair_validate(const gem_attn_shape *shape, const float *q, const gem_kv_view *kv,
                              const cli_route_result *a, const cli_route_result *b, size_t n,
                              int with_double, const char *progress, cli_pair_check *out);

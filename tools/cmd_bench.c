@@ -12,6 +12,9 @@
  * median time) and
  * the fraction of the read bandwidth measured by the same engine in the same
  * run. Writes one "gem.bench.v1" record (docs/receipts-bench.md).
+ * --k-from-v: the inputs of a Gemma 4 full layer whose K is rebuilt from V
+ * (gem_engine_load_k_from_v): route A reads the stored K and V, route B V alone
+ * (the bytes of each route are what it reads).
  * Exit status: 0 everything validated and was timed, 1 a validation failed,
  * 2 bad usage or input.
  */
@@ -64,6 +67,10 @@ static void help(void)
            "  --bw-mib M           read-bandwidth probe size in MiB (default 1024)\n"
            "  --bw-reps R          read-bandwidth repetitions, median taken (default 5)\n"
            "  --no-double          skip the double-reference check (A vs B still gates)\n"
+           "  --k-from-v           a Gemma 4 full layer (K = RoPE(k_weight * V), 64 of 256\n"
+           "                       pairs rotating, base 1e6, k_weight seeded in [0.5, 1.5)):\n"
+           "                       A reads the stored K and V, B (fused) V alone, rebuilding\n"
+           "                       K; each checked against its own double reference\n"
            "  --out PATH           JSON record (default gem-bench.json)\n"
            "  -h, --help           this text\n\n"
            "exit status: 0 validated and timed, 1 a validation failed, 2 bad usage or input\n");
@@ -78,6 +85,7 @@ typedef struct bench_opts {
     uint64_t seed;
     float scale;
     int check_double;
+    int k_from_v; /* --k-from-v */
     cli_kv_dtypes dt;
     const char *out;
 } bench_opts;
@@ -139,6 +147,8 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     char la[64], lb[64];
     cli_route_spec ra_spec = o->a, rb_spec = o->b; /* bound to the loaded inputs below */
     const double kv_bytes = cli_kv_bytes(&o->dt, live);
+    /* what route B reads: K and V, or V alone when it rebuilds K */
+    const double kv_bytes_b = o->k_from_v ? kv_bytes / 2 : kv_bytes;
     int64_t copies = o->copies;
     if (copies == 0) {
         copies = (int64_t)ceil(512.0 * 1048576.0 / kv_bytes);
@@ -160,8 +170,22 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     gem_inputs_sha256(&in, sha); /* cannot fail: the buffers exist and fit */
     cli_progress("bench %lld tokens: loading %lld cop%s of K/V", (long long)live,
                  (long long)copies, copies == 1 ? "y" : "ies");
-    st = gem_engine_load_kv(e, &shape, &in.in, o->dt.k, o->dt.v, copies);
-    gem_kv_view host_kv;
+    gem_kv_view host_kv, host_kv_b;
+    float k_weight[CLI_D];
+    double inv_freq[64];
+    if (o->k_from_v) {
+        /* Gemma 4's full layer: 64 of 256 pairs rotate, base 1e6, row t at position t */
+        gem_fill_uniform(o->seed ^ 0x6b776569676874ull, 0.5f, 1.5f, k_weight, CLI_D);
+        for (int j = 0; j < 64; j++)
+            inv_freq[j] = pow(1e6, -2.0 * j / (double)CLI_D);
+        const gem_k_from_v rot = {NULL, inv_freq, 64, CLI_D / 2, 0};
+        st = gem_engine_load_k_from_v(e, &shape, &in.in, o->dt.v, k_weight, &rot, copies);
+        if (st == GEM_OK && (st = gem_engine_select_k_from_v(e, 1)) == GEM_OK &&
+            (st = gem_engine_kv_host(e, &host_kv_b)) == GEM_OK)
+            st = gem_engine_select_k_from_v(e, 0);
+    } else {
+        st = gem_engine_load_kv(e, &shape, &in.in, o->dt.k, o->dt.v, copies);
+    }
     if (st == GEM_OK)
         st = gem_engine_kv_host(e, &host_kv);
     if (st != GEM_OK) {
@@ -175,7 +199,9 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     /* validation: every copy holds the same data, so two runs of each route
      * on consecutive copies also check that the rotation changes nothing */
     cli_progress("bench %lld tokens: validating %s and %s", (long long)live, la, lb);
-    if ((st = cli_route_run_checked(e, &ra_spec, n, 2, &ra)) != GEM_OK ||
+    if ((st = gem_engine_select_k_from_v(e, 0)) != GEM_OK ||
+        (st = cli_route_run_checked(e, &ra_spec, n, 2, &ra)) != GEM_OK ||
+        (st = gem_engine_select_k_from_v(e, o->k_from_v)) != GEM_OK ||
         (st = cli_route_run_checked(e, &rb_spec, n, 2, &rb)) != GEM_OK) {
         cli_error(CMD, "route %s at %lld tokens: %s", ra.out ? lb : la, (long long)live,
                   gem_status_str(st));
@@ -184,9 +210,10 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
     char what[96];
     snprintf(what, sizeof what, "bench %lld tokens: double-precision reference", (long long)live);
     cli_pair_check pc;
-    if ((st = cli_pair_validate(&shape, in.q, &host_kv, &ra, &rb, n, o->check_double, what,
-                                &pc)) !=
-        GEM_OK) {
+    if ((st = o->k_from_v
+                  ? cli_pair_validate2(&shape, in.q, &host_kv, &host_kv_b, &ra, &rb, n, what, &pc)
+                  : cli_pair_validate(&shape, in.q, &host_kv, &ra, &rb, n, o->check_double,
+                                      what, &pc)) != GEM_OK) {
         cli_error(CMD, "double reference: %s", gem_status_str(st));
         goto done;
     }
@@ -208,6 +235,8 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
                           json_pack("{s:s, s:s, s:s}", "q", sha[0], "k", sha[1], "v", sha[2]),
                           "copies", (json_int_t)copies, "kv_bytes", kv_bytes, "validation",
                           val);
+    if (c && o->k_from_v)
+        json_object_set_new(c, "kv_bytes_b", gem_receipt_real(kv_bytes_b));
     if (!c || json_object_set_new(c, "routes", json_pack("{s:o, s:o}", "a",
                                                           cli_route_json(&ra_spec), "b",
                                                           cli_route_json(&rb_spec)))) {
@@ -234,7 +263,9 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
                  (long long)o->warmup, (long long)o->rounds);
     for (int64_t w = 0; w < o->warmup; w++) {
         double s;
-        if ((st = gem_engine_run(e, ra_spec.route, &pa, &s)) != GEM_OK ||
+        if ((st = gem_engine_select_k_from_v(e, 0)) != GEM_OK ||
+            (st = gem_engine_run(e, ra_spec.route, &pa, &s)) != GEM_OK ||
+            (st = gem_engine_select_k_from_v(e, o->k_from_v)) != GEM_OK ||
             (st = gem_engine_run(e, rb_spec.route, &pb, &s)) != GEM_OK) {
             cli_error(CMD, "warm-up: %s", gem_status_str(st));
             goto done;
@@ -257,7 +288,9 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         double *dev[4] = {&ta[2 * r], &tb[2 * r], &tb[2 * r + 1], &ta[2 * r + 1]};
         double *host[4] = {&ha[2 * r], &hb[2 * r], &hb[2 * r + 1], &ha[2 * r + 1]};
         for (int k = 0; k < 4 && st == GEM_OK; k++) {
-            st = gem_engine_run(e, order[k]->route, par[k], dev[k]);
+            st = gem_engine_select_k_from_v(e, o->k_from_v && order[k] == &rb_spec);
+            if (st == GEM_OK)
+                st = gem_engine_run(e, order[k]->route, par[k], dev[k]);
             *host[k] = gem_engine_last_host_seconds(e);
         }
         if (st != GEM_OK) {
@@ -280,15 +313,18 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         free(tmp);
     }
     const stats sa = stats_of(ta, ns), sb = stats_of(tb, ns), sr = stats_of(ratio, ns);
-    const double ga = kv_bytes / sa.median / 1e9, gb = kv_bytes / sb.median / 1e9;
-    const double floor_s = kv_bytes / bw;
+    const double ga = kv_bytes / sa.median / 1e9, gb = kv_bytes_b / sb.median / 1e9;
+    const double floor_s = kv_bytes / bw, floor_b = kv_bytes_b / bw;
     printf("%-8lld %-16s %9.3f %9.3f %9.3f %8.2f %6.1f%% %7.2fx\n", (long long)live, la,
            sa.min * 1e3, sa.median * 1e3, sa.max * 1e3, ga, 100.0 * ga * 1e9 / bw,
            sa.median / floor_s);
     printf("%-8s %-16s %9.3f %9.3f %9.3f %8.2f %6.1f%% %7.2fx\n", "", lb, sb.min * 1e3,
-           sb.median * 1e3, sb.max * 1e3, gb, 100.0 * gb * 1e9 / bw, sb.median / floor_s);
-    printf("%-8s A/B ratio median %.3f (pairs %zu, min %.3f, max %.3f); floor %.3f ms\n", "",
+           sb.median * 1e3, sb.max * 1e3, gb, 100.0 * gb * 1e9 / bw, sb.median / floor_b);
+    printf("%-8s A/B ratio median %.3f (pairs %zu, min %.3f, max %.3f); floor %.3f ms", "",
            sr.median, ns, sr.min, sr.max, floor_s * 1e3);
+    if (o->k_from_v)
+        printf(" (B, V alone: %.3f ms)", floor_b * 1e3);
+    printf("\n");
     if (nominal > 0)
         printf("%-8s of the nominal %.0f GB/s: A %.1f%%, B %.1f%%\n", "", nominal / 1e9,
                100.0 * ga * 1e9 / nominal, 100.0 * gb * 1e9 / nominal);
@@ -300,6 +336,8 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         "ratio_a_over_b", "pairs", samples_json(ratio, ns), "stats", stats_json(sr));
     json_object_set_new(c, "timing", timing);
     json_object_set_new(c, "floor_seconds", gem_receipt_real(floor_s));
+    if (o->k_from_v)
+        json_object_set_new(c, "floor_seconds_b", gem_receipt_real(floor_b));
     json_object_set_new(c, "gbps", json_pack("{s:o, s:o}", "a", gem_receipt_real(ga), "b",
                                               gem_receipt_real(gb)));
     json_object_set_new(c, "fraction_of_read_bandwidth",
@@ -382,6 +420,10 @@ int gem_cmd_bench(int argc, char **argv)
             o.check_double = 0;
             continue;
         }
+        if (!strcmp(a, "--k-from-v")) {
+            o.k_from_v = 1;
+            continue;
+        }
         if (!v) {
             cli_error(CMD, "unknown option or missing value: '%s' (see --help)", a);
             return 2;
@@ -433,6 +475,11 @@ int gem_cmd_bench(int argc, char **argv)
     }
     if (cli_route_resolve(CMD, &o.a) || cli_route_resolve(CMD, &o.b))
         return 2;
+    if (o.k_from_v && (o.b.route != GEM_ROUTE_FUSED || !o.check_double || o.dt.k != o.dt.v)) {
+        cli_error(CMD, "--k-from-v needs --b fused (the route that rebuilds K), the double "
+                       "reference (no --no-double) and one element type for K and V");
+        return 2;
+    }
     if (cli_check_output(CMD, "--out", o.out, NULL, 0))
         return 2;
     for (size_t i = 0; i < o.n_lengths; i++) { /* the largest copies x length the run loads */
@@ -470,8 +517,9 @@ int gem_cmd_bench(int argc, char **argv)
     char la[64], lb[64];
     cli_route_label(&o.a, la, sizeof la);
     cli_route_label(&o.b, lb, sizeof lb);
-    printf("gem bench: A = %s, B = %s on %s; K %s, V %s\n", la, lb, gem_engine_describe(e),
-           gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v));
+    printf("gem bench: A = %s, B = %s on %s; K %s, V %s%s\n", la, lb, gem_engine_describe(e),
+           gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v),
+           o.k_from_v ? "; B reads V alone and rebuilds K (--k-from-v)" : "");
     printf("read bandwidth %.2f GB/s (%lld MiB streaming read, median of %lld)\n", bw / 1e9,
            (long long)o.bw_mib, (long long)o.bw_reps);
     if (nominal > 0)
@@ -492,6 +540,7 @@ int gem_cmd_bench(int argc, char **argv)
         json_object_set_new(doc, "kv_dtype", cli_kv_dtype_json(&o.dt)) ||
         json_object_set_new(doc, "route_a", cli_route_json(&o.a)) ||
         json_object_set_new(doc, "route_b", cli_route_json(&o.b)) ||
+        json_object_set_new(doc, "k_from_v", json_boolean(o.k_from_v)) ||
         json_object_set_new(doc, "read_bandwidth",
                             json_pack("{s:I, s:I, s:o}", "bytes", (json_int_t)bw_bytes, "reps",
                                       (json_int_t)o.bw_reps, "bytes_per_second",

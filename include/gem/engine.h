@@ -92,6 +92,29 @@ gem_status gem_engine_load_kv(gem_engine *e, const gem_attn_shape *shape,
                               const gem_attn_inputs *in, gem_dtype k_dtype, gem_dtype v_dtype,
                               int64_t copies);
 
+/* Inputs of a Gemma 4 full layer, whose keys are rebuilt from its values
+ * (gem_k_from_v): V is in->v rounded to v_dtype (in->k is not read), and K is
+ * built from that rounded V here, RoPE_{pos0+t}(k_weight * V) in double, rounded
+ * to float and then to v_dtype, for every `capacity` row. Both are loaded as
+ * gem_engine_load_kv loads K and V (the same copies), so a run reads either the
+ * stored K and V, or, after gem_engine_select_k_from_v(e, 1), V alone with K
+ * rebuilt from it by the route. k_weight (dk) host floats, finite; rot's fields
+ * as gem_k_from_v describes them (its k_weight is ignored: the engine places
+ * its own copy in the backend's memory; inv_freq is copied). dk must equal dv.
+ * GEM_ERR_PARAM / GEM_ERR_SHAPE / GEM_ERR_NONFINITE as gem_kv_view_check,
+ * gem_k_from_v_check and gem_engine_load_kv answer. Runs start with the stored K
+ * selected. */
+gem_status gem_engine_load_k_from_v(gem_engine *e, const gem_attn_shape *shape,
+                                    const gem_attn_inputs *in, gem_dtype v_dtype,
+                                    const float *k_weight, const gem_k_from_v *rot,
+                                    int64_t copies);
+
+/* After gem_engine_load_k_from_v: on = 1 makes the following runs (and
+ * gem_engine_kv_host) use the view of V alone with K rebuilt from it, on = 0 the
+ * stored K and V. GEM_ERR_STATE when the loaded inputs came from another load
+ * (on = 0 is always accepted), GEM_ERR_PARAM for on not 0 or 1. */
+gem_status gem_engine_select_k_from_v(gem_engine *e, int on);
+
 /* A view of the loaded K and V in host memory, as every route reads them (the
  * rounded values, the loaded dtypes), dense head-major with the loaded live and
  * capacity: what the double reference (gem_attn_reference_kv) must read. The
