@@ -1,0 +1,561 @@
+/*
+The fused first pass on tensor cores for BF16 K and V, exact to F32: an experiment against the
+library's CUDA-core first pass (gem_fused_first_pass_bf16), at the Gemma 4 full-attention shape
+(32 query heads over 4 KV heads, D512, scale 1/sqrt(512) and 1.0).
+
+Why: on BF16 caches the library's first pass is bound by instruction issue, not by DRAM (run 15:
+0.47 ms at 128K, 49% of the read bandwidth; ncu 71% SM throughput in run 18): per token and KV
+head it issues about 750 warp instructions, of which 256 are the FMAs of the dots and the V
+update. mma.sync m16n8k16 (BF16 in, F32 accumulate) does a k16 x n8 block of those FMAs for
+sixteen rows in one instruction.
+
+Exactness: a product of two BF16 values is exact in F32. Q (F32) is split into three BF16
+pieces, q = hi + mid + lo + r with |r| <= 2^-24 |q| (each piece rounds the rest to 8 bits), so
+Q.K is the F32 dot to within F32 rounding; the softmax weights p (F32, in [0, 1]) into two,
+p = hi + lo + r with |r| <= 2^-17 p, which bounds the V update's relative error per token far
+below the NMSE gate. The tensor core accumulates in F32 in a fixed order: the bits repeat.
+
+Layout of one block (partition p, KV head g; 256 threads, warps w = 0..7, lane = 4*grp + tig):
+  scores: M = 32 rows (hi and mid pieces of the eight heads in m-tile 0, lo in m-tile 1),
+    N = 8 tokens per n-tile, K = dims: warp w takes 64 dims in four k-steps and sums them over
+    the 16 tokens of a tile; a thread loads 16 bytes of a K row (8 dims), which are its B
+    fragments for two k-steps (any order of the dims is the same dot, so the dims are laid out
+    as the loads fall: k-step 2p'+e, column 2*tig + h (+8) <-> dim 64w + 32p' + 8 tig + 4e + h
+    (+2)); Q's A fragments of those dims stay in registers (24 of them).
+    The eight warps' partial scores meet in shared memory, summed in warp order.
+  softmax: warp h owns head h, lane t (mod 16) token t, as in the library.
+  V update: M = 16 rows (hi and lo pieces of the weights of the eight heads), N = dims (warp w
+    owns 64 in eight n-tiles), K = the 16 tokens of the tile: a thread loads 16 bytes (8 dims)
+    of the V rows of tokens 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 and pairs them with byte
+    permutes into the B fragments of its eight n-tiles (column grp <-> dim 64w + 8 grp + j in
+    n-tile j). O stays in the accumulators (32 floats per thread: head grp, dims 64w + 16 tig
+    .. + 15, hi and lo rows added at the end).
+Per tile of 16 tokens a warp issues 16 + 8 mma, 8 loads of 16 bytes, 16 byte permutes, and the
+softmax; two barriers per tile (the library: two per 8 tokens).
+
+version 1 is the library (gem_decode, BF16 head-major): the comparison.
+version 2 is the tensor-core first pass above with the library's reducer body.
+  H200: see results/h200/NOTES.md.
+
+./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions...]
+*/
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "attn_fused_body.cuh"
+
+extern "C" {
+#include "gem/decode.h"
+}
+
+#define D 512
+#define GROUP 8
+#define NKV 4
+#define NQ (NKV * GROUP)
+#define TILE 16
+
+#define cudaCheck(call)                                                                        \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
+                    cudaGetErrorString(e_));                                                   \
+            exit(EXIT_FAILURE);                                                                \
+        }                                                                                      \
+    } while (0)
+
+/* ---- the tensor-core first pass --------------------------------------------------------- */
+
+/* two BF16 values as one register: a in the low half (the lower column / row index) */
+__device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 a, __nv_bfloat16 b)
+{
+    return (uint32_t)__bfloat16_as_ushort(a) | ((uint32_t)__bfloat16_as_ushort(b) << 16);
+}
+
+/* x = hi + mid + lo (+ |r| <= 2^-24 |x|), each rounded to nearest BF16 from the exact rest */
+__device__ __forceinline__ void split3(float x, __nv_bfloat16 *hi, __nv_bfloat16 *mid,
+                                       __nv_bfloat16 *lo)
+{
+    *hi = __float2bfloat16_rn(x);
+    const float r1 = x - __bfloat162float(*hi); /* exact */
+    *mid = __float2bfloat16_rn(r1);
+    const float r2 = r1 - __bfloat162float(*mid); /* exact */
+    *lo = __float2bfloat16_rn(r2);
+}
+
+__device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 ld16(const void *p, uint64_t pol)
+{
+    uint4 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4 &v, int k)
+{
+    return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    mma_first_pass(const float *__restrict__ q,          /* (n_q_heads, 512) */
+                   const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at g*hs + t*ts */
+                   const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                   float *__restrict__ part_m, float *__restrict__ part_s,
+                   float *__restrict__ part_o, int64_t live, int64_t partitions,
+                   int64_t n_q_heads, float scale)
+{
+    __shared__ __align__(16) float sred[8][GROUP][TILE]; /* warps' partial scores */
+    __shared__ __align__(16) float sp[GROUP][TILE];      /* the tile's weights */
+    __shared__ float salpha[GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q's A fragments: m-tile 0 rows grp (hi) and grp + 8 (mid), m-tile 1 row grp (lo) */
+    uint32_t qa[4][4], qb[4][2];
+    {
+        const float *qh = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const int base = 64 * w + 32 * (s >> 1) + 8 * tig + 4 * (s & 1);
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                split3(__ldg(qh + base + u), &hi[u], &mid[u], &lo[u]);
+            qa[s][0] = pack_bf16(hi[0], hi[1]);   /* row grp, cols 2tig, 2tig+1 */
+            qa[s][1] = pack_bf16(mid[0], mid[1]); /* row grp + 8 */
+            qa[s][2] = pack_bf16(hi[2], hi[3]);   /* row grp, cols 2tig+8, +9 */
+            qa[s][3] = pack_bf16(mid[2], mid[3]);
+            qb[s][0] = pack_bf16(lo[0], lo[1]);
+            qb[s][1] = pack_bf16(lo[2], lo[3]);
+        }
+    }
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    /* this thread's K pieces: n-tile i (tokens 8i + grp), half p' (dims 64w + 32p' + 8tig) */
+    const __nv_bfloat16 *kb = k + g * hs + 64 * w + 8 * tig;
+    /* V pieces: tokens 2tig, 2tig+1, 2tig+8, 2tig+9 of the tile, dims 64w + 8grp .. +7 */
+    const __nv_bfloat16 *vb = v + g * hs + 64 * w + 8 * grp;
+    const int vtok[4] = {2 * tig, 2 * tig + 1, 2 * tig + 8, 2 * tig + 9};
+    uint4 kr[2][2], vr[4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t t = begin + 8 * i + grp;
+            kr[i][h] = t < end ? ld16(kb + t * ts + 32 * h, pol) : zero4;
+        }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int64_t t = begin + vtok[u];
+        vr[u] = t < end ? ld16(vb + t * ts, pol) : zero4;
+    }
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+
+    for (int64_t t0 = begin; t0 < end; t0 += TILE) {
+        /* scores: the warp's 64 dims of the 16 tokens */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                const uint4 &kk = kr[i][st >> 1];
+                const uint32_t b0 = (st & 1) ? kk.z : kk.x, b1 = (st & 1) ? kk.w : kk.y;
+                const uint32_t a1[4] = {qb[st][0], 0u, qb[st][1], 0u};
+                mma_bf16(d0, qa[st], b0, b1);
+                mma_bf16(d1, a1, b0, b1);
+            }
+            /* head grp, tokens 8i + 2tig, +1: (hi + mid) + lo */
+            float2 r;
+            r.x = (d0[0] + d0[2]) + d1[0];
+            r.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
+        }
+        /* the next tile's K rows, in flight through this tile's softmax and V update */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t t = t0 + TILE + 8 * i + grp;
+                kr[i][h] = t < end ? ld16(kb + t * ts + 32 * h, pol) : zero4;
+            }
+        __syncthreads(); /* sred complete */
+        {
+            const int t = lane & (TILE - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = TILE / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < TILE)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* weights published */
+        {
+            const float al = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al;
+                acc[j][1] *= al;
+                acc[j][2] *= al;
+                acc[j][3] *= al;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t pa[4] = {pack_bf16(ph[0], ph[1]), pack_bf16(pl[0], pl[1]),
+                                    pack_bf16(ph[2], ph[3]), pack_bf16(pl[2], pl[3])};
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t x0 = word(vr[0], j >> 1), x1 = word(vr[1], j >> 1),
+                               x2 = word(vr[2], j >> 1), x3 = word(vr[3], j >> 1);
+                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+                mma_bf16(acc[j], pa, __byte_perm(x0, x1, sel), __byte_perm(x2, x3, sel));
+            }
+        }
+        /* the next tile's V rows */
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int64_t t = t0 + TILE + vtok[u];
+            vr[u] = t < end ? ld16(vb + t * ts, pol) : zero4;
+        }
+    }
+    /* the partial: head grp of the group, dims 64w + 16tig + (0..7 | 8..15) */
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float4 *po = reinterpret_cast<float4 *>(part_o + row * D + 64 * w + 16 * tig);
+    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
+                        acc[3][0] + acc[3][2]);
+    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
+                        acc[7][0] + acc[7][2]);
+    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
+                        acc[3][1] + acc[3][3]);
+    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
+                        acc[7][1] + acc[7][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    mma_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
+}
+
+/* ---- CPU reference, one thread per group of query heads ---------------------------------- */
+
+typedef struct ref_job {
+    double *out;            /* (NQ, D) */
+    const float *q, *k, *v; /* (NQ, D), (NKV, live, D) x2, the rounded values */
+    int64_t live;
+    float scale;
+    int h0, h1;
+} ref_job;
+
+static void *ref_heads(void *pv)
+{
+    ref_job *j = (ref_job *)pv;
+    double *wt = (double *)malloc((size_t)j->live * sizeof(double));
+    for (int h = j->h0; h < j->h1; h++) {
+        const int g = h / GROUP;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t t = 0; t < j->live; t++) {
+            double a = 0;
+            const float *kr = j->k + ((size_t)g * j->live + t) * D;
+            for (int i = 0; i < D; i++)
+                a += (double)j->q[h * D + i] * (double)kr[i];
+            wt[t] = a * j->scale;
+            mx = wt[t] > mx ? wt[t] : mx;
+        }
+        for (int64_t t = 0; t < j->live; t++)
+            sum += (wt[t] = exp(wt[t] - mx));
+        for (int i = 0; i < D; i++) {
+            double a = 0;
+            for (int64_t t = 0; t < j->live; t++)
+                a += wt[t] * (double)j->v[((size_t)g * j->live + t) * D + i];
+            j->out[h * D + i] = a / sum;
+        }
+    }
+    free(wt);
+    return NULL;
+}
+
+static void reference(double *out, const float *q, const float *k, const float *v, int64_t live,
+                      float scale)
+{
+    pthread_t th[16];
+    ref_job jobs[16];
+    for (int i = 0; i < 16; i++) {
+        jobs[i] = (ref_job){out, q, k, v, live, scale, i * NQ / 16, (i + 1) * NQ / 16};
+        pthread_create(&th[i], NULL, ref_heads, &jobs[i]);
+    }
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+}
+
+static uint64_t splitmix(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(splitmix(&seed) >> 40) * 0x1p-24f * 2.0f - 1.0f;
+}
+
+__global__ void wait_kernel(uint64_t ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    int vs[4], nv = 0, rounds = 10;
+    int64_t lengths[8] = {8192, 65536, 131072}, partitions = 64;
+    int nl = 3;
+    float scales[2] = {1.0f / sqrtf((float)D), 1.0f};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--partitions") && i + 1 < argc)
+            partitions = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
+            nl = 0;
+            for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
+                lengths[nl++] = atoll(t);
+        } else if (nv < 4) {
+            vs[nv] = atoi(argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 2) {
+                fprintf(stderr, "unknown version %s (1 .. 2)\n", argv[i]);
+                return 2;
+            }
+            nv++;
+        }
+    }
+    if (nv == 0)
+        for (nv = 0; nv < 2; nv++)
+            vs[nv] = nv + 1;
+    if (rounds < 1 || partitions < 1 || partitions > 4096)
+        return 2;
+    gem_decode_ctx *ctx = NULL;
+    if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
+        return 2;
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    printf("version 1: the library's BF16 first pass (gem_decode); version 2: tensor cores, "
+           "P %lld\n", (long long)partitions);
+    printf("%-8s %-8s %10s %10s %10s %9s\n", "live", "version", "min ms", "median ms", "max ms",
+           "GB/s");
+    int failed = 0;
+    for (int li = 0; li < nl; li++) {
+        const int64_t live = lengths[li];
+        const size_t n = (size_t)NKV * (size_t)live * D;
+        float *hq = (float *)malloc(NQ * D * sizeof(float));
+        float *hk = (float *)malloc(n * sizeof(float)), *hv = (float *)malloc(n * sizeof(float));
+        __nv_bfloat16 *bk = (__nv_bfloat16 *)malloc(n * 2), *bv = (__nv_bfloat16 *)malloc(n * 2);
+        fill(hq, NQ * D, 11 + (uint64_t)live);
+        fill(hk, n, 12 + (uint64_t)live);
+        fill(hv, n, 13 + (uint64_t)live);
+        for (size_t i = 0; i < n; i++) {
+            bk[i] = __float2bfloat16_rn(hk[i]);
+            hk[i] = __bfloat162float(bk[i]);
+            bv[i] = __float2bfloat16_rn(hv[i]);
+            hv[i] = __bfloat162float(bv[i]);
+        }
+        const double bytes = 2.0 * (double)n * 2.0;
+        const int copies = bytes < 512e6 ? (int)fmin(16.0, ceil(512e6 / bytes)) : 1;
+        void *dk[16], *dv[16];
+        for (int c = 0; c < copies; c++) {
+            cudaCheck(cudaMalloc(&dk[c], n * 2));
+            cudaCheck(cudaMalloc(&dv[c], n * 2));
+            cudaCheck(cudaMemcpy(dk[c], bk, n * 2, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(dv[c], bv, n * 2, cudaMemcpyHostToDevice));
+        }
+        float *dq, *dout;
+        cudaCheck(cudaMalloc(&dq, NQ * D * sizeof(float)));
+        cudaCheck(cudaMalloc(&dout, NQ * D * sizeof(float)));
+        cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
+        const int64_t pmax = partitions > 64 ? partitions : 64;
+        size_t ws_bytes = (size_t)pmax * NQ * (D + 2) * sizeof(float);
+        void *dws;
+        cudaCheck(cudaMalloc(&dws, ws_bytes + (1 << 20)));
+        float *hout = (float *)malloc(NQ * D * sizeof(float));
+        float *hfirst = (float *)malloc(NQ * D * sizeof(float));
+        double *ref = (double *)malloc(NQ * D * sizeof(double));
+        int valid[4];
+        for (int sc = 0; sc < 2; sc++) {
+            const float scale = scales[sc];
+            const gem_decode_shape shape = {NQ, NKV, D, D, scale};
+            reference(ref, hq, hk, hv, live, scale);
+#define RUN(i, c)                                                                              \
+    do {                                                                                       \
+        if (vs[i] == 1) {                                                                      \
+            gem_kv_view kv_;                                                                   \
+            memset(&kv_, 0, sizeof kv_);                                                       \
+            kv_.k = dk[c];                                                                     \
+            kv_.v = dv[c];                                                                     \
+            kv_.k_dtype = kv_.v_dtype = GEM_DTYPE_BF16;                                        \
+            kv_.k_head_stride = kv_.v_head_stride = live * D;                                  \
+            kv_.k_token_stride = kv_.v_token_stride = D;                                       \
+            kv_.live = kv_.capacity = live;                                                    \
+            const gem_status st_ =                                                             \
+                gem_decode(ctx, &shape, dq, &kv_, dout, dws, ws_bytes, NULL, stream);          \
+            if (st_ != GEM_OK) {                                                               \
+                fprintf(stderr, "gem_decode: %s\n", gem_status_str(st_));                      \
+                exit(EXIT_FAILURE);                                                            \
+            }                                                                                  \
+        } else {                                                                               \
+            float *pm_ = (float *)dws, *ps_ = pm_ + partitions * NQ, *po_ = ps_ + partitions * NQ; \
+            mma_first_pass<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(               \
+                dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D, D,   \
+                pm_, ps_, po_, live, partitions, NQ, scale);                                   \
+            mma_reducer<<<dim3(NQ, D / 256), 256, 0, stream>>>(pm_, ps_, po_, dout,            \
+                                                               partitions);                    \
+            cudaCheck(cudaGetLastError());                                                     \
+        }                                                                                      \
+    } while (0)
+            for (int i = 0; i < nv; i++) {
+                valid[i] = 1;
+                for (int rep = 0; rep < 2; rep++) {
+                    cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream));
+                    RUN(i, rep % copies);
+                    cudaCheck(cudaStreamSynchronize(stream));
+                    cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float),
+                                         cudaMemcpyDeviceToHost));
+                    if (rep == 0) {
+                        double num = 0, den = 0;
+                        for (int j = 0; j < NQ * D; j++) {
+                            num += (hout[j] - ref[j]) * (hout[j] - ref[j]);
+                            den += ref[j] * ref[j];
+                        }
+                        const double nmse = num / den;
+                        printf("%-8lld v%-7d scale %.4f: nmse %.3g against double\n",
+                               (long long)live, vs[i], scale, nmse);
+                        if (!(nmse <= 1e-10))
+                            valid[i] = 0;
+                        memcpy(hfirst, hout, NQ * D * sizeof(float));
+                    } else if (memcmp(hfirst, hout, NQ * D * sizeof(float)) != 0) {
+                        printf("%-8lld v%-7d INVALID: the repeat differs\n", (long long)live,
+                               vs[i]);
+                        valid[i] = 0;
+                    }
+                }
+                failed |= !valid[i];
+            }
+            if (sc == 1)
+                break; /* scale 1.0 is validated, not timed */
+            double *t = (double *)calloc((size_t)nv * 2 * rounds, sizeof(double));
+            int turn = 0;
+            for (int wu = 0; wu < 3; wu++)
+                for (int i = 0; i < nv; i++)
+                    if (valid[i])
+                        RUN(i, 0);
+            for (int r = 0; r < rounds; r++)
+                for (int pass = 0; pass < 2; pass++)
+                    for (int j = 0; j < nv; j++) {
+                        const int i = pass == 0 ? j : nv - 1 - j;
+                        if (!valid[i])
+                            continue;
+                        turn++;
+                        wait_kernel<<<1, 1, 0, stream>>>(50000);
+                        cudaCheck(cudaEventRecord(e0, stream));
+                        RUN(i, turn % copies);
+                        cudaCheck(cudaEventRecord(e1, stream));
+                        cudaCheck(cudaEventSynchronize(e1));
+                        float ms = 0;
+                        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+                        t[(size_t)i * 2 * rounds + 2 * r + pass] = ms;
+                    }
+            for (int i = 0; i < nv; i++) {
+                if (!valid[i])
+                    continue;
+                double *ti = t + (size_t)i * 2 * rounds;
+                qsort(ti, (size_t)2 * rounds, sizeof(double), cmp_double);
+                const double med = 0.5 * (ti[rounds - 1] + ti[rounds]);
+                printf("%-8lld v%-7d %10.4f %10.4f %10.4f %9.1f\n", (long long)live, vs[i], ti[0],
+                       med, ti[2 * rounds - 1], bytes / (med * 1e-3) / 1e9);
+            }
+            free(t);
+        }
+#undef RUN
+        for (int c = 0; c < copies; c++) {
+            cudaFree(dk[c]);
+            cudaFree(dv[c]);
+        }
+        cudaFree(dq);
+        cudaFree(dout);
+        cudaFree(dws);
+        free(hq);
+        free(hk);
+        free(hv);
+        free(bk);
+        free(bv);
+        free(hout);
+        free(hfirst);
+        free(ref);
+    }
+    gem_decode_ctx_destroy(ctx);
+    return failed;
+}
