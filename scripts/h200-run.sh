@@ -20,6 +20,7 @@
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
 #   JOBS     build parallelism (default: nproc)
+#   BUILD_TARGETS  build only these CMake targets (e.g. dev_mma_decode; default: all)
 # Needs: nvcc 13 / CUDA 13, cmake, python3; jansson and OpenSSL headers, or the
 # static copies under .deps/dist (include/, lib/) carried with the tree.
 set -u -o pipefail
@@ -92,12 +93,13 @@ EOF
     cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         "${CMAKE_EXTRA[@]}" >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; exit 2; }
     grep -E "gem: CUDA|jansson|OpenSSL" "$OUT/cmake.txt"
-    if ! cmake --build "$BUILD" -j"$JOBS" >"$OUT/build.txt" 2>&1; then
+    if ! cmake --build "$BUILD" -j"$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS} \
+        >"$OUT/build.txt" 2>&1; then
         grep -E -B3 -A10 "error" "$OUT/build.txt" | head -60
         exit 2
     fi
     grep -E "spill|warning" "$OUT/build.txt" | head -20
-    "$GEM" --version || exit 2
+    [ -n "${BUILD_TARGETS:-}" ] || "$GEM" --version || exit 2
 fi
 
 # ---- tests ------------------------------------------------------------------------

@@ -34,8 +34,8 @@ Per tile of 16 tokens a warp issues 16 + 8 mma, 8 loads of 16 bytes, 16 byte per
 softmax; two barriers per tile (the library: two per 8 tokens).
 
 version 1 is the library (gem_decode, BF16 head-major): the comparison.
-version 2 is the tensor-core first pass above with the library's reducer body.
-  H200: see results/h200/NOTES.md.
+version 2 is the tensor-core first pass above with the library's reducer body (no PDL).
+  H200: results/h200/run19 (as first written here), then the library's copy (run 20).
 
 ./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions...]
 */
@@ -58,7 +58,6 @@ extern "C" {
 #define GROUP 8
 #define NKV 4
 #define NQ (NKV * GROUP)
-#define TILE 16
 
 #define cudaCheck(call)                                                                        \
     do {                                                                                       \
@@ -70,214 +69,20 @@ extern "C" {
         }                                                                                      \
     } while (0)
 
-/* ---- the tensor-core first pass --------------------------------------------------------- */
-
-/* two BF16 values as one register: a in the low half (the lower column / row index) */
-__device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 a, __nv_bfloat16 b)
-{
-    return (uint32_t)__bfloat16_as_ushort(a) | ((uint32_t)__bfloat16_as_ushort(b) << 16);
-}
-
-/* x = hi + mid + lo (+ |r| <= 2^-24 |x|), each rounded to nearest BF16 from the exact rest */
-__device__ __forceinline__ void split3(float x, __nv_bfloat16 *hi, __nv_bfloat16 *mid,
-                                       __nv_bfloat16 *lo)
-{
-    *hi = __float2bfloat16_rn(x);
-    const float r1 = x - __bfloat162float(*hi); /* exact */
-    *mid = __float2bfloat16_rn(r1);
-    const float r2 = r1 - __bfloat162float(*mid); /* exact */
-    *lo = __float2bfloat16_rn(r2);
-}
-
-__device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint4 ld16(const void *p, uint64_t pol)
-{
-    uint4 r;
-    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p), "l"(pol)
-                 : "memory");
-    return r;
-}
-
-__device__ __forceinline__ uint32_t word(const uint4 &v, int k)
-{
-    return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
-}
-
+/* ---- the tensor-core first pass ---------------------------------------------------------
+ * Version 2 as run 19 measured it now lives in the library as gem_fused_first_pass_mma_body
+ * (src/cuda/attn_fused_body.cuh: the same arithmetic, row pointers stepped per tile instead of
+ * recomputed, which removed an 8-byte spill); this program instantiates that body, so what it
+ * times is what ships. */
 extern "C" __global__ void __launch_bounds__(256, 2)
-    mma_first_pass(const float *__restrict__ q,          /* (n_q_heads, 512) */
-                   const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at g*hs + t*ts */
+    mma_first_pass(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                    const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
                    float *__restrict__ part_m, float *__restrict__ part_s,
                    float *__restrict__ part_o, int64_t live, int64_t partitions,
                    int64_t n_q_heads, float scale)
 {
-    __shared__ __align__(16) float sred[8][GROUP][TILE]; /* warps' partial scores */
-    __shared__ __align__(16) float sp[GROUP][TILE];      /* the tile's weights */
-    __shared__ float salpha[GROUP];
-    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
-    const int64_t p = blockIdx.x, g = blockIdx.y;
-    const int64_t chunk = (live + partitions - 1) / partitions;
-    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
-    uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-
-    /* Q's A fragments: m-tile 0 rows grp (hi) and grp + 8 (mid), m-tile 1 row grp (lo) */
-    uint32_t qa[4][4], qb[4][2];
-    {
-        const float *qh = q + (g * GROUP + grp) * D;
-#pragma unroll
-        for (int s = 0; s < 4; s++) {
-            const int base = 64 * w + 32 * (s >> 1) + 8 * tig + 4 * (s & 1);
-            __nv_bfloat16 hi[4], mid[4], lo[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                split3(__ldg(qh + base + u), &hi[u], &mid[u], &lo[u]);
-            qa[s][0] = pack_bf16(hi[0], hi[1]);   /* row grp, cols 2tig, 2tig+1 */
-            qa[s][1] = pack_bf16(mid[0], mid[1]); /* row grp + 8 */
-            qa[s][2] = pack_bf16(hi[2], hi[3]);   /* row grp, cols 2tig+8, +9 */
-            qa[s][3] = pack_bf16(mid[2], mid[3]);
-            qb[s][0] = pack_bf16(lo[0], lo[1]);
-            qb[s][1] = pack_bf16(lo[2], lo[3]);
-        }
-    }
-    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
-    /* this thread's K pieces: n-tile i (tokens 8i + grp), half p' (dims 64w + 32p' + 8tig) */
-    const __nv_bfloat16 *kb = k + g * hs + 64 * w + 8 * tig;
-    /* V pieces: tokens 2tig, 2tig+1, 2tig+8, 2tig+9 of the tile, dims 64w + 8grp .. +7 */
-    const __nv_bfloat16 *vb = v + g * hs + 64 * w + 8 * grp;
-    const int vtok[4] = {2 * tig, 2 * tig + 1, 2 * tig + 8, 2 * tig + 9};
-    uint4 kr[2][2], vr[4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t t = begin + 8 * i + grp;
-            kr[i][h] = t < end ? ld16(kb + t * ts + 32 * h, pol) : zero4;
-        }
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        const int64_t t = begin + vtok[u];
-        vr[u] = t < end ? ld16(vb + t * ts, pol) : zero4;
-    }
-    float acc[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    float m = -INFINITY, s = 0.f;
-
-    for (int64_t t0 = begin; t0 < end; t0 += TILE) {
-        /* scores: the warp's 64 dims of the 16 tokens */
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int st = 0; st < 4; st++) {
-                const uint4 &kk = kr[i][st >> 1];
-                const uint32_t b0 = (st & 1) ? kk.z : kk.x, b1 = (st & 1) ? kk.w : kk.y;
-                const uint32_t a1[4] = {qb[st][0], 0u, qb[st][1], 0u};
-                mma_bf16(d0, qa[st], b0, b1);
-                mma_bf16(d1, a1, b0, b1);
-            }
-            /* head grp, tokens 8i + 2tig, +1: (hi + mid) + lo */
-            float2 r;
-            r.x = (d0[0] + d0[2]) + d1[0];
-            r.y = (d0[1] + d0[3]) + d1[1];
-            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
-        }
-        /* the next tile's K rows, in flight through this tile's softmax and V update */
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t t = t0 + TILE + 8 * i + grp;
-                kr[i][h] = t < end ? ld16(kb + t * ts + 32 * h, pol) : zero4;
-            }
-        __syncthreads(); /* sred complete */
-        {
-            const int t = lane & (TILE - 1);
-            float a = 0.f;
-#pragma unroll
-            for (int ww = 0; ww < 8; ww++)
-                a += sred[ww][w][t];
-            const float sc = t0 + t < end ? a * scale : -INFINITY;
-            float mx = sc;
-#pragma unroll
-            for (int off = TILE / 2; off > 0; off >>= 1)
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float mn = fmaxf(m, mx);
-            const float e = expf(sc - mn);
-            const float alpha = expf(m - mn);
-            float ps = e;
-#pragma unroll
-            for (int off = TILE / 2; off > 0; off >>= 1)
-                ps += __shfl_xor_sync(0xffffffffu, ps, off);
-            s = s * alpha + ps;
-            m = mn;
-            if (lane < TILE)
-                sp[w][lane] = e;
-            if (lane == 0)
-                salpha[w] = alpha;
-        }
-        __syncthreads(); /* weights published */
-        {
-            const float al = salpha[grp];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] *= al;
-                acc[j][1] *= al;
-                acc[j][2] *= al;
-                acc[j][3] *= al;
-            }
-            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
-            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
-            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
-            __nv_bfloat16 ph[4], pl[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                ph[u] = __float2bfloat16_rn(pv[u]);
-                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
-            }
-            const uint32_t pa[4] = {pack_bf16(ph[0], ph[1]), pack_bf16(pl[0], pl[1]),
-                                    pack_bf16(ph[2], ph[3]), pack_bf16(pl[2], pl[3])};
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const uint32_t x0 = word(vr[0], j >> 1), x1 = word(vr[1], j >> 1),
-                               x2 = word(vr[2], j >> 1), x3 = word(vr[3], j >> 1);
-                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
-                mma_bf16(acc[j], pa, __byte_perm(x0, x1, sel), __byte_perm(x2, x3, sel));
-            }
-        }
-        /* the next tile's V rows */
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int64_t t = t0 + TILE + vtok[u];
-            vr[u] = t < end ? ld16(vb + t * ts, pol) : zero4;
-        }
-    }
-    /* the partial: head grp of the group, dims 64w + 16tig + (0..7 | 8..15) */
-    const int64_t row = p * n_q_heads + g * GROUP + grp;
-    float4 *po = reinterpret_cast<float4 *>(part_o + row * D + 64 * w + 16 * tig);
-    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
-                        acc[3][0] + acc[3][2]);
-    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
-                        acc[7][0] + acc[7][2]);
-    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
-                        acc[3][1] + acc[3][3]);
-    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
-                        acc[7][1] + acc[7][3]);
-    if (lane == 0) {
-        part_m[p * n_q_heads + g * GROUP + w] = m;
-        part_s[p * n_q_heads + g * GROUP + w] = s;
-    }
+    gem_fused_first_pass_mma_body<0>(q, k, hs, ts, v, hs, ts, part_m, part_s, part_o, live,
+                                     partitions, n_q_heads, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

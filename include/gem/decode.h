@@ -33,7 +33,8 @@
  *         F32), any strides.
  *   CUDA  dk = dv = 512 with eight query heads per KV head; K and V of one
  *         element type (F32, BF16 or F16; the baseline route F32 only); base
- *         pointers aligned to 4 elements and strides multiples of 4 elements.
+ *         pointers aligned to 16 bytes (F16: 8) and strides multiples of 4
+ *         elements (BF16: 8).
  * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
  * gem/attn.h) in the fused route: the CPU for any rotation, CUDA for half 256
  * with up to 64 rotating pairs (gem_decode_supports_k_from_v).

@@ -15,10 +15,14 @@
  * expf per merge step: 3-4 us faster, run 9), launched as a programmatic
  * dependent of the first pass (versions 12-19, runs 10-13).
  *
- * K and V are F32, BF16 or F16 (the same type for both): a thread owns four elements of every
- * row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of a 16-bit type two tiles ahead
- * (about the same bytes in flight), turned into floats exactly; everything after the load is
- * the same F32 arithmetic.
+ * K and V are F32, BF16 or F16 (the same type for both). F32 and F16: a thread owns four
+ * elements of every row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of F16 two tiles
+ * ahead (about the same bytes in flight), turned into floats exactly; everything after the load
+ * is the same F32 arithmetic. BF16: the dots and the V update run on tensor cores
+ * (gem_fused_first_pass_mma_body, dev/cuda/mma_decode.cu version 2: results/h200/run19 measured
+ * 0.283 ms at 128K against 0.472 for the CUDA-core body, which is bound by instruction issue on
+ * 16-bit rows), exact to F32 by splitting Q and the weights into BF16 pieces. The partials have
+ * the same layout, so the reducer is shared.
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -65,10 +69,25 @@
                                                  scale, nullptr, nullptr);                     \
     }
 
+/* BF16 K and V: the tensor-core body (gem_fused_first_pass_mma_body), the same arguments with
+ * the strides turned into elements; TS elements per row when dense. */
+#define GEM_FIRST_PASS_MMA(NAME, TS)                                                           \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
+             int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
+             float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
+             int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
+    {                                                                                          \
+        gem_fused_first_pass_mma_body<TS>(                                                     \
+            q, reinterpret_cast<const __nv_bfloat16 *>(k), 4 * k_hs4, 4 * k_ts4,               \
+            reinterpret_cast<const __nv_bfloat16 *>(v), 4 * v_hs4, 4 * v_ts4, part_m, part_s,  \
+            part_o, live, partitions, n_q_heads, scale);                                       \
+    }
+
 GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_strided, gem_kv_f32, 0)
-GEM_FIRST_PASS(gem_fused_first_pass_bf16, gem_kv_bf16, GEM_CU_ROW_F4)
-GEM_FIRST_PASS(gem_fused_first_pass_bf16_strided, gem_kv_bf16, 0)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16, GEM_CU_D)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16_strided, 0)
 GEM_FIRST_PASS(gem_fused_first_pass_f16, gem_kv_f16, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_f16_strided, gem_kv_f16, 0)
 

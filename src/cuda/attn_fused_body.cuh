@@ -10,6 +10,7 @@
 
 #include <math.h>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "gem_cuda_internal.h"
@@ -495,6 +496,241 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     if (lane == 0) {
         part_m[row0 + warp] = m;
         part_s[row0 + warp] = s;
+    }
+}
+
+/* ---- BF16 K and V on tensor cores ------------------------------------------------------------
+ * The first pass for BF16 caches: dev/cuda/mma_decode.cu version 2 (results/h200/run19: 0.283 ms
+ * at 128K against 0.472 for the CUDA-core body above, NMSE 6e-12..7e-12 and 3e-13..8e-13 at the
+ * two scales), read through a view.
+ *
+ * Exactness: a product of two BF16 values is exact in F32 and mma.sync accumulates in F32. Q is
+ * split into three BF16 pieces (q = hi + mid + lo to 2^-24 |q|), the weights p in [0, 1] into two
+ * (to 2^-17 p), so the dots are F32 dots and the V update stays far inside the NMSE gate.
+ *
+ * One 256-thread block per (partition, KV head); warp w, lane = 4 grp + tig; tiles of 16 tokens.
+ *   dots: mma m16n8k16, rows the pieces of the eight heads (m-tile 0: hi rows 0-7, mid 8-15;
+ *     m-tile 1: lo), columns 8 tokens, k the dims. Warp w takes 64 dims (four k-steps); a
+ *     thread's 16-byte load of a K row (8 dims, token 8i + grp of n-tile i) is its B fragment of
+ *     two k-steps, so k-step 2h + e, column 2 tig + b (+ 8) is dim 64w + 32h + 8 tig + 4e + b
+ *     (+ 2), and Q's A fragments of those dims stay in registers. The warps' partial dots meet in
+ *     shared memory and are summed in warp order: (hi + mid) + lo per warp, then warps 0..7.
+ *   softmax: warp h owns head h, lane t (mod 16) token t (the CUDA-core body's rule).
+ *   V update: rows the weights' pieces (hi rows 0-7, lo 8-15), columns dims (warp w: 64 dims in
+ *     eight n-tiles, column grp of n-tile j is dim 64w + 8 grp + j), k the 16 tokens. A thread
+ *     loads 16 bytes of the V rows of tokens 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 and pairs
+ *     them by byte permutes into its B fragments. O stays in the accumulators: head grp, dims
+ *     64w + 16 tig .. + 15, the hi and lo rows added when the partial is written.
+ * The next tile's K rows are loaded after this tile's dots, its V rows after this tile's V
+ * update (16-byte loads, L1 no-allocate, L2 evict-first). Two barriers per tile. Rows past the
+ * partition's end load as zeros, their scores are -inf, their weights 0. TS > 0: the token
+ * stride in elements is TS (dense rows); 0: ts at run time. Base pointers and strides are
+ * multiples of 8 elements (16 bytes). */
+#define GEM_MMA_TILE 16
+
+/* two BF16 as one register, a in the low half (the lower row or column index) */
+__device__ __forceinline__ uint32_t gem_pack_bf16(__nv_bfloat16 a, __nv_bfloat16 b)
+{
+    return (uint32_t)__bfloat16_as_ushort(a) | ((uint32_t)__bfloat16_as_ushort(b) << 16);
+}
+
+/* D += A B, m16n8k16, BF16 in, F32 accumulate */
+__device__ __forceinline__ void gem_mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 gem_ld16(const void *p, uint64_t pol)
+{
+    uint4 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p), "l"(pol)
+                 : "memory");
+    return r;
+}
+
+__device__ __forceinline__ uint32_t gem_word(const uint4 &v, int k)
+{
+    return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
+}
+
+template <int TS>
+__device__ __forceinline__ void gem_fused_first_pass_mma_body(
+    const float *__restrict__ q,          /* (n_q_heads, 512) */
+    const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at element g*k_hs + t*k_ts */
+    int64_t k_hs, int64_t k_ts,
+    const __nv_bfloat16 *__restrict__ v,  /* row (g, t) at element g*v_hs + t*v_ts */
+    int64_t v_hs, int64_t v_ts,
+    float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GEM_CU_GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t kts = TS > 0 ? (int64_t)TS : k_ts, vts = TS > 0 ? (int64_t)TS : v_ts;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q's A fragments: qa m-tile 0 (hi, mid), qb m-tile 1 (lo; rows 8-15 zero) */
+    uint32_t qa[4][4], qb[4][2];
+    {
+        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D;
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            const int base = 64 * w + 32 * (st >> 1) + 8 * tig + 4 * (st & 1);
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float x = __ldg(qh + base + u);
+                hi[u] = __float2bfloat16_rn(x);
+                const float r1 = x - __bfloat162float(hi[u]); /* exact */
+                mid[u] = __float2bfloat16_rn(r1);
+                lo[u] = __float2bfloat16_rn(r1 - __bfloat162float(mid[u])); /* r1 - mid exact */
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            qb[st][0] = gem_pack_bf16(lo[0], lo[1]);
+            qb[st][1] = gem_pack_bf16(lo[2], lo[3]);
+        }
+    }
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    /* K: token begin + grp of the tile's first n-tile, dims 64w + 8 tig (+ 32); n-tile 1 is 8
+     * rows further. V: token begin + 2 tig, dims 64w + 8 grp; the others 1, 8, 9 rows further. */
+    const __nv_bfloat16 *kp = k + g * k_hs + (begin + grp) * kts + 64 * w + 8 * tig;
+    const __nv_bfloat16 *vp = v + g * v_hs + (begin + 2 * tig) * vts + 64 * w + 8 * grp;
+    const int64_t k8 = 8 * kts, v8 = 8 * vts;
+    uint4 kr[2][2], vr[4];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const bool in = begin + 8 * i + grp < end;
+        kr[i][0] = in ? gem_ld16(kp + i * k8, pol) : zero4;
+        kr[i][1] = in ? gem_ld16(kp + i * k8 + 32, pol) : zero4;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
+        vr[u] = begin + dt < end ? gem_ld16(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
+    }
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+
+    for (int64_t t0 = begin; t0 < end; t0 += T) {
+        /* the warp's 64 dims of the tile's dots */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                const uint4 &kk = kr[i][st >> 1];
+                const uint32_t b0 = (st & 1) ? kk.z : kk.x, b1 = (st & 1) ? kk.w : kk.y;
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], b0, b1);
+                gem_mma_bf16(d1, qb[st][0], 0u, qb[st][1], 0u, b0, b1);
+            }
+            float2 r; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo */
+            r.x = (d0[0] + d0[2]) + d1[0];
+            r.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
+        }
+        kp += T * kts;
+#pragma unroll
+        for (int i = 0; i < 2; i++) { /* the next tile's K, in flight through this tile */
+            const bool in = t0 + T + 8 * i + grp < end;
+            kr[i][0] = in ? gem_ld16(kp + i * k8, pol) : zero4;
+            kr[i][1] = in ? gem_ld16(kp + i * k8 + 32, pol) : zero4;
+        }
+        __syncthreads(); /* sred complete */
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+        {
+            const float al = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al;
+                acc[j][1] *= al;
+                acc[j][2] *= al;
+                acc[j][3] *= al;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+                const uint32_t b0 = __byte_perm(gem_word(vr[0], j >> 1), gem_word(vr[1], j >> 1), sel);
+                const uint32_t b1 = __byte_perm(gem_word(vr[2], j >> 1), gem_word(vr[3], j >> 1), sel);
+                gem_mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+            }
+        }
+        vp += T * vts;
+#pragma unroll
+        for (int u = 0; u < 4; u++) { /* the next tile's V */
+            const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
+            vr[u] = t0 + T + dt < end ? gem_ld16(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
+        }
+        /* the next tile's first barrier orders these sp reads before sp is rewritten, and
+         * its second barrier orders this tile's sred reads before sred is rewritten */
+    }
+    /* the partial: head grp, dims 64w + 16 tig + 0..7 (column 2 tig) and + 8..15 (2 tig + 1) */
+    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
+    float4 *po = reinterpret_cast<float4 *>(part_o + row * GEM_CU_D + 64 * w + 16 * tig);
+    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
+                        acc[3][0] + acc[3][2]);
+    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
+                        acc[7][0] + acc[7][2]);
+    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
+                        acc[3][1] + acc[3][3]);
+    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
+                        acc[7][1] + acc[7][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
+        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
     }
 }
 

@@ -189,15 +189,17 @@ static gem_status cu_workspace_bytes(const void *impl, const gem_decode_shape *s
 
 static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
-/* The kernels load four elements of a row at once (16 bytes of F32, 8 of a 16-bit type): base
- * pointers aligned to that, strides multiples of 4 elements. */
+/* The kernels load a piece of a row at once: four elements of F32 or F16 (16 or 8 bytes), eight
+ * of BF16 (16 bytes, the tensor-core first pass). Base pointers aligned to the piece, strides
+ * multiples of its elements. */
 static int view_misaligned(const gem_kv_view *kv)
 {
-    const uintptr_t piece = 4u * (uintptr_t)gem_dtype_size(kv->k_dtype);
+    const int64_t n = kv->v_dtype == GEM_DTYPE_BF16 ? 8 : 4;
+    const uintptr_t piece = (uintptr_t)n * (uintptr_t)gem_dtype_size(kv->v_dtype);
     /* a view without K (K rebuilt from V) has k NULL and K strides 0 */
     return ((uintptr_t)kv->k % piece) != 0 || ((uintptr_t)kv->v % piece) != 0 ||
-           kv->k_head_stride % 4 || kv->k_token_stride % 4 || kv->v_head_stride % 4 ||
-           kv->v_token_stride % 4;
+           kv->k_head_stride % n || kv->k_token_stride % n || kv->v_head_stride % n ||
+           kv->v_token_stride % n;
 }
 
 static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
