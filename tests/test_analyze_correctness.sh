@@ -7,9 +7,9 @@
 # missing"; a wrong command line exits 2; one tampered copy per defect class
 # is rejected with one line: figures out of range or contradicting each
 # other, case ids that do not match their parameters, seeds that are not
-# decimal strings, and analyses that are not exactly the re-derived ones
-# (hand-written, edited, or of another receipt). It never reports promotion
-# eligibility.
+# decimal strings, model records of another comparison (K from V), and
+# analyses that are not exactly the re-derived ones (hand-written, edited, or
+# of another receipt). It never reports promotion eligibility.
 #   usage: bash test_analyze_correctness.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -112,6 +112,15 @@ m model-verdict-greedy "verdict disagrees with the figures" set greedy.candidate
 m model-verdict-repeat "verdict disagrees with the figures" set candidate.logits_sha256_repeat '"'"$(printf 'e%.0s' $(seq 64))"'"'
 m model-swapped "file swapped" set schema '"gem.diff.v1"'
 m model-context "wrong geometry" set prompt.context_tokens 4096
+# gem model-diff --compare k-from-v: the same schema with "comparison": "k-from-v" (explicit
+# K against K rebuilt from V, both fused) is another comparison, never one of the three.
+m model-comparison-other "file swapped" add comparison '"routes"'
+$T "$M0" "$WORK/kfv.json" add comparison '"k-from-v"'
+$T "$WORK/kfv.json" "$WORK/kfv.json" set selection.baseline_route '"fused"'
+expect_fail model-k-from-v "file swapped" run "$D0" "$WORK/kfv.json"
+check model-k-from-v-named grep -q "K-from-V comparison" "$WORK/err.txt"
+$T "$M0" "$WORK/kfv-only-field.json" add comparison '"k-from-v"'
+expect_fail model-k-from-v-field "file swapped" run "$D0" "$WORK/kfv-only-field.json"
 # Fewer than eight greedy tokens, verdict consistent: threshold.
 python3 - "$M0" "$WORK/short.json" <<'PY'
 import json, sys

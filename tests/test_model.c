@@ -9,6 +9,10 @@
  *   - BF16 and F16 caches: thread- and repeat-identical, both routes agree
  *     closely, the logits stay near the F32 ones, half the KV bytes, and a copy
  *     continues bit for bit;
+ *   - K rebuilt from V (k_from_v): the same greedy tokens as the explicit K and V
+ *     caches and logits within 1e-4 (F32) or a measured bound (BF16, F16), the
+ *     full layers' cache bytes exactly halved, thread-identical, copies and fills
+ *     that handle the missing K cache, and the baseline route refused;
  *   - the hyperparameters and shapes come from the metadata, and a file whose
  *     metadata disagrees with a tensor's shape is refused with one line;
  *   - bad calls answer a status.
@@ -34,7 +38,7 @@ static gem_status run_kv(const gem_model *m, int64_t threads, gem_route route, g
 {
     gem_session *s = NULL;
     char err[256];
-    gem_session_opts o = {threads, 64, route, 0, 0, kt};
+    gem_session_opts o = {threads, 64, route, 0, 0, kt, 0};
     gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
     for (int64_t i = 0; st == GEM_OK && i < n; i++)
         st = gem_session_eval(s, ids[i], i + 1 == n ? logits : NULL);
@@ -46,6 +50,33 @@ static gem_status run(const gem_model *m, int64_t threads, gem_route route, cons
                       int64_t n, float *logits)
 {
     return run_kv(m, threads, route, GEM_DTYPE_F32, ids, n, logits);
+}
+
+/* The prompt, then `steps` greedy tokens on a new fused-route session with caches of type kt,
+ * K rebuilt from V or not: tokens (steps), the logits at the last prompt position (first) and
+ * at the last step (last), each (n_vocab). */
+static gem_status run_greedy(const gem_model *m, int64_t threads, gem_dtype kt, int k_from_v,
+                             int64_t steps, int32_t *tokens, float *first, float *last)
+{
+    gem_session *s = NULL;
+    char err[256];
+    const int64_t V = gem_model_hparams(m)->n_vocab;
+    gem_session_opts o = {threads, 64, GEM_ROUTE_FUSED, 0, 0, kt, k_from_v};
+    gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
+    for (int64_t i = 0; st == GEM_OK && i < N_PROMPT; i++)
+        st = gem_session_eval(s, prompt[i], i + 1 == N_PROMPT ? first : NULL);
+    if (st == GEM_OK)
+        memcpy(last, first, (size_t)V * sizeof *last);
+    for (int64_t k = 0; st == GEM_OK && k < steps; k++) {
+        int32_t best = 0;
+        for (int64_t i = 1; i < V; i++)
+            best = last[i] > last[best] ? (int32_t)i : best;
+        tokens[k] = best;
+        if (k + 1 < steps)
+            st = gem_session_eval(s, best, last);
+    }
+    gem_session_free(s);
+    return st;
 }
 
 static double max_abs_diff(const float *a, const float *b, int64_t n)
@@ -117,7 +148,7 @@ int main(void)
 
     /* A copy continues exactly where its source stands (after the ring wrapped). */
     gem_session *s1 = NULL, *s2 = NULL;
-    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32};
+    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
     TCHECK_STATUS(gem_session_create(m, &o, &s1, err, sizeof err), GEM_OK);
     TCHECK_STATUS(gem_session_create(m, &o, &s2, err, sizeof err), GEM_OK);
     for (int i = 0; i < N_PROMPT - 1; i++)
@@ -173,7 +204,7 @@ int main(void)
            1.0e-4 F16) and on the argmax. */
         TCHECK(max_abs_diff(b, d, V) < 2e-3);
         TCHECK_EQ_I64(argmax(b, V), argmax(d, V));
-        gem_session_opts ho = {2, 64, GEM_ROUTE_FUSED, 0, 0, halves[h]};
+        gem_session_opts ho = {2, 64, GEM_ROUTE_FUSED, 0, 0, halves[h], 0};
         gem_session *h1 = NULL, *h2 = NULL, *f32 = NULL;
         TCHECK_STATUS(gem_session_create(m, &ho, &h1, err, sizeof err), GEM_OK);
         TCHECK_STATUS(gem_session_create(m, &ho, &h2, err, sizeof err), GEM_OK);
@@ -192,9 +223,112 @@ int main(void)
     }
     free(d);
 
+    /* K rebuilt from V. The tiny model's full layers are K = V layers with the real D512
+     * geometry and partial RoPE (64 rotated pairs; the other 192 turn at frequencies ~3e-32,
+     * which the rebuilt K leaves out). F32: the rebuilt K is the explicit row but for the
+     * route's angle stepping (below 1e-12), so the logits agree to float rounding, bounded at
+     * 1e-4 (measured: 0, the same bits, at the last prompt position and after 12 greedy
+     * steps). 16-bit caches: the explicit route rounds the rotated K to the cache's type, the
+     * rebuilt K rotates the rounded V in F32, so every K element differs by up to about half
+     * a unit of the type (2^-9 relative for BF16, 2^-12 for F16). Measured: 1.09e-2 / 1.21e-2
+     * (BF16) and 1.96e-3 / 1.25e-3 (F16) at the last prompt position / the last step, less
+     * than either route's own distance from the F32 logits (BF16 2.1e-2 to 3.7e-2, F16
+     * 3.6e-3 to 3.8e-3); bounded at about 4x the measured: 5e-2 (BF16), 1e-2 (F16). The
+     * greedy tokens agree exactly for every type. */
+    {
+        enum { STEPS = 12 };
+        const gem_dtype kts[3] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
+        const double bounds[3] = {1e-4, 5e-2, 1e-2};
+        float *e0 = malloc((size_t)V * 4), *e1 = malloc((size_t)V * 4);
+        float *k0 = malloc((size_t)V * 4), *k1 = malloc((size_t)V * 4);
+        for (int ty = 0; ty < 3 && e0 && e1 && k0 && k1; ty++) {
+            int32_t te[STEPS], tk[STEPS];
+            TCHECK_STATUS(run_greedy(m, 2, kts[ty], 0, STEPS, te, e0, e1), GEM_OK);
+            TCHECK_STATUS(run_greedy(m, 2, kts[ty], 1, STEPS, tk, k0, k1), GEM_OK);
+            TCHECK(memcmp(te, tk, sizeof te) == 0);
+            TCHECK(max_abs_diff(e0, k0, V) < bounds[ty]);
+            TCHECK(max_abs_diff(e1, k1, V) < bounds[ty]);
+            /* thread-identical like the explicit caches */
+            TCHECK_STATUS(run_greedy(m, 1, kts[ty], 1, STEPS, te, e0, e1), GEM_OK);
+            TCHECK(memcmp(te, tk, sizeof te) == 0 && memcmp(e1, k1, (size_t)V * 4) == 0);
+            TCHECK_STATUS(run_greedy(m, 3, kts[ty], 1, STEPS, te, e0, e1), GEM_OK);
+            TCHECK(memcmp(e0, k0, (size_t)V * 4) == 0 && memcmp(e1, k1, (size_t)V * 4) == 0);
+        }
+        free(e0);
+        free(e1);
+        free(k0);
+        free(k1);
+
+        /* What is stored: V alone in the two full layers, so they hold and read half. */
+        gem_session_opts xo = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
+        gem_session_opts ko = xo;
+        ko.k_from_v = 1;
+        gem_session *xs = NULL, *ks = NULL, *ks2 = NULL;
+        TCHECK_STATUS(gem_session_create(m, &xo, &xs, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_session_create(m, &ko, &ks, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_session_create(m, &ko, &ks2, err, sizeof err), GEM_OK);
+        const size_t full_row = 4 * 512 * 4;              /* one position of one full layer's K */
+        const size_t swa_rows = 4 * 2 * 8 * 64 * 4 * 8;   /* 4 sliding layers, K and V, 8 rows */
+        for (int64_t pos = 9; pos <= 40; pos += 31) {
+            const size_t rows = (size_t)(pos + 1);
+            TCHECK_EQ_I64(gem_session_kv_bytes_at(xs, pos), swa_rows + 2 * 2 * rows * full_row);
+            TCHECK_EQ_I64(gem_session_kv_bytes_at(ks, pos), swa_rows + 2 * 1 * rows * full_row);
+        }
+        gem_kv_memory xm, km;
+        TCHECK_STATUS(gem_session_kv_memory(xs, &xm), GEM_OK);
+        TCHECK_STATUS(gem_session_kv_memory(ks, &km), GEM_OK);
+        TCHECK_STATUS(gem_session_kv_memory(NULL, &km), GEM_ERR_NULL);
+        const size_t swa_held = 4 * 2 * 8 * 64 * 4 * 8, full_held = 2 * 64 * full_row;
+        TCHECK_EQ_I64(xm.held, swa_held + 2 * full_held);
+        TCHECK(xm.saved == 0 && xm.v_only_layers == 0);
+        TCHECK_EQ_I64(km.held, swa_held + full_held);
+        TCHECK_EQ_I64(km.saved, full_held);
+        TCHECK_EQ_I64(km.v_only_layers, 2);
+        /* A copy continues exactly, between sessions that store the same tensors only. */
+        float *x = malloc((size_t)V * 4), *y = malloc((size_t)V * 4);
+        for (int i = 0; ks && x && i < N_PROMPT - 1; i++) {
+            TCHECK_STATUS(gem_session_eval(ks, prompt[i], NULL), GEM_OK);
+            TCHECK_STATUS(gem_session_eval(xs, prompt[i], NULL), GEM_OK);
+        }
+        TCHECK_STATUS(gem_session_copy(ks2, xs), GEM_ERR_PARAM);
+        TCHECK_STATUS(gem_session_copy(xs, ks), GEM_ERR_PARAM);
+        TCHECK_EQ_I64(gem_session_pos(ks2), 0);
+        TCHECK_STATUS(gem_session_copy(ks2, ks), GEM_OK);
+        TCHECK_STATUS(gem_session_eval(ks2, prompt[N_PROMPT - 1], x), GEM_OK);
+        TCHECK_STATUS(gem_session_eval(ks, prompt[N_PROMPT - 1], y), GEM_OK);
+        TCHECK(x && y && memcmp(x, y, (size_t)V * 4) == 0);
+        /* Filling by repetition copies the V rows alone (timing only: a rebuilt K turns by the
+         * row's position, a copied K keeps its source's, so no comparison with the explicit
+         * caches); two sessions at the same position fill and continue alike. */
+        TCHECK_STATUS(gem_session_fill_repeat(ks, 50), GEM_OK);
+        TCHECK_STATUS(gem_session_fill_repeat(ks2, 50), GEM_OK);
+        TCHECK_EQ_I64(gem_session_pos(ks), 50);
+        TCHECK_STATUS(gem_session_eval(ks, 4, x), GEM_OK);
+        TCHECK_STATUS(gem_session_eval(ks2, 4, y), GEM_OK);
+        TCHECK(x && y && memcmp(x, y, (size_t)V * 4) == 0);
+        /* The baseline route reads a stored K: refused, and the route stays fused. */
+        TCHECK_STATUS(gem_session_set_route(ks, GEM_ROUTE_BASELINE), GEM_ERR_UNSUPPORTED);
+        TCHECK_STATUS(gem_session_set_route(ks, GEM_ROUTE_FUSED), GEM_OK);
+        TCHECK_STATUS(gem_session_eval(ks, 4, x), GEM_OK);
+        TCHECK_STATUS(gem_session_set_route(xs, GEM_ROUTE_BASELINE), GEM_OK);
+        free(x);
+        free(y);
+        gem_session_free(xs);
+        gem_session_free(ks);
+        gem_session_free(ks2);
+        gem_session *bad = NULL;
+        ko.full_route = GEM_ROUTE_BASELINE;
+        TCHECK_STATUS(gem_session_create(m, &ko, &bad, err, sizeof err), GEM_ERR_UNSUPPORTED);
+        TCHECK(bad == NULL && strstr(err, "fused") && strstr(err, "k_from_v"));
+        ko.full_route = GEM_ROUTE_FUSED;
+        ko.k_from_v = 2;
+        TCHECK_STATUS(gem_session_create(m, &ko, &bad, err, sizeof err), GEM_ERR_PARAM);
+        TCHECK(bad == NULL && strstr(err, "k_from_v"));
+    }
+
     /* Bad calls and options. */
     gem_session *bad = NULL;
-    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32};
+    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
     TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
     TCHECK(bad == NULL && err[0]);
     bo.max_tokens = 8;

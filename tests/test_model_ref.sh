@@ -5,8 +5,11 @@
 # SHA-256), then hold gem to the reference with both full-attention routes and
 # two thread counts: the same greedy tokens (20 steps), the same top-10 sets,
 # last-prompt-position logits within 1e-3 of float64, and seven texts tokenized
-# to the ids of a `tokenizers` BPE with byte fallback on the same vocabulary. Also gem generate end to
-# end and bad model files / bad usage exiting 2 with one line.
+# to the ids of a `tokenizers` BPE with byte fallback on the same vocabulary; the
+# same with K rebuilt from V (--k-from-v). Also gem generate end to end (also with
+# --k-from-v: the reference's tokens, half the full layers' cache bytes), gem
+# model-diff both ways, gem profile, and bad model files / bad usage exiting 2
+# with one line.
 # usage: bash test_model_ref.sh <gem binary> <source dir>
 set -u
 GEM=$1
@@ -36,6 +39,13 @@ for attn in fused baseline; do
         check "model-check $attn, $t threads tokenizes 7/7 texts" grep -q "as the reference 7/7" "$TMP/check.txt"
     done
 done
+for t in 1 2; do
+    "$GEM" model-check --model "$TMP/tiny.gguf" --expected "$EXP" --k-from-v --threads $t \
+        >"$TMP/check.txt"
+    check "model-check --k-from-v, $t threads passes" test $? -eq 0
+    check "model-check --k-from-v, $t threads reports 20/20 tokens" grep -q "greedy tokens 20/20" "$TMP/check.txt"
+    check "model-check --k-from-v, $t threads says so" grep -q "attn fused (K from V)" "$TMP/check.txt"
+done
 
 # gem generate: streaming text, --json with the documented fields, same tokens as the reference
 prompt=$(awk '$1 == "prompt" {for (i = 3; i <= NF; i++) printf "%s%s", $i, (i < NF ? "," : "")}' "$EXP")
@@ -48,6 +58,21 @@ for key in '"prompt_tokens"' '"tokens"' '"steps"' '"top10"' '"token"'; do
 done
 gen_tokens=$(tr -d ' \n' <"$TMP/gen.json" | sed 's/.*"tokens":\[\([0-9,]*\)\].*/\1/')
 check "generate's tokens are the reference's" test "$gen_tokens" = "$ref_tokens"
+# --k-from-v: the same tokens; the two full layers (4 KV heads x 512, 44 + 20 rows, F32)
+# hold V alone: 2 x 64 x 4 x 512 x 4 = 1048576 bytes saved, half of their caches
+"$GEM" generate --model "$TMP/tiny.gguf" --prompt-tokens "$prompt" -n 20 --ignore-eos \
+    --k-from-v --json "$TMP/gen-kfv.json" >"$TMP/gen-kfv.txt"
+check "generate --k-from-v exits 0" test $? -eq 0
+kfv_tokens=$(tr -d ' \n' <"$TMP/gen-kfv.json" | sed 's/.*"tokens":\[\([0-9,]*\)\].*/\1/')
+check "generate --k-from-v's tokens are the reference's" test "$kfv_tokens" = "$ref_tokens"
+kv_of() { # json file, key: an integer of the kv_cache object
+    tr -d ' \n' <"$1" | sed "s/.*\"kv_cache\":{[^}]*\"$2\":\([0-9]*\).*/\1/"
+}
+check "generate --k-from-v reports V-only layers" grep -q '"k_from_v": true' "$TMP/gen-kfv.json"
+check "generate --k-from-v saves the full layers' K" test "$(kv_of "$TMP/gen-kfv.json" saved_bytes)" = 1048576
+check "generate saves nothing without --k-from-v" test "$(kv_of "$TMP/gen.json" saved_bytes)" = 0
+check "generate --k-from-v holds what it saves less" \
+    test $(($(kv_of "$TMP/gen.json" held_bytes) - $(kv_of "$TMP/gen-kfv.json" held_bytes))) = 1048576
 "$GEM" generate --model "$TMP/tiny.gguf" --prompt "The quick brown fox" -n 8 --threads 2 >"$TMP/text.txt"
 check "generate from text exits 0" test $? -eq 0
 check "generate prints text" test -s "$TMP/text.txt"
@@ -65,6 +90,22 @@ for key in '"schema": "gem.model_diff.v1"' '"name": "gem model-diff"' '"global_l
     check "model-diff record has $key" grep -q "$key" "$rec"
 done
 check "model-diff prints a pass per context" test "$(grep -c ': pass (' "$TMP/md.txt")" -eq 2
+check "model-diff records carry no comparison field" bash -c "! grep -q '\"comparison\"' '$rec'"
+# --compare k-from-v: explicit K against K rebuilt from V, both fused, records of their own
+"$GEM" model-diff --model "$TMP/tiny.gguf" --contexts 30,31 --steps 8 --threads 2 \
+    --compare k-from-v --out "$TMP/md" >"$TMP/md-kfv.txt"
+check "model-diff --compare k-from-v exits 0" test $? -eq 0
+rec_kfv="$TMP/md/model-diff-gem-synth-tiny-ctx31-seed1-k-from-v.json"
+check "model-diff --compare k-from-v record named apart" test -f "$rec_kfv"
+for key in '"schema": "gem.model_diff.v1"' '"comparison": "k-from-v"' \
+           '"case_id": "model-gem-synth-tiny-ctx31-explicit-vs-k-from-v-seed1"' \
+           '"baseline_route": "fused"' '"candidate_route": "fused"' '"steps": 8' \
+           '"verdict": "pass"'; do
+    check "model-diff k-from-v record has $key" grep -q "$key" "$rec_kfv"
+done
+check "model-diff --compare k-from-v prints a pass per context" \
+    test "$(grep -c ': pass (' "$TMP/md-kfv.txt")" -eq 2
+check "model-diff --compare k-from-v prints the saving" grep -q "K rebuilt from V in 2 full layers" "$TMP/md-kfv.txt"
 
 # gem profile: stages and the floor
 "$GEM" profile --model "$TMP/tiny.gguf" --context 40 --prompt 20 --reps 3 --samples 2 \
@@ -74,6 +115,12 @@ for key in '"schema": "gem.model_profile.v1"' '"full_attention"' '"sliding_atten
            '"projections"' '"x_floor"' '"read_bandwidth_bytes_per_s"' '"repeat (timing only)"'; do
     check "profile record has $key" grep -q "$key" "$TMP/profile.json"
 done
+"$GEM" profile --model "$TMP/tiny.gguf" --context 40 --prompt 20 --reps 3 --samples 2 \
+    --bw-mib 64 --k-from-v --out "$TMP/profile-kfv.json" >"$TMP/profile-kfv.txt"
+check "profile --k-from-v exits 0" test $? -eq 0
+check "profile --k-from-v records it" grep -q '"k_from_v": true' "$TMP/profile-kfv.json"
+check "profile --k-from-v times the fused route alone" bash -c "! grep -q '\"baseline\"' '$TMP/profile-kfv.json'"
+check "profile --k-from-v prints the saving" grep -q "K rebuilt from V in 2 full layers" "$TMP/profile-kfv.txt"
 
 # bad input: one line on stderr, exit 2
 bad() { # description, command...
@@ -93,6 +140,10 @@ bad "missing tensor" "$GEM" generate --model "$TMP/missing.gguf" --prompt x
 check "missing tensor is named" grep -q "blk.3.ffn_up.weight" "$TMP/err.txt"
 bad "token id outside the vocabulary" "$GEM" generate --model "$TMP/tiny.gguf" --prompt-tokens 2,512
 bad "unknown route" "$GEM" generate --model "$TMP/tiny.gguf" --prompt x --attn other
+bad "K from V on the baseline route" "$GEM" generate --model "$TMP/tiny.gguf" --prompt x --k-from-v --attn baseline
+check "K from V on the baseline route says why" grep -q "fused route" "$TMP/err.txt"
+bad "model-check K from V on the baseline route" "$GEM" model-check --model "$TMP/tiny.gguf" --expected "$EXP" --k-from-v --attn baseline
+bad "unknown model-diff comparison" "$GEM" model-diff --model "$TMP/tiny.gguf" --compare other
 bad "no prompt" "$GEM" generate --model "$TMP/tiny.gguf"
 bad "synth without --out" "$GEM" synth --preset tiny
 

@@ -364,8 +364,23 @@ int an_model_doc(an_ctx *c, const json_t *d, int64_t context)
     if (!json_is_object(d))
         return an_fail(c, "", AN_TYPE, "the document is not a JSON object");
     const char *s = NULL, *case_id = NULL, *model_name = NULL, *prompt_id = NULL;
-    if (an_schema(c, d, "gem.model_diff.v1") || an_keys(c, d, "", model_top, NKEYS(model_top)) ||
-        an_tool(c, d, "gem model-diff") || an_str(c, d, "", "case_id", &case_id))
+    if (an_schema(c, d, "gem.model_diff.v1"))
+        return -1;
+    /* gem model-diff --compare k-from-v writes this schema with a "comparison" field: explicit
+     * K and V caches against K rebuilt from V, both on the fused route. That is another
+     * comparison, not the baseline-vs-fused differential this gate needs: a swapped file,
+     * whatever its figures say. (The value is not printed: it comes from the file.) */
+    const json_t *comparison = json_object_get(d, "comparison");
+    if (comparison) {
+        const int kfv = json_is_string(comparison) &&
+                        strcmp(json_string_value(comparison), "k-from-v") == 0;
+        return an_fail(c, "comparison", AN_SWAPPED,
+                       "%s, not the baseline-vs-fused model differential this gate needs",
+                       kfv ? "a K-from-V comparison (explicit K against K rebuilt from V)"
+                           : "a comparison field");
+    }
+    if (an_keys(c, d, "", model_top, NKEYS(model_top)) || an_tool(c, d, "gem model-diff") ||
+        an_str(c, d, "", "case_id", &case_id))
         return -1;
     const json_t *m = NULL, *gg = NULL;
     int64_t layers[16];

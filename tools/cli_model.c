@@ -1,6 +1,7 @@
 /*
  * Helpers of the model subcommands: top-10 selection, token-list and route
- * parsing, model loading with one-line errors, and prefill with progress.
+ * parsing, the --k-from-v route check and KV memory line, model loading with
+ * one-line errors, and prefill with progress.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,35 @@ int cli_parse_attn(const char *cmd, const char *s, gem_route *out)
         return -1;
     }
     return 0;
+}
+
+int cli_check_k_from_v(const char *cmd, int k_from_v, gem_route route)
+{
+    if (k_from_v && route != GEM_ROUTE_FUSED) {
+        cli_error(cmd, "--k-from-v rebuilds K inside the fused route; it cannot run with "
+                       "--attn %s",
+                  gem_route_name(route));
+        return -1;
+    }
+    return 0;
+}
+
+void cli_kv_memory_line(const gem_session *s, char *buf, size_t cap)
+{
+    gem_kv_memory mem;
+    if (gem_session_kv_memory(s, &mem) != GEM_OK) {
+        snprintf(buf, cap, "KV caches unknown");
+        return;
+    }
+    int n = snprintf(buf, cap, "KV caches %.1f MB", (double)mem.held / 1e6);
+    if (mem.v_only_layers > 0 && n >= 0 && (size_t)n < cap) {
+        /* doubles: the sum is only printed */
+        const double explicit_bytes = (double)mem.held + (double)mem.saved;
+        snprintf(buf + n, cap - (size_t)n,
+                 " (K rebuilt from V in %lld full layers: %.1f MB saved, half of their caches; "
+                 "%.1f MB with K stored)",
+                 (long long)mem.v_only_layers, (double)mem.saved / 1e6, explicit_bytes / 1e6);
+    }
 }
 
 int cli_load_model(const char *cmd, const char *path, gem_model **out)

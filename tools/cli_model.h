@@ -35,6 +35,15 @@ int cli_parse_attn(const char *cmd, const char *s, gem_route *out);
  * error. */
 int cli_load_model(const char *cmd, const char *path, gem_model **out);
 
+/* Checks the route of the full layers against --k-from-v (which needs the fused route):
+ * 0, or -1 with a message printed for `cmd`. */
+int cli_check_k_from_v(const char *cmd, int k_from_v, gem_route route);
+
+/* One line (no newline) into buf (cap) on the session's KV cache memory:
+ * "KV caches 12.3 MB" and, where layers store V alone, " (K rebuilt from V in N full
+ * layers: 4.5 MB saved, half of their caches; 16.8 MB with K stored)". */
+void cli_kv_memory_line(const gem_session *s, char *buf, size_t cap);
+
 /* Evaluates ids (n) from the session's current position; logits (n_vocab)
  * receives the last position's logits. Progress every `every` tokens on stderr
  * (0 = none). Returns a gem_status (message printed for `cmd` on error). */

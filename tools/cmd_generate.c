@@ -2,8 +2,8 @@
  * gem generate: greedy text generation with the Gemma 4 decoder on the CPU.
  * The prompt (text, tokenized with the model's vocabulary, or token ids) is
  * evaluated, then the argmax token is taken n times; each token's text goes to
- * stdout as soon as it is chosen. Progress and timing go to stderr; --json
- * writes the tokens and each step's top-10 logits.
+ * stdout as soon as it is chosen. Progress, timing and the KV cache memory go to
+ * stderr; --json writes the tokens and each step's top-10 logits.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +29,12 @@ static void help(void)
            "  --threads N       threads, 0 = one per core (default 0)\n"
            "  --kv-dtype T      element type of the K/V caches: f32, bf16 or f16\n"
            "                    (default f32)\n"
-           "  --json FILE       write prompt_tokens, tokens and steps[{token, top10}] (step 0\n"
-           "                    holds the logits at the last prompt position)\n"
+           "  --k-from-v        full layers with K = V store V alone and the fused route\n"
+           "                    rebuilds K from it (half those layers' cache bytes; needs\n"
+           "                    --attn fused)\n"
+           "  --json FILE       write prompt_tokens, tokens, steps[{token, top10}] (step 0\n"
+           "                    holds the logits at the last prompt position) and the KV\n"
+           "                    cache bytes held and saved\n"
            "  --ignore-eos      keep going past an end-of-generation token\n"
            "  --no-bos          do not put BOS before a text prompt\n"
            "  -h, --help        this text\n\n"
@@ -41,7 +45,7 @@ int gem_cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_tokens = NULL, *json_path = NULL;
     int64_t n_gen = 32, threads = 0;
-    int ignore_eos = 0, bos = 1;
+    int ignore_eos = 0, bos = 1, k_from_v = 0;
     gem_route route = GEM_ROUTE_FUSED;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
@@ -56,6 +60,10 @@ int gem_cmd_generate(int argc, char **argv)
         }
         if (!strcmp(a, "--no-bos")) {
             bos = 0;
+            continue;
+        }
+        if (!strcmp(a, "--k-from-v")) {
+            k_from_v = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -98,6 +106,8 @@ int gem_cmd_generate(int argc, char **argv)
         cli_error(CMD, "--model and one of --prompt / --prompt-tokens are required (see --help)");
         return 2;
     }
+    if (cli_check_k_from_v(CMD, k_from_v, route))
+        return 2;
     gem_model *m = NULL;
     if (cli_load_model(CMD, model_path, &m))
         return 2;
@@ -131,12 +141,15 @@ int gem_cmd_generate(int argc, char **argv)
         goto out;
     }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0, kv_dtype};
+    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0, kv_dtype, k_from_v};
     gem_status st = gem_session_create(m, &so, &s, err, sizeof err);
     if (st != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;
     }
+    char kv_line[256];
+    cli_kv_memory_line(s, kv_line, sizeof kv_line);
+    cli_progress("%s: %s", CMD, kv_line);
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     if (!logits) {
         cli_error(CMD, "out of memory");
@@ -179,10 +192,11 @@ int gem_cmd_generate(int argc, char **argv)
     printf("\n");
     cli_progress(
         "%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
-        "(%.2f tokens/s), attn %s, %lld threads",
+        "(%.2f tokens/s), attn %s%s, %lld threads",
         CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made, t_gen,
         made > 1 ? (double)(made - 1) / t_gen : 0.0,
-        route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)threads);
+        route == GEM_ROUTE_FUSED ? "fused" : "baseline", k_from_v ? " (K from V)" : "",
+        (long long)threads);
     if (json_path) {
         json_t *pt = json_array();
         for (int64_t i = 0; i < n_prompt; i++)
@@ -192,6 +206,13 @@ int gem_cmd_generate(int argc, char **argv)
             "attn", route == GEM_ROUTE_FUSED ? "fused" : "baseline", "threads", (json_int_t)threads,
             "prompt_tokens", pt, "tokens", toks, "steps", steps);
         json_object_set_new(doc, "kv_dtype", json_string(gem_dtype_name(kv_dtype)));
+        gem_kv_memory mem;
+        gem_session_kv_memory(s, &mem);
+        json_object_set_new(doc, "k_from_v", json_boolean(k_from_v));
+        json_object_set_new(doc, "kv_cache",
+                            json_pack("{s:I, s:I, s:I}", "held_bytes", (json_int_t)mem.held,
+                                      "saved_bytes", (json_int_t)mem.saved, "v_only_layers",
+                                      (json_int_t)mem.v_only_layers));
         json_object_set_new(doc, "timing",
                             json_pack("{s:f, s:f, s:I}", "prefill_s", t_prefill, "generate_s",
                                       t_gen, "generated", (json_int_t)made));

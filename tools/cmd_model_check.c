@@ -34,6 +34,8 @@ static void help(void)
            "file's texts tokenized to the reference's ids.\n\n"
            "options:\n"
            "  --attn R      route of the full-attention layers (default fused)\n"
+           "  --k-from-v    full layers with K = V store V alone and the fused route\n"
+           "                rebuilds K from it (needs --attn fused)\n"
            "  --threads N   threads, 0 = one per core (default 0)\n"
            "  -h, --help    this text\n\n"
            "exit status: 0 pass, 1 a check failed, 2 bad usage or input\n",
@@ -162,11 +164,16 @@ int gem_cmd_model_check(int argc, char **argv)
     const char *model_path = NULL, *exp_path = NULL;
     int64_t threads = 0;
     gem_route route = GEM_ROUTE_FUSED;
+    int k_from_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             return 0;
+        }
+        if (!strcmp(a, "--k-from-v")) {
+            k_from_v = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
@@ -194,6 +201,8 @@ int gem_cmd_model_check(int argc, char **argv)
         cli_error(CMD, "--model and --expected are required (see --help)");
         return 2;
     }
+    if (cli_check_k_from_v(CMD, k_from_v, route))
+        return 2;
     static ref r;
     if (read_ref(exp_path, &r))
         return 2;
@@ -226,7 +235,7 @@ int gem_cmd_model_check(int argc, char **argv)
             goto out;
         }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0, GEM_DTYPE_F32};
+    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0, GEM_DTYPE_F32, k_from_v};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;
@@ -276,10 +285,11 @@ int gem_cmd_model_check(int argc, char **argv)
     }
     const int pass = same_tokens == r.steps && r.steps >= MIN_STEPS && same_sets == r.steps &&
                      max_abs <= LOGIT_TOL && same_texts == r.n_texts;
-    printf("model-check: %s, attn %s: greedy tokens %lld/%lld equal to float64, top-10 sets "
+    printf("model-check: %s, attn %s%s: greedy tokens %lld/%lld equal to float64, top-10 sets "
            "%lld/%lld equal, last-prompt-position logits max |gem - float64| = %.3e (<= %g), "
            "texts tokenized as the reference %lld/%lld: %s\n",
-           exp_path, route == GEM_ROUTE_FUSED ? "fused" : "baseline", (long long)same_tokens,
+           exp_path, route == GEM_ROUTE_FUSED ? "fused" : "baseline",
+           k_from_v ? " (K from V)" : "", (long long)same_tokens,
            (long long)r.steps, (long long)same_sets, (long long)r.steps, max_abs, LOGIT_TOL,
            (long long)same_texts, (long long)r.n_texts, pass ? "pass" : "FAIL");
     rc = pass ? 0 : 1;

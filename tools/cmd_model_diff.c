@@ -2,10 +2,14 @@
  * gem model-diff: the design's model differential. The whole Gemma 4 model runs
  * twice on the same prompts, once with the full-attention layers on the
  * baseline route (production) and once on the fused route (candidate); every
- * other computation is the same code. For each context C the prompt is the first
- * C tokens of one seeded token stream (BOS, then ids drawn from the vocabulary's
- * normal tokens), so when the first greedy token is chosen the full layers'
- * caches hold C rows. Per context it records (gem.model_diff.v1,
+ * other computation is the same code. --compare k-from-v runs instead the
+ * fused route with explicit K and V caches (the record's baseline side) against
+ * the fused route on V-only caches of the K = V layers with K rebuilt from V
+ * (candidate); its records carry "comparison": "k-from-v", which the
+ * correctness gate refuses as a different comparison. For each context C the
+ * prompt is the first C tokens of one seeded token stream (BOS, then ids drawn
+ * from the vocabulary's normal tokens), so when the first greedy token is chosen
+ * the full layers' caches hold C rows. Per context it records (gem.model_diff.v1,
  * docs/receipts-records.md): argmax, ordered top-10 and the logits digest at the
  * last prompt position for both routes, a second candidate evaluation's digest
  * (repeat determinism), and `steps` greedy continuation tokens of each route.
@@ -39,6 +43,11 @@ static void help(void)
            "greedy token is chosen). Verdict pass: same argmax, same ordered top-10,\n"
            "repeat-identical candidate logits and all greedy tokens equal (at least 8).\n\n"
            "options:\n"
+           "  --compare WHAT     routes: baseline vs fused route (default); k-from-v: the\n"
+           "                     fused route with explicit K and V caches vs V-only caches\n"
+           "                     with K rebuilt from V in the K = V layers (records named\n"
+           "                     ...-k-from-v.json, with \"comparison\": \"k-from-v\"; not\n"
+           "                     records for gem analyze correctness)\n"
            "  --contexts C,C,..  prompt lengths (default 8191,8192,8193)\n"
            "  --steps N          greedy continuation tokens per route (default 8)\n"
            "  --seed S           prompt stream seed (default 1)\n"
@@ -145,6 +154,7 @@ int gem_cmd_model_diff(int argc, char **argv)
     size_t n_ctx = 3;
     int64_t steps = 8, threads = 0;
     uint64_t seed = 1;
+    int compare_k_from_v = 0; /* 0: baseline vs fused route; 1: explicit K vs K from V */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -160,7 +170,16 @@ int gem_cmd_model_diff(int argc, char **argv)
             model_path = v;
         else if (!strcmp(a, "--out"))
             out_dir = v;
-        else if (!strcmp(a, "--contexts")) {
+        else if (!strcmp(a, "--compare")) {
+            if (!strcmp(v, "routes"))
+                compare_k_from_v = 0;
+            else if (!strcmp(v, "k-from-v"))
+                compare_k_from_v = 1;
+            else {
+                cli_error(CMD, "--compare '%s' is neither 'routes' nor 'k-from-v'", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--contexts")) {
             if (cli_parse_i64_list(v, 2, 1 << 24, contexts, MAX_CONTEXTS, &n_ctx)) {
                 cli_error(CMD, "--contexts '%s' is not a list of at most %d lengths >= 2", v,
                           MAX_CONTEXTS);
@@ -205,7 +224,7 @@ int gem_cmd_model_diff(int argc, char **argv)
     const gem_hparams *hp = gem_model_hparams(m);
     const int64_t V = hp->n_vocab, cap = cmax + steps;
     int rc = 2;
-    gem_session *pre[2] = {NULL, NULL}, *work = NULL;
+    gem_session *pre[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     int32_t *ids = malloc((size_t)cmax * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
     side sides[2];
@@ -253,21 +272,35 @@ int gem_cmd_model_diff(int argc, char **argv)
         json_decref(gl);
         goto out;
     }
-    const gem_route routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
+    /* Side 0 is the record's baseline, side 1 its candidate. */
+    const gem_route routes[2] = {compare_k_from_v ? GEM_ROUTE_FUSED : GEM_ROUTE_BASELINE,
+                                 GEM_ROUTE_FUSED};
+    const int k_from_v[2] = {0, compare_k_from_v};
+    const char *const side_names[2] = {compare_k_from_v ? "explicit K" : "baseline route",
+                                       compare_k_from_v ? "K from V" : "fused route"};
     for (int r = 0; r < 2; r++) {
-        gem_session_opts so = {threads, cap, routes[r], 0, 0, GEM_DTYPE_F32};
+        gem_session_opts so = {threads, cap, routes[r], 0, 0, GEM_DTYPE_F32, k_from_v[r]};
+        /* a session continues from a copy of its side's prefix: the sides share one work
+           session when their caches hold the same tensors */
         if (gem_session_create(m, &so, &pre[r], err, sizeof err) != GEM_OK ||
-            (r == 1 && gem_session_create(m, &so, &work, err, sizeof err) != GEM_OK)) {
+            ((r == 1 || compare_k_from_v) &&
+             gem_session_create(m, &so, &work[r], err, sizeof err) != GEM_OK)) {
             cli_error(CMD, "%s", err);
             json_decref(gl);
             goto out;
         }
     }
+    gem_session *const work_of[2] = {compare_k_from_v ? work[0] : work[1], work[1]};
+    if (compare_k_from_v) {
+        char line[2][256];
+        cli_kv_memory_line(pre[0], line[0], sizeof line[0]);
+        cli_kv_memory_line(pre[1], line[1], sizeof line[1]);
+        printf("explicit K: %s; K from V: %s\n", line[0], line[1]);
+    }
     rc = 1;
-    /* The shared prefix, once per route. */
+    /* The shared prefix, once per side. */
     for (int r = 0; r < 2; r++) {
-        cli_progress("%s: %s route: prefix of %lld tokens", CMD, gem_route_name(routes[r]),
-                     (long long)(cmin - 1));
+        cli_progress("%s: %s: prefix of %lld tokens", CMD, side_names[r], (long long)(cmin - 1));
         if (cli_prefill(CMD, pre[r], ids, cmin - 1, logits, 512) != GEM_OK) {
             json_decref(gl);
             goto out;
@@ -277,10 +310,11 @@ int gem_cmd_model_diff(int argc, char **argv)
     for (size_t c = 0; c < n_ctx; c++) {
         const int64_t C = contexts[c];
         for (int r = 0; r < 2; r++) {
-            gem_status st = run_side(work, pre[r], ids, C, steps, r == 1, logits, V, &sides[r]);
+            gem_status st =
+                run_side(work_of[r], pre[r], ids, C, steps, r == 1, logits, V, &sides[r]);
             if (st != GEM_OK) {
-                cli_error(CMD, "context %lld, %s route: %s", (long long)C,
-                          gem_route_name(routes[r]), gem_status_str(st));
+                cli_error(CMD, "context %lld, %s: %s", (long long)C, side_names[r],
+                          gem_status_str(st));
                 json_decref(gl);
                 goto out;
             }
@@ -294,10 +328,14 @@ int gem_cmd_model_diff(int argc, char **argv)
         all_pass &= pass;
         char psha[65], case_id[160], path[1024];
         gem_sha256_hex(ids, (size_t)C * sizeof *ids, psha);
-        snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-baseline-vs-fused-seed%llu",
-                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed);
+        snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-%s-seed%llu",
+                 hp->name[0] ? hp->name : "gemma4", (long long)C,
+                 compare_k_from_v ? "explicit-vs-k-from-v" : "baseline-vs-fused",
+                 (unsigned long long)seed);
         json_t *doc = gem_receipt_new("gem.model_diff.v1", "gem model-diff", cli_git_commit());
         json_object_set_new(doc, "case_id", json_string(case_id));
+        if (compare_k_from_v) /* baseline: explicit K and V; candidate: V alone, K rebuilt */
+            json_object_set_new(doc, "comparison", json_string("k-from-v"));
         json_object_set_new(doc, "model",
                             json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}",
                                       "name", hp->name[0] ? hp->name : "gemma4", "n_layers",
@@ -314,8 +352,9 @@ int gem_cmd_model_diff(int argc, char **argv)
                                       "context_tokens", (json_int_t)C));
         json_object_set_new(doc, "selection",
                             json_pack("{s:s, s:s, s:s, s:s}", "production_before", "baseline",
-                                      "production_after", "baseline", "baseline_route", "baseline",
-                                      "candidate_route", "fused"));
+                                      "production_after", "baseline", "baseline_route",
+                                      gem_route_name(routes[0]), "candidate_route",
+                                      gem_route_name(routes[1])));
         json_object_set_new(doc, "baseline",
                             json_pack("{s:i, s:o, s:s}", "argmax", sides[0].argmax, "top10",
                                       ints(sides[0].top, 10), "logits_sha256", sides[0].sha));
@@ -328,8 +367,9 @@ int gem_cmd_model_diff(int argc, char **argv)
                                       "baseline_tokens", ints(sides[0].greedy, steps),
                                       "candidate_tokens", ints(sides[1].greedy, steps)));
         json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"));
-        snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu.json", out_dir,
-                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed);
+        snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu%s.json", out_dir,
+                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed,
+                 compare_k_from_v ? "-k-from-v" : "");
         gem_status wst = gem_receipt_write(path, doc);
         json_decref(doc);
         if (wst != GEM_OK) {
@@ -355,7 +395,8 @@ out:
     free(sides[1].greedy);
     gem_session_free(pre[0]);
     gem_session_free(pre[1]);
-    gem_session_free(work);
+    gem_session_free(work[0]);
+    gem_session_free(work[1]);
     gem_model_free(m);
     return rc;
 }

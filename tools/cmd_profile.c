@@ -17,6 +17,10 @@
  * per token plus the K/V rows of every layer at that position) over the read
  * bandwidth measured in the same run (a multi-threaded streaming read); the
  * record gives tokens/s and the median step time as a multiple of the floor.
+ *
+ * --k-from-v: the full layers with K = V store V alone and the fused route rebuilds
+ * K from it; the baseline route cannot read such a cache, so only the fused route
+ * is timed, and the floor counts the V rows alone for those layers.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +46,8 @@ static void help(void)
            "Times whole decode steps and their stages (embedding, norms, projections, sliding\n"
            "attention, full attention, MLP, logits) with the full layers on the baseline and\n"
            "the fused route in interleaved repetitions, and compares tokens/s with the floor:\n"
-           "(weight bytes + KV bytes read per token) / read bandwidth measured in the same run.\n\n"
+           "(weight bytes + KV bytes read per token) / read bandwidth measured in the same run.\n"
+           "Prints the KV cache memory held (and saved with --k-from-v).\n\n"
            "options:\n"
            "  --context C     positions in the caches when timing starts (default 256)\n"
            "  --prompt N      positions evaluated for real first (default min(C, 256)); with\n"
@@ -52,6 +57,9 @@ static void help(void)
            "  --samples S     decode steps per route and repetition (default 5)\n"
            "  --threads N     threads, 0 = one per core (default 0)\n"
            "  --kv-dtype T    element type of the K/V caches: f32, bf16 or f16 (default f32)\n"
+           "  --k-from-v      full layers with K = V store V alone and the fused route\n"
+           "                  rebuilds K from it; times the fused route only (the baseline\n"
+           "                  reads a stored K)\n"
            "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
            "  --out FILE      write the gem.model_profile.v1 record\n"
            "  -h, --help      this text\n");
@@ -96,11 +104,16 @@ int gem_cmd_profile(int argc, char **argv)
     const char *model_path = NULL, *out = NULL;
     int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
+    int k_from_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             return 0;
+        }
+        if (!strcmp(a, "--k-from-v")) {
+            k_from_v = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
@@ -177,7 +190,11 @@ int gem_cmd_profile(int argc, char **argv)
                   (long long)steps, (long long)hp->context_length);
         goto out;
     }
-    gem_session_opts so = {threads, cap, GEM_ROUTE_BASELINE, 0, 0, kv_dtype};
+    /* the routes timed: both, or the fused one alone when K is rebuilt from V */
+    const gem_route all_routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
+    const gem_route *routes = k_from_v ? all_routes + 1 : all_routes;
+    const int n_routes = k_from_v ? 1 : 2;
+    gem_session_opts so = {threads, cap, routes[0], 0, 0, kv_dtype, k_from_v};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;
@@ -205,19 +222,18 @@ int gem_cmd_profile(int argc, char **argv)
         goto out;
     }
     const size_t wbytes = gem_model_weight_bytes_per_token(m);
-    const gem_route routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
     int32_t tok = 4 % (int32_t)hp->n_vocab;
     cli_progress("%s: %lld repetitions x %lld samples per route at context %lld", CMD,
                  (long long)reps, (long long)samples, (long long)context);
     /* one warm-up step per route */
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < n_routes; r++) {
         gem_session_set_route(s, routes[r]);
         if (gem_session_eval(s, tok, logits) != GEM_OK)
             goto out;
     }
     for (int64_t rep = 0; rep < reps; rep++)
-        for (int r0 = 0; r0 < 2; r0++) {
-            const int r = rep % 2 ? 1 - r0 : r0; /* ABBA order across repetitions */
+        for (int r0 = 0; r0 < n_routes; r0++) {
+            const int r = rep % 2 ? n_routes - 1 - r0 : r0; /* ABBA order across repetitions */
             gem_session_set_route(s, routes[r]);
             for (int64_t k = 0; k < samples; k++) {
                 const int64_t idx = rep * samples + k;
@@ -250,8 +266,13 @@ int gem_cmd_profile(int argc, char **argv)
            "timed step\n",
            (double)wbytes / 1e6, (double)gem_session_kv_bytes_at(s, context) / 1e6,
            gem_dtype_name(kv_dtype));
+    char kv_line[256];
+    cli_kv_memory_line(s, kv_line, sizeof kv_line);
+    printf("%s\n", kv_line);
+    gem_kv_memory mem;
+    gem_session_kv_memory(s, &mem);
     json_t *per_route = json_object();
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < n_routes; r++) {
         const double med = median(whole[r], n), fl = median(floor_ms[r], n);
         printf("%-8s  whole token %.3f ms median (%.2f tokens/s), floor %.3f ms, %.2fx the floor\n",
                gem_route_name(routes[r]), med, 1e3 / med, fl, med / fl);
@@ -284,11 +305,13 @@ int gem_cmd_profile(int argc, char **argv)
                             json_pack("{s:s, s:I, s:f}", "cpu", gem_engine_describe(e), "threads",
                                       (json_int_t)gem_engine_threads(e),
                                       "read_bandwidth_bytes_per_s", bw));
-        json_object_set_new(doc, "context",
-                            json_pack("{s:I, s:I, s:s, s:s}", "positions", (json_int_t)context,
-                                      "evaluated", (json_int_t)prompt, "fill",
-                                      context > prompt ? "repeat (timing only)" : "real",
-                                      "kv_dtype", gem_dtype_name(kv_dtype)));
+        json_object_set_new(
+            doc, "context",
+            json_pack("{s:I, s:I, s:s, s:s, s:b, s:I, s:I}", "positions", (json_int_t)context,
+                      "evaluated", (json_int_t)prompt, "fill",
+                      context > prompt ? "repeat (timing only)" : "real", "kv_dtype",
+                      gem_dtype_name(kv_dtype), "k_from_v", k_from_v, "kv_cache_held_bytes",
+                      (json_int_t)mem.held, "kv_cache_saved_bytes", (json_int_t)mem.saved));
         json_object_set_new(doc, "repetitions", json_integer(reps));
         json_object_set_new(doc, "samples_per_repetition", json_integer(samples));
         json_object_set_new(doc, "order", json_string("ABBA over repetitions, consecutive tokens"));

@@ -11,9 +11,10 @@
  * synthetic file and the 31B model run the same code. Attention of every layer
  * goes through gem_decode (include/gem/decode.h) on the session's own KV cache:
  * full-attention layers keep every token (capacity opts.max_tokens), sliding
- * layers a ring of `window` rows. Matrix-vector products run on a small thread
- * pool with each output row computed by one thread in a fixed order, so the
- * logits are the same bits for any thread count.
+ * layers a ring of `window` rows; with opts.k_from_v the full layers whose K = V
+ * store V alone and the decode rebuilds K from it. Matrix-vector products run on
+ * a small thread pool with each output row computed by one thread in a fixed
+ * order, so the logits are the same bits for any thread count.
  *
  * Untrusted input (the file, the command line) answers a status and one line
  * in `err`; a model file that loads has every tensor present, typed, shaped as
@@ -159,6 +160,13 @@ typedef struct gem_session_opts {
     gem_dtype kv_dtype;  /* element type of every layer's K and V cache: GEM_DTYPE_F32 (0, the
                             default), GEM_DTYPE_BF16 or GEM_DTYPE_F16; rows are computed in F32
                             and rounded to it as they enter the cache */
+    int k_from_v;        /* 0 (the default): every layer stores K and V. 1: every full layer
+                            whose K = V (gem_layer.k_eq_v) stores V alone (no K cache: half of
+                            that layer's cache bytes) and gem_decode rebuilds each K row from
+                            the stored V (gem_k_from_v: k_norm weight, the layer's rotation),
+                            which only the fused route does: full_route must be
+                            GEM_ROUTE_FUSED (GEM_ERR_UNSUPPORTED otherwise). Sliding layers
+                            and layers with attn_v keep both caches. */
 } gem_session_opts;
 
 /* Per-stage time of the calls so far (seconds), for the whole-token profile. */
@@ -167,26 +175,40 @@ typedef struct gem_stage_times {
     int64_t tokens;
 } gem_stage_times;
 
+/* Allocates the KV caches and scratch of one sequence on model m (which must outlive the
+ * session). GEM_ERR_PARAM for options out of range (max_tokens < 1, threads outside 0..4096,
+ * a route other than baseline or fused, kv_dtype other than F32/BF16/F16, k_from_v other
+ * than 0 or 1, max_tokens past GEM_K_FROM_V_MAX_POS with k_from_v), GEM_ERR_UNSUPPORTED
+ * for k_from_v with the baseline route, the status of gem_k_from_v_check or
+ * gem_decode_supports_k_from_v when the decode refuses a V-only layer's rotation, a status
+ * of the decode context or workspace sizing (e.g. a bad full_partitions / full_tile),
+ * GEM_ERR_OVERFLOW, GEM_ERR_NOMEM; err (errlen, may be NULL) then holds one line and *out
+ * is NULL. */
 gem_status gem_session_create(const gem_model *m, const gem_session_opts *opts, gem_session **out,
                               char *err, size_t errlen);
+/* Frees the session; NULL is fine. */
 void gem_session_free(gem_session *s);
 
 /* Runs one token at the next position and, when logits (n_vocab) is not NULL,
  * writes the final soft-capped logits. GEM_ERR_RANGE when the session is full or
- * the id is outside the vocabulary; GEM_ERR_NONFINITE when a K/V row or the logits
- * are not finite; a gem_decode status otherwise. */
+ * the id is outside the vocabulary; GEM_ERR_NONFINITE when a row the cache stores
+ * (K and V, or V alone in a layer that rebuilds K) or the logits are not finite; a
+ * gem_decode status otherwise. */
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
 
 /* Positions evaluated so far. */
 int64_t gem_session_pos(const gem_session *s);
 /* Forgets every position. */
 void gem_session_reset(gem_session *s);
-/* Makes dst continue exactly where src stands (same model, same max_tokens):
- * copies the cache rows in use and the position. GEM_ERR_PARAM otherwise. */
+/* Makes dst continue exactly where src stands (same model, max_tokens, kv_dtype and
+ * k_from_v): copies the cache rows in use and the position. GEM_ERR_PARAM otherwise
+ * (nothing copied). */
 gem_status gem_session_copy(gem_session *dst, const gem_session *src);
 /* Changes the route of the full-attention layers for the next evaluations
  * (GEM_ROUTE_BASELINE or GEM_ROUTE_FUSED, tuned default parameters). The
- * workspace was sized for both routes at creation. GEM_ERR_PARAM otherwise. */
+ * workspace was sized for both routes at creation. GEM_ERR_PARAM for another
+ * route; GEM_ERR_UNSUPPORTED for the baseline in a session with k_from_v (its
+ * V-only layers need the fused route); the route is unchanged on error. */
 gem_status gem_session_set_route(gem_session *s, gem_route route);
 
 /* For timing at long contexts without evaluating every position: extends the
@@ -194,15 +216,29 @@ gem_status gem_session_set_route(gem_session *s, gem_route route);
  * copying the rows of the first p positions cyclically into the full layers'
  * caches (row t gets row t mod p); the sliding layers' rings keep their rows.
  * The next token then attends over n rows that the model computed, but not
- * for these positions: use it for speed, never for correctness. */
+ * for these positions: use it for speed, never for correctness. Layers that
+ * store V alone (k_from_v) copy V rows; their K, rebuilt at each row's position,
+ * then differs from the copied K of explicit caches. */
 gem_status gem_session_fill_repeat(gem_session *s, int64_t n);
 
 /* Stage times since creation or the last reset of the times. */
 void gem_session_times(const gem_session *s, gem_stage_times *out);
 void gem_session_times_reset(gem_session *s);
 
-/* Bytes of KV cache a token at position `pos` reads (every layer's live rows). */
+/* Bytes of KV cache a token at position `pos` reads: every layer's live rows of what it
+ * stores (K and V, or V alone in a layer that rebuilds K). 0 for a NULL s. */
 size_t gem_session_kv_bytes_at(const gem_session *s, int64_t pos);
+
+/* The KV cache memory of a session, fixed at creation. */
+typedef struct gem_kv_memory {
+    size_t held;           /* bytes of every layer's caches as allocated (capacity rows) */
+    size_t saved;          /* bytes the K caches of the V-only layers would have taken: what
+                              k_from_v saves (0 without it) */
+    int64_t v_only_layers; /* layers that store V alone and rebuild K (0 without k_from_v) */
+} gem_kv_memory;
+
+/* Fills *out. GEM_ERR_NULL for a NULL argument. */
+gem_status gem_session_kv_memory(const gem_session *s, gem_kv_memory *out);
 
 /* ---- synthetic models ------------------------------------------------------------------- */
 

@@ -20,6 +20,13 @@
  * Full layers keep every position; sliding layers keep a ring of `window` rows
  * (attention does not depend on the order of the rows), so a token sees the
  * last `window` keys including its own.
+ *
+ * K rebuilt from V (gem_session_opts.k_from_v): in a full layer whose K = V both
+ * norms divide the same raw projection k by the same rms(k), so V = rmsnorm(k)
+ * and K = rope(rmsnorm(k) * k_norm) = rope(k_norm * V), the float product being
+ * the one the explicit row takes. Such a layer stores V alone and hands
+ * gem_decode a gem_k_from_v (k_norm, the layer's inv_freq, pos0 = 0: row t is
+ * position t, full layers are not rings); the fused route rebuilds K as it reads V.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -432,7 +439,12 @@ struct gem_session {
     gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
     int64_t pos, max_tokens;
-    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major */
+    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major;
+                          kc[i] is NULL in a V-only layer */
+    unsigned char *v_only; /* per layer: 1 when it stores V alone and K is rebuilt (k_from_v) */
+    gem_k_from_v *kfv; /* per layer: the rotation that rebuilds K (set in V-only layers) */
+    int k_from_v;      /* opts.k_from_v */
+    gem_kv_memory mem; /* the caches' bytes, fixed at creation */
     gem_dtype kv_dtype;
     size_t kv_es;      /* bytes per cache element: 4 (F32) or 2 (BF16, F16) */
     int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
@@ -469,6 +481,8 @@ void gem_session_free(gem_session *s)
     }
     free(s->kc);
     free(s->vc);
+    free(s->v_only);
+    free(s->kfv);
     free(s->cap);
     free(s->inv_freq);
     free(s->cs);
@@ -495,6 +509,38 @@ static gem_decode_shape shape_of(const gem_layer *l)
     return (gem_decode_shape){l->n_head, l->n_head_kv, l->head_dim, l->head_dim, 1.0f};
 }
 
+/* Angles below this at every position are left out of a rebuilt K's rotation. */
+#define K_FROM_V_MIN_ANGLE 1e-9
+
+/* The rotation that rebuilds the K rows of full layer l from its V rows over positions
+ * [0, max_tokens): k_weight = k_norm, NeoX pairs (j, j + n_rot/2) turning by
+ * inv_freq[j] (n_rot/2 of them) per position, row t at position t (pos0 = 0).
+ *
+ * n_pairs keeps the leading pairs whose angle can matter. A pair whose angle stays
+ * below K_FROM_V_MIN_ANGLE at every position has cos = 1 exactly in double (1 - th^2/2
+ * rounds to 1) and sin < 1e-9: the explicit row's rotation moves an element by less than
+ * 1e-9 of its partner, at most one float rounding and only where the partner is some 60
+ * times larger. Gemma 4's rope_freqs divide the frequencies of the pairs past the first
+ * 64 by 1e30 (angles below 1e-25 at 2^17 positions): the explicit route applies those
+ * rotations, the rebuilt K leaves them out. gem_k_from_v rotates a prefix of pairs, so the
+ * pairs kept must be one: when a pair after the first negligible one can matter
+ * (frequencies that do not fall with j), every pair rotates (n_pairs = n_rot / 2). A NaN
+ * frequency counts as mattering, for gem_k_from_v_check to refuse. */
+static gem_k_from_v k_from_v_of(const gem_layer *l, const double *inv_freq, int64_t max_tokens)
+{
+    const int64_t half = l->n_rot / 2;
+    const double positions = (double)max_tokens;
+    int64_t n_pairs = 0;
+    while (n_pairs < half && !(inv_freq[n_pairs] * positions < K_FROM_V_MIN_ANGLE))
+        n_pairs++;
+    for (int64_t j = n_pairs; j < half; j++)
+        if (!(inv_freq[j] * positions < K_FROM_V_MIN_ANGLE)) {
+            n_pairs = half; /* the kept pairs would not be a prefix */
+            break;
+        }
+    return (gem_k_from_v){l->k_norm, inv_freq, n_pairs, half, 0};
+}
+
 gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem_session **out,
                               char *err, size_t errlen)
 {
@@ -510,6 +556,15 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     if (o->kv_dtype != GEM_DTYPE_F32 && o->kv_dtype != GEM_DTYPE_BF16 &&
         o->kv_dtype != GEM_DTYPE_F16)
         return mfail(err, errlen, GEM_ERR_PARAM, "session options: kv_dtype f32, bf16 or f16");
+    if (o->k_from_v != 0 && o->k_from_v != 1)
+        return mfail(err, errlen, GEM_ERR_PARAM, "session options: k_from_v 0 or 1");
+    if (o->k_from_v && o->full_route != GEM_ROUTE_FUSED)
+        return mfail(err, errlen, GEM_ERR_UNSUPPORTED,
+                     "session options: K rebuilt from V (k_from_v) needs the fused route for the "
+                     "full-attention layers; the baseline route reads a stored K");
+    if (o->k_from_v && o->max_tokens > GEM_K_FROM_V_MAX_POS)
+        return mfail(err, errlen, GEM_ERR_PARAM,
+                     "session options: k_from_v covers max_tokens up to 2^40");
     const gem_hparams *hp = &m->hp;
     gem_session *s = calloc(1, sizeof *s);
     if (!s)
@@ -518,6 +573,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->max_tokens = o->max_tokens;
     s->kv_dtype = o->kv_dtype;
     s->kv_es = o->kv_dtype == GEM_DTYPE_F32 ? 4 : 2;
+    s->k_from_v = o->k_from_v;
     s->full_cfg = (gem_decode_config){o->full_route, o->full_partitions, o->full_tile};
     gem_status st = gem_decode_ctx_create(GEM_BACKEND_CPU, o->threads, &s->dctx);
     if (st != GEM_OK) {
@@ -537,24 +593,32 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->vc = calloc((size_t)L, sizeof *s->vc);
     s->cap = calloc((size_t)L, sizeof *s->cap);
     s->inv_freq = calloc((size_t)L, sizeof *s->inv_freq);
+    s->v_only = calloc((size_t)L, sizeof *s->v_only);
+    s->kfv = calloc((size_t)L, sizeof *s->kfv);
     st = GEM_ERR_NOMEM;
-    if (!s->kc || !s->vc || !s->cap || !s->inv_freq)
+    if (!s->kc || !s->vc || !s->cap || !s->inv_freq || !s->v_only || !s->kfv)
         goto nomem;
     int64_t max_q = 0, max_k = 0, max_ff = 0;
     for (int64_t i = 0; i < L; i++) {
         const gem_layer *l = &m->layers[i];
         s->cap[i] = l->swa && hp->window < o->max_tokens ? hp->window : o->max_tokens;
-        size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim, bytes;
+        s->v_only[i] = o->k_from_v && !l->swa && l->k_eq_v;
+        size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim, bytes, layer_bytes;
         if ((st = gem_mul_size(row, (size_t)s->cap[i], &bytes)) != GEM_OK ||
-            (st = gem_mul_size(bytes, s->kv_es, &bytes)) != GEM_OK) {
+            (st = gem_mul_size(bytes, s->kv_es, &bytes)) != GEM_OK ||
+            (st = gem_mul_size(bytes, s->v_only[i] ? 1 : 2, &layer_bytes)) != GEM_OK ||
+            (st = gem_add_size(s->mem.held, layer_bytes, &s->mem.held)) != GEM_OK ||
+            (st = gem_add_size(s->mem.saved, s->v_only[i] ? bytes : 0, &s->mem.saved)) !=
+                GEM_OK) {
             mfail(err, errlen, st, "the KV cache of layer %lld does not fit size_t", (long long)i);
             goto fail;
         }
+        s->mem.v_only_layers += s->v_only[i];
         st = GEM_ERR_NOMEM;
-        s->kc[i] = alloc64(bytes);
+        s->kc[i] = s->v_only[i] ? NULL : alloc64(bytes);
         s->vc[i] = alloc64(bytes);
         s->inv_freq[i] = malloc((size_t)(l->n_rot / 2 + 1) * sizeof(double));
-        if (!s->kc[i] || !s->vc[i] || !s->inv_freq[i])
+        if ((!s->v_only[i] && !s->kc[i]) || !s->vc[i] || !s->inv_freq[i])
             goto nomem;
         for (int64_t j = 0; j < l->n_rot / 2; j++) {
             double f = pow(l->rope_base, -2.0 * (double)j / (double)l->n_rot);
@@ -562,12 +626,23 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
                 f /= (double)m->rope_freqs[j];
             s->inv_freq[i][j] = f;
         }
-        /* The workspace covers the session's route and, for full layers, the
-         * two routes' defaults too (gem_session_set_route). */
         const gem_decode_shape sh = shape_of(l);
+        if (s->v_only[i]) {
+            s->kfv[i] = k_from_v_of(l, s->inv_freq[i], o->max_tokens);
+            if ((st = gem_k_from_v_check(&s->kfv[i])) != GEM_OK ||
+                (st = gem_decode_supports_k_from_v(s->dctx, &sh, s->kv_dtype, &s->kfv[i])) !=
+                    GEM_OK) {
+                mfail(err, errlen, st, "layer %lld: the decode cannot rebuild K from V: %s",
+                      (long long)i, gem_status_str(st));
+                goto fail;
+            }
+        }
+        /* The workspace covers the session's route and, for full layers, the
+         * two routes' defaults too (gem_session_set_route; a session that rebuilds
+         * K from V never takes the baseline). */
         const gem_decode_config both[3] = {
             s->full_cfg, {GEM_ROUTE_FUSED, 0, 0}, {GEM_ROUTE_BASELINE, 0, 0}};
-        for (int k = 0; k < (l->swa ? 1 : 3); k++) {
+        for (int k = 0; k < (l->swa ? 1 : s->k_from_v ? 2 : 3); k++) {
             size_t ws = 0;
             st = gem_decode_workspace_bytes(s->dctx, &sh, s->cap[i], l->swa ? NULL : &both[k], &ws);
             if (st != GEM_OK) {
@@ -636,6 +711,8 @@ gem_status gem_session_set_route(gem_session *s, gem_route route)
         return GEM_ERR_NULL;
     if (route != GEM_ROUTE_BASELINE && route != GEM_ROUTE_FUSED)
         return GEM_ERR_PARAM;
+    if (s->k_from_v && route != GEM_ROUTE_FUSED)
+        return GEM_ERR_UNSUPPORTED; /* the V-only layers need the fused route */
     if (route != s->full_cfg.route)
         s->full_cfg = (gem_decode_config){route, 0, 0};
     return GEM_OK;
@@ -652,9 +729,10 @@ gem_status gem_session_fill_repeat(gem_session *s, int64_t n)
         if (l->swa)
             continue;
         const size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es; /* bytes */
-        char *kc = s->kc[i], *vc = s->vc[i];
+        char *kc = s->kc[i], *vc = s->vc[i]; /* kc NULL: V alone */
         for (int64_t t = s->pos; t < n; t++) {
-            memcpy(kc + (size_t)t * row, kc + (size_t)(t % s->pos) * row, row);
+            if (kc)
+                memcpy(kc + (size_t)t * row, kc + (size_t)(t % s->pos) * row, row);
             memcpy(vc + (size_t)t * row, vc + (size_t)(t % s->pos) * row, row);
         }
     }
@@ -666,13 +744,16 @@ gem_status gem_session_copy(gem_session *dst, const gem_session *src)
 {
     if (!dst || !src)
         return GEM_ERR_NULL;
-    if (dst->m != src->m || dst->max_tokens != src->max_tokens || dst->kv_dtype != src->kv_dtype)
-        return GEM_ERR_PARAM;
+    if (dst->m != src->m || dst->max_tokens != src->max_tokens ||
+        dst->kv_dtype != src->kv_dtype || dst->k_from_v != src->k_from_v)
+        return GEM_ERR_PARAM; /* the caches differ in size, type or what they hold */
     for (int64_t i = 0; i < src->m->hp.n_layers; i++) {
         const gem_layer *l = &src->m->layers[i];
         int64_t rows = src->pos < src->cap[i] ? src->pos : src->cap[i];
+        /* within the allocation: rows <= cap */
         size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * src->kv_es;
-        memcpy(dst->kc[i], src->kc[i], n);
+        if (!src->v_only[i])
+            memcpy(dst->kc[i], src->kc[i], n);
         memcpy(dst->vc[i], src->vc[i], n);
     }
     dst->pos = src->pos;
@@ -685,9 +766,21 @@ size_t gem_session_kv_bytes_at(const gem_session *s, int64_t pos)
     for (int64_t i = 0; s && i < s->m->hp.n_layers; i++) {
         const gem_layer *l = &s->m->layers[i];
         int64_t live = pos + 1 < s->cap[i] ? pos + 1 : s->cap[i];
-        total += 2 * (size_t)live * (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es;
+        if (live < 1)
+            continue;
+        /* at most the bytes allocated, whose sum fits size_t (mem.held) */
+        const size_t tensors = s->v_only[i] ? 1 : 2;
+        total += tensors * (size_t)live * (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es;
     }
     return total;
+}
+
+gem_status gem_session_kv_memory(const gem_session *s, gem_kv_memory *out)
+{
+    if (!s || !out)
+        return GEM_ERR_NULL;
+    *out = s->mem;
+    return GEM_OK;
 }
 
 /* out = x / sqrt(mean(x^2) + eps) (* w when w is not NULL). x (n), w (n), out (n);
@@ -790,30 +883,45 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             rmsnorm(s->q + h * hd, l->q_norm, hd, hp->eps, s->q + h * hd);
             rope(s->q + h * hd, l->n_rot, s->cs);
         }
+        const int v_only = s->v_only[li]; /* V stored alone, K rebuilt by the decode */
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
         const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
-        char *kdst = (char *)s->kc[li] + row_off, *vdst = (char *)s->vc[li] + row_off;
+        char *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
+        char *vdst = (char *)s->vc[li] + row_off;
         /* F32 caches take the rows in place; 16-bit ones from F32 scratch, rounded */
-        float *kr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)kdst : s->kr;
+        float *kr = s->kv_dtype == GEM_DTYPE_F32 && !v_only ? (float *)(void *)kdst : s->kr;
         float *vr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)vdst : s->vr;
         for (int64_t g = 0; g < nkv; g++) {
-            rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
-            rope(kr + g * hd, l->n_rot, s->cs);
+            if (!v_only) {
+                rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
+                rope(kr + g * hd, l->n_rot, s->cs);
+            }
             rmsnorm(s->v + g * hd, NULL, hd, hp->eps, vr + g * hd);
         }
-        if (!all_finite(kr, nkv * hd) || !all_finite(vr, nkv * hd))
+        /* what the cache stores must be finite */
+        if ((!v_only && !all_finite(kr, nkv * hd)) || !all_finite(vr, nkv * hd))
             return GEM_ERR_NONFINITE;
         if (s->kv_dtype != GEM_DTYPE_F32 &&
-            (!store_half(kdst, s->kv_dtype, kr, nkv * hd) ||
+            ((!v_only && !store_half(kdst, s->kv_dtype, kr, nkv * hd)) ||
              !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
             return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
         LAP(norms);
         const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
-        const gem_kv_view view = {s->kc[li], s->vc[li], s->kv_dtype, s->kv_dtype, hd,
-                                  nkv * hd,  hd,        nkv * hd,    live,        s->cap[li], NULL};
+        /* token-major rows; a V-only view has no K tensor and K strides 0 */
+        const gem_kv_view view = {v_only ? NULL : s->kc[li],
+                                  s->vc[li],
+                                  s->kv_dtype,
+                                  s->kv_dtype,
+                                  v_only ? 0 : hd,
+                                  v_only ? 0 : nkv * hd,
+                                  hd,
+                                  nkv * hd,
+                                  live,
+                                  s->cap[li],
+                                  v_only ? &s->kfv[li] : NULL};
         const gem_decode_shape sh = shape_of(l);
-        /* K and V rows this call reads: below 1 MiB one thread does it. */
-        const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * 2 * s->kv_es;
+        /* Cache rows this call reads: below 1 MiB one thread does it. */
+        const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * (v_only ? 1 : 2) * s->kv_es;
         gem_status st =
             gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q, &view, s->att,
                        s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg, NULL);
