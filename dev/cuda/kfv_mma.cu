@@ -1,0 +1,599 @@
+/*
+K rebuilt from V on tensor cores: an experiment for Gemma 4's K = V layers with a BF16 V cache
+(32 query heads over 4 KV heads, D512, K(t) = RoPE_{pos0+t}(k_weight * V(t)), pairs (j, j+256),
+64 rotating, inv_freq 1e6^(-2j/512)).
+
+Why: the library's K-from-V first pass runs on CUDA cores and is bound by instruction issue
+(results/h200/run18: BF16 0.557 ms at 128K, slower than reading a stored K); the stored-K BF16
+first pass on tensor cores takes 0.272 ms (run 20). Reading V alone is half the bytes.
+
+The tensor-core pass of the library (gem_fused_first_pass_mma_body) with three changes:
+  - the dots' dims are laid out so that a thread's two 16-byte loads of a row are a dim block
+    and its RoPE partners: tig 0 of warp w holds dims 8w .. 8w+7 and 256+8w .. (the 64 rotating
+    pairs, 8 per warp), tigs 1-3 blocks of [64, 256) and their partners in [320, 512);
+  - for the dims that do not rotate, K = k_weight * V: k_weight is folded into Q's pieces and
+    the B fragment is V itself (exact BF16); for the rotating ones the B fragment is the rotated
+    K in F32, split in three BF16 pieces (hi, mid, lo), each its own mma with Q's hi and mid rows
+    (Q's lo rows only meet K's hi piece: the dropped products are below 2^-24 of the dot);
+  - cos and sin of the 16 tokens x 64 pairs of a tile are a shared table built by all threads
+    during the softmax (the exact angle at the tile's first token, then one angle-addition step
+    from a per-block table of the 16 offsets), so the rotation costs each rotating lane 16 pairs
+    of loads from shared memory.
+V is read twice per tile: once in the dots' layout (default L2 policy), once in the V update's
+(evict-first), the second read served by the L2.
+
+version 1 is the library's K-from-V first pass on CUDA cores (gem_decode on a k_from_v view).
+version 2 is the library's stored-K BF16 first pass (tensor cores; K stored as BF16 of the same
+  K), for comparison of bytes read.
+version 3 is the tensor-core K-from-V pass above (Q's pieces in shared memory: with them in
+  registers the pass spilled 60 bytes).
+  H200 run 22: exact (NMSE 1.4e-12 .. 4.4e-12, positions from 0 and from 1,000,000) but slower
+  than version 1: 0.5722 ms at 128K against 0.5533 (version 2, reading K and V: 0.2769). The
+  lane of each warp that owns the rotating pairs rotates, splits and packs 16 pairs per n-tile
+  while the other three wait (the warp pays for it), three pieces of K cost four mma where one
+  did, and the angle table adds a barrier: the rotation on the B side is more work than the
+  dots it feeds. A loser; what the numbers say is left is rotating Q instead (the A side), per
+  token, which mma cannot batch.
+Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
+repeats before it is timed (CUDA events, 10 ABBA rounds).
+
+./kfv_mma [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "attn_fused_body.cuh"
+
+extern "C" {
+#include "gem/decode.h"
+}
+
+#define D 512
+#define GROUP 8
+#define NKV 4
+#define NQ (NKV * GROUP)
+#define NPAIRS 64
+
+#define cudaCheck(call)                                                                        \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
+                    cudaGetErrorString(e_));                                                   \
+            exit(EXIT_FAILURE);                                                                \
+        }                                                                                      \
+    } while (0)
+
+/* the dims of a thread's two 8-dim blocks in the dots: low block, its partner is + 256 */
+__device__ __forceinline__ int kfv_block(int w, int tig)
+{
+    return tig == 0 ? 8 * w : 64 + 8 * (3 * w + tig - 1);
+}
+
+__device__ __forceinline__ void split3_bf16(float x, __nv_bfloat16 *hi, __nv_bfloat16 *mid,
+                                            __nv_bfloat16 *lo)
+{
+    *hi = __float2bfloat16_rn(x);
+    const float r1 = x - __bfloat162float(*hi);
+    *mid = __float2bfloat16_rn(r1);
+    *lo = __float2bfloat16_rn(r1 - __bfloat162float(*mid));
+}
+
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+__device__ __forceinline__ uint4 ld16_keep(const void *p)
+{
+    uint4 r;
+    asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p)
+                 : "memory");
+    return r;
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_mma_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                       const __grid_constant__ gem_cu_rope rope,
+                       const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                       float *__restrict__ part_m, float *__restrict__ part_s,
+                       float *__restrict__ part_o, int64_t live, int64_t partitions,
+                       int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float2 scs[GEM_MMA_TILE][NPAIRS];   /* the tile's cos, sin */
+    __shared__ __align__(16) float2 sstep[GEM_MMA_TILE][NPAIRS]; /* cos, sin of u * f_j */
+    __shared__ __align__(16) float swr[8][16];                   /* k_weight of tig 0's dims */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    const int blk = kfv_block(w, tig);
+    const bool rot = tig == 0;
+
+    /* Q's pieces: rotating dims plain, the others times k_weight; in shared memory (k-step,
+     * word, thread), read per k-step */
+    __shared__ uint32_t sqf[4][6][256];
+    {
+        const float *qh = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            const int base = blk + 256 * (st >> 1) + 4 * (st & 1);
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float x = rot ? __ldg(qh + base + u) : __ldg(qh + base + u) * __ldg(kw + base + u);
+                split3_bf16(x, &hi[u], &mid[u], &lo[u]);
+            }
+            sqf[st][0][tid] = gem_pack_bf16(hi[0], hi[1]);
+            sqf[st][1][tid] = gem_pack_bf16(mid[0], mid[1]);
+            sqf[st][2][tid] = gem_pack_bf16(hi[2], hi[3]);
+            sqf[st][3][tid] = gem_pack_bf16(mid[2], mid[3]);
+            sqf[st][4][tid] = gem_pack_bf16(lo[0], lo[1]);
+            sqf[st][5][tid] = gem_pack_bf16(lo[2], lo[3]);
+        }
+    }
+    /* the per-block tables: the 16 offsets' cos, sin; k_weight of the rotating blocks */
+    for (int e = tid; e < T * NPAIRS; e += 256) {
+        float c, s;
+        gem_rope_cs(e / NPAIRS, rope.inv_freq[e % NPAIRS], &c, &s);
+        sstep[e / NPAIRS][e % NPAIRS] = make_float2(c, s);
+    }
+    if (tid < 128)
+        swr[tid >> 4][tid & 15] = __ldg(kw + ((tid & 15) < 8 ? 8 * (tid >> 4) + (tid & 15)
+                                                            : 256 + 8 * (tid >> 4) + (tid & 7)));
+    __syncthreads();
+    /* the first tile's angles */
+    for (int e = tid; e < T * NPAIRS; e += 256) {
+        const int u = e / NPAIRS, j = e % NPAIRS;
+        float c, s;
+        gem_rope_cs(rope.pos0 + begin + u, rope.inv_freq[j], &c, &s);
+        scs[u][j] = make_float2(c, s);
+    }
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    /* the dots' V rows: token begin + grp, dims blk (+ 256); n-tile 1 eight rows further */
+    const __nv_bfloat16 *kp = v + g * hs + (begin + grp) * ts + blk;
+    const __nv_bfloat16 *vp = v + g * hs + (begin + 2 * tig) * ts + 64 * w + 8 * grp;
+    const int64_t k8 = 8 * ts, v8 = 8 * ts;
+    uint4 kr[2][2], vr[4];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const bool in = begin + 8 * i + grp < end;
+        kr[i][0] = in ? ld16_keep(kp + i * k8) : zero4;
+        kr[i][1] = in ? ld16_keep(kp + i * k8 + 256) : zero4;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
+        vr[u] = begin + dt < end ? gem_ld16(vp + (u & 1) * ts + (u >> 1) * v8, pol) : zero4;
+    }
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    __syncthreads(); /* scs of the first tile */
+
+    for (int64_t t0 = begin; t0 < end; t0 += T) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                /* B pieces of block h (the low block, or its partners): words c */
+                uint32_t bh[4] = {kr[i][h].x, kr[i][h].y, kr[i][h].z, kr[i][h].w};
+                uint32_t bm[4] = {0u, 0u, 0u, 0u}, bl[4] = {0u, 0u, 0u, 0u};
+                if (rot) { /* rotate the 8 pairs of token 8i + grp, keep side h, split in three */
+                    const float2 *cs = &scs[8 * i + grp][8 * w];
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const uint32_t wl = gem_word(kr[i][0], c), wh = gem_word(kr[i][1], c);
+                        __nv_bfloat16 kh[2], km[2], kl[2];
+#pragma unroll
+                        for (int b = 0; b < 2; b++) {
+                            const int e = 2 * c + b; /* pair 8w + e */
+                            const float a = swr[w][e] * (b ? bf_hi(wl) : bf_lo(wl));
+                            const float bb = swr[w][8 + e] * (b ? bf_hi(wh) : bf_lo(wh));
+                            const float2 r = cs[e];
+                            const float x = h == 0 ? fmaf(a, r.x, -bb * r.y) : fmaf(a, r.y, bb * r.x);
+                            split3_bf16(x, &kh[b], &km[b], &kl[b]);
+                        }
+                        bh[c] = gem_pack_bf16(kh[0], kh[1]);
+                        bm[c] = gem_pack_bf16(km[0], km[1]);
+                        bl[c] = gem_pack_bf16(kl[0], kl[1]);
+                    }
+                }
+#pragma unroll
+                for (int e2 = 0; e2 < 2; e2++) {
+                    const int st = 2 * h + e2, c0 = 2 * e2;
+                    const uint32_t a0 = sqf[st][0][tid], a1 = sqf[st][1][tid],
+                                   a2 = sqf[st][2][tid], a3 = sqf[st][3][tid],
+                                   l0 = sqf[st][4][tid], l1 = sqf[st][5][tid];
+                    gem_mma_bf16(d0, a0, a1, a2, a3, bh[c0], bh[c0 + 1]);
+                    gem_mma_bf16(d0, a0, a1, a2, a3, bm[c0], bm[c0 + 1]);
+                    gem_mma_bf16(d0, a0, a1, a2, a3, bl[c0], bl[c0 + 1]);
+                    gem_mma_bf16(d1, l0, 0u, l1, 0u, bh[c0], bh[c0 + 1]);
+                }
+            }
+            float2 r;
+            r.x = (d0[0] + d0[2]) + d1[0];
+            r.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
+        }
+        kp += T * ts;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const bool in = t0 + T + 8 * i + grp < end;
+            kr[i][0] = in ? ld16_keep(kp + i * k8) : zero4;
+            kr[i][1] = in ? ld16_keep(kp + i * k8 + 256) : zero4;
+        }
+        __syncthreads(); /* sred complete; every read of scs done */
+        /* the next tile's angles: exact at its first token, one step from the offset table */
+        if (tid < NPAIRS) {
+            float c0, s0;
+            gem_rope_cs(rope.pos0 + t0 + T, rope.inv_freq[tid], &c0, &s0);
+            scs[0][tid] = make_float2(c0, s0);
+        }
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* weights and the next tile's first angles published */
+        for (int e = tid + NPAIRS; e < T * NPAIRS; e += 256) {
+            const int u = e / NPAIRS, j = e % NPAIRS;
+            const float2 b = scs[0][j], st = sstep[u][j];
+            scs[u][j] = make_float2(fmaf(b.x, st.x, -b.y * st.y), fmaf(b.y, st.x, b.x * st.y));
+        }
+        {
+            const float al = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al;
+                acc[j][1] *= al;
+                acc[j][2] *= al;
+                acc[j][3] *= al;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+                const uint32_t b0 = __byte_perm(gem_word(vr[0], j >> 1), gem_word(vr[1], j >> 1), sel);
+                const uint32_t b1 = __byte_perm(gem_word(vr[2], j >> 1), gem_word(vr[3], j >> 1), sel);
+                gem_mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+            }
+        }
+        vp += T * ts;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
+            vr[u] = t0 + T + dt < end ? gem_ld16(vp + (u & 1) * ts + (u >> 1) * v8, pol) : zero4;
+        }
+        __syncthreads(); /* the next tile's angles complete before its dots */
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float4 *po = reinterpret_cast<float4 *>(part_o + row * D + 64 * w + 16 * tig);
+    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
+                        acc[3][0] + acc[3][2]);
+    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
+                        acc[7][0] + acc[7][2]);
+    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
+                        acc[3][1] + acc[3][3]);
+    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
+                        acc[7][1] + acc[7][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    kfv_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
+}
+
+/* ---- host: inputs, references, versions ----------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill(float *x, size_t n, uint64_t seed, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * (float)(splitmix(&seed) >> 40) * 0x1p-24f;
+}
+
+__global__ void wait_kernel(uint64_t ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    int vs[4], nv = 0, rounds = 10;
+    int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0;
+    int nl = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pos0") && i + 1 < argc)
+            pos0 = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
+            nl = 0;
+            for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
+                lengths[nl++] = atoll(t);
+        } else if (nv < 4) {
+            vs[nv] = atoi(argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 3) {
+                fprintf(stderr, "unknown version %s (1 .. 3)\n", argv[i]);
+                return 2;
+            }
+            nv++;
+        }
+    }
+    if (nv == 0)
+        for (nv = 0; nv < 3; nv++)
+            vs[nv] = nv + 1;
+    if (rounds < 1 || pos0 < 0)
+        return 2;
+    gem_decode_ctx *ctx = NULL;
+    if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
+        return 2;
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    const float scale = 1.0f; /* Gemma 4's QK-normed scale */
+    const gem_decode_shape shape = {NQ, NKV, D, D, scale};
+    double inv_freq[NPAIRS];
+    for (int j = 0; j < NPAIRS; j++)
+        inv_freq[j] = pow(1e6, -2.0 * j / (double)D);
+    float hw[D];
+    fill(hw, D, 99, 0.5f, 1.5f);
+    float *dw;
+    cudaCheck(cudaMalloc(&dw, sizeof hw));
+    cudaCheck(cudaMemcpy(dw, hw, sizeof hw, cudaMemcpyHostToDevice));
+    printf("K rebuilt from V, BF16 V, scale 1.0, row 0 at position %lld\n", (long long)pos0);
+    printf("%-8s %-8s %10s %10s %10s %9s\n", "live", "version", "min ms", "median ms", "max ms",
+           "GB/s");
+    int failed = 0;
+    for (int li = 0; li < nl; li++) {
+        const int64_t live = lengths[li];
+        const size_t n = (size_t)NKV * (size_t)live * D;
+        float *hq = (float *)malloc(NQ * D * sizeof(float));
+        /* q of RMS-normed rows scaled by a norm weight: about unit size */
+        fill(hq, NQ * D, 11 + (uint64_t)live, -1.7f, 1.7f);
+        float *hv = (float *)malloc(n * sizeof(float));
+        __nv_bfloat16 *bv = (__nv_bfloat16 *)malloc(n * 2), *bk = (__nv_bfloat16 *)malloc(n * 2);
+        fill(hv, n, 13 + (uint64_t)live, -1.7f, 1.7f);
+        for (size_t i = 0; i < n; i++) {
+            bv[i] = __float2bfloat16_rn(hv[i]);
+            hv[i] = __bfloat162float(bv[i]);
+        }
+        /* the stored K of version 2: the K of the rounded V, in double, rounded to BF16 */
+        float *hk = (float *)malloc(n * sizeof(float));
+        for (int64_t r = 0; r < (int64_t)NKV * live; r++) {
+            const float *vrow = hv + (size_t)r * D;
+            const double pos = (double)(pos0 + r % live);
+            double kd[D];
+            for (int i = 0; i < D; i++)
+                kd[i] = (double)hw[i] * (double)vrow[i];
+            for (int j = 0; j < NPAIRS; j++) {
+                const double th = pos * inv_freq[j], c = cos(th), sn = sin(th);
+                const double a = kd[j], b = kd[j + 256];
+                kd[j] = a * c - b * sn;
+                kd[j + 256] = a * sn + b * c;
+            }
+            for (int i = 0; i < D; i++) {
+                bk[(size_t)r * D + i] = __float2bfloat16_rn((float)kd[i]);
+                hk[(size_t)r * D + i] = __bfloat162float(bk[(size_t)r * D + i]);
+            }
+        }
+        const gem_k_from_v host_rot = {hw, inv_freq, NPAIRS, D / 2, pos0};
+        gem_kv_view kfv_host;
+        memset(&kfv_host, 0, sizeof kfv_host);
+        kfv_host.v = hv;
+        kfv_host.k_dtype = kfv_host.v_dtype = GEM_DTYPE_F32;
+        kfv_host.v_head_stride = live * D;
+        kfv_host.v_token_stride = D;
+        kfv_host.live = kfv_host.capacity = live;
+        kfv_host.k_from_v = &host_rot;
+        gem_kv_view stored_host = gem_kv_view_dense(hk, hv, D, D, live, live);
+        double *ref_kfv = (double *)malloc(NQ * D * sizeof(double));
+        double *ref_stored = (double *)malloc(NQ * D * sizeof(double));
+        if (gem_attn_reference_kv(&shape, hq, &kfv_host, ref_kfv, NQ * D) != GEM_OK ||
+            gem_attn_reference_kv(&shape, hq, &stored_host, ref_stored, NQ * D) != GEM_OK) {
+            fprintf(stderr, "reference failed\n");
+            return 2;
+        }
+        void *dk, *dv;
+        float *dq, *dout;
+        cudaCheck(cudaMalloc(&dk, n * 2));
+        cudaCheck(cudaMalloc(&dv, n * 2));
+        cudaCheck(cudaMemcpy(dk, bk, n * 2, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dv, bv, n * 2, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMalloc(&dq, NQ * D * sizeof(float)));
+        cudaCheck(cudaMalloc(&dout, NQ * D * sizeof(float)));
+        cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
+        const int64_t P = 64;
+        const size_t ws_bytes = (size_t)P * NQ * (D + 2) * sizeof(float);
+        void *dws;
+        cudaCheck(cudaMalloc(&dws, ws_bytes));
+        gem_k_from_v dev_rot = host_rot;
+        dev_rot.k_weight = dw;
+        gem_cu_rope rope;
+        memset(&rope, 0, sizeof rope);
+        for (int j = 0; j < NPAIRS; j++)
+            rope.inv_freq[j] = inv_freq[j];
+        rope.pos0 = pos0;
+        float *hout = (float *)malloc(NQ * D * sizeof(float));
+        float *hfirst = (float *)malloc(NQ * D * sizeof(float));
+        int valid[4];
+#define RUN(i)                                                                                 \
+    do {                                                                                       \
+        if (vs[i] == 3) {                                                                      \
+            float *pm_ = (float *)dws, *ps_ = pm_ + P * NQ, *po_ = ps_ + P * NQ;               \
+            kfv_mma_first_pass<<<dim3((unsigned)P, NKV), 256, 0, stream>>>(                    \
+                dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, P,  \
+                NQ, scale);                                                                    \
+            kfv_reducer<<<dim3(NQ, D / 256), 256, 0, stream>>>(pm_, ps_, po_, dout, P);        \
+            cudaCheck(cudaGetLastError());                                                     \
+        } else {                                                                               \
+            gem_kv_view kv_;                                                                   \
+            memset(&kv_, 0, sizeof kv_);                                                       \
+            kv_.v = dv;                                                                        \
+            kv_.k_dtype = kv_.v_dtype = GEM_DTYPE_BF16;                                        \
+            kv_.v_head_stride = live * D;                                                      \
+            kv_.v_token_stride = D;                                                            \
+            kv_.live = kv_.capacity = live;                                                    \
+            if (vs[i] == 1) {                                                                  \
+                kv_.k_from_v = &dev_rot;                                                       \
+            } else {                                                                           \
+                kv_.k = dk;                                                                    \
+                kv_.k_head_stride = live * D;                                                  \
+                kv_.k_token_stride = D;                                                        \
+            }                                                                                  \
+            const gem_status st_ =                                                             \
+                gem_decode(ctx, &shape, dq, &kv_, dout, dws, ws_bytes, NULL, stream);          \
+            if (st_ != GEM_OK) {                                                               \
+                fprintf(stderr, "gem_decode: %s\n", gem_status_str(st_));                     \
+                exit(EXIT_FAILURE);                                                            \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+        for (int i = 0; i < nv; i++) {
+            const double *ref = vs[i] == 2 ? ref_stored : ref_kfv;
+            valid[i] = 1;
+            for (int rep = 0; rep < 2; rep++) {
+                cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream));
+                RUN(i);
+                cudaCheck(cudaStreamSynchronize(stream));
+                cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float), cudaMemcpyDeviceToHost));
+                if (rep == 0) {
+                    double num = 0, den = 0;
+                    for (int j = 0; j < NQ * D; j++) {
+                        num += (hout[j] - ref[j]) * (hout[j] - ref[j]);
+                        den += ref[j] * ref[j];
+                    }
+                    const double nmse = num / den;
+                    printf("%-8lld v%-7d nmse %.3g against the double reference of its view\n",
+                           (long long)live, vs[i], nmse);
+                    if (!(nmse <= 1e-10))
+                        valid[i] = 0;
+                    memcpy(hfirst, hout, NQ * D * sizeof(float));
+                } else if (memcmp(hfirst, hout, NQ * D * sizeof(float)) != 0) {
+                    printf("%-8lld v%-7d INVALID: the repeat differs\n", (long long)live, vs[i]);
+                    valid[i] = 0;
+                }
+            }
+            failed |= !valid[i];
+        }
+        double *t = (double *)calloc((size_t)nv * 2 * rounds, sizeof(double));
+        for (int wu = 0; wu < 3; wu++)
+            for (int i = 0; i < nv; i++)
+                if (valid[i])
+                    RUN(i);
+        for (int r = 0; r < rounds; r++)
+            for (int pass = 0; pass < 2; pass++)
+                for (int j = 0; j < nv; j++) {
+                    const int i = pass == 0 ? j : nv - 1 - j;
+                    if (!valid[i])
+                        continue;
+                    wait_kernel<<<1, 1, 0, stream>>>(50000);
+                    cudaCheck(cudaEventRecord(e0, stream));
+                    RUN(i);
+                    cudaCheck(cudaEventRecord(e1, stream));
+                    cudaCheck(cudaEventSynchronize(e1));
+                    float ms = 0;
+                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+                    t[(size_t)i * 2 * rounds + 2 * r + pass] = ms;
+                }
+#undef RUN
+        for (int i = 0; i < nv; i++) {
+            if (!valid[i])
+                continue;
+            double *ti = t + (size_t)i * 2 * rounds;
+            qsort(ti, (size_t)2 * rounds, sizeof(double), cmp_double);
+            const double med = 0.5 * (ti[rounds - 1] + ti[rounds]);
+            const double bytes = (vs[i] == 2 ? 2.0 : 1.0) * (double)n * 2.0;
+            printf("%-8lld v%-7d %10.4f %10.4f %10.4f %9.1f\n", (long long)live, vs[i], ti[0],
+                   med, ti[2 * rounds - 1], bytes / (med * 1e-3) / 1e9);
+        }
+        free(t);
+        cudaFree(dk);
+        cudaFree(dv);
+        cudaFree(dq);
+        cudaFree(dout);
+        cudaFree(dws);
+        free(hq);
+        free(hv);
+        free(hk);
+        free(bv);
+        free(bk);
+        free(ref_kfv);
+        free(ref_stored);
+        free(hout);
+        free(hfirst);
+    }
+    cudaFree(dw);
+    gem_decode_ctx_destroy(ctx);
+    return failed;
+}
