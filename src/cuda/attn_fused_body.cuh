@@ -544,13 +544,21 @@ __device__ __forceinline__ void gem_mma_bf16(float *d, uint32_t a0, uint32_t a1,
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint4 gem_ld16(const void *p, uint64_t pol)
+/* 16 bytes, L1 no-allocate, L2 under `pol`; PF256: the L2 fetches the enclosing 256 bytes */
+template <bool PF256 = false> __device__ __forceinline__ uint4 gem_ld16(const void *p, uint64_t pol)
 {
     uint4 r;
-    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p), "l"(pol)
-                 : "memory");
+    if constexpr (PF256)
+        asm volatile(
+            "ld.global.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+            : "l"(p), "l"(pol)
+            : "memory");
+    else
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"(p), "l"(pol)
+                     : "memory");
     return r;
 }
 
@@ -559,7 +567,7 @@ __device__ __forceinline__ uint32_t gem_word(const uint4 &v, int k)
     return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
 }
 
-template <int TS>
+template <int TS, bool PF256 = false>
 __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
     const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at element g*k_hs + t*k_ts */
@@ -615,13 +623,13 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const bool in = begin + 8 * i + grp < end;
-        kr[i][0] = in ? gem_ld16(kp + i * k8, pol) : zero4;
-        kr[i][1] = in ? gem_ld16(kp + i * k8 + 32, pol) : zero4;
+        kr[i][0] = in ? gem_ld16<PF256>(kp + i * k8, pol) : zero4;
+        kr[i][1] = in ? gem_ld16<PF256>(kp + i * k8 + 32, pol) : zero4;
     }
 #pragma unroll
     for (int u = 0; u < 4; u++) {
         const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
-        vr[u] = begin + dt < end ? gem_ld16(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
+        vr[u] = begin + dt < end ? gem_ld16<PF256>(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
     }
     float acc[8][4];
 #pragma unroll
@@ -650,8 +658,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
 #pragma unroll
         for (int i = 0; i < 2; i++) { /* the next tile's K, in flight through this tile */
             const bool in = t0 + T + 8 * i + grp < end;
-            kr[i][0] = in ? gem_ld16(kp + i * k8, pol) : zero4;
-            kr[i][1] = in ? gem_ld16(kp + i * k8 + 32, pol) : zero4;
+            kr[i][0] = in ? gem_ld16<PF256>(kp + i * k8, pol) : zero4;
+            kr[i][1] = in ? gem_ld16<PF256>(kp + i * k8 + 32, pol) : zero4;
         }
         __syncthreads(); /* sred complete */
         {
@@ -712,7 +720,7 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
 #pragma unroll
         for (int u = 0; u < 4; u++) { /* the next tile's V */
             const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
-            vr[u] = t0 + T + dt < end ? gem_ld16(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
+            vr[u] = t0 + T + dt < end ? gem_ld16<PF256>(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
         }
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
