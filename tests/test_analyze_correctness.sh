@@ -9,7 +9,10 @@
 # other, case ids that do not match their parameters, seeds that are not
 # decimal strings, model records of another comparison (K from V), and
 # analyses that are not exactly the re-derived ones (hand-written, edited, or
-# of another receipt). It never reports promotion eligibility.
+# of another receipt). The committed model differentials of
+# results/cpu/model/model-diff/ pass the model-record checks (gem model-diff's
+# own records against the same checks: test_model_diff_records.c). It never
+# reports promotion eligibility.
 #   usage: bash test_analyze_correctness.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -194,6 +197,18 @@ expect_fail merge-analysis-moved "digest mismatch" \
   --model "$M0" --model "$WORK/model-8192.json" --model "$WORK/model-8193.json" \
   --root "$WORK/root"
 check merge-analysis-moved-reached-records grep -q "d0-digest.json: input_sha256" "$WORK/err.txt"
+# The committed model differentials (results/cpu/model/model-diff/, written by gem model-diff)
+# pass every model-record check, their case ids rebuilt from their own fields: the gate goes on
+# past them to the operator records' inputs (stopping at the same wrong digest).
+CM="$SRC/results/cpu/model/model-diff/model-diff-gem-synth-diff60"
+expect_fail committed-model-records "digest mismatch" \
+  A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "$WORK/d0-digest.json" --diff "$WORK/diff-8192.json" --diff "$WORK/diff-8193.json" \
+  --diff "$WORK/diff-65536.json" --diff "$WORK/diff-131072.json" \
+  --model "$CM-ctx8191-seed1.json" --model "$CM-ctx8192-seed1.json" \
+  --model "$CM-ctx8193-seed1.json" --root "$WORK/root"
+check committed-model-records-pass grep -q "d0-digest.json: input_sha256" "$WORK/err.txt"
 
 # The command line: missing inputs and wrong counts are usage errors (exit 2).
 expect_usage no-merge "--merge is required" \

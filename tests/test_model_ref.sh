@@ -77,7 +77,9 @@ check "generate --k-from-v holds what it saves less" \
 check "generate from text exits 0" test $? -eq 0
 check "generate prints text" test -s "$TMP/text.txt"
 
-# gem model-diff at small contexts: both routes agree, records carry the documented fields
+# gem model-diff at small contexts: both routes agree, records carry the documented fields and
+# the case id the correctness gate rebuilds, model-<model.name>-<prompt.id>-ctx<context_tokens>
+# (the gate's own record check on model-diff's records: test_model_diff_records.c)
 "$GEM" model-diff --model "$TMP/tiny.gguf" --contexts 30,31 --steps 8 --threads 2 \
     --out "$TMP/md" >"$TMP/md.txt"
 check "model-diff exits 0" test $? -eq 0
@@ -86,7 +88,9 @@ check "model-diff record named by context" test -f "$rec"
 for key in '"schema": "gem.model_diff.v1"' '"name": "gem model-diff"' '"global_layers"' \
            '"weights_sha256"' '"context_tokens": 31' '"production_before": "baseline"' \
            '"candidate_route": "fused"' '"logits_sha256_repeat"' '"baseline_tokens"' \
-           '"candidate_tokens"' '"steps": 8' '"verdict": "pass"'; do
+           '"candidate_tokens"' '"steps": 8' '"verdict": "pass"' \
+           '"id": "synthetic-seed1-len31"' \
+           '"case_id": "model-gem-synth-tiny-synthetic-seed1-len31-ctx31"'; do
     check "model-diff record has $key" grep -q "$key" "$rec"
 done
 check "model-diff prints a pass per context" test "$(grep -c ': pass (' "$TMP/md.txt")" -eq 2

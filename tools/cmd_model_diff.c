@@ -326,27 +326,31 @@ int gem_cmd_model_diff(int argc, char **argv)
                          !memcmp(sides[0].top, sides[1].top, sizeof sides[0].top) &&
                          !strcmp(sides[1].sha, sides[1].sha_repeat) && same && steps >= 8;
         all_pass &= pass;
-        char psha[65], case_id[160], path[1024];
+        const char *mname = hp->name[0] ? hp->name : "gemma4";
+        char psha[65], pid[96], case_id[256], path[1024];
         gem_sha256_hex(ids, (size_t)C * sizeof *ids, psha);
-        snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-%s-seed%llu",
-                 hp->name[0] ? hp->name : "gemma4", (long long)C,
-                 compare_k_from_v ? "explicit-vs-k-from-v" : "baseline-vs-fused",
-                 (unsigned long long)seed);
+        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed,
+                 (long long)C);
+        /* The baseline-vs-fused id is the one the correctness gate rebuilds from the
+         * record's own fields (docs/receipts-records.md): model-<model.name>-<prompt.id>-
+         * ctx<prompt.context_tokens>. The K-from-V comparison is named apart. */
+        if (compare_k_from_v)
+            snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-explicit-vs-k-from-v-seed%llu",
+                     mname, (long long)C, (unsigned long long)seed);
+        else
+            snprintf(case_id, sizeof case_id, "model-%s-%s-ctx%lld", mname, pid, (long long)C);
         json_t *doc = gem_receipt_new("gem.model_diff.v1", "gem model-diff", cli_git_commit());
         json_object_set_new(doc, "case_id", json_string(case_id));
         if (compare_k_from_v) /* baseline: explicit K and V; candidate: V alone, K rebuilt */
             json_object_set_new(doc, "comparison", json_string("k-from-v"));
         json_object_set_new(doc, "model",
                             json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}",
-                                      "name", hp->name[0] ? hp->name : "gemma4", "n_layers",
+                                      "name", mname, "n_layers",
                                       (json_int_t)hp->n_layers, "global_layers", gl,
                                       "global_geometry", "n_q_heads", (json_int_t)g0->n_head,
                                       "n_kv_heads", (json_int_t)g0->n_head_kv, "dk",
                                       (json_int_t)g0->head_dim, "dv", (json_int_t)g0->head_dim,
                                       "dtype", "f32", "window", 0, "weights_sha256", wsha));
-        char pid[96];
-        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed,
-                 (long long)C);
         json_object_set_new(doc, "prompt",
                             json_pack("{s:s, s:s, s:I}", "id", pid, "sha256", psha,
                                       "context_tokens", (json_int_t)C));
@@ -367,8 +371,8 @@ int gem_cmd_model_diff(int argc, char **argv)
                                       "baseline_tokens", ints(sides[0].greedy, steps),
                                       "candidate_tokens", ints(sides[1].greedy, steps)));
         json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"));
-        snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu%s.json", out_dir,
-                 hp->name[0] ? hp->name : "gemma4", (long long)C, (unsigned long long)seed,
+        snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu%s.json", out_dir, mname,
+                 (long long)C, (unsigned long long)seed,
                  compare_k_from_v ? "-k-from-v" : "");
         gem_status wst = gem_receipt_write(path, doc);
         json_decref(doc);
