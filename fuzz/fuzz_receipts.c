@@ -87,7 +87,7 @@ static void json_target(unsigned kind, const uint8_t *data, size_t size)
     case 1: rc = an_resources_doc(&c, doc, &o); break;
     case 2: rc = an_diff_doc(&c, doc, 8191, &o); break;
     case 3: rc = an_model_doc(&c, doc, 8192); break;
-    case 4: rc = an_profile_doc(&c, doc, 65536); break;
+    case 4: rc = an_profile_doc(&c, doc, 65536, NULL, NULL); break;
     case 5: {
         uint64_t v = 7;
         const json_t *j = json_is_object(doc) ? json_object_get(doc, "seed") : doc;

@@ -15,11 +15,14 @@
  * K and V may each be F32, BF16 or F16; the kernels convert each element
  * exactly as they load it (cpu_kernels.h).
  * Items depend only on their indices, never on the thread, so the output is
- * bitwise the same for any thread count.
+ * bitwise the same for any thread count. With a stage clock in the run
+ * (decode_stage_clock.h) the monotonic clock is read between the stages; the
+ * stages themselves do not change.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
@@ -175,6 +178,15 @@ static void reduce_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = GEM_OK;
 }
 
+/* Seconds on the monotonic clock (0 if it cannot be read: the stage times are then 0). */
+static double stage_clock_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0.0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, const float *q,
                               const gem_kv_view *kv, const gem_decode_config *cfg, float *out)
 {
@@ -195,20 +207,40 @@ gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, c
     j.scores = r->scratch;
     j.partials = j.scores + nq * live;
 
+    /* stage boundaries on the stage clock: begin, after score, normalize, value, reduce */
+    gem_baseline_stage_seconds *clock = r->stage_clock;
+    double mark[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    if (clock)
+        mark[0] = stage_clock_now();
     const int64_t score_items = nkv * ((live + SCORE_CHUNK - 1) / SCORE_CHUNK);
     cpu_pool_run(r->pool, score_items, score_item, &j);
     gem_status st = cpu_first_error(r->status, score_items);
     if (st != GEM_OK)
         return st;
+    if (clock)
+        mark[1] = stage_clock_now();
     cpu_pool_run(r->pool, nq, normalize_item, &j);
     st = cpu_first_error(r->status, nq);
     if (st != GEM_OK)
         return st;
+    if (clock)
+        mark[2] = stage_clock_now();
     const int64_t value_items = nkv * j.dim_tiles * VP;
     cpu_pool_run(r->pool, value_items, value_item, &j);
     st = cpu_first_error(r->status, value_items);
     if (st != GEM_OK)
         return st;
+    if (clock)
+        mark[3] = stage_clock_now();
     cpu_pool_run(r->pool, nq, reduce_item, &j);
-    return cpu_first_error(r->status, nq);
+    st = cpu_first_error(r->status, nq);
+    if (st == GEM_OK && clock) {
+        mark[4] = stage_clock_now();
+        clock->score += mark[1] - mark[0];
+        clock->normalize += mark[2] - mark[1];
+        clock->value += mark[3] - mark[2];
+        clock->reduce += mark[4] - mark[3];
+        clock->calls++;
+    }
+    return st;
 }

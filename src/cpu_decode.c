@@ -1,7 +1,8 @@
 /*
  * The CPU backend of gem/decode.h: a thread pool per context, the fused and
  * baseline routes (cpu_fused.c, cpu_baseline.c) on the caller's view and
- * workspace, the tuned default, the finiteness scan, and the KV cache
+ * workspace, the tuned default, the finiteness scan, the baseline route's
+ * stage clock (decode_stage_clock.h, off unless switched on), and the KV cache
  * helper's host memory and row copies.
  */
 #define _DEFAULT_SOURCE 1 /* sysconf */
@@ -16,6 +17,7 @@
 #include "cpu_memory.h"
 #include "cpu_routes.h"
 #include "decode_internal.h"
+#include "decode_stage_clock.h"
 #include "kv_view.h"
 
 /* The fused route's tuned default on the CPU: 32 sequence partitions, tiles of
@@ -29,6 +31,8 @@ typedef struct cpu_decode {
     cpu_pool *pool;
     int64_t threads;
     atomic_flag busy; /* one gem_decode at a time: the pool is not reentrant */
+    int stage_clock_on; /* 1: baseline calls add their stage times to stage_seconds */
+    gem_baseline_stage_seconds stage_seconds; /* decode_stage_clock.h */
     char desc[256];
 } cpu_decode;
 
@@ -171,6 +175,8 @@ static gem_status run(void *impl, const gem_decode_args *a)
     if (st == GEM_OK) {
         cpu_run r;
         cpu_run_bind(&r, c->pool, c->threads, a->workspace, &l);
+        if (c->stage_clock_on)
+            r.stage_clock = &c->stage_seconds;
         if (a->cfg.route == GEM_ROUTE_FUSED)
             st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
         else
@@ -178,6 +184,20 @@ static gem_status run(void *impl, const gem_decode_args *a)
     }
     atomic_flag_clear(&c->busy);
     return st;
+}
+
+/* ---- the baseline route's stage clock (decode_stage_clock.h) ---------------------------- */
+
+void cpu_decode_stage_clock_set(void *impl, int on) { ((cpu_decode *)impl)->stage_clock_on = on; }
+
+void cpu_decode_stage_clock_read(const void *impl, gem_baseline_stage_seconds *out)
+{
+    *out = ((const cpu_decode *)impl)->stage_seconds;
+}
+
+void cpu_decode_stage_clock_reset(void *impl)
+{
+    memset(&((cpu_decode *)impl)->stage_seconds, 0, sizeof(gem_baseline_stage_seconds));
 }
 
 /* ---- finiteness ------------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cpu_pool.h"
+#include "decode_stage_clock.h"
 #include "gem/attn.h"
 #include "gem/decode.h"
 
@@ -55,9 +56,12 @@ typedef struct cpu_run {
     float *kfv;         /* (threads, kfv_stride), NULL for the baseline */
     int64_t kfv_stride;
     gem_status *status; /* (status_count) */
+    gem_baseline_stage_seconds *stage_clock; /* the baseline adds its stage times here;
+                                                NULL (cpu_run_bind's value): not timed */
 } cpu_run;
 
-/* Points r's pieces into `workspace` (at least l->total_bytes, 64-byte aligned). */
+/* Points r's pieces into `workspace` (at least l->total_bytes, 64-byte aligned); the run
+ * is not timed (stage_clock NULL). */
 void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
                   const cpu_layout *l);
 
@@ -73,7 +77,9 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
                            const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 
 /* The three-stage baseline route with cfg->partitions value partitions.
- * Same contract as cpu_route_fused. */
+ * Same contract as cpu_route_fused. When r->stage_clock is not NULL, a call that
+ * runs all four stages adds each stage's wall time to it and counts itself;
+ * the output does not depend on it. */
 gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, const float *q,
                               const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "decode_internal.h"
+#include "decode_stage_clock.h"
 
 struct gem_decode_ctx {
     gem_backend backend;
@@ -283,6 +284,40 @@ gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_s
     if (st != GEM_OK)
         return st;
     return ctx->ops->check_finite(ctx->impl, shape, q, kv, stream);
+}
+
+/* ---- the baseline route's stage clock (decode_stage_clock.h) ------------------------- */
+
+gem_status gem_decode_stage_clock_set(gem_decode_ctx *ctx, int on)
+{
+    if (!ctx)
+        return GEM_ERR_NULL;
+    if (on != 0 && on != 1)
+        return GEM_ERR_PARAM;
+    if (ctx->backend != GEM_BACKEND_CPU)
+        return GEM_ERR_UNSUPPORTED;
+    cpu_decode_stage_clock_set(ctx->impl, on);
+    return GEM_OK;
+}
+
+gem_status gem_decode_stage_clock_read(const gem_decode_ctx *ctx, gem_baseline_stage_seconds *out)
+{
+    if (!ctx || !out)
+        return GEM_ERR_NULL;
+    if (ctx->backend != GEM_BACKEND_CPU)
+        return GEM_ERR_UNSUPPORTED;
+    cpu_decode_stage_clock_read(ctx->impl, out);
+    return GEM_OK;
+}
+
+gem_status gem_decode_stage_clock_reset(gem_decode_ctx *ctx)
+{
+    if (!ctx)
+        return GEM_ERR_NULL;
+    if (ctx->backend != GEM_BACKEND_CPU)
+        return GEM_ERR_UNSUPPORTED;
+    cpu_decode_stage_clock_reset(ctx->impl);
+    return GEM_OK;
 }
 
 /* ---- KV cache helper --------------------------------------------------------------- */

@@ -108,6 +108,8 @@ typedef struct an_opts {
                            figures of the merge check, files under root) */
     const char *root;   /* directory that relative source/binary paths are under */
     int64_t threads;    /* worker threads for recomputation (>= 1) */
+    const char *kv_dtype; /* ceiling: the KV cache type the stage profiles must record
+                             ("f32", "bf16" or "f16"); NULL is the design's "f32" */
 } an_opts;
 
 /* Merge-check receipt (gem.merge_check.v1): structure, geometry, ranges,
@@ -149,8 +151,35 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o,
                    json_t **analysis);
 
 /* Stage profile (gem.stage_profile.v1) and the ceiling attribution. */
-int an_profile_doc(an_ctx *c, const json_t *doc, int64_t context);
+
+/* Stages of the optional whole-token breakdown of a stage profile. */
+#define AN_WHOLE_STAGES 7
+
+/* The attribution of one stage profile (docs/receipts-records.md). */
+typedef struct an_ceiling_fig {
+    int64_t context, reps, per_rep, calls;
+    double stage_ms[4];     /* medians of score, normalize, value, reduce */
+    double attention_ms, whole_ms; /* medians of the attention total and the whole token */
+    double share_pct, score_share_pct, required_pct;
+    int has_whole_stages;   /* 1: the profile has whole_token_stages_ms */
+    double whole_stage_ms[AN_WHOLE_STAGES]; /* their medians (embedding, norms, projections,
+                                               sliding_attention, full_attention, mlp,
+                                               logits); 0 without them */
+} an_ceiling_fig;
+
+/* Checks one stage profile expected at `context` tokens whose KV cache type is kv_dtype
+ * (NULL: "f32"); every rule of the ceiling screen applies. fig (may be NULL) receives
+ * its attribution on a pass. 0, or -1 with c set. */
+int an_profile_doc(an_ctx *c, const json_t *doc, int64_t context, const char *kv_dtype,
+                   an_ceiling_fig *fig);
+/* The ceiling screen on n stage profiles (one at 65,536 and one at 131,072 tokens, KV
+ * type o->kv_dtype); on a pass *analysis (may be NULL) receives gem.ceiling.v1. */
 int an_ceiling(an_ctx *c, const char *const *profiles, size_t n, const an_opts *o,
                json_t **analysis);
+/* The samples digest of a stage profile (the canonical text of docs/receipts-records.md)
+ * into hex (65 bytes): the six series, then the seven of whole_token_stages_ms when the
+ * profile has it. The series must be arrays of numbers (the other fields are not read).
+ * 0, or -1 when out of memory or a size does not fit. */
+int an_stage_profile_samples_sha256(const json_t *doc, char hex[65]);
 
 #endif /* GEM_ANALYZE_H */

@@ -1,7 +1,7 @@
 /*
  * `gem analyze ceiling`: the non-promotional ceiling attribution of the design
  * (fused-split-kv-ceiling.json). From stage profiles of the baseline route
- * (gem.stage_profile.v1, docs/receipts-ceiling.md) at 65,536 and 131,072
+ * (gem.stage_profile.v1, docs/receipts-records.md) at 65,536 and 131,072
  * context tokens it computes, per context:
  *
  *   attention_ms      median over samples of score + normalize + value + reduce
@@ -15,6 +15,18 @@
  * entries) and each profile's samples digest, and binds every profile file
  * by SHA-256 in its output. The attribution bounds what a global-attention
  * change could give; it predicts no gain and is not a promotion claim.
+ *
+ * A profile may also carry the whole-token breakdown of every sample
+ * (whole_token_stages_ms: embedding, norms, projections, sliding_attention,
+ * full_attention, mlp, logits; gem profile writes it). Then the seven must add
+ * up to the sample's whole-token time, the ten calls' stages must fit in its
+ * full-attention stage, the digest covers them and the output gives their
+ * medians.
+ *
+ * The KV cache type is the design's F32 unless the caller names another one
+ * (an_opts.kv_dtype, `--kv-dtype`): then every profile must record exactly
+ * that type, and the output states it. A profile of another type than the one
+ * asked for fails as a wrong geometry, so the default screen is unchanged.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -36,14 +48,20 @@
  * also keeps every sum and ratio below finite-double overflow. */
 #define CEIL_MAX_MS 1e9
 
+/* The fields of a profile; the last, the whole-token breakdown, is optional. */
 static const char *const top_keys[] = {"schema",      "tool",        "selector",
                                        "geometry",    "model",       "context",
                                        "repetitions", "samples_per_repetition",
                                        "stages_ms",   "attention_total_ms",
-                                       "whole_token_ms", "samples_sha256", "provenance"};
+                                       "whole_token_ms", "samples_sha256", "provenance",
+                                       "whole_token_stages_ms"};
 static const char *const geo_keys[] = {"n_q_heads", "n_kv_heads", "dk", "dv", "dtype", "window"};
 static const char *const model_keys[] = {"n_layers", "global_attention_calls"};
 static const char *const stage_names[] = {"score", "normalize", "value", "reduce"};
+/* The stages of a whole model step, in the order of whole_token_stages_ms. */
+static const char *const whole_stage_names[AN_WHOLE_STAGES] = {
+    "embedding", "norms", "projections", "sliding_attention", "full_attention", "mlp", "logits"};
+#define WHOLE_FULL_ATTENTION 4 /* whole_stage_names[WHOLE_FULL_ATTENTION] */
 static const int64_t contexts[2] = {65536, 131072};
 
 static int cmp_double(const void *a, const void *b)
@@ -91,7 +109,7 @@ static int samples(an_ctx *c, const json_t *o, const char *path, const char *key
  * stages_ms.score, .normalize, .value, .reduce, attention_total_ms,
  * whole_token_ms, one line "<name>:" followed by its values printed with
  * "%.17g" and joined by ",". Python's '%.17g' % x prints the same digits. */
-static int samples_digest(const json_t *doc, char hex[65])
+int an_stage_profile_samples_sha256(const json_t *doc, char hex[65])
 {
     const json_t *sm = json_object_get(doc, "stages_ms");
     const json_t *series[6] = {json_object_get(sm, "score"), json_object_get(sm, "normalize"),
@@ -100,23 +118,39 @@ static int samples_digest(const json_t *doc, char hex[65])
                                json_object_get(doc, "whole_token_ms")};
     static const char *const names[6] = {"score", "normalize", "value", "reduce",
                                          "attention_total_ms", "whole_token_ms"};
-    /* "%.17g" of a double is at most 24 characters; 32 per value and per name
-     * leave room for the separators. The counts are bounded by the caller. */
+    /* the optional whole-token breakdown, one line each after the six */
+    const json_t *wsm = json_object_get(doc, "whole_token_stages_ms");
+    const int n_series = wsm ? 6 + AN_WHOLE_STAGES : 6;
+    const json_t *extra[AN_WHOLE_STAGES];
+    char extra_names[AN_WHOLE_STAGES][48];
+    for (int k = 0; k < AN_WHOLE_STAGES; k++) {
+        extra[k] = json_object_get(wsm, whole_stage_names[k]);
+        snprintf(extra_names[k], sizeof extra_names[k], "whole_token_stages_ms.%s",
+                 whole_stage_names[k]);
+    }
+    /* "%.17g" of a double is at most 24 characters; 32 per value and 64 per name
+     * leave room for the separators. */
     size_t cap = 64;
-    for (int k = 0; k < 6; k++)
-        cap += 32 + 32 * json_array_size(series[k]);
+    for (int k = 0; k < n_series; k++) {
+        const json_t *a = k < 6 ? series[k] : extra[k - 6];
+        size_t values = 0;
+        if (gem_mul_size(json_array_size(a), 32, &values) != GEM_OK ||
+            gem_add_size(cap, values, &cap) != GEM_OK || gem_add_size(cap, 64, &cap) != GEM_OK)
+            return -1;
+    }
     char *t = malloc(cap);
     if (!t)
         return -1;
     size_t len = 0;
     int ok = 1;
-    for (int k = 0; k < 6 && ok; k++) {
-        int w = snprintf(t + len, cap - len, "%s:", names[k]);
+    for (int k = 0; k < n_series && ok; k++) {
+        const json_t *a = k < 6 ? series[k] : extra[k - 6];
+        int w = snprintf(t + len, cap - len, "%s:", k < 6 ? names[k] : extra_names[k - 6]);
         ok = w > 0 && (size_t)w < cap - len;
         len += ok ? (size_t)w : 0;
-        for (size_t i = 0; ok && i < json_array_size(series[k]); i++) {
+        for (size_t i = 0; ok && i < json_array_size(a); i++) {
             w = snprintf(t + len, cap - len, "%s%.17g", i ? "," : "",
-                         json_number_value(json_array_get(series[k], i)));
+                         json_number_value(json_array_get(a, i)));
             ok = w > 0 && (size_t)w < cap - len;
             len += ok ? (size_t)w : 0;
         }
@@ -129,18 +163,24 @@ static int samples_digest(const json_t *doc, char hex[65])
     return rc;
 }
 
-typedef struct ceiling_fig {
-    int64_t context, reps, per_rep, calls;
-    double stage_ms[4], attention_ms, whole_ms;
-    double share_pct, score_share_pct, required_pct;
-} ceiling_fig;
+typedef an_ceiling_fig ceiling_fig;
 
-static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
+/* "f32" for NULL, else the type named. */
+static const char *kv_dtype_or_f32(const char *kv_dtype) { return kv_dtype ? kv_dtype : "f32"; }
+
+/* Every rule of the screen on one profile expected at `context` with KV type kv_dtype
+ * (not NULL); f receives the attribution. 0, or -1 with c set. */
+static int profile(an_ctx *c, const json_t *d, int64_t context, const char *kv_dtype,
+                   ceiling_fig *f)
 {
     if (!json_is_object(d))
         return an_fail(c, "", AN_TYPE, "the document is not a JSON object");
     const char *s = NULL;
-    if (an_schema(c, d, "gem.stage_profile.v1") || an_keys(c, d, "", top_keys, NKEYS(top_keys)) ||
+    const json_t *wsm = json_object_get(d, "whole_token_stages_ms");
+    f->has_whole_stages = wsm != NULL;
+    /* every field, the breakdown only when it is there */
+    const size_t n_top = NKEYS(top_keys) - (wsm ? 0 : 1);
+    if (an_schema(c, d, "gem.stage_profile.v1") || an_keys(c, d, "", top_keys, n_top) ||
         an_tool(c, d, "gem profile") ||
         an_str_eq(c, d, "", "selector", "baseline", AN_VALUE) || an_str(c, d, "", "provenance", &s))
         return -1;
@@ -149,7 +189,7 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
         an_int_eq(c, g, "geometry", "n_q_heads", 32, NULL) ||
         an_int_eq(c, g, "geometry", "n_kv_heads", 4, NULL) ||
         an_int_eq(c, g, "geometry", "dk", 512, NULL) || an_int_eq(c, g, "geometry", "dv", 512, NULL) ||
-        an_str_eq(c, g, "geometry", "dtype", "f32", NULL) ||
+        an_str_eq(c, g, "geometry", "dtype", kv_dtype, NULL) ||
         an_int_eq(c, g, "geometry", "window", 0, NULL) || an_obj(c, d, "", "model", &m) ||
         an_keys(c, m, "model", model_keys, 2) || an_int_eq(c, m, "model", "n_layers", 60, NULL) ||
         an_int_eq(c, m, "model", "global_attention_calls", 10, NULL) ||
@@ -165,12 +205,16 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
     if (f->per_rep < 1 || f->reps > CEIL_MAX_SAMPLES || f->per_rep > CEIL_MAX_SAMPLES / f->reps)
         return an_fail(c, "samples_per_repetition", AN_VALUE, "%" PRId64 " out of range",
                        f->per_rep);
+    /* n <= CEIL_MAX_SAMPLES: the series (7 + 7 of n) fit easily */
     const size_t n = (size_t)(f->reps * f->per_rep);
-    double *buf = calloc(n * 7, sizeof(double));
+    double *buf = calloc(n * (7 + AN_WHOLE_STAGES), sizeof(double));
     if (!buf)
         return an_fail(c, "", "internal", "out of memory");
     double *st[4] = {buf, buf + n, buf + 2 * n, buf + 3 * n};
     double *tot = buf + 4 * n, *whole = buf + 5 * n, *tmp = buf + 6 * n;
+    double *ws[AN_WHOLE_STAGES]; /* the breakdown's series, when there */
+    for (int k = 0; k < AN_WHOLE_STAGES; k++)
+        ws[k] = buf + (size_t)(7 + k) * n;
     const json_t *sm = NULL;
     int rc = -1;
     if (an_obj(c, d, "", "stages_ms", &sm) || an_keys(c, sm, "stages_ms", stage_names, 4))
@@ -181,6 +225,13 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
     if (samples(c, d, "", "attention_total_ms", n, tot) ||
         samples(c, d, "", "whole_token_ms", n, whole))
         goto out;
+    if (wsm) {
+        if (an_keys(c, wsm, "whole_token_stages_ms", whole_stage_names, AN_WHOLE_STAGES))
+            goto out;
+        for (int k = 0; k < AN_WHOLE_STAGES; k++)
+            if (samples(c, wsm, "whole_token_stages_ms", whole_stage_names[k], n, ws[k]))
+                goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         double sum = st[0][i] + st[1][i] + st[2][i] + st[3][i];
         if (!(fabs(sum - tot[i]) <= CEIL_TOTAL_TOL * fmax(fabs(tot[i]), 1e-12))) {
@@ -194,12 +245,33 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
                     i, whole[i], f->calls, tot[i]);
             goto out;
         }
+        if (!wsm)
+            continue;
+        double parts = 0.0;
+        for (int k = 0; k < AN_WHOLE_STAGES; k++)
+            parts += ws[k][i];
+        if (!(fabs(parts - whole[i]) <= CEIL_TOTAL_TOL * fmax(fabs(whole[i]), 1e-12))) {
+            an_fail(c, "whole_token_stages_ms", AN_VALUE,
+                    "sample %zu: the stages add up to %.9g ms, the whole token says %.9g ms", i,
+                    parts, whole[i]);
+            goto out;
+        }
+        /* the calls' stages were timed inside the full-attention stage */
+        const double inside = (double)f->calls * tot[i];
+        const double full = ws[WHOLE_FULL_ATTENTION][i];
+        if (!(inside <= full * (1.0 + CEIL_TOTAL_TOL))) {
+            an_fail(c, "whole_token_stages_ms.full_attention", AN_INCONSISTENT,
+                    "sample %zu: %" PRId64 " calls of %.9g ms do not fit in %.9g ms of full "
+                    "attention",
+                    i, f->calls, tot[i], full);
+            goto out;
+        }
     }
     const char *want = NULL;
     char hex[65];
     if (an_sha(c, d, "", "samples_sha256", &want))
         goto out;
-    if (samples_digest(d, hex) != 0) {
+    if (an_stage_profile_samples_sha256(d, hex) != 0) {
         an_fail(c, "samples_sha256", "internal", "cannot digest the samples");
         goto out;
     }
@@ -216,6 +288,13 @@ static int profile(an_ctx *c, const json_t *d, int64_t context, ceiling_fig *f)
     f->attention_ms = median(tmp, n);
     memcpy(tmp, whole, n * sizeof(double));
     f->whole_ms = median(tmp, n);
+    for (int k = 0; k < AN_WHOLE_STAGES; k++) {
+        f->whole_stage_ms[k] = 0.0;
+        if (wsm) {
+            memcpy(tmp, ws[k], n * sizeof(double));
+            f->whole_stage_ms[k] = median(tmp, n);
+        }
+    }
     f->share_pct = 100.0 * (double)f->calls * f->attention_ms / f->whole_ms;
     f->score_share_pct = 100.0 * (double)f->calls * f->stage_ms[0] / f->whole_ms;
     if (!(f->share_pct > 0.0)) {
@@ -245,17 +324,21 @@ out:
     return rc;
 }
 
-int an_profile_doc(an_ctx *c, const json_t *doc, int64_t context)
+int an_profile_doc(an_ctx *c, const json_t *doc, int64_t context, const char *kv_dtype,
+                   an_ceiling_fig *fig)
 {
     ceiling_fig f;
-    return profile(c, doc, context, &f);
+    int rc = profile(c, doc, context, kv_dtype_or_f32(kv_dtype), &f);
+    if (rc == 0 && fig)
+        *fig = f;
+    return rc;
 }
 
 static double round2(double x) { return round(x * 100.0) / 100.0; }
 
 int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, json_t **analysis)
 {
-    (void)o;
+    const char *kv_dtype = kv_dtype_or_f32(o ? o->kv_dtype : NULL);
     if (n != 2) {
         c->file = "(command line)";
         return an_io(c, "%zu stage profiles given, one at 65536 and one at 131072 are required",
@@ -283,7 +366,7 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
             if (json_is_integer(cx) && json_integer_value(cx) == contexts[k])
                 at = k;
         if (at < 0) {
-            if (!profile(c, doc, contexts[i], &f[0]) || !c->failed)
+            if (!profile(c, doc, contexts[i], kv_dtype, &f[0]) || !c->failed)
                 an_fail(c, "context", AN_GEOMETRY, "not 65536 or 131072");
             json_decref(doc);
             goto out;
@@ -293,7 +376,7 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
             json_decref(doc);
             goto out;
         }
-        int bad = profile(c, doc, contexts[at], &f[at]);
+        int bad = profile(c, doc, contexts[at], kv_dtype, &f[at]);
         json_decref(doc);
         if (bad)
             goto out;
@@ -319,6 +402,19 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
             round2(x->score_share_pct), "admission_floor_pct", CEIL_FLOOR_PCT,
             "required_reduction", x->required_pct / 100.0, "required_reduction_pct",
             round2(x->required_pct));
+        if (e && x->has_whole_stages) {
+            json_t *meds = json_object();
+            for (int j = 0; meds && j < AN_WHOLE_STAGES; j++)
+                if (json_object_set_new(meds, whole_stage_names[j],
+                                        json_real(x->whole_stage_ms[j]))) {
+                    json_decref(meds);
+                    meds = NULL;
+                }
+            if (!meds || json_object_set_new(e, "whole_token_stage_median_ms", meds)) {
+                json_decref(e);
+                e = NULL;
+            }
+        }
         if (!e || json_array_append_new(ctxs, e)) {
             c->file = paths[0];
             an_fail(c, "contexts", AN_NONFINITE, "the attribution at %" PRId64 " cannot be "
@@ -334,6 +430,7 @@ int an_ceiling(an_ctx *c, const char *const *paths, size_t n, const an_opts *o, 
             json_object_set_new(a, "formula",
                                 json_string("share = calls * median(attention) / median(whole "
                                             "token); required reduction = floor / share")) ||
+            json_object_set_new(a, "kv_dtype", json_string(kv_dtype)) ||
             json_object_set_new(a, "promotion_claim", json_false()) ||
             json_object_set_new(
                 a, "statement",

@@ -15,6 +15,7 @@
  * input, a device or a directory.
  */
 #include <float.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,8 +46,13 @@ static void usage(FILE *f)
             "      the design's correctness gate; re-analyzes both receipts and requires each\n"
             "      analysis to be exactly the one re-derived; never reports promotion\n"
             "      eligibility\n"
-            "  ceiling PROFILE... [--out PATH]   (default fused-split-kv-ceiling.json)\n"
+            "  ceiling PROFILE... [--kv-dtype T] [--out PATH]\n"
             "      attribution of whole-token time to global attention from stage profiles\n"
+            "      (default output fused-split-kv-ceiling.json); the profiles' KV caches must\n"
+            "      be F32, or all of type T (f32, bf16, f16) with --kv-dtype\n"
+            "  stage-profile PROFILE [--kv-dtype T]\n"
+            "      every rule of the ceiling screen on one stage profile at the context it\n"
+            "      records (any context; the screen itself wants 65536 and 131072)\n"
             "  input-digests --live L [--capacity C] --seed S [--scale X]\n"
             "      prints the SHA-256 of the seeded q, k, v (32/4/512/512) as JSON: what the\n"
             "      analyzers recompute, for producers and tests of records\n\n"
@@ -249,9 +255,23 @@ static int cmd_correctness(int argc, char **argv)
                   "operator and model differentials bound; this is not a promotion claim");
 }
 
+/* The value of --kv-dtype: "f32", "bf16" or "f16" into *out; -1 after one line otherwise. */
+static int parse_kv_dtype(const char *cmd, const char *v, const char **out)
+{
+    static const char *const known[3] = {"f32", "bf16", "f16"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(v, known[k])) {
+            *out = known[k];
+            return 0;
+        }
+    cli_error(cmd, "--kv-dtype '%s' is not f32, bf16 or f16", v);
+    return -1;
+}
+
 static int cmd_ceiling(int argc, char **argv)
 {
     const char *out = "fused-split-kv-ceiling.json";
+    const char *kv_dtype = NULL;
     const char *profiles[16];
     size_t n = 0;
     for (int i = 1; i < argc; i++) {
@@ -260,6 +280,9 @@ static int cmd_ceiling(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
+        } else if (!strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
+            if (parse_kv_dtype("analyze ceiling", argv[++i], &kv_dtype))
+                return 2;
         } else if (argv[i][0] != '-' && n < sizeof profiles / sizeof profiles[0]) {
             profiles[n++] = argv[i];
         } else {
@@ -274,7 +297,7 @@ static int cmd_ceiling(int argc, char **argv)
     if (cli_check_output("analyze ceiling", "--out", out, profiles, n) != 0)
         return 2;
     an_ctx c = {0};
-    an_opts o = {.recompute = 1, .root = NULL, .threads = 1};
+    an_opts o = {.recompute = 1, .root = NULL, .threads = 1, .kv_dtype = kv_dtype};
     json_t *a = NULL;
     int rc = an_ceiling(&c, profiles, n, &o, &a);
     if (rc == 0 && !c.failed && a) {
@@ -283,9 +306,10 @@ static int cmd_ceiling(int argc, char **argv)
         size_t i;
         const json_t *e;
         json_array_foreach(ctx, i, e) {
-            printf("context %lld: global attention %.2f%% of whole-token time, score %.2f%%, "
-                   "required reduction within global attention %.2f%%\n",
+            printf("context %lld (%s KV): global attention %.2f%% of whole-token time, score "
+                   "%.2f%%, required reduction within global attention %.2f%%\n",
                    (long long)json_integer_value(json_object_get(e, "context")),
+                   json_string_value(json_object_get(a, "kv_dtype")),
                    json_number_value(json_object_get(e, "global_attention_share_pct")),
                    json_number_value(json_object_get(e, "score_share_pct")),
                    json_number_value(json_object_get(e, "required_reduction_pct")));
@@ -293,6 +317,57 @@ static int cmd_ceiling(int argc, char **argv)
     }
     return finish("ceiling", &c, rc, a, out,
                   "attribution only; not a promotion claim and no gain prediction");
+}
+
+/* gem analyze stage-profile PROFILE [--kv-dtype T]: the ceiling screen's rules on one
+ * profile at the context it records; prints that context's attribution before the pass
+ * line. Writes nothing. */
+static int cmd_stage_profile(int argc, char **argv)
+{
+    const char *kv_dtype = NULL, *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
+            if (parse_kv_dtype("analyze stage-profile", argv[++i], &kv_dtype))
+                return 2;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else {
+            cli_error("analyze stage-profile", "unexpected argument '%s' (see --help)",
+                      argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        cli_error("analyze stage-profile", "no stage profile given (see --help)");
+        return 2;
+    }
+    an_ctx c = {0};
+    c.file = path;
+    json_t *doc = NULL;
+    if (an_load(&c, path, &doc, NULL))
+        return finish("stage-profile", &c, 1, NULL, NULL, "");
+    /* the context it records, checked against itself; a missing or non-integer context
+     * fails in the checks as it would in the screen */
+    const json_t *cx = json_object_get(doc, "context");
+    const int64_t context = json_is_integer(cx) ? (int64_t)json_integer_value(cx) : 0;
+    an_ceiling_fig f;
+    int rc = 0;
+    if (json_is_integer(cx) && context < 1)
+        rc = an_fail(&c, "context", AN_GEOMETRY, "%" PRId64 " tokens", context);
+    else
+        rc = an_profile_doc(&c, doc, context, kv_dtype, &f);
+    json_decref(doc);
+    if (rc == 0 && !c.failed)
+        printf("context %" PRId64 " (%s KV, %" PRId64 " samples): global attention %.2f%% of "
+               "whole-token time, score %.2f%%, required reduction within global attention "
+               "%.2f%%\n",
+               f.context, kv_dtype ? kv_dtype : "f32", f.reps * f.per_rep, f.share_pct,
+               f.score_share_pct, f.required_pct);
+    return finish("stage-profile", &c, rc != 0, NULL, NULL,
+                  "the stage profile meets every rule of the ceiling screen at its context");
 }
 
 static int cmd_input_digests(int argc, char **argv)
@@ -379,11 +454,13 @@ int gem_cmd_analyze(int argc, char **argv)
         return cmd_correctness(argc - 1, argv + 1);
     if (!strcmp(k, "ceiling"))
         return cmd_ceiling(argc - 1, argv + 1);
+    if (!strcmp(k, "stage-profile"))
+        return cmd_stage_profile(argc - 1, argv + 1);
     if (!strcmp(k, "input-digests"))
         return cmd_input_digests(argc - 1, argv + 1);
     cli_error("analyze",
               "unknown kind '%s' (merge-boundary, resources, correctness, ceiling, "
-              "input-digests)",
+              "stage-profile, input-digests)",
               k);
     return 2;
 }

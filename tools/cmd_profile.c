@@ -21,6 +21,14 @@
  * --k-from-v: the full layers with K = V store V alone and the fused route rebuilds
  * K from it; the baseline route cannot read such a cache, so only the fused route
  * is timed, and the floor counts the V rows alone for those layers.
+ *
+ * --stage-profile FILE: the ceiling screen's gem.stage_profile.v1
+ * (docs/receipts-records.md) from the same baseline steps: the session's stage
+ * clock (gem_session_time_baseline_stages) times the baseline route's own
+ * stages inside every full-attention call (score, normalize, value, reduce);
+ * each sample is the mean per call over the step's full-attention calls, next
+ * to that step's whole-token time and its stages. The clock only reads the
+ * time between the stages, so the steps compute the same bits with it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +37,7 @@
 
 #include <jansson.h>
 
+#include "analyze.h"
 #include "cli.h"
 #include "cli_model.h"
 #include "gem/engine.h"
@@ -36,9 +45,16 @@
 
 #define CMD "profile"
 #define N_STAGES 7
+#define N_BASELINE_STAGES 4
+/* Samples a stage profile may hold (the ceiling screen reads at most this many). */
+#define STAGE_PROFILE_MAX_SAMPLES 100000
 
 static const char *const stage_names[N_STAGES] = {
     "embedding", "norms", "projections", "sliding_attention", "full_attention", "mlp", "logits"};
+#define FULL_ATTENTION 4 /* stage_names[FULL_ATTENTION] */
+/* The baseline route's stages inside a full-attention call, in the profile's order. */
+static const char *const baseline_stage_names[N_BASELINE_STAGES] = {"score", "normalize",
+                                                                    "value", "reduce"};
 
 static void help(void)
 {
@@ -62,6 +78,10 @@ static void help(void)
            "                  reads a stored K)\n"
            "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
            "  --out FILE      write the gem.model_profile.v1 record\n"
+           "  --stage-profile FILE\n"
+           "                  also time the baseline route's stages (score, normalize, value,\n"
+           "                  reduce) inside every full-attention call and write the ceiling\n"
+           "                  screen's gem.stage_profile.v1 (not with --k-from-v)\n"
            "  -h, --help      this text\n");
 }
 
@@ -99,9 +119,112 @@ static json_t *reals(const double *v, int64_t n)
     return a;
 }
 
+/* The full-attention geometry the stage profile records, from the model's full layers:
+ * 0 when every full layer has the same query heads, KV heads and head width (K and V
+ * are head_dim wide), else -1 after one line. */
+static int full_layer_geometry(const gem_model *m, int64_t *n_q, int64_t *n_kv, int64_t *dim)
+{
+    const gem_hparams *hp = gem_model_hparams(m);
+    int seen = 0;
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        const gem_layer *l = gem_model_layer(m, i);
+        if (l->swa)
+            continue;
+        if (!seen) {
+            *n_q = l->n_head, *n_kv = l->n_head_kv, *dim = l->head_dim;
+            seen = 1;
+        } else if (l->n_head != *n_q || l->n_head_kv != *n_kv || l->head_dim != *dim) {
+            cli_error(CMD, "--stage-profile: full layer %lld has another attention shape than "
+                      "the first full layer", (long long)i);
+            return -1;
+        }
+    }
+    if (!seen) {
+        cli_error(CMD, "--stage-profile: the model has no full-attention layer");
+        return -1;
+    }
+    return 0;
+}
+
+/* Replaces every byte below 0x20 and DEL of the NUL-terminated text with '?', so that it
+ * can go into a receipt's free-text field (the analyzers refuse control characters). */
+static void printable(char *text)
+{
+    for (char *c = text; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7F)
+            *c = '?';
+}
+
+/* The samples of a stage profile, (samples) per series, milliseconds. */
+typedef struct stage_profile_series {
+    double *stage[N_BASELINE_STAGES]; /* per full-attention call: score, normalize, ... */
+    double *attention_total;          /* per sample: the sum of the four, in that order */
+    double *whole_token;              /* per sample: the whole model step */
+    double *whole_stage[N_STAGES];    /* per sample: its stages (stage_names), which add up
+                                         to whole_token */
+    int64_t samples;
+} stage_profile_series;
+
+/* The full-attention shape a stage profile records (full_layer_geometry). */
+typedef struct full_geometry {
+    int64_t n_q, n_kv, dim;
+} full_geometry;
+
+/* The gem.stage_profile.v1 document (docs/receipts-records.md) of series taken at
+ * `context` with `reps` repetitions of `per_rep` samples on model m, whose full layers
+ * have shape g, or NULL when out of memory or the samples cannot be digested. */
+static json_t *stage_profile_doc(const stage_profile_series *sp, const gem_model *m,
+                                 const full_geometry *g, int64_t context, int64_t reps,
+                                 int64_t per_rep, gem_dtype kv_dtype, const char *provenance)
+{
+    const gem_hparams *hp = gem_model_hparams(m);
+    const int64_t n_q = g->n_q, n_kv = g->n_kv, dim = g->dim;
+    json_t *doc = gem_receipt_new("gem.stage_profile.v1", "gem profile", cli_git_commit());
+    json_t *stages = json_object(), *whole_stages = json_object();
+    if (!doc || !stages || !whole_stages) {
+        json_decref(doc);
+        json_decref(stages);
+        json_decref(whole_stages);
+        return NULL;
+    }
+    int bad = 0;
+    for (int k = 0; k < N_BASELINE_STAGES; k++)
+        bad |= json_object_set_new(stages, baseline_stage_names[k],
+                                   reals(sp->stage[k], sp->samples));
+    for (int k = 0; k < N_STAGES; k++)
+        bad |= json_object_set_new(whole_stages, stage_names[k],
+                                   reals(sp->whole_stage[k], sp->samples));
+    bad |= json_object_set_new(doc, "selector", json_string("baseline"));
+    bad |= json_object_set_new(
+        doc, "geometry",
+        json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "n_q_heads", (json_int_t)n_q, "n_kv_heads",
+                  (json_int_t)n_kv, "dk", (json_int_t)dim, "dv", (json_int_t)dim, "dtype",
+                  gem_dtype_name(kv_dtype), "window", (json_int_t)0));
+    bad |= json_object_set_new(doc, "model",
+                               json_pack("{s:I, s:I}", "n_layers", (json_int_t)hp->n_layers,
+                                         "global_attention_calls",
+                                         (json_int_t)hp->n_full_layers));
+    bad |= json_object_set_new(doc, "context", json_integer(context));
+    bad |= json_object_set_new(doc, "repetitions", json_integer(reps));
+    bad |= json_object_set_new(doc, "samples_per_repetition", json_integer(per_rep));
+    bad |= json_object_set_new(doc, "stages_ms", stages);
+    bad |= json_object_set_new(doc, "attention_total_ms",
+                               reals(sp->attention_total, sp->samples));
+    bad |= json_object_set_new(doc, "whole_token_ms", reals(sp->whole_token, sp->samples));
+    bad |= json_object_set_new(doc, "whole_token_stages_ms", whole_stages);
+    bad |= json_object_set_new(doc, "provenance", json_string(provenance));
+    char hex[65];
+    if (bad || an_stage_profile_samples_sha256(doc, hex) != 0 ||
+        json_object_set_new(doc, "samples_sha256", json_string(hex))) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
 int gem_cmd_profile(int argc, char **argv)
 {
-    const char *model_path = NULL, *out = NULL;
+    const char *model_path = NULL, *out = NULL, *stage_out = NULL;
     int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
     int k_from_v = 0;
@@ -125,6 +248,8 @@ int gem_cmd_profile(int argc, char **argv)
             model_path = v;
         else if (!strcmp(a, "--out"))
             out = v;
+        else if (!strcmp(a, "--stage-profile"))
+            stage_out = v;
         else if (!strcmp(a, "--context"))
             dst = &context, lo = 1, hi = 1 << 24;
         else if (!strcmp(a, "--prompt"))
@@ -163,25 +288,66 @@ int gem_cmd_profile(int argc, char **argv)
                   (long long)context);
         return 2;
     }
+    if (stage_out && k_from_v) {
+        cli_error(CMD, "--stage-profile times the baseline route, which --k-from-v leaves out");
+        return 2;
+    }
+    if (stage_out && reps * samples > STAGE_PROFILE_MAX_SAMPLES) {
+        cli_error(CMD, "--stage-profile holds at most %d samples (--reps x --samples)",
+                  STAGE_PROFILE_MAX_SAMPLES);
+        return 2;
+    }
+    {
+        /* the outputs, before minutes of work: never the model, never each other (the
+         * same name, or the same existing file) */
+        const char *inputs[2] = {model_path, stage_out};
+        if (out && stage_out && !strcmp(out, stage_out)) {
+            cli_error(CMD, "--out and --stage-profile name the same file '%s'", out);
+            return 2;
+        }
+        if ((out && cli_check_output(CMD, "--out", out, inputs, 2)) ||
+            (stage_out && cli_check_output(CMD, "--stage-profile", stage_out, inputs, 1)))
+            return 2;
+    }
     gem_model *m = NULL;
     if (cli_load_model(CMD, model_path, &m))
         return 2;
     const gem_hparams *hp = gem_model_hparams(m);
+    full_geometry full = {0, 0, 0};
+    if (stage_out && full_layer_geometry(m, &full.n_q, &full.n_kv, &full.dim)) {
+        gem_model_free(m);
+        return 2;
+    }
     const int64_t steps = 2 * reps * samples + 2, cap = context + steps; /* + 2 warm-up steps */
     int rc = 2;
     gem_session *s = NULL;
     gem_engine *e = NULL;
+    json_t *per_route = NULL; /* the record's per-route figures */
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     double *whole[2], *stage[2][N_STAGES], *floor_ms[2];
+    int alloc_failed = 0;
     for (int r = 0; r < 2; r++) {
         whole[r] = calloc((size_t)(reps * samples), sizeof(double));
         floor_ms[r] = calloc((size_t)(reps * samples), sizeof(double));
-        for (int k = 0; k < N_STAGES; k++)
+        alloc_failed |= !whole[r] || !floor_ms[r];
+        for (int k = 0; k < N_STAGES; k++) {
             stage[r][k] = calloc((size_t)(reps * samples), sizeof(double));
+            alloc_failed |= !stage[r][k];
+        }
+    }
+    /* the stage profile's series (with --stage-profile): the baseline route's steps */
+    stage_profile_series sp = {{NULL, NULL, NULL, NULL}, NULL, NULL, {NULL}, reps * samples};
+    if (stage_out) {
+        for (int k = 0; k < N_BASELINE_STAGES; k++) {
+            sp.stage[k] = calloc((size_t)sp.samples, sizeof(double));
+            alloc_failed |= !sp.stage[k];
+        }
+        sp.attention_total = calloc((size_t)sp.samples, sizeof(double));
+        alloc_failed |= !sp.attention_total;
     }
     char err[GEM_GGUF_ERR_LEN];
-    if (!ids || !logits) {
+    if (!ids || !logits || alloc_failed) {
         cli_error(CMD, "out of memory");
         goto out;
     }
@@ -199,6 +365,17 @@ int gem_cmd_profile(int argc, char **argv)
         cli_error(CMD, "%s", err);
         goto out;
     }
+    {
+        /* the caches are allocated but not yet touched: refuse what cannot fit */
+        gem_kv_memory held;
+        gem_session_kv_memory(s, &held);
+        if (cli_check_memory(CMD, "the KV caches", (uint64_t)held.held) != 0)
+            goto out;
+    }
+    if (stage_out && gem_session_time_baseline_stages(s, 1) != GEM_OK) {
+        cli_error(CMD, "cannot time the baseline route's stages");
+        goto out;
+    }
     if (gem_engine_create(GEM_BACKEND_CPU, threads, &e) != GEM_OK) {
         cli_error(CMD, "cannot create the bandwidth probe");
         goto out;
@@ -211,6 +388,9 @@ int gem_cmd_profile(int argc, char **argv)
                      : (int32_t)(splitmix64(1 + (uint64_t)i) % (uint64_t)hp->n_vocab);
     if (cli_prefill(CMD, s, ids, prompt, logits, prompt >= 1024 ? 1024 : 0) != GEM_OK)
         goto out;
+    if (context > prompt)
+        cli_progress("%s: filling the full layers' caches to %lld positions", CMD,
+                     (long long)context);
     if (context > prompt && gem_session_fill_repeat(s, context) != GEM_OK) {
         cli_error(CMD, "cannot fill the caches to %lld positions", (long long)context);
         goto out;
@@ -235,6 +415,9 @@ int gem_cmd_profile(int argc, char **argv)
         for (int r0 = 0; r0 < n_routes; r0++) {
             const int r = rep % 2 ? n_routes - 1 - r0 : r0; /* ABBA order across repetitions */
             gem_session_set_route(s, routes[r]);
+            cli_progress("%s: repetition %lld/%lld, %s route, %lld steps", CMD,
+                         (long long)rep + 1, (long long)reps, gem_route_name(routes[r]),
+                         (long long)samples);
             for (int64_t k = 0; k < samples; k++) {
                 const int64_t idx = rep * samples + k;
                 gem_stage_times t;
@@ -252,6 +435,24 @@ int gem_cmd_profile(int argc, char **argv)
                 for (int j = 0; j < N_STAGES; j++)
                     stage[r][j][idx] = 1e3 * v[j];
                 whole[r][idx] = 1e3 * t.total;
+                if (stage_out && routes[r] == GEM_ROUTE_BASELINE) {
+                    gem_baseline_stage_times bt = {0.0, 0.0, 0.0, 0.0, 0};
+                    if (gem_session_baseline_stage_times(s, &bt) != GEM_OK ||
+                        bt.calls != hp->n_full_layers) {
+                        cli_error(CMD, "the stage clock saw %lld baseline calls in a step with "
+                                  "%lld full-attention layers",
+                                  (long long)bt.calls, (long long)hp->n_full_layers);
+                        goto out;
+                    }
+                    /* per call, in ms; the total adds the four in the screen's order */
+                    const double per_call = 1e3 / (double)bt.calls;
+                    const double v4[N_BASELINE_STAGES] = {bt.score, bt.normalize, bt.value,
+                                                          bt.reduce};
+                    for (int j = 0; j < N_BASELINE_STAGES; j++)
+                        sp.stage[j][idx] = per_call * v4[j];
+                    sp.attention_total[idx] =
+                        sp.stage[0][idx] + sp.stage[1][idx] + sp.stage[2][idx] + sp.stage[3][idx];
+                }
                 int32_t top[10];
                 cli_top10(logits, hp->n_vocab, top);
                 tok = top[0];
@@ -271,7 +472,7 @@ int gem_cmd_profile(int argc, char **argv)
     printf("%s\n", kv_line);
     gem_kv_memory mem;
     gem_session_kv_memory(s, &mem);
-    json_t *per_route = json_object();
+    per_route = json_object();
     for (int r = 0; r < n_routes; r++) {
         const double med = median(whole[r], n), fl = median(floor_ms[r], n);
         printf("%-8s  whole token %.3f ms median (%.2f tokens/s), floor %.3f ms, %.2fx the floor\n",
@@ -290,10 +491,57 @@ int gem_cmd_profile(int argc, char **argv)
                                       "whole_token_median_ms", med, "tokens_per_s", 1e3 / med,
                                       "floor_median_ms", fl, "x_floor", med / fl));
     }
+    char wsha[65] = "unknown";
+    if ((out || stage_out) && gem_sha256_file_hex(model_path, wsha) != GEM_OK)
+        snprintf(wsha, sizeof wsha, "unknown");
+    if (stage_out) {
+        /* the baseline route's series: whole[0] (routes[0] is the baseline without
+         * --k-from-v) */
+        sp.whole_token = whole[0];
+        for (int j = 0; j < N_STAGES; j++)
+            sp.whole_stage[j] = stage[0][j];
+        const double full_med = median(stage[0][FULL_ATTENTION], n);
+        const double total_med = median(sp.attention_total, n);
+        printf("baseline  full attention per call: ");
+        for (int j = 0; j < N_BASELINE_STAGES; j++)
+            printf("%s%s %.3f ms", j ? ", " : "", baseline_stage_names[j],
+                   median(sp.stage[j], n));
+        printf(" (median)\n          the four stages cover %.1f%% of the full-attention time "
+               "(%lld calls x %.3f ms of %.3f ms)\n",
+               100.0 * (double)hp->n_full_layers * total_med / full_med,
+               (long long)hp->n_full_layers, total_med, full_med);
+        char cpu[160], provenance[4096];
+        snprintf(cpu, sizeof cpu, "%s", gem_engine_describe(e));
+        printable(cpu);
+        snprintf(provenance, sizeof provenance,
+                 "measured by gem profile on the CPU: model %s (weights sha256 %s), %lld "
+                 "layers, %lld full-attention calls per token; %s; %lld positions evaluated%s; "
+                 "%s K and V caches; stages: wall time of the baseline route's score, "
+                 "normalize, value and reduce thread-pool runs, the mean per full-attention "
+                 "call of each step; whole_token_ms: the same step's time; baseline steps "
+                 "interleaved ABBA with the fused route, consecutive tokens",
+                 hp->name, wsha, (long long)hp->n_layers, (long long)hp->n_full_layers, cpu,
+                 (long long)prompt, context > prompt ? ", the rest repeated (timing only)" : "",
+                 gem_dtype_name(kv_dtype));
+        printable(provenance);
+        json_t *doc =
+            stage_profile_doc(&sp, m, &full, context, reps, samples, kv_dtype, provenance);
+        if (!doc) {
+            cli_error(CMD, "cannot build the stage profile");
+            rc = 2;
+            goto out;
+        }
+        char why[512];
+        if (gem_receipt_save(stage_out, doc, why, sizeof why) != GEM_OK) {
+            cli_error(CMD, "cannot write %s: %s", stage_out, why);
+            json_decref(doc);
+            rc = 2;
+            goto out;
+        }
+        json_decref(doc);
+        printf("stage profile %s\n", stage_out);
+    }
     if (out) {
-        char wsha[65];
-        if (gem_sha256_file_hex(model_path, wsha) != GEM_OK)
-            snprintf(wsha, sizeof wsha, "unknown");
         json_t *doc = gem_receipt_new("gem.model_profile.v1", "gem profile", cli_git_commit());
         json_object_set_new(doc, "model",
                             json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "path", model_path,
@@ -326,9 +574,12 @@ int gem_cmd_profile(int argc, char **argv)
         json_decref(doc);
         printf("record %s\n", out);
     }
-    json_decref(per_route);
     rc = 0;
 out:
+    json_decref(per_route);
+    for (int k = 0; k < N_BASELINE_STAGES; k++)
+        free(sp.stage[k]);
+    free(sp.attention_total);
     for (int r = 0; r < 2; r++) {
         free(whole[r]);
         free(floor_ms[r]);

@@ -30,6 +30,8 @@ static void help(void)
            "  --layers N --embd N --ff N --vocab N --window N --heads N\n"
            "  --kv-swa N --kv-full N --dim-swa N --dim-full N --full-every N\n"
            "                  override the preset's dimensions\n"
+           "  --context-length N\n"
+           "                  the positions the file declares (default 131072)\n"
            "  --out FILE      the file to write\n"
            "  -h, --help      this text\n");
 }
@@ -43,7 +45,7 @@ typedef struct dim_opt {
 int gem_cmd_synth(int argc, char **argv)
 {
     const char *preset = "tiny", *out = NULL, *type = NULL;
-    dim_opt dims[12];
+    dim_opt dims[13];
     gem_synth_spec s;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++)
@@ -66,6 +68,7 @@ int gem_cmd_synth(int argc, char **argv)
     D("--dim-swa", head_dim_swa, 2, 1 << 16);
     D("--dim-full", head_dim_full, 2, 1 << 16);
     D("--full-every", full_every, 1, GEM_MODEL_MAX_LAYERS);
+    D("--context-length", context_length, 1, INT32_MAX);
 #undef D
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -221,9 +221,28 @@ gem_status gem_session_set_route(gem_session *s, gem_route route);
  * then differs from the copied K of explicit caches. */
 gem_status gem_session_fill_repeat(gem_session *s, int64_t n);
 
-/* Stage times since creation or the last reset of the times. */
+/* Stage times since creation or the last reset of the times (which also zeroes the
+ * baseline stage times below). */
 void gem_session_times(const gem_session *s, gem_stage_times *out);
 void gem_session_times_reset(gem_session *s);
+
+/* The baseline route's own stages inside the full-attention calls, for the stage profile
+ * of the ceiling screen (gem profile --stage-profile, docs/receipts-records.md): wall
+ * seconds of score, normalize, value and reduce, summed over `calls` full-attention calls
+ * that ran on the baseline route. */
+typedef struct gem_baseline_stage_times {
+    double score, normalize, value, reduce;
+    int64_t calls;
+} gem_baseline_stage_times;
+
+/* Turns the timing of the baseline route's stages on (on = 1) or off (on = 0, the default
+ * of a new session). It only reads a clock between the stages: the logits and the caches
+ * are the same bits either way. GEM_ERR_NULL for a NULL s, GEM_ERR_PARAM for another on. */
+gem_status gem_session_time_baseline_stages(gem_session *s, int on);
+/* The baseline stage times since creation or the last gem_session_times_reset into *out
+ * (all zero while the timing was off or the full layers ran on the fused route).
+ * GEM_ERR_NULL for a NULL argument. */
+gem_status gem_session_baseline_stage_times(const gem_session *s, gem_baseline_stage_times *out);
 
 /* Bytes of KV cache a token at position `pos` reads: every layer's live rows of what it
  * stores (K and V, or V alone in a layer that rebuilds K). 0 for a NULL s. */

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "decode_stage_clock.h"
 #include "gem/decode.h"
 #include "gem/model.h"
 #include "kv_view.h"
@@ -701,8 +702,43 @@ void gem_session_times(const gem_session *s, gem_stage_times *out)
 }
 void gem_session_times_reset(gem_session *s)
 {
-    if (s)
-        memset(&s->t, 0, sizeof s->t);
+    if (!s)
+        return;
+    memset(&s->t, 0, sizeof s->t);
+    /* both contexts are CPU ones: the clock answers GEM_OK */
+    (void)gem_decode_stage_clock_reset(s->dctx);
+    (void)gem_decode_stage_clock_reset(s->dctx1);
+}
+
+/* The full layers' calls go to dctx or, when small, to dctx1, so both contexts' clocks
+ * are switched and summed. Only the full layers take the baseline route (the sliding
+ * layers run the decode default, the fused route), so the clocks hold full-attention
+ * calls alone. */
+gem_status gem_session_time_baseline_stages(gem_session *s, int on)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    if (on != 0 && on != 1)
+        return GEM_ERR_PARAM;
+    gem_status st = gem_decode_stage_clock_set(s->dctx, on);
+    if (st == GEM_OK)
+        st = gem_decode_stage_clock_set(s->dctx1, on);
+    return st;
+}
+
+gem_status gem_session_baseline_stage_times(const gem_session *s, gem_baseline_stage_times *out)
+{
+    if (!s || !out)
+        return GEM_ERR_NULL;
+    gem_baseline_stage_seconds a, b;
+    gem_status st = gem_decode_stage_clock_read(s->dctx, &a);
+    if (st == GEM_OK)
+        st = gem_decode_stage_clock_read(s->dctx1, &b);
+    if (st != GEM_OK)
+        return st;
+    *out = (gem_baseline_stage_times){a.score + b.score, a.normalize + b.normalize,
+                                      a.value + b.value, a.reduce + b.reduce, a.calls + b.calls};
+    return GEM_OK;
 }
 
 gem_status gem_session_set_route(gem_session *s, gem_route route)
