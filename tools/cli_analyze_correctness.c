@@ -546,7 +546,7 @@ int an_correctness(an_ctx *c, const an_correctness_in *in, const an_opts *o, jso
     if (in->n_models == 0)
         return an_fail(c, "--model", AN_MISSING,
                        "model records missing: three model differentials at 8191/8192/8193 "
-                       "context tokens are required (no model harness exists yet)"),
+                       "context tokens are required (gem model-diff writes them)"),
                1;
     if (in->n_models != 3)
         return an_io(c, "%zu --model records given, the design needs three", in->n_models), 1;
