@@ -47,6 +47,8 @@ repeats before it is timed (CUDA events, 10 ABBA rounds).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include "attn_fused_body.cuh"
 
 extern "C" {
@@ -58,16 +60,6 @@ extern "C" {
 #define NKV 4
 #define NQ (NKV * GROUP)
 #define NPAIRS 64
-
-#define cudaCheck(call)                                                                        \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(e_));                                                   \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
 
 /* the dims of a thread's two 8-dim blocks in the dots: low block, its partner is + 256 */
 __device__ __forceinline__ int kfv_block(int w, int tig)
@@ -336,34 +328,6 @@ extern "C" __global__ void __launch_bounds__(256)
 
 /* ---- host: inputs, references, versions ----------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *st)
-{
-    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill(float *x, size_t n, uint64_t seed, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * (float)(splitmix(&seed) >> 40) * 0x1p-24f;
-}
-
-__global__ void wait_kernel(uint64_t ns)
-{
-    uint64_t t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -407,7 +371,7 @@ int main(int argc, char **argv)
     for (int j = 0; j < NPAIRS; j++)
         inv_freq[j] = pow(1e6, -2.0 * j / (double)D);
     float hw[D];
-    fill(hw, D, 99, 0.5f, 1.5f);
+    fill_uniform(hw, D, 99, 0.5f, 1.5f);
     float *dw;
     cudaCheck(cudaMalloc(&dw, sizeof hw));
     cudaCheck(cudaMemcpy(dw, hw, sizeof hw, cudaMemcpyHostToDevice));
@@ -420,10 +384,10 @@ int main(int argc, char **argv)
         const size_t n = (size_t)NKV * (size_t)live * D;
         float *hq = (float *)malloc(NQ * D * sizeof(float));
         /* q of RMS-normed rows scaled by a norm weight: about unit size */
-        fill(hq, NQ * D, 11 + (uint64_t)live, -1.7f, 1.7f);
+        fill_uniform(hq, NQ * D, 11 + (uint64_t)live, -1.7f, 1.7f);
         float *hv = (float *)malloc(n * sizeof(float));
         __nv_bfloat16 *bv = (__nv_bfloat16 *)malloc(n * 2), *bk = (__nv_bfloat16 *)malloc(n * 2);
-        fill(hv, n, 13 + (uint64_t)live, -1.7f, 1.7f);
+        fill_uniform(hv, n, 13 + (uint64_t)live, -1.7f, 1.7f);
         for (size_t i = 0; i < n; i++) {
             bv[i] = __float2bfloat16_rn(hv[i]);
             hv[i] = __bfloat162float(bv[i]);

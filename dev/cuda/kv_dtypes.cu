@@ -27,6 +27,8 @@ version 4 is a BF16 cache, token-major (gem_fused_first_pass_bf16_strided).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 extern "C" {
 #include "gem/decode.h"
 }
@@ -36,82 +38,7 @@ extern "C" {
 #define NKV 4
 #define NQ (NKV * GROUP)
 
-#define cudaCheck(call)                                                                        \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(e_));                                                   \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
-
-/* ---- CPU reference, one thread per group of query heads ---------------------------------- */
-
-typedef struct ref_job {
-    double *out;               /* (NQ, D) */
-    const float *q, *k, *v;    /* (NQ, D), (NKV, live, D) x2, the rounded values */
-    int64_t live;
-    float scale;
-    int h0, h1;
-} ref_job;
-
-static void *ref_heads(void *p)
-{
-    ref_job *j = (ref_job *)p;
-    double *w = (double *)malloc((size_t)j->live * sizeof(double));
-    for (int h = j->h0; h < j->h1; h++) {
-        const int g = h / GROUP;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t t = 0; t < j->live; t++) {
-            double a = 0;
-            const float *kr = j->k + ((size_t)g * j->live + t) * D;
-            for (int i = 0; i < D; i++)
-                a += (double)j->q[h * D + i] * (double)kr[i];
-            w[t] = a * j->scale;
-            mx = w[t] > mx ? w[t] : mx;
-        }
-        for (int64_t t = 0; t < j->live; t++)
-            sum += (w[t] = exp(w[t] - mx));
-        for (int i = 0; i < D; i++) {
-            double a = 0;
-            for (int64_t t = 0; t < j->live; t++)
-                a += w[t] * (double)j->v[((size_t)g * j->live + t) * D + i];
-            j->out[h * D + i] = a / sum;
-        }
-    }
-    free(w);
-    return NULL;
-}
-
-static void reference(double *out, const float *q, const float *k, const float *v, int64_t live,
-                      float scale)
-{
-    pthread_t th[8];
-    ref_job jobs[8];
-    for (int i = 0; i < 8; i++) {
-        jobs[i] = (ref_job){out, q, k, v, live, scale, i * NQ / 8, (i + 1) * NQ / 8};
-        pthread_create(&th[i], NULL, ref_heads, &jobs[i]);
-    }
-    for (int i = 0; i < 8; i++)
-        pthread_join(th[i], NULL);
-}
-
-/* ---- inputs ------------------------------------------------------------------------------ */
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill(float *x, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(splitmix(&seed) >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
+/* ---- inputs (the reference and the seeded fills are in common.h) ----------------------- */
 
 /* x rounded to type t in place (the value the cache holds); bits (n) receives the 16-bit
  * patterns (NULL for F32). */
@@ -130,21 +57,6 @@ static void round_to(gem_dtype t, float *x, uint16_t *bits, size_t n)
     }
 }
 
-/* Spins for `ns` nanoseconds of the GPU's global timer (queued before a timed region). */
-__global__ void wait_kernel(uint64_t ns)
-{
-    uint64_t t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct version {
     gem_dtype dtype;
@@ -224,7 +136,7 @@ int main(int argc, char **argv)
             round_to(ver->dtype, hk, bk, n);
             round_to(ver->dtype, hv, bv, n);
             ref[i] = (double *)malloc(NQ * D * sizeof(double));
-            reference(ref[i], hq, hk, hv, live, scale);
+            reference(ref[i], hq, hk, hv, live, scale, NQ, GROUP, D);
             /* the bytes to upload: head-major as drawn, or token-major */
             const void *sk = ver->dtype == GEM_DTYPE_F32 ? (const void *)hk : (const void *)bk;
             const void *sv = ver->dtype == GEM_DTYPE_F32 ? (const void *)hv : (const void *)bv;

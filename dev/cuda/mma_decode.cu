@@ -57,6 +57,8 @@ version 5 is version 2 with .L2::256B on every K and V load.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include "attn_fused_body.cuh"
 
 extern "C" {
@@ -67,16 +69,6 @@ extern "C" {
 #define GROUP 8
 #define NKV 4
 #define NQ (NKV * GROUP)
-
-#define cudaCheck(call)                                                                        \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(e_));                                                   \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
 
 /* ---- the tensor-core first pass ---------------------------------------------------------
  * Version 2 as run 19 measured it now lives in the library as gem_fused_first_pass_mma_body
@@ -118,85 +110,7 @@ extern "C" __global__ void __launch_bounds__(256)
     gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
 }
 
-/* ---- CPU reference, one thread per group of query heads ---------------------------------- */
-
-typedef struct ref_job {
-    double *out;            /* (NQ, D) */
-    const float *q, *k, *v; /* (NQ, D), (NKV, live, D) x2, the rounded values */
-    int64_t live;
-    float scale;
-    int h0, h1;
-} ref_job;
-
-static void *ref_heads(void *pv)
-{
-    ref_job *j = (ref_job *)pv;
-    double *wt = (double *)malloc((size_t)j->live * sizeof(double));
-    for (int h = j->h0; h < j->h1; h++) {
-        const int g = h / GROUP;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t t = 0; t < j->live; t++) {
-            double a = 0;
-            const float *kr = j->k + ((size_t)g * j->live + t) * D;
-            for (int i = 0; i < D; i++)
-                a += (double)j->q[h * D + i] * (double)kr[i];
-            wt[t] = a * j->scale;
-            mx = wt[t] > mx ? wt[t] : mx;
-        }
-        for (int64_t t = 0; t < j->live; t++)
-            sum += (wt[t] = exp(wt[t] - mx));
-        for (int i = 0; i < D; i++) {
-            double a = 0;
-            for (int64_t t = 0; t < j->live; t++)
-                a += wt[t] * (double)j->v[((size_t)g * j->live + t) * D + i];
-            j->out[h * D + i] = a / sum;
-        }
-    }
-    free(wt);
-    return NULL;
-}
-
-static void reference(double *out, const float *q, const float *k, const float *v, int64_t live,
-                      float scale)
-{
-    pthread_t th[16];
-    ref_job jobs[16];
-    for (int i = 0; i < 16; i++) {
-        jobs[i] = (ref_job){out, q, k, v, live, scale, i * NQ / 16, (i + 1) * NQ / 16};
-        pthread_create(&th[i], NULL, ref_heads, &jobs[i]);
-    }
-    for (int i = 0; i < 16; i++)
-        pthread_join(th[i], NULL);
-}
-
-static uint64_t splitmix(uint64_t *st)
-{
-    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill(float *x, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(splitmix(&seed) >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
-
-__global__ void wait_kernel(uint64_t ns)
-{
-    uint64_t t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* the reference, the seeded fills and the timing helpers are in common.h */
 
 int main(int argc, char **argv)
 {
@@ -280,7 +194,7 @@ int main(int argc, char **argv)
         for (int sc = 0; sc < 2; sc++) {
             const float scale = scales[sc];
             const gem_decode_shape shape = {NQ, NKV, D, D, scale};
-            reference(ref, hq, hk, hv, live, scale);
+            reference(ref, hq, hk, hv, live, scale, NQ, GROUP, D);
 #define RUN(i, c)                                                                              \
     do {                                                                                       \
         if (vs[i] == 1) {                                                                      \

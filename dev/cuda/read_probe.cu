@@ -25,15 +25,7 @@ The library's probe (src/cuda/harness_cuda.cu) takes the best of its configurati
 
 #include <cuda_runtime.h>
 
-#define cudaCheck(call)                                                                        \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "[CUDA ERROR] at %s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(e_));                                                   \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
+#include "common.h"
 
 template <int HINT> __device__ __forceinline__ float4 load(const float4 *p, uint64_t pol)
 {
@@ -123,12 +115,6 @@ typedef struct config {
     probe_fn fn;
     int blocks_per_sm;
 } config;
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
