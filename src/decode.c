@@ -294,8 +294,8 @@ gem_status gem_decode_stage_clock_set(gem_decode_ctx *ctx, int on)
         return GEM_ERR_NULL;
     if (on != 0 && on != 1)
         return GEM_ERR_PARAM;
-    if (ctx->backend != GEM_BACKEND_CPU)
-        return GEM_ERR_UNSUPPORTED;
+    if (ctx->backend == GEM_BACKEND_CUDA)
+        return cuda_decode_stage_clock_set(ctx->impl, on);
     cpu_decode_stage_clock_set(ctx->impl, on);
     return GEM_OK;
 }
@@ -304,8 +304,8 @@ gem_status gem_decode_stage_clock_read(const gem_decode_ctx *ctx, gem_baseline_s
 {
     if (!ctx || !out)
         return GEM_ERR_NULL;
-    if (ctx->backend != GEM_BACKEND_CPU)
-        return GEM_ERR_UNSUPPORTED;
+    if (ctx->backend == GEM_BACKEND_CUDA)
+        return cuda_decode_stage_clock_read(ctx->impl, out);
     cpu_decode_stage_clock_read(ctx->impl, out);
     return GEM_OK;
 }
@@ -314,8 +314,8 @@ gem_status gem_decode_stage_clock_reset(gem_decode_ctx *ctx)
 {
     if (!ctx)
         return GEM_ERR_NULL;
-    if (ctx->backend != GEM_BACKEND_CPU)
-        return GEM_ERR_UNSUPPORTED;
+    if (ctx->backend == GEM_BACKEND_CUDA)
+        return cuda_decode_stage_clock_reset(ctx->impl);
     cpu_decode_stage_clock_reset(ctx->impl);
     return GEM_OK;
 }

@@ -11,10 +11,10 @@ resources  OUTDIR/root/src/cuda/attn_fused.cu, OUTDIR/root/build/gem (stand-in
 resources-v2   OUTDIR/root-v2/src/cuda/{attn_fused.cu, attn_fused_body.cuh,
            gem_cuda_internal.h}, OUTDIR/root-v2/build/gem and
            OUTDIR/resources-v2.json: a gem.resources.v2 receipt (the kernels the
-           library ships: nine first passes at two blocks per SM - F32, BF16 and
-           F16 caches with dense and strided rows, and the three that rebuild K
-           from V - the reducer, the baseline's four) at the default P of a
-           132-SM device (64).
+           library ships: twelve first passes at two blocks per SM - F32, BF16 and
+           F16 caches with dense and strided rows, the three that rebuild K from
+           V, and the three D256 ones of the sliding-window layers - the reducer,
+           the baseline's four) at the default P of a 132-SM device (64).
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -141,7 +141,8 @@ def resources_v2(out):
                                      "gem_cuda_internal.h"], "build/gem")
     passes = ["first_pass", "first_pass_strided", "first_pass_bf16", "first_pass_bf16_strided",
               "first_pass_f16", "first_pass_f16_strided", "first_pass_k_from_v",
-              "first_pass_k_from_v_bf16", "first_pass_k_from_v_f16"]
+              "first_pass_k_from_v_bf16", "first_pass_k_from_v_f16", "first_pass_d256",
+              "first_pass_d256_bf16", "first_pass_d256_f16"]
     gates = ["device_compute_capability_9_0",
              "geometry_d512_default_fused_tile8_f32_no_window", "scratch_contract"]
     for fp in passes:

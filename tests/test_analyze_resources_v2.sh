@@ -5,10 +5,11 @@
 # hand-made receipt of each passes; one tampered copy per rule that sets the
 # schemas apart is rejected with one line: the default partitions for the
 # device's SMs, the decode-API geometry keys, two first-pass blocks per SM,
-# the nine first passes (the three that rebuild K from V among them) and the
-# reducer by role and symbol, a receipt of the six-first-pass library, the
-# kernel headers bound (.cuh, .h) and complete, the source folder of each
-# tool, and the tool that picks among a schema's entries.
+# the twelve first passes (the three that rebuild K from V and the three of
+# the sliding-window layers' D256 shape among them) and the reducer by role
+# and symbol, receipts of the six- and nine-first-pass libraries, the kernel
+# headers bound (.cuh, .h) and complete, the source folder of each tool, and
+# the tool that picks among a schema's entries.
 #   usage: bash test_analyze_resources_v2.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -59,7 +60,7 @@ t2 v2-live-missing "missing field" del geometry.live
 t2 v2-scratch-design "wrong geometry" set scratch.numerators_bytes 2097152
 m2 v2-v1-geometry "unexpected field" 'd["geometry"]["extra"]=1'
 
-# v2 kernels: nine first passes and the reducer in order, no dynamic shared
+# v2 kernels: twelve first passes and the reducer in order, no dynamic shared
 # memory, two first-pass blocks per SM; the reducer resident.
 m2 v2-first-pass-one-block "verdict disagrees with the figures" \
   'd["kernels"][3]["max_active_blocks_per_sm"]=1'
@@ -68,7 +69,7 @@ m2 v2-first-pass-one-block-gate "threshold not met" \
 t2 v2-dyn "wrong geometry" set kernels.4.dynamic_shared_bytes 16384
 t2 v2-role-order "missing field" set kernels.2.role '"fused_first_pass_f16"'
 t2 v2-symbol "wrong value" set kernels.5.name '"gem_fused_first_pass_f16"'
-t2 v2-reducer-v1 "wrong value" set kernels.9.name '"gem_fused_reducer_v1"'
+t2 v2-reducer-v1 "wrong value" set kernels.12.name '"gem_fused_reducer_v1"'
 t2 v2-kernel-removed "missing field" del kernels.5
 t2 v2-gate-v1-name "unexpected field" add gates.first_pass_resident true
 t2 v2-gate-removed "missing field" del gates.first_pass_f16_two_blocks_per_sm
@@ -76,7 +77,7 @@ t2 v2-gate-removed "missing field" del gates.first_pass_f16_two_blocks_per_sm
 # The first passes that rebuild K from V (K = V layers): each is required, in
 # its place, with its symbol, its gates, no local memory and two blocks per SM.
 m2 v2-six-first-passes "missing field" \
-  'd["kernels"]=d["kernels"][:6]+d["kernels"][9:]; d["gates"]={k:v for k,v in d["gates"].items() if "k_from_v" not in k}'
+  'd["kernels"]=d["kernels"][:6]+d["kernels"][12:]; d["gates"]={k:v for k,v in d["gates"].items() if "k_from_v" not in k and "d256" not in k}'
 check v2-six-first-passes-names-the-kernel \
   grep -qF "the fused_first_pass_k_from_v kernel is missing ('fused_reducer' is in its place)" \
   "$WORK/err.txt"
@@ -96,6 +97,39 @@ t2 v2-k-from-v-symbol "wrong value" set kernels.7.name '"gem_fused_first_pass_bf
 t2 v2-k-from-v-order "missing field" set kernels.6.role '"fused_first_pass_k_from_v_bf16"'
 t2 v2-k-from-v-dyn "wrong geometry" set kernels.8.dynamic_shared_bytes 16384
 t2 v2-k-from-v-gate-removed "missing field" del gates.first_pass_k_from_v_bf16_zero_local_bytes
+
+# The first passes of the sliding-window layers (D256, two query heads per KV
+# head): each is required, in its place, with its symbol, its seven gates, no
+# spills (local memory), the 32 KiB shared-memory budget and two blocks per SM;
+# a receipt of the nine-first-pass library is rejected.
+m2 v2-nine-first-passes "missing field" \
+  'd["kernels"]=d["kernels"][:9]+d["kernels"][12:]; d["gates"]={k:v for k,v in d["gates"].items() if "d256" not in k}'
+check v2-nine-first-passes-names-the-kernel \
+  grep -qF "the fused_first_pass_d256 kernel is missing ('fused_reducer' is in its place)" \
+  "$WORK/err.txt"
+t2 v2-d256-removed "missing field" del kernels.10
+check v2-d256-removed-names-the-kernel \
+  grep -qF "the fused_first_pass_d256_bf16 kernel is missing" "$WORK/err.txt"
+t2 v2-d256-local "threshold not met" set kernels.9.local_bytes 8
+check v2-d256-local-names-the-kernel \
+  grep -qF "gem_fused_first_pass_d256: 8 local (spill) bytes" "$WORK/err.txt"
+t2 v2-d256-shared "threshold not met" set kernels.11.static_shared_bytes 40000
+check v2-d256-shared-names-the-kernel \
+  grep -qF "gem_fused_first_pass_d256_f16: static + dynamic shared 40000 > 32768 bytes" \
+  "$WORK/err.txt"
+m2 v2-d256-one-block "verdict disagrees with the figures" \
+  'd["kernels"][10]["max_active_blocks_per_sm"]=1'
+check v2-d256-one-block-names-the-gate \
+  grep -qF "first_pass_d256_bf16_two_blocks_per_sm is true" "$WORK/err.txt"
+m2 v2-d256-one-block-gate "threshold not met" \
+  'd["kernels"][10]["max_active_blocks_per_sm"]=1; d["gates"]["first_pass_d256_bf16_two_blocks_per_sm"]=False; d["verdict"]="fail"'
+t2 v2-d256-symbol "wrong value" set kernels.11.name '"gem_fused_first_pass_f16"'
+t2 v2-d256-order "missing field" set kernels.9.role '"fused_first_pass_d256_bf16"'
+m2 v2-d256-threads "wrong geometry" \
+  'k=d["kernels"][9]; k["threads_dispatched"]=128; k["warps_dispatched"]=4'
+t2 v2-d256-dyn "wrong geometry" set kernels.10.dynamic_shared_bytes 16384
+t2 v2-d256-gate-removed "missing field" del gates.first_pass_d256_f16_zero_local_bytes
+t2 v2-d256-gate-flipped "verdict disagrees with the figures" set gates.first_pass_d256_warp_size_32 false
 
 # v2 sources: the headers are bound, listed and present; v1 binds .cu only.
 m2 v2-header-unlisted "missing field" \

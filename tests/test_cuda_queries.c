@@ -9,7 +9,12 @@
  * memory, the first passes resident twice per SM within 32 KiB of shared memory,
  * no dynamic shared memory), the tuned default (fused, tile 8, partitions a
  * multiple of 32 that never shrink as live grows), and explicit configs the
- * kernels do not take refused.
+ * kernels do not take refused. Gemma 4's sliding-window shape (32 query heads over
+ * 16 KV heads, D256): supported for K and V both F32, both BF16 and both F16 on
+ * the fused route; its default (tile 8, one partition per 8 rows up to 2 x SMs /
+ * KV heads, never shrinking as live grows) and workspace; and its neighbours
+ * refused: the baseline route, K and V of two types, four query heads per KV head,
+ * D128, dk != dv, K rebuilt from V.
  */
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +45,80 @@ static void check_no_device(void)
     TCHECK(n == 0);
 }
 
+/* Gemma 4's sliding-window shape on context c of device dev. */
+static void check_sliding(gem_decode_ctx *c, const gem_cuda_device_info *dev)
+{
+    const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
+        TCHECK_STATUS(gem_decode_supports(c, &sliding, (gem_dtype)t, (gem_dtype)t), GEM_OK);
+        TCHECK_STATUS(gem_decode_supports_route(c, &sliding, (gem_dtype)t, (gem_dtype)t,
+                                                GEM_ROUTE_BASELINE),
+                      GEM_ERR_UNSUPPORTED); /* the baseline's kernels are D512 */
+    }
+    TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_BF16, GEM_DTYPE_F16),
+                  GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_BF16),
+                  GEM_ERR_UNSUPPORTED);
+    /* its neighbours: four query heads per KV head, one, D128 and the tiny model's D64 with
+     * four go to the general kernel (fused only); dk != dv, D512 with two, D96 and sixteen
+     * query heads per KV head have no kernel */
+    const gem_decode_shape general[] = {{32, 8, 256, 256, 1.0f}, {16, 16, 256, 256, 1.0f},
+                                        {32, 16, 128, 128, 1.0f}, {32, 8, 64, 64, 1.0f},
+                                        {8, 8, 32, 32, 1.0f}};
+    for (size_t i = 0; i < sizeof general / sizeof general[0]; i++)
+        for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
+            TCHECK_STATUS(gem_decode_supports(c, &general[i], (gem_dtype)t, (gem_dtype)t),
+                          GEM_OK);
+            TCHECK_STATUS(gem_decode_supports_route(c, &general[i], (gem_dtype)t, (gem_dtype)t,
+                                                    GEM_ROUTE_BASELINE),
+                          GEM_ERR_UNSUPPORTED);
+        }
+    const gem_decode_shape others[] = {{32, 16, 256, 128, 1.0f}, {32, 16, 512, 512, 1.0f},
+                                       {32, 16, 96, 96, 1.0f}, {256, 16, 64, 64, 1.0f}};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        TCHECK_STATUS(gem_decode_supports(c, &others[i], GEM_DTYPE_F32, GEM_DTYPE_F32),
+                      GEM_ERR_UNSUPPORTED);
+    /* one and 32767 KV heads are the tuned shape; 32768 leave its grid for the general
+     * kernel's, and 65536 fit no grid's y dimension */
+    const gem_decode_shape one = {2, 1, 256, 256, 1.0f}, most = {65534, 32767, 256, 256, 1.0f},
+                           past = {65536, 32768, 256, 256, 1.0f},
+                           none = {131072, 65536, 256, 256, 1.0f};
+    TCHECK_STATUS(gem_decode_supports(c, &one, GEM_DTYPE_F16, GEM_DTYPE_F16), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &most, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &past, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &none, GEM_DTYPE_F32, GEM_DTYPE_F32),
+                  GEM_ERR_UNSUPPORTED);
+    /* K rebuilt from V is the D512 first passes' (half 128 is valid at D256) */
+    const gem_k_from_v kfv = {NULL, NULL, 64, 128, 0};
+    TCHECK_STATUS(gem_decode_supports_k_from_v(c, &sliding, GEM_DTYPE_F32, &kfv),
+                  GEM_ERR_UNSUPPORTED);
+    /* the default: fused, tile 8, one partition per 8 rows up to 2 x SMs / 16 KV heads */
+    int64_t cap = (int64_t)dev->sm_count * 2 / 16;
+    cap = cap < 1 ? 1 : cap;
+    int64_t prev = 0;
+    const int64_t lives[] = {1, 7, 8, 9, 13, 63, 64, 65, 127, 128, 129, 1000, 1023, 1024,
+                             4097, 8193, 65536, 131072, 1 << 20};
+    for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
+        gem_decode_config cfg;
+        TCHECK_STATUS(gem_decode_config_default(c, &sliding, lives[i], &cfg), GEM_OK);
+        const int64_t want = (lives[i] + 7) / 8 < cap ? (lives[i] + 7) / 8 : cap;
+        if (!TCHECK(cfg.route == GEM_ROUTE_FUSED && cfg.tile == 8 && cfg.partitions == want &&
+                    cfg.partitions >= prev))
+            fprintf(stderr, "     sliding default at %lld: route %d, tile %lld, P %lld (want %lld)\n",
+                    (long long)lives[i], (int)cfg.route, (long long)cfg.tile,
+                    (long long)cfg.partitions, (long long)want);
+        prev = cfg.partitions;
+        size_t bytes = 0;
+        TCHECK_STATUS(gem_decode_workspace_bytes(c, &sliding, lives[i], NULL, &bytes), GEM_OK);
+        TCHECK_EQ_I64((int64_t)bytes, cfg.partitions * 32 * (256 + 2) * 4);
+    }
+    const gem_decode_config t4 = {GEM_ROUTE_FUSED, 16, 4}, base = {GEM_ROUTE_BASELINE, 16, 0};
+    size_t bytes = 0;
+    TCHECK_STATUS(gem_decode_workspace_bytes(c, &sliding, 1024, &t4, &bytes), GEM_ERR_PARAM);
+    /* the baseline's workspace can be asked for; gem_decode refuses the route (test_decode) */
+    TCHECK_STATUS(gem_decode_workspace_bytes(c, &sliding, 1024, &base, &bytes), GEM_OK);
+}
+
 static void check_device(void)
 {
     gem_cuda_device_info dev;
@@ -60,6 +139,8 @@ static void check_device(void)
         "gem_fused_first_pass_f16",  "gem_fused_first_pass_f16_strided",
         "gem_fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v_bf16",
         "gem_fused_first_pass_k_from_v_f16",
+        "gem_fused_first_pass_d256", "gem_fused_first_pass_d256_bf16",
+        "gem_fused_first_pass_d256_f16",
         "gem_fused_reducer",         "gem_baseline_score",
         "gem_baseline_normalize",    "gem_baseline_value",
         "gem_baseline_reduce"};
@@ -68,6 +149,7 @@ static void check_device(void)
         "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
         "fused_first_pass_k_from_v", "fused_first_pass_k_from_v_bf16",
         "fused_first_pass_k_from_v_f16",
+        "fused_first_pass_d256", "fused_first_pass_d256_bf16", "fused_first_pass_d256_f16",
         "fused_reducer",         "baseline_score",           "baseline_normalize",
         "baseline_value",        "baseline_reduce"};
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
@@ -126,9 +208,7 @@ static void check_device(void)
     kfv.half = 128;
     TCHECK_STATUS(gem_decode_supports_k_from_v(c, &prod, GEM_DTYPE_F32, &kfv),
                   GEM_ERR_UNSUPPORTED);
-    const gem_decode_shape sliding = {32, 16, 256, 256, 1.0f};
-    TCHECK_STATUS(gem_decode_supports(c, &sliding, GEM_DTYPE_F32, GEM_DTYPE_F32),
-                  GEM_ERR_UNSUPPORTED);
+    check_sliding(c, &dev);
     gem_decode_ctx_destroy(c);
 }
 

@@ -18,8 +18,17 @@
  *   - what a backend runs is what gem_decode_supports and the config check say:
  *     a case it supports must pass all of the above, any other must answer
  *     exactly that status (GEM_ERR_PARAM for a config, else GEM_ERR_UNSUPPORTED)
- *     and write nothing. The CPU must support every case; CUDA at least the
- *     production shape with F32 K and V.
+ *     and write nothing (the poisoned output is read back whole). The CPU must
+ *     support every case; CUDA at least the production shape with F32 K and V
+ *     and Gemma 4's sliding-window shape (32 query heads over 16 KV heads, D256)
+ *     with K and V both F32, both BF16 and both F16.
+ * The sliding-window shape runs every element type at live 1, 13, 63, 64, 65,
+ * 1,000, 1,023, 1,024 and 4,097 (and 8,193; 65,536 and 131,072 with --long),
+ * capacity > live, scales 1.0 and 1/16, head-major and token-major layouts
+ * (padded too), explicit partition counts (P > live among them), K = V in one
+ * buffer; its neighbours that the CUDA kernels do not cover (four query heads per
+ * KV head at D256, D128, dk != dv, K and V of two types, the baseline route) run
+ * on the CPU and must be refused by CUDA.
  * Cases with K rebuilt from V (gem_k_from_v) hold V alone and check against the
  * reference's K built in double from the same V; Gemma 4's rotation (half 256, 64
  * rotated pairs, base 1e6) at row-0 positions 0 and 1,000,000 (large angles), and a
@@ -27,7 +36,8 @@
  * Then a 200-step append-then-attend loop through the KV cache helper (and a
  * ring of 64 rows), for an F32 cache and 16-bit caches, on every backend, each
  * step against the reference, and the cache's bytes against rows rounded here
- * independently of the library (24 and 80 steps with --small).
+ * independently of the library (24 and 80 steps with --small); the ring also at
+ * the sliding-window shape.
  *
  * No environment variable changes what runs. Options:
  *   --small   short lengths only (for compute-sanitizer memcheck / racecheck)
@@ -81,6 +91,10 @@ typedef struct dcase {
 
 /* The production full-attention shape: 32 query heads, 4 KV heads, D512. */
 #define PROD 32, 4, 512, 512
+/* Gemma 4's sliding-window shape: 32 query heads, 16 KV heads, D256. */
+#define SWA_NQ 32
+#define SWA_NKV 16
+#define SWA SWA_NQ, SWA_NKV, 256, 256
 /* Gemma's QK-normed scale (0 in a case = 1/sqrt(dk)). */
 #define QKN 1.0f
 
@@ -119,6 +133,31 @@ typedef struct dcase {
     {DEF, 0, 0, PROD, 65536, 65540, HEAD_MAJOR, 0, 0, 2, t, t, KFV_GEMMA},                    \
     {DEF, 0, 0, PROD, 131072, 131080, TOKEN_MAJOR, QKN, 0, 2, t, t, KFV_GEMMA}
 
+/* The sliding-window shape for one pair of element types: the lengths around a block step
+ * (8 rows), a partition (live / P) and the window (1,024), capacity > live (a ring with spare
+ * rows; one full ring), both scales (0: 1/sqrt(256) = 1/16), all four layouts, the default
+ * config and explicit partition counts; 4,097 and 8,193 (normal), 65,536 and 131,072 (long). */
+#define SWA_LENGTHS(kv)                                                           \
+    {DEF, 0, 0, SWA, 1, 4, HEAD_MAJOR, 0, 0, 0, kv},                              \
+    {DEF, 0, 0, SWA, 1, 1024, TOKEN_MAJOR, QKN, 0, 0, kv},                        \
+    {DEF, 0, 0, SWA, 13, 20, TOKEN_MAJOR, QKN, 0, 0, kv},                         \
+    {DEF, 0, 0, SWA, 63, 64, HEAD_MAJOR_PADDED, 0, 0, 0, kv},                     \
+    {DEF, 0, 0, SWA, 64, 1024, TOKEN_MAJOR, QKN, 0, 0, kv},                       \
+    {DEF, 0, 0, SWA, 65, 70, TOKEN_MAJOR_PADDED, 0, 0, 0, kv},                    \
+    {F, 1, 0, SWA, 65, 66, HEAD_MAJOR, QKN, 0, 0, kv},                            \
+    {F, 7, 0, SWA, 64, 1024, TOKEN_MAJOR, 0, 0, 0, kv},                           \
+    {F, 300, 0, SWA, 13, 16, TOKEN_MAJOR_PADDED, QKN, 0, 0, kv},                  \
+    {DEF, 0, 0, SWA, 1000, 1024, TOKEN_MAJOR, QKN, 0, 1, kv},                     \
+    {DEF, 0, 0, SWA, 1023, 1024, HEAD_MAJOR, 0, 0, 1, kv},                        \
+    {DEF, 0, 0, SWA, 1024, 1030, TOKEN_MAJOR, QKN, 0, 1, kv},                     \
+    {DEF, 0, 0, SWA, 1024, 1025, HEAD_MAJOR_PADDED, 0, 0, 1, kv},                 \
+    {F, 13, 8, SWA, 1000, 1024, TOKEN_MAJOR_PADDED, 0, 0, 1, kv},                 \
+    {DEF, 0, 0, SWA, 4097, 4100, TOKEN_MAJOR, QKN, 0, 1, kv},                     \
+    {F, 64, 0, SWA, 4097, 4200, HEAD_MAJOR, 0, 0, 1, kv},                         \
+    {DEF, 0, 0, SWA, 8193, 8200, TOKEN_MAJOR_PADDED, QKN, 0, 1, kv},              \
+    {DEF, 0, 0, SWA, 65536, 65540, TOKEN_MAJOR, QKN, 0, 2, kv},                   \
+    {DEF, 0, 0, SWA, 131072, 131080, HEAD_MAJOR, 0, 0, 2, kv}
+
 static const dcase cases[] = {
     /* production shape, F32: every route and config the backends compile */
     {DEF, 0, 0, PROD, 1, 1, HEAD_MAJOR, 0, 0, 0, KV_F32},
@@ -152,13 +191,26 @@ static const dcase cases[] = {
     {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_BF16_V_F32},
     {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F16_V_F32},
     {F, 300, 0, PROD, 8192, 8193, HEAD_MAJOR, 0, 0, 1, K_F32_V_BF16},
-    /* CPU-only shapes: the CUDA kernels cover D512 / group 8 and must refuse these */
-    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1024, TOKEN_MAJOR, QKN, 0, 0, KV_F32}, /* Gemma 4 sliding */
+    /* Gemma 4's sliding-window shape (D256, two query heads per KV head) */
+    SWA_LENGTHS(KV_F32),
+    SWA_LENGTHS(KV_BF16),
+    SWA_LENGTHS(KV_F16),
+    {DEF, 0, 0, SWA, 300, 300, TOKEN_MAJOR, QKN, 1, 0, KV_F32},  /* K = V, one buffer */
+    {F, 16, 0, SWA, 1000, 1024, HEAD_MAJOR, QKN, 1, 1, KV_BF16},
+    {DEF, 0, 0, 2, 1, 256, 256, 777, 800, TOKEN_MAJOR, QKN, 0, 1, KV_F16}, /* one KV head */
+    {DEF, 0, 0, 64, 32, 256, 256, 1024, 1024, TOKEN_MAJOR, QKN, 0, 1, KV_F32}, /* 32 KV heads */
+    /* its neighbours the CUDA kernels do not cover: the CPU runs them, CUDA refuses them */
+    {DEF, 0, 0, 32, 8, 256, 256, 1000, 1024, TOKEN_MAJOR, QKN, 0, 0, KV_F32},   /* group 4 */
+    {DEF, 0, 0, 32, 16, 128, 128, 1000, 1024, TOKEN_MAJOR, QKN, 0, 0, KV_F32},  /* D128 */
+    {DEF, 0, 0, 32, 16, 256, 128, 300, 310, HEAD_MAJOR, QKN, 0, 0, KV_BF16},    /* dk != dv */
+    {DEF, 0, 0, SWA, 1000, 1024, TOKEN_MAJOR, QKN, 0, 0, K_BF16_V_F16},         /* K, V types */
+    {DEF, 0, 0, SWA, 64, 70, HEAD_MAJOR, 0, 0, 0, K_F32_V_BF16},
+    {B, 0, 0, SWA, 1000, 1024, TOKEN_MAJOR, QKN, 0, 0, KV_F32},                 /* baseline */
+    /* CPU-only shapes: the CUDA kernels cover D512 / group 8 and D256 / group 2 */
     {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, KV_F32},
     {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0, KV_F32},
     {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0, KV_F32},
     {F, 8, 16, 8, 2, 64, 64, 1000, 1000, TOKEN_MAJOR_PADDED, 0.5f, 0, 0, KV_F32},
-    {DEF, 0, 0, 32, 16, 256, 256, 1024, 1030, TOKEN_MAJOR, QKN, 0, 0, KV_BF16},
     {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, K_BF16_V_F16}, /* odd dims */
     {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0, K_F16_V_BF16},
     {F, 2, 1, 1, 1, 17, 17, 33, 40, HEAD_MAJOR, 0, 1, 0, KV_F16},
@@ -174,6 +226,7 @@ static const dcase cases[] = {
     {F, 5, 3, 6, 3, 40, 40, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_ODD},
     {F, 2, 1, 8, 2, 64, 64, 1000, 1003, TOKEN_MAJOR, QKN, 0, 0, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_ODD},
     {DEF, 0, 0, 8, 8, 512, 512, 300, 300, TOKEN_MAJOR, QKN, 0, 0, GEM_DTYPE_F16, GEM_DTYPE_F16, KFV_GEMMA}, /* group 1 */
+    {DEF, 0, 0, SWA, 300, 300, TOKEN_MAJOR, QKN, 0, 0, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_GEMMA}, /* D256: CPU only */
 };
 
 /* The rotation of a K-from-V case (inv_freq host memory of kfv_inv_freq's size). */
@@ -343,8 +396,17 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
                     gem_status_name(r.status));
         double sec = 0;
         TCHECK(m->ops->timer_start(m->hx) == GEM_OK && m->ops->timer_stop(m->hx, &sec) == GEM_OK);
-        if (r.status != GEM_OK)
+        if (r.status != GEM_OK) { /* a refused call writes nothing: the output is all poison */
+            size_t unwritten = 0;
+            int guard_ok = 0;
+            TCHECK(m->ops->download(host, dout, no * sizeof(float) + GEM_GUARD_BYTES) == GEM_OK);
+            gem_guard_check(host, no, &unwritten, &guard_ok);
+            if (!TCHECK(unwritten == no && guard_ok))
+                fprintf(stderr, "     %s: refused (%s) but %zu of %zu outputs written, guard %s\n",
+                        what, gem_status_name(r.status), no - unwritten, no,
+                        guard_ok ? "ok" : "damaged");
             goto done;
+        }
         TCHECK(m->ops->download(host, dout, no * sizeof(float) + GEM_GUARD_BYTES) == GEM_OK);
         size_t unwritten = 0;
         int guard_ok = 0;
@@ -538,22 +600,162 @@ done:
     free(ref);
 }
 
+/* ---- CUDA: rows read in pieces ------------------------------------------------------------- */
+
+/* The CUDA kernels read rows in pieces: 16 bytes of F32 (4 elements) and BF16 (8), 8 bytes of
+ * F16 (4). A token-major view whose base pointers and strides are multiples of the piece runs
+ * wherever it sits: here K and V start one piece into their allocations and rows are one piece
+ * longer than the head (so F16 rows are 8 bytes off 16-byte alignment), checked against the
+ * reference like the matrix. Half a piece off, in the base or in a stride, answers
+ * GEM_ERR_ALIGN and writes nothing. At the sliding-window shape for every type, and at the
+ * production shape for F16. */
+static void check_cuda_pieces(target *tg)
+{
+    const backend_mem *m = &tg->mem;
+    static const struct {
+        int64_t nq, nkv, d;
+        gem_dtype t;
+    } shapes[] = {{SWA_NQ, SWA_NKV, 256, GEM_DTYPE_F32},
+                  {SWA_NQ, SWA_NKV, 256, GEM_DTYPE_BF16},
+                  {SWA_NQ, SWA_NKV, 256, GEM_DTYPE_F16},
+                  {32, 4, 512, GEM_DTYPE_F16}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t nq = shapes[si].nq, nkv = shapes[si].nkv, d = shapes[si].d;
+        const gem_dtype t = shapes[si].t;
+        const size_t es = gem_dtype_size(t);
+        const int64_t piece = t == GEM_DTYPE_BF16 ? 8 : 4, live = 100, cap = 128;
+        strides st;
+        st.hs = d + piece;
+        st.ts = nkv * st.hs + piece;
+        st.elems = (nkv - 1) * st.hs + (cap - 1) * st.ts + d;
+        const gem_decode_shape shape = {nq, nkv, d, d, 1.0f};
+        const size_t no = (size_t)(nq * d);
+        char what[128];
+        snprintf(what, sizeof what, "cuda pieces: %lld/%lld heads, D%lld, %s", (long long)nq,
+                 (long long)nkv, (long long)d, gem_dtype_name(t));
+        const uint64_t seed = 555 + si;
+        void *hk = make_tensor(st, nkv, live, d, seed, t);
+        void *hvv = make_tensor(st, nkv, live, d, seed + 1, t);
+        float *q = malloc((size_t)(nq * d) * sizeof(float));
+        double *ref = malloc(no * sizeof(double));
+        float *host = gem_guard_alloc(no), *first = malloc(no * sizeof(float));
+        size_t ws_bytes = 0;
+        TCHECK_STATUS(gem_decode_workspace_bytes(tg->ctx, &shape, live, NULL, &ws_bytes), GEM_OK);
+        /* each tensor 2 pieces of slack in front: it starts at 1 piece (aligned) or at half a
+         * piece (misaligned) */
+        const size_t bytes = ((size_t)st.elems + 2 * (size_t)piece) * es;
+        char *dkb = put(m, NULL, bytes), *dvb = put(m, NULL, bytes);
+        float *dq = put(m, NULL, (size_t)(nq * d) * sizeof(float));
+        float *dout = put(m, NULL, no * sizeof(float) + GEM_GUARD_BYTES);
+        void *ws = put(m, NULL, ws_bytes);
+        if (!TCHECK(hk && hvv && q && ref && host && first && dkb && dvb && dq && dout && ws))
+            goto next;
+        gem_fill_uniform(seed + 2, -1.0f, 1.0f, q, (size_t)(nq * d));
+        gem_kv_view kv;
+        memset(&kv, 0, sizeof kv);
+        kv.k = hk;
+        kv.v = hvv;
+        kv.k_dtype = kv.v_dtype = t;
+        kv.k_head_stride = kv.v_head_stride = st.hs;
+        kv.k_token_stride = kv.v_token_stride = st.ts;
+        kv.live = live;
+        kv.capacity = cap;
+        TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &kv, ref, no), GEM_OK);
+        const size_t one = (size_t)piece * es, tensor = (size_t)st.elems * es;
+        TCHECK(m->ops->upload(dkb + one, hk, tensor) == GEM_OK &&
+               m->ops->upload(dvb + one, hvv, tensor) == GEM_OK &&
+               m->ops->upload(dq, q, no * sizeof(float)) == GEM_OK);
+        kv.k = dkb + one;
+        kv.v = dvb + one;
+        void *stream = m->ops->stream(m->hx);
+        for (int rep = 0; rep < 2; rep++) {
+            TCHECK(m->ops->poison(m->hx, dout, no, GEM_POISON_BITS, GEM_GUARD_BYTES) == GEM_OK);
+            const gem_status r = gem_decode(tg->ctx, &shape, dq, &kv, dout, ws, ws_bytes, NULL,
+                                            stream);
+            if (!TCHECK(r == GEM_OK)) {
+                fprintf(stderr, "     %s, one piece in: %s\n", what, gem_status_name(r));
+                break;
+            }
+            TCHECK(m->ops->download(host, dout, no * sizeof(float) + GEM_GUARD_BYTES) == GEM_OK);
+            size_t unwritten = 0;
+            int guard_ok = 0;
+            gem_guard_check(host, no, &unwritten, &guard_ok);
+            TCHECK(unwritten == 0 && guard_ok);
+            if (rep == 0) {
+                gem_compare cmp;
+                TCHECK_STATUS(gem_compare_f32_f64(host, ref, no, &cmp), GEM_OK);
+                if (!TCHECK(cmp.nonfinite == 0 && cmp.nmse <= MAX_NMSE))
+                    fprintf(stderr, "     %s, one piece in: nmse %.3g nonfinite %zu\n", what,
+                            cmp.nmse, cmp.nonfinite);
+                memcpy(first, host, no * sizeof(float));
+            } else if (!TCHECK(memcmp(first, host, no * sizeof(float)) == 0)) {
+                fprintf(stderr, "     %s, one piece in: the repeat differs\n", what);
+            }
+        }
+        /* half a piece off: the base of K, the base of V, a token stride, a head stride */
+        for (int bad = 0; bad < 4; bad++) {
+            gem_kv_view kb = kv;
+            const size_t half = one / 2;
+            if (bad == 0)
+                kb.k = dkb + half;
+            else if (bad == 1)
+                kb.v = dvb + half;
+            else if (bad == 2)
+                kb.k_token_stride = st.ts + piece / 2;
+            else { /* the token stride grows with it, by whole pieces (nkv is even) */
+                kb.v_head_stride = st.hs + piece / 2;
+                kb.v_token_stride = nkv * kb.v_head_stride + piece;
+            }
+            if (bad >= 2) /* the longer stride still fits the allocation: fewer rows */
+                kb.capacity = live;
+            TCHECK(m->ops->poison(m->hx, dout, no, GEM_POISON_BITS, GEM_GUARD_BYTES) == GEM_OK);
+            const gem_status r = gem_decode(tg->ctx, &shape, dq, &kb, dout, ws, ws_bytes, NULL,
+                                            stream);
+            TCHECK(m->ops->download(host, dout, no * sizeof(float) + GEM_GUARD_BYTES) == GEM_OK);
+            size_t unwritten = 0;
+            int guard_ok = 0;
+            gem_guard_check(host, no, &unwritten, &guard_ok);
+            if (!TCHECK(r == GEM_ERR_ALIGN && unwritten == no && guard_ok))
+                fprintf(stderr, "     %s, misaligned %d: %s, %zu outputs written\n", what, bad,
+                        gem_status_name(r), no - unwritten);
+        }
+    next:
+        free(hk);
+        free(hvv);
+        free(q);
+        free(ref);
+        gem_guard_free(host);
+        free(first);
+        m->ops->free(dkb);
+        m->ops->free(dvb);
+        m->ops->free(dq);
+        m->ops->free(dout);
+        m->ops->free(ws);
+    }
+}
+
 /* ---- the KV cache helper: append then attend, 200 steps ------------------------------------ */
 
-static void check_cache_loop(target *tg, int ring, int64_t steps, gem_dtype kt, gem_dtype vt)
+/* The loop on a cache of `steps` rows or, with `ring`, a ring of 64 rows; `sliding`: Gemma 4's
+ * sliding-window shape (on CUDA 32 query heads over 16 KV heads, D256), else the production
+ * full-attention shape (32 over 4, D512); the CPU runs smaller shapes of the same groups. */
+static void check_cache_loop(target *tg, int ring, int64_t steps, gem_dtype kt, gem_dtype vt,
+                             int sliding)
 {
     const gem_backend b = tg->mem.backend;
-    /* the production shape on CUDA; a smaller GQA shape on the CPU keeps the loop fast */
-    const int64_t nq = b == GEM_BACKEND_CUDA ? 32 : 8, nkv = b == GEM_BACKEND_CUDA ? 4 : 2;
-    const int64_t d = b == GEM_BACKEND_CUDA ? 512 : 64;
+    /* the production shapes on CUDA; smaller GQA shapes on the CPU keep the loop fast */
+    const int cuda = b == GEM_BACKEND_CUDA;
+    const int64_t nq = cuda ? 32 : 8, nkv = sliding ? nq / 2 : (cuda ? 4 : 2);
+    const int64_t d = cuda ? (sliding ? 256 : 512) : 64;
     const int64_t cap = ring ? 64 : steps;
     const size_t kes = gem_dtype_size(kt), ves = gem_dtype_size(vt);
     const size_t cache_elems = (size_t)(nkv * cap * d);
     const gem_decode_shape shape = {nq, nkv, d, d, 1.0f / sqrtf((float)d)};
     const gem_kv_cache_desc desc = {b, nkv, d, d, cap, kt, vt, ring};
     char what[96];
-    snprintf(what, sizeof what, "%s cache loop%s, K %s V %s", tg->name, ring ? " (ring)" : "",
-             gem_dtype_name(kt), gem_dtype_name(vt));
+    snprintf(what, sizeof what, "%s cache loop%s%s, K %s V %s", tg->name,
+             sliding ? " (sliding shape)" : "", ring ? " (ring)" : "", gem_dtype_name(kt),
+             gem_dtype_name(vt));
     gem_kv_cache *cache = NULL;
     if (!TCHECK(gem_kv_cache_create(&desc, &cache) == GEM_OK))
         return;
@@ -699,9 +901,13 @@ int main(int argc, char **argv)
             /* the matrix trusts the backend's supports answers; it must at least claim
              * the production shape with F32 K and V, so a backend that claimed nothing
              * cannot pass by refusing everything */
-            const gem_decode_shape prod = {PROD, 1.0f};
+            const gem_decode_shape prod = {PROD, 1.0f}, swa = {SWA, 1.0f};
             TCHECK_STATUS(gem_decode_supports(t->ctx, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32),
                           GEM_OK);
+            /* and the sliding-window shape with each element type for K and V both */
+            for (int dt = 0; dt < GEM_DTYPE_COUNT; dt++)
+                TCHECK_STATUS(gem_decode_supports(t->ctx, &swa, (gem_dtype)dt, (gem_dtype)dt),
+                              GEM_OK);
             nt++;
         } else {
             TCHECK_STATUS(st, GEM_ERR_NO_DEVICE); /* no GPU: the only acceptable answer */
@@ -716,13 +922,19 @@ int main(int argc, char **argv)
         ran++;
     }
     for (int t = 0; t < nt; t++)
+        if (targets[t].mem.backend == GEM_BACKEND_CUDA)
+            check_cuda_pieces(&targets[t]);
+    for (int t = 0; t < nt; t++)
         if (t != 1) { /* the CPU loop once (1 thread), and the CUDA one */
             const int64_t flat = max_size == 0 ? 24 : 200, wrap = max_size == 0 ? 80 : 200;
-            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_F32, GEM_DTYPE_F32);
-            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F32, GEM_DTYPE_F32);
-            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_BF16);
-            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F16, GEM_DTYPE_F16);
-            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_F16);
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_F32, GEM_DTYPE_F32, 0);
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F32, GEM_DTYPE_F32, 0);
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_BF16, 0);
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F16, GEM_DTYPE_F16, 0);
+            check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_BF16, GEM_DTYPE_F16, 0);
+            /* the sliding-window layers: a ring, as the model keeps their window */
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F32, GEM_DTYPE_F32, 1);
+            check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_BF16, GEM_DTYPE_BF16, 1);
         }
     printf("test_decode: %zu cases on %d targets (%s)\n", ran, nt,
            max_size == 0 ? "small" : (max_size == 2 ? "long" : "normal"));

@@ -7,10 +7,11 @@
  * the receipt's own figures. gem.resources.v1 describes the design's
  * candidate (P = 32, tile 4; written by `gem resources` in runs 1-8 and by
  * dev/cuda/fused_decode.cu's version 1 since, whose sources are dev/cuda's);
- * gem.resources.v2 the kernels the library ships (the fused route's nine first
- * passes: F32, BF16 and F16 caches with dense and strided rows, and the three
- * that rebuild K from V for K = V layers; its reducer at the decode API's
- * default P for the device; the baseline's four kernels).
+ * gem.resources.v2 the kernels the library ships (the fused route's twelve first
+ * passes: F32, BF16 and F16 caches with dense and strided rows, the three that
+ * rebuild K from V for K = V layers, and the three of the sliding-window layers'
+ * D256 / group-2 shape; its reducer at the decode API's default P for the device;
+ * the baseline's four kernels).
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -65,7 +66,7 @@ typedef struct res_kernel {
 
 typedef struct res_facts {
     int64_t major, minor, warp, partitions, tile, sm_count;
-    res_kernel k[16];
+    res_kernel k[24];
     size_t n;
 } res_facts;
 
@@ -173,7 +174,7 @@ static int g2_scratch(const res_facts *f)
 }
 /* The v2 kernel list: the first passes at 0 .. V2_FIRST_PASSES - 1, then the reducer, then
  * the baseline's kernels. */
-#define V2_FIRST_PASSES 9
+#define V2_FIRST_PASSES 12
 #define V2_REDUCER V2_FIRST_PASSES
 #define V2_BASELINE (V2_REDUCER + 1)
 /* a first pass: the common gates, no dynamic shared memory, two blocks per SM */
@@ -190,6 +191,9 @@ KGATES2(p5, 5)
 KGATES2(p6, 6)
 KGATES2(p7, 7)
 KGATES2(p8, 8)
+KGATES2(p9, 9)
+KGATES2(p10, 10)
+KGATES2(p11, 11)
 KGATES(r2, V2_REDUCER)
 static int r2_nodyn(const res_facts *f) { return f->k[V2_REDUCER].dyn == 0; }
 static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE); }
@@ -206,6 +210,10 @@ static const res_role v2_roles[] = {
     FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
     FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
     FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
+    /* the sliding-window layers: D256, two query heads per KV head, one per cache type */
+    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),
+    FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),
+    FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),
     FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
     {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0},
     {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0},
@@ -235,6 +243,9 @@ static const res_gate v2_gates[] = {
     FP_GATES("first_pass_k_from_v", p6),
     FP_GATES("first_pass_k_from_v_bf16", p7),
     FP_GATES("first_pass_k_from_v_f16", p8),
+    FP_GATES("first_pass_d256", p9),
+    FP_GATES("first_pass_d256_bf16", p10),
+    FP_GATES("first_pass_d256_f16", p11),
     {"reducer_warp_size_32", r2_warp},
     {"reducer_launchable_threads_ge_256", r2_launch},
     {"reducer_dispatched_256_threads_8_warps", r2_disp},

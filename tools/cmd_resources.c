@@ -2,8 +2,9 @@
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
  * ships (schema gem.resources.v2, docs/receipts-resources.md).
  *
- * For the fused first pass and reducer at the decode API's tuned default for
- * the production shape, and the four baseline kernels, it records what the
+ * For the fused first passes (the full-attention layers' D512 ones and the
+ * sliding-window layers' D256 ones) and the reducer at the decode API's tuned
+ * default for the production shape, and the four baseline kernels, it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
  * every kernel source of src/cuda (.cu, .cuh, .h) and the running binary, and
@@ -46,7 +47,8 @@ static void usage(FILE *f)
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
             "(schema gem.resources.v2): device limits, per-kernel registers / shared memory /\n"
-            "local bytes / launch threads / resident blocks for the fused route's first pass\n"
+            "local bytes / launch threads / resident blocks for the fused route's first\n"
+            "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
             "4 KV heads, D512) and the baseline's four kernels, the scratch contract,\n"
             "SHA-256 of src/cuda's .cu, .cuh and .h files and of this binary, and the gates.\n"
@@ -377,8 +379,8 @@ int gem_cmd_resources(int argc, char **argv)
                                          (size_t)cfg.partitions * CLI_NQ * CLI_D * 4 &&
                                      sc.total_bytes == sc.maxima_bytes + sc.denominators_bytes +
                                                            sc.numerators_bytes));
-    /* every first pass (per element type, dense and strided rows): the default P assumes two
-     * resident blocks per SM */
+    /* every first pass (D512 per element type, dense and strided rows, K from V; D256 per
+     * element type): the default P of each shape assumes two resident blocks per SM */
     for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++)
         fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2);
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1);

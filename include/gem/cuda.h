@@ -44,7 +44,9 @@ gem_status gem_cuda_device_query(gem_cuda_device_info *out);
 /* What the runtime reports about one kernel, and how the route launches it. */
 typedef struct gem_cuda_kernel_info {
     char name[96];             /* the kernel's extern "C" symbol */
-    char role[32];             /* fused_first_pass[_bf16|_f16][_strided], fused_reducer,
+    char role[32];             /* fused_first_pass[_bf16|_f16][_strided],
+                                  fused_first_pass_k_from_v[_bf16|_f16],
+                                  fused_first_pass_d256[_bf16|_f16], fused_reducer,
                                   baseline_score, baseline_normalize, baseline_value,
                                   baseline_reduce */
     int max_threads_per_block; /* cudaFuncAttributes.maxThreadsPerBlock */
@@ -59,22 +61,24 @@ typedef struct gem_cuda_kernel_info {
     int64_t grid_blocks;          /* blocks per launch at the given geometry */
 } gem_cuda_kernel_info;
 
-/* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's nine first
+/* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's twelve first
  * passes and its reducer, the baseline's four stages. */
-#define GEM_CUDA_KERNELS 14
-#define GEM_CUDA_FIRST_PASSES 9
+#define GEM_CUDA_KERNELS 17
+#define GEM_CUDA_FIRST_PASSES 12
 
 /* The shipped kernels, in this order: the fused route's first passes at `partitions` for F32,
- * BF16 and F16 K/V, each for dense rows (head-major, token stride 512) and then for any
- * other strides (roles fused_first_pass, fused_first_pass_strided, fused_first_pass_bf16,
- * ..._bf16_strided, ..._f16, ..._f16_strided), the first passes that rebuild K from V for
- * F32, BF16 and F16 V (fused_first_pass_k_from_v, ..._k_from_v_bf16, ..._k_from_v_f16),
- * its reducer, then the baseline's score,
- * normalize, value and reduce at
- * `baseline_partitions` value partitions; grids for n_kv_heads KV heads (x8 query
- * heads, D512) and `live` tokens. out (cap entries), *n = entries written
- * (GEM_CUDA_KERNELS). GEM_ERR_PARAM for counts out of range, GEM_ERR_RANGE when
- * cap < GEM_CUDA_KERNELS. */
+ * BF16 and F16 K/V at D512 (eight query heads per KV head), each for dense rows (head-major,
+ * token stride 512) and then for any other strides (roles fused_first_pass,
+ * fused_first_pass_strided, fused_first_pass_bf16, ..._bf16_strided, ..._f16, ..._f16_strided),
+ * the first passes that rebuild K from V for F32, BF16 and F16 V (fused_first_pass_k_from_v,
+ * ..._k_from_v_bf16, ..._k_from_v_f16), the D256 first passes (two query heads per KV head,
+ * Gemma 4's sliding-window layers; any strides) for F32, BF16 and F16 K/V
+ * (fused_first_pass_d256, ..._d256_bf16, ..._d256_f16), its reducer (every head dimension),
+ * then the baseline's score, normalize, value and reduce at `baseline_partitions` value
+ * partitions; grids for n_kv_heads KV heads and `live` tokens (each first pass:
+ * n_kv_heads x partitions blocks; the reducer and the baseline at D512, x8 query heads).
+ * out (cap entries), *n = entries written (GEM_CUDA_KERNELS). GEM_ERR_PARAM for counts out of
+ * range, GEM_ERR_RANGE when cap < GEM_CUDA_KERNELS. */
 gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t partitions,
                                  int64_t baseline_partitions, gem_cuda_kernel_info *out,
                                  size_t cap, size_t *n);

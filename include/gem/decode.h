@@ -31,13 +31,16 @@
  *   CPU   any shape (n_kv_heads divides n_q_heads), K and V each F32, BF16 or
  *         F16 (converted exactly as they are loaded; q, output and accumulation
  *         F32), any strides.
- *   CUDA  dk = dv = 512 with eight query heads per KV head; K and V of one
- *         element type (F32, BF16 or F16; the baseline route F32 only); base
- *         pointers aligned to 16 bytes (F16: 8) and strides multiples of 4
- *         elements (BF16: 8).
+ *   CUDA  dk = dv = 512 with eight query heads per KV head (Gemma 4's
+ *         full-attention layers), and dk = dv = 256 with two query heads per KV
+ *         head (its sliding-window layers; the fused route only, tuned for
+ *         live <= 1,024, correct at any live); any number of KV heads (at most
+ *         8,191 at D512, 32,767 at D256); K and V of one element type (F32, BF16
+ *         or F16; the baseline route F32 only); base pointers aligned to 16
+ *         bytes (F16: 8) and strides multiples of 4 elements (BF16: 8).
  * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
- * gem/attn.h) in the fused route: the CPU for any rotation, CUDA for half 256
- * with up to 64 rotating pairs (gem_decode_supports_k_from_v).
+ * gem/attn.h) in the fused route: the CPU for any rotation, CUDA at D512 for half
+ * 256 with up to 64 rotating pairs (gem_decode_supports_k_from_v).
  * Anything else answers GEM_ERR_UNSUPPORTED; nothing falls back silently.
  *
  * Input policy: gem_decode does not scan the cache for NaN or infinity (that
@@ -97,7 +100,8 @@ typedef struct gem_decode_config {
     gem_route route;    /* GEM_ROUTE_FUSED or GEM_ROUTE_BASELINE */
     int64_t partitions; /* fused: sequence partitions P (1 .. GEM_DECODE_MAX_PARTITIONS);
                            baseline: value partitions (same bounds) */
-    int64_t tile;       /* fused: tokens per tile (CPU 1 .. GEM_DECODE_MAX_TILE; CUDA 8);
+    int64_t tile;       /* fused: tokens per tile (CPU 1 .. GEM_DECODE_MAX_TILE; CUDA 8,
+                           the rows a first-pass block steps at a time);
                            baseline: must be 0 */
 } gem_decode_config;
 
@@ -112,13 +116,13 @@ gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape
 
 /* gem_decode_supports for one route (GEM_ROUTE_FUSED, the default's, or
  * GEM_ROUTE_BASELINE; any other is GEM_ERR_PARAM): the CUDA baseline reads F32
- * caches only. */
+ * caches at D512 only. */
 gem_status gem_decode_supports_route(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                      gem_dtype k_dtype, gem_dtype v_dtype, gem_route route);
 
 /* Whether the fused route can rebuild K from V (gem_k_from_v, Gemma 4's K = V layers) for
  * this shape, V element type and rotation: GEM_OK or GEM_ERR_UNSUPPORTED (CPU: any; CUDA:
- * the shapes of gem_decode_supports with half = 256 and n_pairs <= 64, Gemma 4's full
+ * the D512 shapes of gem_decode_supports with half = 256 and n_pairs <= 64, Gemma 4's full
  * layers), GEM_ERR_SHAPE (bad shape, dk != dv), GEM_ERR_PARAM (dtype, half or n_pairs out
  * of range). kfv's pointers and pos0 are not looked at. ctx, shape, kfv (1). */
 gem_status gem_decode_supports_k_from_v(const gem_decode_ctx *ctx, const gem_decode_shape *shape,

@@ -341,21 +341,32 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
     if (score_blocks > INT32_MAX)
         return GEM_ERR_PARAM;
     const dim3 g1((unsigned)score_blocks, (unsigned)a->n_kv_heads);
+    cudaEvent_t *ev = a->stage_events;
+    if (ev)
+        GEM_CUDA_CHECK(cudaEventRecord(ev[0], stream));
     gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->k_hs4, a->k_ts4,
                                                           a->scores, a->live, a->scale);
     GEM_CUDA_CHECK(cudaGetLastError());
+    if (ev)
+        GEM_CUDA_CHECK(cudaEventRecord(ev[1], stream));
     gem_baseline_normalize<<<(unsigned)n_q_heads, GEM_CU_NORM_THREADS, 0, stream>>>(a->scores,
                                                                                    a->live);
     GEM_CUDA_CHECK(cudaGetLastError());
+    if (ev)
+        GEM_CUDA_CHECK(cudaEventRecord(ev[2], stream));
     const dim3 g3((unsigned)a->value_partitions, GEM_CU_D / GEM_CU_VALUE_DIM_TILE,
                   (unsigned)a->n_kv_heads);
     gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(a->scores, a->v, a->v_hs4, a->v_ts4,
                                                           a->partials, a->live,
                                                           a->value_partitions);
     GEM_CUDA_CHECK(cudaGetLastError());
+    if (ev)
+        GEM_CUDA_CHECK(cudaEventRecord(ev[3], stream));
     const int64_t n = n_q_heads * GEM_CU_D;
     gem_baseline_reduce<<<(unsigned)((n + GEM_CU_THREADS - 1) / GEM_CU_THREADS), GEM_CU_THREADS,
                           0, stream>>>(a->partials, a->out, n, a->value_partitions);
     GEM_CUDA_CHECK(cudaGetLastError());
+    if (ev)
+        GEM_CUDA_CHECK(cudaEventRecord(ev[4], stream));
     return GEM_OK;
 }

@@ -1,7 +1,9 @@
 /*
- * The fused split-KV route on CUDA, D512 / group 8: the kernels the library
- * ships (the device code is in attn_fused_body.cuh, a header of its own so that
- * experiments can instantiate variants of it).
+ * The fused split-KV route on CUDA: the kernels the library ships. D512 / group 8 (Gemma 4's
+ * full-attention layers; the device code is in attn_fused_body.cuh, a header of its own so
+ * that experiments can instantiate variants of it), and D256 / group 2 (its sliding-window
+ * layers; attn_fused_d256_body.cuh says what those first passes do). Everything below up to
+ * the D256 first passes describes the D512 kernels; the reducer serves both.
  *
  * Lineage: dev/cuda/fused_decode.cu holds the CPU-validated experiments that
  * led here, with their H200 figures. The first pass is its version 7 ("Q in
@@ -46,13 +48,15 @@
  *     writes the partial (M, S, O), partition-major:
  *       part_m, part_s (P, n_q_heads); part_o (P, n_q_heads, 512)
  *     the layout of gem_attention_online_scratch_bytes.
- * Reducer: one 256-thread block per (query head, half of the 512 dims): M =
- * the largest M_p of the non-empty partials, w_p = e^(M_p - M) once per
- * partial, O = sum_p O_p w_p in partition order (fmaf), S = sum_p S_p w_p in a
- * fixed warp order, out = O / S. No atomics anywhere: the result is bitwise
- * reproducible.
+ * Reducer: one 256-thread block per (query head, 256 of its dims: two blocks per
+ * head at D512, one at D256): M = the largest M_p of the non-empty partials
+ * (each partial's M and S loaded together and kept for its weight), w_p =
+ * e^(M_p - M) once per partial, O = sum_p O_p w_p in partition order (fmaf),
+ * S = sum_p S_p w_p in a fixed warp order, out = O / S. No atomics anywhere: the
+ * result is bitwise reproducible.
  */
 #include "attn_fused_body.cuh"
+#include "attn_fused_d256_body.cuh"
 
 /* The first passes: per element type of K and V (F32, BF16, F16), one for rows of 512
  * elements back to back within a head (head-major, the layout of the cache helper) and one for
@@ -130,6 +134,37 @@ typedef void (*gem_first_pass_fn)(const float *, const void *, int64_t, int64_t,
                                   int64_t, int64_t, float *, float *, float *, int64_t, int64_t,
                                   int64_t, float);
 
+/* The sliding-window layers' first passes (dk = dv = 256, two query heads per KV head), one per
+ * element type of K and V, any strides (attn_fused_d256_body.cuh); the arguments of the D512
+ * first passes. */
+#define GEM_FIRST_PASS_D256(NAME, E)                                                           \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
+             int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
+             float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
+             int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
+    {                                                                                          \
+        gem_fused_first_pass_d256_body<E>(q, k, k_hs4, k_ts4, v, v_hs4, v_ts4, part_m, part_s, \
+                                          part_o, live, partitions, n_q_heads, scale);         \
+    }
+
+static_assert(GEM_CU_THREADS == GEM_CU_D256, "the D256 merge gives thread i element i");
+
+GEM_FIRST_PASS_D256(gem_fused_first_pass_d256, gem_kv_f32)
+GEM_FIRST_PASS_D256(gem_fused_first_pass_d256_bf16, gem_kv_bf16)
+GEM_FIRST_PASS_D256(gem_fused_first_pass_d256_f16, gem_kv_f16)
+
+static const struct {
+    gem_first_pass_fn fn;
+    const char *name, *role;
+} gem_first_passes_d256[GEM_DTYPE_COUNT] = {
+    {gem_fused_first_pass_d256, "gem_fused_first_pass_d256", "fused_first_pass_d256"},
+    {gem_fused_first_pass_d256_bf16, "gem_fused_first_pass_d256_bf16",
+     "fused_first_pass_d256_bf16"},
+    {gem_fused_first_pass_d256_f16, "gem_fused_first_pass_d256_f16",
+     "fused_first_pass_d256_f16"},
+};
+
 /* The first passes by element type (GEM_DTYPE_F32, _BF16, _F16) and layout (dense, strided),
  * with their names and roles in the resource receipt. */
 static const struct {
@@ -146,12 +181,15 @@ static const struct {
       "fused_first_pass_f16_strided"}},
 };
 
+/* The reducer of every first pass: grid (n_q_heads, dv / 256), dv the head dimension. */
 extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
-    gem_fused_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
-                      const float *__restrict__ part_o, float *__restrict__ out,
-                      int64_t partitions)
+    gem_fused_reducer(const float *__restrict__ part_m, /* (P, n_q_heads) */
+                      const float *__restrict__ part_s, /* (P, n_q_heads) */
+                      const float *__restrict__ part_o, /* (P, n_q_heads, dv) */
+                      float *__restrict__ out,          /* (n_q_heads, dv) */
+                      int64_t partitions, int64_t dv)
 {
-    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, dv);
 }
 
 /* ---- host side ------------------------------------------------------------------ */
@@ -175,6 +213,14 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
         r->dynamic_shared = 0;
         r->threads = GEM_CU_THREADS;
     }
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
+        gem_cu_kernel_ref *r = &first[3 * GEM_DTYPE_COUNT + t];
+        r->func = (const void *)gem_first_passes_d256[t].fn;
+        r->name = gem_first_passes_d256[t].name;
+        r->role = gem_first_passes_d256[t].role;
+        r->dynamic_shared = 0;
+        r->threads = GEM_CU_THREADS;
+    }
     reducer->func = (const void *)gem_fused_reducer;
     reducer->name = "gem_fused_reducer";
     reducer->role = "fused_reducer";
@@ -194,12 +240,19 @@ int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads)
 
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 {
-    if (a->partitions < 1 || a->partitions > 65535 || a->n_kv_heads < 1 ||
-        a->n_kv_heads > 65535 / GEM_CU_GROUP || (unsigned)a->dtype >= GEM_DTYPE_COUNT)
+    const int d256 = a->head_dim == GEM_CU_D256;
+    const int64_t group = d256 ? GEM_CU_D256_GROUP : GEM_CU_GROUP;
+    if ((a->head_dim != GEM_CU_D && !d256) || a->partitions < 1 || a->partitions > 65535 ||
+        a->n_kv_heads < 1 || a->n_kv_heads > 65535 / group ||
+        (unsigned)a->dtype >= GEM_DTYPE_COUNT || (d256 && a->k_weight))
         return GEM_ERR_PARAM;
-    const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
+    const int64_t n_q_heads = a->n_kv_heads * group;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    if (a->k_weight) {
+    if (d256) {
+        gem_first_passes_d256[a->dtype].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, a->k, a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
+            a->part_o, a->live, a->partitions, n_q_heads, a->scale);
+    } else if (a->k_weight) {
         gem_first_passes_kfv[a->dtype].fn<<<grid1, GEM_CU_THREADS, 0, stream>>>(
             a->q, a->k_weight, a->rope, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s,
             a->part_o, a->live, a->partitions, n_q_heads, a->scale);
@@ -213,7 +266,7 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)n_q_heads, GEM_CU_D / GEM_CU_THREADS);
+    cfg.gridDim = dim3((unsigned)n_q_heads, (unsigned)(a->head_dim / GEM_CU_THREADS));
     cfg.blockDim = dim3(GEM_CU_THREADS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = stream;
@@ -224,6 +277,6 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
     cfg.numAttrs = 1;
     GEM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gem_fused_reducer, (const float *)a->part_m,
                                       (const float *)a->part_s, (const float *)a->part_o, a->out,
-                                      a->partitions));
+                                      a->partitions, a->head_dim));
     return GEM_OK;
 }

@@ -745,13 +745,17 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
 /* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
  * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p in partition
  * order (fmaf), S = sum_p S_p w_p by warp 0 in a fixed order (lane l adds the terms
- * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S. */
+ * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S.
+ * Grid (n_q_heads, dv / 256): block (h, y) finishes dims 256 y .. 256 y + 255 of head h; dv is
+ * the row length of the partials and the output (512 for the full-attention layers, 256 for
+ * the sliding-window ones), a multiple of 256. Thread i loads M_i and S_i together and keeps
+ * them for the first batch's weight (one round trip to the L2 before M is known, none after). */
 __device__ __forceinline__ void gem_fused_reducer_body(
     const float *__restrict__ part_m, /* (P, n_q_heads) */
     const float *__restrict__ part_s, /* (P, n_q_heads) */
-    const float *__restrict__ part_o, /* (P, n_q_heads, 512) */
-    float *__restrict__ out,          /* (n_q_heads, 512) */
-    int64_t partitions)
+    const float *__restrict__ part_o, /* (P, n_q_heads, dv) */
+    float *__restrict__ out,          /* (n_q_heads, dv) */
+    int64_t partitions, int64_t dv = GEM_CU_D)
 {
     __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
     __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
@@ -763,10 +767,20 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* M_p and S_p of partial p = threadIdx.x */
+    float m0 = -INFINITY, s0 = 0.f;
+    if (threadIdx.x < partitions) {
+        m0 = part_m[threadIdx.x * n_q_heads + h];
+        s0 = part_s[threadIdx.x * n_q_heads + h];
+    }
     float mx = -INFINITY;
-    for (int64_t p = threadIdx.x; p < partitions; p += GEM_CU_THREADS)
-        if (part_s[p * n_q_heads + h] > 0.f)
-            mx = fmaxf(mx, part_m[p * n_q_heads + h]);
+    if (s0 > 0.f)
+        mx = fmaxf(mx, m0);
+    for (int64_t p = threadIdx.x + GEM_CU_THREADS; p < partitions; p += GEM_CU_THREADS) {
+        const float mp = part_m[p * n_q_heads + h], sp = part_s[p * n_q_heads + h];
+        if (sp > 0.f)
+            mx = fmaxf(mx, mp);
+    }
     for (int off = 16; off > 0; off >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     if (lane == 0)
@@ -777,12 +791,19 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     for (int i = 1; i < GEM_CU_THREADS / 32; i++)
         mx = fmaxf(mx, red[i]);
     float o = 0.f, sa = 0.f;
+    /* O_p of this thread's element: po[p * pstride] */
+    const float *po = part_o + h * dv + d;
+    const int64_t pstride = n_q_heads * dv;
     for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
         const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
         if (threadIdx.x < nb) {
-            const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
-            const float sp = part_s[r];
-            const float wp = sp > 0.f ? expf(part_m[r] - mx) : 0.f;
+            float mp = m0, sp = s0; /* the first batch: partial threadIdx.x, loaded above */
+            if (p0 > 0) {
+                const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+                mp = part_m[r];
+                sp = part_s[r];
+            }
+            const float wp = sp > 0.f ? expf(mp - mx) : 0.f;
             w[threadIdx.x] = wp;
             sw[threadIdx.x] = sp * wp;
         }
@@ -800,19 +821,19 @@ __device__ __forceinline__ void gem_fused_reducer_body(
             float op[8];
 #pragma unroll
             for (int u = 0; u < 8; u++)
-                op[u] = __ldg(part_o + ((p0 + b + u) * n_q_heads + h) * GEM_CU_D + d);
+                op[u] = __ldg(po + (p0 + b + u) * pstride);
 #pragma unroll
             for (int u = 0; u < 8; u++)
                 o = fmaf(op[u], w[b + u], o);
         }
         for (; b < nb; b++)
-            o = fmaf(__ldg(part_o + ((p0 + b) * n_q_heads + h) * GEM_CU_D + d), w[b], o);
+            o = fmaf(__ldg(po + (p0 + b) * pstride), w[b], o);
         __syncthreads(); /* w is rewritten by the next batch */
     }
     if (threadIdx.x == 0)
         s_all = sa;
     __syncthreads();
-    out[h * GEM_CU_D + d] = __fdiv_rn(o, s_all);
+    out[h * dv + d] = __fdiv_rn(o, s_all);
 }
 
 #endif /* GEM_ATTN_FUSED_BODY_CUH */

@@ -8,11 +8,13 @@
  * route's kernels on the stream and returns: no allocation, no copy, no
  * synchronisation.
  *
- * The tuned default (gem_cu_default_partitions) is the fused route at tile 8
- * with P = 64 sequence partitions: results/h200/run8 measured P 64 against 66,
+ * The tuned default is the fused route at tile 8. D512 (gem_cu_default_partitions):
+ * P = 64 sequence partitions: results/h200/run8 measured P 64 against 66,
  * 96 and 128 at 8K, 64K and 128K tokens with 4 KV heads on 132 SMs (64 x 4 =
  * 256 first-pass blocks, one wave of two blocks per SM); results/h200/ holds
- * the measurements behind every figure.
+ * the measurements behind every figure. D256 / group 2 (gem_cu_d256_partitions):
+ * P grows with live up to one wave of two blocks per SM (16 at 16 KV heads on 132
+ * SMs); dev/cuda/sliding_decode.cu measures it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "decode_stage_clock.h"
 #include "gem_cuda_internal.h"
 
 extern "C" {
@@ -90,13 +93,101 @@ static int64_t gem_cu_default_partitions(int sm_count, int64_t n_kv_heads)
     return p < 32 ? 32 : (p > 1024 ? 1024 : p);
 }
 
+/* Sequence partitions of the D256 / group-2 first pass (the sliding-window layers): one per 8
+ * rows of live (a row per warp of the block) up to one wave of two first-pass blocks per SM
+ * (2 x SMs / KV heads, at least 1, at most 1024): on 132 SMs with 16 KV heads P = 16 from
+ * live 121 on. dev/cuda/sliding_decode.cu measured P 2 .. 32 at live 64 .. 4,096 on the H200:
+ * P 16 was the fastest or within 2% of it for every type up to 1,024 rows, and for F32 at
+ * every length (P 24 was faster for 16-bit caches from 2,048 rows, but slower for F32, which
+ * fits two blocks per SM, not three). Non-decreasing in live, so the default's workspace sized
+ * at the cache's capacity covers every live length. */
+#define GEM_CU_D256_ROWS_PER_PARTITION 8
+static int64_t gem_cu_d256_partitions(int sm_count, int64_t n_kv_heads, int64_t live)
+{
+    int64_t cap = (int64_t)sm_count * 2 / n_kv_heads;
+    cap = cap < 1 ? 1 : (cap > 1024 ? 1024 : cap);
+    const int64_t want = (live - 1) / GEM_CU_D256_ROWS_PER_PARTITION + 1; /* live >= 1 */
+    return want < cap ? want : cap;
+}
+
 /* ---- the decode backend ---------------------------------------------------------------- */
+
+/* Baseline calls the stage clock holds events for before it adds their times up. */
+#define GEM_CU_CLOCK_CALLS 64
 
 typedef struct cu_decode {
     int device;
     int sm_count;
     char desc[384];
+    /* the baseline route's stage clock (decode_stage_clock.h): while on, every baseline call
+     * records 5 events (gem_cu_baseline_args.stage_events); their times are added up when
+     * the clock is read or the events run out */
+    int clock_on;
+    cudaEvent_t *clock_ev;  /* (GEM_CU_CLOCK_CALLS * 5), created when first switched on */
+    int64_t clock_pending;  /* calls whose events are not yet added */
+    gem_baseline_stage_seconds clock_sum;
 } cu_decode;
+
+/* Adds the pending calls' stage times (waits for their last events). */
+static gem_status cu_clock_flush(cu_decode *c)
+{
+    for (int64_t i = 0; i < c->clock_pending; i++) {
+        cudaEvent_t *e = c->clock_ev + 5 * i;
+        cudaError_t err = cudaEventSynchronize(e[4]);
+        float ms[4] = {0, 0, 0, 0};
+        for (int k = 0; k < 4 && err == cudaSuccess; k++)
+            err = cudaEventElapsedTime(&ms[k], e[k], e[k + 1]);
+        if (err != cudaSuccess) {
+            c->clock_pending = 0;
+            return gem_cuda_fail(err, "stage clock", __FILE__, __LINE__);
+        }
+        c->clock_sum.score += 1e-3 * ms[0];
+        c->clock_sum.normalize += 1e-3 * ms[1];
+        c->clock_sum.value += 1e-3 * ms[2];
+        c->clock_sum.reduce += 1e-3 * ms[3];
+        c->clock_sum.calls++;
+    }
+    c->clock_pending = 0;
+    return GEM_OK;
+}
+
+extern "C" gem_status cuda_decode_stage_clock_set(void *impl, int on)
+{
+    cu_decode *c = (cu_decode *)impl;
+    if (on && !c->clock_ev) {
+        cudaEvent_t *ev = (cudaEvent_t *)calloc(GEM_CU_CLOCK_CALLS * 5, sizeof *ev);
+        if (!ev)
+            return GEM_ERR_NOMEM;
+        for (int i = 0; i < GEM_CU_CLOCK_CALLS * 5; i++) {
+            cudaError_t err = cudaEventCreate(&ev[i]);
+            if (err != cudaSuccess) {
+                for (int j = 0; j < i; j++)
+                    cudaEventDestroy(ev[j]);
+                free(ev);
+                return gem_cuda_fail(err, "cudaEventCreate", __FILE__, __LINE__);
+            }
+        }
+        c->clock_ev = ev;
+    }
+    c->clock_on = on;
+    return GEM_OK;
+}
+
+extern "C" gem_status cuda_decode_stage_clock_read(const void *impl, gem_baseline_stage_seconds *out)
+{
+    cu_decode *c = (cu_decode *)impl; /* adding the pending events up changes no result */
+    gem_status st = cu_clock_flush(c);
+    *out = c->clock_sum;
+    return st;
+}
+
+extern "C" gem_status cuda_decode_stage_clock_reset(void *impl)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = cu_clock_flush(c);
+    memset(&c->clock_sum, 0, sizeof c->clock_sum);
+    return st;
+}
 
 static gem_status cu_create(int64_t threads, void **impl)
 {
@@ -118,7 +209,16 @@ static gem_status cu_create(int64_t threads, void **impl)
     return GEM_OK;
 }
 
-static void cu_destroy(void *impl) { free(impl); }
+static void cu_destroy(void *impl)
+{
+    cu_decode *c = (cu_decode *)impl;
+    if (c && c->clock_ev) {
+        for (int i = 0; i < GEM_CU_CLOCK_CALLS * 5; i++)
+            cudaEventDestroy(c->clock_ev[i]);
+        free(c->clock_ev);
+    }
+    free(impl);
+}
 static int64_t cu_threads(const void *impl)
 {
     (void)impl;
@@ -127,17 +227,41 @@ static int64_t cu_threads(const void *impl)
 static int cu_device(const void *impl) { return ((const cu_decode *)impl)->device; }
 static const char *cu_describe(const void *impl) { return ((const cu_decode *)impl)->desc; }
 
-/* D512, eight query heads per KV head; K and V of one element type (F32, BF16 or F16) for
- * the fused route, F32 for the baseline's kernels. */
+/* 1 when the shape has dk = dv = d and `group` query heads per KV head, with n_kv_heads within
+ * what a grid dimension holds (65535 / group; checked before the product is formed). */
+static int cu_shape_is(const gem_decode_shape *s, int64_t d, int64_t group)
+{
+    return s->dk == d && s->dv == d && s->n_kv_heads <= 65535 / group &&
+           s->n_q_heads == s->n_kv_heads * group;
+}
+
+/* The full-attention layers' shape: D512, eight query heads per KV head. */
+static int cu_shape_d512(const gem_decode_shape *s)
+{
+    return cu_shape_is(s, GEM_CU_D, GEM_CU_GROUP);
+}
+
+/* The sliding-window layers' shape: D256, two query heads per KV head. */
+static int cu_shape_d256(const gem_decode_shape *s)
+{
+    return cu_shape_is(s, GEM_CU_D256, GEM_CU_D256_GROUP);
+}
+
+/* K and V of one element type (F32, BF16 or F16). D512, eight query heads per KV head: the
+ * fused route, and the baseline for F32; D256, two query heads per KV head: the fused route. */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
                               gem_dtype vt, gem_route route)
 {
     (void)impl;
-    if (s->dk != GEM_CU_D || s->dv != GEM_CU_D || s->n_q_heads != s->n_kv_heads * GEM_CU_GROUP ||
-        s->n_kv_heads > 65535 / GEM_CU_GROUP || kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT ||
-        (route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32))
+    if (kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT)
         return GEM_ERR_UNSUPPORTED;
-    return GEM_OK;
+    if (cu_shape_d512(s))
+        return route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32 ? GEM_ERR_UNSUPPORTED : GEM_OK;
+    if (cu_shape_d256(s))
+        return route == GEM_ROUTE_FUSED ? GEM_OK : GEM_ERR_UNSUPPORTED;
+    if (gem_cu_general_supports(s, kt, vt)) /* the other small shapes: fused only */
+        return route == GEM_ROUTE_FUSED ? GEM_OK : GEM_ERR_UNSUPPORTED;
+    return GEM_ERR_UNSUPPORTED;
 }
 
 /* Gemma 4's full layers: pairs (j, j + 256), at most 64 of them rotating (the kernel's slot
@@ -146,8 +270,8 @@ static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape 
                                        const gem_k_from_v *kfv)
 {
     (void)impl;
-    (void)s; /* the shape was checked by cu_supports */
-    if (kfv->half != GEM_CU_ROPE_HALF || kfv->n_pairs > GEM_CU_ROPE_PAIRS)
+    /* cu_supports passed the shape; only the D512 first passes rebuild K */
+    if (!cu_shape_d512(s) || kfv->half != GEM_CU_ROPE_HALF || kfv->n_pairs > GEM_CU_ROPE_PAIRS)
         return GEM_ERR_UNSUPPORTED;
     return GEM_OK;
 }
@@ -155,9 +279,11 @@ static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape 
 static void cu_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
                               gem_decode_config *out)
 {
-    (void)live;
+    const int sms = ((const cu_decode *)impl)->sm_count;
     out->route = GEM_ROUTE_FUSED;
-    out->partitions = gem_cu_default_partitions(((const cu_decode *)impl)->sm_count, s->n_kv_heads);
+    out->partitions = cu_shape_d256(s)   ? gem_cu_d256_partitions(sms, s->n_kv_heads, live)
+                      : cu_shape_d512(s) ? gem_cu_default_partitions(sms, s->n_kv_heads)
+                                         : gem_cu_general_partitions(live);
     out->tile = 8;
 }
 
@@ -165,7 +291,7 @@ static gem_status cu_config_check(const void *impl, const gem_decode_config *c)
 {
     (void)impl;
     if (c->route == GEM_ROUTE_FUSED && c->tile != 8)
-        return GEM_ERR_PARAM; /* the fused kernel takes tiles of 8 tokens */
+        return GEM_ERR_PARAM; /* the fused first passes step 8 tokens at a time */
     return GEM_OK;
 }
 
@@ -268,6 +394,13 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.part_s = f.part_m + ms;
         f.part_o = f.part_m + 2 * ms;
         f.out = a->out;
+        f.head_dim = a->shape->dk; /* GEM_CU_D or GEM_CU_D256: cu_supports passed the shape */
+        if (!cu_shape_d512(a->shape) && !cu_shape_d256(a->shape)) { /* the general kernel */
+            GEM_CU_ON_DEVICE(c, st,
+                             st = gem_cu_general_launch(a->shape, a->q, kv, a->out, a->workspace,
+                                                        a->cfg.partitions, stream));
+            return st;
+        }
         f.n_kv_heads = a->shape->n_kv_heads;
         f.live = kv->live;
         f.partitions = a->cfg.partitions;
@@ -289,7 +422,15 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         b.live = kv->live;
         b.value_partitions = a->cfg.partitions;
         b.scale = a->shape->scale;
+        b.stage_events = NULL;
+        if (c->clock_on) {
+            if (c->clock_pending == GEM_CU_CLOCK_CALLS && (st = cu_clock_flush(c)) != GEM_OK)
+                return st;
+            b.stage_events = c->clock_ev + 5 * c->clock_pending;
+        }
         GEM_CU_ON_DEVICE(c, st, st = gem_cu_baseline_launch(&b, stream));
+        if (st == GEM_OK && c->clock_on)
+            c->clock_pending++;
     }
     return st;
 }
@@ -396,16 +537,18 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
         if ((st = gem_cu_check_pointer(ptrs[i], c->device)) != GEM_OK)
             return st;
     if (kfv) {
-        /* k_weight (dk floats) on the host; the scan then reads V in the place of K */
+        /* k_weight (dk floats, dk <= GEM_CU_D by cu_supports) on the host; the scan then reads
+         * V in the place of K */
         float w[GEM_CU_D];
+        const size_t w_bytes = (size_t)s->dk * sizeof(float);
         GEM_CU_ON_DEVICE(c, st, {
-            const cudaError_t e = cudaMemcpy(w, kfv->k_weight, sizeof w, cudaMemcpyDeviceToHost);
+            const cudaError_t e = cudaMemcpy(w, kfv->k_weight, w_bytes, cudaMemcpyDeviceToHost);
             if (e != cudaSuccess)
                 st = gem_cuda_fail(e, "cudaMemcpy", __FILE__, __LINE__);
         });
         if (st != GEM_OK)
             return st;
-        for (int i = 0; i < GEM_CU_D; i++)
+        for (int64_t i = 0; i < s->dk; i++)
             if (!isfinite(w[i]))
                 return GEM_ERR_NONFINITE;
         gem_kv_view vv = *kv;

@@ -21,10 +21,13 @@ extern "C" {
 #include "gem/attn.h"
 }
 
-/* The shape the kernels specialise: DK = DV = 512, eight query heads per KV
- * head. One warp per query head, 16 dims per lane. */
+/* The shapes the kernels specialise. Gemma 4's full-attention layers: DK = DV = 512, eight
+ * query heads per KV head. Its sliding-window layers: DK = DV = 256, two query heads per KV
+ * head (attn_fused_d256_body.cuh). */
 #define GEM_CU_D 512
 #define GEM_CU_GROUP 8
+#define GEM_CU_D256 256
+#define GEM_CU_D256_GROUP 2
 #define GEM_CU_THREADS 256 /* every kernel of both routes runs 256-thread blocks */
 #define GEM_CU_ROW_F4 (GEM_CU_D / 4) /* float4 per 512-float row: 128 */
 
@@ -67,19 +70,20 @@ typedef struct gem_cu_rope {
     int64_t pos0;
 } gem_cu_rope;
 
-/* Device buffers of one fused run. */
+/* Device buffers of one fused run, at head_dim 512 (group 8) or 256 (group 2). */
 typedef struct gem_cu_fused_args {
-    const float *q;  /* (n_q_heads, 512) */
+    const float *q;  /* (n_q_heads, head_dim) */
     const void *k;   /* row (g, t) at element 4*(g*k_hs4 + t*k_ts4), of type dtype */
     const void *v;   /* row (g, t) at element 4*(g*v_hs4 + t*v_ts4) */
     int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in pieces of 4 elements */
     gem_dtype dtype; /* of K and V */
-    const float *k_weight; /* (512) K rebuilt from V (k is NULL), else NULL */
+    const float *k_weight; /* (512) K rebuilt from V (k is NULL; head_dim 512 only), else NULL */
     gem_cu_rope rope;      /* with k_weight: the rotation */
     float *part_m;   /* (P, n_q_heads) */
     float *part_s;   /* (P, n_q_heads) */
-    float *part_o;   /* (P, n_q_heads, 512) */
-    float *out;      /* (n_q_heads, 512) */
+    float *part_o;   /* (P, n_q_heads, head_dim) */
+    float *out;      /* (n_q_heads, head_dim) */
+    int64_t head_dim; /* dk = dv: GEM_CU_D (n_q_heads = 8 n_kv_heads) or GEM_CU_D256 (2 n_kv_heads) */
     int64_t n_kv_heads;
     int64_t live;
     int64_t partitions;
@@ -99,18 +103,33 @@ typedef struct gem_cu_baseline_args {
     int64_t live;
     int64_t value_partitions; /* 16 for the design */
     float scale;
+    cudaEvent_t *stage_events; /* NULL, or 5 events recorded before score and after each of
+                                  the four stages (the stage clock) */
 } gem_cu_baseline_args;
 
-/* The fused route's kernels: first (GEM_CUDA_FIRST_PASSES = 3 * GEM_DTYPE_COUNT): the first
- * passes by element type in gem_dtype order, each for dense rows (token stride 512 elements)
- * then for any other strides, then the three K-from-V first passes (any strides) in gem_dtype
- * order; reducer (1). */
+/* The fused route's kernels: first (GEM_CUDA_FIRST_PASSES = 4 * GEM_DTYPE_COUNT): the D512
+ * first passes by element type in gem_dtype order, each for dense rows (token stride 512
+ * elements) then for any other strides, then the three K-from-V first passes (any strides) in
+ * gem_dtype order, then the three D256 / group-2 first passes (any strides) in gem_dtype
+ * order; reducer (1, every head dimension). */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
-/* Launches first pass + reducer (a programmatic dependent launch) on `stream`. */
+/* Launches first pass + reducer (a programmatic dependent launch) on `stream`: the D512 or
+ * the D256 first pass by a->head_dim. GEM_ERR_PARAM for a geometry the grids cannot hold. */
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream);
 /* Grid of the first pass / reducer for a geometry (for the receipt). */
 int64_t gem_cu_fused_first_blocks(int64_t n_kv_heads, int64_t partitions);
 int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads);
+
+/* The fused route for the other small head shapes (attn_general.cu): dk = dv in {32, 64,
+ * 128, 256}, one to eight query heads per KV head, K and V of one type (the alignment rules
+ * of the other CUDA kernels apply).
+ * The workspace has the fused route's layout (part_m, part_s, part_o contiguous). */
+int gem_cu_general_supports(const gem_decode_shape *s, gem_dtype kt, gem_dtype vt);
+/* Its default partitions at `live` rows: about 64 rows each, 1..128, non-decreasing. */
+int64_t gem_cu_general_partitions(int64_t live);
+/* First pass and reducer on `stream`. */
+gem_status gem_cu_general_launch(const gem_decode_shape *s, const float *q, const gem_kv_view *kv,
+                                 float *out, void *ws, int64_t partitions, cudaStream_t stream);
 
 /* The baseline's four kernels in stage order. */
 void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4]);

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 
+#include "decode_stage_clock.h"
 #include "decode_internal.h"
 #include "gem/cuda.h"
 
@@ -174,4 +175,25 @@ gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t parti
     if (n)
         *n = 0;
     return no_cuda();
+}
+
+/* The stage clock of a CUDA context (none can be created in this build). */
+gem_status cuda_decode_stage_clock_set(void *impl, int on)
+{
+    (void)impl;
+    (void)on;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status cuda_decode_stage_clock_read(const void *impl, gem_baseline_stage_seconds *out)
+{
+    (void)impl;
+    (void)out;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status cuda_decode_stage_clock_reset(void *impl)
+{
+    (void)impl;
+    return GEM_ERR_NO_DEVICE;
 }
