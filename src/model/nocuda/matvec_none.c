@@ -1,0 +1,62 @@
+/*
+ * The device matrix kernels of model_cuda.h in a build without nvcc: no type is
+ * supported and every entry answers GEM_ERR_NO_DEVICE without reading its arguments.
+ */
+#include "model/cuda/model_cuda.h"
+
+int gem_dmv_supported(gem_gguf_type type, int64_t cols)
+{
+    (void)type;
+    (void)cols;
+    return 0;
+}
+
+gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *stream)
+{
+    (void)w;
+    (void)x;
+    (void)y;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
+                         void *stream)
+{
+    (void)n;
+    (void)w;
+    (void)x;
+    (void)y;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
+                         void *stream)
+{
+    (void)wg;
+    (void)wu;
+    (void)x;
+    (void)y;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)
+{
+    (void)w;
+    (void)row;
+    (void)scale;
+    (void)y;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float amp, void *stream)
+{
+    (void)w;
+    (void)seed;
+    (void)amp;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}

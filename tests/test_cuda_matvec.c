@@ -1,0 +1,582 @@
+/*
+ * The device matrix kernels (src/model/cuda/model_cuda.h) against the CPU's
+ * dequantization.
+ *
+ * Without a GPU (or in a build without CUDA) every entry answers GEM_ERR_NO_DEVICE
+ * and the test says that the GPU part was not run. With a GPU, for every element type:
+ *   - gem_dmv on seeded rows (gem_gguf_quantize of seeded floats) of many shapes (row
+ *     lengths that fill whole steps, leave partial tails, and misalign the rows; 1 to
+ *     70001 rows) against the double-precision dot product of gem_gguf_dequant's values:
+ *     |y - ref| <= 1e-5 * sum|w x| + 1e-30 (Q4_K: sum over its sub-blocks of
+ *     |d1| sum|n x| + |m1| sum|x|, the terms its scale-once arithmetic rounds);
+ *   - exactness: with x a unit vector e_c, y is column c of gem_gguf_dequant's values bit
+ *     for bit, for every column of rows of 1280 (each lane map and tail);
+ *   - the same bits: on a repeat, for one and four rows per warp (gem_dmv_slots), for a
+ *     matrix view that starts one row later, in gem_dmv_multi (one type and three), and
+ *     gem_dmv_geglu against gelu_tanh(gate) * up of gem_dmv's values (one type and two);
+ *   - gem_dmv_row bit for bit against gem_gguf_dequant * scale;
+ *   - gem_dmatrix_fill_random: the same bytes for the same seed, others for another,
+ *     every scale a finite nonzero f16, every value finite, within [-amp, amp] and spread;
+ *   - the statuses of bad arguments.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/cuda.h"
+#include "gem/gguf.h"
+#include "harness.h"
+#include "model/cuda/model_cuda.h"
+#include "tcheck.h"
+
+#ifdef GEM_HAVE_CUDA
+/* src/model/cuda/matvec.cu: gem_dmv with 1, 2 or 4 rows per warp */
+gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *stream, int slots);
+#endif
+
+static const gem_gguf_type all_types[] = {GEM_GGUF_F32,  GEM_GGUF_F16,  GEM_GGUF_BF16,
+                                          GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_K,
+                                          GEM_GGUF_Q6_K};
+#define NTYPES (sizeof all_types / sizeof all_types[0])
+
+static const gem_harness_ops *dev_ops = &gem_harness_cuda_ops;
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [-1, 1) */
+static float urand(uint64_t *s) { return (float)(splitmix(s) >> 40) * 0x1p-23f - 1.0f; }
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "test_cuda_matvec: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (dev_ops->alloc(bytes ? bytes : 16, &p) != GEM_OK) {
+        fprintf(stderr, "test_cuda_matvec: device allocation of %zu bytes failed\n", bytes);
+        exit(2);
+    }
+    return p;
+}
+
+static void upload(void *d, const void *h, size_t bytes)
+{
+    if (dev_ops->upload(d, h, bytes) != GEM_OK) {
+        fprintf(stderr, "test_cuda_matvec: upload failed\n");
+        exit(2);
+    }
+}
+
+static void download(void *h, const void *d, size_t bytes)
+{
+    if (dev_ops->download(h, d, bytes) != GEM_OK) {
+        fprintf(stderr, "test_cuda_matvec: download failed\n");
+        exit(2);
+    }
+}
+
+/* A seeded matrix: host rows (rows, rb), their gem_gguf_dequant values deq (rows, cols)
+ * and a device copy of exactly rows * rb bytes. */
+typedef struct tmat {
+    gem_dmatrix d;
+    uint8_t *host;
+    float *deq;
+} tmat;
+
+static void tmat_make(tmat *t, gem_gguf_type type, int64_t rows, int64_t cols, uint64_t seed)
+{
+    size_t rb = 0;
+    if (gem_gguf_row_bytes(type, cols, &rb) != GEM_OK) {
+        fprintf(stderr, "test_cuda_matvec: bad shape %s x %lld\n", gem_gguf_type_name(type),
+                (long long)cols);
+        exit(2);
+    }
+    float *src = xmalloc((size_t)cols * sizeof(float));
+    t->host = xmalloc((size_t)rows * rb);
+    t->deq = xmalloc((size_t)rows * (size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        /* rows of different magnitudes, and a few large elements, to vary the scales */
+        const float mag = ldexpf(1.0f, (int)(r % 7) - 3);
+        for (int64_t i = 0; i < cols; i++)
+            src[i] = mag * urand(&seed) * (splitmix(&seed) % 17 == 0 ? 4.0f : 1.0f);
+        gem_gguf_quantize(type, src, t->host + (size_t)r * rb, cols);
+        gem_gguf_dequant(type, t->host + (size_t)r * rb, t->deq + (size_t)r * (size_t)cols, cols);
+    }
+    free(src);
+    t->d.data = dev_alloc((size_t)rows * rb);
+    upload(t->d.data, t->host, (size_t)rows * rb);
+    t->d.type = type;
+    t->d.rows = rows;
+    t->d.cols = cols;
+    t->d.row_bytes = rb;
+}
+
+static void tmat_free(tmat *t)
+{
+    dev_ops->free(t->d.data);
+    free(t->host);
+    free(t->deq);
+}
+
+static float f16_at(const uint8_t *p) { return gem_gguf_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+/* The magnitude the error of row r is measured against: sum|w x|, and for Q4_K the sum
+ * over sub-blocks of |d1| sum|n x| + |m1| sum|x| (d1 = d * scale, m1 = dmin * min). */
+static double row_magnitude(const tmat *t, int64_t r, const float *x)
+{
+    const int64_t cols = t->d.cols;
+    const float *w = t->deq + (size_t)r * (size_t)cols;
+    double m = 0;
+    if (t->d.type != GEM_GGUF_Q4_K) {
+        for (int64_t i = 0; i < cols; i++)
+            m += fabs((double)w[i] * (double)x[i]);
+        return m;
+    }
+    const uint8_t *row = t->host + (size_t)r * t->d.row_bytes;
+    for (int64_t b = 0; b < cols / 256; b++) {
+        const uint8_t *blk = row + 144 * b, *sc = blk + 4, *q = blk + 16;
+        const double d = f16_at(blk), dmin = f16_at(blk + 2);
+        for (int s = 0; s < 8; s++) {
+            int scale, mn;
+            if (s < 4) {
+                scale = sc[s] & 63;
+                mn = sc[s + 4] & 63;
+            } else {
+                scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+                mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+            }
+            for (int l = 0; l < 32; l++) {
+                const int n = s & 1 ? q[32 * (s / 2) + l] >> 4 : q[32 * (s / 2) + l] & 0xF;
+                const double xv = fabs((double)x[256 * b + 32 * s + l]);
+                m += fabs(d * scale) * n * xv + fabs(dmin * mn) * xv;
+            }
+        }
+    }
+    return m;
+}
+
+/* Checks y (rows) against the double reference; returns the rows outside the bound. */
+static int check_products(const tmat *t, const float *x, const float *y, const char *what)
+{
+    int bad = 0;
+    for (int64_t r = 0; r < t->d.rows; r++) {
+        const float *w = t->deq + (size_t)r * (size_t)t->d.cols;
+        double ref = 0;
+        for (int64_t i = 0; i < t->d.cols; i++)
+            ref += (double)w[i] * (double)x[i];
+        const double tol = 1e-5 * row_magnitude(t, r, x) + 1e-30;
+        if (!(fabs((double)y[r] - ref) <= tol)) {
+            if (bad < 3)
+                fprintf(stderr, "  %s %s rows %lld cols %lld: row %lld: %.9g vs %.9g (tol %.3g)\n",
+                        what, gem_gguf_type_name(t->d.type), (long long)t->d.rows,
+                        (long long)t->d.cols, (long long)r, y[r], ref, tol);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static float *seeded_x(int64_t cols, uint64_t seed)
+{
+    float *x = xmalloc((size_t)cols * sizeof(float));
+    for (int64_t i = 0; i < cols; i++)
+        x[i] = urand(&seed);
+    return x;
+}
+
+/* One shape of one type: gem_dmv against the reference, repeats, rows per warp, and a view
+ * one row later. */
+static void check_shape(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t seed)
+{
+    tmat t;
+    tmat_make(&t, type, rows, cols, seed);
+    float *x = seeded_x(cols, seed ^ 0xABCDEF);
+    float *dx = dev_alloc((size_t)cols * 4), *dy = dev_alloc((size_t)rows * 4);
+    float *y = xmalloc((size_t)rows * 4), *y2 = xmalloc((size_t)rows * 4);
+    upload(dx, x, (size_t)cols * 4);
+    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL), GEM_OK);
+    download(y, dy, (size_t)rows * 4);
+    TCHECK(check_products(&t, x, y, "gem_dmv") == 0);
+    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL), GEM_OK);
+    download(y2, dy, (size_t)rows * 4);
+    TCHECK(memcmp(y, y2, (size_t)rows * 4) == 0);
+#ifdef GEM_HAVE_CUDA
+    for (int slots = 1; slots <= 4; slots *= 2) {
+        memset(y2, 0, (size_t)rows * 4);
+        TCHECK_STATUS(gem_dmv_slots(&t.d, dx, dy, NULL, slots), GEM_OK);
+        download(y2, dy, (size_t)rows * 4);
+        if (!TCHECK(memcmp(y, y2, (size_t)rows * 4) == 0))
+            fprintf(stderr, "  %s rows %lld cols %lld: %d rows per warp differ\n",
+                    gem_gguf_type_name(type), (long long)rows, (long long)cols, slots);
+    }
+#endif
+    if (rows > 1 && t.d.row_bytes % 16 == 0) { /* rows 1.. as a matrix of their own */
+        gem_dmatrix v = t.d;
+        v.data = (uint8_t *)t.d.data + t.d.row_bytes;
+        v.rows = rows - 1;
+        TCHECK_STATUS(gem_dmv(&v, dx, dy, NULL), GEM_OK);
+        download(y2, dy, (size_t)(rows - 1) * 4);
+        TCHECK(memcmp(y + 1, y2, (size_t)(rows - 1) * 4) == 0);
+    }
+    dev_ops->free(dx);
+    dev_ops->free(dy);
+    free(x);
+    free(y);
+    free(y2);
+    tmat_free(&t);
+}
+
+/* y = W e_c is column c of the dequantized values, bit for bit, for every c. */
+static void check_unit_vectors(gem_gguf_type type)
+{
+    const int64_t rows = 5, cols = 1280;
+    tmat t;
+    tmat_make(&t, type, rows, cols, 77 + (uint64_t)type);
+    float *x = xmalloc((size_t)cols * 4), y[5];
+    memset(x, 0, (size_t)cols * 4);
+    float *dx = dev_alloc((size_t)cols * 4), *dy = dev_alloc(rows * 4);
+    int bad = 0;
+    for (int64_t c = 0; c < cols; c++) {
+        x[c] = 1.0f;
+        if (c > 0)
+            x[c - 1] = 0.0f;
+        upload(dx, x, (size_t)cols * 4);
+        if (gem_dmv(&t.d, dx, dy, NULL) != GEM_OK) {
+            bad++;
+            break;
+        }
+        download(y, dy, rows * 4);
+        for (int64_t r = 0; r < rows; r++) {
+            const float want = t.deq[r * cols + c];
+            if (!(y[r] == want)) {
+                if (bad < 3)
+                    fprintf(stderr, "  unit vector %s: row %lld col %lld: %.9g vs %.9g\n",
+                            gem_gguf_type_name(type), (long long)r, (long long)c, y[r], want);
+                bad++;
+            }
+        }
+    }
+    TCHECK(bad == 0);
+    dev_ops->free(dx);
+    dev_ops->free(dy);
+    free(x);
+    tmat_free(&t);
+}
+
+static float gelu_ref(float g)
+{
+    const double a = g;
+    return (float)(0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))));
+}
+
+/* gem_dmv_multi and gem_dmv_geglu give gem_dmv's products. */
+static void check_multi_geglu(gem_gguf_type t0, gem_gguf_type t1, gem_gguf_type t2, int64_t cols)
+{
+    const int64_t rows[3] = {33, 7, 1};
+    const gem_gguf_type types[3] = {t0, t1, t2};
+    tmat m[3];
+    float *dy[3], *ym[3], *yd[3];
+    for (int i = 0; i < 3; i++) {
+        tmat_make(&m[i], types[i], rows[i], cols, 1000 + 17 * (uint64_t)i + (uint64_t)types[i]);
+        dy[i] = dev_alloc((size_t)rows[i] * 4);
+        ym[i] = xmalloc((size_t)rows[i] * 4);
+        yd[i] = xmalloc((size_t)rows[i] * 4);
+    }
+    float *x = seeded_x(cols, 4242), *dx = dev_alloc((size_t)cols * 4);
+    upload(dx, x, (size_t)cols * 4);
+    for (int i = 0; i < 3; i++) {
+        TCHECK_STATUS(gem_dmv(&m[i].d, dx, dy[i], NULL), GEM_OK);
+        download(yd[i], dy[i], (size_t)rows[i] * 4);
+    }
+    const gem_dmatrix *w[3] = {&m[0].d, &m[1].d, &m[2].d};
+    for (int n = 1; n <= 3; n++) {
+        TCHECK_STATUS(gem_dmv_multi(n, w, dx, dy, NULL), GEM_OK);
+        for (int i = 0; i < n; i++) {
+            download(ym[i], dy[i], (size_t)rows[i] * 4);
+            if (!TCHECK(memcmp(ym[i], yd[i], (size_t)rows[i] * 4) == 0))
+                fprintf(stderr, "  gem_dmv_multi %s/%s/%s cols %lld: product %d differs\n",
+                        gem_gguf_type_name(t0), gem_gguf_type_name(t1), gem_gguf_type_name(t2),
+                        (long long)cols, i);
+        }
+    }
+    /* geglu of m[0] with a second matrix of m[1]'s type and m[0]'s rows */
+    tmat up;
+    tmat_make(&up, t1, rows[0], cols, 999);
+    float *yu = xmalloc((size_t)rows[0] * 4), *yg = xmalloc((size_t)rows[0] * 4);
+    TCHECK_STATUS(gem_dmv(&up.d, dx, dy[0], NULL), GEM_OK);
+    download(yu, dy[0], (size_t)rows[0] * 4);
+    TCHECK_STATUS(gem_dmv_geglu(&m[0].d, &up.d, dx, dy[0], NULL), GEM_OK);
+    download(yg, dy[0], (size_t)rows[0] * 4);
+    int bad = 0;
+    for (int64_t r = 0; r < rows[0]; r++) {
+        const double ref = (double)gelu_ref(yd[0][r]) * (double)yu[r];
+        const double tol = 4e-6 * fabs((double)yd[0][r] * (double)yu[r]) + 1e-35;
+        if (!(fabs((double)yg[r] - ref) <= tol)) {
+            if (bad < 3)
+                fprintf(stderr, "  gem_dmv_geglu %s/%s: row %lld: %.9g vs %.9g\n",
+                        gem_gguf_type_name(t0), gem_gguf_type_name(t1), (long long)r, yg[r], ref);
+            bad++;
+        }
+    }
+    TCHECK(bad == 0);
+    tmat_free(&up);
+    free(yu);
+    free(yg);
+    for (int i = 0; i < 3; i++) {
+        tmat_free(&m[i]);
+        dev_ops->free(dy[i]);
+        free(ym[i]);
+        free(yd[i]);
+    }
+    dev_ops->free(dx);
+    free(x);
+}
+
+static void check_rows(gem_gguf_type type)
+{
+    const int64_t rows = 7, cols = 1280;
+    tmat t;
+    tmat_make(&t, type, rows, cols, 31 + (uint64_t)type);
+    float *dy = dev_alloc((size_t)cols * 4), *y = xmalloc((size_t)cols * 4);
+    const float scale = 1.7f;
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r += 3) {
+        TCHECK_STATUS(gem_dmv_row(&t.d, r, scale, dy, NULL), GEM_OK);
+        download(y, dy, (size_t)cols * 4);
+        for (int64_t i = 0; i < cols; i++) {
+            const float want = t.deq[r * cols + i] * scale;
+            if (memcmp(&want, &y[i], 4) != 0)
+                bad++;
+        }
+    }
+    if (!TCHECK(bad == 0))
+        fprintf(stderr, "  gem_dmv_row %s: %d elements differ\n", gem_gguf_type_name(type), bad);
+    dev_ops->free(dy);
+    free(y);
+    tmat_free(&t);
+}
+
+/* The f16 scales of a block: count (0..2) and their offsets. */
+static int block_scales(gem_gguf_type t, size_t off[2])
+{
+    switch (t) {
+    case GEM_GGUF_Q8_0:
+    case GEM_GGUF_Q4_0: off[0] = 0; return 1;
+    case GEM_GGUF_Q4_K: off[0] = 0, off[1] = 2; return 2;
+    case GEM_GGUF_Q6_K: off[0] = 208; return 1;
+    default: return 0;
+    }
+}
+
+static void check_fill(gem_gguf_type type)
+{
+    const int64_t rows = 33, cols = 1280;
+    const float amp = 0.25f;
+    size_t rb = 0, bb = 0;
+    int64_t be = 0;
+    gem_gguf_row_bytes(type, cols, &rb);
+    gem_gguf_type_block(type, &be, &bb);
+    const size_t bytes = (size_t)rows * rb;
+    gem_dmatrix w = {dev_alloc(bytes), type, rows, cols, rb};
+    uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
+    float *v = xmalloc((size_t)cols * 4);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&w, 12345, amp, NULL), GEM_OK);
+    download(a, w.data, bytes);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&w, 12345, amp, NULL), GEM_OK);
+    download(b, w.data, bytes);
+    TCHECK(memcmp(a, b, bytes) == 0);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&w, 12346, amp, NULL), GEM_OK);
+    download(b, w.data, bytes);
+    TCHECK(memcmp(a, b, bytes) != 0);
+    int bad_scale = 0, bad_value = 0;
+    double sum_abs = 0, max_abs = 0;
+    size_t off[2];
+    const int ns = block_scales(type, off);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = a + (size_t)r * rb;
+        for (int64_t blk = 0; blk < cols / be; blk++)
+            for (int s = 0; s < ns; s++) {
+                const float d = f16_at(row + (size_t)blk * bb + off[s]);
+                bad_scale += !(isfinite(d) && d > 0.0f);
+            }
+        gem_gguf_dequant(type, row, v, cols);
+        for (int64_t i = 0; i < cols; i++) {
+            bad_value += !(isfinite(v[i]) && fabsf(v[i]) <= amp * 1.001f);
+            sum_abs += fabs((double)v[i]);
+            max_abs = fabs((double)v[i]) > max_abs ? fabs((double)v[i]) : max_abs;
+        }
+    }
+    const double mean_abs = sum_abs / (double)(rows * cols);
+    if (!TCHECK(bad_scale == 0 && bad_value == 0 && max_abs >= 0.5 * amp &&
+                mean_abs >= 0.1 * amp && mean_abs <= 0.75 * amp))
+        fprintf(stderr, "  fill %s: %d bad scales, %d bad values, max %.4g mean %.4g\n",
+                gem_gguf_type_name(type), bad_scale, bad_value, max_abs, mean_abs);
+    dev_ops->free(w.data);
+    free(a);
+    free(b);
+    free(v);
+}
+
+static void check_errors(void)
+{
+    const int64_t rows = 4, cols = 256;
+    size_t rb = 0;
+    gem_gguf_row_bytes(GEM_GGUF_Q4_0, cols, &rb);
+    uint8_t *data = dev_alloc(rows * rb + 64);
+    float *dx = dev_alloc(2 * 32768 * 4), *dy = dev_alloc(cols * 4);
+    const gem_dmatrix ok = {data, GEM_GGUF_Q4_0, rows, cols, rb};
+    gem_dmatrix w = ok;
+    TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, 1.0f, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dy, NULL), GEM_OK);
+    w.type = (gem_gguf_type)3; /* Q4_1: not a type gem reads */
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    w = ok;
+    w.cols = 100; /* not a multiple of 32 */
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    w = ok;
+    w.type = GEM_GGUF_Q4_K, w.cols = 32, w.row_bytes = 18; /* Q4_K needs 256 */
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    w = ok;
+    w.row_bytes = rb + 2;
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_SHAPE);
+    w = ok;
+    w.rows = 0;
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_SHAPE);
+    w = ok;
+    w.data = data + 2;
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_ALIGN);
+    w = ok;
+    w.data = NULL;
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(NULL, dx, dy, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, NULL, dy, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, dx, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dx + 100, NULL), GEM_ERR_OVERLAP);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dx + cols, NULL), GEM_OK); /* adjacent is fine */
+    /* rows beyond the supported length, and the longest supported */
+    TCHECK(gem_dmv_supported(GEM_GGUF_F32, 32768) && !gem_dmv_supported(GEM_GGUF_F32, 32769));
+    TCHECK(!gem_dmv_supported(GEM_GGUF_Q4_0, 0) && !gem_dmv_supported(GEM_GGUF_Q4_0, -32));
+    TCHECK(gem_dmv_supported(GEM_GGUF_Q4_0, 32) && !gem_dmv_supported(GEM_GGUF_Q4_K, 128));
+    for (size_t k = 0; k < NTYPES; k++)
+        TCHECK(gem_dmv_supported(all_types[k], 5376) && gem_dmv_supported(all_types[k], 21504));
+    {
+        float *big = dev_alloc(32768 * 4);
+        const gem_dmatrix wide = {big, GEM_GGUF_F32, 1, 32768, 32768 * 4};
+        TCHECK_STATUS(gem_dmatrix_fill_random(&wide, 3, 1.0f, NULL), GEM_OK);
+        TCHECK_STATUS(gem_dmv(&wide, dx, dy, NULL), GEM_OK);
+        dev_ops->free(big);
+    }
+    /* multi */
+    const gem_dmatrix *ws[3] = {&ok, &ok, &ok};
+    float *ys[3] = {dy, dy + 4, dy + 8};
+    TCHECK_STATUS(gem_dmv_multi(0, ws, dx, ys, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmv_multi(4, ws, dx, ys, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, NULL), GEM_OK);
+    float *ys_overlap[3] = {dy, dy + 2, dy + 8};
+    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys_overlap, NULL), GEM_ERR_OVERLAP);
+    gem_dmatrix other = ok;
+    other.cols = 128, other.row_bytes = 72;
+    const gem_dmatrix *ws2[2] = {&ok, &other};
+    TCHECK_STATUS(gem_dmv_multi(2, ws2, dx, ys, NULL), GEM_ERR_SHAPE);
+    /* geglu */
+    gem_dmatrix fewer = ok;
+    fewer.rows = 3;
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &fewer, dx, dy, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &other, dx, dy, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &ok, dx, dy, NULL), GEM_OK);
+    /* row */
+    TCHECK_STATUS(gem_dmv_row(&ok, rows, 1.0f, dy, NULL), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_dmv_row(&ok, -1, 1.0f, dy, NULL), GEM_ERR_RANGE);
+    TCHECK_STATUS(gem_dmv_row(&ok, rows - 1, 1.0f, dy, NULL), GEM_OK);
+    /* fill */
+    TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, 0.0f, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, -1.0f, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, NAN, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, INFINITY, NULL), GEM_ERR_PARAM);
+    w = ok;
+    w.type = (gem_gguf_type)3;
+    TCHECK_STATUS(gem_dmatrix_fill_random(&w, 1, 1.0f, NULL), GEM_ERR_UNSUPPORTED);
+    dev_ops->free(data);
+    dev_ops->free(dx);
+    dev_ops->free(dy);
+}
+
+static void check_no_device(void)
+{
+#ifdef GEM_HAVE_CUDA
+    TCHECK(gem_dmv_supported(GEM_GGUF_Q4_0, 5376) == 1); /* a property of the kernels */
+#else
+    TCHECK(gem_dmv_supported(GEM_GGUF_Q4_0, 5376) == 0);
+#endif
+    /* plausible device addresses, never dereferenced on the host */
+    gem_dmatrix w = {(void *)(uintptr_t)0x100000, GEM_GGUF_Q4_0, 4, 256, 144};
+    const gem_dmatrix *ws[1] = {&w};
+    float *x = (float *)(uintptr_t)0x200000, *y = (float *)(uintptr_t)0x300000;
+    float *ys[1] = {y};
+    TCHECK_STATUS(gem_dmv(&w, x, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_row(&w, 0, 1.0f, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmatrix_fill_random(&w, 1, 1.0f, NULL), GEM_ERR_NO_DEVICE);
+}
+
+int main(void)
+{
+    gem_cuda_device_info dev;
+    if (gem_cuda_device_query(&dev) == GEM_ERR_NO_DEVICE) {
+        check_no_device();
+        printf("test_cuda_matvec: no CUDA device here; the GPU checks did not run\n");
+        return tcheck_summary("test_cuda_matvec");
+    }
+    check_errors();
+    for (size_t k = 0; k < NTYPES; k++) {
+        const gem_gguf_type t = all_types[k];
+        int64_t be = 0;
+        gem_gguf_type_block(t, &be, NULL);
+        /* row lengths: whole steps, a main step and tails, the 31B model's, and for the
+         * smaller blocks partial tails and rows that are not 16-byte aligned */
+        static const int64_t common[] = {256, 512, 1280, 5376};
+        static const int64_t blk32[] = {32, 96, 1056, 4160, 8192};
+        static const int64_t plain[] = {1, 7, 130, 264, 509};
+        static const int64_t row_counts[] = {1, 7, 33};
+        for (size_t c = 0; c < sizeof common / sizeof common[0]; c++)
+            for (size_t r = 0; r < sizeof row_counts / sizeof row_counts[0]; r++)
+                check_shape(t, row_counts[r], common[c], 100 * k + 10 * c + r);
+        if (be == 32)
+            for (size_t c = 0; c < sizeof blk32 / sizeof blk32[0]; c++)
+                check_shape(t, 7, blk32[c], 500 + 10 * k + c);
+        if (be == 1)
+            for (size_t c = 0; c < sizeof plain / sizeof plain[0]; c++) {
+                check_shape(t, 7, plain[c], 700 + 10 * k + c);
+                check_shape(t, 33, plain[c], 800 + 10 * k + c);
+            }
+        check_shape(t, 1000, 5376, 900 + k);
+        check_shape(t, 1000, 512, 950 + k);
+        check_shape(t, 70001, 256, 990 + k); /* many rounds of the persistent warps */
+        check_shape(t, 3, 21504, 995 + k);
+        check_unit_vectors(t);
+        check_rows(t);
+        check_fill(t);
+    }
+    check_multi_geglu(GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, 5376);
+    check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, 1280);
+    check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q6_K, GEM_GGUF_Q8_0, 5376);
+    check_multi_geglu(GEM_GGUF_BF16, GEM_GGUF_F32, GEM_GGUF_F16, 1280);
+    check_multi_geglu(GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q8_0, 96);
+    return tcheck_summary("test_cuda_matvec");
+}
