@@ -14,8 +14,11 @@
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
-#            bench kfv kfv-ncu peers dev sanitize sweep ncu (default: all but kfv-ncu,
-#            in that order)
+#            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
+#            model-dev model31-bf16 model-sanitize (default: all but kfv-ncu and the model
+#            phases, in that order)
+#   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
+#   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
@@ -236,10 +239,70 @@ if has ncu && command -v ncu >/dev/null && ! late; then
         --bw-mib 64 --bw-reps 1 --out "$REC/ncu-bench.json" >/dev/null 2>&1 || fail "ncu"
 fi
 
+# ---- the Gemma 4 decoder on the GPU ----------------------------------------------------------
+model31() { # weight type
+    local ty=$1 f="$OUT/m31-$1.gguf" ctxs=${MODEL_CONTEXTS:-8192,65536,131072}
+    step "Gemma 4 31B dimensions, $ty weights generated on the GPU: model differentials"
+    "$GEM" synth --preset 31b --type "$ty" --no-matrices --out "$f" | tee "$REC/synth-31b-$ty.txt"
+    timeout 240 "$GEM" model-diff --model "$f" --backend cuda --random-weights 1 --fill 256 \
+        --contexts 8191,8192,8193 --steps 8 --out "$REC/model-diff-31b-$ty" 2>&1 |
+        tee "$REC/model-diff-31b-$ty.txt" || fail "model-diff 31b $ty"
+    step "Gemma 4 31B dimensions, $ty weights: whole-token profile at $ctxs"
+    timeout 300 "$GEM" profile --model "$f" --backend cuda --random-weights 1 --context "$ctxs" \
+        --reps "${MODEL_REPS:-3}" --samples "${MODEL_SAMPLES:-5}" --bw-mib 4096 \
+        --out "$REC/profile-31b-$ty.json" --stage-profile "$REC/stage-profile-31b-$ty.json" \
+        2>&1 | tee "$REC/profile-31b-$ty.txt" || fail "profile 31b $ty"
+    rm -f "$f"
+    pack
+}
+if has model31; then model31 q4_0; fi
+if has model; then
+    step "the CUDA decoder on the tiny fixture: its tests, the transformers reference, the CPU decoder"
+    timeout 120 "$BUILD/test_model_cuda" 2>&1 | tee "$REC/test-model-cuda.txt" || fail "test_model_cuda"
+    "$GEM" synth --preset tiny --out "$OUT/tiny.gguf" >/dev/null
+    for attn in fused baseline; do
+        "$GEM" model-check --model "$OUT/tiny.gguf" --expected "$SRC/scripts/reference/gemma4-tiny.expected" \
+            --backend cuda --attn $attn >"$REC/model-check-cuda-$attn.txt" 2>&1 || fail "model-check cuda $attn"
+        tail -3 "$REC/model-check-cuda-$attn.txt"
+    done
+    "$GEM" model-diff --model "$OUT/tiny.gguf" --compare backends --contexts 30,31,64 --steps 8 \
+        --out "$REC/model-diff-tiny-backends" 2>&1 | tee "$REC/model-diff-tiny-backends.txt" ||
+        fail "model-diff backends"
+    pack
+fi
+if has model-tests; then
+    step "the device kernels' tests: matrix products, queries, the decode matrix"
+    for t in test_cuda_matvec test_cuda_queries test_decode; do
+        timeout 150 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
+        tail -2 "$REC/$t.txt"
+    done
+    pack
+fi
+if has model-dev && ! late; then
+    step "dev/cuda/model_matvec and dev/cuda/sliding_decode"
+    timeout 120 "$BUILD/dev/model_matvec" >"$REC/dev-model-matvec.txt" 2>&1 || fail "model_matvec"
+    cat "$REC/dev-model-matvec.txt"
+    timeout 60 "$BUILD/dev/sliding_decode" >"$REC/dev-sliding-decode.txt" 2>&1 || fail "sliding_decode"
+    cat "$REC/dev-sliding-decode.txt"
+    pack
+fi
+if has model31-bf16 && ! late; then model31 bf16; fi
+if has model-sanitize && ! late; then
+    step "compute-sanitizer over the CUDA decoder (tiny fixture)"
+    for tool in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_model_cuda" \
+            >"$REC/sanitizer-model-$tool.txt" 2>&1 || fail "compute-sanitizer model $tool"
+        tail -2 "$REC/sanitizer-model-$tool.txt"
+    done
+    pack
+fi
+
 # ---- summary --------------------------------------------------------------------------------
-step "summary"
-python3 "$SRC/scripts/bench-summary.py" "$REC" >"$OUT/summary.txt" || fail "summary"
-cat "$OUT/summary.txt"
+if ls "$REC"/bench-*.json >/dev/null 2>&1; then
+    step "summary"
+    python3 "$SRC/scripts/bench-summary.py" "$REC" >"$OUT/summary.txt" || fail "summary"
+    cat "$OUT/summary.txt"
+fi
 pack
 echo "== done in $(($(date +%s) - T0))s; failures: ${#FAILS[@]} ${FAILS[*]:-}"
 [ ${#FAILS[@]} -eq 0 ]

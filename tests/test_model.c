@@ -38,7 +38,7 @@ static gem_status run_kv(const gem_model *m, int64_t threads, gem_route route, g
 {
     gem_session *s = NULL;
     char err[256];
-    gem_session_opts o = {threads, 64, route, 0, 0, kt, 0};
+    gem_session_opts o = {threads, 64, route, 0, 0, kt, 0, GEM_BACKEND_CPU};
     gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
     for (int64_t i = 0; st == GEM_OK && i < n; i++)
         st = gem_session_eval(s, ids[i], i + 1 == n ? logits : NULL);
@@ -61,7 +61,7 @@ static gem_status run_greedy(const gem_model *m, int64_t threads, gem_dtype kt, 
     gem_session *s = NULL;
     char err[256];
     const int64_t V = gem_model_hparams(m)->n_vocab;
-    gem_session_opts o = {threads, 64, GEM_ROUTE_FUSED, 0, 0, kt, k_from_v};
+    gem_session_opts o = {threads, 64, GEM_ROUTE_FUSED, 0, 0, kt, k_from_v, GEM_BACKEND_CPU};
     gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
     for (int64_t i = 0; st == GEM_OK && i < N_PROMPT; i++)
         st = gem_session_eval(s, prompt[i], i + 1 == N_PROMPT ? first : NULL);
@@ -148,7 +148,7 @@ int main(void)
 
     /* A copy continues exactly where its source stands (after the ring wrapped). */
     gem_session *s1 = NULL, *s2 = NULL;
-    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
+    gem_session_opts o = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0, GEM_BACKEND_CPU};
     TCHECK_STATUS(gem_session_create(m, &o, &s1, err, sizeof err), GEM_OK);
     TCHECK_STATUS(gem_session_create(m, &o, &s2, err, sizeof err), GEM_OK);
     for (int i = 0; i < N_PROMPT - 1; i++)
@@ -204,7 +204,7 @@ int main(void)
            1.0e-4 F16) and on the argmax. */
         TCHECK(max_abs_diff(b, d, V) < 2e-3);
         TCHECK_EQ_I64(argmax(b, V), argmax(d, V));
-        gem_session_opts ho = {2, 64, GEM_ROUTE_FUSED, 0, 0, halves[h], 0};
+        gem_session_opts ho = {2, 64, GEM_ROUTE_FUSED, 0, 0, halves[h], 0, GEM_BACKEND_CPU};
         gem_session *h1 = NULL, *h2 = NULL, *f32 = NULL;
         TCHECK_STATUS(gem_session_create(m, &ho, &h1, err, sizeof err), GEM_OK);
         TCHECK_STATUS(gem_session_create(m, &ho, &h2, err, sizeof err), GEM_OK);
@@ -260,7 +260,7 @@ int main(void)
         free(k1);
 
         /* What is stored: V alone in the two full layers, so they hold and read half. */
-        gem_session_opts xo = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
+        gem_session_opts xo = {2, 64, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0, GEM_BACKEND_CPU};
         gem_session_opts ko = xo;
         ko.k_from_v = 1;
         gem_session *xs = NULL, *ks = NULL, *ks2 = NULL;
@@ -328,7 +328,7 @@ int main(void)
 
     /* Bad calls and options. */
     gem_session *bad = NULL;
-    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0};
+    gem_session_opts bo = {2, 0, GEM_ROUTE_FUSED, 0, 0, GEM_DTYPE_F32, 0, GEM_BACKEND_CPU};
     TCHECK_STATUS(gem_session_create(m, &bo, &bad, err, sizeof err), GEM_ERR_PARAM);
     TCHECK(bad == NULL && err[0]);
     bo.max_tokens = 8;

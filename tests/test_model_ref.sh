@@ -151,5 +151,42 @@ bad "unknown model-diff comparison" "$GEM" model-diff --model "$TMP/tiny.gguf" -
 bad "no prompt" "$GEM" generate --model "$TMP/tiny.gguf"
 bad "synth without --out" "$GEM" synth --preset tiny
 
+# The decoder on the GPU against the same reference, and against the CPU decoder
+# (model-diff --compare backends). Without a GPU (or CUDA in the build) each exits 2
+# with one line saying so, and the GPU checks are reported as not run.
+"$GEM" model-check --model "$TMP/tiny.gguf" --expected "$EXP" --backend cuda >"$TMP/check-cuda.txt" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -qE "no CUDA backend|no usable CUDA device" "$TMP/check-cuda.txt"; then
+    check "model-check --backend cuda without a GPU: one line" test "$(wc -l <"$TMP/check-cuda.txt")" -le 2
+    echo "test_model_ref: no CUDA device here; the GPU model checks did not run"
+else
+    check "model-check --backend cuda passes" test $rc -eq 0
+    check "model-check --backend cuda reports 20/20 tokens" grep -q "greedy tokens 20/20" "$TMP/check-cuda.txt"
+    "$GEM" model-check --model "$TMP/tiny.gguf" --expected "$EXP" --backend cuda --attn baseline \
+        >"$TMP/check-cuda-b.txt" 2>&1
+    check "model-check --backend cuda --attn baseline passes" test $? -eq 0
+    "$GEM" model-check --model "$TMP/tiny.gguf" --expected "$EXP" --backend cuda --k-from-v \
+        >"$TMP/check-cuda-kfv.txt" 2>&1
+    check "model-check --backend cuda --k-from-v passes" test $? -eq 0
+    "$GEM" model-diff --model "$TMP/tiny.gguf" --contexts 30,31 --steps 8 --compare backends \
+        --out "$TMP/md" >"$TMP/md-backends.txt" 2>&1
+    check "model-diff --compare backends exits 0" test $? -eq 0
+    rec_b="$TMP/md/model-diff-gem-synth-tiny-ctx31-seed1-backends.json"
+    for key in '"comparison": "backends"' '"logits_max_abs_diff"' '"logits_tolerance"'; do
+        check "model-diff backends record has $key" grep -q "$key" "$rec_b"
+    done
+    check "model-diff --compare backends prints a pass per context" \
+        test "$(grep -c ': pass (' "$TMP/md-backends.txt")" -eq 2
+    "$GEM" model-diff --model "$TMP/tiny.gguf" --contexts 30,31 --steps 8 --backend cuda \
+        --out "$TMP/md-cuda" >"$TMP/md-cuda.txt" 2>&1
+    check "model-diff --backend cuda (routes) exits 0" test $? -eq 0
+    "$GEM" generate --model "$TMP/tiny.gguf" --prompt-tokens 2,317,362 -n 6 --backend cuda \
+        --json "$TMP/gen-cuda.json" >/dev/null 2>"$TMP/gen-cuda.txt"
+    check "generate --backend cuda exits 0" test $? -eq 0
+fi
+bad "--random-weights without --backend cuda" "$GEM" profile --model "$TMP/tiny.gguf" --random-weights 3
+bad "--backend other" "$GEM" generate --model "$TMP/tiny.gguf" --prompt x --backend tpu
+bad "--compare backends with --backend" "$GEM" model-diff --model "$TMP/tiny.gguf" --compare backends --backend cuda
+
 echo "test_model_ref: $pass passed, $fail failed"
 test $fail -eq 0

@@ -158,7 +158,7 @@ static gem_status session_run(const gem_model *m, gem_route route, gem_dtype kv,
                               int64_t steps, float *logits, gem_baseline_stage_times *bt)
 {
     const gem_hparams *hp = gem_model_hparams(m);
-    gem_session_opts o = {2, steps, route, 0, 0, kv, 0};
+    gem_session_opts o = {2, steps, route, 0, 0, kv, 0, GEM_BACKEND_CPU};
     gem_session *s = NULL;
     char err[256];
     gem_status st = gem_session_create(m, &o, &s, err, sizeof err);
@@ -222,7 +222,7 @@ static void check_session_times(void)
         TCHECK_STATUS(session_run(m, GEM_ROUTE_FUSED, types[k], 1, steps, on, &b), GEM_OK);
         TCHECK_EQ_I64(b.calls, 0);
     }
-    gem_session_opts o = {1, 4, GEM_ROUTE_BASELINE, 0, 0, GEM_DTYPE_F32, 0};
+    gem_session_opts o = {1, 4, GEM_ROUTE_BASELINE, 0, 0, GEM_DTYPE_F32, 0, GEM_BACKEND_CPU};
     gem_session *s = NULL;
     TCHECK_STATUS(gem_session_create(m, &o, &s, err, sizeof err), GEM_OK);
     gem_baseline_stage_times t;

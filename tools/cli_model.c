@@ -9,6 +9,8 @@
 
 #include "cli.h"
 #include "cli_model.h"
+#include "gem/check.h"
+#include "gem/file.h"
 
 void cli_top10(const float *logits, int64_t n, int32_t ids[10])
 {
@@ -60,6 +62,67 @@ int cli_parse_attn(const char *cmd, const char *s, gem_route *out)
     else {
         cli_error(cmd, "--attn '%s' is neither 'baseline' nor 'fused'", s);
         return -1;
+    }
+    return 0;
+}
+
+int cli_parse_model_backend(const char *cmd, const char *s, gem_backend *out)
+{
+    if (!strcmp(s, "cpu"))
+        *out = GEM_BACKEND_CPU;
+    else if (!strcmp(s, "cuda"))
+        *out = GEM_BACKEND_CUDA;
+    else {
+        cli_error(cmd, "--backend '%s' is neither 'cpu' nor 'cuda'", s);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_model_to_backend(const char *cmd, gem_model *m, gem_backend backend,
+                         uint64_t random_seed)
+{
+    if (backend == GEM_BACKEND_CPU) {
+        if (random_seed) {
+            cli_error(cmd, "--random-weights generates the weights on the GPU: it needs "
+                           "--backend cuda");
+            return -1;
+        }
+        return 0;
+    }
+    char err[GEM_GGUF_ERR_LEN];
+    double t0 = cli_now();
+    cli_progress("%s: %s the weights on the GPU", cmd,
+                 random_seed ? "generating seeded random" : "putting");
+    gem_status st = gem_model_upload(m, random_seed, err, sizeof err);
+    if (st != GEM_OK) {
+        cli_error(cmd, "%s", err[0] ? err : gem_status_str(st));
+        return -1;
+    }
+    cli_progress("%s: %.2f GB of weights on the GPU%s in %.2f s", cmd,
+                 (double)gem_model_device_bytes(m) / 1e9,
+                 random_seed ? " (random, from the seed)" : "", cli_now() - t0);
+    return 0;
+}
+
+int cli_model_file_sha256(const char *path, char hex[65])
+{
+    gem_file_digest d;
+    if (gem_file_digest_path(path, CLI_MODEL_MAX_DIGEST_BYTES, &d, NULL, 0) != GEM_OK)
+        return -1;
+    memcpy(hex, d.sha256, 65);
+    return 0;
+}
+
+int cli_weights_sha256(const char *path, uint64_t random_seed, char hex[65])
+{
+    if (cli_model_file_sha256(path, hex))
+        return -1;
+    if (random_seed) {
+        char tag[160];
+        int n = snprintf(tag, sizeof tag, "gem-device-random-weights:%s:seed=%llu", hex,
+                         (unsigned long long)random_seed);
+        gem_sha256_hex(tag, (size_t)n, hex);
     }
     return 0;
 }

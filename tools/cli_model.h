@@ -35,6 +35,30 @@ int cli_parse_attn(const char *cmd, const char *s, gem_route *out);
  * error. */
 int cli_load_model(const char *cmd, const char *path, gem_model **out);
 
+/* Parses --backend cpu|cuda of the model commands. 0 or -1 (message printed). */
+int cli_parse_model_backend(const char *cmd, const char *s, gem_backend *out);
+
+/* Puts the model's weights where the backend runs: nothing on the CPU; on CUDA
+ * gem_model_upload(m, random_seed) with progress and the bytes held. A random_seed
+ * other than 0 is refused on the CPU (it generates device weights). 0, or -1 with a
+ * message printed for `cmd`. */
+int cli_model_to_backend(const char *cmd, gem_model *m, gem_backend backend,
+                         uint64_t random_seed);
+
+/* Model files are digested up to this size (the receipts' own limit is 4 GiB; a
+ * Gemma 4 31B file holds some 17-62 GB). */
+#define CLI_MODEL_MAX_DIGEST_BYTES ((uint64_t)1 << 40)
+
+/* The SHA-256 of a model file (at most CLI_MODEL_MAX_DIGEST_BYTES) into hex (65).
+ * 0, or -1 when it cannot be read. */
+int cli_model_file_sha256(const char *path, char hex[65]);
+
+/* The digest of the weights a run used into hex (65): the file's SHA-256, or with
+ * random_seed != 0 (weights generated on the GPU) the SHA-256 of
+ * "gem-device-random-weights:<file sha256>:seed=<seed>", which binds the file's vectors
+ * and the seed of its matrices. 0, or -1 when the file cannot be read. */
+int cli_weights_sha256(const char *path, uint64_t random_seed, char hex[65]);
+
 /* Checks the route of the full layers against --k-from-v (which needs the fused route):
  * 0, or -1 with a message printed for `cmd`. */
 int cli_check_k_from_v(const char *cmd, int k_from_v, gem_route route);

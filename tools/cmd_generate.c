@@ -1,5 +1,6 @@
 /*
- * gem generate: greedy text generation with the Gemma 4 decoder on the CPU.
+ * gem generate: greedy text generation with the Gemma 4 decoder on the CPU or,
+ * with --backend cuda, on the GPU.
  * The prompt (text, tokenized with the model's vocabulary, or token ids) is
  * evaluated, then the argmax token is taken n times; each token's text goes to
  * stdout as soon as it is chosen. Progress, timing and the KV cache memory go to
@@ -21,12 +22,15 @@ static void help(void)
 {
     printf("usage: gem generate --model M.gguf (--prompt TEXT | --prompt-tokens ID,ID,..) "
            "[options]\n\n"
-           "Greedy decoding with the Gemma 4 decoder on the CPU; the text streams to stdout.\n\n"
+           "Greedy decoding with the Gemma 4 decoder; the text streams to stdout.\n\n"
            "options:\n"
            "  -n N              tokens to generate (default 32)\n"
+           "  --backend B       cpu (default) or cuda: the whole token on the GPU, weights\n"
+           "                    and KV caches in its memory\n"
            "  --attn R          route of the full-attention layers: baseline or fused\n"
            "                    (default fused)\n"
-           "  --threads N       threads, 0 = one per core (default 0)\n"
+           "  --threads N       CPU threads, 0 = one per core (default 0; the CUDA backend\n"
+           "                    takes 0 only)\n"
            "  --kv-dtype T      element type of the K/V caches: f32, bf16 or f16\n"
            "                    (default f32)\n"
            "  --k-from-v        full layers with K = V store V alone and the fused route\n"
@@ -48,6 +52,7 @@ int gem_cmd_generate(int argc, char **argv)
     int ignore_eos = 0, bos = 1, k_from_v = 0;
     gem_route route = GEM_ROUTE_FUSED;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
+    gem_backend backend = GEM_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -92,6 +97,9 @@ int gem_cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--attn")) {
             if (cli_parse_attn(CMD, v, &route))
                 return 2;
+        } else if (!strcmp(a, "--backend")) {
+            if (cli_parse_model_backend(CMD, v, &backend))
+                return 2;
         } else if (!strcmp(a, "--kv-dtype")) {
             if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
                 cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);
@@ -108,9 +116,17 @@ int gem_cmd_generate(int argc, char **argv)
     }
     if (cli_check_k_from_v(CMD, k_from_v, route))
         return 2;
+    if (backend == GEM_BACKEND_CUDA && threads != 0) {
+        cli_error(CMD, "--threads is for the CPU; the CUDA backend takes --threads 0");
+        return 2;
+    }
     gem_model *m = NULL;
     if (cli_load_model(CMD, model_path, &m))
         return 2;
+    if (cli_model_to_backend(CMD, m, backend, 0)) {
+        gem_model_free(m);
+        return 2;
+    }
     const gem_hparams *hp = gem_model_hparams(m);
     const gem_tokenizer *tok = gem_model_tokenizer(m);
     int32_t *ids = NULL;
@@ -141,7 +157,7 @@ int gem_cmd_generate(int argc, char **argv)
         goto out;
     }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0, kv_dtype, k_from_v};
+    gem_session_opts so = {threads, n_prompt + n_gen, route, 0, 0, kv_dtype, k_from_v, backend};
     gem_status st = gem_session_create(m, &so, &s, err, sizeof err);
     if (st != GEM_OK) {
         cli_error(CMD, "%s", err);
@@ -192,11 +208,11 @@ int gem_cmd_generate(int argc, char **argv)
     printf("\n");
     cli_progress(
         "%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
-        "(%.2f tokens/s), attn %s%s, %lld threads",
+        "(%.2f tokens/s), attn %s%s, %s",
         CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made, t_gen,
         made > 1 ? (double)(made - 1) / t_gen : 0.0,
         route == GEM_ROUTE_FUSED ? "fused" : "baseline", k_from_v ? " (K from V)" : "",
-        (long long)threads);
+        gem_session_describe(s));
     if (json_path) {
         json_t *pt = json_array();
         for (int64_t i = 0; i < n_prompt; i++)

@@ -37,6 +37,7 @@ static void help(void)
            "  --k-from-v    full layers with K = V store V alone and the fused route\n"
            "                rebuilds K from it (needs --attn fused)\n"
            "  --threads N   threads, 0 = one per core (default 0)\n"
+           "  --backend B   cpu (default) or cuda: the decoder on the GPU\n"
            "  -h, --help    this text\n\n"
            "exit status: 0 pass, 1 a check failed, 2 bad usage or input\n",
            MIN_STEPS, LOGIT_TOL);
@@ -165,6 +166,7 @@ int gem_cmd_model_check(int argc, char **argv)
     int64_t threads = 0;
     gem_route route = GEM_ROUTE_FUSED;
     int k_from_v = 0;
+    gem_backend backend = GEM_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -192,6 +194,9 @@ int gem_cmd_model_check(int argc, char **argv)
         } else if (!strcmp(a, "--attn")) {
             if (cli_parse_attn(CMD, v, &route))
                 return 2;
+        } else if (!strcmp(a, "--backend")) {
+            if (cli_parse_model_backend(CMD, v, &backend))
+                return 2;
         } else {
             cli_error(CMD, "unknown option '%s' (see --help)", a);
             return 2;
@@ -203,6 +208,10 @@ int gem_cmd_model_check(int argc, char **argv)
     }
     if (cli_check_k_from_v(CMD, k_from_v, route))
         return 2;
+    if (backend == GEM_BACKEND_CUDA && threads != 0) {
+        cli_error(CMD, "--threads is for the CPU; the CUDA backend takes --threads 0");
+        return 2;
+    }
     static ref r;
     if (read_ref(exp_path, &r))
         return 2;
@@ -211,7 +220,7 @@ int gem_cmd_model_check(int argc, char **argv)
     gem_session *s = NULL;
     float *logits = NULL;
     char sha[65];
-    if (gem_sha256_file_hex(model_path, sha) != GEM_OK) {
+    if (cli_model_file_sha256(model_path, sha)) {
         cli_error(CMD, "%s: cannot read", model_path);
         goto out;
     }
@@ -221,7 +230,7 @@ int gem_cmd_model_check(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (cli_load_model(CMD, model_path, &m))
+    if (cli_load_model(CMD, model_path, &m) || cli_model_to_backend(CMD, m, backend, 0))
         goto out;
     const gem_hparams *hp = gem_model_hparams(m);
     if (hp->n_vocab != r.n_vocab) {
@@ -235,7 +244,8 @@ int gem_cmd_model_check(int argc, char **argv)
             goto out;
         }
     char err[GEM_GGUF_ERR_LEN];
-    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0, GEM_DTYPE_F32, k_from_v};
+    gem_session_opts so = {threads, r.n_prompt + r.steps, route, 0, 0, GEM_DTYPE_F32, k_from_v,
+                           backend};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;

@@ -6,7 +6,19 @@
  * fused route with explicit K and V caches (the record's baseline side) against
  * the fused route on V-only caches of the K = V layers with K rebuilt from V
  * (candidate); its records carry "comparison": "k-from-v", which the
- * correctness gate refuses as a different comparison. For each context C the
+ * correctness gate refuses as a different comparison. --compare backends runs
+ * the CPU decoder (baseline side) against the CUDA decoder (candidate), both on
+ * the fused route with explicit caches; its records carry "comparison":
+ * "backends" and the largest difference of the last-position logits, and pass
+ * only within --logits-tol (default 1e-4) with equal argmax, top-10 and greedy
+ * tokens. --backend cuda runs the route comparison on the GPU.
+ *
+ * --fill N evaluates only the first N prompt tokens of the shared prefix and
+ * fills the full layers' caches up to the prefix's end by repeating those rows
+ * (gem_session_fill_repeat; the sliding layers keep the rings of the evaluated
+ * tokens): a fast synthetic prefill for the 60-layer model at 8K tokens. Both
+ * sides see the same synthetic cache, the tokens past the prefix are evaluated
+ * for real, and the prompt id says so ("...-fillN"). For each context C the
  * prompt is the first C tokens of one seeded token stream (BOS, then ids drawn
  * from the vocabulary's normal tokens), so when the first greedy token is chosen
  * the full layers' caches hold C rows. Per context it records (gem.model_diff.v1,
@@ -19,6 +31,7 @@
  * from a copy of it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +60,17 @@ static void help(void)
            "                     fused route with explicit K and V caches vs V-only caches\n"
            "                     with K rebuilt from V in the K = V layers (records named\n"
            "                     ...-k-from-v.json, with \"comparison\": \"k-from-v\"; not\n"
-           "                     records for gem analyze correctness)\n"
+           "                     records for gem analyze correctness); backends: the CPU\n"
+           "                     decoder vs the CUDA decoder, both fused with explicit caches\n"
+           "                     (records ...-backends.json, \"comparison\": \"backends\";\n"
+           "                     pass within --logits-tol)\n"
+           "  --backend B        cpu (default) or cuda: where the route comparison runs\n"
+           "  --random-weights S with --backend cuda: seeded random weights generated on the\n"
+           "                     GPU in each matrix's type (files from gem synth --no-matrices)\n"
+           "  --fill N           evaluate N prefix tokens and repeat their full-layer rows up\n"
+           "                     to the prefix's end (a fast synthetic prefill; default 0 =\n"
+           "                     evaluate the whole prefix)\n"
+           "  --logits-tol T     backends: largest |logit difference| that passes (1e-4)\n"
            "  --contexts C,C,..  prompt lengths (default 8191,8192,8193)\n"
            "  --steps N          greedy continuation tokens per route (default 8)\n"
            "  --seed S           prompt stream seed (default 1)\n"
@@ -110,7 +133,7 @@ static void digest_logits(const float *logits, int64_t n, char hex[65])
  * repeat: also re-evaluate from the prefix and digest the logits again. */
 static gem_status run_side(gem_session *work, const gem_session *prefix, const int32_t *ids,
                            int64_t C, int64_t steps, int repeat, float *logits, int64_t V,
-                           side *out)
+                           side *out, float *keep)
 {
     gem_status st = gem_session_copy(work, prefix);
     if (st != GEM_OK)
@@ -121,6 +144,8 @@ static gem_status run_side(gem_session *work, const gem_session *prefix, const i
     cli_top10(logits, V, out->top);
     out->argmax = out->top[0];
     digest_logits(logits, V, out->sha);
+    if (keep)
+        memcpy(keep, logits, (size_t)V * sizeof *logits);
     for (int64_t k = 0; k < steps; k++) {
         int32_t top[10];
         cli_top10(logits, V, top);
@@ -155,6 +180,11 @@ int gem_cmd_model_diff(int argc, char **argv)
     int64_t steps = 8, threads = 0;
     uint64_t seed = 1;
     int compare_k_from_v = 0; /* 0: baseline vs fused route; 1: explicit K vs K from V */
+    int compare_backends = 0; /* 1: CPU vs CUDA decoder */
+    gem_backend backend = GEM_BACKEND_CPU;
+    uint64_t random_seed = 0;
+    int64_t fill = 0;
+    double logits_tol = 1e-4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -171,12 +201,28 @@ int gem_cmd_model_diff(int argc, char **argv)
         else if (!strcmp(a, "--out"))
             out_dir = v;
         else if (!strcmp(a, "--compare")) {
-            if (!strcmp(v, "routes"))
-                compare_k_from_v = 0;
-            else if (!strcmp(v, "k-from-v"))
-                compare_k_from_v = 1;
-            else {
-                cli_error(CMD, "--compare '%s' is neither 'routes' nor 'k-from-v'", v);
+            compare_k_from_v = !strcmp(v, "k-from-v");
+            compare_backends = !strcmp(v, "backends");
+            if (strcmp(v, "routes") && !compare_k_from_v && !compare_backends) {
+                cli_error(CMD, "--compare '%s' is not 'routes', 'k-from-v' or 'backends'", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--backend")) {
+            if (cli_parse_model_backend(CMD, v, &backend))
+                return 2;
+        } else if (!strcmp(a, "--random-weights")) {
+            if (cli_parse_u64(v, &random_seed) || random_seed == 0) {
+                cli_error(CMD, "--random-weights '%s' is not an unsigned integer >= 1", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--fill")) {
+            if (cli_parse_i64(v, 0, 1 << 24, &fill)) {
+                cli_error(CMD, "--fill '%s' is not an integer in [0, 16777216]", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--logits-tol")) {
+            if (cli_parse_f64(v, &logits_tol) || !(logits_tol >= 0)) {
+                cli_error(CMD, "--logits-tol '%s' is not a number >= 0", v);
                 return 2;
             }
         } else if (!strcmp(a, "--contexts")) {
@@ -209,6 +255,20 @@ int gem_cmd_model_diff(int argc, char **argv)
         cli_error(CMD, "--model is required (see --help)");
         return 2;
     }
+    if (compare_backends && (backend != GEM_BACKEND_CPU || random_seed)) {
+        cli_error(CMD, "--compare backends runs both backends on the file's weights: no "
+                       "--backend or --random-weights");
+        return 2;
+    }
+    if (random_seed && backend != GEM_BACKEND_CUDA) {
+        cli_error(CMD, "--random-weights generates the weights on the GPU: it needs --backend "
+                       "cuda");
+        return 2;
+    }
+    if ((backend == GEM_BACKEND_CUDA || compare_backends) && threads != 0) {
+        cli_error(CMD, "--threads is for the CPU decoder; leave it at 0 with the GPU");
+        return 2;
+    }
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
         cli_error(CMD, "cannot create %s", out_dir);
         return 2;
@@ -218,11 +278,20 @@ int gem_cmd_model_diff(int argc, char **argv)
         cmin = contexts[i] < cmin ? contexts[i] : cmin;
         cmax = contexts[i] > cmax ? contexts[i] : cmax;
     }
+    if (fill >= cmin - 1)
+        fill = 0; /* the whole prefix is evaluated anyway */
     gem_model *m = NULL;
     if (cli_load_model(CMD, model_path, &m))
         return 2;
+    if (cli_model_to_backend(CMD, m, compare_backends ? GEM_BACKEND_CUDA : backend,
+                             random_seed)) {
+        gem_model_free(m);
+        return 2;
+    }
     const gem_hparams *hp = gem_model_hparams(m);
     const int64_t V = hp->n_vocab, cap = cmax + steps;
+    float *base_logits = NULL; /* backends: side 0's last-position logits */
+    double max_diff = 0;
     int rc = 2;
     gem_session *pre[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     int32_t *ids = malloc((size_t)cmax * sizeof *ids);
@@ -232,6 +301,10 @@ int gem_cmd_model_diff(int argc, char **argv)
     sides[0].greedy = calloc((size_t)steps, sizeof(int32_t));
     sides[1].greedy = calloc((size_t)steps, sizeof(int32_t));
     char wsha[65], err[GEM_GGUF_ERR_LEN];
+    if (compare_backends && !(base_logits = malloc((size_t)V * sizeof *base_logits))) {
+        cli_error(CMD, "out of memory");
+        goto out;
+    }
     if (!ids || !logits || !sides[0].greedy || !sides[1].greedy) {
         cli_error(CMD, "out of memory");
         goto out;
@@ -246,7 +319,7 @@ int gem_cmd_model_diff(int argc, char **argv)
         goto out;
     }
     cli_progress("%s: digesting the weights", CMD);
-    if (gem_sha256_file_hex(model_path, wsha) != GEM_OK) {
+    if (cli_weights_sha256(model_path, random_seed, wsha)) {
         cli_error(CMD, "%s: cannot read", model_path);
         goto out;
     }
@@ -273,24 +346,35 @@ int gem_cmd_model_diff(int argc, char **argv)
         goto out;
     }
     /* Side 0 is the record's baseline, side 1 its candidate. */
-    const gem_route routes[2] = {compare_k_from_v ? GEM_ROUTE_FUSED : GEM_ROUTE_BASELINE,
+    const int separate = compare_k_from_v || compare_backends; /* sides with their own work */
+    const gem_route routes[2] = {separate ? GEM_ROUTE_FUSED : GEM_ROUTE_BASELINE,
                                  GEM_ROUTE_FUSED};
     const int k_from_v[2] = {0, compare_k_from_v};
-    const char *const side_names[2] = {compare_k_from_v ? "explicit K" : "baseline route",
-                                       compare_k_from_v ? "K from V" : "fused route"};
+    const gem_backend backends[2] = {compare_backends ? GEM_BACKEND_CPU : backend,
+                                     compare_backends ? GEM_BACKEND_CUDA : backend};
+    const char *const side_names[2] = {
+        compare_k_from_v ? "explicit K" : compare_backends ? "CPU decoder" : "baseline route",
+        compare_k_from_v ? "K from V" : compare_backends ? "CUDA decoder" : "fused route"};
     for (int r = 0; r < 2; r++) {
-        gem_session_opts so = {threads, cap, routes[r], 0, 0, GEM_DTYPE_F32, k_from_v[r]};
+        gem_session_opts so = {backends[r] == GEM_BACKEND_CPU ? threads : 0,
+                               cap,
+                               routes[r],
+                               0,
+                               0,
+                               GEM_DTYPE_F32,
+                               k_from_v[r],
+                               backends[r]};
         /* a session continues from a copy of its side's prefix: the sides share one work
-           session when their caches hold the same tensors */
+           session when their caches hold the same tensors in the same memory */
         if (gem_session_create(m, &so, &pre[r], err, sizeof err) != GEM_OK ||
-            ((r == 1 || compare_k_from_v) &&
+            ((r == 1 || separate) &&
              gem_session_create(m, &so, &work[r], err, sizeof err) != GEM_OK)) {
             cli_error(CMD, "%s", err);
             json_decref(gl);
             goto out;
         }
     }
-    gem_session *const work_of[2] = {compare_k_from_v ? work[0] : work[1], work[1]};
+    gem_session *const work_of[2] = {separate ? work[0] : work[1], work[1]};
     if (compare_k_from_v) {
         char line[2][256];
         cli_kv_memory_line(pre[0], line[0], sizeof line[0]);
@@ -300,8 +384,17 @@ int gem_cmd_model_diff(int argc, char **argv)
     rc = 1;
     /* The shared prefix, once per side. */
     for (int r = 0; r < 2; r++) {
-        cli_progress("%s: %s: prefix of %lld tokens", CMD, side_names[r], (long long)(cmin - 1));
-        if (cli_prefill(CMD, pre[r], ids, cmin - 1, logits, 512) != GEM_OK) {
+        const int64_t evaluated = fill ? fill : cmin - 1;
+        cli_progress("%s: %s: prefix of %lld tokens%s", CMD, side_names[r], (long long)(cmin - 1),
+                     fill ? " (the evaluated ones repeated)" : "");
+        if (cli_prefill(CMD, pre[r], ids, evaluated, logits, 512) != GEM_OK) {
+            json_decref(gl);
+            goto out;
+        }
+        gem_status fst = fill ? gem_session_fill_repeat(pre[r], cmin - 1) : GEM_OK;
+        if (fst != GEM_OK) {
+            cli_error(CMD, "%s: filling the caches to %lld rows: %s", side_names[r],
+                      (long long)(cmin - 1), gem_status_str(fst));
             json_decref(gl);
             goto out;
         }
@@ -311,12 +404,22 @@ int gem_cmd_model_diff(int argc, char **argv)
         const int64_t C = contexts[c];
         for (int r = 0; r < 2; r++) {
             gem_status st =
-                run_side(work_of[r], pre[r], ids, C, steps, r == 1, logits, V, &sides[r]);
+                run_side(work_of[r], pre[r], ids, C, steps, r == 1, logits, V, &sides[r],
+                         r == 0 ? base_logits : NULL);
             if (st != GEM_OK) {
                 cli_error(CMD, "context %lld, %s: %s", (long long)C, side_names[r],
                           gem_status_str(st));
                 json_decref(gl);
                 goto out;
+            }
+            if (r == 1 && compare_backends) {
+                /* the candidate's repeat pass ended at the prompt's end: logits hold the
+                   CUDA decoder's last-position logits */
+                max_diff = 0;
+                for (int64_t i = 0; i < V; i++) {
+                    const double dlt = fabs((double)logits[i] - (double)base_logits[i]);
+                    max_diff = dlt > max_diff || dlt != dlt ? dlt : max_diff;
+                }
             }
         }
         int same = 1;
@@ -324,25 +427,38 @@ int gem_cmd_model_diff(int argc, char **argv)
             same &= sides[0].greedy[k] == sides[1].greedy[k];
         const int pass = sides[0].argmax == sides[1].argmax &&
                          !memcmp(sides[0].top, sides[1].top, sizeof sides[0].top) &&
-                         !strcmp(sides[1].sha, sides[1].sha_repeat) && same && steps >= 8;
+                         !strcmp(sides[1].sha, sides[1].sha_repeat) && same && steps >= 8 &&
+                         (!compare_backends || max_diff <= logits_tol);
         all_pass &= pass;
         const char *mname = hp->name[0] ? hp->name : "gemma4";
         char psha[65], pid[96], case_id[256], path[1024];
         gem_sha256_hex(ids, (size_t)C * sizeof *ids, psha);
-        snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed,
-                 (long long)C);
+        if (fill)
+            snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld-fill%lld",
+                     (unsigned long long)seed, (long long)C, (long long)fill);
+        else
+            snprintf(pid, sizeof pid, "synthetic-seed%llu-len%lld", (unsigned long long)seed,
+                     (long long)C);
         /* The baseline-vs-fused id is the one the correctness gate rebuilds from the
          * record's own fields (docs/receipts-records.md): model-<model.name>-<prompt.id>-
          * ctx<prompt.context_tokens>. The K-from-V comparison is named apart. */
         if (compare_k_from_v)
             snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-explicit-vs-k-from-v-seed%llu",
                      mname, (long long)C, (unsigned long long)seed);
+        else if (compare_backends)
+            snprintf(case_id, sizeof case_id, "model-%s-ctx%lld-cpu-vs-cuda-seed%llu", mname,
+                     (long long)C, (unsigned long long)seed);
         else
             snprintf(case_id, sizeof case_id, "model-%s-%s-ctx%lld", mname, pid, (long long)C);
         json_t *doc = gem_receipt_new("gem.model_diff.v1", "gem model-diff", cli_git_commit());
         json_object_set_new(doc, "case_id", json_string(case_id));
         if (compare_k_from_v) /* baseline: explicit K and V; candidate: V alone, K rebuilt */
             json_object_set_new(doc, "comparison", json_string("k-from-v"));
+        if (compare_backends) { /* baseline: the CPU decoder; candidate: the CUDA decoder */
+            json_object_set_new(doc, "comparison", json_string("backends"));
+            json_object_set_new(doc, "logits_max_abs_diff", gem_receipt_real(max_diff));
+            json_object_set_new(doc, "logits_tolerance", gem_receipt_real(logits_tol));
+        }
         json_object_set_new(doc, "model",
                             json_pack("{s:s, s:I, s:O, s:{s:I, s:I, s:I, s:I, s:s, s:i}, s:s}",
                                       "name", mname, "n_layers",
@@ -373,7 +489,7 @@ int gem_cmd_model_diff(int argc, char **argv)
         json_object_set_new(doc, "verdict", json_string(pass ? "pass" : "fail"));
         snprintf(path, sizeof path, "%s/model-diff-%s-ctx%lld-seed%llu%s.json", out_dir, mname,
                  (long long)C, (unsigned long long)seed,
-                 compare_k_from_v ? "-k-from-v" : "");
+                 compare_k_from_v ? "-k-from-v" : compare_backends ? "-backends" : "");
         gem_status wst = gem_receipt_write(path, doc);
         json_decref(doc);
         if (wst != GEM_OK) {
@@ -382,6 +498,9 @@ int gem_cmd_model_diff(int argc, char **argv)
             rc = 2;
             goto out;
         }
+        if (compare_backends)
+            printf("context %lld: largest |logit difference| CPU vs CUDA %.3g (tolerance %.3g)\n",
+                   (long long)C, max_diff, logits_tol);
         printf("context %lld: argmax %d / %d, top-10 %s, candidate repeat %s, greedy %lld tokens "
                "%s: %s (%s)\n",
                (long long)C, sides[0].argmax, sides[1].argmax,
@@ -395,6 +514,7 @@ int gem_cmd_model_diff(int argc, char **argv)
 out:
     free(ids);
     free(logits);
+    free(base_logits);
     free(sides[0].greedy);
     free(sides[1].greedy);
     gem_session_free(pre[0]);

@@ -65,13 +65,21 @@ static void help(void)
            "(weight bytes + KV bytes read per token) / read bandwidth measured in the same run.\n"
            "Prints the KV cache memory held (and saved with --k-from-v).\n\n"
            "options:\n"
-           "  --context C     positions in the caches when timing starts (default 256)\n"
+           "  --context C,..  positions in the caches when timing starts (default 256); a\n"
+           "                  list times each context in turn on one session (ascending, each\n"
+           "                  at least the steps of the one before past it), one record per\n"
+           "                  context: --out / --stage-profile F.json become F-ctxC.json\n"
            "  --prompt N      positions evaluated for real first (default min(C, 256)); with\n"
            "                  N < C the full layers' caches are filled up to C by repeating the\n"
            "                  rows the model computed (timing only)\n"
            "  --reps R        interleaved repetitions (default 3)\n"
            "  --samples S     decode steps per route and repetition (default 5)\n"
            "  --threads N     threads, 0 = one per core (default 0)\n"
+           "  --backend B     cpu (default) or cuda: the decoder on the GPU, stages timed by\n"
+           "                  CUDA events, the floor from the GPU's read bandwidth\n"
+           "  --random-weights S\n"
+           "                  with --backend cuda: seeded random weights generated on the\n"
+           "                  GPU in each matrix's type (files from gem synth --no-matrices)\n"
            "  --kv-dtype T    element type of the K/V caches: f32, bf16 or f16 (default f32)\n"
            "  --k-from-v      full layers with K = V store V alone and the fused route\n"
            "                  rebuilds K from it; times the fused route only (the baseline\n"
@@ -83,6 +91,23 @@ static void help(void)
            "                  reduce) inside every full-attention call and write the ceiling\n"
            "                  screen's gem.stage_profile.v1 (not with --k-from-v)\n"
            "  -h, --help      this text\n");
+}
+
+#define MAX_CONTEXTS 8
+
+/* The output path of context C: `base` itself for a single context, else base with
+ * "-ctx<C>" before a final ".json" (or at its end). 0, or -1 when buf (cap) is short. */
+static int ctx_path(const char *base, size_t n_ctx, int64_t C, char *buf, size_t cap)
+{
+    const size_t n = strlen(base);
+    int w;
+    if (n_ctx == 1)
+        w = snprintf(buf, cap, "%s", base);
+    else if (n > 5 && !strcmp(base + n - 5, ".json"))
+        w = snprintf(buf, cap, "%.*s-ctx%lld.json", (int)(n - 5), base, (long long)C);
+    else
+        w = snprintf(buf, cap, "%s-ctx%lld", base, (long long)C);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -226,8 +251,12 @@ int gem_cmd_profile(int argc, char **argv)
 {
     const char *model_path = NULL, *out = NULL, *stage_out = NULL;
     int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
+    int64_t contexts[MAX_CONTEXTS] = {256};
+    size_t n_ctx = 1;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
     int k_from_v = 0;
+    gem_backend backend = GEM_BACKEND_CPU;
+    uint64_t random_seed = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -250,8 +279,14 @@ int gem_cmd_profile(int argc, char **argv)
             out = v;
         else if (!strcmp(a, "--stage-profile"))
             stage_out = v;
-        else if (!strcmp(a, "--context"))
-            dst = &context, lo = 1, hi = 1 << 24;
+        else if (!strcmp(a, "--context")) {
+            if (cli_parse_i64_list(v, 1, 1 << 24, contexts, MAX_CONTEXTS, &n_ctx) || n_ctx < 1) {
+                cli_error(CMD, "--context '%s' is not a list of at most %d positions in [1, "
+                               "16777216]",
+                          v, MAX_CONTEXTS);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--prompt"))
             dst = &prompt, lo = 1, hi = 1 << 24;
         else if (!strcmp(a, "--reps"))
@@ -262,7 +297,15 @@ int gem_cmd_profile(int argc, char **argv)
             dst = &threads, lo = 0, hi = 4096;
         else if (!strcmp(a, "--bw-mib"))
             dst = &bw_mib, lo = 16, hi = 1 << 20;
-        else if (!strcmp(a, "--kv-dtype")) {
+        else if (!strcmp(a, "--backend")) {
+            if (cli_parse_model_backend(CMD, v, &backend))
+                return 2;
+        } else if (!strcmp(a, "--random-weights")) {
+            if (cli_parse_u64(v, &random_seed) || random_seed == 0) {
+                cli_error(CMD, "--random-weights '%s' is not an unsigned integer >= 1", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--kv-dtype")) {
             if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
                 cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);
                 return 2;
@@ -281,6 +324,19 @@ int gem_cmd_profile(int argc, char **argv)
         cli_error(CMD, "--model is required (see --help)");
         return 2;
     }
+    if (backend == GEM_BACKEND_CUDA && threads != 0) {
+        cli_error(CMD, "--threads is for the CPU; the CUDA backend takes --threads 0");
+        return 2;
+    }
+    const int64_t steps = 2 * reps * samples + 2; /* per context; + 2 warm-up steps */
+    for (size_t i = 1; i < n_ctx; i++)
+        if (contexts[i] < contexts[i - 1] + steps) {
+            cli_error(CMD, "--context: %lld follows %lld; each context must be at least %lld "
+                           "(the steps timed at the one before) past it",
+                      (long long)contexts[i], (long long)contexts[i - 1], (long long)steps);
+            return 2;
+        }
+    context = contexts[0];
     if (prompt < 0)
         prompt = context < 256 ? context : 256;
     if (prompt > context) {
@@ -305,20 +361,33 @@ int gem_cmd_profile(int argc, char **argv)
             cli_error(CMD, "--out and --stage-profile name the same file '%s'", out);
             return 2;
         }
-        if ((out && cli_check_output(CMD, "--out", out, inputs, 2)) ||
-            (stage_out && cli_check_output(CMD, "--stage-profile", stage_out, inputs, 1)))
-            return 2;
+        for (size_t i = 0; i < n_ctx; i++) {
+            char po[1024], ps[1024];
+            if ((out && ctx_path(out, n_ctx, contexts[i], po, sizeof po)) ||
+                (stage_out && ctx_path(stage_out, n_ctx, contexts[i], ps, sizeof ps))) {
+                cli_error(CMD, "an output path is too long");
+                return 2;
+            }
+            inputs[1] = stage_out ? ps : NULL;
+            if ((out && cli_check_output(CMD, "--out", po, inputs, 2)) ||
+                (stage_out && cli_check_output(CMD, "--stage-profile", ps, inputs, 1)))
+                return 2;
+        }
     }
     gem_model *m = NULL;
     if (cli_load_model(CMD, model_path, &m))
         return 2;
+    if (cli_model_to_backend(CMD, m, backend, random_seed)) {
+        gem_model_free(m);
+        return 2;
+    }
     const gem_hparams *hp = gem_model_hparams(m);
     full_geometry full = {0, 0, 0};
     if (stage_out && full_layer_geometry(m, &full.n_q, &full.n_kv, &full.dim)) {
         gem_model_free(m);
         return 2;
     }
-    const int64_t steps = 2 * reps * samples + 2, cap = context + steps; /* + 2 warm-up steps */
+    const int64_t cap = contexts[n_ctx - 1] + steps;
     int rc = 2;
     gem_session *s = NULL;
     gem_engine *e = NULL;
@@ -360,7 +429,7 @@ int gem_cmd_profile(int argc, char **argv)
     const gem_route all_routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
     const gem_route *routes = k_from_v ? all_routes + 1 : all_routes;
     const int n_routes = k_from_v ? 1 : 2;
-    gem_session_opts so = {threads, cap, routes[0], 0, 0, kv_dtype, k_from_v};
+    gem_session_opts so = {threads, cap, routes[0], 0, 0, kv_dtype, k_from_v, backend};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
         goto out;
@@ -369,14 +438,15 @@ int gem_cmd_profile(int argc, char **argv)
         /* the caches are allocated but not yet touched: refuse what cannot fit */
         gem_kv_memory held;
         gem_session_kv_memory(s, &held);
-        if (cli_check_memory(CMD, "the KV caches", (uint64_t)held.held) != 0)
+        if (backend == GEM_BACKEND_CPU &&
+            cli_check_memory(CMD, "the KV caches", (uint64_t)held.held) != 0)
             goto out;
     }
     if (stage_out && gem_session_time_baseline_stages(s, 1) != GEM_OK) {
         cli_error(CMD, "cannot time the baseline route's stages");
         goto out;
     }
-    if (gem_engine_create(GEM_BACKEND_CPU, threads, &e) != GEM_OK) {
+    if (gem_engine_create(backend, threads, &e) != GEM_OK) {
         cli_error(CMD, "cannot create the bandwidth probe");
         goto out;
     }
@@ -388,10 +458,22 @@ int gem_cmd_profile(int argc, char **argv)
                      : (int32_t)(splitmix64(1 + (uint64_t)i) % (uint64_t)hp->n_vocab);
     if (cli_prefill(CMD, s, ids, prompt, logits, prompt >= 1024 ? 1024 : 0) != GEM_OK)
         goto out;
-    if (context > prompt)
+    char wsha[65] = "unknown";
+    if ((out || stage_out) && cli_weights_sha256(model_path, random_seed, wsha))
+        snprintf(wsha, sizeof wsha, "unknown");
+    for (size_t ci = 0; ci < n_ctx; ci++) {
+    context = contexts[ci];
+    char out_path[1024], stage_path[1024];
+    if (out)
+        ctx_path(out, n_ctx, context, out_path, sizeof out_path); /* checked above */
+    if (stage_out)
+        ctx_path(stage_out, n_ctx, context, stage_path, sizeof stage_path);
+    json_decref(per_route);
+    per_route = NULL;
+    if (context > gem_session_pos(s))
         cli_progress("%s: filling the full layers' caches to %lld positions", CMD,
                      (long long)context);
-    if (context > prompt && gem_session_fill_repeat(s, context) != GEM_OK) {
+    if (context > gem_session_pos(s) && gem_session_fill_repeat(s, context) != GEM_OK) {
         cli_error(CMD, "cannot fill the caches to %lld positions", (long long)context);
         goto out;
     }
@@ -459,9 +541,8 @@ int gem_cmd_profile(int argc, char **argv)
             }
         }
     const int64_t n = reps * samples;
-    printf("gem profile: %s, %lld threads, context %lld (%lld evaluated%s), read bandwidth %.2f "
-           "GB/s\n",
-           model_path, (long long)gem_engine_threads(e), (long long)context, (long long)prompt,
+    printf("gem profile: %s on %s, context %lld (%lld evaluated%s), read bandwidth %.2f GB/s\n",
+           model_path, gem_session_describe(s), (long long)context, (long long)prompt,
            context > prompt ? ", the rest repeated" : "", bw / 1e9);
     printf("weights read per token %.1f MB, KV read per token %.1f MB (%s caches) at the first "
            "timed step\n",
@@ -491,9 +572,6 @@ int gem_cmd_profile(int argc, char **argv)
                                       "whole_token_median_ms", med, "tokens_per_s", 1e3 / med,
                                       "floor_median_ms", fl, "x_floor", med / fl));
     }
-    char wsha[65] = "unknown";
-    if ((out || stage_out) && gem_sha256_file_hex(model_path, wsha) != GEM_OK)
-        snprintf(wsha, sizeof wsha, "unknown");
     if (stage_out) {
         /* the baseline route's series: whole[0] (routes[0] is the baseline without
          * --k-from-v) */
@@ -513,16 +591,20 @@ int gem_cmd_profile(int argc, char **argv)
         char cpu[160], provenance[4096];
         snprintf(cpu, sizeof cpu, "%s", gem_engine_describe(e));
         printable(cpu);
+        const int gpu = backend == GEM_BACKEND_CUDA;
         snprintf(provenance, sizeof provenance,
-                 "measured by gem profile on the CPU: model %s (weights sha256 %s), %lld "
+                 "measured by gem profile on the %s: model %s (weights sha256 %s), %lld "
                  "layers, %lld full-attention calls per token; %s; %lld positions evaluated%s; "
-                 "%s K and V caches; stages: wall time of the baseline route's score, "
-                 "normalize, value and reduce thread-pool runs, the mean per full-attention "
-                 "call of each step; whole_token_ms: the same step's time; baseline steps "
+                 "%s K and V caches; stages: %s of the baseline route's score, "
+                 "normalize, value and reduce %s, the mean per full-attention "
+                 "call of each step; whole_token_ms: the same step's time%s; baseline steps "
                  "interleaved ABBA with the fused route, consecutive tokens",
-                 hp->name, wsha, (long long)hp->n_layers, (long long)hp->n_full_layers, cpu,
-                 (long long)prompt, context > prompt ? ", the rest repeated (timing only)" : "",
-                 gem_dtype_name(kv_dtype));
+                 gpu ? "GPU" : "CPU", hp->name, wsha, (long long)hp->n_layers,
+                 (long long)hp->n_full_layers, cpu, (long long)prompt,
+                 context > prompt ? ", the rest repeated (timing only)" : "",
+                 gem_dtype_name(kv_dtype), gpu ? "GPU time between CUDA events" : "wall time",
+                 gpu ? "kernels" : "thread-pool runs",
+                 gpu ? " (CUDA events around every stage of the token)" : "");
         printable(provenance);
         json_t *doc =
             stage_profile_doc(&sp, m, &full, context, reps, samples, kv_dtype, provenance);
@@ -532,14 +614,14 @@ int gem_cmd_profile(int argc, char **argv)
             goto out;
         }
         char why[512];
-        if (gem_receipt_save(stage_out, doc, why, sizeof why) != GEM_OK) {
-            cli_error(CMD, "cannot write %s: %s", stage_out, why);
+        if (gem_receipt_save(stage_path, doc, why, sizeof why) != GEM_OK) {
+            cli_error(CMD, "cannot write %s: %s", stage_path, why);
             json_decref(doc);
             rc = 2;
             goto out;
         }
         json_decref(doc);
-        printf("stage profile %s\n", stage_out);
+        printf("stage profile %s\n", stage_path);
     }
     if (out) {
         json_t *doc = gem_receipt_new("gem.model_profile.v1", "gem profile", cli_git_commit());
@@ -549,10 +631,19 @@ int gem_cmd_profile(int argc, char **argv)
                                       "full_layers", (json_int_t)hp->n_full_layers, "n_embd",
                                       (json_int_t)hp->n_embd, "weight_bytes_per_token",
                                       (json_int_t)wbytes, "weights_sha256", wsha));
-        json_object_set_new(doc, "machine",
-                            json_pack("{s:s, s:I, s:f}", "cpu", gem_engine_describe(e), "threads",
-                                      (json_int_t)gem_engine_threads(e),
-                                      "read_bandwidth_bytes_per_s", bw));
+        if (backend == GEM_BACKEND_CUDA)
+            json_object_set_new(doc, "machine",
+                                json_pack("{s:s, s:f}", "gpu", gem_engine_describe(e),
+                                          "read_bandwidth_bytes_per_s", bw));
+        else
+            json_object_set_new(doc, "machine",
+                                json_pack("{s:s, s:I, s:f}", "cpu", gem_engine_describe(e),
+                                          "threads", (json_int_t)gem_engine_threads(e),
+                                          "read_bandwidth_bytes_per_s", bw));
+        json_object_set_new(doc, "backend", json_string(gem_backend_name(backend)));
+        if (random_seed)
+            json_object_set_new(json_object_get(doc, "model"), "weights_random_seed",
+                                json_integer((json_int_t)random_seed));
         json_object_set_new(
             doc, "context",
             json_pack("{s:I, s:I, s:s, s:s, s:b, s:I, s:I}", "positions", (json_int_t)context,
@@ -565,15 +656,16 @@ int gem_cmd_profile(int argc, char **argv)
         json_object_set_new(doc, "order", json_string("ABBA over repetitions, consecutive tokens"));
         json_object_set_new(doc, "routes", per_route);
         per_route = NULL;
-        if (gem_receipt_write(out, doc) != GEM_OK) {
-            cli_error(CMD, "cannot write %s", out);
+        if (gem_receipt_write(out_path, doc) != GEM_OK) {
+            cli_error(CMD, "cannot write %s", out_path);
             json_decref(doc);
             rc = 2;
             goto out;
         }
         json_decref(doc);
-        printf("record %s\n", out);
+        printf("record %s\n", out_path);
     }
+    } /* contexts */
     rc = 0;
 out:
     json_decref(per_route);

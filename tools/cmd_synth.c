@@ -32,6 +32,10 @@ static void help(void)
            "                  override the preset's dimensions\n"
            "  --context-length N\n"
            "                  the positions the file declares (default 131072)\n"
+           "  --no-matrices   leave every matrix (the embedding too) out: holes that read as\n"
+           "                  zero weights and take no disk space, for timing the real\n"
+           "                  dimensions with weights generated on the GPU\n"
+           "                  (gem profile / model-diff --backend cuda --random-weights S)\n"
            "  --out FILE      the file to write\n"
            "  -h, --help      this text\n");
 }
@@ -48,6 +52,7 @@ int gem_cmd_synth(int argc, char **argv)
     dim_opt dims[13];
     gem_synth_spec s;
     uint64_t seed = 1;
+    int no_matrices = 0;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[i + 1];
@@ -75,6 +80,10 @@ int gem_cmd_synth(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             return 0;
+        }
+        if (!strcmp(a, "--no-matrices")) {
+            no_matrices = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             cli_error(CMD, "'%s' needs a value or is unknown (see --help)", a);
@@ -116,6 +125,7 @@ int gem_cmd_synth(int argc, char **argv)
         return 2;
     }
     s.seed = seed;
+    s.no_matrices = no_matrices;
     if (type) {
         gem_gguf_type t;
         if (!strcmp(type, "mixed"))
@@ -130,15 +140,16 @@ int gem_cmd_synth(int argc, char **argv)
         }
     }
     char err[256];
-    cli_progress("synth: writing %s (preset %s, %lld layers, hidden %lld)", out, preset,
-                 (long long)s.n_layers, (long long)s.n_embd);
+    cli_progress("synth: writing %s (preset %s, %lld layers, hidden %lld%s)", out, preset,
+                 (long long)s.n_layers, (long long)s.n_embd,
+                 no_matrices ? ", matrices left out" : "");
     gem_status st = gem_synth_write(&s, out, err, sizeof err);
     if (st != GEM_OK) {
         cli_error(CMD, "%s: %s", out, err[0] ? err : gem_status_str(st));
         return 2;
     }
     char hex[65];
-    if (gem_sha256_file_hex(out, hex) != GEM_OK) {
+    if (cli_model_file_sha256(out, hex)) {
         cli_error(CMD, "%s: cannot read back the file", out);
         return 2;
     }

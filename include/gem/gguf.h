@@ -220,7 +220,12 @@ gem_status gem_gguf_writer_arr_str(gem_gguf_writer *w, const char *key, const ch
 /* A tensor record: ne (n_dims) extents, ne[0] the row length. */
 gem_status gem_gguf_writer_tensor(gem_gguf_writer *w, const char *name, gem_gguf_type type,
                                   uint32_t n_dims, const int64_t *ne);
-/* Writes the file (alignment 32); fill is called once per tensor in record order. */
+/* Leaves tensor `index` (record order) out: fill is not called for it and its bytes are a
+ * hole in the file (zeros when read, no disk space where the file system keeps sparse
+ * files). GEM_ERR_RANGE for an index without a record. */
+gem_status gem_gguf_writer_hole(gem_gguf_writer *w, int64_t index);
+/* Writes the file (alignment 32); fill is called once per tensor in record order, holes
+ * excepted. */
 gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_fill_fn fill,
                                  void *user, char *err, size_t errlen);
 

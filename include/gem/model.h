@@ -96,6 +96,23 @@ gem_status gem_model_load(const char *path, gem_model **out, char *err, size_t e
 /* The same on an open file, which the model borrows: g must outlive the model. */
 gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, size_t errlen);
 
+/* Puts the model's weights on the current CUDA device for sessions with backend
+ * GEM_BACKEND_CUDA: every matrix in its file type (dequantized by the kernels as they
+ * read it), the norm vectors in F32. random_seed 0 copies the file's weights;
+ * otherwise every matrix is filled on the device with seeded random values of its
+ * own type and shape (elements uniform in about +-1/sqrt(cols), the embedding +-0.5),
+ * for timing the real dimensions from a file whose matrices were left out
+ * (gem synth --no-matrices); the vectors still come from the file. Once per model:
+ * a second call answers GEM_ERR_STATE. GEM_ERR_NO_DEVICE without a GPU or in a build
+ * without CUDA, GEM_ERR_UNSUPPORTED for a matrix type the kernels lack, GEM_ERR_NOMEM
+ * when the device memory is short, GEM_ERR_DEVICE; err (errlen, may be NULL) one line. */
+gem_status gem_model_upload(gem_model *m, uint64_t random_seed, char *err, size_t errlen);
+
+/* Device bytes the uploaded weights hold (0 before gem_model_upload), and the seed
+ * they were generated from (0: the file's weights). */
+size_t gem_model_device_bytes(const gem_model *m);
+uint64_t gem_model_device_seed(const gem_model *m);
+
 /* Frees the model (and closes the file if gem_model_load opened it); NULL is fine. */
 void gem_model_free(gem_model *m);
 
@@ -167,6 +184,9 @@ typedef struct gem_session_opts {
                             which only the fused route does: full_route must be
                             GEM_ROUTE_FUSED (GEM_ERR_UNSUPPORTED otherwise). Sliding layers
                             and layers with attn_v keep both caches. */
+    gem_backend backend; /* GEM_BACKEND_CPU (0, the default) or GEM_BACKEND_CUDA: the caches in
+                            device memory and the whole token on the current GPU, which needs
+                            the weights there first (gem_model_upload); threads must be 0 */
 } gem_session_opts;
 
 /* Per-stage time of the calls so far (seconds), for the whole-token profile. */
@@ -176,7 +196,10 @@ typedef struct gem_stage_times {
 } gem_stage_times;
 
 /* Allocates the KV caches and scratch of one sequence on model m (which must outlive the
- * session). GEM_ERR_PARAM for options out of range (max_tokens < 1, threads outside 0..4096,
+ * session; with backend CUDA in device memory, on the device current at creation, which
+ * the calls on the session must keep current). GEM_ERR_STATE for backend CUDA before
+ * gem_model_upload. GEM_ERR_PARAM for options out of range (a backend other than CPU or
+ * CUDA, threads other than 0 on CUDA) (max_tokens < 1, threads outside 0..4096,
  * a route other than baseline or fused, kv_dtype other than F32/BF16/F16, k_from_v other
  * than 0 or 1, max_tokens past GEM_K_FROM_V_MAX_POS with k_from_v), GEM_ERR_UNSUPPORTED
  * for k_from_v with the baseline route, the status of gem_k_from_v_check or
@@ -195,6 +218,11 @@ void gem_session_free(gem_session *s);
  * (K and V, or V alone in a layer that rebuilds K) or the logits are not finite; a
  * gem_decode status otherwise. */
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
+
+/* Where the session runs, one line ("NVIDIA H200, sm_90, 132 SMs", "<cpu model>, 16
+ * threads, avx512 kernels"), and its backend; the string lives as long as the session. */
+const char *gem_session_describe(const gem_session *s);
+gem_backend gem_session_backend(const gem_session *s);
 
 /* Positions evaluated so far. */
 int64_t gem_session_pos(const gem_session *s);
@@ -276,6 +304,10 @@ typedef struct gem_synth_spec {
     double rope_base_full, rope_base_swa, partial_rotary_full, softcap, eps;
     int32_t type;         /* a gem_gguf_type or GEM_SYNTH_MIXED */
     const char *name;     /* general.name */
+    int no_matrices;      /* 1: the matrices (the embedding included) are left out, holes that
+                             read as zero weights and take no disk space (gem_gguf_writer_hole):
+                             the real dimensions for a device model that generates its weights
+                             (gem_model_upload with a random seed); vectors are written */
 } gem_synth_spec;
 
 /* The named presets: "tiny" (tests and the reference: 6 layers, hidden 64, the

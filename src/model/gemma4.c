@@ -40,20 +40,9 @@
 #include "gem/model.h"
 #include "kv_view.h"
 #include "matvec.h"
+#include "model_internal.h"
 #include "mpool.h"
 
-struct gem_model {
-    gem_gguf *owned; /* the file when gem_model_load opened it */
-    const gem_gguf *g;
-    gem_hparams hp;
-    gem_layer *layers;   /* (n_layers) */
-    gem_matrix tok_embd; /* (n_vocab, n_embd) */
-    gem_matrix output;   /* the head: `output` if present, else tok_embd */
-    float *output_norm;  /* (n_embd) */
-    float *rope_freqs;   /* (head_dim_full / 2), or NULL: all factors 1 */
-    gem_tokenizer *tok;
-    size_t weight_bytes; /* read per token */
-};
 
 static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -412,12 +401,30 @@ void gem_model_free(gem_model *m)
         free(l->ffn_norm);
         free(l->post_ffn_norm);
     }
+    gem_model_dev_free(m->dev);
     free(m->layers);
     free(m->output_norm);
     free(m->rope_freqs);
     gem_tokenizer_free(m->tok);
     gem_gguf_close(m->owned);
     free(m);
+}
+
+gem_status gem_model_upload(gem_model *m, uint64_t random_seed, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (!m)
+        return GEM_ERR_NULL;
+    if (m->dev)
+        return mfail(err, errlen, GEM_ERR_STATE, "the model's weights are already on the device");
+    return gem_model_dev_create(m, random_seed, &m->dev, err, errlen);
+}
+
+size_t gem_model_device_bytes(const gem_model *m) { return m ? gem_model_dev_bytes(m->dev) : 0; }
+uint64_t gem_model_device_seed(const gem_model *m)
+{
+    return m ? gem_model_dev_random_seed(m->dev) : 0;
 }
 
 const gem_hparams *gem_model_hparams(const gem_model *m) { return m ? &m->hp : NULL; }
@@ -433,30 +440,6 @@ size_t gem_model_weight_bytes_per_token(const gem_model *m) { return m ? m->weig
 
 /* ---- session ---------------------------------------------------------------------------- */
 
-struct gem_session {
-    const gem_model *m;
-    mpool *pool;
-    gem_decode_ctx *dctx;
-    gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
-    gem_decode_config full_cfg;
-    int64_t pos, max_tokens;
-    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major;
-                          kc[i] is NULL in a V-only layer */
-    unsigned char *v_only; /* per layer: 1 when it stores V alone and K is rebuilt (k_from_v) */
-    gem_k_from_v *kfv; /* per layer: the rotation that rebuilds K (set in V-only layers) */
-    int k_from_v;      /* opts.k_from_v */
-    gem_kv_memory mem; /* the caches' bytes, fixed at creation */
-    gem_dtype kv_dtype;
-    size_t kv_es;      /* bytes per cache element: 4 (F32) or 2 (BF16, F16) */
-    int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
-    double **inv_freq; /* per layer: (n_rot / 2) */
-    double *cs;        /* (max n_rot): cos and sin of the current position */
-    void *ws;          /* decode workspace (ws_bytes), 64-byte aligned */
-    size_t ws_bytes;
-    float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
-    float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
-    gem_stage_times t;
-};
 
 static double now(void)
 {
@@ -476,10 +459,19 @@ void gem_session_free(gem_session *s)
     if (!s)
         return;
     for (int64_t i = 0; s->kc && i < s->m->hp.n_layers; i++) {
-        free(s->kc[i]);
-        free(s->vc[i]);
+        if (s->backend == GEM_BACKEND_CUDA) {
+            gem_dev_free(s->kc[i]);
+            gem_dev_free(s->vc[i]);
+        } else {
+            free(s->kc[i]);
+            free(s->vc[i]);
+        }
         free(s->inv_freq[i]);
     }
+    if (s->backend == GEM_BACKEND_CUDA)
+        gem_session_dev_free(s); /* also the device workspace */
+    else
+        free(s->ws);
     free(s->kc);
     free(s->vc);
     free(s->v_only);
@@ -487,7 +479,6 @@ void gem_session_free(gem_session *s)
     free(s->cap);
     free(s->inv_freq);
     free(s->cs);
-    free(s->ws);
     free(s->x);
     free(s->xn);
     free(s->q);
@@ -559,6 +550,14 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         return mfail(err, errlen, GEM_ERR_PARAM, "session options: kv_dtype f32, bf16 or f16");
     if (o->k_from_v != 0 && o->k_from_v != 1)
         return mfail(err, errlen, GEM_ERR_PARAM, "session options: k_from_v 0 or 1");
+    if (o->backend != GEM_BACKEND_CPU && o->backend != GEM_BACKEND_CUDA)
+        return mfail(err, errlen, GEM_ERR_PARAM, "session options: backend cpu or cuda");
+    if (o->backend == GEM_BACKEND_CUDA && o->threads != 0)
+        return mfail(err, errlen, GEM_ERR_PARAM,
+                     "session options: threads must be 0 on the CUDA backend");
+    if (o->backend == GEM_BACKEND_CUDA && !m->dev)
+        return mfail(err, errlen, GEM_ERR_STATE,
+                     "the model's weights are not on the device (gem_model_upload)");
     if (o->k_from_v && o->full_route != GEM_ROUTE_FUSED)
         return mfail(err, errlen, GEM_ERR_UNSUPPORTED,
                      "session options: K rebuilt from V (k_from_v) needs the fused route for the "
@@ -576,16 +575,19 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->kv_es = o->kv_dtype == GEM_DTYPE_F32 ? 4 : 2;
     s->k_from_v = o->k_from_v;
     s->full_cfg = (gem_decode_config){o->full_route, o->full_partitions, o->full_tile};
-    gem_status st = gem_decode_ctx_create(GEM_BACKEND_CPU, o->threads, &s->dctx);
+    s->backend = o->backend;
+    const int cuda = o->backend == GEM_BACKEND_CUDA;
+    gem_status st = gem_decode_ctx_create(o->backend, o->threads, &s->dctx);
     if (st != GEM_OK) {
         mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
         goto fail;
     }
-    if ((st = gem_decode_ctx_create(GEM_BACKEND_CPU, 1, &s->dctx1)) != GEM_OK) {
+    /* the CPU's matrix pool and one-thread context; the device has its kernels */
+    if (!cuda && (st = gem_decode_ctx_create(GEM_BACKEND_CPU, 1, &s->dctx1)) != GEM_OK) {
         mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
         goto fail;
     }
-    if ((st = mpool_create(gem_decode_ctx_threads(s->dctx), &s->pool)) != GEM_OK) {
+    if (!cuda && (st = mpool_create(gem_decode_ctx_threads(s->dctx), &s->pool)) != GEM_OK) {
         mfail(err, errlen, st, "thread pool: %s", gem_status_str(st));
         goto fail;
     }
@@ -616,8 +618,18 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         }
         s->mem.v_only_layers += s->v_only[i];
         st = GEM_ERR_NOMEM;
-        s->kc[i] = s->v_only[i] ? NULL : alloc64(bytes);
-        s->vc[i] = alloc64(bytes);
+        if (cuda) {
+            if ((!s->v_only[i] && gem_dev_alloc(bytes, &s->kc[i]) != GEM_OK) ||
+                gem_dev_alloc(bytes, &s->vc[i]) != GEM_OK) {
+                mfail(err, errlen, GEM_ERR_NOMEM,
+                      "out of device memory for the KV cache of layer %lld (%zu bytes per tensor)",
+                      (long long)i, bytes);
+                goto fail;
+            }
+        } else {
+            s->kc[i] = s->v_only[i] ? NULL : alloc64(bytes);
+            s->vc[i] = alloc64(bytes);
+        }
         s->inv_freq[i] = malloc((size_t)(l->n_rot / 2 + 1) * sizeof(double));
         if ((!s->v_only[i] && !s->kc[i]) || !s->vc[i] || !s->inv_freq[i])
             goto nomem;
@@ -661,6 +673,14 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         if (l->n_ff > max_ff)
             max_ff = l->n_ff;
     }
+    if (cuda) {
+        /* the device's scratch, workspace, stream and events; k_weight of the V-only
+         * layers then points at the device's k_norm */
+        if ((st = gem_session_dev_create(s, err, errlen)) != GEM_OK)
+            goto fail;
+        *out = s;
+        return GEM_OK;
+    }
     st = GEM_ERR_NOMEM;
     s->ws = alloc64(s->ws_bytes ? s->ws_bytes : 64);
     const size_t E = (size_t)hp->n_embd;
@@ -689,6 +709,12 @@ fail:
     return st;
 }
 
+const char *gem_session_describe(const gem_session *s)
+{
+    return s ? gem_decode_ctx_describe(s->dctx) : "";
+}
+gem_backend gem_session_backend(const gem_session *s) { return s ? s->backend : GEM_BACKEND_CPU; }
+
 int64_t gem_session_pos(const gem_session *s) { return s ? s->pos : 0; }
 void gem_session_reset(gem_session *s)
 {
@@ -705,6 +731,10 @@ void gem_session_times_reset(gem_session *s)
     if (!s)
         return;
     memset(&s->t, 0, sizeof s->t);
+    if (s->backend == GEM_BACKEND_CUDA) {
+        (void)gem_decode_stage_clock_reset(s->dctx); /* one context on the device */
+        return;
+    }
     /* both contexts are CPU ones: the clock answers GEM_OK */
     (void)gem_decode_stage_clock_reset(s->dctx);
     (void)gem_decode_stage_clock_reset(s->dctx1);
@@ -720,6 +750,8 @@ gem_status gem_session_time_baseline_stages(gem_session *s, int on)
         return GEM_ERR_NULL;
     if (on != 0 && on != 1)
         return GEM_ERR_PARAM;
+    if (s->backend == GEM_BACKEND_CUDA)
+        return gem_decode_stage_clock_set(s->dctx, on); /* CUDA events around the kernels */
     gem_status st = gem_decode_stage_clock_set(s->dctx, on);
     if (st == GEM_OK)
         st = gem_decode_stage_clock_set(s->dctx1, on);
@@ -731,6 +763,12 @@ gem_status gem_session_baseline_stage_times(const gem_session *s, gem_baseline_s
     if (!s || !out)
         return GEM_ERR_NULL;
     gem_baseline_stage_seconds a, b;
+    if (s->backend == GEM_BACKEND_CUDA) {
+        gem_status st = gem_decode_stage_clock_read(s->dctx, &a);
+        if (st == GEM_OK)
+            *out = (gem_baseline_stage_times){a.score, a.normalize, a.value, a.reduce, a.calls};
+        return st;
+    }
     gem_status st = gem_decode_stage_clock_read(s->dctx, &a);
     if (st == GEM_OK)
         st = gem_decode_stage_clock_read(s->dctx1, &b);
@@ -766,6 +804,21 @@ gem_status gem_session_fill_repeat(gem_session *s, int64_t n)
             continue;
         const size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es; /* bytes */
         char *kc = s->kc[i], *vc = s->vc[i]; /* kc NULL: V alone */
+        if (s->backend == GEM_BACKEND_CUDA) {
+            /* runs of up to pos rows, each a copy of the first rows */
+            for (int64_t t = s->pos; t < n; t += s->pos) {
+                const int64_t rows = n - t < s->pos ? n - t : s->pos;
+                const size_t at = (size_t)t * row, len = (size_t)rows * row;
+                gem_status st = GEM_OK;
+                if (kc)
+                    st = gem_dev_copy(s, kc + at, kc, len);
+                if (st == GEM_OK)
+                    st = gem_dev_copy(s, vc + at, vc, len);
+                if (st != GEM_OK)
+                    return st;
+            }
+            continue;
+        }
         for (int64_t t = s->pos; t < n; t++) {
             if (kc)
                 memcpy(kc + (size_t)t * row, kc + (size_t)(t % s->pos) * row, row);
@@ -781,13 +834,24 @@ gem_status gem_session_copy(gem_session *dst, const gem_session *src)
     if (!dst || !src)
         return GEM_ERR_NULL;
     if (dst->m != src->m || dst->max_tokens != src->max_tokens ||
-        dst->kv_dtype != src->kv_dtype || dst->k_from_v != src->k_from_v)
-        return GEM_ERR_PARAM; /* the caches differ in size, type or what they hold */
+        dst->kv_dtype != src->kv_dtype || dst->k_from_v != src->k_from_v ||
+        dst->backend != src->backend)
+        return GEM_ERR_PARAM; /* the caches differ in size, type, place or what they hold */
     for (int64_t i = 0; i < src->m->hp.n_layers; i++) {
         const gem_layer *l = &src->m->layers[i];
         int64_t rows = src->pos < src->cap[i] ? src->pos : src->cap[i];
         /* within the allocation: rows <= cap */
         size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * src->kv_es;
+        if (src->backend == GEM_BACKEND_CUDA) {
+            gem_status st = GEM_OK;
+            if (!src->v_only[i])
+                st = gem_dev_copy(dst, dst->kc[i], src->kc[i], n);
+            if (st == GEM_OK)
+                st = gem_dev_copy(dst, dst->vc[i], src->vc[i], n);
+            if (st != GEM_OK)
+                return st;
+            continue;
+        }
         if (!src->v_only[i])
             memcpy(dst->kc[i], src->kc[i], n);
         memcpy(dst->vc[i], src->vc[i], n);
@@ -892,6 +956,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     const gem_hparams *hp = &m->hp;
     if (s->pos >= s->max_tokens || token < 0 || token >= hp->n_vocab)
         return GEM_ERR_RANGE;
+    if (s->backend == GEM_BACKEND_CUDA)
+        return gem_session_dev_eval(s, token, logits);
     const int64_t E = hp->n_embd, pos = s->pos;
     double t0 = now(), t1;
 #define LAP(field) (t1 = now(), s->t.field += t1 - t0, t0 = t1)

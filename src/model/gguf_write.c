@@ -3,9 +3,12 @@
  * kept until gem_gguf_writer_write lays out the data section (alignment 32)
  * and asks a callback for each tensor's bytes in turn.
  */
+#define _POSIX_C_SOURCE 200809L /* fseeko, ftruncate, fileno */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "gem/gguf.h"
 
@@ -16,6 +19,7 @@ typedef struct wtensor {
     int64_t ne[GEM_GGUF_MAX_DIMS];
     size_t bytes;
     uint64_t offset;
+    int hole; /* gem_gguf_writer_hole: bytes left out (zeros in a sparse file) */
 } wtensor;
 
 struct gem_gguf_writer {
@@ -232,6 +236,16 @@ static int pad_file(FILE *f, uint64_t pos, uint64_t align)
     return pad && fwrite(zeros, 1, (size_t)pad, f) != pad ? -1 : 0;
 }
 
+gem_status gem_gguf_writer_hole(gem_gguf_writer *w, int64_t index)
+{
+    if (!w)
+        return GEM_ERR_NULL;
+    if (index < 0 || index >= w->n_t)
+        return GEM_ERR_RANGE;
+    w->t[index].hole = 1;
+    return GEM_OK;
+}
+
 gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_fill_fn fill,
                                  void *user, char *err, size_t errlen)
 {
@@ -276,7 +290,17 @@ gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_
         goto out;
     }
     int bad = fwrite(hdr.kv, 1, hdr.kv_len, f) != hdr.kv_len || pad_file(f, hdr.kv_len, align);
+    int holes = 0;
     for (int64_t i = 0; i < w->n_t && !bad; i++) {
+        if (w->t[i].hole) {
+            /* skip the padded bytes; the file is extended to its size at the end.
+             * offset + padded fit uint64_t (checked above) and off_t (checked below) */
+            const uint64_t padded = i + 1 < w->n_t ? w->t[i + 1].offset - w->t[i].offset
+                                                   : off - w->t[i].offset;
+            bad = padded > (uint64_t)INT64_MAX || fseeko(f, (off_t)padded, SEEK_CUR) != 0;
+            holes = 1;
+            continue;
+        }
         void *buf = malloc(w->t[i].bytes ? w->t[i].bytes : 1);
         if (!buf) {
             st = GEM_ERR_NOMEM;
@@ -293,6 +317,11 @@ gem_status gem_gguf_writer_write(gem_gguf_writer *w, const char *path, gem_gguf_
             bad = 1;
         }
         free(buf);
+    }
+    if (!bad && holes) {
+        /* the header's length plus the tensor data, as the reader checks the file size */
+        const off_t end = ftello(f);
+        bad = end < 0 || fflush(f) != 0 || ftruncate(fileno(f), end) != 0;
     }
     if (fclose(f) != 0)
         bad = 1;

@@ -549,6 +549,10 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
             goto out;
         }
     }
+    for (int64_t i = 0; s->no_matrices && i < n; i++)
+        if ((t[i].kind == T_MATRIX || t[i].kind == T_EMBED) &&
+            (st = gem_gguf_writer_hole(w, i)) != GEM_OK)
+            goto out;
     synth_ctx c = {s, t, n, (int64_t)(s->partial_rotary_full * (double)s->head_dim_full / 2.0)};
     st = gem_gguf_writer_write(w, path, fill, &c, err, errlen);
 out:

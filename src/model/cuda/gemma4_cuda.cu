@@ -1,0 +1,695 @@
+/*
+ * The Gemma 4 text decoder on one GPU: the same token as gemma4.c computes on the
+ * CPU, with every step on the device and one host synchronisation per token (at
+ * its end, for the logits and the non-finite flag).
+ *
+ *   embedding      gem_dmv_row (dequantized row * sqrt(n_embd))
+ *   per layer      norm_kernel / post_attn_kernel / post_ffn_kernel (one block each:
+ *                  the RMS norms and the residual stream, sums of squares in double
+ *                  as the CPU takes them), gem_dmv_multi (q, k, v), qkv_post_kernel
+ *                  (q/k/v norms, RoPE in double, the new cache row), gem_decode
+ *                  (attention on the caches in place, sliding and full layers),
+ *                  gem_dmv (o, down), gem_dmv_geglu (gate, up and GeGLU)
+ *   logits         gem_dmv on the tied embedding, softcap_kernel
+ *
+ * Elementwise steps take the CPU decoder's arithmetic operation for operation; the
+ * matrix products and the attention sum in another (fixed) order, so the two
+ * backends agree to float rounding (tests/test_model_cuda.c), and the device gives
+ * the same bits on every run.
+ *
+ * Stage times: an event at every change of stage (embedding, norms, projections,
+ * sliding attention, full attention, MLP, logits) on the session's stream; after
+ * the token's synchronisation the intervals are added to the stage they close.
+ * The token's time is the first event to the last: GPU time, with any gap the host
+ * left between kernels inside it.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gem/decode.h"
+#include "gem/model.h"
+#include "model_cuda.h"
+#include "model_internal.h"
+
+#define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */
+#define QKV_MAX_DIM 1024 /* head dimensions it holds in shared memory */
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+static gem_status dfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static gem_status cu_status(cudaError_t e)
+{
+    if (e == cudaSuccess)
+        return GEM_OK;
+    if (e == cudaErrorMemoryAllocation)
+        return GEM_ERR_NOMEM;
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+        return GEM_ERR_NO_DEVICE;
+    return GEM_ERR_DEVICE;
+}
+
+/* ---- the weights on the device ---------------------------------------------------------- */
+
+typedef struct dev_layer {
+    gem_dmatrix wq, wk, wv, wo, gate, up, down; /* wv.data NULL when k_eq_v */
+    float *attn_norm, *q_norm, *k_norm, *post_attn_norm, *ffn_norm, *post_ffn_norm;
+} dev_layer;
+
+struct gem_model_dev {
+    int device;
+    uint64_t seed;
+    size_t bytes;
+    dev_layer *layers; /* (n_layers) */
+    gem_dmatrix embd;  /* (n_vocab, n_embd) */
+    gem_dmatrix output; /* the head: shares embd's memory when tied */
+    float *output_norm; /* (n_embd) */
+    void **allocs;      /* every device allocation, for the release */
+    int64_t n_allocs, cap_allocs;
+};
+
+static gem_status dev_track(gem_model_dev *d, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (d->n_allocs == d->cap_allocs) {
+        const int64_t cap = d->cap_allocs ? 2 * d->cap_allocs : 64;
+        void **a = (void **)realloc(d->allocs, (size_t)cap * sizeof *a);
+        if (!a)
+            return GEM_ERR_NOMEM;
+        d->allocs = a;
+        d->cap_allocs = cap;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cu_status(e);
+    }
+    d->allocs[d->n_allocs++] = p;
+    d->bytes += bytes;
+    *out = p;
+    return GEM_OK;
+}
+
+void gem_model_dev_free(gem_model_dev *d)
+{
+    if (!d)
+        return;
+    for (int64_t i = 0; i < d->n_allocs; i++)
+        cudaFree(d->allocs[i]);
+    free(d->allocs);
+    free(d->layers);
+    free(d);
+}
+
+size_t gem_model_dev_bytes(const gem_model_dev *d) { return d ? d->bytes : 0; }
+uint64_t gem_model_dev_random_seed(const gem_model_dev *d) { return d ? d->seed : 0; }
+
+/* A matrix on the device: its file bytes, or seeded random blocks (seed != 0, a
+ * stream of its own per matrix: `index`). */
+static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t seed, uint64_t index,
+                             float amp, gem_dmatrix *out, char *err, size_t errlen,
+                             const char *name)
+{
+    *out = (gem_dmatrix){NULL, m->type, m->rows, m->cols, m->row_bytes};
+    if (!gem_dmv_supported(m->type, m->cols))
+        return dfail(err, errlen, GEM_ERR_UNSUPPORTED,
+                     "%s: weight type %s with rows of %lld has no device kernel", name,
+                     gem_gguf_type_name(m->type), (long long)m->cols);
+    size_t bytes;
+    gem_status st = gem_mul_size((size_t)m->rows, m->row_bytes, &bytes);
+    if (st != GEM_OK)
+        return dfail(err, errlen, st, "%s: size does not fit", name);
+    if ((st = dev_track(d, bytes, &out->data)) != GEM_OK)
+        return dfail(err, errlen, st, "%s: device memory for %zu bytes: %s", name, bytes,
+                     gem_status_str(st));
+    if (seed) {
+        /* SplitMix64's increment separates the matrices' streams */
+        const uint64_t s = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+        st = gem_dmatrix_fill_random(out, s ? s : 1, amp, NULL);
+    } else {
+        st = cu_status(cudaMemcpy(out->data, m->data, bytes, cudaMemcpyHostToDevice));
+    }
+    if (st != GEM_OK)
+        return dfail(err, errlen, st, "%s: putting the weights on the device: %s", name,
+                     gem_status_str(st));
+    return GEM_OK;
+}
+
+static gem_status dev_vector(gem_model_dev *d, const float *v, int64_t n, float **out)
+{
+    void *p;
+    gem_status st = dev_track(d, (size_t)n * sizeof(float), &p);
+    if (st != GEM_OK)
+        return st;
+    *out = (float *)p;
+    return cu_status(cudaMemcpy(p, v, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_model_dev **out,
+                                char *err, size_t errlen)
+{
+    *out = NULL;
+    int dev = -1, n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return dfail(err, errlen, GEM_ERR_NO_DEVICE, "no usable CUDA device");
+    }
+    gem_model_dev *d = (gem_model_dev *)calloc(1, sizeof *d);
+    if (!d)
+        return GEM_ERR_NOMEM;
+    d->device = dev;
+    d->seed = random_seed;
+    const gem_hparams *hp = &m->hp;
+    gem_status st = GEM_ERR_NOMEM;
+    d->layers = (dev_layer *)calloc((size_t)hp->n_layers, sizeof *d->layers);
+    if (!d->layers)
+        goto fail;
+    {
+        char name[96];
+        uint64_t idx = 0;
+        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, 0.5f, &d->embd, err, errlen,
+                             "token_embd")) != GEM_OK)
+            goto fail;
+        if (m->output.data == m->tok_embd.data) {
+            d->output = d->embd; /* tied */
+        } else if ((st = dev_matrix(d, &m->output, random_seed, idx++,
+                                    1.0f / sqrtf((float)m->output.cols), &d->output, err, errlen,
+                                    "output")) != GEM_OK) {
+            goto fail;
+        }
+        if ((st = dev_vector(d, m->output_norm, hp->n_embd, &d->output_norm)) != GEM_OK)
+            goto fail;
+        for (int64_t i = 0; i < hp->n_layers; i++) {
+            const gem_layer *l = &m->layers[i];
+            dev_layer *dl = &d->layers[i];
+            const gem_matrix *src[7] = {&l->wq, &l->wk, &l->wv, &l->wo,
+                                        &l->w_gate, &l->w_up, &l->w_down};
+            gem_dmatrix *dst[7] = {&dl->wq, &dl->wk, &dl->wv, &dl->wo,
+                                   &dl->gate, &dl->up, &dl->down};
+            static const char *const names[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+            for (int j = 0; j < 7; j++) {
+                if (j == 2 && l->k_eq_v)
+                    continue;
+                snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, names[j]);
+                if ((st = dev_matrix(d, src[j], random_seed, idx++,
+                                     1.0f / sqrtf((float)src[j]->cols), dst[j], err, errlen,
+                                     name)) != GEM_OK)
+                    goto fail;
+            }
+            const int64_t E = hp->n_embd, hd = l->head_dim;
+            if ((st = dev_vector(d, l->attn_norm, E, &dl->attn_norm)) != GEM_OK ||
+                (st = dev_vector(d, l->q_norm, hd, &dl->q_norm)) != GEM_OK ||
+                (st = dev_vector(d, l->k_norm, hd, &dl->k_norm)) != GEM_OK ||
+                (st = dev_vector(d, l->post_attn_norm, E, &dl->post_attn_norm)) != GEM_OK ||
+                (st = dev_vector(d, l->ffn_norm, E, &dl->ffn_norm)) != GEM_OK ||
+                (st = dev_vector(d, l->post_ffn_norm, E, &dl->post_ffn_norm)) != GEM_OK) {
+                dfail(err, errlen, st, "layer %lld's norm vectors: %s", (long long)i,
+                      gem_status_str(st));
+                goto fail;
+            }
+        }
+    }
+    if ((st = cu_status(cudaDeviceSynchronize())) != GEM_OK) {
+        dfail(err, errlen, st, "putting the weights on the device: %s", gem_status_str(st));
+        goto fail;
+    }
+    *out = d;
+    return GEM_OK;
+fail:
+    if (err && errlen && !err[0])
+        dfail(err, errlen, st, "putting the weights on the device: %s", gem_status_str(st));
+    gem_model_dev_free(d);
+    return st;
+}
+
+/* ---- caches ---------------------------------------------------------------------------- */
+
+gem_status gem_dev_alloc(size_t bytes, void **out)
+{
+    *out = NULL;
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *out = NULL;
+        return cu_status(e);
+    }
+    return GEM_OK;
+}
+
+void gem_dev_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
+/* ---- the session's device state ---------------------------------------------------------- */
+
+enum { ST_EMBED, ST_NORMS, ST_PROJ, ST_ATTN_SWA, ST_ATTN_FULL, ST_MLP, ST_LOGITS, ST_COUNT };
+
+struct gem_session_dev {
+    cudaStream_t stream;
+    float *x, *xn, *q, *k, *v, *att, *o, *h, *logits; /* device scratch */
+    double *inv_freq;   /* (n_layers, max_half) on the device */
+    int64_t max_half;
+    unsigned *flag;     /* device: bit 0 a cache row, bit 1 a logit not finite */
+    unsigned *h_flag;   /* pinned host copy */
+    float *h_logits;    /* pinned host (n_vocab) */
+    cudaEvent_t *ev;    /* (n_ev) */
+    int *ev_stage;      /* (n_ev): the stage that the interval ending at event i belongs to */
+    int64_t n_ev, used_ev;
+};
+
+gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s) { return s->dctx; }
+
+gem_status gem_dev_copy(gem_session *s, void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t st = s->dev ? s->dev->stream : 0;
+    gem_status r = cu_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+    if (r == GEM_OK)
+        r = cu_status(cudaStreamSynchronize(st));
+    return r;
+}
+
+void gem_session_dev_free(gem_session *s)
+{
+    gem_session_dev *d = s->dev;
+    gem_dev_free(s->ws);
+    s->ws = NULL;
+    if (!d)
+        return;
+    if (d->stream)
+        cudaStreamSynchronize(d->stream);
+    float *dev_bufs[] = {d->x, d->xn, d->q, d->k, d->v, d->att, d->o, d->h, d->logits};
+    for (size_t i = 0; i < sizeof dev_bufs / sizeof *dev_bufs; i++)
+        gem_dev_free(dev_bufs[i]);
+    gem_dev_free(d->inv_freq);
+    gem_dev_free(d->flag);
+    if (d->h_flag)
+        cudaFreeHost(d->h_flag);
+    if (d->h_logits)
+        cudaFreeHost(d->h_logits);
+    for (int64_t i = 0; d->ev && i < d->n_ev; i++)
+        if (d->ev[i])
+            cudaEventDestroy(d->ev[i]);
+    free(d->ev);
+    free(d->ev_stage);
+    if (d->stream)
+        cudaStreamDestroy(d->stream);
+    free(d);
+    s->dev = NULL;
+}
+
+gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen)
+{
+    const gem_model *m = s->m;
+    const gem_hparams *hp = &m->hp;
+    gem_session_dev *d = (gem_session_dev *)calloc(1, sizeof *d);
+    if (!d)
+        return GEM_ERR_NOMEM;
+    s->dev = d;
+    gem_status st;
+    int64_t max_q = 0, max_k = 0, max_ff = 0, max_half = 1;
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        const gem_layer *l = &m->layers[i];
+        max_q = l->n_head * l->head_dim > max_q ? l->n_head * l->head_dim : max_q;
+        max_k = l->n_head_kv * l->head_dim > max_k ? l->n_head_kv * l->head_dim : max_k;
+        max_ff = l->n_ff > max_ff ? l->n_ff : max_ff;
+        max_half = l->n_rot / 2 > max_half ? l->n_rot / 2 : max_half;
+    }
+    d->max_half = max_half;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        if (m->layers[i].head_dim > QKV_MAX_DIM)
+            return dfail(err, errlen, GEM_ERR_UNSUPPORTED,
+                         "layer %lld: head dimension %lld is past the device decoder's %d",
+                         (long long)i, (long long)m->layers[i].head_dim, QKV_MAX_DIM);
+    const size_t E = (size_t)hp->n_embd;
+    if ((st = cu_status(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking))) != GEM_OK ||
+        (st = gem_dev_alloc(s->ws_bytes ? s->ws_bytes : 64, &s->ws)) != GEM_OK ||
+        (st = gem_dev_alloc(E * 4, (void **)&d->x)) != GEM_OK ||
+        (st = gem_dev_alloc(E * 4, (void **)&d->xn)) != GEM_OK ||
+        (st = gem_dev_alloc(E * 4, (void **)&d->o)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)max_q * 4, (void **)&d->q)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)max_q * 4, (void **)&d->att)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)max_k * 4, (void **)&d->k)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)max_k * 4, (void **)&d->v)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)max_ff * 4, (void **)&d->h)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)hp->n_vocab * 4, (void **)&d->logits)) != GEM_OK ||
+        (st = gem_dev_alloc(sizeof(unsigned), (void **)&d->flag)) != GEM_OK ||
+        (st = gem_dev_alloc((size_t)(hp->n_layers * max_half) * sizeof(double),
+                            (void **)&d->inv_freq)) != GEM_OK ||
+        (st = cu_status(cudaMallocHost((void **)&d->h_flag, sizeof(unsigned)))) != GEM_OK ||
+        (st = cu_status(cudaMallocHost((void **)&d->h_logits, (size_t)hp->n_vocab * 4))) !=
+            GEM_OK)
+        return dfail(err, errlen, st, "device scratch of the session: %s", gem_status_str(st));
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        const gem_layer *l = &m->layers[i];
+        if (l->n_rot / 2 > 0 &&
+            (st = cu_status(cudaMemcpy(d->inv_freq + i * max_half, s->inv_freq[i],
+                                       (size_t)(l->n_rot / 2) * sizeof(double),
+                                       cudaMemcpyHostToDevice))) != GEM_OK)
+            return dfail(err, errlen, st, "rotation table: %s", gem_status_str(st));
+        if (s->v_only[i]) /* the decode reads k_weight in the backend's memory */
+            s->kfv[i].k_weight = m->dev->layers[i].k_norm;
+    }
+    /* an event at every change of stage: at most 8 per layer and a few around them */
+    d->n_ev = 8 * hp->n_layers + 8;
+    d->ev = (cudaEvent_t *)calloc((size_t)d->n_ev, sizeof *d->ev);
+    d->ev_stage = (int *)calloc((size_t)d->n_ev, sizeof *d->ev_stage);
+    if (!d->ev || !d->ev_stage)
+        return dfail(err, errlen, GEM_ERR_NOMEM, "out of memory for the stage events");
+    for (int64_t i = 0; i < d->n_ev; i++)
+        if ((st = cu_status(cudaEventCreate(&d->ev[i]))) != GEM_OK)
+            return dfail(err, errlen, st, "stage events: %s", gem_status_str(st));
+    return GEM_OK;
+}
+
+/* ---- elementwise kernels --------------------------------------------------------------------- */
+
+#define NORM_THREADS 1024
+
+/* The sum of v over the block in a fixed order (warp trees, then warp 0's tree over
+ * the warps' sums); every thread receives it. sh (32) shared. */
+__device__ double block_sum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads(); /* sh may still be read from a previous sum */
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+/* 1 / sqrt(mean(x^2) + eps) of x (n) in double, as the CPU's rmsnorm. */
+__device__ double rms_inv(const float *x, int64_t n, double eps, double *sh)
+{
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        ss += (double)x[i] * (double)x[i];
+    ss = block_sum(ss, sh);
+    return 1.0 / sqrt(ss / (double)n + eps);
+}
+
+/* out = rmsnorm(x) * w.  x, w, out (n); one block. */
+__global__ void norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n,
+                            double eps, float *__restrict__ out)
+{
+    __shared__ double sh[32];
+    const double r = rms_inv(x, n, eps, sh);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        out[i] = (float)((double)x[i] * r) * w[i];
+}
+
+/* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n) each; one block. */
+__global__ void post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
+                                 float *__restrict__ x, const float *__restrict__ w_ffn, int64_t n,
+                                 double eps, float *__restrict__ xn)
+{
+    __shared__ double sh[32];
+    const double r = rms_inv(o, n, eps, sh);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        x[i] += (float)((double)o[i] * r) * w_post[i];
+    const double r2 = rms_inv(x, n, eps, sh); /* each thread reads the x it wrote */
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        xn[i] = (float)((double)x[i] * r2) * w_ffn[i];
+}
+
+/* After the MLP: x = (x + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x) * w_next (the next
+ * layer's input norm, or the output norm).  (n) each; one block. */
+__global__ void post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
+                                float *__restrict__ x, float scale,
+                                const float *__restrict__ w_next, int64_t n, double eps,
+                                float *__restrict__ xn)
+{
+    __shared__ double sh[32];
+    const double r = rms_inv(o, n, eps, sh);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        x[i] = (x[i] + (float)((double)o[i] * r) * w_post[i]) * scale;
+    const double r2 = rms_inv(x, n, eps, sh);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        xn[i] = (float)((double)x[i] * r2) * w_next[i];
+}
+
+
+/* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
+ * in double, as the CPU's rope. */
+__device__ void rope_shared(float *xs, int64_t half, const double *__restrict__ inv_freq,
+                            int64_t pos)
+{
+    for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+        double sn, cs;
+        sincos((double)pos * inv_freq[j], &sn, &cs);
+        const double a = xs[j], b = xs[j + half];
+        xs[j] = (float)(a * cs - b * sn);
+        xs[j + half] = (float)(a * sn + b * cs);
+    }
+}
+
+/* Stores n values of the head in the cache's type (F32, or BF16 / F16 rounded to nearest
+ * even); sets bit 0 of *flag when a stored value is not finite. */
+__device__ void store_row(const float *xs, int64_t n, gem_dtype t, void *dst, unsigned *flag)
+{
+    int bad = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xs[i];
+        if (t == GEM_DTYPE_F32) {
+            ((float *)dst)[i] = v;
+            bad |= !isfinite(v);
+        } else if (t == GEM_DTYPE_BF16) {
+            __nv_bfloat16 b = __float2bfloat16_rn(v);
+            ((__nv_bfloat16 *)dst)[i] = b;
+            bad |= !isfinite(__bfloat162float(b));
+        } else {
+            __half h = __float2half_rn(v);
+            ((__half *)dst)[i] = h;
+            bad |= !isfinite(__half2float(h));
+        }
+    }
+    if (bad)
+        atomicOr(flag, 1u); /* a flag, not a reduction: any order sets the same bit */
+}
+
+/* The new token's q, K row and V row. Blocks [0, n_head): query head b: q = rope(rmsnorm(q)
+ * * q_norm) in place. Blocks [n_head, n_head + n_kv): KV head g: K = rope(rmsnorm(k) *
+ * k_norm) to kc (unless kc is NULL: V alone), V = rmsnorm(v_src) to vc, where v_src is the
+ * raw k when the layer has K = V. q (n_head, hd), k, v (n_kv, hd); kc, vc point at the
+ * cache row (n_kv, hd) of type t. hd <= QKV_MAX_DIM, half <= hd / 2. */
+__global__ void qkv_post_kernel(float *__restrict__ q, const float *__restrict__ k,
+                                const float *__restrict__ v, int64_t n_head, int64_t hd,
+                                int64_t half, const float *__restrict__ q_norm,
+                                const float *__restrict__ k_norm,
+                                const double *__restrict__ inv_freq, int64_t pos, double eps,
+                                gem_dtype t, void *kc, void *vc, unsigned *flag)
+{
+    __shared__ double sh[32];
+    __shared__ float xs[QKV_MAX_DIM];
+    const int64_t b = blockIdx.x;
+    if (b < n_head) {
+        float *x = q + b * hd;
+        const double r = rms_inv(x, hd, eps, sh);
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
+            xs[i] = (float)((double)x[i] * r) * q_norm[i];
+        __syncthreads();
+        rope_shared(xs, half, inv_freq, pos);
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
+            x[i] = xs[i];
+        return;
+    }
+    const int64_t g = b - n_head;
+    const size_t es = t == GEM_DTYPE_F32 ? 4 : 2;
+    const float *kx = k + g * hd;
+    if (kc) {
+        const double r = rms_inv(kx, hd, eps, sh);
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
+            xs[i] = (float)((double)kx[i] * r) * k_norm[i];
+        __syncthreads();
+        rope_shared(xs, half, inv_freq, pos);
+        __syncthreads();
+        store_row(xs, hd, t, (char *)kc + (size_t)(g * hd) * es, flag);
+        __syncthreads();
+    }
+    const float *vx = (v ? v : k) + g * hd;
+    const double r = rms_inv(vx, hd, eps, sh);
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
+        xs[i] = (float)((double)vx[i] * r);
+    __syncthreads();
+    store_row(xs, hd, t, (char *)vc + (size_t)(g * hd) * es, flag);
+}
+
+/* logits = cap * tanh(logits / cap) in double (cap > 0); bit 1 of *flag for a value that is
+ * not finite. (n) */
+__global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, unsigned *flag)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float v = l[i];
+    if (cap > 0)
+        v = (float)(cap * tanh((double)v / cap));
+    l[i] = v;
+    if (!isfinite(v))
+        atomicOr(flag, 2u);
+}
+
+/* ---- one token ----------------------------------------------------------------------------- */
+
+static gem_status launched(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? GEM_OK : GEM_ERR_DEVICE;
+}
+
+/* Closes the interval of `stage` with an event. */
+static gem_status mark(gem_session_dev *d, int stage)
+{
+    if (d->used_ev >= d->n_ev)
+        return GEM_ERR_RANGE; /* sized for 8 per layer: a bug if reached */
+    d->ev_stage[d->used_ev] = stage;
+    return cu_status(cudaEventRecord(d->ev[d->used_ev++], d->stream));
+}
+
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
+{
+    const gem_model *m = s->m;
+    const gem_model_dev *w = m->dev;
+    const gem_hparams *hp = &m->hp;
+    gem_session_dev *d = s->dev;
+    cudaStream_t str = d->stream;
+    const int64_t E = hp->n_embd, pos = s->pos;
+    gem_status st;
+    d->used_ev = 0;
+#define TRY(x)                                                                                    \
+    do {                                                                                          \
+        if ((st = (x)) != GEM_OK)                                                                 \
+            goto fail;                                                                            \
+    } while (0)
+    TRY(cu_status(cudaMemsetAsync(d->flag, 0, sizeof(unsigned), str)));
+    TRY(mark(d, ST_EMBED)); /* the start */
+    TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
+    TRY(mark(d, ST_EMBED));
+    norm_kernel<<<1, NORM_THREADS, 0, str>>>(d->x, w->layers[0].attn_norm, E, hp->eps, d->xn);
+    TRY(launched());
+    TRY(mark(d, ST_NORMS));
+    for (int64_t li = 0; li < hp->n_layers; li++) {
+        const gem_layer *l = &m->layers[li];
+        const dev_layer *dl = &w->layers[li];
+        const int64_t hd = l->head_dim, nkv = l->n_head_kv;
+        {
+            const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
+            float *ys[3] = {d->q, d->k, d->v};
+            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, str));
+        }
+        TRY(mark(d, ST_PROJ));
+        const int v_only = s->v_only[li];
+        const int64_t row = l->swa ? pos % s->cap[li] : pos;
+        const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
+        void *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
+        void *vdst = (char *)s->vc[li] + row_off;
+        qkv_post_kernel<<<(unsigned)(l->n_head + nkv), QKV_THREADS, 0, str>>>(
+            d->q, d->k, l->k_eq_v ? NULL : d->v, l->n_head, hd, l->n_rot / 2, dl->q_norm,
+            dl->k_norm, d->inv_freq + li * d->max_half, pos, hp->eps, s->kv_dtype, kdst, vdst,
+            d->flag);
+        TRY(launched());
+        TRY(mark(d, ST_NORMS));
+        const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
+        const gem_kv_view view = {v_only ? NULL : s->kc[li],
+                                  s->vc[li],
+                                  s->kv_dtype,
+                                  s->kv_dtype,
+                                  v_only ? 0 : hd,
+                                  v_only ? 0 : nkv * hd,
+                                  hd,
+                                  nkv * hd,
+                                  live,
+                                  s->cap[li],
+                                  v_only ? &s->kfv[li] : NULL};
+        const gem_decode_shape sh = {l->n_head, nkv, hd, hd, 1.0f};
+        TRY(gem_decode(s->dctx, &sh, d->q, &view, d->att, s->ws, s->ws_bytes,
+                       l->swa ? NULL : &s->full_cfg, str));
+        TRY(mark(d, l->swa ? ST_ATTN_SWA : ST_ATTN_FULL));
+        TRY(gem_dmv(&dl->wo, d->att, d->o, str));
+        TRY(mark(d, ST_PROJ));
+        post_attn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_attn_norm, d->x,
+                                                      dl->ffn_norm, E, hp->eps, d->xn);
+        TRY(launched());
+        TRY(mark(d, ST_NORMS));
+        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, str));
+        TRY(gem_dmv(&dl->down, d->h, d->o, str));
+        TRY(mark(d, ST_MLP));
+        const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
+        post_ffn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_ffn_norm, d->x, l->out_scale,
+                                                     next, E, hp->eps, d->xn);
+        TRY(launched());
+        TRY(mark(d, ST_NORMS));
+    }
+    if (logits) {
+        TRY(gem_dmv(&w->output, d->xn, d->logits, str));
+        const int64_t nv = hp->n_vocab;
+        softcap_kernel<<<(unsigned)((nv + 255) / 256), 256, 0, str>>>(d->logits, nv, hp->softcap,
+                                                                     d->flag);
+        TRY(launched());
+        TRY(mark(d, ST_LOGITS));
+        TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
+                                      cudaMemcpyDeviceToHost, str)));
+    }
+    TRY(cu_status(cudaMemcpyAsync(d->h_flag, d->flag, sizeof(unsigned), cudaMemcpyDeviceToHost,
+                                  str)));
+    TRY(cu_status(cudaStreamSynchronize(str)));
+    if (*d->h_flag)
+        return GEM_ERR_NONFINITE; /* a cache row (bit 0) or a logit (bit 1); pos stays */
+    {
+        double stage[ST_COUNT] = {0};
+        for (int64_t i = 1; i < d->used_ev; i++) {
+            float ms = 0;
+            TRY(cu_status(cudaEventElapsedTime(&ms, d->ev[i - 1], d->ev[i])));
+            stage[d->ev_stage[i]] += 1e-3 * (double)ms;
+        }
+        s->t.embed += stage[ST_EMBED];
+        s->t.norms += stage[ST_NORMS];
+        s->t.proj += stage[ST_PROJ];
+        s->t.attn_swa += stage[ST_ATTN_SWA];
+        s->t.attn_full += stage[ST_ATTN_FULL];
+        s->t.mlp += stage[ST_MLP];
+        s->t.logits += stage[ST_LOGITS];
+    }
+    if (logits)
+        memcpy(logits, d->h_logits, (size_t)hp->n_vocab * sizeof(float));
+#undef TRY
+    s->pos++;
+    s->t.tokens++;
+    s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full + s->t.mlp +
+                 s->t.logits;
+    return GEM_OK;
+fail:
+    /* leave the stream idle before returning: the next call reuses the scratch */
+    cudaStreamSynchronize(str);
+    (void)cudaGetLastError();
+    return st;
+}

@@ -1,0 +1,95 @@
+/*
+ * Internal to the model library: the model and session objects, shared by the
+ * CPU decoder (gemma4.c) and the device decoder (cuda/gemma4_cuda.cu, or
+ * nocuda/gemma4_none.c in a build without nvcc).
+ */
+#ifndef GEM_MODEL_INTERNAL_H
+#define GEM_MODEL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/decode.h"
+#include "gem/model.h"
+#include "mpool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The weights on the device (gem_model_upload); opaque outside the device decoder. */
+typedef struct gem_model_dev gem_model_dev;
+/* A session's device state (stream, scratch, events); opaque likewise. */
+typedef struct gem_session_dev gem_session_dev;
+
+struct gem_model {
+    gem_gguf *owned; /* the file when gem_model_load opened it */
+    const gem_gguf *g;
+    gem_hparams hp;
+    gem_layer *layers;   /* (n_layers) */
+    gem_matrix tok_embd; /* (n_vocab, n_embd) */
+    gem_matrix output;   /* the head: `output` if present, else tok_embd */
+    float *output_norm;  /* (n_embd) */
+    float *rope_freqs;   /* (head_dim_full / 2), or NULL: all factors 1 */
+    gem_tokenizer *tok;
+    size_t weight_bytes; /* read per token */
+    gem_model_dev *dev;  /* the weights on the device, or NULL */
+};
+
+struct gem_session {
+    const gem_model *m;
+    mpool *pool;
+    gem_decode_ctx *dctx;
+    gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
+    gem_decode_config full_cfg;
+    int64_t pos, max_tokens;
+    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major;
+                          kc[i] is NULL in a V-only layer */
+    unsigned char *v_only; /* per layer: 1 when it stores V alone and K is rebuilt (k_from_v) */
+    gem_k_from_v *kfv; /* per layer: the rotation that rebuilds K (set in V-only layers) */
+    int k_from_v;      /* opts.k_from_v */
+    gem_kv_memory mem; /* the caches' bytes, fixed at creation */
+    gem_dtype kv_dtype;
+    size_t kv_es;      /* bytes per cache element: 4 (F32) or 2 (BF16, F16) */
+    int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
+    double **inv_freq; /* per layer: (n_rot / 2) */
+    double *cs;        /* (max n_rot): cos and sin of the current position */
+    void *ws;          /* decode workspace (ws_bytes), 64-byte aligned */
+    size_t ws_bytes;
+    float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
+    float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
+    gem_stage_times t;
+    gem_backend backend;  /* where the caches live and the token runs */
+    gem_session_dev *dev; /* CUDA: the device state; kc / vc are device memory */
+};
+
+/* ---- the device decoder (CUDA; answers GEM_ERR_NO_DEVICE in a build without it) ---- */
+
+/* Puts m's weights on the current device (or generates them: random_seed != 0). */
+gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_model_dev **out,
+                                char *err, size_t errlen);
+void gem_model_dev_free(gem_model_dev *d);
+/* Bytes of device memory the weights hold. */
+size_t gem_model_dev_bytes(const gem_model_dev *d);
+uint64_t gem_model_dev_random_seed(const gem_model_dev *d);
+
+/* Device memory for a cache (bytes, zero allowed) and its release. */
+gem_status gem_dev_alloc(size_t bytes, void **out);
+void gem_dev_free(void *p);
+/* Device-to-device copy of `bytes` on the session's stream, waited for. */
+gem_status gem_dev_copy(gem_session *s, void *dst, const void *src, size_t bytes);
+
+/* The session's device state: stream, decode context, scratch, events (s->kc, s->vc,
+ * s->cap, s->inv_freq, s->kfv, s->ws_bytes already set; s->ws is allocated here). */
+gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen);
+void gem_session_dev_free(gem_session *s);
+/* The decode context of the device session (for workspace sizing and support queries). */
+gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s);
+/* One token on the device, as gem_session_eval. */
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEM_MODEL_INTERNAL_H */
