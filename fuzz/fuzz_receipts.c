@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness for the receipt analyzers and the checks they rest on.
- * The first byte selects the target (its value modulo 12; the seed corpus
- * uses the ASCII digits '0'..'9', ':' and ';'), the rest is its input:
+ * The first byte selects the target (its value modulo 16; the seed corpus
+ * uses the ASCII digits '0'..'9', ':', ';' and '<'), the rest is its input:
  *
  *   0 merge-check receipt      1 resource receipt       2 operator record (8191)
  *   3 model record (8192)      4 stage profile (65536)  5 u64 seed string
@@ -11,8 +11,9 @@
  *   9 escaping for one terminal line on raw bytes
  *  10 online-softmax merge and finalize on raw floats
  *  11 the comparison gate on raw doubles
+ *  12 whole-token model profile as the promotion decision reads it (13-15 too)
  *
- * Targets 0-7 parse JSON and run with recomputation and file access off
+ * Targets 0-7 and 12 parse JSON and run with recomputation and file access off
  * (the tests exercise those). Every input must end in a pass or exactly one
  * non-empty defect line without control characters, and each target's
  * contract is asserted (abort on a violation): no crash, no leak, no
@@ -245,11 +246,49 @@ static void gate_target(const uint8_t *data, size_t size)
     }
 }
 
+/* One gem.model_profile.v1 record through the promotion checks: a failure leaves
+ * one line and nothing allocated; a pass gives figures that agree with one another. */
+static void promotion_target(const uint8_t *data, size_t size)
+{
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &err);
+    if (!doc)
+        return;
+    an_ctx c;
+    memset(&c, 0, sizeof c);
+    c.file = "fuzz";
+    an_promotion_fig f;
+    if (an_promotion_record_doc(&c, doc, &f) != 0) {
+        CHECK(c.failed && c.msg[0] && printable(c.msg) && f.owned == NULL);
+        json_decref(doc);
+        return;
+    }
+    CHECK(!c.failed && f.reps >= 3 && f.per_rep >= 1 && f.context >= 1);
+    /* every time lies in [1e-6, 1e9] ms, so does every median; a gain is below 1 */
+    for (int r = 0; r < 2; r++) {
+        CHECK(f.median_ms[r] >= 1e-6 && f.median_ms[r] <= 1e9);
+        CHECK(isfinite(f.spread[r]) && f.spread[r] >= 0.0);
+        for (int64_t k = 0; k < f.reps; k++)
+            CHECK(f.rep_median_ms[r][k] >= 1e-6 && f.rep_median_ms[r][k] <= 1e9);
+    }
+    double lo = f.rep_gain[0], hi = f.rep_gain[0];
+    for (int64_t k = 0; k < f.reps; k++) {
+        CHECK(isfinite(f.rep_gain[k]) && f.rep_gain[k] < 1.0);
+        lo = f.rep_gain[k] < lo ? f.rep_gain[k] : lo;
+        hi = f.rep_gain[k] > hi ? f.rep_gain[k] : hi;
+    }
+    CHECK(isfinite(f.gain) && f.gain < 1.0);
+    CHECK(f.min_rep_gain == lo && f.gain_range == hi - lo);
+    an_promotion_fig_free(&f);
+    CHECK(f.owned == NULL);
+    json_decref(doc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    const unsigned kind = data[0] % 12u;
+    const unsigned kind = data[0] % 16u;
     data++;
     size--;
     if (kind <= 7)
@@ -260,7 +299,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         escape_target(data, size);
     else if (kind == 10)
         online_target(data, size);
-    else
+    else if (kind == 11)
         gate_target(data, size);
+    else
+        promotion_target(data, size);
     return 0;
 }

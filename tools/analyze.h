@@ -182,4 +182,55 @@ int an_ceiling(an_ctx *c, const char *const *profiles, size_t n, const an_opts *
  * 0, or -1 when out of memory or a size does not fit. */
 int an_stage_profile_samples_sha256(const json_t *doc, char hex[65]);
 
+/* Promotion decision on whole-token time (gem.model_profile.v1 records ->
+ * gem.promotion.v1, docs/receipts-records.md and docs/gates.md section 10). */
+
+/* Records one decision may read: two long contexts and up to 14 short ones. */
+#define AN_PROMOTION_MAX_FILES 16
+
+/* The whole-token figures of one record; index 0 is the baseline route, 1 the fused
+ * route. The arrays hold `reps` entries each, in f->owned (an_promotion_fig_free). */
+typedef struct an_promotion_fig {
+    int64_t context, reps, per_rep; /* context.positions, repetitions, samples_per_repetition */
+    double median_ms[2];            /* M: median of all samples of the route */
+    double *rep_median_ms[2];       /* m_r: median of repetition r */
+    double spread[2];               /* (max_r m_r - min_r m_r) / M */
+    double *rep_gain;               /* g_r = 1 - m_r(fused) / m_r(baseline) */
+    double gain;                    /* G = 1 - M(fused) / M(baseline) */
+    double min_rep_gain, gain_range; /* min_r g_r, max_r g_r - min_r g_r */
+    double *owned;                  /* the one allocation the three arrays lie in */
+} an_promotion_fig;
+
+/* Checks one gem.model_profile.v1 record on its own (the rules of docs/gates.md
+ * section 10) and computes its figures into *fig. 0 (the caller then frees fig), or
+ * -1 with c set and nothing to free. */
+int an_promotion_record_doc(an_ctx *c, const json_t *doc, an_promotion_fig *fig);
+/* Frees the arrays of fig (NULL or already freed: nothing). */
+void an_promotion_fig_free(an_promotion_fig *fig);
+
+/* One input of the decision: the record's path, its role, and (for a re-check) the
+ * digest the file must have. */
+typedef struct an_promotion_file {
+    const char *path;
+    int is_long;        /* 1: a long context (--long), 0: a short one (--short) */
+    const char *sha256; /* NULL, or the SHA-256 the file's bytes must have */
+} an_promotion_file;
+
+typedef struct an_promotion_in {
+    an_promotion_file files[AN_PROMOTION_MAX_FILES];
+    size_t n;
+    int any_long_contexts; /* 0: the long contexts must be 65536 and 131072 */
+} an_promotion_in;
+
+/* Reads and checks every record (each file once, its digest bound), across records
+ * too, and decides. 0 with *promote (1: promote, 0: keep-baseline) and *receipt (may
+ * be NULL) the gem.promotion.v1 receipt; 1 with c set on any defect (c->io for a
+ * usage or I/O problem: not exactly two long records, a file that cannot be read). */
+int an_promotion(an_ctx *c, const an_promotion_in *in, json_t **receipt, int *promote);
+/* Re-derives the receipt at `path` from the files it binds, which must still have
+ * the digests it records, and requires the re-derived receipt to equal it (only
+ * tool.version and tool.git_commit may differ). 0 with *promote the decision and
+ * *receipt (may be NULL) the re-derived receipt; 1 with c set otherwise. */
+int an_promotion_check(an_ctx *c, const char *path, json_t **receipt, int *promote);
+
 #endif /* GEM_ANALYZE_H */

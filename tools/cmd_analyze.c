@@ -6,13 +6,16 @@
  *   correctness     the CPU gate, the resource analysis, five operator and
  *                   three model differential records
  *   ceiling         stage profiles -> fused-split-kv-ceiling.json
+ *   promotion       whole-token model profiles -> the promotion decision
+ *                   (gem.promotion.v1); --check re-derives a receipt
  *
  * Each prints one line and exits 0 when everything passes, or prints ONE line
  * naming the file, the field and the defect on stderr and exits 1. Usage,
  * input and I/O problems (a missing option or file, a file that is not
  * regular or too large, an unusable --out) exit 2 with one line. An analysis
  * document is written only on a pass (--out), atomically, never over an
- * input, a device or a directory.
+ * input, a device or a directory. `promotion` also writes its receipt for a
+ * keep-baseline decision, which exits 1 with one line giving the first reason.
  */
 #include <float.h>
 #include <inttypes.h>
@@ -53,6 +56,17 @@ static void usage(FILE *f)
             "  stage-profile PROFILE [--kv-dtype T]\n"
             "      every rule of the ceiling screen on one stage profile at the context it\n"
             "      records (any context; the screen itself wants 65536 and 131072)\n"
+            "  promotion --long R64K --long R128K [--short R]... [--any-long-contexts]\n"
+            "            [--out PATH]\n"
+            "  promotion --check RECEIPT\n"
+            "      the design's promotion decision from gem profile records (whole-token time,\n"
+            "      baseline and fused routes, interleaved repetitions): promote when at both\n"
+            "      long contexts the fused route's gain is above 3%% overall and in every\n"
+            "      repetition, and no short context regresses beyond max(3%%, its spread);\n"
+            "      else keep-baseline (exit 1; the receipt is still written). The long\n"
+            "      contexts must be 65536 and 131072 unless --any-long-contexts (the receipt\n"
+            "      then says it is not the design's gate). --check re-derives a receipt from\n"
+            "      the files it binds (paths as recorded, from the current directory)\n"
             "  input-digests --live L [--capacity C] --seed S [--scale X]\n"
             "      prints the SHA-256 of the seeded q, k, v (32/4/512/512) as JSON: what the\n"
             "      analyzers recompute, for producers and tests of records\n\n"
@@ -370,6 +384,129 @@ static int cmd_stage_profile(int argc, char **argv)
                   "the stage profile meets every rule of the ceiling screen at its context");
 }
 
+/* Prints one line per context of a promotion receipt (stdout). */
+static void print_promotion(const json_t *receipt)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(receipt, "contexts"), i, e) {
+        const int is_long = !strcmp(json_string_value(json_object_get(e, "role")), "long");
+        const double mb = json_number_value(json_object_get(json_object_get(e, "baseline"),
+                                                            "median_ms"));
+        const double mf = json_number_value(json_object_get(json_object_get(e, "fused"),
+                                                            "median_ms"));
+        printf("context %lld (%s): baseline %.3f ms, fused %.3f ms (medians); gain %.2f%%, "
+               "repetitions from %.2f%% (range %.2f%%)",
+               (long long)json_integer_value(json_object_get(e, "context")),
+               is_long ? "long" : "short", mb, mf,
+               100.0 * json_number_value(json_object_get(e, "gain")),
+               100.0 * json_number_value(json_object_get(e, "min_repetition_gain")),
+               100.0 * json_number_value(json_object_get(e, "gain_range")));
+        if (!is_long)
+            printf("; fused over baseline %+.2f%%, tolerance %.2f%%",
+                   100.0 * json_number_value(json_object_get(e, "regression")),
+                   100.0 * json_number_value(json_object_get(e, "tolerance")));
+        printf("; %s\n", json_is_true(json_object_get(e, "passes")) ? "passes" : "fails");
+    }
+}
+
+/* gem analyze promotion: decides and writes the receipt (--out), or re-derives one
+ * (--check). 0 promote, 1 keep-baseline or a defect, 2 usage, input or I/O. */
+static int cmd_promotion(int argc, char **argv)
+{
+    static const char *const cmd = "analyze promotion";
+    an_promotion_in in;
+    memset(&in, 0, sizeof in);
+    const char *out = NULL, *check = NULL;
+    size_t n_long = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--any-long-contexts")) {
+            in.any_long_contexts = 1;
+        } else if (!v) {
+            cli_error(cmd, "'%s' needs a value or is unknown (see --help)", a);
+            return 2;
+        } else if (!strcmp(a, "--long") || !strcmp(a, "--short")) {
+            const int is_long = !strcmp(a, "--long");
+            if (in.n == AN_PROMOTION_MAX_FILES || (is_long && n_long == 2)) {
+                cli_error(cmd, "too many %s records (two --long, at most %d records in all)", a,
+                          AN_PROMOTION_MAX_FILES);
+                return 2;
+            }
+            in.files[in.n++] = (an_promotion_file){v, is_long, NULL};
+            n_long += (size_t)is_long;
+            i++;
+        } else if (!strcmp(a, "--out")) {
+            out = v;
+            i++;
+        } else if (!strcmp(a, "--check")) {
+            check = v;
+            i++;
+        } else {
+            cli_error(cmd, "unknown option '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (check && (in.n || out || in.any_long_contexts)) {
+        cli_error(cmd, "--check RECEIPT takes no other option (the receipt names its files)");
+        return 2;
+    }
+    if (!check && n_long != 2) {
+        cli_error(cmd, "%zu --long records given, two are required (65536 and 131072)",
+                  n_long);
+        return 2;
+    }
+    if (out) {
+        const char *inputs[AN_PROMOTION_MAX_FILES];
+        for (size_t i = 0; i < in.n; i++)
+            inputs[i] = in.files[i].path;
+        if (cli_check_output(cmd, "--out", out, inputs, in.n) != 0)
+            return 2;
+    }
+    an_ctx c = {0};
+    json_t *receipt = NULL;
+    int promote = 0;
+    int rc = check ? an_promotion_check(&c, check, &receipt, &promote)
+                   : an_promotion(&c, &in, &receipt, &promote);
+    if (rc != 0 || c.failed || !receipt)
+        return finish("promotion", &c, 1, receipt, NULL, "");
+    print_promotion(receipt);
+    if (out) {
+        char why[512];
+        if (gem_receipt_save(out, receipt, why, sizeof why) != GEM_OK) {
+            cli_error(cmd, "cannot write '%s': %s", out, why);
+            json_decref(receipt);
+            return 2;
+        }
+    }
+    const json_t *reasons = json_object_get(receipt, "reasons");
+    const size_t n_reasons = json_array_size(reasons);
+    char first[1024], where[1024];
+    cli_escape(json_string_value(json_array_get(reasons, 0)), first, sizeof first);
+    cli_escape(out ? out : "", where, sizeof where);
+    char checked[96] = "";
+    if (check)
+        snprintf(checked, sizeof checked, " (reproduced from its %zu bound files)",
+                 json_array_size(json_object_get(receipt, "bound_files")));
+    const int design = json_is_true(json_object_get(receipt, "design_contexts"));
+    const int unchecked_short = json_array_size(json_object_get(receipt, "short_contexts")) == 0;
+    json_decref(receipt);
+    if (!promote) {
+        fprintf(stderr, "gem analyze %s: keep-baseline%s: %s%s%s%s\n", "promotion", checked,
+                first, n_reasons > 1 ? " (and more reasons in the receipt)" : "",
+                out ? " -> " : "", where);
+        return 1;
+    }
+    printf("gem analyze promotion: pass: promote%s: whole-token gain above 3%% overall and in "
+           "every repetition at both long contexts%s%s%s%s\n",
+           checked, unchecked_short ? "; no short context checked" : "",
+           design ? "" : "; NOT the design's long contexts", out ? " -> " : "", where);
+    return 0;
+}
+
 static int cmd_input_digests(int argc, char **argv)
 {
     int64_t live = 0, capacity = 0;
@@ -456,11 +593,13 @@ int gem_cmd_analyze(int argc, char **argv)
         return cmd_ceiling(argc - 1, argv + 1);
     if (!strcmp(k, "stage-profile"))
         return cmd_stage_profile(argc - 1, argv + 1);
+    if (!strcmp(k, "promotion"))
+        return cmd_promotion(argc - 1, argv + 1);
     if (!strcmp(k, "input-digests"))
         return cmd_input_digests(argc - 1, argv + 1);
     cli_error("analyze",
               "unknown kind '%s' (merge-boundary, resources, correctness, ceiling, "
-              "stage-profile, input-digests)",
+              "stage-profile, promotion, input-digests)",
               k);
     return 2;
 }
