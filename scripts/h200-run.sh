@@ -243,7 +243,9 @@ fi
 model31() { # weight type
     local ty=$1 f="$OUT/m31-$1.gguf" ctxs=${MODEL_CONTEXTS:-8192,65536,131072}
     step "Gemma 4 31B dimensions, $ty weights generated on the GPU: model differentials"
-    "$GEM" synth --preset 31b --type "$ty" --no-matrices --out "$f" | tee "$REC/synth-31b-$ty.txt"
+    # 262144 positions: Gemma 4 31B's context, room for the steps timed past 128K
+    "$GEM" synth --preset 31b --type "$ty" --no-matrices --context-length 262144 --out "$f" |
+        tee "$REC/synth-31b-$ty.txt"
     timeout 240 "$GEM" model-diff --model "$f" --backend cuda --random-weights 1 --fill 256 \
         --contexts 8191,8192,8193 --steps 8 --out "$REC/model-diff-31b-$ty" 2>&1 |
         tee "$REC/model-diff-31b-$ty.txt" || fail "model-diff 31b $ty"

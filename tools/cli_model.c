@@ -92,8 +92,8 @@ int cli_model_to_backend(const char *cmd, gem_model *m, gem_backend backend,
     }
     char err[GEM_GGUF_ERR_LEN];
     double t0 = cli_now();
-    cli_progress("%s: %s the weights on the GPU", cmd,
-                 random_seed ? "generating seeded random" : "putting");
+    cli_progress("%s: %s on the GPU", cmd,
+                 random_seed ? "generating seeded random weights" : "putting the weights");
     gem_status st = gem_model_upload(m, random_seed, err, sizeof err);
     if (st != GEM_OK) {
         cli_error(cmd, "%s", err[0] ? err : gem_status_str(st));

@@ -421,8 +421,9 @@ int gem_cmd_profile(int argc, char **argv)
         goto out;
     }
     if (cap > hp->context_length) {
-        cli_error(CMD, "context %lld + %lld steps exceeds the model's %lld", (long long)context,
-                  (long long)steps, (long long)hp->context_length);
+        cli_error(CMD, "context %lld + %lld steps exceeds the model's %lld positions",
+                  (long long)contexts[n_ctx - 1], (long long)steps,
+                  (long long)hp->context_length);
         goto out;
     }
     /* the routes timed: both, or the fused one alone when K is rebuilt from V */

@@ -100,7 +100,8 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
  * GEM_BACKEND_CUDA: every matrix in its file type (dequantized by the kernels as they
  * read it), the norm vectors in F32. random_seed 0 copies the file's weights;
  * otherwise every matrix is filled on the device with seeded random values of its
- * own type and shape (elements uniform in about +-1/sqrt(cols), the embedding +-0.5),
+ * own type and shape (elements uniform in about +-1/sqrt(cols), the embedding
+ * +-4/sqrt(n_embd), which keeps the logits near unit scale at any width),
  * for timing the real dimensions from a file whose matrices were left out
  * (gem synth --no-matrices); the vectors still come from the file. Once per model:
  * a second call answers GEM_ERR_STATE. GEM_ERR_NO_DEVICE without a GPU or in a build

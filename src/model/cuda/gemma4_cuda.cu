@@ -183,7 +183,11 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
     {
         char name[96];
         uint64_t idx = 0;
-        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, 0.5f, &d->embd, err, errlen,
+        /* the embedding +-4/sqrt(n_embd): the logits' scale of the synthetic files' +-0.5 at
+         * width 64, whatever the width (at 5376, +-0.5 would make the token's own embedding
+         * dominate the residual stream and put every top logit on the softcap) */
+        const float embd_amp = 4.0f / sqrtf((float)hp->n_embd);
+        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, embd_amp, &d->embd, err, errlen,
                              "token_embd")) != GEM_OK)
             goto fail;
         if (m->output.data == m->tok_embd.data) {

@@ -13,7 +13,10 @@
  *   tree 16, 8, 4, 2, 1 and lane 0 stores. Nothing depends on the launch geometry, the
  *   slot a row lands in, the timing or the other rows: the same matrix, x and stream give
  *   the same bits on every call, and a row gives the same bits in gem_dmv, gem_dmv_multi
- *   and (for its two products) gem_dmv_geglu. No atomics.
+ *   and (for its two products) gem_dmv_geglu. No atomics. NS = 2 (gem_dmv_slots takes 1
+ *   or 4 for dev/cuda/model_matvec.cu, which measured 2 the best overall on the H200: 4
+ *   wins for the 4-bit types and Q6_K on the 8192- and 262144-row matrices and loses on
+ *   the 4096-row ones and those of long rows, 1 loses nearly everywhere).
  *
  *   Weights. Each warp streams its slots' row bytes through its own ring of kStages
  *   shared-memory stages with 16-byte cp.async copies (L2 only, fully coalesced, any row
@@ -24,14 +27,17 @@
  *
  *   x. Each block copies x once into shared memory (zero-padded to a multiple of 1024
  *   floats) and every lane reads its four-element quads with 16-byte loads. Quad q is
- *   stored at quad q ^ (((q >> 3) ^ (q >> 6)) & 7), a swizzle inside each run of eight
- *   quads under which the lane strides of every format (1, 2, 4 or 8 quads between
- *   neighbouring lanes) give conflict-free quarter-warp accesses. The NS slots of a group
- *   share each quad read: with NS = 2 the shared-memory traffic for x is half a float per
- *   weight, which keeps the 4-bit formats inside the 128 bytes per clock of an SM.
- *   Blocks are persistent (one wave, at most the resident blocks of every SM): each warp
- *   takes groups warp, warp + all warps, ..., with the warp count chosen so that every
- *   warp gets the same number of groups or one less.
+ *   stored at quad q ^ ((q >> 3) & 7), a swizzle inside each run of eight quads under
+ *   which the lane strides of the formats (1, 2, 4 or 8 quads between neighbouring lanes)
+ *   give conflict-free quarter-warp accesses (Q6_K's map: two-way). The NS slots of a
+ *   group share each quad read: with NS = 2 the shared-memory traffic for x is half a
+ *   float per weight, which keeps the 4-bit formats inside the 128 bytes per clock of an
+ *   SM. Shared memory rather than L1: the lanes' quads are scattered (a block's elements
+ *   per lane), and the swizzle that makes them conflict-free needs a layout of our own.
+ *   Blocks are persistent (one wave, at most the resident blocks of every SM) of 8, 16
+ *   or 24 warps, whichever keeps the most warps resident (x is one copy per block: the
+ *   21504-float x of the down projection wants 24-warp blocks); each warp takes groups
+ *   warp, warp + all warps, ...
  *
  * Arithmetic, per format (w is the exactly dequantized weight, gem_gguf_dequant's value):
  *
