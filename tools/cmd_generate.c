@@ -28,7 +28,7 @@ static void help(void)
            "  --backend B       cpu (default) or cuda: the whole token on the GPU, weights\n"
            "                    and KV caches in its memory\n"
            "  --attn R          route of the full-attention layers: baseline or fused\n"
-           "                    (default fused)\n"
+           "                    (default fused, the production route)\n"
            "  --threads N       CPU threads, 0 = one per core (default 0; the CUDA backend\n"
            "                    takes 0 only)\n"
            "  --kv-dtype T      element type of the K/V caches: f32, bf16 or f16\n"
@@ -50,7 +50,7 @@ int gem_cmd_generate(int argc, char **argv)
     const char *model_path = NULL, *prompt = NULL, *prompt_tokens = NULL, *json_path = NULL;
     int64_t n_gen = 32, threads = 0;
     int ignore_eos = 0, bos = 1, k_from_v = 0;
-    gem_route route = GEM_ROUTE_FUSED;
+    gem_route route = GEM_MODEL_FULL_ROUTE_DEFAULT;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
     gem_backend backend = GEM_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {

@@ -33,7 +33,8 @@ static void help(void)
            "set, the logits at the last prompt position within %g of float64, and the\n"
            "file's texts tokenized to the reference's ids.\n\n"
            "options:\n"
-           "  --attn R      route of the full-attention layers (default fused)\n"
+           "  --attn R      route of the full-attention layers (default fused,\n"
+           "                the production route)\n"
            "  --k-from-v    full layers with K = V store V alone and the fused route\n"
            "                rebuilds K from it (needs --attn fused)\n"
            "  --threads N   threads, 0 = one per core (default 0)\n"
@@ -164,7 +165,7 @@ int gem_cmd_model_check(int argc, char **argv)
 {
     const char *model_path = NULL, *exp_path = NULL;
     int64_t threads = 0;
-    gem_route route = GEM_ROUTE_FUSED;
+    gem_route route = GEM_MODEL_FULL_ROUTE_DEFAULT;
     int k_from_v = 0;
     gem_backend backend = GEM_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {

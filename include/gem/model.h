@@ -169,11 +169,19 @@ gem_gguf_str gem_token_text(const gem_tokenizer *t, int32_t id);
 
 typedef struct gem_session gem_session;
 
+/* The full-attention layers' production route, set by the design's promotion rule on
+ * whole-token time: the fused route beat the baseline by 8.2% at 64K and 12.7% at 128K
+ * tokens, every one of three ABBA repetitions above 3%, with no regression at 8K (+3.2%),
+ * on one H200 at Gemma 4 31B's dimensions (Q4_0 weights, F32 caches):
+ * results/h200/run26/promotion.json, which `gem analyze promotion --check` re-derives. */
+#define GEM_MODEL_FULL_ROUTE_DEFAULT GEM_ROUTE_FUSED
+
 typedef struct gem_session_opts {
     int64_t threads;     /* matrix-vector threads and decode threads; 0 = online cores */
     int64_t max_tokens;  /* positions the session can hold (full-layer cache rows), >= 1 */
     gem_route full_route; /* route of the full-attention layers: GEM_ROUTE_BASELINE or
-                             GEM_ROUTE_FUSED (sliding layers use the decode default) */
+                             GEM_ROUTE_FUSED (GEM_MODEL_FULL_ROUTE_DEFAULT, the production
+                             route); sliding layers use the decode default */
     int64_t full_partitions, full_tile; /* 0 = the route's tuned default */
     gem_dtype kv_dtype;  /* element type of every layer's K and V cache: GEM_DTYPE_F32 (0, the
                             default), GEM_DTYPE_BF16 or GEM_DTYPE_F16; rows are computed in F32
