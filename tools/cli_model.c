@@ -79,6 +79,15 @@ int cli_parse_model_backend(const char *cmd, const char *s, gem_backend *out)
     return 0;
 }
 
+int cli_parse_random_weights(const char *cmd, const char *s, uint64_t *out)
+{
+    if (cli_parse_u64(s, out) || *out == 0) {
+        cli_error(cmd, "--random-weights '%s' is not an unsigned integer >= 1", s);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_model_to_backend(const char *cmd, gem_model *m, gem_backend backend,
                          uint64_t random_seed)
 {

@@ -38,6 +38,9 @@ int cli_load_model(const char *cmd, const char *path, gem_model **out);
 /* Parses --backend cpu|cuda of the model commands. 0 or -1 (message printed). */
 int cli_parse_model_backend(const char *cmd, const char *s, gem_backend *out);
 
+/* Parses --random-weights S (an integer >= 1). 0 or -1 (message printed). */
+int cli_parse_random_weights(const char *cmd, const char *s, uint64_t *out);
+
 /* Puts the model's weights where the backend runs: nothing on the CPU; on CUDA
  * gem_model_upload(m, random_seed) with progress and the bytes held. A random_seed
  * other than 0 is refused on the CPU (it generates device weights). 0, or -1 with a

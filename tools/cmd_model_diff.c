@@ -211,10 +211,8 @@ int gem_cmd_model_diff(int argc, char **argv)
             if (cli_parse_model_backend(CMD, v, &backend))
                 return 2;
         } else if (!strcmp(a, "--random-weights")) {
-            if (cli_parse_u64(v, &random_seed) || random_seed == 0) {
-                cli_error(CMD, "--random-weights '%s' is not an unsigned integer >= 1", v);
+            if (cli_parse_random_weights(CMD, v, &random_seed))
                 return 2;
-            }
         } else if (!strcmp(a, "--fill")) {
             if (cli_parse_i64(v, 0, 1 << 24, &fill)) {
                 cli_error(CMD, "--fill '%s' is not an integer in [0, 16777216]", v);

@@ -301,10 +301,8 @@ int gem_cmd_profile(int argc, char **argv)
             if (cli_parse_model_backend(CMD, v, &backend))
                 return 2;
         } else if (!strcmp(a, "--random-weights")) {
-            if (cli_parse_u64(v, &random_seed) || random_seed == 0) {
-                cli_error(CMD, "--random-weights '%s' is not an unsigned integer >= 1", v);
+            if (cli_parse_random_weights(CMD, v, &random_seed))
                 return 2;
-            }
         } else if (!strcmp(a, "--kv-dtype")) {
             if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
                 cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);

@@ -496,9 +496,27 @@ void gem_session_free(gem_session *s)
     free(s);
 }
 
-static gem_decode_shape shape_of(const gem_layer *l)
+gem_decode_shape gem_layer_decode_shape(const gem_layer *l)
 {
     return (gem_decode_shape){l->n_head, l->n_head_kv, l->head_dim, l->head_dim, 1.0f};
+}
+
+gem_kv_view gem_session_layer_view(const gem_session *s, int64_t li)
+{
+    const gem_layer *l = &s->m->layers[li];
+    const int64_t hd = l->head_dim, nkv = l->n_head_kv, cap = s->cap[li];
+    const int v_only = s->v_only[li];
+    return (gem_kv_view){v_only ? NULL : s->kc[li],
+                         s->vc[li],
+                         s->kv_dtype,
+                         s->kv_dtype,
+                         v_only ? 0 : hd,
+                         v_only ? 0 : nkv * hd,
+                         hd,
+                         nkv * hd,
+                         s->pos + 1 < cap ? s->pos + 1 : cap,
+                         cap,
+                         v_only ? &s->kfv[li] : NULL};
 }
 
 /* Angles below this at every position are left out of a rebuilt K's rotation. */
@@ -639,7 +657,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
                 f /= (double)m->rope_freqs[j];
             s->inv_freq[i][j] = f;
         }
-        const gem_decode_shape sh = shape_of(l);
+        const gem_decode_shape sh = gem_layer_decode_shape(l);
         if (s->v_only[i]) {
             s->kfv[i] = k_from_v_of(l, s->inv_freq[i], o->max_tokens);
             if ((st = gem_k_from_v_check(&s->kfv[i])) != GEM_OK ||
@@ -1008,20 +1026,9 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
              !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
             return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
         LAP(norms);
-        const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
-        /* token-major rows; a V-only view has no K tensor and K strides 0 */
-        const gem_kv_view view = {v_only ? NULL : s->kc[li],
-                                  s->vc[li],
-                                  s->kv_dtype,
-                                  s->kv_dtype,
-                                  v_only ? 0 : hd,
-                                  v_only ? 0 : nkv * hd,
-                                  hd,
-                                  nkv * hd,
-                                  live,
-                                  s->cap[li],
-                                  v_only ? &s->kfv[li] : NULL};
-        const gem_decode_shape sh = shape_of(l);
+        const gem_kv_view view = gem_session_layer_view(s, li);
+        const int64_t live = view.live;
+        const gem_decode_shape sh = gem_layer_decode_shape(l);
         /* Cache rows this call reads: below 1 MiB one thread does it. */
         const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * (v_only ? 1 : 2) * s->kv_es;
         gem_status st =

@@ -63,6 +63,14 @@ struct gem_session {
     gem_session_dev *dev; /* CUDA: the device state; kc / vc are device memory */
 };
 
+/* The decode shape of layer l: its heads and head dimension, scale 1.0 (Gemma 4's q/k norms). */
+gem_decode_shape gem_layer_decode_shape(const gem_layer *l);
+
+/* The decode view of layer li's cache once the row of position s->pos is in it: token-major
+ * rows, live = min(pos + 1, capacity); a layer that stores V alone has no K tensor, K strides
+ * 0 and its gem_k_from_v. On the session's backend's memory. */
+gem_kv_view gem_session_layer_view(const gem_session *s, int64_t li);
+
 /* ---- the device decoder (CUDA; answers GEM_ERR_NO_DEVICE in a build without it) ---- */
 
 /* Puts m's weights on the current device (or generates them: random_seed != 0). */

@@ -622,19 +622,8 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
             d->flag);
         TRY(launched());
         TRY(mark(d, ST_NORMS));
-        const int64_t live = pos + 1 < s->cap[li] ? pos + 1 : s->cap[li];
-        const gem_kv_view view = {v_only ? NULL : s->kc[li],
-                                  s->vc[li],
-                                  s->kv_dtype,
-                                  s->kv_dtype,
-                                  v_only ? 0 : hd,
-                                  v_only ? 0 : nkv * hd,
-                                  hd,
-                                  nkv * hd,
-                                  live,
-                                  s->cap[li],
-                                  v_only ? &s->kfv[li] : NULL};
-        const gem_decode_shape sh = {l->n_head, nkv, hd, hd, 1.0f};
+        const gem_kv_view view = gem_session_layer_view(s, li);
+        const gem_decode_shape sh = gem_layer_decode_shape(l);
         TRY(gem_decode(s->dctx, &sh, d->q, &view, d->att, s->ws, s->ws_bytes,
                        l->swa ? NULL : &s->full_cfg, str));
         TRY(mark(d, l->swa ? ST_ATTN_SWA : ST_ATTN_FULL));
