@@ -190,8 +190,27 @@ constexpr uint32_t kMagicBits[kMagics] = {0x47000000u /* 2^15 */, 0x45000000u /*
 
 struct MvParams;
 
+/* main_step / tail_step of the formats whose one step<NS, FULL> serves both: a whole step
+ * (FULL, kMainElems valid elements, no x sums) and a tail of nvalid elements. */
+template <class F> struct WholeOrTailSteps {
+    template <int NS, class L>
+    static __device__ __forceinline__ void main_step(const L &lane, const unsigned char *sm,
+                                                     const int (&win)[NS], const float *xs,
+                                                     int q0, const float *, float (&acc)[NS])
+    {
+        F::template step<NS, true>(lane, sm, win, xs, q0, F::kMainElems, acc);
+    }
+    template <int NS, class L>
+    static __device__ __forceinline__ void tail_step(const L &lane, const unsigned char *sm,
+                                                     const int (&win)[NS], const float *xs,
+                                                     int q0, int nvalid, float (&acc)[NS])
+    {
+        F::template step<NS, false>(lane, sm, win, xs, q0, nvalid, acc);
+    }
+};
+
 /* F32: a step is 256 elements; lane l takes elements 4l..4l+3 and 128+4l..128+4l+3. */
-struct FmtF32 {
+struct FmtF32 : WholeOrTailSteps<FmtF32> {
     static constexpr int kBlockElems = 1, kBlockBytes = 4;
     static constexpr int kMainElems = 256, kMainBytes = 1024, kTailElems = 256, kTailBytes = 1024;
     static constexpr int kStages = 3, kCopyIters = 3;
@@ -238,24 +257,10 @@ struct FmtF32 {
                     acc[j] = fmaf(w[i], xa[i], acc[j]);
         }
     }
-    template <int NS>
-    static __device__ __forceinline__ void main_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, const float *, float (&acc)[NS])
-    {
-        step<NS, true>(L, sm, win, xs, q0, kMainElems, acc);
-    }
-    template <int NS>
-    static __device__ __forceinline__ void tail_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, int nvalid, float (&acc)[NS])
-    {
-        step<NS, false>(L, sm, win, xs, q0, nvalid, acc);
-    }
 };
 
 /* F16 and BF16: a step is 256 elements; lane l takes elements 8l..8l+7 (16 bytes). */
-template <bool BF16> struct Fmt16 {
+template <bool BF16> struct Fmt16 : WholeOrTailSteps<Fmt16<BF16>> {
     static constexpr int kBlockElems = 1, kBlockBytes = 2;
     static constexpr int kMainElems = 256, kMainBytes = 512, kTailElems = 256, kTailBytes = 512;
     static constexpr int kStages = 4, kCopyIters = 2;
@@ -304,20 +309,6 @@ template <bool BF16> struct Fmt16 {
                     acc[j] = fmaf(hi(w[i]), xa[2 * i + 1], acc[j]);
             }
         }
-    }
-    template <int NS>
-    static __device__ __forceinline__ void main_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, const float *, float (&acc)[NS])
-    {
-        step<NS, true>(L, sm, win, xs, q0, kMainElems, acc);
-    }
-    template <int NS>
-    static __device__ __forceinline__ void tail_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, int nvalid, float (&acc)[NS])
-    {
-        step<NS, false>(L, sm, win, xs, q0, nvalid, acc);
     }
 };
 
@@ -592,7 +583,7 @@ struct FmtQ4_K {
  * (L / 4) % 4, for k = 0..3 (32 elements); the tail step is the same map with the
  * super-blocks past the row left out. Weight: u (six bits) in the mantissa of 2^7,
  * w = fma(128 + u, D, -160 D), D = d * scale. */
-struct FmtQ6_K {
+struct FmtQ6_K : WholeOrTailSteps<FmtQ6_K> {
     static constexpr int kBlockElems = 256, kBlockBytes = 210;
     static constexpr int kMainElems = 1024, kMainBytes = 840, kTailElems = 1024, kTailBytes = 840;
     static constexpr int kStages = 3, kCopyIters = 2;
@@ -641,20 +632,6 @@ struct FmtQ6_K {
                 }
             }
         }
-    }
-    template <int NS>
-    static __device__ __forceinline__ void main_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, const float *, float (&acc)[NS])
-    {
-        step<NS, true>(L, sm, win, xs, q0, kMainElems, acc);
-    }
-    template <int NS>
-    static __device__ __forceinline__ void tail_step(const Lane &L, const unsigned char *sm,
-                                                     const int (&win)[NS], const float *xs,
-                                                     int q0, int nvalid, float (&acc)[NS])
-    {
-        step<NS, false>(L, sm, win, xs, q0, nvalid, acc);
     }
 };
 
