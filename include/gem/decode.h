@@ -35,8 +35,11 @@
  *         full-attention layers), and dk = dv = 256 with two query heads per KV
  *         head (its sliding-window layers; the fused route only, tuned for
  *         live <= 1,024, correct at any live); any number of KV heads (at most
- *         8,191 at D512, 32,767 at D256); K and V of one element type (F32, BF16
- *         or F16; the baseline route F32 only); base pointers aligned to 16
+ *         8,191 at D512, 32,767 at D256); other small heads, dk = dv in {32, 64,
+ *         128, 256} with one to eight query heads per KV head and at most 65,535
+ *         KV heads, on a general kernel (the fused route only; not tuned: small
+ *         models such as the tiny test model); K and V of one element type (F32,
+ *         BF16 or F16; the baseline route F32 only); base pointers aligned to 16
  *         bytes (F16: 8) and strides multiples of 4 elements (BF16: 8).
  * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
  * gem/attn.h) in the fused route: the CPU for any rotation, CUDA at D512 for half
