@@ -510,6 +510,67 @@ static void test_malformed(void)
     TCHECK(g == NULL && err[0]);
 }
 
+/* A tensor left as a hole (gem_gguf_writer_hole): not produced, read back as zeros, the file
+ * as long as with its bytes; holes in the middle and at the end; a bad index refused. */
+static int fill_counting(void *user, int64_t index, void *dst, size_t bytes)
+{
+    ((int *)user)[index]++;
+    return fill_pattern(NULL, index, dst, bytes);
+}
+
+static void test_holes(void)
+{
+    const char *full = "test_gguf_full.gguf", *holes = "test_gguf_holes.gguf";
+    const int64_t ne[2] = {64, 4};
+    char err[GEM_GGUF_ERR_LEN];
+    size_t n_full = 0, n_holes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        gem_gguf_writer *w = NULL;
+        TCHECK_STATUS(gem_gguf_writer_create(&w), GEM_OK);
+        if (!w)
+            return;
+        TCHECK_STATUS(gem_gguf_writer_u32(w, "k", 1), GEM_OK);
+        TCHECK_STATUS(gem_gguf_writer_tensor(w, "a", GEM_GGUF_Q8_0, 2, ne), GEM_OK);
+        TCHECK_STATUS(gem_gguf_writer_tensor(w, "b", GEM_GGUF_F32, 2, ne), GEM_OK);
+        TCHECK_STATUS(gem_gguf_writer_tensor(w, "c", GEM_GGUF_Q8_0, 2, ne), GEM_OK);
+        int calls[3] = {0, 0, 0};
+        if (pass == 1) {
+            TCHECK_STATUS(gem_gguf_writer_hole(w, 0), GEM_OK);
+            TCHECK_STATUS(gem_gguf_writer_hole(w, 2), GEM_OK);
+            TCHECK_STATUS(gem_gguf_writer_hole(w, 3), GEM_ERR_RANGE);
+            TCHECK_STATUS(gem_gguf_writer_hole(w, -1), GEM_ERR_RANGE);
+            TCHECK_STATUS(gem_gguf_writer_hole(NULL, 0), GEM_ERR_NULL);
+        }
+        TCHECK_STATUS(gem_gguf_writer_write(w, pass ? holes : full, fill_counting, calls, err,
+                                            sizeof err),
+                      GEM_OK);
+        gem_gguf_writer_free(w);
+        TCHECK(calls[0] == !pass && calls[1] == 1 && calls[2] == !pass);
+    }
+    uint8_t *a = slurp(full, &n_full), *b = slurp(holes, &n_holes);
+    TCHECK(a && b && n_full == n_holes);
+    gem_gguf *g = NULL;
+    TCHECK_STATUS(gem_gguf_open(holes, &g, err, sizeof err), GEM_OK);
+    if (g) {
+        const gem_gguf_tensor *ta = gem_gguf_find_tensor(g, "a"), *tb = gem_gguf_find_tensor(g, "b"),
+                              *tc = gem_gguf_find_tensor(g, "c");
+        TCHECK(ta && tb && tc);
+        int zero_a = 1, zero_c = 1, same_b = 1;
+        for (size_t i = 0; ta && i < ta->bytes; i++)
+            zero_a &= ((const uint8_t *)ta->data)[i] == 0;
+        for (size_t i = 0; tc && i < tc->bytes; i++)
+            zero_c &= ((const uint8_t *)tc->data)[i] == 0;
+        for (size_t i = 0; tb && i < tb->bytes; i++)
+            same_b &= ((const uint8_t *)tb->data)[i] == (uint8_t)(1 * 31 + (int64_t)i);
+        TCHECK(zero_a && zero_c && same_b);
+        gem_gguf_close(g);
+    }
+    free(a);
+    free(b);
+    remove(full);
+    remove(holes);
+}
+
 int main(void)
 {
     test_half();
@@ -519,6 +580,7 @@ int main(void)
     test_q6_k();
     test_roundtrip();
     test_file();
+    test_holes();
     test_malformed();
     return tcheck_summary("test_gguf");
 }

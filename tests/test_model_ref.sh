@@ -119,6 +119,21 @@ for key in '"schema": "gem.model_profile.v1"' '"full_attention"' '"sliding_atten
            '"projections"' '"x_floor"' '"read_bandwidth_bytes_per_s"' '"repeat (timing only)"'; do
     check "profile record has $key" grep -q "$key" "$TMP/profile.json"
 done
+# several contexts on one session: one record per context, named by it
+"$GEM" profile --model "$TMP/tiny.gguf" --context 40,60 --prompt 20 --reps 3 --samples 2 \
+    --bw-mib 64 --out "$TMP/profile-multi.json" >"$TMP/profile-multi.txt"
+check "profile --context 40,60 exits 0" test $? -eq 0
+check "profile --context 40,60 writes a record per context" \
+    test -f "$TMP/profile-multi-ctx40.json" -a -f "$TMP/profile-multi-ctx60.json"
+check "profile --context 40,60: the second record is at 60 positions" \
+    grep -q '"positions": 60' "$TMP/profile-multi-ctx60.json"
+# gem synth --no-matrices: the same length, the matrices read as zero weights, a model that loads
+"$GEM" synth --preset tiny --no-matrices --out "$TMP/tiny-nm.gguf" >/dev/null
+check "synth --no-matrices exits 0" test $? -eq 0
+check "synth --no-matrices: the same length as the full file" \
+    test "$(stat -c %s "$TMP/tiny-nm.gguf")" -eq "$(stat -c %s "$TMP/tiny.gguf")"
+"$GEM" generate --model "$TMP/tiny-nm.gguf" --prompt-tokens 2,317 -n 2 >/dev/null 2>&1
+check "a file without its matrices loads and runs" test $? -eq 0
 "$GEM" profile --model "$TMP/tiny.gguf" --context 40 --prompt 20 --reps 3 --samples 2 \
     --bw-mib 64 --k-from-v --out "$TMP/profile-kfv.json" >"$TMP/profile-kfv.txt"
 check "profile --k-from-v exits 0" test $? -eq 0
@@ -184,6 +199,8 @@ else
         --json "$TMP/gen-cuda.json" >/dev/null 2>"$TMP/gen-cuda.txt"
     check "generate --backend cuda exits 0" test $? -eq 0
 fi
+bad "profile contexts closer than the steps timed" "$GEM" profile --model "$TMP/tiny.gguf" \
+    --context 40,45 --prompt 20 --reps 3 --samples 2
 bad "--random-weights without --backend cuda" "$GEM" profile --model "$TMP/tiny.gguf" --random-weights 3
 bad "--backend other" "$GEM" generate --model "$TMP/tiny.gguf" --prompt x --backend tpu
 bad "--compare backends with --backend" "$GEM" model-diff --model "$TMP/tiny.gguf" --compare backends --backend cuda
