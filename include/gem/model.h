@@ -225,7 +225,11 @@ void gem_session_free(gem_session *s);
  * writes the final soft-capped logits. GEM_ERR_RANGE when the session is full or
  * the id is outside the vocabulary; GEM_ERR_NONFINITE when a row the cache stores
  * (K and V, or V alone in a layer that rebuilds K) or the logits are not finite; a
- * gem_decode status otherwise. */
+ * gem_decode status otherwise. logits is host memory on either backend. On CUDA the call
+ * queues the whole token on the session's stream and waits once, at its end (for the
+ * logits and the device's non-finite flag); a non-finite row is found after it was
+ * stored, and as on the CPU the position does not advance, so the next call rewrites it;
+ * GEM_ERR_DEVICE for a failure the CUDA runtime reports. */
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
 
 /* Where the session runs, one line ("NVIDIA H200, sm_90, 132 SMs", "<cpu model>, 16
