@@ -270,6 +270,12 @@ if has model; then
     "$GEM" model-diff --model "$OUT/tiny.gguf" --compare backends --contexts 30,31,64 --steps 8 \
         --out "$REC/model-diff-tiny-backends" 2>&1 | tee "$REC/model-diff-tiny-backends.txt" ||
         fail "model-diff backends"
+    # widths that tile (every row count a multiple of 8, every input a multiple of 128): the
+    # GPU's Q4_0 products run on the tensor cores, the CPU's in F32
+    "$GEM" synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out "$OUT/tiles.gguf" >/dev/null
+    "$GEM" model-diff --model "$OUT/tiles.gguf" --compare backends --contexts 30,31,64 --steps 8 \
+        --out "$REC/model-diff-tiles-q4_0-backends" 2>&1 | tee "$REC/model-diff-tiles-q4_0-backends.txt" ||
+        fail "model-diff backends (Q4_0 tiles)"
     pack
 fi
 if has model-tests; then
@@ -290,11 +296,14 @@ if has model-dev && ! late; then
 fi
 if has model31-bf16 && ! late; then model31 bf16; fi
 if has model-sanitize && ! late; then
-    step "compute-sanitizer over the CUDA decoder (tiny fixture)"
+    step "compute-sanitizer over the CUDA decoder (tiny fixture) and the Q4_0 tiles"
     for tool in memcheck racecheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_model_cuda" \
             >"$REC/sanitizer-model-$tool.txt" 2>&1 || fail "compute-sanitizer model $tool"
         tail -2 "$REC/sanitizer-model-$tool.txt"
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_cuda_matvec" \
+            --tiles >"$REC/sanitizer-tiles-$tool.txt" 2>&1 || fail "compute-sanitizer tiles $tool"
+        tail -2 "$REC/sanitizer-tiles-$tool.txt"
     done
     pack
 fi

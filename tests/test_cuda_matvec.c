@@ -17,6 +17,14 @@
  *   - gem_dmv_row bit for bit against gem_gguf_dequant * scale;
  *   - gem_dmatrix_fill_random: the same bytes for the same seed, others for another,
  *     every scale a finite nonzero f16, every value finite, within [-amp, amp] and spread;
+ *   - Q4_0 in tiles (gem_dmatrix_tile, the tensor-core product): against the reference
+ *     within its bound (F32 additions of 4 exact terms per block, and x to 2^-27 of each
+ *     block's largest magnitude: 4e-6 (sum|w x| + sum_b M_b W_b / 32) + 2^-26 sum_b
+ *     M_b W_b, M_b = max|x| and W_b = sum|w| over block b), also for x with outliers and
+ *     tiny values; unit vectors exact; x = 0 gives 0; a NaN or an infinity in x gives no
+ *     finite output; the same bits on a repeat, in gem_dmv_multi with a file-order
+ *     matrix, and gem_dmv_geglu against gelu_tanh(gate) * up; gem_dmv_row bit for bit;
+ *     shapes of 1 to 16 warps per tile and partial batches;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -209,10 +217,10 @@ static void check_shape(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t
     float *dx = dev_alloc((size_t)cols * 4), *dy = dev_alloc((size_t)rows * 4);
     float *y = xmalloc((size_t)rows * 4), *y2 = xmalloc((size_t)rows * 4);
     upload(dx, x, (size_t)cols * 4);
-    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL, NULL), GEM_OK);
     download(y, dy, (size_t)rows * 4);
     TCHECK(check_products(&t, x, y, "gem_dmv") == 0);
-    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv(&t.d, dx, dy, NULL, NULL), GEM_OK);
     download(y2, dy, (size_t)rows * 4);
     TCHECK(memcmp(y, y2, (size_t)rows * 4) == 0);
 #ifdef GEM_HAVE_CUDA
@@ -229,7 +237,7 @@ static void check_shape(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t
         gem_dmatrix v = t.d;
         v.data = (uint8_t *)t.d.data + t.d.row_bytes;
         v.rows = rows - 1;
-        TCHECK_STATUS(gem_dmv(&v, dx, dy, NULL), GEM_OK);
+        TCHECK_STATUS(gem_dmv(&v, dx, dy, NULL, NULL), GEM_OK);
         download(y2, dy, (size_t)(rows - 1) * 4);
         TCHECK(memcmp(y + 1, y2, (size_t)(rows - 1) * 4) == 0);
     }
@@ -256,7 +264,7 @@ static void check_unit_vectors(gem_gguf_type type)
         if (c > 0)
             x[c - 1] = 0.0f;
         upload(dx, x, (size_t)cols * 4);
-        if (gem_dmv(&t.d, dx, dy, NULL) != GEM_OK) {
+        if (gem_dmv(&t.d, dx, dy, NULL, NULL) != GEM_OK) {
             bad++;
             break;
         }
@@ -300,12 +308,12 @@ static void check_multi_geglu(gem_gguf_type t0, gem_gguf_type t1, gem_gguf_type 
     float *x = seeded_x(cols, 4242), *dx = dev_alloc((size_t)cols * 4);
     upload(dx, x, (size_t)cols * 4);
     for (int i = 0; i < 3; i++) {
-        TCHECK_STATUS(gem_dmv(&m[i].d, dx, dy[i], NULL), GEM_OK);
+        TCHECK_STATUS(gem_dmv(&m[i].d, dx, dy[i], NULL, NULL), GEM_OK);
         download(yd[i], dy[i], (size_t)rows[i] * 4);
     }
     const gem_dmatrix *w[3] = {&m[0].d, &m[1].d, &m[2].d};
     for (int n = 1; n <= 3; n++) {
-        TCHECK_STATUS(gem_dmv_multi(n, w, dx, dy, NULL), GEM_OK);
+        TCHECK_STATUS(gem_dmv_multi(n, w, dx, dy, NULL, NULL), GEM_OK);
         for (int i = 0; i < n; i++) {
             download(ym[i], dy[i], (size_t)rows[i] * 4);
             if (!TCHECK(memcmp(ym[i], yd[i], (size_t)rows[i] * 4) == 0))
@@ -318,9 +326,9 @@ static void check_multi_geglu(gem_gguf_type t0, gem_gguf_type t1, gem_gguf_type 
     tmat up;
     tmat_make(&up, t1, rows[0], cols, 999);
     float *yu = xmalloc((size_t)rows[0] * 4), *yg = xmalloc((size_t)rows[0] * 4);
-    TCHECK_STATUS(gem_dmv(&up.d, dx, dy[0], NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv(&up.d, dx, dy[0], NULL, NULL), GEM_OK);
     download(yu, dy[0], (size_t)rows[0] * 4);
-    TCHECK_STATUS(gem_dmv_geglu(&m[0].d, &up.d, dx, dy[0], NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv_geglu(&m[0].d, &up.d, dx, dy[0], NULL, NULL), GEM_OK);
     download(yg, dy[0], (size_t)rows[0] * 4);
     int bad = 0;
     for (int64_t r = 0; r < rows[0]; r++) {
@@ -392,7 +400,7 @@ static void check_fill(gem_gguf_type type)
     gem_gguf_row_bytes(type, cols, &rb);
     gem_gguf_type_block(type, &be, &bb);
     const size_t bytes = (size_t)rows * rb;
-    gem_dmatrix w = {dev_alloc(bytes), type, rows, cols, rb};
+    gem_dmatrix w = {dev_alloc(bytes), type, rows, cols, rb, GEM_DLAYOUT_ROWS};
     uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
     float *v = xmalloc((size_t)cols * 4);
     TCHECK_STATUS(gem_dmatrix_fill_random(&w, 12345, amp, NULL), GEM_OK);
@@ -439,35 +447,35 @@ static void check_errors(void)
     gem_gguf_row_bytes(GEM_GGUF_Q4_0, cols, &rb);
     uint8_t *data = dev_alloc(rows * rb + 64);
     float *dx = dev_alloc(2 * 32768 * 4), *dy = dev_alloc(cols * 4);
-    const gem_dmatrix ok = {data, GEM_GGUF_Q4_0, rows, cols, rb};
+    const gem_dmatrix ok = {data, GEM_GGUF_Q4_0, rows, cols, rb, GEM_DLAYOUT_ROWS};
     gem_dmatrix w = ok;
     TCHECK_STATUS(gem_dmatrix_fill_random(&ok, 1, 1.0f, NULL), GEM_OK);
-    TCHECK_STATUS(gem_dmv(&ok, dx, dy, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dy, NULL, NULL), GEM_OK);
     w.type = (gem_gguf_type)3; /* Q4_1: not a type gem reads */
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_UNSUPPORTED);
     w = ok;
     w.cols = 100; /* not a multiple of 32 */
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_UNSUPPORTED);
     w = ok;
     w.type = GEM_GGUF_Q4_K, w.cols = 32, w.row_bytes = 18; /* Q4_K needs 256 */
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_UNSUPPORTED);
     w = ok;
     w.row_bytes = rb + 2;
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_SHAPE);
     w = ok;
     w.rows = 0;
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_SHAPE);
     w = ok;
     w.data = data + 2;
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_ALIGN);
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_ALIGN);
     w = ok;
     w.data = NULL;
-    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL), GEM_ERR_NULL);
-    TCHECK_STATUS(gem_dmv(NULL, dx, dy, NULL), GEM_ERR_NULL);
-    TCHECK_STATUS(gem_dmv(&ok, NULL, dy, NULL), GEM_ERR_NULL);
-    TCHECK_STATUS(gem_dmv(&ok, dx, NULL, NULL), GEM_ERR_NULL);
-    TCHECK_STATUS(gem_dmv(&ok, dx, dx + 100, NULL), GEM_ERR_OVERLAP);
-    TCHECK_STATUS(gem_dmv(&ok, dx, dx + cols, NULL), GEM_OK); /* adjacent is fine */
+    TCHECK_STATUS(gem_dmv(&w, dx, dy, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(NULL, dx, dy, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, NULL, dy, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, dx, NULL, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dx + 100, NULL, NULL), GEM_ERR_OVERLAP);
+    TCHECK_STATUS(gem_dmv(&ok, dx, dx + cols, NULL, NULL), GEM_OK); /* adjacent is fine */
     /* rows beyond the supported length, and the longest supported */
     TCHECK(gem_dmv_supported(GEM_GGUF_F32, 32768) && !gem_dmv_supported(GEM_GGUF_F32, 32769));
     TCHECK(!gem_dmv_supported(GEM_GGUF_Q4_0, 0) && !gem_dmv_supported(GEM_GGUF_Q4_0, -32));
@@ -476,29 +484,29 @@ static void check_errors(void)
         TCHECK(gem_dmv_supported(all_types[k], 5376) && gem_dmv_supported(all_types[k], 21504));
     {
         float *big = dev_alloc(32768 * 4);
-        const gem_dmatrix wide = {big, GEM_GGUF_F32, 1, 32768, 32768 * 4};
+        const gem_dmatrix wide = {big, GEM_GGUF_F32, 1, 32768, 32768 * 4, GEM_DLAYOUT_ROWS};
         TCHECK_STATUS(gem_dmatrix_fill_random(&wide, 3, 1.0f, NULL), GEM_OK);
-        TCHECK_STATUS(gem_dmv(&wide, dx, dy, NULL), GEM_OK);
+        TCHECK_STATUS(gem_dmv(&wide, dx, dy, NULL, NULL), GEM_OK);
         dev_ops->free(big);
     }
     /* multi */
     const gem_dmatrix *ws[3] = {&ok, &ok, &ok};
     float *ys[3] = {dy, dy + 4, dy + 8};
-    TCHECK_STATUS(gem_dmv_multi(0, ws, dx, ys, NULL), GEM_ERR_PARAM);
-    TCHECK_STATUS(gem_dmv_multi(4, ws, dx, ys, NULL), GEM_ERR_PARAM);
-    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv_multi(0, ws, dx, ys, NULL, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmv_multi(4, ws, dx, ys, NULL, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, NULL, NULL), GEM_OK);
     float *ys_overlap[3] = {dy, dy + 2, dy + 8};
-    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys_overlap, NULL), GEM_ERR_OVERLAP);
+    TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys_overlap, NULL, NULL), GEM_ERR_OVERLAP);
     gem_dmatrix other = ok;
     other.cols = 128, other.row_bytes = 72;
     const gem_dmatrix *ws2[2] = {&ok, &other};
-    TCHECK_STATUS(gem_dmv_multi(2, ws2, dx, ys, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv_multi(2, ws2, dx, ys, NULL, NULL), GEM_ERR_SHAPE);
     /* geglu */
     gem_dmatrix fewer = ok;
     fewer.rows = 3;
-    TCHECK_STATUS(gem_dmv_geglu(&ok, &fewer, dx, dy, NULL), GEM_ERR_SHAPE);
-    TCHECK_STATUS(gem_dmv_geglu(&ok, &other, dx, dy, NULL), GEM_ERR_SHAPE);
-    TCHECK_STATUS(gem_dmv_geglu(&ok, &ok, dx, dy, NULL), GEM_OK);
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &fewer, dx, dy, NULL, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &other, dx, dy, NULL, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dmv_geglu(&ok, &ok, dx, dy, NULL, NULL), GEM_OK);
     /* row */
     TCHECK_STATUS(gem_dmv_row(&ok, rows, 1.0f, dy, NULL), GEM_ERR_RANGE);
     TCHECK_STATUS(gem_dmv_row(&ok, -1, 1.0f, dy, NULL), GEM_ERR_RANGE);
@@ -516,6 +524,231 @@ static void check_errors(void)
     dev_ops->free(dy);
 }
 
+/* ---- Q4_0 in tiles ------------------------------------------------------------------------ */
+
+/* The bound of a tiled product (file comment); rows (rows, cols) of dequantized weights. */
+static double tiles_tol(const float *w, const float *x, int64_t cols)
+{
+    double wx = 0, mw = 0;
+    for (int64_t b = 0; b < cols / 32; b++) {
+        double m = 0, sw = 0;
+        for (int64_t k = 32 * b; k < 32 * b + 32; k++) {
+            wx += fabs((double)w[k] * (double)x[k]);
+            m = fabs((double)x[k]) > m ? fabs((double)x[k]) : m;
+            sw += fabs((double)w[k]);
+        }
+        mw += m * sw;
+    }
+    return 4e-6 * (wx + mw / 32) + 0x1p-26 * mw + 1e-35;
+}
+
+/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES). */
+static gem_dmatrix tiled_copy(const tmat *t)
+{
+    gem_dmatrix w = t->d;
+    w.data = dev_alloc((size_t)t->d.rows * t->d.row_bytes);
+    TCHECK_STATUS(gem_dmatrix_tile(&w, t->d.data, NULL), GEM_OK);
+    TCHECK(w.layout == GEM_DLAYOUT_Q4_0_TILES);
+    return w;
+}
+
+/* y of the tiled product of t with x (host, cols); returns the rows outside the bound. */
+static int tiles_products(const tmat *t, const gem_dmatrix *tw, const float *x, float *y,
+                          void *xq, const char *what)
+{
+    const int64_t rows = t->d.rows, cols = t->d.cols;
+    float *dx = dev_alloc((size_t)cols * 4), *dy = dev_alloc((size_t)rows * 4);
+    upload(dx, x, (size_t)cols * 4);
+    TCHECK_STATUS(gem_dmv(tw, dx, dy, xq, NULL), GEM_OK);
+    download(y, dy, (size_t)rows * 4);
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *w = t->deq + (size_t)r * (size_t)cols;
+        double ref = 0;
+        for (int64_t i = 0; i < cols; i++)
+            ref += (double)w[i] * (double)x[i];
+        const double tol = tiles_tol(w, x, cols);
+        if (!(fabs((double)y[r] - ref) <= tol)) {
+            if (bad < 3)
+                fprintf(stderr, "  tiles %s rows %lld cols %lld: row %lld: %.9g vs %.9g (tol %.3g)\n",
+                        what, (long long)rows, (long long)cols, (long long)r, y[r], ref, tol);
+            bad++;
+        }
+    }
+    dev_ops->free(dx);
+    dev_ops->free(dy);
+    return bad;
+}
+
+static void check_tiles(int64_t rows, int64_t cols, uint64_t seed)
+{
+    TCHECK(gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, rows, cols));
+    tmat t;
+    tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, seed);
+    gem_dmatrix tw = tiled_copy(&t);
+    void *xq = dev_alloc(gem_dmv_xq_bytes(cols));
+    float *x = seeded_x(cols, seed ^ 0x5151);
+    float *y = xmalloc((size_t)rows * 4), *y2 = xmalloc((size_t)rows * 4);
+    TCHECK(tiles_products(&t, &tw, x, y, xq, "seeded") == 0);
+    /* the same bits on a repeat */
+    TCHECK(tiles_products(&t, &tw, x, y2, xq, "repeat") == 0);
+    TCHECK(memcmp(y, y2, (size_t)rows * 4) == 0);
+    /* outliers and tiny values in the same blocks */
+    float *xo = xmalloc((size_t)cols * 4);
+    for (int64_t i = 0; i < cols; i++)
+        xo[i] = x[i] * (i % 37 == 3 ? 3000.0f : i % 5 == 1 ? 1e-4f : 1.0f);
+    TCHECK(tiles_products(&t, &tw, xo, y2, xq, "outliers") == 0);
+    free(xo);
+    free(x);
+    free(y);
+    free(y2);
+    dev_ops->free(xq);
+    dev_ops->free(tw.data);
+    tmat_free(&t);
+}
+
+/* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape. */
+static void check_tiles_properties(void)
+{
+    const int64_t rows = 16, cols = 1152; /* 9 chunks: 2 warps of 5 and 4, a partial batch */
+    tmat t, up, rowsm;
+    tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, 4711);
+    tmat_make(&up, GEM_GGUF_Q4_0, rows, cols, 4712);
+    tmat_make(&rowsm, GEM_GGUF_Q4_K, 5, cols, 4713);
+    gem_dmatrix tw = tiled_copy(&t), tu = tiled_copy(&up);
+    const size_t xqb = gem_dmv_xq_bytes(cols);
+    TCHECK(xqb > 0 && xqb % 16 == 0 && gem_dmv_xq_bytes(0) == 0);
+    unsigned char *xq = dev_alloc(xqb + 32);
+    float *x = xmalloc((size_t)cols * 4), *y = xmalloc((size_t)rows * 4);
+    float *dx = dev_alloc((size_t)cols * 4), *dy = dev_alloc((size_t)rows * 4);
+    /* unit vectors: the dequantized column, exactly */
+    int bad = 0;
+    for (int64_t c = 0; c < cols; c += (c % 128 == 0 ? 31 : 97)) {
+        memset(x, 0, (size_t)cols * 4);
+        x[c] = 1.0f;
+        upload(dx, x, (size_t)cols * 4);
+        TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq, NULL), GEM_OK);
+        download(y, dy, (size_t)rows * 4);
+        for (int64_t r = 0; r < rows; r++)
+            if (!(y[r] == t.deq[r * cols + c]) && bad++ < 3)
+                fprintf(stderr, "  tiles unit vector: row %lld col %lld: %.9g vs %.9g\n",
+                        (long long)r, (long long)c, y[r], t.deq[r * cols + c]);
+    }
+    TCHECK(bad == 0);
+    /* zero */
+    memset(x, 0, (size_t)cols * 4);
+    upload(dx, x, (size_t)cols * 4);
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq, NULL), GEM_OK);
+    download(y, dy, (size_t)rows * 4);
+    for (int64_t r = 0; r < rows; r++)
+        bad += y[r] != 0.0f;
+    TCHECK(bad == 0);
+    /* a NaN, then an infinity: no finite output */
+    for (int k = 0; k < 2; k++) {
+        float *xs = seeded_x(cols, 99 + (uint64_t)k);
+        xs[700] = k ? INFINITY : NAN;
+        upload(dx, xs, (size_t)cols * 4);
+        TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq, NULL), GEM_OK);
+        download(y, dy, (size_t)rows * 4);
+        int finite = 0;
+        for (int64_t r = 0; r < rows; r++)
+            finite += isfinite(y[r]) != 0;
+        TCHECK(finite == 0);
+        free(xs);
+    }
+    /* multi with a file-order matrix, GeGLU: the same bits as gem_dmv */
+    float *xs = seeded_x(cols, 1234);
+    upload(dx, xs, (size_t)cols * 4);
+    float *yq = xmalloc((size_t)rows * 4), *yu = xmalloc((size_t)rows * 4), *yr = xmalloc(5 * 4);
+    float *dyu = dev_alloc((size_t)rows * 4), *dyr = dev_alloc(5 * 4);
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq, NULL), GEM_OK);
+    download(yq, dy, (size_t)rows * 4);
+    TCHECK_STATUS(gem_dmv(&tu, dx, dyu, xq, NULL), GEM_OK);
+    download(yu, dyu, (size_t)rows * 4);
+    TCHECK_STATUS(gem_dmv(&rowsm.d, dx, dyr, NULL, NULL), GEM_OK);
+    download(yr, dyr, 5 * 4);
+    {
+        const gem_dmatrix *ws[3] = {&tw, &rowsm.d, &tu};
+        float *ys[3] = {dy, dyr, dyu};
+        float *got = xmalloc((size_t)rows * 4);
+        TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
+        download(got, dyu, (size_t)rows * 4);
+        TCHECK(memcmp(got, yu, (size_t)rows * 4) == 0);
+        download(got, dyr, 5 * 4);
+        TCHECK(memcmp(got, yr, 5 * 4) == 0);
+        TCHECK_STATUS(gem_dmv_geglu(&tw, &tu, dx, dy, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        bad = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const double ref = (double)gelu_ref(yq[r]) * (double)yu[r];
+            bad += !(fabs((double)got[r] - ref) <= 4e-6 * fabs((double)yq[r] * yu[r]) + 1e-35);
+        }
+        TCHECK(bad == 0);
+        free(got);
+    }
+    /* rows */
+    bad = 0;
+    for (int64_t r = 0; r < rows; r += 5) {
+        float *row = xmalloc((size_t)cols * 4), *drow = dev_alloc((size_t)cols * 4);
+        TCHECK_STATUS(gem_dmv_row(&tw, r, 0.75f, drow, NULL), GEM_OK);
+        download(row, drow, (size_t)cols * 4);
+        for (int64_t i = 0; i < cols; i++) {
+            const float want = t.deq[r * cols + i] * 0.75f;
+            bad += memcmp(&want, &row[i], 4) != 0;
+        }
+        free(row);
+        dev_ops->free(drow);
+    }
+    TCHECK(bad == 0);
+    /* statuses */
+    TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 7, cols) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 96) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 128) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 32768 + 128) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 128) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 262144, 5376));
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq + 4, NULL), GEM_ERR_ALIGN);
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, (void *)dx, NULL), GEM_ERR_OVERLAP);
+    TCHECK_STATUS(gem_dmv(&tw, dx, dy, (void *)dy, NULL), GEM_ERR_OVERLAP);
+    TCHECK_STATUS(gem_dmv_geglu(&tw, &up.d, dx, dy, xq, NULL), GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_dmv_geglu(&tw, &tu, dx, dy, NULL, NULL), GEM_ERR_NULL);
+#ifdef GEM_HAVE_CUDA
+    TCHECK_STATUS(gem_dmv_slots(&tw, dx, dy, NULL, 2), GEM_ERR_UNSUPPORTED);
+#endif
+    TCHECK_STATUS(gem_dmatrix_fill_random(&tw, 1, 1.0f, NULL), GEM_ERR_UNSUPPORTED);
+    gem_dmatrix bad_w = tw;
+    bad_w.layout = (gem_dlayout)7;
+    TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_PARAM);
+    bad_w = tw;
+    bad_w.rows = 15; /* a partial tile */
+    TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
+    gem_dmatrix seven = rowsm.d;
+    TCHECK_STATUS(gem_dmatrix_tile(&seven, up.d.data, NULL), GEM_ERR_UNSUPPORTED);
+    gem_dmatrix self = t.d;
+    TCHECK_STATUS(gem_dmatrix_tile(&self, t.d.data, NULL), GEM_ERR_OVERLAP);
+    TCHECK(self.layout == GEM_DLAYOUT_ROWS);
+    TCHECK_STATUS(gem_dmatrix_tile(&self, NULL, NULL), GEM_ERR_NULL);
+    free(xs);
+    free(yq);
+    free(yu);
+    free(yr);
+    free(x);
+    free(y);
+    dev_ops->free(dyu);
+    dev_ops->free(dyr);
+    dev_ops->free(dx);
+    dev_ops->free(dy);
+    dev_ops->free(xq);
+    dev_ops->free(tw.data);
+    dev_ops->free(tu.data);
+    tmat_free(&t);
+    tmat_free(&up);
+    tmat_free(&rowsm);
+}
+
 static void check_no_device(void)
 {
 #ifdef GEM_HAVE_CUDA
@@ -524,27 +757,35 @@ static void check_no_device(void)
     TCHECK(gem_dmv_supported(GEM_GGUF_Q4_0, 5376) == 0);
 #endif
     /* plausible device addresses, never dereferenced on the host */
-    gem_dmatrix w = {(void *)(uintptr_t)0x100000, GEM_GGUF_Q4_0, 4, 256, 144};
+    gem_dmatrix w = {(void *)(uintptr_t)0x100000, GEM_GGUF_Q4_0, 4, 256, 144, GEM_DLAYOUT_ROWS};
     const gem_dmatrix *ws[1] = {&w};
     float *x = (float *)(uintptr_t)0x200000, *y = (float *)(uintptr_t)0x300000;
     float *ys[1] = {y};
-    TCHECK_STATUS(gem_dmv(&w, x, y, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv(&w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_row(&w, 0, 1.0f, y, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmatrix_fill_random(&w, 1, 1.0f, NULL), GEM_ERR_NO_DEVICE);
+    gem_dmatrix eight = w;
+    eight.rows = 8; /* a shape that tiles */
+    TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-int main(void)
+/* --tiles: the tiled Q4_0 checks alone (for compute-sanitizer). */
+int main(int argc, char **argv)
 {
+    const int tiles_only = argc > 1 && strcmp(argv[1], "--tiles") == 0;
+    if (argc > 1 && !tiles_only) {
+        fprintf(stderr, "usage: test_cuda_matvec [--tiles]\n");
+        return 2;
+    }
     gem_cuda_device_info dev;
     if (gem_cuda_device_query(&dev) == GEM_ERR_NO_DEVICE) {
         check_no_device();
         printf("test_cuda_matvec: no CUDA device here; the GPU checks did not run\n");
         return tcheck_summary("test_cuda_matvec");
     }
-    check_errors();
-    for (size_t k = 0; k < NTYPES; k++) {
+    for (size_t k = 0; k < (tiles_only ? 0 : NTYPES); k++) {
         const gem_gguf_type t = all_types[k];
         int64_t be = 0;
         gem_gguf_type_block(t, &be, NULL);
@@ -573,10 +814,20 @@ int main(void)
         check_rows(t);
         check_fill(t);
     }
-    check_multi_geglu(GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, 5376);
-    check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, 1280);
-    check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q6_K, GEM_GGUF_Q8_0, 5376);
-    check_multi_geglu(GEM_GGUF_BF16, GEM_GGUF_F32, GEM_GGUF_F16, 1280);
-    check_multi_geglu(GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q8_0, 96);
+    if (!tiles_only) {
+        check_errors();
+        check_multi_geglu(GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, 5376);
+        check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, GEM_GGUF_Q4_K, 1280);
+        check_multi_geglu(GEM_GGUF_Q4_K, GEM_GGUF_Q6_K, GEM_GGUF_Q8_0, 5376);
+        check_multi_geglu(GEM_GGUF_BF16, GEM_GGUF_F32, GEM_GGUF_F16, 1280);
+        check_multi_geglu(GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q8_0, 96);
+    }
+    /* tiles: 1, 2, 6, 8 and 16 warps per tile (21504 and 32768: 11 and 16 chunks a warp);
+     * 1 to 513 tiles */
+    static const int64_t tile_shapes[][2] = {{8, 128},   {16, 384},   {40, 1152}, {8, 5376},
+                                             {4104, 5376}, {64, 8192}, {24, 21504}, {16, 32768}};
+    for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++)
+        check_tiles(tile_shapes[i][0], tile_shapes[i][1], 3000 + i);
+    check_tiles_properties();
     return tcheck_summary("test_cuda_matvec");
 }

@@ -95,8 +95,26 @@ static float gelu_ref(float g)
     return (float)(0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))));
 }
 
-/* 0 when gem_dmv and gem_dmv_geglu of `type` at rows x cols pass; prints the worst error. */
-static int validate(gem_gguf_type type, int64_t rows, int64_t cols)
+/* The bound of a tiled Q4_0 product (src/model/cuda/matvec_tiles.cu): 4e-6 (sum|w x| +
+ * sum_b M_b W_b / 32) + 2^-26 sum_b M_b W_b, M_b = max|x|, W_b = sum|w| over block b. */
+static double tiles_bound(const float *w, const float *x, int64_t cols)
+{
+    double wx = 0, mw = 0;
+    for (int64_t b = 0; b < cols / 32; b++) {
+        double m = 0, sw = 0;
+        for (int64_t k = 32 * b; k < 32 * b + 32; k++) {
+            wx += fabs((double)w[k] * (double)x[k]);
+            m = fmax(m, fabs((double)x[k]));
+            sw += fabs((double)w[k]);
+        }
+        mw += m * sw;
+    }
+    return 4e-6 * (wx + mw / 32) + 0x1p-26 * mw;
+}
+
+/* 0 when gem_dmv and gem_dmv_geglu of `type` at rows x cols pass; prints the worst error.
+ * tiles: the matrices in GEM_DLAYOUT_Q4_0_TILES, the error over tiles_bound. */
+static int validate(gem_gguf_type type, int64_t rows, int64_t cols, int tiles)
 {
     size_t rb = 0;
     GEM_TRY(gem_gguf_row_bytes(type, cols, &rb));
@@ -121,20 +139,31 @@ static int validate(gem_gguf_type type, int64_t rows, int64_t cols)
     cudaCheck(cudaMalloc((void **)&dy, (size_t)rows * 4));
     cudaCheck(cudaMemcpy(dw, hw, 2 * bytes, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(dx, x, (size_t)cols * 4, cudaMemcpyHostToDevice));
-    const gem_dmatrix wg = {dw, type, rows, cols, rb};
-    const gem_dmatrix wu = {(uint8_t *)dw + bytes, type, rows, cols, rb};
-    GEM_TRY(gem_dmv(&wg, dx, dy, NULL));
+    gem_dmatrix wg = {dw, type, rows, cols, rb, GEM_DLAYOUT_ROWS};
+    gem_dmatrix wu = {(uint8_t *)dw + bytes, type, rows, cols, rb, GEM_DLAYOUT_ROWS};
+    void *xq = NULL, *dt = NULL;
+    cudaCheck(cudaMalloc(&xq, gem_dmv_xq_bytes(cols) + 16));
+    if (tiles) {
+        cudaCheck(cudaMalloc(&dt, 2 * bytes));
+        const void *src_g = wg.data, *src_u = wu.data;
+        wg.data = dt;
+        wu.data = (uint8_t *)dt + bytes;
+        GEM_TRY(gem_dmatrix_tile(&wg, src_g, NULL));
+        GEM_TRY(gem_dmatrix_tile(&wu, src_u, NULL));
+    }
+    GEM_TRY(gem_dmv(&wg, dx, dy, xq, NULL));
     cudaCheck(cudaMemcpy(y, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
-    GEM_TRY(gem_dmv(&wu, dx, dy, NULL));
+    GEM_TRY(gem_dmv(&wu, dx, dy, xq, NULL));
     cudaCheck(cudaMemcpy(yu, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
-    GEM_TRY(gem_dmv_geglu(&wg, &wu, dx, dy, NULL));
+    GEM_TRY(gem_dmv_geglu(&wg, &wu, dx, dy, xq, NULL));
     cudaCheck(cudaMemcpy(yg, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
     double worst = 0, worst_geglu = 0;
     for (int64_t r = 0; r < rows; r++) {
         double ref = 0;
         for (int64_t i = 0; i < cols; i++)
             ref += (double)deq[(size_t)r * cols + i] * (double)x[i];
-        const double mag = magnitude(type, hw + (size_t)r * rb, deq + (size_t)r * cols, x, cols);
+        const double mag = tiles ? tiles_bound(deq + (size_t)r * cols, x, cols) * 1e5
+                                 : magnitude(type, hw + (size_t)r * rb, deq + (size_t)r * cols, x, cols);
         const double e = fabs((double)y[r] - ref) / (mag + 1e-30);
         worst = e > worst || e != e ? e : worst;
         const double g = (double)gelu_ref(y[r]) * (double)yu[r];
@@ -142,9 +171,12 @@ static int validate(gem_gguf_type type, int64_t rows, int64_t cols)
         worst_geglu = eg > worst_geglu || eg != eg ? eg : worst_geglu;
     }
     const int ok = worst <= 1e-5 && worst_geglu <= 4e-6;
-    printf("validate %-5s %6lld x %-5lld  max |y - ref| / scale %.2e  geglu %.2e  %s\n",
-           gem_gguf_type_name(type), (long long)rows, (long long)cols, worst, worst_geglu,
-           ok ? "ok" : "FAILED");
+    printf("validate %-5s %-5s %6lld x %-5lld  max |y - ref| / scale %.2e  geglu %.2e  %s\n",
+           gem_gguf_type_name(type), tiles ? "tiles" : "rows", (long long)rows, (long long)cols,
+           worst, worst_geglu, ok ? "ok" : "FAILED");
+    cudaCheck(cudaFree(xq));
+    if (dt)
+        cudaCheck(cudaFree(dt));
     cudaCheck(cudaFree(dw));
     cudaCheck(cudaFree(dx));
     cudaCheck(cudaFree(dy));
@@ -180,7 +212,7 @@ static const gem_gguf_type bench_types[] = {GEM_GGUF_Q4_0, GEM_GGUF_Q4_K, GEM_GG
 /* Times `op` over `reps` launches rotating over ncopies sets of matrices; times (reps) in
  * seconds. slots: 0 for the library's choice, else gem_dmv_slots. */
 static void time_op(const shape *s, gem_dmatrix (*sets)[3], int ncopies, const float *dx,
-                    float *const *dy, int reps, int slots, double *times)
+                    float *const *dy, void *xq, int reps, int slots, double *times)
 {
     cudaEvent_t *ev = (cudaEvent_t *)malloc((size_t)(reps + 1) * sizeof(cudaEvent_t));
     for (int r = 0; r <= reps; r++)
@@ -195,12 +227,12 @@ static void time_op(const shape *s, gem_dmatrix (*sets)[3], int ncopies, const f
                 cudaCheck(cudaEventRecord(ev[r], 0));
             if (s->op == OP_DMV)
                 GEM_TRY(slots ? gem_dmv_slots(&m[0], dx, dy[0], NULL, slots)
-                              : gem_dmv(&m[0], dx, dy[0], NULL));
+                              : gem_dmv(&m[0], dx, dy[0], xq, NULL));
             else if (s->op == OP_GEGLU)
-                GEM_TRY(gem_dmv_geglu(&m[0], &m[1], dx, dy[0], NULL));
+                GEM_TRY(gem_dmv_geglu(&m[0], &m[1], dx, dy[0], xq, NULL));
             else {
                 const gem_dmatrix *w[3] = {&m[0], &m[1], &m[2]};
-                GEM_TRY(gem_dmv_multi(3, w, dx, dy, NULL));
+                GEM_TRY(gem_dmv_multi(3, w, dx, dy, xq, NULL));
             }
         }
         if (measured)
@@ -257,9 +289,12 @@ int main(int argc, char **argv)
 
     int failed = 0;
     for (size_t k = 0; k < sizeof bench_types / sizeof bench_types[0]; k++) {
-        failed |= validate(bench_types[k], 64, 1280);
-        failed |= validate(bench_types[k], 64, 5376);
+        failed |= validate(bench_types[k], 64, 1280, 0);
+        failed |= validate(bench_types[k], 64, 5376, 0);
     }
+    failed |= validate(GEM_GGUF_Q4_0, 64, 1280, 1);
+    failed |= validate(GEM_GGUF_Q4_0, 64, 5376, 1);
+    failed |= validate(GEM_GGUF_Q4_0, 64, 21504, 1);
     if (failed) {
         printf("validation FAILED: no timings\n");
         return 1;
@@ -270,8 +305,8 @@ int main(int argc, char **argv)
     double probe = 0;
     GEM_TRY(gem_harness_cuda_ops.read_bandwidth(hx, 0, (size_t)4 << 30, 20, &probe));
     printf("read probe: %.1f GB/s (4 GiB, best configuration, median of 20)\n\n", probe * 1e-9);
-    printf("%-8s %-5s %5s %9s %9s %9s %9s %8s %6s\n", "shape", "type", "slots", "MB", "median_us",
-           "p10_us", "p90_us", "GB/s", "probe");
+    printf("%-8s %-5s %-5s %5s %9s %9s %9s %9s %8s %6s\n", "shape", "type", "order", "slots", "MB",
+           "median_us", "p10_us", "p90_us", "GB/s", "probe");
 
     const size_t footprint = (size_t)4 * 50 << 20; /* bytes the copies cover at least */
     double *times = (double *)malloc((size_t)reps * sizeof(double));
@@ -283,54 +318,78 @@ int main(int argc, char **argv)
             if (!type_selected(types, t) || (quick && t != GEM_GGUF_Q4_0 && t != GEM_GGUF_Q4_K &&
                                              t != GEM_GGUF_BF16))
                 continue;
-            size_t rb = 0, set_bytes = 0;
-            GEM_TRY(gem_gguf_row_bytes(t, s->cols, &rb));
-            for (int i = 0; i < nmat; i++)
-                set_bytes += (size_t)(s->op == OP_GEGLU ? s->rows[0] : s->rows[i]) * rb;
-            int ncopies = (int)((footprint + set_bytes - 1) / set_bytes);
-            ncopies = ncopies < 2 ? 2 : ncopies > 64 ? 64 : ncopies;
-            gem_dmatrix(*sets)[3] = (gem_dmatrix(*)[3])calloc((size_t)ncopies, sizeof *sets);
-            for (int c = 0; c < ncopies; c++)
-                for (int i = 0; i < nmat; i++) {
-                    const int64_t rows = s->op == OP_GEGLU ? s->rows[0] : s->rows[i];
-                    gem_dmatrix *m = &sets[c][i];
-                    *m = (gem_dmatrix){NULL, t, rows, s->cols, rb};
-                    cudaCheck(cudaMalloc(&m->data, (size_t)rows * rb));
-                    GEM_TRY(gem_dmatrix_fill_random(m, 1 + 3 * (uint64_t)c + (uint64_t)i,
-                                                    1.0f / sqrtf((float)s->cols), NULL));
-                }
-            float *dx, *dy[3], *hx_vec = (float *)malloc((size_t)s->cols * 4);
-            fill(hx_vec, (size_t)s->cols, 99);
-            cudaCheck(cudaMalloc((void **)&dx, (size_t)s->cols * 4));
-            cudaCheck(cudaMemcpy(dx, hx_vec, (size_t)s->cols * 4, cudaMemcpyHostToDevice));
-            int64_t out_rows = 0;
-            for (int i = 0; i < 3; i++) {
-                const int64_t rows = i < nmat && s->op != OP_GEGLU ? s->rows[i] : s->rows[0];
-                cudaCheck(cudaMalloc((void **)&dy[i], (size_t)rows * 4));
-                out_rows += i < nmat && (s->op != OP_GEGLU || i == 0) ? rows : 0;
-            }
-            const double moved = (double)set_bytes + 4.0 * (double)s->cols + 4.0 * (double)out_rows;
-            const int r_here = s->rows[0] >= 100000 ? (reps < 30 ? reps : 30) : reps;
-            for (int slots = 0; slots <= (slots_axis && s->op == OP_DMV ? 4 : 0);
-                 slots = slots == 0 ? 1 : slots * 4) {
-                time_op(s, sets, ncopies, dx, dy, r_here, slots, times);
-                qsort(times, (size_t)r_here, sizeof(double), cmp_double);
-                const double med = times[r_here / 2], p10 = times[r_here / 10],
-                             p90 = times[r_here - 1 - r_here / 10];
-                printf("%-8s %-5s %5s %9.1f %9.2f %9.2f %9.2f %8.1f %5.1f%%\n", s->name,
-                       gem_gguf_type_name(t), slots ? (slots == 1 ? "1" : "4") : "2",
-                       set_bytes * 1e-6, med * 1e6, p10 * 1e6, p90 * 1e6, moved / med * 1e-9,
-                       100.0 * moved / med / probe);
-                fflush(stdout);
-            }
-            for (int c = 0; c < ncopies; c++)
+            for (int tiles = 0; tiles <= 1; tiles++) {
+                int all_tile = 1;
                 for (int i = 0; i < nmat; i++)
-                    cudaCheck(cudaFree(sets[c][i].data));
-            free(sets);
-            cudaCheck(cudaFree(dx));
-            for (int i = 0; i < 3; i++)
-                cudaCheck(cudaFree(dy[i]));
-            free(hx_vec);
+                    all_tile &= gem_dmatrix_tiles_ok(t, s->op == OP_GEGLU ? s->rows[0] : s->rows[i],
+                                                     s->cols);
+                if (tiles && !all_tile)
+                    continue;
+                size_t rb = 0, set_bytes = 0;
+                GEM_TRY(gem_gguf_row_bytes(t, s->cols, &rb));
+                for (int i = 0; i < nmat; i++)
+                    set_bytes += (size_t)(s->op == OP_GEGLU ? s->rows[0] : s->rows[i]) * rb;
+                int ncopies = (int)((footprint + set_bytes - 1) / set_bytes);
+                ncopies = ncopies < 2 ? 2 : ncopies > 64 ? 64 : ncopies;
+                gem_dmatrix(*sets)[3] = (gem_dmatrix(*)[3])calloc((size_t)ncopies, sizeof *sets);
+                for (int c = 0; c < ncopies; c++)
+                    for (int i = 0; i < nmat; i++) {
+                        const int64_t rows = s->op == OP_GEGLU ? s->rows[0] : s->rows[i];
+                        gem_dmatrix *m = &sets[c][i];
+                        *m = (gem_dmatrix){NULL, t, rows, s->cols, rb, GEM_DLAYOUT_ROWS};
+                        cudaCheck(cudaMalloc(&m->data, (size_t)rows * rb));
+                        if (tiles) { /* the same random rows, tiled */
+                            void *tmp;
+                            cudaCheck(cudaMalloc(&tmp, (size_t)rows * rb));
+                            gem_dmatrix r = *m;
+                            r.data = tmp;
+                            GEM_TRY(gem_dmatrix_fill_random(&r, 1 + 3 * (uint64_t)c + (uint64_t)i,
+                                                            1.0f / sqrtf((float)s->cols), NULL));
+                            GEM_TRY(gem_dmatrix_tile(m, tmp, NULL));
+                            cudaCheck(cudaDeviceSynchronize());
+                            cudaCheck(cudaFree(tmp));
+                        } else {
+                            GEM_TRY(gem_dmatrix_fill_random(m, 1 + 3 * (uint64_t)c + (uint64_t)i,
+                                                            1.0f / sqrtf((float)s->cols), NULL));
+                        }
+                    }
+                float *dx, *dy[3], *hx_vec = (float *)malloc((size_t)s->cols * 4);
+                fill(hx_vec, (size_t)s->cols, 99);
+                cudaCheck(cudaMalloc((void **)&dx, (size_t)s->cols * 4));
+                cudaCheck(cudaMemcpy(dx, hx_vec, (size_t)s->cols * 4, cudaMemcpyHostToDevice));
+                int64_t out_rows = 0;
+                for (int i = 0; i < 3; i++) {
+                    const int64_t rows = i < nmat && s->op != OP_GEGLU ? s->rows[i] : s->rows[0];
+                    cudaCheck(cudaMalloc((void **)&dy[i], (size_t)rows * 4));
+                    out_rows += i < nmat && (s->op != OP_GEGLU || i == 0) ? rows : 0;
+                }
+                const double moved = (double)set_bytes + 4.0 * (double)s->cols + 4.0 * (double)out_rows;
+                const int r_here = s->rows[0] >= 100000 ? (reps < 30 ? reps : 30) : reps;
+                void *xq;
+                cudaCheck(cudaMalloc(&xq, gem_dmv_xq_bytes(s->cols) + 16));
+                for (int slots = 0; slots <= (slots_axis && !tiles && s->op == OP_DMV ? 4 : 0);
+                     slots = slots == 0 ? 1 : slots * 4) {
+                    time_op(s, sets, ncopies, dx, dy, xq, r_here, slots, times);
+                    qsort(times, (size_t)r_here, sizeof(double), cmp_double);
+                    const double med = times[r_here / 2], p10 = times[r_here / 10],
+                                 p90 = times[r_here - 1 - r_here / 10];
+                    printf("%-8s %-5s %-5s %5s %9.1f %9.2f %9.2f %9.2f %8.1f %5.1f%%\n", s->name,
+                           gem_gguf_type_name(t), tiles ? "tiles" : "rows",
+                           tiles ? "-" : slots ? (slots == 1 ? "1" : "4") : "2",
+                           set_bytes * 1e-6, med * 1e6, p10 * 1e6, p90 * 1e6, moved / med * 1e-9,
+                           100.0 * moved / med / probe);
+                    fflush(stdout);
+                }
+                for (int c = 0; c < ncopies; c++)
+                    for (int i = 0; i < nmat; i++)
+                        cudaCheck(cudaFree(sets[c][i].data));
+                free(sets);
+                cudaCheck(cudaFree(dx));
+                cudaCheck(cudaFree(xq));
+                for (int i = 0; i < 3; i++)
+                    cudaCheck(cudaFree(dy[i]));
+                free(hx_vec);
+            }
         }
     }
     free(times);

@@ -120,13 +120,21 @@ void gem_model_dev_free(gem_model_dev *d)
 size_t gem_model_dev_bytes(const gem_model_dev *d) { return d ? d->bytes : 0; }
 uint64_t gem_model_dev_random_seed(const gem_model_dev *d) { return d ? d->seed : 0; }
 
+/* Device memory that stages a matrix's file-order rows before gem_dmatrix_tile: grown to
+ * the largest tiled matrix, freed when the upload ends. */
+typedef struct dev_stage {
+    void *p;
+    size_t bytes;
+} dev_stage;
+
 /* A matrix on the device: its file bytes, or seeded random blocks (seed != 0, a
- * stream of its own per matrix: `index`). */
+ * stream of its own per matrix: `index`); tiled (GEM_DLAYOUT_Q4_0_TILES) when its type
+ * and shape allow, through `stage`. */
 static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t seed, uint64_t index,
-                             float amp, gem_dmatrix *out, char *err, size_t errlen,
-                             const char *name)
+                             float amp, dev_stage *stage, gem_dmatrix *out, char *err,
+                             size_t errlen, const char *name)
 {
-    *out = (gem_dmatrix){NULL, m->type, m->rows, m->cols, m->row_bytes};
+    *out = (gem_dmatrix){NULL, m->type, m->rows, m->cols, m->row_bytes, GEM_DLAYOUT_ROWS};
     if (!gem_dmv_supported(m->type, m->cols))
         return dfail(err, errlen, GEM_ERR_UNSUPPORTED,
                      "%s: weight type %s with rows of %lld has no device kernel", name,
@@ -138,13 +146,29 @@ static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t see
     if ((st = dev_track(d, bytes, &out->data)) != GEM_OK)
         return dfail(err, errlen, st, "%s: device memory for %zu bytes: %s", name, bytes,
                      gem_status_str(st));
+    const int tile = gem_dmatrix_tiles_ok(m->type, m->rows, m->cols);
+    if (tile && stage->bytes < bytes) {
+        if (stage->p)
+            cudaFree(stage->p);
+        stage->p = NULL;
+        stage->bytes = 0;
+        if ((st = cu_status(cudaMalloc(&stage->p, bytes))) != GEM_OK)
+            return dfail(err, errlen, st, "%s: staging memory for %zu bytes: %s", name, bytes,
+                         gem_status_str(st));
+        stage->bytes = bytes;
+    }
+    gem_dmatrix rows = *out;
+    if (tile)
+        rows.data = stage->p;
     if (seed) {
         /* SplitMix64's increment separates the matrices' streams */
         const uint64_t s = seed + 0x9E3779B97F4A7C15ull * (index + 1);
-        st = gem_dmatrix_fill_random(out, s ? s : 1, amp, NULL);
+        st = gem_dmatrix_fill_random(&rows, s ? s : 1, amp, NULL);
     } else {
-        st = cu_status(cudaMemcpy(out->data, m->data, bytes, cudaMemcpyHostToDevice));
+        st = cu_status(cudaMemcpy(rows.data, m->data, bytes, cudaMemcpyHostToDevice));
     }
+    if (st == GEM_OK && tile)
+        st = gem_dmatrix_tile(out, rows.data, NULL);
     if (st != GEM_OK)
         return dfail(err, errlen, st, "%s: putting the weights on the device: %s", name,
                      gem_status_str(st));
@@ -177,6 +201,7 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
     d->seed = random_seed;
     const gem_hparams *hp = &m->hp;
     gem_status st = GEM_ERR_NOMEM;
+    dev_stage stage = {NULL, 0};
     d->layers = (dev_layer *)calloc((size_t)hp->n_layers, sizeof *d->layers);
     if (!d->layers)
         goto fail;
@@ -187,14 +212,14 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
          * width 64, whatever the width (at 5376, +-0.5 would make the token's own embedding
          * dominate the residual stream and put every top logit on the softcap) */
         const float embd_amp = 4.0f / sqrtf((float)hp->n_embd);
-        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, embd_amp, &d->embd, err, errlen,
-                             "token_embd")) != GEM_OK)
+        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, embd_amp, &stage, &d->embd, err,
+                             errlen, "token_embd")) != GEM_OK)
             goto fail;
         if (m->output.data == m->tok_embd.data) {
             d->output = d->embd; /* tied */
         } else if ((st = dev_matrix(d, &m->output, random_seed, idx++,
-                                    1.0f / sqrtf((float)m->output.cols), &d->output, err, errlen,
-                                    "output")) != GEM_OK) {
+                                    1.0f / sqrtf((float)m->output.cols), &stage, &d->output, err,
+                                    errlen, "output")) != GEM_OK) {
             goto fail;
         }
         if ((st = dev_vector(d, m->output_norm, hp->n_embd, &d->output_norm)) != GEM_OK)
@@ -213,8 +238,8 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
                     continue;
                 snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, names[j]);
                 if ((st = dev_matrix(d, src[j], random_seed, idx++,
-                                     1.0f / sqrtf((float)src[j]->cols), dst[j], err, errlen,
-                                     name)) != GEM_OK)
+                                     1.0f / sqrtf((float)src[j]->cols), &stage, dst[j], err,
+                                     errlen, name)) != GEM_OK)
                     goto fail;
             }
             const int64_t E = hp->n_embd, hd = l->head_dim;
@@ -234,9 +259,15 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
         dfail(err, errlen, st, "putting the weights on the device: %s", gem_status_str(st));
         goto fail;
     }
+    if (stage.p)
+        cudaFree(stage.p);
     *out = d;
     return GEM_OK;
 fail:
+    if (stage.p) {
+        cudaDeviceSynchronize();
+        cudaFree(stage.p);
+    }
     if (err && errlen && !err[0])
         dfail(err, errlen, st, "putting the weights on the device: %s", gem_status_str(st));
     gem_model_dev_free(d);
@@ -270,6 +301,7 @@ enum { ST_EMBED, ST_NORMS, ST_PROJ, ST_ATTN_SWA, ST_ATTN_FULL, ST_MLP, ST_LOGITS
 struct gem_session_dev {
     cudaStream_t stream;
     float *x, *xn, *q, *k, *v, *att, *o, *h, *logits; /* device scratch */
+    void *xq;           /* the products' x scratch (gem_dmv_xq_bytes of the widest input) */
     double *inv_freq;   /* (n_layers, max_half) on the device */
     int64_t max_half;
     unsigned *flag;     /* device: bit 0 a cache row, bit 1 a logit not finite */
@@ -304,6 +336,7 @@ void gem_session_dev_free(gem_session *s)
     for (size_t i = 0; i < sizeof dev_bufs / sizeof *dev_bufs; i++)
         gem_dev_free(dev_bufs[i]);
     gem_dev_free(d->inv_freq);
+    gem_dev_free(d->xq);
     gem_dev_free(d->flag);
     if (d->h_flag)
         cudaFreeHost(d->h_flag);
@@ -344,7 +377,10 @@ gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen)
                          "layer %lld: head dimension %lld is past the device decoder's %d",
                          (long long)i, (long long)m->layers[i].head_dim, QKV_MAX_DIM);
     const size_t E = (size_t)hp->n_embd;
+    int64_t max_in = hp->n_embd > max_q ? hp->n_embd : max_q;
+    max_in = max_ff > max_in ? max_ff : max_in;
     if ((st = cu_status(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking))) != GEM_OK ||
+        (st = gem_dev_alloc(gem_dmv_xq_bytes(max_in) + 16, &d->xq)) != GEM_OK ||
         (st = gem_dev_alloc(s->ws_bytes ? s->ws_bytes : 64, &s->ws)) != GEM_OK ||
         (st = gem_dev_alloc(E * 4, (void **)&d->x)) != GEM_OK ||
         (st = gem_dev_alloc(E * 4, (void **)&d->xn)) != GEM_OK ||
@@ -608,7 +644,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         {
             const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
             float *ys[3] = {d->q, d->k, d->v};
-            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, str));
+            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, str));
         }
         TRY(mark(d, ST_PROJ));
         const int v_only = s->v_only[li];
@@ -627,14 +663,14 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         TRY(gem_decode(s->dctx, &sh, d->q, &view, d->att, s->ws, s->ws_bytes,
                        l->swa ? NULL : &s->full_cfg, str));
         TRY(mark(d, l->swa ? ST_ATTN_SWA : ST_ATTN_FULL));
-        TRY(gem_dmv(&dl->wo, d->att, d->o, str));
+        TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         TRY(mark(d, ST_PROJ));
         post_attn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_attn_norm, d->x,
                                                       dl->ffn_norm, E, hp->eps, d->xn);
         TRY(launched());
         TRY(mark(d, ST_NORMS));
-        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, str));
-        TRY(gem_dmv(&dl->down, d->h, d->o, str));
+        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
+        TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         TRY(mark(d, ST_MLP));
         const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
         post_ffn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_ffn_norm, d->x, l->out_scale,
@@ -643,7 +679,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         TRY(mark(d, ST_NORMS));
     }
     if (logits) {
-        TRY(gem_dmv(&w->output, d->xn, d->logits, str));
+        TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
         softcap_kernel<<<(unsigned)((nv + 255) / 256), 256, 0, str>>>(d->logits, nv, hp->softcap,
                                                                      d->flag);

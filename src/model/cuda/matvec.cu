@@ -75,6 +75,7 @@
 
 #include <mutex>
 
+#include "matvec_tiles.h"
 #include "model_cuda.h"
 
 namespace {
@@ -1278,9 +1279,9 @@ bool known_type(uint32_t t)
 }
 
 /* The checks every entry makes of a matrix: GEM_ERR_NULL, GEM_ERR_SHAPE (rows or cols
- * < 1, rows >= 2^31, row_bytes not gem_gguf_row_bytes), GEM_ERR_UNSUPPORTED (type or
- * cols), GEM_ERR_OVERFLOW (the bytes do not fit the address space), GEM_ERR_ALIGN (data
- * not 16-byte aligned). */
+ * < 1, rows >= 2^31, row_bytes not gem_gguf_row_bytes, tiles of a shape that has none),
+ * GEM_ERR_UNSUPPORTED (type or cols), GEM_ERR_PARAM (an unknown layout), GEM_ERR_OVERFLOW
+ * (the bytes do not fit the address space), GEM_ERR_ALIGN (data not 16-byte aligned). */
 gem_status check_matrix(const gem_dmatrix *w)
 {
     if (!w || !w->data)
@@ -1289,6 +1290,10 @@ gem_status check_matrix(const gem_dmatrix *w)
         return GEM_ERR_SHAPE;
     if (!gem_dmv_supported(w->type, w->cols))
         return GEM_ERR_UNSUPPORTED;
+    if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES)
+        return GEM_ERR_PARAM;
+    if (w->layout == GEM_DLAYOUT_Q4_0_TILES && !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols))
+        return GEM_ERR_SHAPE;
     size_t rb = 0, total = 0, end = 0;
     if (gem_gguf_row_bytes(w->type, w->cols, &rb) != GEM_OK || rb != w->row_bytes)
         return GEM_ERR_SHAPE;
@@ -1300,11 +1305,38 @@ gem_status check_matrix(const gem_dmatrix *w)
     return GEM_OK;
 }
 
+bool tiled(const gem_dmatrix *w) { return w->layout == GEM_DLAYOUT_Q4_0_TILES; }
+
 /* 1 when the n floats at a and the m at b share a byte. */
 bool overlaps(const float *a, int64_t n, const float *b, int64_t m)
 {
     const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
     return a0 < b0 + 4 * (uintptr_t)m && b0 < a0 + 4 * (uintptr_t)n;
+}
+
+/* 1 when the n bytes at a and the m at b share a byte. */
+bool overlaps_bytes(const void *a, size_t n, const void *b, size_t m)
+{
+    const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+    return a0 < b0 + m && b0 < a0 + n;
+}
+
+/* The x scratch of a product on tiles: GEM_ERR_NULL, GEM_ERR_ALIGN (not 16-byte aligned),
+ * GEM_ERR_OVERLAP (with x or one of the n outputs y (rows[i])). */
+gem_status check_xq(const void *xq, int64_t cols, const float *x, int n, float *const *y,
+                    const int64_t *rows)
+{
+    if (!xq)
+        return GEM_ERR_NULL;
+    if (reinterpret_cast<uintptr_t>(xq) & 15u)
+        return GEM_ERR_ALIGN;
+    const size_t nb = gem_dmv_xq_bytes(cols);
+    if (overlaps_bytes(xq, nb, x, (size_t)cols * 4))
+        return GEM_ERR_OVERLAP;
+    for (int i = 0; i < n; i++)
+        if (overlaps_bytes(xq, nb, y[i], (size_t)rows[i] * 4))
+            return GEM_ERR_OVERLAP;
+    return GEM_OK;
 }
 
 gem_status check_vector(const float *v)
@@ -1320,9 +1352,9 @@ MvMat mat_of(const gem_dmatrix *w, float *y)
     return MvMat{d, d + (size_t)w->rows * w->row_bytes, y, w->rows, (int64_t)w->row_bytes, 0};
 }
 
-/* gem_dmv_multi's body with row slots ns (1, 2 or 4). */
+/* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only). */
 gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                        void *stream, int ns)
+                        void *xq, void *stream, int ns)
 {
     if (n < 1 || n > 3)
         return GEM_ERR_PARAM;
@@ -1331,6 +1363,8 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
     gem_status st = check_vector(x);
     if (st != GEM_OK)
         return st;
+    bool any_tiles = false;
+    int64_t rows[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
         if ((st = check_matrix(w[i])) != GEM_OK || (st = check_vector(y[i])) != GEM_OK)
             return st;
@@ -1341,22 +1375,46 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
         for (int k = 0; k < i; k++)
             if (overlaps(y[i], w[i]->rows, y[k], w[k]->rows))
                 return GEM_ERR_OVERLAP;
+        any_tiles |= tiled(w[i]);
+        rows[i] = w[i]->rows;
     }
-    /* one launch per element type, the matrices of a type together in order */
+    if (any_tiles) {
+        int dev;
+        DevInfo di;
+        if ((st = check_xq(xq, w[0]->cols, x, n, y, rows)) != GEM_OK ||
+            (st = current_device(&dev, &di)) != GEM_OK)
+            return st;
+    }
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    /* one launch per element type and layout, the matrices of one together in order */
     bool done[3] = {false, false, false};
     for (int i = 0; i < n; i++) {
         if (done[i])
             continue;
+        if (tiled(w[i])) {
+            TileParams tp;
+            memset(&tp, 0, sizeof tp);
+            tp.cols = w[0]->cols;
+            tp.xq = static_cast<const unsigned char *>(xq);
+            for (int k = i; k < n; k++)
+                if (!done[k] && tiled(w[k])) {
+                    tp.mat[tp.nmat++] = TileMat{static_cast<const unsigned char *>(w[k]->data),
+                                                y[k], w[k]->rows, 0};
+                    done[k] = true;
+                }
+            if ((st = gem_tiles_launch(tp, x, false, s)) != GEM_OK)
+                return st;
+            continue;
+        }
         MvParams p;
         memset(&p, 0, sizeof p);
         p.x = x;
         p.cols = (int)w[0]->cols;
         for (int k = i; k < n; k++)
-            if (!done[k] && w[k]->type == w[i]->type) {
+            if (!done[k] && !tiled(w[k]) && w[k]->type == w[i]->type) {
                 p.mat[p.nmat++] = mat_of(w[k], y[k]);
                 done[k] = true;
             }
-        cudaStream_t s = static_cast<cudaStream_t>(stream);
         st = ns == 1   ? launch_type<1, kPlain>(w[i]->type, p, s)
              : ns == 4 ? launch_type<4, kPlain>(w[i]->type, p, s)
                        : launch_type<2, kPlain>(w[i]->type, p, s);
@@ -1380,15 +1438,49 @@ int gem_dmv_supported(gem_gguf_type type, int64_t cols)
     return cols >= 1 && cols <= kMaxCols && cols % be == 0;
 }
 
-gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *stream)
+int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols)
 {
-    return dmv_multi_ns(1, &w, x, &y, stream, 2);
+    return type == GEM_GGUF_Q4_0 && rows <= INT32_MAX && gem_dmv_supported(type, cols) &&
+           gem_tiles_shape_ok(rows, cols, kMaxCols);
+}
+
+size_t gem_dmv_xq_bytes(int64_t cols) { return gem_tiles_xq_bytes(cols); }
+
+gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
+{
+    if (!w || !src)
+        return GEM_ERR_NULL;
+    gem_dmatrix rows_view = *w;
+    rows_view.layout = GEM_DLAYOUT_ROWS;
+    gem_status st = check_matrix(&rows_view);
+    if (st != GEM_OK)
+        return st;
+    if (!gem_dmatrix_tiles_ok(w->type, w->rows, w->cols))
+        return GEM_ERR_UNSUPPORTED;
+    const size_t bytes = (size_t)w->rows * w->row_bytes; /* checked by check_matrix */
+    if (overlaps_bytes(src, bytes, w->data, bytes))
+        return GEM_ERR_OVERLAP;
+    int dev;
+    DevInfo di;
+    if ((st = current_device(&dev, &di)) != GEM_OK)
+        return st;
+    st = gem_tiles_from_rows(static_cast<const unsigned char *>(src), w->row_bytes, w->rows,
+                             w->cols, static_cast<unsigned char *>(w->data),
+                             static_cast<cudaStream_t>(stream));
+    if (st == GEM_OK)
+        w->layout = GEM_DLAYOUT_Q4_0_TILES;
+    return st;
+}
+
+gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *xq, void *stream)
+{
+    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2);
 }
 
 gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                         void *stream)
+                         void *xq, void *stream)
 {
-    return dmv_multi_ns(n, w, x, y, stream, 2);
+    return dmv_multi_ns(n, w, x, y, xq, stream, 2);
 }
 
 /* The product with `slots` rows per warp (1, 2 or 4; gem_dmv uses 2): for
@@ -1397,11 +1489,13 @@ gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *s
 {
     if (slots != 1 && slots != 2 && slots != 4)
         return GEM_ERR_PARAM;
-    return dmv_multi_ns(1, &w, x, &y, stream, slots);
+    if (w && tiled(w))
+        return GEM_ERR_UNSUPPORTED; /* row slots are the file-order kernel's */
+    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots);
 }
 
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
-                         void *stream)
+                         void *xq, void *stream)
 {
     gem_status st;
     if ((st = check_matrix(wg)) != GEM_OK || (st = check_matrix(wu)) != GEM_OK ||
@@ -1411,6 +1505,25 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
         return GEM_ERR_SHAPE;
     if (overlaps(y, wg->rows, x, wg->cols))
         return GEM_ERR_OVERLAP;
+    if (tiled(wg) || tiled(wu)) {
+        const int64_t rows = wg->rows;
+        if ((st = check_xq(xq, wg->cols, x, 1, &y, &rows)) != GEM_OK)
+            return st;
+        if (!tiled(wg) || !tiled(wu))
+            return GEM_ERR_UNSUPPORTED; /* one layout for both, as the model stores them */
+        int dev;
+        DevInfo di;
+        if ((st = current_device(&dev, &di)) != GEM_OK)
+            return st;
+        TileParams tp;
+        memset(&tp, 0, sizeof tp);
+        tp.cols = wg->cols;
+        tp.xq = static_cast<const unsigned char *>(xq);
+        tp.nmat = 2;
+        tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
+        tp.mat[1] = TileMat{static_cast<const unsigned char *>(wu->data), y, wu->rows, 0};
+        return gem_tiles_launch(tp, x, true, static_cast<cudaStream_t>(stream));
+    }
     MvParams p;
     memset(&p, 0, sizeof p);
     p.x = x;
@@ -1442,6 +1555,9 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)
         return st;
+    if (tiled(w))
+        return gem_tiles_row(static_cast<const unsigned char *>(w->data), w->cols, row, scale, y,
+                             static_cast<cudaStream_t>(stream));
     int64_t be = 0;
     (void)gem_gguf_type_block((uint32_t)w->type, &be, NULL);
     const int64_t nblocks = w->cols / be;
@@ -1467,6 +1583,8 @@ gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float am
         return st;
     if (!(amp > 0.0f) || !isfinite(amp))
         return GEM_ERR_PARAM;
+    if (tiled(w))
+        return GEM_ERR_UNSUPPORTED; /* fill file-order rows, then gem_dmatrix_tile */
     int dev;
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)

@@ -11,9 +11,32 @@ int gem_dmv_supported(gem_gguf_type type, int64_t cols)
     return 0;
 }
 
-gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *stream)
+int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols)
+{
+    (void)type;
+    (void)rows;
+    (void)cols;
+    return 0;
+}
+
+gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
 {
     (void)w;
+    (void)src;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+size_t gem_dmv_xq_bytes(int64_t cols)
+{
+    (void)cols;
+    return 0;
+}
+
+gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *xq, void *stream)
+{
+    (void)w;
+    (void)xq;
     (void)x;
     (void)y;
     (void)stream;
@@ -21,8 +44,9 @@ gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *stream)
 }
 
 gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                         void *stream)
+                         void *xq, void *stream)
 {
+    (void)xq;
     (void)n;
     (void)w;
     (void)x;
@@ -32,8 +56,9 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
 }
 
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
-                         void *stream)
+                         void *xq, void *stream)
 {
+    (void)xq;
     (void)wg;
     (void)wu;
     (void)x;

@@ -1,0 +1,367 @@
+/*
+ * Q4_0 matrix-vector products on the tensor cores, in integers (model_cuda.h's
+ * GEM_DLAYOUT_Q4_0_TILES): the production product for Q4_0 matrices whose rows are a
+ * multiple of 8 and whose columns are a multiple of 128 (every Gemma 4 projection).
+ *
+ * Lineage: dev/cuda/model_matvec.cu measured the F32 product of matvec.cu (which
+ * dequantizes every weight and multiplies it in F32) at 18-37% of the read bandwidth
+ * for Q4_0, issue-bound at about five lane instructions per weight. This kernel spends
+ * about 0.05 warp instructions per weight: the 4-bit integers go to the tensor cores
+ * as they are (mma m16n8k32, u8 x s8 into s32), and F32 arithmetic is left for one
+ * scale per block of 32 weights.
+ *
+ * x as integers (xq_kernel, once per product, into the caller's scratch). Each block
+ * of 32 elements of x gets an exponent E (its largest |x| / 2^E in [32, 64)) and four
+ * signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 + a2 / 128^2 + a3 / 128^3) + r:
+ * a0 = rint(x / 2^E), then each digit the rounded remainder times 128. Every step is
+ * exact, every digit is in [-64, 64], and |r| <= 2^(E - 22) <= 2^-27 max|x| of the
+ * block: the elements of the block's largest magnitude are represented exactly, a
+ * smaller one to 2^-27 of the largest. With the Q4_0 value w = (n - 8) d:
+ *
+ *   y = sum_blocks d * sum_j 2^(E - 7j) * S_j,   S_j = sum_k (n_k - 8) a_jk   (exact, |S_j| <= 2^14)
+ *
+ * S_j comes out of the tensor core exactly (integers; the - 8 sum a_jk is the MMA's C
+ * input); (d * 2^(E - 7j)) * S_j is exact inside an F32 fma, whose addition rounds. So
+ * the only roundings are F32 additions of exact block terms (4 per block) plus the
+ * representation error of x above: against the exact sum, |y - sum w x| <= (a few F32
+ * roundings of sum|w x|) + 2^-27 sum_blocks max|x| sum|w|. A block of x with a value that
+ * is not finite makes its scales NaN, so y is NaN wherever it is used. (An x whose
+ * largest magnitude in a block is below about 2^-100 loses digits to underflow.)
+ *
+ * The layout. The matrix is stored in tiles of 8 rows; a tile is cols / 128 chunks of
+ * 576 bytes, one per 4 blocks (128 columns), in the order the kernel reads them:
+ *   bytes [0, 512): lane (g, t) of a warp (g = lane / 4, t = lane % 4) reads 16 bytes at
+ *     16 * lane: the t-th 32-bit word of the 16 nibble bytes of row g's blocks 4c .. 4c+3;
+ *   bytes [512, 576): the 32 f16 scales: lane (g, t) with h = g / 4 reads 8 bytes at
+ *     512 + 8 * (4h + t): d of rows 2t and 2t+1 in block 4c+h, then in block 4c+2+h.
+ * The same 18 bytes a block for the same values (gem_dmatrix_tile converts; gem_dmv_row
+ * reads rows back from it).
+ *
+ * One chunk, one warp, four MMAs. The weights are B (k 32 x n 8: the 8 rows of the tile,
+ * each lane's word as it is: low nibbles are elements 4t..4t+3, high ones 16+4t..16+4t+3,
+ * exactly B's fragment after a mask and a shift). The digits are A (m 16 x k 32): MMA i
+ * (block 4c+i) puts block 4c+i's four digits in rows 4i..4i+3 and zeros elsewhere, and the
+ * four MMAs accumulate into one D, so D row 4i+j, column r is S_j of block 4c+i, row r:
+ * every lane holds four useful sums, each scaled once. Lane (g, t) reads its A fragments
+ * from 32 bytes of the scratch (digits g % 4 of blocks 4c + g/4 and 4c + 2 + g/4, their
+ * - 8 sum a_j and the two scales 2^(E - 7j)), masked per MMA by a lane constant.
+ *
+ * Order. Each lane adds its four block terms per chunk into four F32 accumulators in
+ * chunk order; then the two of a row are added, the warp sums its lanes by the xor tree
+ * 4, 8, 16, and the block's warps (a split of the chunks that depends only on cols) are
+ * added in warp order by one thread per row. No atomics; the same bits on every call and
+ * for a row in gem_dmv, gem_dmv_multi and gem_dmv_geglu.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "matvec_tiles.h"
+
+namespace {
+
+constexpr int kTileRows = 8;
+constexpr int kChunkElems = 128;
+constexpr int kChunkBytes = 576;
+constexpr int kXqLaneBytes = 32;
+constexpr int kXqChunkBytes = 32 * kXqLaneBytes;
+constexpr int kChunksPerWarp = 8; /* a warp's share of a row: at most 8 chunks (1024 columns) */
+constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers, no spills */
+constexpr int kBatch = 4; /* chunks whose loads a warp issues together (GeGLU: half, two matrices) */
+constexpr unsigned kFull = 0xffffffffu;
+
+/* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
+ * the f16 d of row r in block 4c+i. */
+__host__ __device__ inline size_t qs_off(int64_t c, int g, int t, int i)
+{
+    return (size_t)c * kChunkBytes + (size_t)(16 * (4 * g + t) + 4 * i);
+}
+__host__ __device__ inline size_t d_off(int64_t c, int r, int i)
+{
+    return (size_t)c * kChunkBytes + 512 + (size_t)(8 * (4 * (i & 1) + (r >> 1)) +
+                                                    2 * (2 * (i >> 1) + (r & 1)));
+}
+
+/* rows (rows, row_bytes) in the file's Q4_0 layout -> tiles; one thread per block. */
+__global__ void tile_kernel(const unsigned char *__restrict__ src, size_t row_bytes,
+                            int64_t rows, int64_t nb, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nb)
+        return;
+    const int64_t r = i / nb, b = i % nb, c = b / 4;
+    const int g = (int)(r % kTileRows), bi = (int)(b % 4);
+    const unsigned char *s = src + (size_t)r * row_bytes + (size_t)b * 18;
+    unsigned char *t = dst + (size_t)(r / kTileRows) * (size_t)(nb / 4) * kChunkBytes;
+    t[d_off(c, g, bi)] = s[0];
+    t[d_off(c, g, bi) + 1] = s[1];
+    for (int w = 0; w < 4; w++)
+        for (int k = 0; k < 4; k++)
+            t[qs_off(c, g, w, bi) + (size_t)k] = s[2 + 4 * w + k];
+}
+
+/* Row r of a tiled matrix dequantized times scale, as matvec.cu's row_kernel: the same
+ * bits as gem_gguf_dequant * scale. One thread per block. */
+__global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t r, int64_t nb,
+                                float scale, float *__restrict__ y)
+{
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb)
+        return;
+    const unsigned char *t = data + (size_t)(r / kTileRows) * (size_t)(nb / 4) * kChunkBytes;
+    const int g = (int)(r % kTileRows), bi = (int)(b % 4);
+    const int64_t c = b / 4;
+    const unsigned short dh =
+        (unsigned short)(t[d_off(c, g, bi)] | (t[d_off(c, g, bi) + 1] << 8));
+    const float d = __half2float(__ushort_as_half(dh));
+    for (int w = 0; w < 4; w++)
+        for (int k = 0; k < 4; k++) {
+            const int q = t[qs_off(c, g, w, bi) + (size_t)k], j = 4 * w + k;
+            y[32 * b + j] = __fmul_rn(__fmul_rn((float)((q & 0xf) - 8), d), scale);
+            y[32 * b + 16 + j] = __fmul_rn(__fmul_rn((float)((q >> 4) - 8), d), scale);
+        }
+}
+
+/* x (cols) -> the digits, corrections and scales of each lane (module comment); one warp
+ * per block of 32 elements, lane = element. */
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblk)
+        return; /* the whole warp */
+    const float v = x[32 * b + lane];
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e); /* m = f 2^e, f in [0.5, 1): m / 2^(e - 6) in [32, 64) */
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E); /* exact: a power of two */
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r); /* |r| <= 64 */
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f; /* r - q is exact (|r - q| <= 1/2) */
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * kXqChunkBytes;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[kXqLaneBytes * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + kXqLaneBytes * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
+}
+
+/* D += A B: m16n8k32, A s8 (row), B u8 (col), s32 accumulate. */
+__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One chunk of one tile into acc (module comment). wq, dd: the lane's weight words and
+ * scales; dg, cx: its scratch (digits; corrections and scales); m0 (m1 = ~m0): all ones
+ * in the lanes whose digit rows are blocks 4c and 4c+2. */
+__device__ __forceinline__ void chunk(const uint4 wq, const uint2 dd, const uint4 dg,
+                                      const uint4 cx, uint32_t m0, float (&acc)[4])
+{
+    const uint32_t m1 = ~m0;
+    const uint32_t lo = 0x0F0F0F0Fu;
+    int s[4] = {(int)cx.x, (int)cx.x, (int)cx.y, (int)cx.y};
+    mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, (wq.x >> 4) & lo);
+    mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
+    mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
+    mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
+    __half2 ha, hb;
+    memcpy(&ha, &dd.x, 4);
+    memcpy(&hb, &dd.y, 4);
+    const float2 da = __half22float2(ha), db = __half22float2(hb);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
+    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
+    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
+    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
+__device__ __forceinline__ float gelu_tanh(float a)
+{
+    /* matvec.cu's (gemma4.c's) gelu_tanh, operation for operation */
+    const float k = 0.7978845608028654f;
+    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
+    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
+    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
+}
+
+/* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
+ * its chunks. GEGLU: mat[0] the gate, mat[1] the up matrix, y = gelu(gate) * up. */
+template <bool GEGLU>
+__global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
+{
+    __shared__ float red[GEGLU ? 2 : 1][kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    int64_t tile = blockIdx.x;
+    int m = 0;
+    if (!GEGLU)
+        while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+            m++;
+    tile -= p.mat[m].tile0;
+    const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
+    const unsigned char *w0 = p.mat[m].data + (size_t)tile * tile_bytes;
+    const unsigned char *w1 = GEGLU ? p.mat[1].data + (size_t)tile * tile_bytes : nullptr;
+    const uint32_t m0 = h ? 0u : kFull;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t cb = (int64_t)warp * p.cpw;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
+    constexpr int B = GEGLU ? kBatch / 2 : kBatch;
+    for (int64_t c0 = cb; c0 < ce; c0 += B) {
+        uint4 wq[B], wq1[B];
+        uint2 dd[B], dd1[B];
+#pragma unroll
+        for (int k = 0; k < B; k++) {
+            if (c0 + k < ce) {
+                const size_t off = (size_t)(c0 + k) * kChunkBytes;
+                wq[k] = __ldcs(reinterpret_cast<const uint4 *>(w0 + off + wlane));
+                dd[k] = __ldcs(reinterpret_cast<const uint2 *>(w0 + off + dlane));
+                if (GEGLU) {
+                    wq1[k] = __ldcs(reinterpret_cast<const uint4 *>(w1 + off + wlane));
+                    dd1[k] = __ldcs(reinterpret_cast<const uint2 *>(w1 + off + dlane));
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < B; k++) {
+            if (c0 + k < ce) {
+                const uint4 *xc = reinterpret_cast<const uint4 *>(
+                    p.xq + (size_t)(c0 + k) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
+                const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
+                chunk(wq[k], dd[k], dg, cx, m0, a0);
+                if (GEGLU)
+                    chunk(wq1[k], dd1[k], dg, cx, m0, a1);
+            }
+        }
+    }
+    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
+    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+        if (GEGLU) {
+            u0 += __shfl_xor_sync(kFull, u0, o);
+            u1 += __shfl_xor_sync(kFull, u1, o);
+        }
+    }
+    if (g == 0) {
+        red[0][warp][2 * t] = r0;
+        red[0][warp][2 * t + 1] = r1;
+        if (GEGLU) {
+            red[GEGLU ? 1 : 0][warp][2 * t] = u0;
+            red[GEGLU ? 1 : 0][warp][2 * t + 1] = u1;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float s = red[0][0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[0][w][r];
+        if (GEGLU) {
+            float u = red[GEGLU ? 1 : 0][0][r];
+            for (int w = 1; w < nw; w++)
+                u += red[GEGLU ? 1 : 0][w][r];
+            s = __fmul_rn(gelu_tanh(s), u);
+        }
+        p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = s;
+    }
+}
+
+gem_status launched(void)
+{
+    return cudaGetLastError() == cudaSuccess ? GEM_OK : GEM_ERR_DEVICE;
+}
+
+} /* namespace */
+
+int gem_tiles_shape_ok(int64_t rows, int64_t cols, int64_t max_cols)
+{
+    return rows >= kTileRows && rows % kTileRows == 0 && cols >= kChunkElems &&
+           cols % kChunkElems == 0 && cols <= max_cols;
+}
+
+size_t gem_tiles_xq_bytes(int64_t cols)
+{
+    return cols > 0 ? (size_t)((cols + kChunkElems - 1) / kChunkElems) * kXqChunkBytes : 0;
+}
+
+gem_status gem_tiles_from_rows(const unsigned char *src, size_t row_bytes, int64_t rows,
+                               int64_t cols, unsigned char *dst, cudaStream_t s)
+{
+    const int64_t nb = cols / 32, n = rows * nb;
+    const int64_t grid = (n + 255) / 256;
+    if (grid > INT32_MAX)
+        return GEM_ERR_UNSUPPORTED;
+    tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    return launched();
+}
+
+gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
+                         float *y, cudaStream_t s)
+{
+    const int64_t nb = cols / 32;
+    tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0, s>>>(data, row, nb, scale, y);
+    return launched();
+}
+
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s)
+{
+    const int64_t nblk = p.cols / 32;
+    xq_kernel<<<(unsigned)((nblk + 7) / 8), 256, 0, s>>>(x, nblk, const_cast<unsigned char *>(p.xq));
+    gem_status st = launched();
+    if (st != GEM_OK)
+        return st;
+    p.nchunks = p.cols / kChunkElems;
+    int64_t warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
+    warps = warps > kMaxWarps ? kMaxWarps : warps;
+    p.cpw = (p.nchunks + warps - 1) / warps;
+    int64_t tiles = 0;
+    for (int i = 0; i < p.nmat; i++) {
+        p.mat[i].tile0 = tiles;
+        tiles += p.mat[i].rows / kTileRows;
+        if (geglu)
+            break; /* the up matrix: the same tiles */
+    }
+    if (tiles > INT32_MAX)
+        return GEM_ERR_UNSUPPORTED;
+    if (geglu)
+        q4t_kernel<true><<<(unsigned)tiles, (unsigned)(32 * warps), 0, s>>>(p);
+    else
+        q4t_kernel<false><<<(unsigned)tiles, (unsigned)(32 * warps), 0, s>>>(p);
+    return launched();
+}

@@ -1,0 +1,50 @@
+/*
+ * Internal to src/model/cuda: the tiled Q4_0 product of matvec_tiles.cu, called by
+ * matvec.cu's entries after their checks (model_cuda.h has the contracts).
+ */
+#ifndef GEM_MATVEC_TILES_H
+#define GEM_MATVEC_TILES_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gem/attn.h"
+
+/* One matrix of a launch: data (rows / 8 tiles), y (rows); tile0 is set by the launch. */
+struct TileMat {
+    const unsigned char *data;
+    float *y;
+    int64_t rows, tile0;
+};
+
+/* A launch: nmat matrices (1..3; GeGLU: 2, the gate then the up matrix) of cols columns,
+ * xq the caller's scratch (gem_tiles_xq_bytes(cols)); nchunks and cpw are set by it. */
+struct TileParams {
+    TileMat mat[3];
+    int nmat;
+    int64_t cols, nchunks, cpw;
+    const unsigned char *xq;
+};
+
+/* 1 when a Q4_0 matrix of rows x cols can be tiled: rows a multiple of 8, cols a multiple
+ * of 128 and at most max_cols. */
+int gem_tiles_shape_ok(int64_t rows, int64_t cols, int64_t max_cols);
+
+/* Bytes of the x scratch for cols columns. */
+size_t gem_tiles_xq_bytes(int64_t cols);
+
+/* dst (rows * cols / 32 * 18 bytes, device) = the tiles of the Q4_0 rows at src (rows,
+ * row_bytes, device). src and dst must not overlap. */
+gem_status gem_tiles_from_rows(const unsigned char *src, size_t row_bytes, int64_t rows,
+                               int64_t cols, unsigned char *dst, cudaStream_t s);
+
+/* y (cols) = row `row` of the tiled matrix at data, dequantized, times scale. */
+gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
+                         float *y, cudaStream_t s);
+
+/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch,
+ * then the tiles. */
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s);
+
+#endif /* GEM_MATVEC_TILES_H */
