@@ -19,6 +19,7 @@
 #            phases, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
+#   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
@@ -288,7 +289,8 @@ if has model-tests; then
 fi
 if has model-dev && ! late; then
     step "dev/cuda/model_matvec and dev/cuda/sliding_decode"
-    timeout 120 "$BUILD/dev/model_matvec" >"$REC/dev-model-matvec.txt" 2>&1 || fail "model_matvec"
+    timeout 120 "$BUILD/dev/model_matvec" ${MATVEC_ARGS:-} >"$REC/dev-model-matvec.txt" 2>&1 ||
+        fail "model_matvec"
     cat "$REC/dev-model-matvec.txt"
     timeout 60 "$BUILD/dev/sliding_decode" >"$REC/dev-sliding-decode.txt" 2>&1 || fail "sliding_decode"
     cat "$REC/dev-sliding-decode.txt"
@@ -297,10 +299,12 @@ fi
 if has model31-bf16 && ! late; then model31 bf16; fi
 if has model-sanitize && ! late; then
     step "compute-sanitizer over the CUDA decoder (tiny fixture) and the Q4_0 tiles"
+    # racecheck over the whole decoder test runs past 4 minutes: memcheck there, both tools
+    # over the tiles' own test (the kernel with shared memory of its own)
+    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/test_model_cuda" \
+        >"$REC/sanitizer-model-memcheck.txt" 2>&1 || fail "compute-sanitizer model memcheck"
+    tail -2 "$REC/sanitizer-model-memcheck.txt"
     for tool in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_model_cuda" \
-            >"$REC/sanitizer-model-$tool.txt" 2>&1 || fail "compute-sanitizer model $tool"
-        tail -2 "$REC/sanitizer-model-$tool.txt"
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_cuda_matvec" \
             --tiles >"$REC/sanitizer-tiles-$tool.txt" 2>&1 || fail "compute-sanitizer tiles $tool"
         tail -2 "$REC/sanitizer-tiles-$tool.txt"

@@ -132,6 +132,7 @@ static void tmat_make(tmat *t, gem_gguf_type type, int64_t rows, int64_t cols, u
     t->d.rows = rows;
     t->d.cols = cols;
     t->d.row_bytes = rb;
+    t->d.layout = GEM_DLAYOUT_ROWS;
 }
 
 static void tmat_free(tmat *t)
@@ -614,7 +615,7 @@ static void check_tiles_properties(void)
     tmat t, up, rowsm;
     tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, 4711);
     tmat_make(&up, GEM_GGUF_Q4_0, rows, cols, 4712);
-    tmat_make(&rowsm, GEM_GGUF_Q4_K, 5, cols, 4713);
+    tmat_make(&rowsm, GEM_GGUF_Q8_0, 5, cols, 4713);
     gem_dmatrix tw = tiled_copy(&t), tu = tiled_copy(&up);
     const size_t xqb = gem_dmv_xq_bytes(cols);
     TCHECK(xqb > 0 && xqb % 16 == 0 && gem_dmv_xq_bytes(0) == 0);

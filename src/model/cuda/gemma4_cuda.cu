@@ -35,6 +35,7 @@
 #include "gem/decode.h"
 #include "gem/model.h"
 #include "model_cuda.h"
+#include "pdl.cuh"
 #include "model_internal.h"
 
 #define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */
@@ -460,6 +461,8 @@ __device__ double rms_inv(const float *x, int64_t n, double eps, double *sh)
 __global__ void norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n,
                             double eps, float *__restrict__ out)
 {
+    pdl_trigger();
+    pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     __shared__ double sh[32];
     const double r = rms_inv(x, n, eps, sh);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -471,6 +474,8 @@ __global__ void post_attn_kernel(const float *__restrict__ o, const float *__res
                                  float *__restrict__ x, const float *__restrict__ w_ffn, int64_t n,
                                  double eps, float *__restrict__ xn)
 {
+    pdl_trigger();
+    pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     __shared__ double sh[32];
     const double r = rms_inv(o, n, eps, sh);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -487,6 +492,8 @@ __global__ void post_ffn_kernel(const float *__restrict__ o, const float *__rest
                                 const float *__restrict__ w_next, int64_t n, double eps,
                                 float *__restrict__ xn)
 {
+    pdl_trigger();
+    pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     __shared__ double sh[32];
     const double r = rms_inv(o, n, eps, sh);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -547,6 +554,8 @@ __global__ void qkv_post_kernel(float *__restrict__ q, const float *__restrict__
                                 const double *__restrict__ inv_freq, int64_t pos, double eps,
                                 gem_dtype t, void *kc, void *vc, unsigned *flag)
 {
+    pdl_trigger();
+    pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     __shared__ double sh[32];
     __shared__ float xs[QKV_MAX_DIM];
     const int64_t b = blockIdx.x;
@@ -587,6 +596,8 @@ __global__ void qkv_post_kernel(float *__restrict__ q, const float *__restrict__
  * not finite. (n) */
 __global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, unsigned *flag)
 {
+    pdl_trigger();
+    pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
@@ -599,12 +610,6 @@ __global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, uns
 }
 
 /* ---- one token ----------------------------------------------------------------------------- */
-
-static gem_status launched(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? GEM_OK : GEM_ERR_DEVICE;
-}
 
 /* Closes the interval of `stage` with an event. */
 static gem_status mark(gem_session_dev *d, int stage)
@@ -634,8 +639,8 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
     TRY(mark(d, ST_EMBED)); /* the start */
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     TRY(mark(d, ST_EMBED));
-    norm_kernel<<<1, NORM_THREADS, 0, str>>>(d->x, w->layers[0].attn_norm, E, hp->eps, d->xn);
-    TRY(launched());
+    TRY(cu_status(launch_pdl(norm_kernel, 1, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
+                             hp->eps, d->xn)));
     TRY(mark(d, ST_NORMS));
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
@@ -652,11 +657,10 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
         void *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
         void *vdst = (char *)s->vc[li] + row_off;
-        qkv_post_kernel<<<(unsigned)(l->n_head + nkv), QKV_THREADS, 0, str>>>(
-            d->q, d->k, l->k_eq_v ? NULL : d->v, l->n_head, hd, l->n_rot / 2, dl->q_norm,
-            dl->k_norm, d->inv_freq + li * d->max_half, pos, hp->eps, s->kv_dtype, kdst, vdst,
-            d->flag);
-        TRY(launched());
+        TRY(cu_status(launch_pdl(qkv_post_kernel, (unsigned)(l->n_head + nkv), QKV_THREADS, str,
+                                 d->q, d->k, l->k_eq_v ? NULL : d->v, l->n_head, hd, l->n_rot / 2,
+                                 dl->q_norm, dl->k_norm, d->inv_freq + li * d->max_half, pos,
+                                 hp->eps, s->kv_dtype, kdst, vdst, d->flag)));
         TRY(mark(d, ST_NORMS));
         const gem_kv_view view = gem_session_layer_view(s, li);
         const gem_decode_shape sh = gem_layer_decode_shape(l);
@@ -665,25 +669,22 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         TRY(mark(d, l->swa ? ST_ATTN_SWA : ST_ATTN_FULL));
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         TRY(mark(d, ST_PROJ));
-        post_attn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_attn_norm, d->x,
-                                                      dl->ffn_norm, E, hp->eps, d->xn);
-        TRY(launched());
+        TRY(cu_status(launch_pdl(post_attn_kernel, 1, NORM_THREADS, str, d->o, dl->post_attn_norm,
+                                 d->x, dl->ffn_norm, E, hp->eps, d->xn)));
         TRY(mark(d, ST_NORMS));
         TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
         TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         TRY(mark(d, ST_MLP));
         const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
-        post_ffn_kernel<<<1, NORM_THREADS, 0, str>>>(d->o, dl->post_ffn_norm, d->x, l->out_scale,
-                                                     next, E, hp->eps, d->xn);
-        TRY(launched());
+        TRY(cu_status(launch_pdl(post_ffn_kernel, 1, NORM_THREADS, str, d->o, dl->post_ffn_norm,
+                                 d->x, l->out_scale, next, E, hp->eps, d->xn)));
         TRY(mark(d, ST_NORMS));
     }
     if (logits) {
         TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
-        softcap_kernel<<<(unsigned)((nv + 255) / 256), 256, 0, str>>>(d->logits, nv, hp->softcap,
-                                                                     d->flag);
-        TRY(launched());
+        TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
+                                 nv, hp->softcap, d->flag)));
         TRY(mark(d, ST_LOGITS));
         TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
                                       cudaMemcpyDeviceToHost, str)));

@@ -46,6 +46,11 @@
  * from 32 bytes of the scratch (digits g % 4 of blocks 4c + g/4 and 4c + 2 + g/4, their
  * - 8 sum a_j and the two scales 2^(E - 7j)), masked per MMA by a lane constant.
  *
+ * Launches. The scratch kernel and the product are launched as programmatic dependents
+ * (griddepcontrol): the product's blocks start while the kernels before it finish, issue
+ * their first weight loads, and wait for the scratch before they read it or write y. The
+ * weights are the only memory touched before the wait.
+ *
  * Order. Each lane adds its four block terms per chunk into four F32 accumulators in
  * chunk order; then the two of a row are added, the warp sums its lanes by the xor tree
  * 4, 8, 16, and the block's warps (a split of the chunks that depends only on cols) are
@@ -59,6 +64,7 @@
 #include <string.h>
 
 #include "matvec_tiles.h"
+#include "pdl.cuh"
 
 namespace {
 
@@ -128,6 +134,8 @@ __global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t 
  * per block of 32 elements, lane = element. */
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {
+    pdl_trigger(); /* the product's blocks may start and fetch their first weights */
+    pdl_wait();    /* x is the previous kernel's output; xq may still be read by it */
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
@@ -241,9 +249,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
     const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
     constexpr int B = GEGLU ? kBatch / 2 : kBatch;
-    for (int64_t c0 = cb; c0 < ce; c0 += B) {
-        uint4 wq[B], wq1[B];
-        uint2 dd[B], dd1[B];
+    uint4 wq[B], wq1[B];
+    uint2 dd[B], dd1[B];
+    auto load = [&](int64_t c0) {
 #pragma unroll
         for (int k = 0; k < B; k++) {
             if (c0 + k < ce) {
@@ -256,6 +264,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
                 }
             }
         }
+    };
+    pdl_trigger();
+    load(cb);  /* the first weights stream while the kernels before finish */
+    pdl_wait(); /* then x's scratch is complete and y free to write */
+    for (int64_t c0 = cb; c0 < ce; c0 += B) {
 #pragma unroll
         for (int k = 0; k < B; k++) {
             if (c0 + k < ce) {
@@ -267,6 +280,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
                     chunk(wq1[k], dd1[k], dg, cx, m0, a1);
             }
         }
+        if (c0 + B < ce)
+            load(c0 + B);
     }
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
     float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
@@ -342,10 +357,11 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
 gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
-    xq_kernel<<<(unsigned)((nblk + 7) / 8), 256, 0, s>>>(x, nblk, const_cast<unsigned char *>(p.xq));
-    gem_status st = launched();
-    if (st != GEM_OK)
-        return st;
+    if (launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
+                   const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GEM_ERR_DEVICE;
+    }
     p.nchunks = p.cols / kChunkElems;
     int64_t warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
     warps = warps > kMaxWarps ? kMaxWarps : warps;
@@ -359,9 +375,12 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream
     }
     if (tiles > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
-    if (geglu)
-        q4t_kernel<true><<<(unsigned)tiles, (unsigned)(32 * warps), 0, s>>>(p);
-    else
-        q4t_kernel<false><<<(unsigned)tiles, (unsigned)(32 * warps), 0, s>>>(p);
-    return launched();
+    const cudaError_t e =
+        geglu ? launch_pdl(q4t_kernel<true>, (unsigned)tiles, (unsigned)(32 * warps), s, p)
+              : launch_pdl(q4t_kernel<false>, (unsigned)tiles, (unsigned)(32 * warps), s, p);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GEM_ERR_DEVICE;
+    }
+    return GEM_OK;
 }
