@@ -611,7 +611,7 @@ static void check_tiles(int64_t rows, int64_t cols, uint64_t seed)
 /* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape. */
 static void check_tiles_properties(void)
 {
-    const int64_t rows = 16, cols = 1152; /* 9 chunks: 2 warps of 5 and 4, a partial batch */
+    const int64_t rows = 16, cols = 1152; /* 9 chunks: 3 warps of 3, a partial batch */
     tmat t, up, rowsm;
     tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, 4711);
     tmat_make(&up, GEM_GGUF_Q4_0, rows, cols, 4712);
@@ -823,7 +823,7 @@ int main(int argc, char **argv)
         check_multi_geglu(GEM_GGUF_BF16, GEM_GGUF_F32, GEM_GGUF_F16, 1280);
         check_multi_geglu(GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q8_0, 96);
     }
-    /* tiles: 1, 2, 6, 8 and 16 warps per tile (21504 and 32768: 11 and 16 chunks a warp);
+    /* tiles: 1, 3, 11 and 16 warps per tile (16384 and more columns: several batches a warp);
      * 1 to 513 tiles */
     static const int64_t tile_shapes[][2] = {{8, 128},   {16, 384},   {40, 1152}, {8, 5376},
                                              {4104, 5376}, {64, 8192}, {24, 21504}, {16, 32768}};

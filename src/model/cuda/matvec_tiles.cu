@@ -73,9 +73,12 @@ constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
 constexpr int kXqLaneBytes = 32;
 constexpr int kXqChunkBytes = 32 * kXqLaneBytes;
-constexpr int kChunksPerWarp = 8; /* a warp's share of a row: at most 8 chunks (1024 columns) */
-constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers, no spills */
-constexpr int kBatch = 4; /* chunks whose loads a warp issues together (GeGLU: half, two matrices) */
+constexpr int kChunksPerWarp = 4; /* a warp's share of a row: one batch of loads where it can */
+/* warps per tile (block): at most 16, for the product and GeGLU alike (the split must not
+ * depend on the entry); the plain kernel is bounded to 64 registers, GeGLU to 128 */
+constexpr int kMaxWarps = 16;
+constexpr int max_threads(bool geglu) { return geglu ? 512 : 1024; }
+constexpr int kBatch = 4; /* chunks whose loads a warp issues together (GeGLU: 2, of two matrices) */
 constexpr unsigned kFull = 0xffffffffu;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
@@ -229,7 +232,7 @@ __device__ __forceinline__ float gelu_tanh(float a)
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
  * its chunks. GEGLU: mat[0] the gate, mat[1] the up matrix, y = gelu(gate) * up. */
 template <bool GEGLU>
-__global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
+__global__ void __launch_bounds__(max_threads(GEGLU)) q4t_kernel(const TileParams p)
 {
     __shared__ float red[GEGLU ? 2 : 1][kMaxWarps][kTileRows];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
     const int64_t cb = (int64_t)warp * p.cpw;
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
     const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
-    constexpr int B = GEGLU ? kBatch / 2 : kBatch;
+    constexpr int B = GEGLU ? kBatch / 2 : kBatch; /* GeGLU: 74 registers, not 102 */
     uint4 wq[B], wq1[B];
     uint2 dd[B], dd1[B];
     auto load = [&](int64_t c0) {
@@ -363,6 +366,8 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream
         return GEM_ERR_DEVICE;
     }
     p.nchunks = p.cols / kChunkElems;
+    /* the split depends on cols alone (and is the same for GeGLU's products), so a row has
+     * the same bits in every entry */
     int64_t warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
     warps = warps > kMaxWarps ? kMaxWarps : warps;
     p.cpw = (p.nchunks + warps - 1) / warps;
