@@ -174,6 +174,21 @@ int main(void)
     gem_session_times(s1, &t);
     TCHECK(t.tokens == N_PROMPT - 1 && t.attn_full > 0 && t.attn_swa > 0 && t.proj > 0 &&
            t.mlp > 0 && t.total >= t.attn_full + t.mlp);
+    /* timed whole alone: a total and a count, the stages at 0; switching resets the times */
+    TCHECK_STATUS(gem_session_time_stages(s1, 2), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_session_time_stages(NULL, 0), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_session_time_stages(s1, 0), GEM_OK);
+    gem_session_times(s1, &t);
+    TCHECK(t.tokens == 0 && t.total == 0);
+    TCHECK_STATUS(gem_session_eval(s1, prompt[1], NULL), GEM_OK);
+    TCHECK_STATUS(gem_session_eval(s1, prompt[2], NULL), GEM_OK);
+    gem_session_times(s1, &t);
+    TCHECK(t.tokens == 2 && t.total > 0 && t.embed == 0 && t.norms == 0 && t.proj == 0 &&
+           t.attn_swa == 0 && t.attn_full == 0 && t.mlp == 0 && t.logits == 0);
+    TCHECK_STATUS(gem_session_time_stages(s1, 1), GEM_OK);
+    TCHECK_STATUS(gem_session_eval(s1, prompt[3], NULL), GEM_OK);
+    gem_session_times(s1, &t);
+    TCHECK(t.tokens == 1 && t.proj > 0 && t.mlp > 0);
     gem_session_free(s1);
     gem_session_free(s2);
 

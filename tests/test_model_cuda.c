@@ -140,9 +140,16 @@ static void copy_and_fill(const gem_model *m)
         TCHECK_STATUS(gem_session_copy(g2, g1), GEM_OK);
         TCHECK_EQ_I64(gem_session_pos(g2), 12);
         TCHECK_STATUS(gem_session_copy(g2, h), GEM_ERR_PARAM); /* another backend */
+        /* g2 timed whole alone (two events a token): the same logits, a total, no stages */
+        TCHECK_STATUS(gem_session_time_stages(g2, 0), GEM_OK);
         TCHECK_STATUS(gem_session_eval(g1, prompt[12], a), GEM_OK);
         TCHECK_STATUS(gem_session_eval(g2, prompt[12], b), GEM_OK);
         TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+        gem_stage_times t;
+        gem_session_times(g2, &t);
+        TCHECK(t.tokens == 1 && t.total > 0 && t.proj == 0 && t.mlp == 0 && t.attn_full == 0);
+        gem_session_times(g1, &t);
+        TCHECK(t.tokens == 13 && t.proj > 0 && t.mlp > 0 && t.total >= t.proj + t.mlp);
         /* fill_repeat: rows 13..39 repeat rows 0..12 on both backends */
         TCHECK_STATUS(gem_session_eval(h, prompt[12], c), GEM_OK);
         TCHECK_STATUS(gem_session_fill_repeat(g1, 40), GEM_OK);

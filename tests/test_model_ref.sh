@@ -120,13 +120,13 @@ for key in '"schema": "gem.model_profile.v1"' '"full_attention"' '"sliding_atten
     check "profile record has $key" grep -q "$key" "$TMP/profile.json"
 done
 # several contexts on one session: one record per context, named by it
-"$GEM" profile --model "$TMP/tiny.gguf" --context 40,60 --prompt 20 --reps 3 --samples 2 \
+"$GEM" profile --model "$TMP/tiny.gguf" --context 40,70 --prompt 20 --reps 3 --samples 2 \
     --bw-mib 64 --out "$TMP/profile-multi.json" >"$TMP/profile-multi.txt"
-check "profile --context 40,60 exits 0" test $? -eq 0
-check "profile --context 40,60 writes a record per context" \
-    test -f "$TMP/profile-multi-ctx40.json" -a -f "$TMP/profile-multi-ctx60.json"
-check "profile --context 40,60: the second record is at 60 positions" \
-    grep -q '"positions": 60' "$TMP/profile-multi-ctx60.json"
+check "profile --context 40,70 exits 0" test $? -eq 0
+check "profile --context 40,70 writes a record per context" \
+    test -f "$TMP/profile-multi-ctx40.json" -a -f "$TMP/profile-multi-ctx70.json"
+check "profile --context 40,70: the second record is at 70 positions" \
+    grep -q '"positions": 70' "$TMP/profile-multi-ctx70.json"
 # gem synth --no-matrices: the same length, the matrices read as zero weights, a model that loads
 "$GEM" synth --preset tiny --no-matrices --out "$TMP/tiny-nm.gguf" >/dev/null
 check "synth --no-matrices exits 0" test $? -eq 0

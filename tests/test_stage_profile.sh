@@ -62,9 +62,11 @@ assert d["geometry"] == {"n_q_heads": 32, "n_kv_heads": 4, "dk": 512, "dv": 512,
                          "dtype": "f32", "window": 0}
 assert d["model"] == {"n_layers": 60, "global_attention_calls": 10}
 assert d["selector"] == "baseline" and d["context"] == 300
-# whole_token_ms and its stages are the baseline route's series of the model profile
+# whole_token_ms and its stages are the baseline route's steps timed per stage in the model
+# profile (its whole_token_ms are the steps timed whole, one before each of these)
 base = json.load(open(sys.argv[1].replace("stage", "model")))["routes"]["baseline"]
-assert d["whole_token_ms"] == base["whole_token_ms"] and ws == base["stages_ms"]
+assert d["whole_token_ms"] == base["staged_whole_token_ms"] and ws == base["stages_ms"]
+assert len(base["whole_token_ms"]) == n and all(v > 0 for v in base["whole_token_ms"])
 EOF
 
 # BF16 caches: the type is recorded; the screen takes it only when asked for.

@@ -7,11 +7,14 @@
  * it can then extend the full layers' caches by repeating the rows the model
  * computed (--fill repeat; timing only: the decode step's time does not depend
  * on the values). Then `reps` interleaved repetitions: in each, `samples`
- * decode steps with the full layers on the baseline route and `samples` on the
- * fused route, consecutive tokens (the context grows by one per step). Every
- * step records the whole-token time and its stages: embedding, norms (with
- * q/k/v norms and RoPE), projections (q/k/v/o), sliding attention, full
- * attention, MLP, logits.
+ * samples with the full layers on the baseline route and `samples` on the fused
+ * route, consecutive tokens (the context grows by one per step). A sample is two
+ * steps: one timed whole and alone (gem_session_time_stages off: on CUDA two events
+ * a token, as a decode loop runs it), which gives the record's whole-token time,
+ * tokens/s and floor ratio; then one timed per stage: embedding, norms (with q/k/v
+ * norms and RoPE), projections (q/k/v/o), sliding attention, full attention, MLP,
+ * logits, and its own whole (staged_whole_token_ms: on CUDA the events around every
+ * stage cost time of their own).
  *
  * The floor of a step is the bytes it must read (every weight the decoder reads
  * per token plus the K/V rows of every layer at that position) over the read
@@ -63,6 +66,9 @@ static void help(void)
            "attention, full attention, MLP, logits) with the full layers on the baseline and\n"
            "the fused route in interleaved repetitions, and compares tokens/s with the floor:\n"
            "(weight bytes + KV bytes read per token) / read bandwidth measured in the same run.\n"
+           "Each sample is two steps: one timed whole alone (the record's whole_token_ms, the\n"
+           "tokens/s and the floor ratio), then one timed per stage (stages_ms and its own\n"
+           "staged_whole_token_ms; on CUDA the stage events cost time of their own).\n"
            "Prints the KV cache memory held (and saved with --k-from-v).\n\n"
            "options:\n"
            "  --context C,..  positions in the caches when timing starts (default 256); a\n"
@@ -326,7 +332,8 @@ int gem_cmd_profile(int argc, char **argv)
         cli_error(CMD, "--threads is for the CPU; the CUDA backend takes --threads 0");
         return 2;
     }
-    const int64_t steps = 2 * reps * samples + 2; /* per context; + 2 warm-up steps */
+    /* per context: two steps a sample (timed whole, then per stage), two routes, + 2 warm-up */
+    const int64_t steps = 4 * reps * samples + 2;
     for (size_t i = 1; i < n_ctx; i++)
         if (contexts[i] < contexts[i - 1] + steps) {
             cli_error(CMD, "--context: %lld follows %lld; each context must be at least %lld "
@@ -392,12 +399,13 @@ int gem_cmd_profile(int argc, char **argv)
     json_t *per_route = NULL; /* the record's per-route figures */
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    double *whole[2], *stage[2][N_STAGES], *floor_ms[2];
+    double *whole[2], *staged[2], *stage[2][N_STAGES], *floor_ms[2];
     int alloc_failed = 0;
     for (int r = 0; r < 2; r++) {
         whole[r] = calloc((size_t)(reps * samples), sizeof(double));
+        staged[r] = calloc((size_t)(reps * samples), sizeof(double));
         floor_ms[r] = calloc((size_t)(reps * samples), sizeof(double));
-        alloc_failed |= !whole[r] || !floor_ms[r];
+        alloc_failed |= !whole[r] || !staged[r] || !floor_ms[r];
         for (int k = 0; k < N_STAGES; k++) {
             stage[r][k] = calloc((size_t)(reps * samples), sizeof(double));
             alloc_failed |= !stage[r][k];
@@ -502,10 +510,35 @@ int gem_cmd_profile(int argc, char **argv)
             for (int64_t k = 0; k < samples; k++) {
                 const int64_t idx = rep * samples + k;
                 gem_stage_times t;
-                gem_session_times_reset(s);
+                /* a step timed whole (two CUDA events: what a decode loop runs), then a
+                 * step timed per stage (events at every stage; the baseline's own stages
+                 * with --stage-profile), alternating */
+                if (gem_session_time_stages(s, 0) != GEM_OK ||
+                    (stage_out && gem_session_time_baseline_stages(s, 0) != GEM_OK)) {
+                    cli_error(CMD, "cannot switch the stage clocks");
+                    goto out;
+                }
                 floor_ms[r][idx] =
                     1e3 * (double)(wbytes + gem_session_kv_bytes_at(s, gem_session_pos(s))) / bw;
                 gem_status st = gem_session_eval(s, tok, logits);
+                if (st != GEM_OK) {
+                    cli_error(CMD, "decode step failed: %s", gem_status_str(st));
+                    goto out;
+                }
+                gem_session_times(s, &t);
+                whole[r][idx] = 1e3 * t.total;
+                {
+                    int32_t top[10];
+                    cli_top10(logits, hp->n_vocab, top);
+                    tok = top[0];
+                }
+                if (gem_session_time_stages(s, 1) != GEM_OK ||
+                    (stage_out && gem_session_time_baseline_stages(s, 1) != GEM_OK)) {
+                    cli_error(CMD, "cannot switch the stage clocks");
+                    goto out;
+                }
+                gem_session_times_reset(s);
+                st = gem_session_eval(s, tok, logits);
                 if (st != GEM_OK) {
                     cli_error(CMD, "decode step failed: %s", gem_status_str(st));
                     goto out;
@@ -515,7 +548,7 @@ int gem_cmd_profile(int argc, char **argv)
                                             t.attn_full, t.mlp,   t.logits};
                 for (int j = 0; j < N_STAGES; j++)
                     stage[r][j][idx] = 1e3 * v[j];
-                whole[r][idx] = 1e3 * t.total;
+                staged[r][idx] = 1e3 * t.total;
                 if (stage_out && routes[r] == GEM_ROUTE_BASELINE) {
                     gem_baseline_stage_times bt = {0.0, 0.0, 0.0, 0.0, 0};
                     if (gem_session_baseline_stage_times(s, &bt) != GEM_OK ||
@@ -555,26 +588,31 @@ int gem_cmd_profile(int argc, char **argv)
     per_route = json_object();
     for (int r = 0; r < n_routes; r++) {
         const double med = median(whole[r], n), fl = median(floor_ms[r], n);
-        printf("%-8s  whole token %.3f ms median (%.2f tokens/s), floor %.3f ms, %.2fx the floor\n",
-               gem_route_name(routes[r]), med, 1e3 / med, fl, med / fl);
+        const double smed = median(staged[r], n);
+        printf("%-8s  whole token %.3f ms median (%.2f tokens/s), floor %.3f ms, %.2fx the floor "
+               "(%.1f%% of it)\n",
+               gem_route_name(routes[r]), med, 1e3 / med, fl, med / fl, 100.0 * fl / med);
+        printf("          with every stage timed: %.3f ms, of which\n", smed);
         json_t *st = json_object(), *meds = json_object();
         for (int j = 0; j < N_STAGES; j++) {
             const double sm = median(stage[r][j], n);
-            printf("          %-18s %9.3f ms  %5.1f%%\n", stage_names[j], sm, 100.0 * sm / med);
+            printf("          %-18s %9.3f ms  %5.1f%%\n", stage_names[j], sm, 100.0 * sm / smed);
             json_object_set_new(st, stage_names[j], reals(stage[r][j], n));
             json_object_set_new(meds, stage_names[j], gem_receipt_real(sm));
         }
         json_object_set_new(per_route, gem_route_name(routes[r]),
-                            json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f}", "whole_token_ms",
-                                      reals(whole[r], n), "floor_ms", reals(floor_ms[r], n),
-                                      "stages_ms", st, "stage_median_ms", meds,
-                                      "whole_token_median_ms", med, "tokens_per_s", 1e3 / med,
-                                      "floor_median_ms", fl, "x_floor", med / fl));
+                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:f}",
+                                      "whole_token_ms", reals(whole[r], n), "floor_ms",
+                                      reals(floor_ms[r], n), "staged_whole_token_ms",
+                                      reals(staged[r], n), "stages_ms", st, "stage_median_ms",
+                                      meds, "whole_token_median_ms", med, "tokens_per_s",
+                                      1e3 / med, "floor_median_ms", fl, "x_floor", med / fl,
+                                      "staged_whole_token_median_ms", smed));
     }
     if (stage_out) {
-        /* the baseline route's series: whole[0] (routes[0] is the baseline without
-         * --k-from-v) */
-        sp.whole_token = whole[0];
+        /* the baseline route's series: the steps timed per stage, staged[0] (routes[0] is
+         * the baseline without --k-from-v) */
+        sp.whole_token = staged[0];
         for (int j = 0; j < N_STAGES; j++)
             sp.whole_stage[j] = stage[0][j];
         const double full_med = median(stage[0][FULL_ATTENTION], n);
@@ -597,7 +635,7 @@ int gem_cmd_profile(int argc, char **argv)
                  "%s K and V caches; stages: %s of the baseline route's score, "
                  "normalize, value and reduce %s, the mean per full-attention "
                  "call of each step; whole_token_ms: the same step's time%s; baseline steps "
-                 "interleaved ABBA with the fused route, consecutive tokens",
+                 "interleaved ABBA with the fused route, each after a step timed whole alone",
                  gpu ? "GPU" : "CPU", hp->name, wsha, (long long)hp->n_layers,
                  (long long)hp->n_full_layers, cpu, (long long)prompt,
                  context > prompt ? ", the rest repeated (timing only)" : "",
@@ -673,6 +711,7 @@ out:
     free(sp.attention_total);
     for (int r = 0; r < 2; r++) {
         free(whole[r]);
+        free(staged[r]);
         free(floor_ms[r]);
         for (int k = 0; k < N_STAGES; k++)
             free(stage[r][k]);

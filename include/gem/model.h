@@ -267,6 +267,14 @@ gem_status gem_session_fill_repeat(gem_session *s, int64_t n);
 void gem_session_times(const gem_session *s, gem_stage_times *out);
 void gem_session_times_reset(gem_session *s);
 
+/* Whether the evaluations time each stage (on = 1, the default) or only the whole token
+ * (on = 0: total and tokens count, the stages stay 0). On CUDA a stage is an interval
+ * between CUDA events recorded on the stream, about 7 per layer, which cost time of their
+ * own and keep neighbouring kernels from overlapping; off, a token records two. On the
+ * CPU both clocks cost nothing measurable and off only leaves the stages at 0. Resets
+ * the times. GEM_ERR_NULL, GEM_ERR_PARAM for on other than 0 or 1. */
+gem_status gem_session_time_stages(gem_session *s, int on);
+
 /* The baseline route's own stages inside the full-attention calls, for the stage profile
  * of the ceiling screen (gem profile --stage-profile, docs/receipts-records.md): wall
  * seconds of score, normalize, value and reduce, summed over `calls` full-attention calls

@@ -741,8 +741,11 @@ void gem_session_reset(gem_session *s)
 }
 void gem_session_times(const gem_session *s, gem_stage_times *out)
 {
-    if (s && out)
-        *out = s->t;
+    if (!s || !out)
+        return;
+    *out = s->t;
+    if (s->whole_only) /* the CPU still laps its stages (free there); they are not reported */
+        *out = (gem_stage_times){0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, s->t.total, s->t.tokens};
 }
 void gem_session_times_reset(gem_session *s)
 {
@@ -1078,5 +1081,16 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     s->t.tokens++;
     s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full + s->t.mlp +
                  s->t.logits;
+    return GEM_OK;
+}
+
+gem_status gem_session_time_stages(gem_session *s, int on)
+{
+    if (!s)
+        return GEM_ERR_NULL;
+    if (on != 0 && on != 1)
+        return GEM_ERR_PARAM;
+    s->whole_only = !on;
+    gem_session_times_reset(s);
     return GEM_OK;
 }

@@ -59,6 +59,7 @@ struct gem_session {
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
     float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
     gem_stage_times t;
+    int whole_only;       /* gem_session_time_stages(s, 0): only the whole token is timed */
     gem_backend backend;  /* where the caches live and the token runs */
     gem_session_dev *dev; /* CUDA: the device state; kc / vc are device memory */
 };

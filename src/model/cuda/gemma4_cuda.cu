@@ -635,13 +635,19 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         if ((st = (x)) != GEM_OK)                                                                 \
             goto fail;                                                                            \
     } while (0)
+    /* stage events (about 7 a layer), or with s->whole_only the start and the end alone */
+#define MARK(stage)                                                                               \
+    do {                                                                                          \
+        if (!s->whole_only)                                                                       \
+            TRY(mark(d, (stage)));                                                                \
+    } while (0)
     TRY(cu_status(cudaMemsetAsync(d->flag, 0, sizeof(unsigned), str)));
     TRY(mark(d, ST_EMBED)); /* the start */
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
-    TRY(mark(d, ST_EMBED));
+    MARK(ST_EMBED);
     TRY(cu_status(launch_pdl(norm_kernel, 1, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
                              hp->eps, d->xn)));
-    TRY(mark(d, ST_NORMS));
+    MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
         const dev_layer *dl = &w->layers[li];
@@ -651,7 +657,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
             float *ys[3] = {d->q, d->k, d->v};
             TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, str));
         }
-        TRY(mark(d, ST_PROJ));
+        MARK(ST_PROJ);
         const int v_only = s->v_only[li];
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
         const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
@@ -661,40 +667,48 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
                                  d->q, d->k, l->k_eq_v ? NULL : d->v, l->n_head, hd, l->n_rot / 2,
                                  dl->q_norm, dl->k_norm, d->inv_freq + li * d->max_half, pos,
                                  hp->eps, s->kv_dtype, kdst, vdst, d->flag)));
-        TRY(mark(d, ST_NORMS));
+        MARK(ST_NORMS);
         const gem_kv_view view = gem_session_layer_view(s, li);
         const gem_decode_shape sh = gem_layer_decode_shape(l);
         TRY(gem_decode(s->dctx, &sh, d->q, &view, d->att, s->ws, s->ws_bytes,
                        l->swa ? NULL : &s->full_cfg, str));
-        TRY(mark(d, l->swa ? ST_ATTN_SWA : ST_ATTN_FULL));
+        MARK(l->swa ? ST_ATTN_SWA : ST_ATTN_FULL);
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
-        TRY(mark(d, ST_PROJ));
+        MARK(ST_PROJ);
         TRY(cu_status(launch_pdl(post_attn_kernel, 1, NORM_THREADS, str, d->o, dl->post_attn_norm,
                                  d->x, dl->ffn_norm, E, hp->eps, d->xn)));
-        TRY(mark(d, ST_NORMS));
+        MARK(ST_NORMS);
         TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
         TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
-        TRY(mark(d, ST_MLP));
+        MARK(ST_MLP);
         const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
         TRY(cu_status(launch_pdl(post_ffn_kernel, 1, NORM_THREADS, str, d->o, dl->post_ffn_norm,
                                  d->x, l->out_scale, next, E, hp->eps, d->xn)));
-        TRY(mark(d, ST_NORMS));
+        MARK(ST_NORMS);
     }
     if (logits) {
         TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));
-        TRY(mark(d, ST_LOGITS));
+        MARK(ST_LOGITS);
+        if (s->whole_only)
+            TRY(mark(d, ST_LOGITS)); /* the end, before the copy as with the stages */
         TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
                                       cudaMemcpyDeviceToHost, str)));
     }
+    if (s->whole_only && !logits)
+        TRY(mark(d, ST_NORMS)); /* the end */
     TRY(cu_status(cudaMemcpyAsync(d->h_flag, d->flag, sizeof(unsigned), cudaMemcpyDeviceToHost,
                                   str)));
     TRY(cu_status(cudaStreamSynchronize(str)));
     if (*d->h_flag)
         return GEM_ERR_NONFINITE; /* a cache row (bit 0) or a logit (bit 1); pos stays */
-    {
+    if (s->whole_only) {
+        float ms = 0;
+        TRY(cu_status(cudaEventElapsedTime(&ms, d->ev[0], d->ev[d->used_ev - 1])));
+        s->t.total += 1e-3 * (double)ms;
+    } else {
         double stage[ST_COUNT] = {0};
         for (int64_t i = 1; i < d->used_ev; i++) {
             float ms = 0;
@@ -711,11 +725,13 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
     }
     if (logits)
         memcpy(logits, d->h_logits, (size_t)hp->n_vocab * sizeof(float));
+#undef MARK
 #undef TRY
     s->pos++;
     s->t.tokens++;
-    s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full + s->t.mlp +
-                 s->t.logits;
+    if (!s->whole_only)
+        s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full +
+                     s->t.mlp + s->t.logits;
     return GEM_OK;
 fail:
     /* leave the stream idle before returning: the next call reuses the scratch */
