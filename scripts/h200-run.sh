@@ -15,8 +15,8 @@
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
-#            model-dev model31-bf16 model-sanitize (default: all but kfv-ncu and the model
-#            phases, in that order)
+#            model-dev model31-bf16 model-sanitize tiles-bulk (default: all but kfv-ncu, the
+#            model phases and tiles-bulk, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -285,6 +285,14 @@ if has model-tests; then
         timeout 150 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
         tail -2 "$REC/$t.txt"
     done
+    pack
+fi
+if has tiles-bulk; then
+    step "dev/cuda/tiles_bulk: the Q4_0 tile product with bulk copies against the library's"
+    timeout 180 "$BUILD/dev/tiles_bulk" >"$REC/dev-tiles-bulk.txt" 2>&1 || fail "tiles_bulk"
+    cat "$REC/dev-tiles-bulk.txt"
+    timeout 150 "$BUILD/test_cuda_matvec" >"$REC/test_cuda_matvec.txt" 2>&1 || fail "test_cuda_matvec"
+    tail -1 "$REC/test_cuda_matvec.txt"
     pack
 fi
 if has model-dev && ! late; then

@@ -73,11 +73,12 @@ constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
 constexpr int kXqLaneBytes = 32;
 constexpr int kXqChunkBytes = 32 * kXqLaneBytes;
-constexpr int kChunksPerWarp = 4; /* a warp's share of a row: one batch of loads where it can */
-/* warps per tile (block): at most 16, for the product and GeGLU alike (the split must not
- * depend on the entry); the plain kernel is bounded to 64 registers, GeGLU to 128 */
-constexpr int kMaxWarps = 16;
-constexpr int max_threads(bool geglu) { return geglu ? 512 : 1024; }
+/* A warp's share of a row: at most 8 chunks (1024 columns), in blocks of up to 16 warps (the
+ * split depends on cols alone, the same for the product and GeGLU). dev/cuda/model_matvec
+ * measured 4 chunks a warp (one batch of loads, blocks of 11 warps at 5376 columns) slower:
+ * fewer warps resident, GeGLU 49 -> 76 us, the head 217 -> 293 us (H200 runs 28 and 29). */
+constexpr int kChunksPerWarp = 8;
+constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers */
 constexpr int kBatch = 4; /* chunks whose loads a warp issues together (GeGLU: 2, of two matrices) */
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -232,7 +233,7 @@ __device__ __forceinline__ float gelu_tanh(float a)
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
  * its chunks. GEGLU: mat[0] the gate, mat[1] the up matrix, y = gelu(gate) * up. */
 template <bool GEGLU>
-__global__ void __launch_bounds__(max_threads(GEGLU)) q4t_kernel(const TileParams p)
+__global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
 {
     __shared__ float red[GEGLU ? 2 : 1][kMaxWarps][kTileRows];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(max_threads(GEGLU)) q4t_kernel(const TileParam
     const int64_t cb = (int64_t)warp * p.cpw;
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
     const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
-    constexpr int B = GEGLU ? kBatch / 2 : kBatch; /* GeGLU: 74 registers, not 102 */
+    constexpr int B = GEGLU ? kBatch / 2 : kBatch;
     uint4 wq[B], wq1[B];
     uint2 dd[B], dd1[B];
     auto load = [&](int64_t c0) {

@@ -1,0 +1,469 @@
+/*
+tiles_bulk: the Q4_0 tile product (src/model/cuda/matvec_tiles.cu) with its weights moved by
+the Tensor Memory Accelerator instead of registers, against the library's kernel in the same
+process, at the Gemma 4 31B shapes.
+
+The library's kernel loads each warp's chunks into registers, four at a time (GeGLU: two of
+each matrix), so a warp waits on DRAM once per batch and holds few bytes in flight between
+batches. Here lane 0 of every warp issues one bulk copy (cp.async.bulk, completion on an
+mbarrier) of all its chunks into shared memory before the programmatic-launch wait, and the
+lanes read their words from shared memory once it lands: the whole tile is in flight at
+once and no register holds a load. Everything else is the library's: the tiled layout, the
+x scratch (its kernel copied here), the four MMAs per chunk, the split of the chunks over
+the warps and the order of every addition, so the outputs must equal the library's bit for
+bit; the program checks that on every shape before it times anything (exit 1 otherwise).
+
+Timing, per shape: the library's gem_dmv (or gem_dmv_geglu) and the scratch kernel plus the
+bulk kernel, both launched as programmatic dependents; the median of per-launch event
+intervals, and a chain of launches with events around the chain alone (as a decode loop
+runs them); rotating over copies of the matrices whose bytes exceed 4 x the 50 MiB L2.
+The fraction is of the library's read probe measured in the same process.
+
+./tiles_bulk [--reps R]
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "gem/gguf.h"
+#include "harness.h"
+#include "model/cuda/matvec_tiles.h"
+#include "model/cuda/model_cuda.h"
+#include "model/cuda/pdl.cuh"
+
+#define GEM_TRY(call)                                                                          \
+    do {                                                                                       \
+        gem_status s_ = (call);                                                                \
+        if (s_ != GEM_OK) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, gem_status_str(s_)); \
+            exit(EXIT_FAILURE);                                                                \
+        }                                                                                      \
+    } while (0)
+
+/* The library's constants (matvec_tiles.cu). */
+#define TILE_ROWS 8
+#define CHUNK_ELEMS 128
+#define CHUNK_BYTES 576
+#define XQ_LANE 32
+#define XQ_CHUNK 1024
+#define CHUNKS_PER_WARP 8
+#define MAX_WARPS 16
+static const unsigned kFull = 0xffffffffu;
+
+/* ---- the library's x scratch kernel and chunk arithmetic, unchanged ----------------------- */
+
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
+{
+    pdl_trigger();
+    pdl_wait();
+    const int lane = threadIdx.x & 31;
+    const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblk)
+        return;
+    const float v = x[32 * b + lane];
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e);
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E);
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r);
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f;
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + XQ_LANE * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
+}
+
+__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void chunk(const uint4 wq, const uint2 dd, const uint4 dg,
+                                      const uint4 cx, uint32_t m0, float (&acc)[4])
+{
+    const uint32_t m1 = ~m0;
+    const uint32_t lo = 0x0F0F0F0Fu;
+    int s[4] = {(int)cx.x, (int)cx.x, (int)cx.y, (int)cx.y};
+    mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, (wq.x >> 4) & lo);
+    mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
+    mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
+    mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
+    __half2 ha, hb;
+    memcpy(&ha, &dd.x, 4);
+    memcpy(&hb, &dd.y, 4);
+    const float2 da = __half22float2(ha), db = __half22float2(hb);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
+    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
+    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
+    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
+__device__ __forceinline__ float gelu_tanh(float a)
+{
+    const float k = 0.7978845608028654f;
+    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
+    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
+    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
+}
+
+/* ---- the bulk-copy kernel ------------------------------------------------------------------ */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Dynamic shared memory: the tile's chunks (GeGLU: the gate tile, then the up tile), then one
+ * mbarrier per warp. */
+template <bool GEGLU>
+__global__ void __launch_bounds__(MAX_WARPS * 32) bulk_kernel(const TileParams p)
+{
+    extern __shared__ __align__(128) unsigned char sm[];
+    __shared__ float red[GEGLU ? 2 : 1][MAX_WARPS][TILE_ROWS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    int64_t tile = blockIdx.x;
+    int m = 0;
+    if (!GEGLU)
+        while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+            m++;
+    tile -= p.mat[m].tile0;
+    const size_t tile_bytes = (size_t)p.nchunks * CHUNK_BYTES;
+    const unsigned char *w0 = p.mat[m].data + (size_t)tile * tile_bytes;
+    const unsigned char *w1 = GEGLU ? p.mat[1].data + (size_t)tile * tile_bytes : nullptr;
+    const int64_t cb = (int64_t)warp * p.cpw;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    uint64_t *bar = reinterpret_cast<uint64_t *>(sm + (GEGLU ? 2 : 1) * tile_bytes) + warp;
+    const uint32_t bar_a = smem_addr(bar);
+    const uint32_t bytes = (uint32_t)((ce > cb ? ce - cb : 0) * CHUNK_BYTES);
+    if (lane == 0 && bytes) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar_a) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar_a),
+                     "r"(bytes * (GEGLU ? 2u : 1u))
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
+                     "[%1], %2, [%3];\n" ::"r"(smem_addr(sm + cb * CHUNK_BYTES)),
+                     "l"(w0 + cb * CHUNK_BYTES), "r"(bytes), "r"(bar_a)
+                     : "memory");
+        if (GEGLU)
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
+                         "[%1], %2, [%3];\n" ::"r"(smem_addr(sm + tile_bytes + cb * CHUNK_BYTES)),
+                         "l"(w1 + cb * CHUNK_BYTES), "r"(bytes), "r"(bar_a)
+                         : "memory");
+    }
+    pdl_trigger();
+    pdl_wait();
+    __syncwarp();
+    if (bytes)
+        asm volatile("{\n\t.reg .pred P1;\n\t"
+                     "WAIT_%=:\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], 0;\n\t"
+                     "@P1 bra DONE_%=;\n\t"
+                     "bra WAIT_%=;\n\t"
+                     "DONE_%=:\n\t}\n" ::"r"(bar_a)
+                     : "memory");
+    const uint32_t m0 = h ? 0u : kFull;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int64_t c = cb; c < ce; c++) {
+        const unsigned char *ch = sm + c * CHUNK_BYTES;
+        const uint4 *xc = reinterpret_cast<const uint4 *>(p.xq + (size_t)c * XQ_CHUNK +
+                                                          (size_t)XQ_LANE * lane);
+        const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
+        const uint4 wq = *reinterpret_cast<const uint4 *>(ch + 16 * lane);
+        const uint2 dd = *reinterpret_cast<const uint2 *>(ch + 512 + 8 * (4 * h + t));
+        chunk(wq, dd, dg, cx, m0, a0);
+        if (GEGLU) {
+            const uint4 wq1 = *reinterpret_cast<const uint4 *>(ch + tile_bytes + 16 * lane);
+            const uint2 dd1 =
+                *reinterpret_cast<const uint2 *>(ch + tile_bytes + 512 + 8 * (4 * h + t));
+            chunk(wq1, dd1, dg, cx, m0, a1);
+        }
+    }
+    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
+    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+        if (GEGLU) {
+            u0 += __shfl_xor_sync(kFull, u0, o);
+            u1 += __shfl_xor_sync(kFull, u1, o);
+        }
+    }
+    if (g == 0) {
+        red[0][warp][2 * t] = r0;
+        red[0][warp][2 * t + 1] = r1;
+        if (GEGLU) {
+            red[GEGLU ? 1 : 0][warp][2 * t] = u0;
+            red[GEGLU ? 1 : 0][warp][2 * t + 1] = u1;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < TILE_ROWS) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float s = red[0][0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[0][w][r];
+        if (GEGLU) {
+            float u = red[GEGLU ? 1 : 0][0][r];
+            for (int w = 1; w < nw; w++)
+                u += red[GEGLU ? 1 : 0][w][r];
+            s = __fmul_rn(gelu_tanh(s), u);
+        }
+        p.mat[m].y[(size_t)tile * TILE_ROWS + (size_t)r] = s;
+    }
+}
+
+/* The scratch kernel and the bulk kernel over p (mat[].data, y, rows; nmat; cols; xq). */
+static void bulk_launch(TileParams p, const float *x, bool geglu)
+{
+    const int64_t nblk = p.cols / 32;
+    cudaCheck(launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, 0, x, nblk,
+                         const_cast<unsigned char *>(p.xq)));
+    p.nchunks = p.cols / CHUNK_ELEMS;
+    int64_t warps = (p.nchunks + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
+    warps = warps > MAX_WARPS ? MAX_WARPS : warps;
+    p.cpw = (p.nchunks + warps - 1) / warps;
+    int64_t tiles = 0;
+    for (int i = 0; i < p.nmat; i++) {
+        p.mat[i].tile0 = tiles;
+        tiles += p.mat[i].rows / TILE_ROWS;
+        if (geglu)
+            break;
+    }
+    const size_t smem = (geglu ? 2 : 1) * (size_t)p.nchunks * CHUNK_BYTES + MAX_WARPS * 8;
+    static size_t set[2] = {0, 0};
+    if (set[geglu] < smem) {
+        cudaCheck(cudaFuncSetAttribute(geglu ? bulk_kernel<true> : bulk_kernel<false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        set[geglu] = smem;
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)tiles);
+    cfg.blockDim = dim3((unsigned)(32 * warps));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaCheck(geglu ? cudaLaunchKernelEx(&cfg, bulk_kernel<true>, p)
+                    : cudaLaunchKernelEx(&cfg, bulk_kernel<false>, p));
+}
+
+/* ---- shapes, checks and timing ------------------------------------------------------------- */
+
+typedef struct shape {
+    const char *name;
+    int geglu;
+    int64_t rows, cols;
+} shape;
+
+static const shape shapes[] = {
+    {"q", 0, 8192, 5376},       {"k", 0, 4096, 5376},         {"o-swa", 0, 5376, 8192},
+    {"o-full", 0, 5376, 16384}, {"gate+up", 1, 21504, 5376},  {"down", 0, 5376, 21504},
+    {"head", 0, 262144, 5376},
+};
+
+/* One call of variant v (0 the library, 1 bulk) on the matrices m (two for GeGLU). */
+static void call(int v, const shape *s, gem_dmatrix *m, const float *dx, float *dy, void *xq)
+{
+    if (v == 0) {
+        if (s->geglu)
+            GEM_TRY(gem_dmv_geglu(&m[0], &m[1], dx, dy, xq, NULL));
+        else
+            GEM_TRY(gem_dmv(&m[0], dx, dy, xq, NULL));
+        return;
+    }
+    TileParams p;
+    memset(&p, 0, sizeof p);
+    p.cols = s->cols;
+    p.xq = static_cast<const unsigned char *>(xq);
+    p.nmat = s->geglu ? 2 : 1;
+    for (int i = 0; i < p.nmat; i++)
+        p.mat[i] = TileMat{static_cast<const unsigned char *>(m[i].data), dy, s->rows, 0};
+    bulk_launch(p, dx, s->geglu != 0);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 100;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--reps R]\n", argv[0]);
+            return 2;
+        }
+    }
+    reps = reps < 5 ? 5 : reps;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    void *hx = NULL;
+    GEM_TRY(gem_harness_cuda_ops.open(&hx));
+    double probe = 0;
+    GEM_TRY(gem_harness_cuda_ops.read_bandwidth(hx, 0, (size_t)4 << 30, 20, &probe));
+    printf("read probe: %.1f GB/s\n\n", probe * 1e-9);
+    printf("%-8s %-8s %9s %9s %9s %6s %9s %6s\n", "shape", "variant", "MB", "median_us",
+           "p10_us", "probe", "chain_us", "probe");
+    double *times = (double *)malloc((size_t)reps * sizeof(double));
+    cudaEvent_t *ev = (cudaEvent_t *)malloc((size_t)(reps + 1) * sizeof(cudaEvent_t));
+    for (int r = 0; r <= reps; r++)
+        cudaCheck(cudaEventCreate(&ev[r]));
+    int failed = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *s = &shapes[si];
+        const int nmat = s->geglu ? 2 : 1;
+        size_t rb = 0;
+        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, s->cols, &rb));
+        const size_t mbytes = (size_t)s->rows * rb, set_bytes = nmat * mbytes;
+        int ncopies = (int)(((size_t)200 << 20) / set_bytes + 1);
+        ncopies = ncopies < 2 ? 2 : ncopies > 64 ? 64 : ncopies;
+        gem_dmatrix(*sets)[2] = (gem_dmatrix(*)[2])calloc((size_t)ncopies, sizeof *sets);
+        void *tmp;
+        cudaCheck(cudaMalloc(&tmp, mbytes));
+        for (int c = 0; c < ncopies; c++)
+            for (int i = 0; i < nmat; i++) {
+                gem_dmatrix *m = &sets[c][i];
+                *m = (gem_dmatrix){NULL, GEM_GGUF_Q4_0, s->rows, s->cols, rb, GEM_DLAYOUT_ROWS};
+                cudaCheck(cudaMalloc(&m->data, mbytes));
+                gem_dmatrix r = *m;
+                r.data = tmp;
+                GEM_TRY(gem_dmatrix_fill_random(&r, 7 + 3 * (uint64_t)c + (uint64_t)i,
+                                                1.0f / sqrtf((float)s->cols), NULL));
+                GEM_TRY(gem_dmatrix_tile(m, tmp, NULL));
+                cudaCheck(cudaDeviceSynchronize());
+            }
+        cudaCheck(cudaFree(tmp));
+        float *hxv = (float *)malloc((size_t)s->cols * 4), *dx, *dy[2];
+        fill(hxv, (size_t)s->cols, 99 + si);
+        void *xq;
+        cudaCheck(cudaMalloc((void **)&dx, (size_t)s->cols * 4));
+        cudaCheck(cudaMalloc(&xq, gem_dmv_xq_bytes(s->cols) + 16));
+        cudaCheck(cudaMemcpy(dx, hxv, (size_t)s->cols * 4, cudaMemcpyHostToDevice));
+        for (int v = 0; v < 2; v++)
+            cudaCheck(cudaMalloc((void **)&dy[v], (size_t)s->rows * 4));
+        /* the same bits as the library, on two copies */
+        float *ya = (float *)malloc((size_t)s->rows * 4), *yb = (float *)malloc((size_t)s->rows * 4);
+        for (int c = 0; c < 2; c++) {
+            call(0, s, sets[c], dx, dy[0], xq);
+            call(1, s, sets[c], dx, dy[1], xq);
+            cudaCheck(cudaDeviceSynchronize());
+            cudaCheck(cudaMemcpy(ya, dy[0], (size_t)s->rows * 4, cudaMemcpyDeviceToHost));
+            cudaCheck(cudaMemcpy(yb, dy[1], (size_t)s->rows * 4, cudaMemcpyDeviceToHost));
+            int64_t bad = 0;
+            for (int64_t r = 0; r < s->rows; r++)
+                bad += memcmp(&ya[r], &yb[r], 4) != 0;
+            if (bad) {
+                printf("check %-8s copy %d: %lld of %lld outputs differ from the library's: FAILED\n",
+                       s->name, c, (long long)bad, (long long)s->rows);
+                failed = 1;
+            }
+        }
+        if (!failed)
+            printf("check %-8s: bulk equals the library bit for bit\n", s->name);
+        const double moved = (double)set_bytes + 4.0 * (double)s->cols + 4.0 * (double)s->rows;
+        const int r_here = s->rows >= 100000 ? (reps < 30 ? reps : 30) : reps;
+        /* ABBA over the two variants */
+        const int order[4] = {0, 1, 1, 0};
+        double med[2][2] = {{0, 0}, {0, 0}}, chain[2][2] = {{0, 0}, {0, 0}}, p10[2][2];
+        for (int k = 0; k < 4 && !failed; k++) {
+            const int v = order[k], rep = k < 2 ? 0 : 1;
+            for (int pass = 0; pass < 3; pass++) {
+                wait_kernel<<<1, 1>>>(pass ? 20000000ull : 1000ull);
+                cudaCheck(cudaGetLastError());
+                if (pass == 2)
+                    cudaCheck(cudaEventRecord(ev[0], 0));
+                for (int r = 0; r < r_here; r++) {
+                    if (pass == 1)
+                        cudaCheck(cudaEventRecord(ev[r], 0));
+                    call(v, s, sets[r % ncopies], dx, dy[v], xq);
+                }
+                if (pass)
+                    cudaCheck(cudaEventRecord(ev[r_here], 0));
+                cudaCheck(cudaDeviceSynchronize());
+                if (pass == 1) {
+                    for (int r = 0; r < r_here; r++) {
+                        float ms = 0;
+                        cudaCheck(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
+                        times[r] = ms * 1e-3;
+                    }
+                    qsort(times, (size_t)r_here, sizeof(double), cmp_double);
+                    med[v][rep] = times[r_here / 2];
+                    p10[v][rep] = times[r_here / 10];
+                } else if (pass == 2) {
+                    float ms = 0;
+                    cudaCheck(cudaEventElapsedTime(&ms, ev[0], ev[r_here]));
+                    chain[v][rep] = ms * 1e-3 / r_here;
+                }
+            }
+        }
+        for (int v = 0; v < 2 && !failed; v++)
+            for (int rep = 0; rep < 2; rep++)
+                printf("%-8s %-8s %9.1f %9.2f %9.2f %5.1f%% %9.2f %5.1f%%\n", s->name,
+                       v ? "bulk" : "library", set_bytes * 1e-6, med[v][rep] * 1e6,
+                       p10[v][rep] * 1e6, 100.0 * moved / med[v][rep] / probe,
+                       chain[v][rep] * 1e6, 100.0 * moved / chain[v][rep] / probe);
+        fflush(stdout);
+        for (int c = 0; c < ncopies; c++)
+            for (int i = 0; i < nmat; i++)
+                cudaCheck(cudaFree(sets[c][i].data));
+        free(sets);
+        free(hxv);
+        free(ya);
+        free(yb);
+        cudaCheck(cudaFree(dx));
+        cudaCheck(cudaFree(xq));
+        for (int v = 0; v < 2; v++)
+            cudaCheck(cudaFree(dy[v]));
+    }
+    for (int r = 0; r <= reps; r++)
+        cudaCheck(cudaEventDestroy(ev[r]));
+    free(ev);
+    free(times);
+    gem_harness_cuda_ops.close(hx);
+    return failed;
+}
