@@ -15,8 +15,8 @@
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
-#            model-dev model31-bf16 model-sanitize tiles-bulk (default: all but kfv-ncu, the
-#            model phases and tiles-bulk, in that order)
+#            model-dev model31-bf16 model-sanitize tiles-bulk cublas (default: all but
+#            kfv-ncu, the model phases, tiles-bulk and cublas, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -285,6 +285,12 @@ if has model-tests; then
         timeout 150 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
         tail -2 "$REC/$t.txt"
     done
+    pack
+fi
+if has cublas; then
+    step "dev/cuda/cublas_matvec: cuBLAS beside gem's BF16 products"
+    timeout 180 "$BUILD/dev/cublas_matvec" >"$REC/dev-cublas-matvec.txt" 2>&1 || fail "cublas_matvec"
+    cat "$REC/dev-cublas-matvec.txt"
     pack
 fi
 if has tiles-bulk; then
