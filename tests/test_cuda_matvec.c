@@ -23,8 +23,7 @@
  *     M_b W_b, M_b = max|x| and W_b = sum|w| over block b), also for x with outliers and
  *     tiny values; unit vectors exact; x = 0 gives 0; a NaN or an infinity in x gives no
  *     finite output; the same bits on a repeat, in gem_dmv_multi with a file-order
- *     matrix, with the scratch computed apart (gem_dmv_xq, then the _ex entries), and
- *     gem_dmv_geglu against gelu_tanh(gate) * up; gem_dmv_row bit for bit;
+ *     matrix, and gem_dmv_geglu against gelu_tanh(gate) * up; gem_dmv_row bit for bit;
  *     shapes of 1 to 16 warps per tile and partial batches;
  *   - the statuses of bad arguments.
  */
@@ -680,27 +679,6 @@ static void check_tiles_properties(void)
         TCHECK(memcmp(got, yu, (size_t)rows * 4) == 0);
         download(got, dyr, 5 * 4);
         TCHECK(memcmp(got, yr, 5 * 4) == 0);
-        /* the scratch computed apart (gem_dmv_xq), then the products that skip it */
-        TCHECK_STATUS(gem_dmv_xq(dx, cols, xq, NULL), GEM_OK);
-        TCHECK_STATUS(gem_dmv_multi_ex(3, ws, dx, ys, xq, 1, NULL), GEM_OK);
-        download(got, dy, (size_t)rows * 4);
-        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
-        download(got, dyr, 5 * 4);
-        TCHECK(memcmp(got, yr, 5 * 4) == 0);
-        TCHECK_STATUS(gem_dmv_multi_ex(3, ws, dx, ys, xq, 2, NULL), GEM_ERR_PARAM);
-        float *yg_fresh = xmalloc((size_t)rows * 4);
-        TCHECK_STATUS(gem_dmv_geglu(&tw, &tu, dx, dy, xq, NULL), GEM_OK);
-        download(yg_fresh, dy, (size_t)rows * 4);
-        TCHECK_STATUS(gem_dmv_xq(dx, cols, xq, NULL), GEM_OK);
-        TCHECK_STATUS(gem_dmv_geglu_ex(&tw, &tu, dx, dy, xq, 1, NULL), GEM_OK);
-        download(got, dy, (size_t)rows * 4);
-        TCHECK(memcmp(got, yg_fresh, (size_t)rows * 4) == 0);
-        TCHECK_STATUS(gem_dmv_geglu_ex(&tw, &tu, dx, dy, xq, -1, NULL), GEM_ERR_PARAM);
-        free(yg_fresh);
-        TCHECK_STATUS(gem_dmv_xq(dx, 100, xq, NULL), GEM_ERR_SHAPE);
-        TCHECK_STATUS(gem_dmv_xq(dx, cols, NULL, NULL), GEM_ERR_NULL);
-        TCHECK_STATUS(gem_dmv_xq(dx, cols, xq + 8, NULL), GEM_ERR_ALIGN);
-        TCHECK_STATUS(gem_dmv_xq(dx, cols, (void *)dx, NULL), GEM_ERR_OVERLAP);
         TCHECK_STATUS(gem_dmv_geglu(&tw, &tu, dx, dy, xq, NULL), GEM_OK);
         download(got, dy, (size_t)rows * 4);
         bad = 0;
@@ -792,9 +770,6 @@ static void check_no_device(void)
     gem_dmatrix eight = w;
     eight.rows = 8; /* a shape that tiles */
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_xq(x, 256, (void *)(uintptr_t)0x400000, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_multi_ex(1, ws, x, ys, NULL, 0, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_geglu_ex(&w, &w, x, y, NULL, 0, NULL), GEM_ERR_NO_DEVICE);
 }
 
 /* --tiles: the tiled Q4_0 checks alone (for compute-sanitizer). */

@@ -36,7 +36,6 @@
 #include "gem/model.h"
 #include "model_cuda.h"
 #include "pdl.cuh"
-#include "xq.cuh"
 #include "model_internal.h"
 
 #define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */
@@ -458,10 +457,9 @@ __device__ double rms_inv(const float *x, int64_t n, double eps, double *sh)
     return 1.0 / sqrt(ss / (double)n + eps);
 }
 
-/* out = rmsnorm(x) * w.  x, w, out (n); one block. xq (NULL, or gem_dmv_xq_bytes(n) with n a
- * multiple of 128): also out's scratch for the tiled products that read it. */
+/* out = rmsnorm(x) * w.  x, w, out (n); one block. */
 __global__ void norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n,
-                            double eps, float *__restrict__ out, unsigned char *xq)
+                            double eps, float *__restrict__ out)
 {
     pdl_trigger();
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
@@ -469,18 +467,12 @@ __global__ void norm_kernel(const float *__restrict__ x, const float *__restrict
     const double r = rms_inv(x, n, eps, sh);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
         out[i] = (float)((double)x[i] * r) * w[i];
-    if (xq) { /* the next products' x scratch, from the vector just written */
-        __syncthreads();
-        const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-        for (int64_t b = threadIdx.x >> 5; b < n / 32; b += nw)
-            gem_xq_block(out, b, xq, lane);
-    }
 }
-/* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n) each; one block;
- * xq as norm_kernel's, for xn. */
+
+/* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n) each; one block. */
 __global__ void post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                                  float *__restrict__ x, const float *__restrict__ w_ffn, int64_t n,
-                                 double eps, float *__restrict__ xn, unsigned char *xq)
+                                 double eps, float *__restrict__ xn)
 {
     pdl_trigger();
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
@@ -491,19 +483,14 @@ __global__ void post_attn_kernel(const float *__restrict__ o, const float *__res
     const double r2 = rms_inv(x, n, eps, sh); /* each thread reads the x it wrote */
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
         xn[i] = (float)((double)x[i] * r2) * w_ffn[i];
-    if (xq) { /* the next products' x scratch, from the vector just written */
-        __syncthreads();
-        const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-        for (int64_t b = threadIdx.x >> 5; b < n / 32; b += nw)
-            gem_xq_block(xn, b, xq, lane);
-    }
 }
+
 /* After the MLP: x = (x + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x) * w_next (the next
- * layer's input norm, or the output norm).  (n) each; one block; xq as norm_kernel's, for xn. */
+ * layer's input norm, or the output norm).  (n) each; one block. */
 __global__ void post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                                 float *__restrict__ x, float scale,
                                 const float *__restrict__ w_next, int64_t n, double eps,
-                                float *__restrict__ xn, unsigned char *xq)
+                                float *__restrict__ xn)
 {
     pdl_trigger();
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
@@ -514,13 +501,8 @@ __global__ void post_ffn_kernel(const float *__restrict__ o, const float *__rest
     const double r2 = rms_inv(x, n, eps, sh);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
         xn[i] = (float)((double)x[i] * r2) * w_next[i];
-    if (xq) { /* the next products' x scratch, from the vector just written */
-        __syncthreads();
-        const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-        for (int64_t b = threadIdx.x >> 5; b < n / 32; b += nw)
-            gem_xq_block(xn, b, xq, lane);
-    }
 }
+
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
  * in double, as the CPU's rope. */
@@ -638,19 +620,6 @@ static gem_status mark(gem_session_dev *d, int stage)
     return cu_status(cudaEventRecord(d->ev[d->used_ev++], d->stream));
 }
 
-/* 1 when a product's matrices include a tiled one: then the kernel that writes its x also
- * writes x's scratch (d->xq), and the product skips computing it. */
-static int any_tiled(const gem_dmatrix *a, const gem_dmatrix *b, const gem_dmatrix *c)
-{
-    return (a && a->layout == GEM_DLAYOUT_Q4_0_TILES) || (b && b->layout == GEM_DLAYOUT_Q4_0_TILES) ||
-           (c && c->layout == GEM_DLAYOUT_Q4_0_TILES);
-}
-static int qkv_tiled(const gem_model *m, int64_t li)
-{
-    const dev_layer *dl = &m->dev->layers[li];
-    return any_tiled(&dl->wq, &dl->wk, m->layers[li].k_eq_v ? NULL : &dl->wv);
-}
-
 gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
 {
     const gem_model *m = s->m;
@@ -677,8 +646,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     MARK(ST_EMBED);
     TRY(cu_status(launch_pdl(norm_kernel, 1, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
-                             hp->eps, d->xn,
-                             qkv_tiled(m, 0) ? (unsigned char *)d->xq : (unsigned char *)NULL)));
+                             hp->eps, d->xn)));
     MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
@@ -687,7 +655,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         {
             const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
             float *ys[3] = {d->q, d->k, d->v};
-            TRY(gem_dmv_multi_ex(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, qkv_tiled(m, li), str));
+            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, str));
         }
         MARK(ST_PROJ);
         const int v_only = s->v_only[li];
@@ -707,29 +675,19 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         MARK(l->swa ? ST_ATTN_SWA : ST_ATTN_FULL);
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         MARK(ST_PROJ);
-        const int mlp_tiled = any_tiled(&dl->gate, &dl->up, NULL);
         TRY(cu_status(launch_pdl(post_attn_kernel, 1, NORM_THREADS, str, d->o, dl->post_attn_norm,
-                                 d->x, dl->ffn_norm, E, hp->eps, d->xn,
-                                 mlp_tiled ? (unsigned char *)d->xq : (unsigned char *)NULL)));
+                                 d->x, dl->ffn_norm, E, hp->eps, d->xn)));
         MARK(ST_NORMS);
-        TRY(gem_dmv_geglu_ex(&dl->gate, &dl->up, d->xn, d->h, d->xq, mlp_tiled, str));
+        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
         TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         MARK(ST_MLP);
         const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
-        const int next_tiled = li + 1 < hp->n_layers ? qkv_tiled(m, li + 1)
-                                                     : logits && any_tiled(&w->output, NULL, NULL);
         TRY(cu_status(launch_pdl(post_ffn_kernel, 1, NORM_THREADS, str, d->o, dl->post_ffn_norm,
-                                 d->x, l->out_scale, next, E, hp->eps, d->xn,
-                                 next_tiled ? (unsigned char *)d->xq : (unsigned char *)NULL)));
+                                 d->x, l->out_scale, next, E, hp->eps, d->xn)));
         MARK(ST_NORMS);
     }
     if (logits) {
-        {
-            const gem_dmatrix *out_w = &w->output;
-            float *out_y = d->logits;
-            TRY(gem_dmv_multi_ex(1, &out_w, d->xn, &out_y, d->xq,
-                                 any_tiled(&w->output, NULL, NULL), str));
-        }
+        TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));

@@ -1357,9 +1357,9 @@ MvMat mat_of(const gem_dmatrix *w, float *y)
 
 /* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only). */
 gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                        void *xq, int xq_ready, void *stream, int ns)
+                        void *xq, void *stream, int ns)
 {
-    if (n < 1 || n > 3 || (xq_ready != 0 && xq_ready != 1))
+    if (n < 1 || n > 3)
         return GEM_ERR_PARAM;
     if (!w || !y)
         return GEM_ERR_NULL;
@@ -1405,7 +1405,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
                                                 y[k], w[k]->rows, 0};
                     done[k] = true;
                 }
-            if ((st = gem_tiles_launch(tp, x, false, xq_ready != 0, s)) != GEM_OK)
+            if ((st = gem_tiles_launch(tp, x, false, s)) != GEM_OK)
                 return st;
             continue;
         }
@@ -1477,36 +1477,13 @@ gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
 
 gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *xq, void *stream)
 {
-    return dmv_multi_ns(1, &w, x, &y, xq, 0, stream, 2);
+    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2);
 }
 
 gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
                          void *xq, void *stream)
 {
-    return dmv_multi_ns(n, w, x, y, xq, 0, stream, 2);
-}
-
-gem_status gem_dmv_multi_ex(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                            void *xq, int xq_ready, void *stream)
-{
-    return dmv_multi_ns(n, w, x, y, xq, xq_ready, stream, 2);
-}
-
-gem_status gem_dmv_xq(const float *x, int64_t cols, void *xq, void *stream)
-{
-    gem_status st = check_vector(x);
-    if (st != GEM_OK)
-        return st;
-    if (!gem_tiles_shape_ok(8, cols, kMaxCols))
-        return GEM_ERR_SHAPE;
-    if ((st = check_xq(xq, cols, x, 0, NULL, NULL)) != GEM_OK)
-        return st;
-    int dev;
-    DevInfo di;
-    if ((st = current_device(&dev, &di)) != GEM_OK)
-        return st;
-    return gem_tiles_xq(x, cols, static_cast<unsigned char *>(xq),
-                        static_cast<cudaStream_t>(stream));
+    return dmv_multi_ns(n, w, x, y, xq, stream, 2);
 }
 
 /* The product with `slots` rows per warp (1, 2 or 4; gem_dmv uses 2): for
@@ -1517,21 +1494,13 @@ gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *s
         return GEM_ERR_PARAM;
     if (w && tiled(w))
         return GEM_ERR_UNSUPPORTED; /* row slots are the file-order kernel's */
-    return dmv_multi_ns(1, &w, x, &y, NULL, 0, stream, slots);
+    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots);
 }
 
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream)
 {
-    return gem_dmv_geglu_ex(wg, wu, x, y, xq, 0, stream);
-}
-
-gem_status gem_dmv_geglu_ex(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                            float *y, void *xq, int xq_ready, void *stream)
-{
     gem_status st;
-    if (xq_ready != 0 && xq_ready != 1)
-        return GEM_ERR_PARAM;
     if ((st = check_matrix(wg)) != GEM_OK || (st = check_matrix(wu)) != GEM_OK ||
         (st = check_vector(x)) != GEM_OK || (st = check_vector(y)) != GEM_OK)
         return st;
@@ -1556,7 +1525,7 @@ gem_status gem_dmv_geglu_ex(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
         tp.mat[1] = TileMat{static_cast<const unsigned char *>(wu->data), y, wu->rows, 0};
-        return gem_tiles_launch(tp, x, true, xq_ready != 0, static_cast<cudaStream_t>(stream));
+        return gem_tiles_launch(tp, x, true, static_cast<cudaStream_t>(stream));
     }
     MvParams p;
     memset(&p, 0, sizeof p);

@@ -65,15 +65,14 @@
 
 #include "matvec_tiles.h"
 #include "pdl.cuh"
-#include "xq.cuh"
 
 namespace {
 
 constexpr int kTileRows = 8;
 constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
-constexpr int kXqLaneBytes = GEM_XQ_LANE_BYTES;
-constexpr int kXqChunkBytes = GEM_XQ_CHUNK_BYTES;
+constexpr int kXqLaneBytes = 32;
+constexpr int kXqChunkBytes = 32 * kXqLaneBytes;
 /* A warp's share of a row: at most 8 chunks (1024 columns), in blocks of up to 16 warps (the
  * split depends on cols alone, the same for the product and GeGLU). dev/cuda/model_matvec
  * measured 4 chunks a warp (one batch of loads, blocks of 11 warps at 5376 columns) slower:
@@ -135,15 +134,57 @@ __global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t 
         }
 }
 
-/* x (cols) -> the scratch (module comment); one warp per block of 32 elements. */
+/* x (cols) -> the digits, corrections and scales of each lane (module comment); one warp
+ * per block of 32 elements, lane = element. */
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {
     pdl_trigger(); /* the product's blocks may start and fetch their first weights */
     pdl_wait();    /* x is the previous kernel's output; xq may still be read by it */
+    const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return; /* the whole warp */
-    gem_xq_block(x, b, xq, threadIdx.x & 31);
+    const float v = x[32 * b + lane];
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e); /* m = f 2^e, f in [0.5, 1): m / 2^(e - 6) in [32, 64) */
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E); /* exact: a power of two */
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r); /* |r| <= 64 */
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f; /* r - q is exact (|r - q| <= 1/2) */
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * kXqChunkBytes;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[kXqLaneBytes * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + kXqLaneBytes * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
 }
 
 /* D += A B: m16n8k32, A s8 (row), B u8 (col), s32 accumulate. */
@@ -317,21 +358,10 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
     return launched();
 }
 
-gem_status gem_tiles_xq(const float *x, int64_t cols, unsigned char *xq, cudaStream_t s)
-{
-    const int64_t nblk = cols / 32;
-    if (launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk, xq) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return GEM_ERR_DEVICE;
-    }
-    return GEM_OK;
-}
-
-gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
-                            cudaStream_t s)
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
-    if (!xq_ready && launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
+    if (launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
                    const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;

@@ -82,20 +82,6 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream);
 
-/* gem_dmv_multi and gem_dmv_geglu with xq_ready = 1: xq already holds x's scratch
- * (gem_dmv_xq, or a decoder kernel that wrote it with x, since x last changed), so the
- * tiled products skip computing it. xq_ready = 0 is gem_dmv_multi / gem_dmv_geglu;
- * GEM_ERR_PARAM for another value. */
-gem_status gem_dmv_multi_ex(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                            void *xq, int xq_ready, void *stream);
-gem_status gem_dmv_geglu_ex(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                            float *y, void *xq, int xq_ready, void *stream);
-
-/* xq (gem_dmv_xq_bytes(cols), 16-byte aligned, not overlapping x) = the scratch of x (cols,
- * device F32, a multiple of 128) that the tiled products read. GEM_ERR_SHAPE for cols that
- * no tiled matrix has, GEM_ERR_NULL, GEM_ERR_ALIGN, GEM_ERR_OVERLAP. */
-gem_status gem_dmv_xq(const float *x, int64_t cols, void *xq, void *stream);
-
 /* Row `row` of w dequantized and multiplied by `scale` (the embedding lookup):
  * y (w->cols) F32 device, the same bits in either layout. GEM_ERR_RANGE for a row
  * outside the matrix. */

@@ -85,38 +85,3 @@ gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float am
     (void)stream;
     return GEM_ERR_NO_DEVICE;
 }
-
-gem_status gem_dmv_multi_ex(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                            void *xq, int xq_ready, void *stream)
-{
-    (void)n;
-    (void)w;
-    (void)x;
-    (void)y;
-    (void)xq;
-    (void)xq_ready;
-    (void)stream;
-    return GEM_ERR_NO_DEVICE;
-}
-
-gem_status gem_dmv_geglu_ex(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                            float *y, void *xq, int xq_ready, void *stream)
-{
-    (void)wg;
-    (void)wu;
-    (void)x;
-    (void)y;
-    (void)xq;
-    (void)xq_ready;
-    (void)stream;
-    return GEM_ERR_NO_DEVICE;
-}
-
-gem_status gem_dmv_xq(const float *x, int64_t cols, void *xq, void *stream)
-{
-    (void)x;
-    (void)cols;
-    (void)xq;
-    (void)stream;
-    return GEM_ERR_NO_DEVICE;
-}
