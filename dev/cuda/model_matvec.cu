@@ -20,6 +20,11 @@ matrices, gem_dmv_geglu), down 5376 x 21504, head 262144 x 5376, and q+k+v 8192/
 5376 (gem_dmv_multi). Types: Q4_0 Q4_K Q8_0 BF16 F16 F32 Q6_K. With --slots, the plain products
 also run with 1 and 4 rows per warp (gem_dmv_slots; the library uses 2).
 
+Q4_0 is also timed in tiles (GEM_DLAYOUT_Q4_0_TILES, the tensor-core product of
+src/model/cuda/matvec_tiles.cu; validated against its own bound), and every line adds a chain:
+the same launches with events around the chain alone, where programmatic dependent launches
+overlap as in the decoder.
+
 ./model_matvec [--reps R] [--slots] [--types q4_0,q4_k,...] [--quick]
 
 H200 (132 SMs, probe 4.64 TB/s), 2 rows per warp, fraction of the probe (q / k / o / gate+up /
@@ -31,6 +36,11 @@ down / head / q+k+v): BF16 68 / 50 / 50 / 78 / 74 / 89 / 76 %, F16 the same, F32
 instructions per weight), 22 of 64 warps resident, 8.5 cycles per issued instruction per
 warp with "not selected", long-scoreboard and math-pipe-throttle the leading stalls. The 4096-
 row matrices are short kernels (10 to 20 us) dominated by the ramp.
+
+Q4_0 in tiles (H200 run 28, per launch; results/h200/run28/dev-model-matvec.txt): q 32.7%, k
+24.7%, o 31.5%, gate+up 58.8%, down 48.5%, head 80.5%, q+k+v 47.2% of the probe (the file-order
+kernel: 21.6 / 18.4 / 23.6 / 34.3 / 30.9 / 37.4 / 26.0%); chained (run 29) q 37.9%, o 42.6%,
+q+k+v 46.7%. The layer matrices keep about 10 us a call outside their bandwidth.
 */
 #include <math.h>
 #include <stdint.h>

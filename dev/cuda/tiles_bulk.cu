@@ -20,6 +20,13 @@ runs them); rotating over copies of the matrices whose bytes exceed 4 x the 50 M
 The fraction is of the library's read probe measured in the same process.
 
 ./tiles_bulk [--reps R]
+
+H200, run 30 (results/h200/run30/dev-tiles-bulk.txt): bit-identical on every shape; the bulk
+copies lose on every layer matrix (per launch: q 17.2 -> 17.6 us, k 11.2 -> 12.1, o 17.6 ->
+18.6, o-full 24.7 -> 29.0, gate+up 49.0 -> 56.4, down 29.9 -> 35.0) and win on the head only
+(217 -> 208 us, 79% -> 82% of the probe): a warp waits for its whole range before its first
+MMA, and the larger tiles' shared memory limits the blocks per SM. The library keeps its
+register loads.
 */
 #include <math.h>
 #include <stdint.h>
