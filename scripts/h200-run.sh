@@ -15,8 +15,8 @@
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
-#            model-dev model31-bf16 model-sanitize tiles-bulk cublas (default: all but
-#            kfv-ncu, the model phases, tiles-bulk and cublas, in that order)
+#            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu (default:
+#            all but kfv-ncu, the model phases, tiles-bulk, cublas and model-ncu, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -285,6 +285,21 @@ if has model-tests; then
         timeout 150 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
         tail -2 "$REC/$t.txt"
     done
+    pack
+fi
+if has model-ncu && command -v ncu >/dev/null; then
+    step "ncu: the duration of every kernel of a 31B token (Q4_0 tiles, weights of zeros)"
+    f="$OUT/m31-ncu.gguf"
+    "$GEM" synth --preset 31b --type q4_0 --no-matrices --context-length 4096 --out "$f" >/dev/null
+    # 411 tile kernels while the weights go up, then the tokens of the two prompt positions
+    GEM_QUIET=1 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum \
+        --launch-skip 411 --launch-count 1700 --csv --log-file "$REC/ncu-31b-token.csv" \
+        "$GEM" generate --model "$f" --backend cuda --prompt-tokens 2,3 -n 1 \
+        >"$REC/ncu-31b-generate.txt" 2>&1 || fail "ncu 31b token"
+    python3 "$SRC/scripts/ncu-kernel-sums.py" "$REC/ncu-31b-token.csv" \
+        >"$REC/ncu-31b-token-sums.txt" 2>&1 || fail "ncu sums"
+    cat "$REC/ncu-31b-token-sums.txt"
+    rm -f "$f"
     pack
 fi
 if has cublas; then
