@@ -20,6 +20,7 @@
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
+#   MODEL31_DIFF 0 skips the 31B model differentials (the profile alone; default 1)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
@@ -247,9 +248,11 @@ model31() { # weight type
     # 262144 positions: Gemma 4 31B's context, room for the steps timed past 128K
     "$GEM" synth --preset 31b --type "$ty" --no-matrices --context-length 262144 --out "$f" |
         tee "$REC/synth-31b-$ty.txt"
-    timeout 240 "$GEM" model-diff --model "$f" --backend cuda --random-weights 1 --fill 256 \
-        --contexts 8191,8192,8193 --steps 8 --out "$REC/model-diff-31b-$ty" 2>&1 |
-        tee "$REC/model-diff-31b-$ty.txt" || fail "model-diff 31b $ty"
+    if [ "${MODEL31_DIFF:-1}" = 1 ]; then
+        timeout 240 "$GEM" model-diff --model "$f" --backend cuda --random-weights 1 --fill 256 \
+            --contexts 8191,8192,8193 --steps 8 --out "$REC/model-diff-31b-$ty" 2>&1 |
+            tee "$REC/model-diff-31b-$ty.txt" || fail "model-diff 31b $ty"
+    fi
     step "Gemma 4 31B dimensions, $ty weights: whole-token profile at $ctxs"
     timeout 300 "$GEM" profile --model "$f" --backend cuda --random-weights 1 --context "$ctxs" \
         --reps "${MODEL_REPS:-3}" --samples "${MODEL_SAMPLES:-5}" --bw-mib 4096 \
