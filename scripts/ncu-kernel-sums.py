@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """ncu-kernel-sums.py NCU.csv [TOKEN_KERNEL]: the kernels of an `ncu --csv --metrics
 gpu__time_duration.sum` log summed by name: launches, total and mean microseconds, and per
-token (the tokens counted by the launches of TOKEN_KERNEL, default softcap_kernel, one per
-token with logits). ncu runs every kernel alone, so these are the kernels' own durations,
-without the gaps or the overlap of a stream."""
+token (the tokens counted by the launches of the kernel named TOKEN_KERNEL exactly, default
+norm_kernel: the decoder's input norm, once per token). ncu runs every kernel alone, so these
+are the kernels' own durations, without the gaps or the overlap of a stream."""
 import csv
 import re
 import sys
 from collections import defaultdict
 
 path = sys.argv[1]
-token_kernel = sys.argv[2] if len(sys.argv) > 2 else "softcap_kernel"
+token_kernel = sys.argv[2] if len(sys.argv) > 2 else "norm_kernel"
 rows = []
 with open(path, newline="") as f:
     lines = [l for l in f if l.startswith('"')]  # ncu prints ==PROF== lines before the table
@@ -35,7 +35,7 @@ cnt = defaultdict(int)
 for n, us in rows:
     tot[n] += us
     cnt[n] += 1
-tokens = sum(c for n, c in cnt.items() if token_kernel in n)
+tokens = cnt.get(token_kernel, 0)
 print(f"{len(rows)} launches, {sum(tot.values()):.1f} us in all; tokens (launches of "
       f"{token_kernel}): {tokens}")
 print(f"{'kernel':<60} {'launches':>8} {'total_us':>10} {'mean_us':>8} {'us/token':>9}")
