@@ -1,5 +1,5 @@
 /*
-What the dev/cuda programs share: the CUDA error check, seeded inputs, the double-precision CPU
+What the dev/cuda programs share: the CUDA and gem status checks, seeded inputs, the double-precision CPU
 reference of a dense head-major F32 cache, the spin kernel queued before a timed region, and the
 comparison for medians. Each program stays standalone apart from this header and the library.
 fused_decode.cu keeps its own copies: its version 1 writes the design candidate's resource
@@ -16,6 +16,18 @@ must not depend on a header.
 #include <stdlib.h>
 
 #include <cuda_runtime.h>
+
+#include "gem/attn.h"
+
+/* A gem call that must succeed: the status's text and exit(1) otherwise. */
+#define GEM_TRY(call)                                                                          \
+    do {                                                                                       \
+        gem_status s_ = (call);                                                                \
+        if (s_ != GEM_OK) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, gem_status_str(s_)); \
+            exit(EXIT_FAILURE);                                                                \
+        }                                                                                      \
+    } while (0)
 
 #define cudaCheck(call)                                                                        \
     do {                                                                                       \

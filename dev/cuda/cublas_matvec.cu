@@ -37,14 +37,6 @@ agreement with the CPU; gem keeps its F32-x kernel and these figures are its tar
 #include "harness.h"
 #include "model/cuda/model_cuda.h"
 
-#define GEM_TRY(call)                                                                          \
-    do {                                                                                       \
-        gem_status s_ = (call);                                                                \
-        if (s_ != GEM_OK) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, gem_status_str(s_)); \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
 #define CUBLAS_TRY(call)                                                                       \
     do {                                                                                       \
         cublasStatus_t s_ = (call);                                                            \

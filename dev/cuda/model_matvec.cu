@@ -59,15 +59,6 @@ q+k+v 46.7%. The layer matrices keep about 10 us a call outside their bandwidth.
 extern "C" gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *stream,
                                     int slots);
 
-#define GEM_TRY(call)                                                                          \
-    do {                                                                                       \
-        gem_status s_ = (call);                                                                \
-        if (s_ != GEM_OK) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, gem_status_str(s_)); \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
-
 static float f16_at(const uint8_t *p) { return gem_gguf_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
 /* ---- validation ------------------------------------------------------------------------------ */

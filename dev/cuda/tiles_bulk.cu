@@ -44,15 +44,6 @@ register loads.
 #include "model/cuda/model_cuda.h"
 #include "model/cuda/pdl.cuh"
 
-#define GEM_TRY(call)                                                                          \
-    do {                                                                                       \
-        gem_status s_ = (call);                                                                \
-        if (s_ != GEM_OK) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, gem_status_str(s_)); \
-            exit(EXIT_FAILURE);                                                                \
-        }                                                                                      \
-    } while (0)
-
 /* The library's constants (matvec_tiles.cu). */
 #define TILE_ROWS 8
 #define CHUNK_ELEMS 128
