@@ -15,8 +15,9 @@
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
-#            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu (default:
-#            all but kfv-ncu, the model phases, tiles-bulk, cublas and model-ncu, in that order)
+#            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
+#            (default: all but kfv-ncu, the model phases and the four after model-sanitize,
+#            in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -303,6 +304,12 @@ if has model-ncu && command -v ncu >/dev/null; then
         >"$REC/ncu-31b-token-sums.txt" 2>&1 || fail "ncu sums"
     cat "$REC/ncu-31b-token-sums.txt"
     rm -f "$f"
+    pack
+fi
+if has model-norms; then
+    step "dev/cuda/model_norms: the post-MLP norm kernel, loops against registers"
+    timeout 60 "$BUILD/dev/model_norms" >"$REC/dev-model-norms.txt" 2>&1 || fail "model_norms"
+    cat "$REC/dev-model-norms.txt"
     pack
 fi
 if has cublas; then
