@@ -16,8 +16,8 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            (default: all but kfv-ncu, the model phases and the four after model-sanitize,
-#            in that order)
+#            tiles-q4k (default: all but kfv-ncu, the model phases and the five after
+#            model-sanitize, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -304,6 +304,12 @@ if has model-ncu && command -v ncu >/dev/null; then
         >"$REC/ncu-31b-token-sums.txt" 2>&1 || fail "ncu sums"
     cat "$REC/ncu-31b-token-sums.txt"
     rm -f "$f"
+    pack
+fi
+if has tiles-q4k; then
+    step "dev/cuda/tiles_q4k: Q4_K products on the tensor cores against the library's"
+    timeout 180 "$BUILD/dev/tiles_q4k" >"$REC/dev-tiles-q4k.txt" 2>&1 || fail "tiles_q4k"
+    cat "$REC/dev-tiles-q4k.txt"
     pack
 fi
 if has model-norms; then

@@ -1,0 +1,472 @@
+/*
+tiles_q4k: Q4_K products on the tensor cores, the way src/model/cuda/matvec_tiles.cu does Q4_0,
+against the library's F32 Q4_K product (src/model/cuda/matvec.cu) at Gemma 4 31B's shapes. Real
+Gemma 4 files are mostly Q4_K_M, whose Q4_K matrices take the F32 kernel today (19-32% of the
+read probe, H200 run 25).
+
+Q4_K (GGUF): a super-block of 256 elements, 144 bytes: d and dmin (f16), twelve bytes of 6-bit
+scales sc_s and mins m_s of its eight 32-element sub-blocks, 128 bytes of nibbles (bytes 32c..
+32c+31: sub-block 2c in the low nibbles, 2c+1 in the high ones). w = (d sc_s) q - (dmin m_s),
+q in 0..15.
+
+Tiles: 8 rows; per super-block 1,152 bytes = two halves of 512 bytes (lane (g, t) of a warp
+reads 16 bytes at 16 lane: row g's nibble words at 64 half + 4t, + 16, + 32, + 48, i.e. the
+elements 4t..4t+3 and 16+4t..16+4t+3 of the half's four sub-blocks) and the 8 rows' raw
+16-byte headers (d, dmin, the scales). The same bytes as the file, reordered.
+
+The product: x's scratch is the library's Q4_0 one (four 7-bit digits per element under each
+32-block's exponent; digit sums Xd_j), since a sub-block is a 32-block of x and the nibbles
+take the same fragment positions. Per 128 columns, four MMAs (mma.m16n8k32 s8 x u8, C = 0)
+give S_j = sum q a_j exactly for four sub-blocks; each lane then adds, for each of its four
+sums, fma(d1 2^(E - 7j), S_j) and fma(-m1 2^(E - 7j), Xd_j) (d1 = d sc, m1 = dmin m: exact in
+F32, the products exact inside the fmas): w x summed with F32 additions of exact terms. Warps
+split a row's chunks as the Q4_0 kernel does (8 a warp, at most 16 warps), summed in a fixed
+order: the same bits on every call.
+
+Checks before timing (exit 1 on a failure): against the double-precision dot product of
+gem_gguf_dequant's values on seeded rows (gem_gguf_quantize), |y - ref| <= 4e-6 (sum_s (|d1|
+sum|q x| + |m1| sum|x|) + E_x / 32) + 2^-26 E_x, E_x = sum_s max|x_s| (|d1| sum q + 32 |m1|) (the
+digits' representation error); bitwise repeats. Timing: per launch and chained, ABBA against
+gem_dmv on the file-order rows of the same matrices, rotating over copies past the L2.
+
+Not yet run on a GPU when written (the session's device time had ended).
+
+./tiles_q4k [--reps R]
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "gem/gguf.h"
+#include "harness.h"
+#include "model/cuda/model_cuda.h"
+#include "model/cuda/pdl.cuh"
+
+#define TILE_ROWS 8
+#define SB_BYTES 144           /* a Q4_K super-block in the file */
+#define TSB_BYTES (8 * 144)    /* a tile's super-block: 1,152 bytes */
+#define CHUNK_ELEMS 128
+#define XQ_LANE 32
+#define XQ_CHUNK 1024
+#define CHUNKS_PER_WARP 8
+#define MAX_WARPS 16
+static const unsigned kFull = 0xffffffffu;
+
+/* ---- tiles ---------------------------------------------------------------------------------- */
+
+/* rows (file order) -> tiles; one thread per (row, super-block). */
+__global__ void tile_q4k(const unsigned char *__restrict__ src, size_t row_bytes, int64_t rows,
+                         int64_t nsb, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nsb)
+        return;
+    const int64_t r = i / nsb, s = i % nsb;
+    const int g = (int)(r % TILE_ROWS);
+    const unsigned char *b = src + (size_t)r * row_bytes + (size_t)s * SB_BYTES;
+    unsigned char *t = dst + ((size_t)(r / TILE_ROWS) * (size_t)nsb + (size_t)s) * TSB_BYTES;
+    for (int k = 0; k < 16; k++) /* d, dmin, scales */
+        t[1024 + 16 * g + k] = b[k];
+    const unsigned char *qs = b + 16;
+    for (int half = 0; half < 2; half++)
+        for (int tt = 0; tt < 4; tt++)
+            for (int w = 0; w < 4; w++)
+                for (int k = 0; k < 4; k++)
+                    t[512 * half + 16 * (4 * g + tt) + 4 * w + k] = qs[64 * half + 16 * w + 4 * tt + k];
+}
+
+/* ---- x's scratch: the library's (matvec_tiles.cu's xq_kernel), copied -------------------- */
+
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
+{
+    pdl_trigger();
+    pdl_wait();
+    const int lane = threadIdx.x & 31;
+    const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblk)
+        return;
+    const float v = x[32 * b + lane];
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e);
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E);
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r);
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f;
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + XQ_LANE * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
+}
+
+/* ---- the product ---------------------------------------------------------------------------- */
+
+__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Sub-block s's scale and min from the 12 scale bytes (GGUF's get_scale_min_k4). */
+__device__ __forceinline__ void scale_min(const unsigned char *q, int s, int &sc, int &mn)
+{
+    if (s < 4) {
+        sc = q[s] & 63;
+        mn = q[s + 4] & 63;
+    } else {
+        sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+        mn = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+    }
+}
+
+struct Params {
+    const unsigned char *data;
+    float *y;
+    int64_t rows, nchunks, cpw;
+    const unsigned char *xq;
+};
+
+__global__ void __launch_bounds__(MAX_WARPS * 32) q4kt_kernel(const Params p)
+{
+    __shared__ float red[MAX_WARPS][TILE_ROWS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    const int64_t tile = blockIdx.x;
+    const size_t tile_bytes = (size_t)(p.nchunks / 2) * TSB_BYTES;
+    const unsigned char *w0 = p.data + (size_t)tile * tile_bytes;
+    const uint32_t m0 = h ? 0u : kFull, m1 = ~m0, lo = 0x0F0F0F0Fu;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t cb = (int64_t)warp * p.cpw;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t c = cb; c < ce; c++) {
+        const unsigned char *sb = w0 + (size_t)(c / 2) * TSB_BYTES;
+        const int half = (int)(c % 2);
+        const uint4 wq = __ldcs(reinterpret_cast<const uint4 *>(sb + 512 * half + 16 * lane));
+        unsigned char hd[2][16]; /* rows 2t and 2t+1: d, dmin, scales */
+        for (int r = 0; r < 2; r++) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(sb + 1024 + 16 * (2 * t + r)));
+            memcpy(hd[r], &v, 16);
+        }
+        const uint4 *xc = reinterpret_cast<const uint4 *>(p.xq + (size_t)c * XQ_CHUNK +
+                                                          (size_t)XQ_LANE * lane);
+        const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
+        int s[4] = {0, 0, 0, 0};
+        mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
+        mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
+        mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
+        mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
+        /* s[0], s[1]: sub-block 4 half + h, rows 2t, 2t+1; s[2], s[3]: sub-block 4 half + 2 + h */
+        const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+        const float xd0 = (float)(-(int)cx.x / 8), xd1 = (float)(-(int)cx.y / 8);
+        for (int r = 0; r < 2; r++) {
+            __half dh, mh;
+            memcpy(&dh, hd[r], 2);
+            memcpy(&mh, hd[r] + 2, 2);
+            const float d = __half2float(dh), dmin = __half2float(mh);
+            for (int k = 0; k < 2; k++) {
+                int sc, mn;
+                scale_min(hd[r] + 4, 4 * half + 2 * k + h, sc, mn);
+                const float xs = k ? xs1 : xs0, xd = k ? xd1 : xd0;
+                float &a = acc[2 * k + r];
+                a = fmaf((d * (float)sc) * xs, (float)s[2 * k + r], a);
+                a = fmaf(-((dmin * (float)mn) * xs), xd, a);
+            }
+        }
+    }
+    float r0 = acc[0] + acc[2], r1 = acc[1] + acc[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+    }
+    if (g == 0) {
+        red[warp][2 * t] = r0;
+        red[warp][2 * t + 1] = r1;
+    }
+    __syncthreads();
+    if (threadIdx.x < TILE_ROWS) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float sum = red[0][r];
+        for (int w = 1; w < nw; w++)
+            sum += red[w][r];
+        p.y[(size_t)tile * TILE_ROWS + (size_t)r] = sum;
+    }
+}
+
+static void q4kt(const unsigned char *tiles, int64_t rows, int64_t cols, const float *x,
+                 unsigned char *xq, float *y)
+{
+    const int64_t nblk = cols / 32;
+    cudaCheck(launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, 0, x, nblk, xq));
+    Params p;
+    p.data = tiles;
+    p.y = y;
+    p.rows = rows;
+    p.nchunks = cols / CHUNK_ELEMS;
+    int64_t warps = (p.nchunks + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
+    warps = warps > MAX_WARPS ? MAX_WARPS : warps;
+    p.cpw = (p.nchunks + warps - 1) / warps;
+    p.xq = xq;
+    cudaCheck(launch_pdl(q4kt_kernel, (unsigned)(rows / TILE_ROWS), (unsigned)(32 * warps), 0, p));
+}
+
+/* ---- checks and timing ---------------------------------------------------------------------- */
+
+static float f16_at(const uint8_t *q) { return gem_gguf_f16_to_f32((uint16_t)(q[0] | (q[1] << 8))); }
+
+/* The bound of one row (file comment). */
+static double row_bound(const uint8_t *row, const float *x, int64_t cols)
+{
+    double mag = 0, ex = 0;
+    for (int64_t b = 0; b < cols / 256; b++) {
+        const uint8_t *blk = row + SB_BYTES * b, *sc = blk + 4, *q = blk + 16;
+        const double d = f16_at(blk), dmin = f16_at(blk + 2);
+        for (int s = 0; s < 8; s++) {
+            int scale, mn;
+            if (s < 4) {
+                scale = sc[s] & 63;
+                mn = sc[s + 4] & 63;
+            } else {
+                scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+                mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+            }
+            double qx = 0, ax = 0, mx = 0, qs = 0;
+            for (int l = 0; l < 32; l++) {
+                const int n = s & 1 ? q[32 * (s / 2) + l] >> 4 : q[32 * (s / 2) + l] & 0xF;
+                const double xv = fabs((double)x[256 * b + 32 * s + l]);
+                qx += n * xv;
+                ax += xv;
+                mx = fmax(mx, xv);
+                qs += n;
+            }
+            mag += fabs(d * scale) * qx + fabs(dmin * mn) * ax;
+            ex += mx * (fabs(d * scale) * qs + 32.0 * fabs(dmin * mn));
+        }
+    }
+    return 4e-6 * (mag + ex / 32) + 0x1p-26 * ex + 1e-30;
+}
+
+static int check(int64_t rows, int64_t cols, uint64_t seed)
+{
+    size_t rb = 0;
+    GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_K, cols, &rb));
+    const size_t bytes = (size_t)rows * rb;
+    uint8_t *hw = (uint8_t *)malloc(bytes);
+    float *src = (float *)malloc((size_t)cols * 4), *deq = (float *)malloc((size_t)cols * 4);
+    float *x = (float *)malloc((size_t)cols * 4), *y = (float *)malloc((size_t)rows * 4);
+    float *y2 = (float *)malloc((size_t)rows * 4);
+    fill(x, (size_t)cols, seed);
+    for (int64_t i = 0; i < cols; i += 53)
+        x[i] *= 200.0f; /* outliers inside blocks */
+    for (int64_t r = 0; r < rows; r++) {
+        fill(src, (size_t)cols, seed + 100 + (uint64_t)r);
+        GEM_TRY(gem_gguf_quantize(GEM_GGUF_Q4_K, src, hw + (size_t)r * rb, cols));
+    }
+    unsigned char *drows, *dtiles, *xq;
+    float *dx, *dy;
+    cudaCheck(cudaMalloc((void **)&drows, bytes));
+    cudaCheck(cudaMalloc((void **)&dtiles, bytes));
+    cudaCheck(cudaMalloc((void **)&xq, gem_dmv_xq_bytes(cols) + 16));
+    cudaCheck(cudaMalloc((void **)&dx, (size_t)cols * 4));
+    cudaCheck(cudaMalloc((void **)&dy, (size_t)rows * 4));
+    cudaCheck(cudaMemcpy(drows, hw, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(dx, x, (size_t)cols * 4, cudaMemcpyHostToDevice));
+    const int64_t nsb = cols / 256;
+    tile_q4k<<<(unsigned)((rows * nsb + 255) / 256), 256>>>(drows, rb, rows, nsb, dtiles);
+    cudaCheck(cudaGetLastError());
+    q4kt(dtiles, rows, cols, dx, xq, dy);
+    cudaCheck(cudaMemcpy(y, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+    q4kt(dtiles, rows, cols, dx, xq, dy);
+    cudaCheck(cudaMemcpy(y2, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+    int bad = memcmp(y, y2, (size_t)rows * 4) != 0;
+    double worst = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        GEM_TRY(gem_gguf_dequant(GEM_GGUF_Q4_K, hw + (size_t)r * rb, deq, cols));
+        double ref = 0;
+        for (int64_t i = 0; i < cols; i++)
+            ref += (double)deq[i] * (double)x[i];
+        const double e = fabs((double)y[r] - ref) / row_bound(hw + (size_t)r * rb, x, cols);
+        worst = e > worst || e != e ? e : worst;
+    }
+    bad |= !(worst <= 1.0);
+    printf("check q4_k tiles %6lld x %-5lld  max |y - ref| / bound %.3f, repeat %s  %s\n",
+           (long long)rows, (long long)cols, worst, memcmp(y, y2, (size_t)rows * 4) ? "differs" : "equal",
+           bad ? "FAILED" : "ok");
+    cudaFree(drows);
+    cudaFree(dtiles);
+    cudaFree(xq);
+    cudaFree(dx);
+    cudaFree(dy);
+    free(hw), free(src), free(deq), free(x), free(y), free(y2);
+    return bad;
+}
+
+typedef struct shape {
+    const char *name;
+    int64_t rows, cols;
+} shape;
+
+static const shape shapes[] = {
+    {"q", 8192, 5376},       {"k", 4096, 5376},    {"o-swa", 5376, 8192}, {"o-full", 5376, 16384},
+    {"gate", 21504, 5376},   {"down", 5376, 21504}, {"head", 262144, 5376},
+};
+
+int main(int argc, char **argv)
+{
+    int reps = 100;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--reps R]\n", argv[0]);
+            return 2;
+        }
+    }
+    reps = reps < 5 ? 5 : reps;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    int failed = 0;
+    failed |= check(8, 256, 1);
+    failed |= check(64, 1280, 2);
+    failed |= check(72, 5376, 3);
+    failed |= check(16, 21504, 4);
+    if (failed) {
+        printf("validation FAILED: no timings\n");
+        return 1;
+    }
+    void *hx = NULL;
+    GEM_TRY(gem_harness_cuda_ops.open(&hx));
+    double probe = 0;
+    GEM_TRY(gem_harness_cuda_ops.read_bandwidth(hx, 0, (size_t)4 << 30, 20, &probe));
+    printf("read probe: %.1f GB/s\n\n%-7s %-8s %8s %9s %6s %9s %6s  %s\n", probe * 1e-9, "shape",
+           "variant", "MB", "median_us", "probe", "chain_us", "probe", "rep");
+    double *times = (double *)malloc((size_t)reps * sizeof(double));
+    cudaEvent_t *ev = (cudaEvent_t *)malloc((size_t)(reps + 1) * sizeof(cudaEvent_t));
+    for (int r = 0; r <= reps; r++)
+        cudaCheck(cudaEventCreate(&ev[r]));
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *s = &shapes[si];
+        size_t rb = 0;
+        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_K, s->cols, &rb));
+        const size_t mbytes = (size_t)s->rows * rb;
+        int ncopies = (int)(((size_t)200 << 20) / mbytes + 1);
+        ncopies = ncopies < 2 ? 2 : ncopies > 64 ? 64 : ncopies;
+        gem_dmatrix *rows = (gem_dmatrix *)calloc((size_t)ncopies, sizeof *rows);
+        unsigned char **tiles = (unsigned char **)calloc((size_t)ncopies, sizeof *tiles);
+        const int64_t nsb = s->cols / 256;
+        for (int c = 0; c < ncopies; c++) {
+            rows[c] = (gem_dmatrix){NULL, GEM_GGUF_Q4_K, s->rows, s->cols, rb, GEM_DLAYOUT_ROWS};
+            cudaCheck(cudaMalloc(&rows[c].data, mbytes));
+            cudaCheck(cudaMalloc((void **)&tiles[c], mbytes));
+            GEM_TRY(gem_dmatrix_fill_random(&rows[c], 21 + (uint64_t)c,
+                                            1.0f / sqrtf((float)s->cols), NULL));
+            tile_q4k<<<(unsigned)((s->rows * nsb + 255) / 256), 256>>>(
+                (const unsigned char *)rows[c].data, rb, s->rows, nsb, tiles[c]);
+            cudaCheck(cudaGetLastError());
+        }
+        float *hxv = (float *)malloc((size_t)s->cols * 4), *dx, *dy;
+        unsigned char *xq;
+        fill(hxv, (size_t)s->cols, 9 + si);
+        cudaCheck(cudaMalloc((void **)&dx, (size_t)s->cols * 4));
+        cudaCheck(cudaMalloc((void **)&dy, (size_t)s->rows * 4));
+        cudaCheck(cudaMalloc((void **)&xq, gem_dmv_xq_bytes(s->cols) + 16));
+        cudaCheck(cudaMemcpy(dx, hxv, (size_t)s->cols * 4, cudaMemcpyHostToDevice));
+        const double moved = (double)mbytes + 4.0 * (double)s->cols + 4.0 * (double)s->rows;
+        const int r_here = s->rows >= 100000 ? (reps < 30 ? reps : 30) : reps;
+        const int order[4] = {0, 1, 1, 0};
+        for (int k = 0; k < 4; k++) {
+            const int v = order[k];
+            double med = 0, chain = 0;
+            for (int pass = 0; pass < 3; pass++) { /* warm-up, per launch, chain */
+                wait_kernel<<<1, 1>>>(pass ? 20000000ull : 1000ull);
+                cudaCheck(cudaGetLastError());
+                if (pass == 2)
+                    cudaCheck(cudaEventRecord(ev[0], 0));
+                for (int r = 0; r < r_here; r++) {
+                    if (pass == 1)
+                        cudaCheck(cudaEventRecord(ev[r], 0));
+                    if (v == 0)
+                        GEM_TRY(gem_dmv(&rows[r % ncopies], dx, dy, NULL, NULL));
+                    else
+                        q4kt(tiles[r % ncopies], s->rows, s->cols, dx, xq, dy);
+                }
+                if (pass)
+                    cudaCheck(cudaEventRecord(ev[r_here], 0));
+                cudaCheck(cudaDeviceSynchronize());
+                if (pass == 1) {
+                    for (int r = 0; r < r_here; r++) {
+                        float ms = 0;
+                        cudaCheck(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
+                        times[r] = ms * 1e-3;
+                    }
+                    qsort(times, (size_t)r_here, sizeof(double), cmp_double);
+                    med = times[r_here / 2];
+                } else if (pass == 2) {
+                    float ms = 0;
+                    cudaCheck(cudaEventElapsedTime(&ms, ev[0], ev[r_here]));
+                    chain = ms * 1e-3 / r_here;
+                }
+            }
+            printf("%-7s %-8s %8.1f %9.2f %5.1f%% %9.2f %5.1f%%  %d\n", s->name,
+                   v ? "tiles" : "library", mbytes * 1e-6, med * 1e6, 100.0 * moved / med / probe,
+                   chain * 1e6, 100.0 * moved / chain / probe, k < 2 ? 1 : 2);
+            fflush(stdout);
+        }
+        for (int c = 0; c < ncopies; c++) {
+            cudaCheck(cudaFree(rows[c].data));
+            cudaCheck(cudaFree(tiles[c]));
+        }
+        free(rows);
+        free(tiles);
+        free(hxv);
+        cudaCheck(cudaFree(dx));
+        cudaCheck(cudaFree(dy));
+        cudaCheck(cudaFree(xq));
+    }
+    for (int r = 0; r <= reps; r++)
+        cudaCheck(cudaEventDestroy(ev[r]));
+    free(ev);
+    free(times);
+    gem_harness_cuda_ops.close(hx);
+    return 0;
+}
