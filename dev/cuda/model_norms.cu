@@ -13,11 +13,21 @@ sums of squares in the same order, so its outputs must equal the library's bit f
 program checks that first (x and xn after one call, on seeded inputs with a few large values)
 and exits 1 otherwise.
 
-Timing: both kernels launched as programmatic dependents, as in the decoder, 200 calls in a
+A third version also writes the tiled products' x scratch for xn (the next layer's q/k/v input)
+from the registers: warp w holds exactly the 32-element blocks w + 32k of xn, one element per
+lane, so the conversion needs no load. It is timed against the register version followed by
+the scratch kernel (matvec_tiles.cu's xq_kernel, copied), the decoder's order of launches; its
+scratch bytes must equal that kernel's (checked with x and xn). Run 31 measured the scratch
+written by the loop version (one thread block converting every block after reloading xn) 1.3 ms
+a token slower; this one converts what the warps already hold.
+
+Timing: the kernels launched as programmatic dependents, as in the decoder, 200 calls in a
 chain (events around the chain alone) and per call (an event before each), ABBA twice; the
 figure is the mean per call of the chain and the median of the per-call intervals. Prediction
 before the first run: the library's version near 11-12 us per call, the register version
-3-5 us. (ptxas spills 16 bytes of the register version under its 64-register bound.)
+3-5 us, the register version and the scratch kernel 6-8 us, the register version writing the
+scratch 5-6 us. (ptxas spills 16 and 36 bytes of the register versions under their
+64-register bound.)
 
 ./model_norms [--reps R]
 */
@@ -35,6 +45,9 @@ before the first run: the library's version near 11-12 us per call, the register
 #define NORM_THREADS 1024
 #define NORM_PER_THREAD 8
 #define N_EMBD 5376
+#define XQ_LANE 32
+#define XQ_CHUNK 1024
+static const unsigned kFull = 0xffffffffu;
 
 /* ---- the library's kernel (gemma4_cuda.cu at a2ef766), unchanged ---------------------------- */
 
@@ -135,22 +148,128 @@ __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
+
+/* ---- the scratch: matvec_tiles.cu's conversion of one 32-block, from a lane's value ------------- */
+
+__device__ __forceinline__ void xq_value(float v, int64_t b, unsigned char *__restrict__ xq, int lane)
+{
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e);
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E);
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r);
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f;
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + XQ_LANE * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
+}
+
+/* The library's scratch kernel (one warp per block of 32). */
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
+{
+    pdl_trigger();
+    pdl_wait();
+    const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblk)
+        return;
+    xq_value(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
+}
+
+/* The register version that also writes xn's scratch from the registers. n a multiple of 32. */
+__global__ void __launch_bounds__(NORM_THREADS)
+    post_ffn_registers_xq(const float *__restrict__ o, const float *__restrict__ w_post,
+                          float *__restrict__ x, float scale, const float *__restrict__ w_next,
+                          int64_t n, double eps, float *__restrict__ xn,
+                          unsigned char *__restrict__ xq)
+{
+    __shared__ double sh[32];
+    float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    pdl_trigger();
+    norm_load(w_post, n, wp);
+    norm_load(w_next, n, wn);
+    pdl_wait();
+    norm_load(o, n, ov);
+    norm_load(x, n, xv);
+    const double r = norm_rms_inv(ov, n, eps, sh);
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++)
+        xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
+    const double r2 = norm_rms_inv(xv, n, eps, sh);
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        const float v = (float)((double)xv[k] * r2) * wn[k];
+        if (i < n) {
+            x[i] = xv[k];
+            xn[i] = v;
+        }
+        const int64_t b = warp + (int64_t)k * warps; /* this warp's block k: elements 32b .. */
+        if (32 * b < n)
+            xq_value(v, b, xq, lane);
+    }
+}
+
 /* ---- check and timing ---------------------------------------------------------------------- */
 
 typedef struct bufs {
     float *o, *wp, *wn, *x, *xn;
+    unsigned char *xq;
 } bufs;
 
+/* version 0: the loops; 1: the registers; 2: the registers, then the scratch kernel; 3: the
+ * registers writing the scratch */
 static void launch(int v, const bufs *b)
 {
     const int64_t n = N_EMBD;
     const float scale = 0.75f;
     const double eps = 1e-6;
-    cudaCheck(v == 0 ? launch_pdl(post_ffn_loops, 1, NORM_THREADS, 0, b->o, b->wp, b->x, scale,
-                                  b->wn, n, eps, b->xn)
-                     : launch_pdl(post_ffn_registers, 1, NORM_THREADS, 0, b->o, b->wp, b->x,
-                                  scale, b->wn, n, eps, b->xn));
+    if (v == 0)
+        cudaCheck(launch_pdl(post_ffn_loops, 1, NORM_THREADS, 0, b->o, b->wp, b->x, scale, b->wn,
+                             n, eps, b->xn));
+    else if (v == 3)
+        cudaCheck(launch_pdl(post_ffn_registers_xq, 1, NORM_THREADS, 0, b->o, b->wp, b->x, scale,
+                             b->wn, n, eps, b->xn, b->xq));
+    else
+        cudaCheck(launch_pdl(post_ffn_registers, 1, NORM_THREADS, 0, b->o, b->wp, b->x, scale,
+                             b->wn, n, eps, b->xn));
+    if (v == 2)
+        cudaCheck(launch_pdl(xq_kernel, (unsigned)((n / 32 + 7) / 8), 256, 0, b->xn, n / 32,
+                             b->xq));
 }
+static const char *const version_names[4] = {"loops", "registers", "regs+xq", "regs-xq"};
 
 /* seeded inputs: o and x with a few large values, the weights near 1 */
 static void seed(bufs *b, float *h)
@@ -185,32 +304,49 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs; hidden size %d, %d threads\n", prop.name,
            prop.multiProcessorCount, N_EMBD, NORM_THREADS);
     const size_t bytes = (size_t)N_EMBD * 4;
-    bufs b[2];
-    for (int v = 0; v < 2; v++) {
+    const size_t xq_bytes = (size_t)N_EMBD / 128 * XQ_CHUNK;
+    bufs b[4];
+    for (int v = 0; v < 4; v++) {
         cudaCheck(cudaMalloc((void **)&b[v].o, bytes));
         cudaCheck(cudaMalloc((void **)&b[v].wp, bytes));
         cudaCheck(cudaMalloc((void **)&b[v].wn, bytes));
         cudaCheck(cudaMalloc((void **)&b[v].x, bytes));
         cudaCheck(cudaMalloc((void **)&b[v].xn, bytes));
+        cudaCheck(cudaMalloc((void **)&b[v].xq, xq_bytes));
+        cudaCheck(cudaMemset(b[v].xq, 0, xq_bytes));
     }
     float *h = (float *)malloc(bytes), *r0 = (float *)malloc(2 * bytes),
           *r1 = (float *)malloc(2 * bytes);
-    /* the check: the same inputs, one call each, x and xn compared bit for bit */
-    for (int v = 0; v < 2; v++) {
+    unsigned char *q2 = (unsigned char *)malloc(xq_bytes), *q3 = (unsigned char *)malloc(xq_bytes);
+    /* the check: the same inputs, one call each, x and xn (and the scratch of versions 2 and 3)
+     * compared bit for bit */
+    for (int v = 0; v < 4; v++) {
         seed(&b[v], h);
         launch(v, &b[v]);
     }
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(r0, b[0].x, bytes, cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(r0 + N_EMBD, b[0].xn, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(r1, b[1].x, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(r1 + N_EMBD, b[1].xn, bytes, cudaMemcpyDeviceToHost));
-    int differ = 0;
-    for (int i = 0; i < 2 * N_EMBD; i++)
-        differ += memcmp(&r0[i], &r1[i], 4) != 0;
-    printf("check: registers against loops, x and xn: %d of %d values differ  %s\n", differ,
-           2 * N_EMBD, differ ? "FAILED" : "ok");
-    if (differ)
+    int failed = 0;
+    for (int v = 1; v < 4; v++) {
+        cudaCheck(cudaMemcpy(r1, b[v].x, bytes, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(r1 + N_EMBD, b[v].xn, bytes, cudaMemcpyDeviceToHost));
+        int differ = 0;
+        for (int i = 0; i < 2 * N_EMBD; i++)
+            differ += memcmp(&r0[i], &r1[i], 4) != 0;
+        printf("check: %s against loops, x and xn: %d of %d values differ  %s\n",
+               version_names[v], differ, 2 * N_EMBD, differ ? "FAILED" : "ok");
+        failed |= differ != 0;
+    }
+    cudaCheck(cudaMemcpy(q2, b[2].xq, xq_bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(q3, b[3].xq, xq_bytes, cudaMemcpyDeviceToHost));
+    const int qdiff = memcmp(q2, q3, xq_bytes) != 0;
+    printf("check: the scratch from the registers against the scratch kernel's: %s\n",
+           qdiff ? "differs  FAILED" : "equal  ok");
+    failed |= qdiff;
+    free(q2);
+    free(q3);
+    if (failed)
         return 1;
     /* timing */
     cudaEvent_t *ev = (cudaEvent_t *)malloc((size_t)(reps + 1) * sizeof(cudaEvent_t));
@@ -218,8 +354,8 @@ int main(int argc, char **argv)
     for (int r = 0; r <= reps; r++)
         cudaCheck(cudaEventCreate(&ev[r]));
     printf("%-10s %4s %10s %10s\n", "version", "rep", "chain_us", "median_us");
-    const int order[4] = {0, 1, 1, 0};
-    for (int k = 0; k < 4; k++) {
+    const int order[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    for (int k = 0; k < 8; k++) {
         const int v = order[k];
         double chain = 0, med = 0;
         for (int pass = 0; pass < 3; pass++) { /* warm-up, chain, per call */
@@ -249,11 +385,12 @@ int main(int argc, char **argv)
                 med = t[reps / 2];
             }
         }
-        printf("%-10s %4d %10.2f %10.2f\n", v ? "registers" : "loops", k < 2 ? 1 : 2, chain, med);
+        printf("%-10s %4d %10.2f %10.2f\n", version_names[v], k < 4 ? 1 : 2, chain, med);
     }
     for (int r = 0; r <= reps; r++)
         cudaCheck(cudaEventDestroy(ev[r]));
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 4; v++) {
+        cudaFree(b[v].xq);
         cudaFree(b[v].o);
         cudaFree(b[v].wp);
         cudaFree(b[v].wn);
