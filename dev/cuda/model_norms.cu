@@ -16,7 +16,7 @@ and exits 1 otherwise.
 A third version also writes the tiled products' x scratch for xn (the next layer's q/k/v input)
 from the registers: warp w holds exactly the 32-element blocks w + 32k of xn, one element per
 lane, so the conversion needs no load. It is timed against the register version followed by
-the scratch kernel (matvec_tiles.cu's xq_kernel, copied), the decoder's order of launches; its
+the scratch kernel (matvec_tiles.cu's, on tiles_arith.cuh), the decoder's launches; its
 scratch bytes must equal that kernel's (checked with x and xn). Run 31 measured the scratch
 written by the loop version (one thread block converting every block after reloading xn) 1.3 ms
 a token slower; this one converts what the warps already hold.
@@ -41,13 +41,12 @@ scratch 5-6 us. (ptxas spills 16 and 36 bytes of the register versions under the
 
 #include "common.h"
 #include "model/cuda/pdl.cuh"
+#include "model/cuda/tiles_arith.cuh"
 
 #define NORM_THREADS 1024
 #define NORM_PER_THREAD 8
 #define N_EMBD 5376
-#define XQ_LANE 32
-#define XQ_CHUNK 1024
-static const unsigned kFull = 0xffffffffu;
+#define XQ_CHUNK GEM_TILES_XQ_CHUNK_BYTES
 
 /* ---- the library's kernel (gemma4_cuda.cu at a2ef766), unchanged ---------------------------- */
 
@@ -149,51 +148,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 }
 
 
-/* ---- the scratch: matvec_tiles.cu's conversion of one 32-block, from a lane's value ------------- */
-
-__device__ __forceinline__ void xq_value(float v, int64_t b, unsigned char *__restrict__ xq, int lane)
-{
-    float m = fabsf(v);
-    const int bad = __any_sync(kFull, !isfinite(v));
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
-    int E = 0;
-    if (!bad && m > 0.0f) {
-        int e;
-        (void)frexpf(m, &e);
-        E = e - 6;
-    }
-    float r = bad ? 0.0f : ldexpf(v, -E);
-    int dg[4], sum[4];
-    for (int j = 0; j < 4; j++) {
-        const float q = rintf(r);
-        dg[j] = (int)q;
-        r = (r - q) * 128.0f;
-    }
-    for (int j = 0; j < 4; j++) {
-        int s = dg[j];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(kFull, s, o);
-        sum[j] = s;
-    }
-    const int64_t c = b / 4;
-    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
-    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
-    const int t = (lane % 16) / 4;
-    for (int j = 0; j < 4; j++) {
-        const int slot = 4 * (4 * h + j) + t;
-        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
-            (unsigned char)(signed char)dg[j];
-    }
-    if (lane < 16) {
-        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
-        unsigned char *p = base + XQ_LANE * slot;
-        const int corr = -8 * sum[j];
-        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
-        memcpy(p + 16 + 4 * half, &corr, 4);
-        memcpy(p + 24 + 4 * half, &xs, 4);
-    }
-}
+/* ---- the scratch (tiles_arith.cuh, the library's conversion) ----------------------------- */
 
 /* The library's scratch kernel (one warp per block of 32). */
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
@@ -203,7 +158,7 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return;
-    xq_value(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
+    gem_tiles_xq_block(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
 }
 
 /* The register version that also writes xn's scratch from the registers. n a multiple of 32. */
@@ -238,7 +193,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
         }
         const int64_t b = warp + (int64_t)k * warps; /* this warp's block k: elements 32b .. */
         if (32 * b < n)
-            xq_value(v, b, xq, lane);
+            gem_tiles_xq_block(v, b, xq, lane);
     }
 }
 

@@ -9,7 +9,7 @@ batches. Here lane 0 of every warp issues one bulk copy (cp.async.bulk, completi
 mbarrier) of all its chunks into shared memory before the programmatic-launch wait, and the
 lanes read their words from shared memory once it lands: the whole tile is in flight at
 once and no register holds a load. Everything else is the library's: the tiled layout, the
-x scratch (its kernel copied here), the four MMAs per chunk, the split of the chunks over
+x scratch and the four MMAs per chunk (src/model/cuda/tiles_arith.cuh, as the library), the split of the chunks over
 the warps and the order of every addition, so the outputs must equal the library's bit for
 bit; the program checks that on every shape before it times anything (exit 1 otherwise).
 
@@ -43,106 +43,28 @@ register loads.
 #include "model/cuda/matvec_tiles.h"
 #include "model/cuda/model_cuda.h"
 #include "model/cuda/pdl.cuh"
+#include "model/cuda/tiles_arith.cuh"
 
 /* The library's constants (matvec_tiles.cu). */
 #define TILE_ROWS 8
 #define CHUNK_ELEMS 128
 #define CHUNK_BYTES 576
-#define XQ_LANE 32
-#define XQ_CHUNK 1024
+#define XQ_LANE GEM_TILES_XQ_LANE_BYTES
+#define XQ_CHUNK GEM_TILES_XQ_CHUNK_BYTES
 #define CHUNKS_PER_WARP 8
 #define MAX_WARPS 16
 static const unsigned kFull = 0xffffffffu;
 
-/* ---- the library's x scratch kernel and chunk arithmetic, unchanged ----------------------- */
+/* ---- the library's x scratch kernel (matvec_tiles.cu's, on tiles_arith.cuh) ------------------ */
 
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {
     pdl_trigger();
     pdl_wait();
-    const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return;
-    const float v = x[32 * b + lane];
-    float m = fabsf(v);
-    const int bad = __any_sync(kFull, !isfinite(v));
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
-    int E = 0;
-    if (!bad && m > 0.0f) {
-        int e;
-        (void)frexpf(m, &e);
-        E = e - 6;
-    }
-    float r = bad ? 0.0f : ldexpf(v, -E);
-    int dg[4], sum[4];
-    for (int j = 0; j < 4; j++) {
-        const float q = rintf(r);
-        dg[j] = (int)q;
-        r = (r - q) * 128.0f;
-    }
-    for (int j = 0; j < 4; j++) {
-        int s = dg[j];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(kFull, s, o);
-        sum[j] = s;
-    }
-    const int64_t c = b / 4;
-    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
-    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
-    const int t = (lane % 16) / 4;
-    for (int j = 0; j < 4; j++) {
-        const int slot = 4 * (4 * h + j) + t;
-        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
-            (unsigned char)(signed char)dg[j];
-    }
-    if (lane < 16) {
-        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
-        unsigned char *p = base + XQ_LANE * slot;
-        const int corr = -8 * sum[j];
-        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
-        memcpy(p + 16 + 4 * half, &corr, 4);
-        memcpy(p + 24 + 4 * half, &xs, 4);
-    }
-}
-
-__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void chunk(const uint4 wq, const uint2 dd, const uint4 dg,
-                                      const uint4 cx, uint32_t m0, float (&acc)[4])
-{
-    const uint32_t m1 = ~m0;
-    const uint32_t lo = 0x0F0F0F0Fu;
-    int s[4] = {(int)cx.x, (int)cx.x, (int)cx.y, (int)cx.y};
-    mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, (wq.x >> 4) & lo);
-    mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
-    mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
-    mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
-    __half2 ha, hb;
-    memcpy(&ha, &dd.x, 4);
-    memcpy(&hb, &dd.y, 4);
-    const float2 da = __half22float2(ha), db = __half22float2(hb);
-    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
-    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
-    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
-    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
-    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
-}
-
-__device__ __forceinline__ float gelu_tanh(float a)
-{
-    const float k = 0.7978845608028654f;
-    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
-    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
-    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
+    gem_tiles_xq_block(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
 }
 
 /* ---- the bulk-copy kernel ------------------------------------------------------------------ */
@@ -211,12 +133,12 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) bulk_kernel(const TileParams p
         const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
         const uint4 wq = *reinterpret_cast<const uint4 *>(ch + 16 * lane);
         const uint2 dd = *reinterpret_cast<const uint2 *>(ch + 512 + 8 * (4 * h + t));
-        chunk(wq, dd, dg, cx, m0, a0);
+        gem_tiles_chunk(wq, dd, dg, cx, m0, a0);
         if (GEGLU) {
             const uint4 wq1 = *reinterpret_cast<const uint4 *>(ch + tile_bytes + 16 * lane);
             const uint2 dd1 =
                 *reinterpret_cast<const uint2 *>(ch + tile_bytes + 512 + 8 * (4 * h + t));
-            chunk(wq1, dd1, dg, cx, m0, a1);
+            gem_tiles_chunk(wq1, dd1, dg, cx, m0, a1);
         }
     }
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
@@ -247,7 +169,7 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) bulk_kernel(const TileParams p
             float u = red[GEGLU ? 1 : 0][0][r];
             for (int w = 1; w < nw; w++)
                 u += red[GEGLU ? 1 : 0][w][r];
-            s = __fmul_rn(gelu_tanh(s), u);
+            s = __fmul_rn(gem_gelu_tanh(s), u);
         }
         p.mat[m].y[(size_t)tile * TILE_ROWS + (size_t)r] = s;
     }

@@ -47,13 +47,14 @@ Not yet run on a GPU when written (the session's device time had ended).
 #include "harness.h"
 #include "model/cuda/model_cuda.h"
 #include "model/cuda/pdl.cuh"
+#include "model/cuda/tiles_arith.cuh"
 
 #define TILE_ROWS 8
 #define SB_BYTES 144           /* a Q4_K super-block in the file */
 #define TSB_BYTES (8 * 144)    /* a tile's super-block: 1,152 bytes */
 #define CHUNK_ELEMS 128
-#define XQ_LANE 32
-#define XQ_CHUNK 1024
+#define XQ_LANE GEM_TILES_XQ_LANE_BYTES
+#define XQ_CHUNK GEM_TILES_XQ_CHUNK_BYTES
 #define CHUNKS_PER_WARP 8
 #define MAX_WARPS 16
 static const unsigned kFull = 0xffffffffu;
@@ -81,69 +82,19 @@ __global__ void tile_q4k(const unsigned char *__restrict__ src, size_t row_bytes
                     t[512 * half + 16 * (4 * g + tt) + 4 * w + k] = qs[64 * half + 16 * w + 4 * tt + k];
 }
 
-/* ---- x's scratch: the library's (matvec_tiles.cu's xq_kernel), copied -------------------- */
+/* ---- x's scratch: the library's (matvec_tiles.cu's xq_kernel, on tiles_arith.cuh) -------- */
 
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {
     pdl_trigger();
     pdl_wait();
-    const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return;
-    const float v = x[32 * b + lane];
-    float m = fabsf(v);
-    const int bad = __any_sync(kFull, !isfinite(v));
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
-    int E = 0;
-    if (!bad && m > 0.0f) {
-        int e;
-        (void)frexpf(m, &e);
-        E = e - 6;
-    }
-    float r = bad ? 0.0f : ldexpf(v, -E);
-    int dg[4], sum[4];
-    for (int j = 0; j < 4; j++) {
-        const float q = rintf(r);
-        dg[j] = (int)q;
-        r = (r - q) * 128.0f;
-    }
-    for (int j = 0; j < 4; j++) {
-        int s = dg[j];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(kFull, s, o);
-        sum[j] = s;
-    }
-    const int64_t c = b / 4;
-    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
-    unsigned char *base = xq + (size_t)c * XQ_CHUNK;
-    const int t = (lane % 16) / 4;
-    for (int j = 0; j < 4; j++) {
-        const int slot = 4 * (4 * h + j) + t;
-        base[XQ_LANE * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
-            (unsigned char)(signed char)dg[j];
-    }
-    if (lane < 16) {
-        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
-        unsigned char *p = base + XQ_LANE * slot;
-        const int corr = -8 * sum[j];
-        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
-        memcpy(p + 16 + 4 * half, &corr, 4);
-        memcpy(p + 24 + 4 * half, &xs, 4);
-    }
+    gem_tiles_xq_block(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
 }
 
 /* ---- the product ---------------------------------------------------------------------------- */
-
-__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* Sub-block s's scale and min from the 12 scale bytes (GGUF's get_scale_min_k4). */
 __device__ __forceinline__ void scale_min(const unsigned char *q, int s, int &sc, int &mn)
@@ -191,10 +142,10 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) q4kt_kernel(const Params p)
                                                           (size_t)XQ_LANE * lane);
         const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
         int s[4] = {0, 0, 0, 0};
-        mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
-        mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
-        mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
-        mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
+        gem_tiles_mma(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
+        gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
+        gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
+        gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
         /* s[0], s[1]: sub-block 4 half + h, rows 2t, 2t+1; s[2], s[3]: sub-block 4 half + 2 + h */
         const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
         const float xd0 = (float)(-(int)cx.x / 8), xd1 = (float)(-(int)cx.y / 8);

@@ -76,6 +76,7 @@
 #include <mutex>
 
 #include "matvec_tiles.h"
+#include "tiles_arith.cuh"
 #include "model_cuda.h"
 
 namespace {
@@ -806,15 +807,6 @@ __device__ __forceinline__ void issue(const MvParams &p, const Slots<NS> &sl, in
     }
 }
 
-__device__ __forceinline__ float gelu_tanh(float a)
-{
-    /* gemma4.c's gelu_tanh operation for operation: 0.5f * a * (1 + tanhf(k (a + c a a a))) */
-    const float k = 0.7978845608028654f;
-    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
-    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
-    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
-}
-
 /* y = W x for the groups of p (see the file comment). Dynamic shared memory: x quads
  * (x_quads * 16 bytes), xsum (xsum_floats), then one ring per warp of kStages stages of NS
  * slots of StageCap bytes. */
@@ -927,12 +919,12 @@ __global__ void __launch_bounds__(max_threads(NS), min_blocks(NS)) mv_kernel(con
             }
             if (lane == 0) {
                 if (MODE == kGeglu) {
-                    *sc.y[0] = __fmul_rn(gelu_tanh(v[0]), v[1]);
+                    *sc.y[0] = __fmul_rn(gem_gelu_tanh(v[0]), v[1]);
                 } else {
 #pragma unroll
                     for (int j = 0; j < NS; j++)
                         if (sc.valid[j])
-                            *sc.y[j] = MODE == kGegluUp ? __fmul_rn(gelu_tanh(*sc.y[j]), v[j]) : v[j];
+                            *sc.y[j] = MODE == kGegluUp ? __fmul_rn(gem_gelu_tanh(*sc.y[j]), v[j]) : v[j];
                 }
             }
             sc_step = 0;

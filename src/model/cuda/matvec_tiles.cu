@@ -65,14 +65,15 @@
 
 #include "matvec_tiles.h"
 #include "pdl.cuh"
+#include "tiles_arith.cuh"
 
 namespace {
 
 constexpr int kTileRows = 8;
 constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
-constexpr int kXqLaneBytes = 32;
-constexpr int kXqChunkBytes = 32 * kXqLaneBytes;
+constexpr int kXqLaneBytes = GEM_TILES_XQ_LANE_BYTES;
+constexpr int kXqChunkBytes = GEM_TILES_XQ_CHUNK_BYTES;
 /* A warp's share of a row: at most 8 chunks (1024 columns), in blocks of up to 16 warps (the
  * split depends on cols alone, the same for the product and GeGLU). dev/cuda/model_matvec
  * measured 4 chunks a warp (one batch of loads, blocks of 11 warps at 5376 columns) slower:
@@ -144,90 +145,7 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return; /* the whole warp */
-    const float v = x[32 * b + lane];
-    float m = fabsf(v);
-    const int bad = __any_sync(kFull, !isfinite(v));
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
-    int E = 0;
-    if (!bad && m > 0.0f) {
-        int e;
-        (void)frexpf(m, &e); /* m = f 2^e, f in [0.5, 1): m / 2^(e - 6) in [32, 64) */
-        E = e - 6;
-    }
-    float r = bad ? 0.0f : ldexpf(v, -E); /* exact: a power of two */
-    int dg[4], sum[4];
-    for (int j = 0; j < 4; j++) {
-        const float q = rintf(r); /* |r| <= 64 */
-        dg[j] = (int)q;
-        r = (r - q) * 128.0f; /* r - q is exact (|r - q| <= 1/2) */
-    }
-    for (int j = 0; j < 4; j++) {
-        int s = dg[j];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(kFull, s, o);
-        sum[j] = s;
-    }
-    const int64_t c = b / 4;
-    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
-    unsigned char *base = xq + (size_t)c * kXqChunkBytes;
-    const int t = (lane % 16) / 4;
-    for (int j = 0; j < 4; j++) {
-        const int slot = 4 * (4 * h + j) + t;
-        base[kXqLaneBytes * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
-            (unsigned char)(signed char)dg[j];
-    }
-    if (lane < 16) {
-        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
-        unsigned char *p = base + kXqLaneBytes * slot;
-        const int corr = -8 * sum[j];
-        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
-        memcpy(p + 16 + 4 * half, &corr, 4);
-        memcpy(p + 24 + 4 * half, &xs, 4);
-    }
-}
-
-/* D += A B: m16n8k32, A s8 (row), B u8 (col), s32 accumulate. */
-__device__ __forceinline__ void mma_s8u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* One chunk of one tile into acc (module comment). wq, dd: the lane's weight words and
- * scales; dg, cx: its scratch (digits; corrections and scales); m0 (m1 = ~m0): all ones
- * in the lanes whose digit rows are blocks 4c and 4c+2. */
-__device__ __forceinline__ void chunk(const uint4 wq, const uint2 dd, const uint4 dg,
-                                      const uint4 cx, uint32_t m0, float (&acc)[4])
-{
-    const uint32_t m1 = ~m0;
-    const uint32_t lo = 0x0F0F0F0Fu;
-    int s[4] = {(int)cx.x, (int)cx.x, (int)cx.y, (int)cx.y};
-    mma_s8u8(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, (wq.x >> 4) & lo);
-    mma_s8u8(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
-    mma_s8u8(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
-    mma_s8u8(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
-    __half2 ha, hb;
-    memcpy(&ha, &dd.x, 4);
-    memcpy(&hb, &dd.y, 4);
-    const float2 da = __half22float2(ha), db = __half22float2(hb);
-    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
-    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
-    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
-    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
-    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
-}
-
-__device__ __forceinline__ float gelu_tanh(float a)
-{
-    /* matvec.cu's (gemma4.c's) gelu_tanh, operation for operation */
-    const float k = 0.7978845608028654f;
-    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
-    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
-    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
+    gem_tiles_xq_block(x[32 * b + lane], b, xq, lane);
 }
 
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
@@ -279,9 +197,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
                 const uint4 *xc = reinterpret_cast<const uint4 *>(
                     p.xq + (size_t)(c0 + k) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
                 const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
-                chunk(wq[k], dd[k], dg, cx, m0, a0);
+                gem_tiles_chunk(wq[k], dd[k], dg, cx, m0, a0);
                 if (GEGLU)
-                    chunk(wq1[k], dd1[k], dg, cx, m0, a1);
+                    gem_tiles_chunk(wq1[k], dd1[k], dg, cx, m0, a1);
             }
         }
         if (c0 + B < ce)
@@ -315,7 +233,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
             float u = red[GEGLU ? 1 : 0][0][r];
             for (int w = 1; w < nw; w++)
                 u += red[GEGLU ? 1 : 0][w][r];
-            s = __fmul_rn(gelu_tanh(s), u);
+            s = __fmul_rn(gem_gelu_tanh(s), u);
         }
         p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = s;
     }

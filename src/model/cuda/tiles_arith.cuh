@@ -1,0 +1,111 @@
+/*
+ * Internal to src/model/cuda, and read by the dev/cuda experiments on it: the arithmetic of
+ * the Q4_0 tile product (matvec_tiles.cu's module comment has the layout, the scratch and
+ * the error bound): one 32-element block of x to its scratch, the MMA, one chunk of a tile,
+ * and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
+ * bits.
+ */
+#ifndef GEM_MODEL_CUDA_TILES_ARITH_CUH
+#define GEM_MODEL_CUDA_TILES_ARITH_CUH
+
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GEM_TILES_XQ_LANE_BYTES 32                               /* a lane's scratch a chunk */
+#define GEM_TILES_XQ_CHUNK_BYTES (32 * GEM_TILES_XQ_LANE_BYTES) /* the scratch of 128 columns */
+
+/* Block b of x into the scratch xq: v is element 32b + lane of x. One warp, all 32 lanes
+ * together (shuffles). */
+static __device__ __forceinline__ void gem_tiles_xq_block(float v, int64_t b,
+                                                          unsigned char *__restrict__ xq,
+                                                          int lane)
+{
+    const unsigned kFull = 0xffffffffu;
+    float m = fabsf(v);
+    const int bad = __any_sync(kFull, !isfinite(v));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e); /* m = f 2^e, f in [0.5, 1): m / 2^(e - 6) in [32, 64) */
+        E = e - 6;
+    }
+    float r = bad ? 0.0f : ldexpf(v, -E); /* exact: a power of two */
+    int dg[4], sum[4];
+    for (int j = 0; j < 4; j++) {
+        const float q = rintf(r); /* |r| <= 64 */
+        dg[j] = (int)q;
+        r = (r - q) * 128.0f; /* r - q is exact (|r - q| <= 1/2) */
+    }
+    for (int j = 0; j < 4; j++) {
+        int s = dg[j];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(kFull, s, o);
+        sum[j] = s;
+    }
+    const int64_t c = b / 4;
+    const int bi = (int)(b % 4), h = bi & 1, half = bi >> 1;
+    unsigned char *base = xq + (size_t)c * GEM_TILES_XQ_CHUNK_BYTES;
+    const int t = (lane % 16) / 4;
+    for (int j = 0; j < 4; j++) {
+        const int slot = 4 * (4 * h + j) + t;
+        base[GEM_TILES_XQ_LANE_BYTES * slot + 8 * half + 4 * (lane >> 4) + (lane & 3)] =
+            (unsigned char)(signed char)dg[j];
+    }
+    if (lane < 16) {
+        const int j = lane & 3, tt = lane >> 2, slot = 4 * (4 * h + j) + tt;
+        unsigned char *p = base + GEM_TILES_XQ_LANE_BYTES * slot;
+        const int corr = -8 * sum[j];
+        const float xs = bad ? __int_as_float(0x7fc00000) : ldexpf(1.0f, E - 7 * j);
+        memcpy(p + 16 + 4 * half, &corr, 4);
+        memcpy(p + 24 + 4 * half, &xs, 4);
+    }
+}
+
+/* D += A B: m16n8k32, A s8 (row), B u8 (col), s32 accumulate. */
+static __device__ __forceinline__ void gem_tiles_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One chunk of one tile into acc (matvec_tiles.cu's module comment). wq, dd: the lane's weight words and
+ * scales; dg, cx: its scratch (digits; corrections and scales); m0 (m1 = ~m0): all ones
+ * in the lanes whose digit rows are blocks 4c and 4c+2. */
+static __device__ __forceinline__ void gem_tiles_chunk(const uint4 wq, const uint2 dd, const uint4 dg,
+                                      const uint4 cx, uint32_t m0, float (&acc)[4])
+{
+    const uint32_t m1 = ~m0;
+    const uint32_t lo = 0x0F0F0F0Fu;
+    int s[4] = {(int)cx.x, (int)cx.x, (int)cx.y, (int)cx.y};
+    gem_tiles_mma(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, (wq.x >> 4) & lo);
+    gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
+    gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
+    gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
+    __half2 ha, hb;
+    memcpy(&ha, &dd.x, 4);
+    memcpy(&hb, &dd.y, 4);
+    const float2 da = __half22float2(ha), db = __half22float2(hb);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
+    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
+    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
+    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
+static __device__ __forceinline__ float gem_gelu_tanh(float a)
+{
+    /* gemma4.c's gelu_tanh operation for operation: 0.5f * a * (1 + tanhf(k (a + c a a a))) */
+    const float k = 0.7978845608028654f;
+    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, a), a), a);
+    const float t = tanhf(__fmul_rn(k, __fadd_rn(a, cube)));
+    return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, t));
+}
+
+#endif /* GEM_MODEL_CUDA_TILES_ARITH_CUH */
