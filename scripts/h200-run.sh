@@ -16,7 +16,7 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-pipe (default: all but kfv-ncu, the model phases and the five after
+#            tiles-q4k tiles-pipe tiles-regs tiles-ring (default: all but kfv-ncu, the model phases and the five after
 #            model-sanitize, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -326,6 +326,30 @@ if has tiles-pipe; then
                 -k regex:'q4t_kernel|pipe_kernel' --launch-skip "$2" --launch-count 6 \
                 --log-file "$REC/ncu-tiles-pipe-$1.txt" "$BUILD/dev/tiles_pipe" --once \
                 >/dev/null 2>&1 || fail "ncu tiles_pipe $1"
+        done
+    fi
+    pack
+fi
+if has tiles-regs; then
+    step "dev/cuda/tiles_regs: the Q4_0 tile product under register caps against the library's"
+    timeout 240 "$BUILD/dev/tiles_regs" >"$REC/dev-tiles-regs.txt" 2>&1 || fail "tiles_regs"
+    cat "$REC/dev-tiles-regs.txt"
+    pack
+fi
+if has tiles-ring; then
+    step "dev/cuda/tiles_ring: the Q4_0 tile product through a cp.async ring against the library's"
+    timeout 240 "$BUILD/dev/tiles_ring" >"$REC/dev-tiles-ring.txt" 2>&1 || fail "tiles_ring"
+    cat "$REC/dev-tiles-ring.txt"
+    if command -v ncu >/dev/null; then
+        # --once: per shape, copies 0 and 1, each variant after the library (8 launches);
+        # q is launches 0-3, gate+up 32-35, down 40-43
+        for s in "q 0" "gate-up 32" "down 40"; do
+            set -- $s
+            timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+                --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+                -k regex:'q4t_kernel|ring_kernel' --launch-skip "$2" --launch-count 4 \
+                --log-file "$REC/ncu-tiles-ring-$1.txt" "$BUILD/dev/tiles_ring" --once \
+                >/dev/null 2>&1 || fail "ncu tiles_ring $1"
         done
     fi
     pack

@@ -332,7 +332,7 @@ int main(int argc, char **argv)
             printf("check %-8s: every variant equals the library bit for bit\n", s->name);
         const double moved = (double)set_bytes + 4.0 * (double)s->cols + 4.0 * (double)s->rows;
         const int r_here = s->rows >= 100000 ? (reps < 30 ? reps : 30) : reps;
-        /* ABBA over the variants: 0 1 2 2 1 0 */
+        /* ABBA over the variants: 0 .. NVAR - 1, then back */
         double med[NVAR][2], chain[NVAR][2], p10[NVAR][2];
         for (int k = 0; k < 2 * NVAR && !failed && !once; k++) {
             const int v = k < NVAR ? k : 2 * NVAR - 1 - k, rep = k < NVAR ? 0 : 1;
