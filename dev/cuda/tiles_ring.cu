@@ -11,8 +11,14 @@ while it computes, and the registers bound the warps an SM holds (61 a thread fo
 (576 bytes; GeGLU: the chunk of both matrices) in shared memory, issues chunk i + S - 1 as soon
 as chunk i has landed, and computes chunk i from shared memory while the next S - 1 stream:
 
-  1 ring-a   S = 4 (GeGLU 3)
-  2 ring-b   S = 8 (GeGLU 6)
+  1 ring-a   S = 4 (GeGLU 2)
+  2 ring-b   S = 8 (GeGLU 4)
+
+H200 run 35, with GeGLU at 3 and 6 stages: GeGLU 3 won (gate+up 45.4 -> 38.3 us chained, 63%
+-> 75% of the probe; 6: 46.2) and became the library's GeGLU (src/model/cuda/matvec_tiles.cu,
+kRing), so from then on "library" is that ring for gate+up and GeGLU runs 2 and 4 stages
+against it; the plain product lost at every shape (the head 82% -> 73% and 71%, down 53% ->
+48% and 45%) and keeps its register loads.
 
 Lane l copies and reads the 16 bytes of nibbles at 16 l (its own), lanes 0-3 the 64 bytes of
 scales (read by all after the wait and a warp barrier); .cg copies (L2 only). Everything else
@@ -215,13 +221,13 @@ static void ring_launch(int v, TileParams p, const float *x, bool geglu)
             break;
     }
     const unsigned grid = (unsigned)tiles, block = (unsigned)(32 * warps);
-    const int sa = geglu ? 3 : 4, sb = geglu ? 6 : 8, st = v == 1 ? sa : sb;
+    const int sa = geglu ? 2 : 4, sb = geglu ? 4 : 8, st = v == 1 ? sa : sb;
     const size_t smem = (size_t)warps * (size_t)st * (geglu ? 2 : 1) * CHUNK_BYTES;
     if (v == 1)
-        geglu ? launch_smem(ring_kernel<true, 3>, grid, block, smem, p)
+        geglu ? launch_smem(ring_kernel<true, 2>, grid, block, smem, p)
               : launch_smem(ring_kernel<false, 4>, grid, block, smem, p);
     else
-        geglu ? launch_smem(ring_kernel<true, 6>, grid, block, smem, p)
+        geglu ? launch_smem(ring_kernel<true, 4>, grid, block, smem, p)
               : launch_smem(ring_kernel<false, 8>, grid, block, smem, p);
 }
 

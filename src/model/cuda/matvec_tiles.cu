@@ -49,7 +49,10 @@
  * Launches. The scratch kernel and the product are launched as programmatic dependents
  * (griddepcontrol): the product's blocks start while the kernels before it finish, issue
  * their first weight loads, and wait for the scratch before they read it or write y. The
- * weights are the only memory touched before the wait.
+ * weights are the only memory touched before the wait. The plain product loads batches of
+ * chunks into registers; GeGLU, whose two matrices double the registers a batch takes,
+ * streams them through a ring of shared-memory stages per warp (cp.async), which lets an SM
+ * hold more of its warps (kRing's comment has the measurements).
  *
  * Order. Each lane adds its four block terms per chunk into four F32 accumulators in
  * chunk order; then the two of a row are added, the warp sums its lanes by the xor tree
@@ -80,7 +83,13 @@ constexpr int kXqChunkBytes = GEM_TILES_XQ_CHUNK_BYTES;
  * fewer warps resident, GeGLU 49 -> 76 us, the head 217 -> 293 us (H200 runs 28 and 29). */
 constexpr int kChunksPerWarp = 8;
 constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers */
-constexpr int kBatch = 4; /* chunks whose loads a warp issues together (GeGLU: 2, of two matrices) */
+constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plain product) */
+/* GeGLU's shared-memory stages per warp, a chunk of both matrices each. dev/cuda/tiles_ring
+ * (H200 run 35) measured gate+up at 31B 45.4 -> 38.3 us chained (63% -> 75% of the read
+ * probe) against register batches of 2 chunks of each matrix (84 registers: 3 blocks of 6
+ * warps an SM; the ring kernel 64, 5 blocks); 6 stages lost (49 us: the shared memory leaves
+ * the scratch less L1). The same ring lost on every plain product (the head 82% -> 73%). */
+constexpr int kRing = 3;
 constexpr unsigned kFull = 0xffffffffu;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
@@ -149,94 +158,172 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
 }
 
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
- * its chunks. GEGLU: mat[0] the gate, mat[1] the up matrix, y = gelu(gate) * up. */
-template <bool GEGLU>
+ * its chunks; loads in batches of kBatch chunks into registers. */
 __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
 {
-    __shared__ float red[GEGLU ? 2 : 1][kMaxWarps][kTileRows];
+    __shared__ float red[kMaxWarps][kTileRows];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = g >> 2;
     int64_t tile = blockIdx.x;
     int m = 0;
-    if (!GEGLU)
-        while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
-            m++;
+    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+        m++;
     tile -= p.mat[m].tile0;
     const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
     const unsigned char *w0 = p.mat[m].data + (size_t)tile * tile_bytes;
-    const unsigned char *w1 = GEGLU ? p.mat[1].data + (size_t)tile * tile_bytes : nullptr;
     const uint32_t m0 = h ? 0u : kFull;
-    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    float a0[4] = {0.f, 0.f, 0.f, 0.f};
     const int64_t cb = (int64_t)warp * p.cpw;
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
     const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
-    constexpr int B = GEGLU ? kBatch / 2 : kBatch;
-    uint4 wq[B], wq1[B];
-    uint2 dd[B], dd1[B];
+    uint4 wq[kBatch];
+    uint2 dd[kBatch];
     auto load = [&](int64_t c0) {
 #pragma unroll
-        for (int k = 0; k < B; k++) {
+        for (int k = 0; k < kBatch; k++) {
             if (c0 + k < ce) {
                 const size_t off = (size_t)(c0 + k) * kChunkBytes;
                 wq[k] = __ldcs(reinterpret_cast<const uint4 *>(w0 + off + wlane));
                 dd[k] = __ldcs(reinterpret_cast<const uint2 *>(w0 + off + dlane));
-                if (GEGLU) {
-                    wq1[k] = __ldcs(reinterpret_cast<const uint4 *>(w1 + off + wlane));
-                    dd1[k] = __ldcs(reinterpret_cast<const uint2 *>(w1 + off + dlane));
-                }
             }
         }
     };
     pdl_trigger();
     load(cb);  /* the first weights stream while the kernels before finish */
     pdl_wait(); /* then x's scratch is complete and y free to write */
-    for (int64_t c0 = cb; c0 < ce; c0 += B) {
+    for (int64_t c0 = cb; c0 < ce; c0 += kBatch) {
 #pragma unroll
-        for (int k = 0; k < B; k++) {
+        for (int k = 0; k < kBatch; k++) {
             if (c0 + k < ce) {
                 const uint4 *xc = reinterpret_cast<const uint4 *>(
                     p.xq + (size_t)(c0 + k) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
                 const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
                 gem_tiles_chunk(wq[k], dd[k], dg, cx, m0, a0);
-                if (GEGLU)
-                    gem_tiles_chunk(wq1[k], dd1[k], dg, cx, m0, a1);
             }
         }
-        if (c0 + B < ce)
-            load(c0 + B);
+        if (c0 + kBatch < ce)
+            load(c0 + kBatch);
     }
+    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+    }
+    if (g == 0) {
+        red[warp][2 * t] = r0;
+        red[warp][2 * t + 1] = r1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float s = red[0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[w][r];
+        p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = s;
+    }
+}
+
+/* cp.async of 16 bytes, global -> shared, cached in L2 only; a group per chunk. */
+__device__ __forceinline__ void cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* GeGLU: y = gelu(gate x) * (up x); mat[0] the gate, mat[1] the up matrix; block = one tile
+ * of both, warps = the split of its chunks (the plain product's). The weights come through a
+ * ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a stage holding
+ * one chunk of each matrix: chunk i + kRing - 1 is issued as soon as chunk i has landed, so a
+ * warp keeps two chunks of both matrices in flight while it computes, with no register
+ * holding a load. Lane l copies (and alone reads) the 16 nibble bytes at 16 l; lanes 0-3 copy
+ * the 64 bytes of scales, which every lane reads after the wait and a warp barrier. */
+__global__ void __launch_bounds__(kMaxWarps * 32) q4t_geglu_kernel(const TileParams p)
+{
+    extern __shared__ __align__(16) unsigned char ring_sm[];
+    __shared__ float red[2][kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    const int64_t tile = blockIdx.x;
+    const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
+    const unsigned char *w0 = p.mat[0].data + (size_t)tile * tile_bytes;
+    const unsigned char *w1 = p.mat[1].data + (size_t)tile * tile_bytes;
+    const uint32_t m0 = h ? 0u : kFull;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t cb = (int64_t)warp * p.cpw;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    const int n = ce > cb ? (int)(ce - cb) : 0;
+    unsigned char *ring = ring_sm + (size_t)warp * kRing * 2 * kChunkBytes;
+    auto issue = [&](int i) {
+        if (i < n) {
+            unsigned char *st = ring + (size_t)(i % kRing) * 2 * kChunkBytes;
+            const size_t off = (size_t)(cb + i) * kChunkBytes;
+            cp16(st + 16 * lane, w0 + off + 16 * lane);
+            cp16(st + kChunkBytes + 16 * lane, w1 + off + 16 * lane);
+            if (lane < 4) {
+                cp16(st + 512 + 16 * lane, w0 + off + 512 + 16 * lane);
+                cp16(st + kChunkBytes + 512 + 16 * lane, w1 + off + 512 + 16 * lane);
+            }
+        }
+        cp_commit(); /* a group per chunk, empty past the end: the counts stay uniform */
+    };
+    pdl_trigger();
+#pragma unroll
+    for (int i = 0; i < kRing - 1; i++)
+        issue(i); /* the first weights stream while the kernels before finish */
+    pdl_wait();   /* then x's scratch is complete and y free to write */
+    for (int i = 0; i < n; i++) {
+        cp_wait<kRing - 2>(); /* this lane's copies of chunk i have landed */
+        __syncwarp();         /* and every lane's (the scales); stage (i - 1) % kRing is read */
+        issue(i + kRing - 1);
+        const unsigned char *st = ring + (size_t)(i % kRing) * 2 * kChunkBytes;
+        const uint4 *xc = reinterpret_cast<const uint4 *>(
+            p.xq + (size_t)(cb + i) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
+        const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
+        const size_t dlane = (size_t)(512 + 8 * (4 * h + t));
+        gem_tiles_chunk(*reinterpret_cast<const uint4 *>(st + 16 * lane),
+                        *reinterpret_cast<const uint2 *>(st + dlane), dg, cx, m0, a0);
+        gem_tiles_chunk(*reinterpret_cast<const uint4 *>(st + kChunkBytes + 16 * lane),
+                        *reinterpret_cast<const uint2 *>(st + kChunkBytes + dlane), dg, cx, m0,
+                        a1);
+    }
+    cp_wait<0>(); /* the empty groups */
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
     float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
     for (int o = 4; o < 32; o <<= 1) {
         r0 += __shfl_xor_sync(kFull, r0, o);
         r1 += __shfl_xor_sync(kFull, r1, o);
-        if (GEGLU) {
-            u0 += __shfl_xor_sync(kFull, u0, o);
-            u1 += __shfl_xor_sync(kFull, u1, o);
-        }
+        u0 += __shfl_xor_sync(kFull, u0, o);
+        u1 += __shfl_xor_sync(kFull, u1, o);
     }
     if (g == 0) {
         red[0][warp][2 * t] = r0;
         red[0][warp][2 * t + 1] = r1;
-        if (GEGLU) {
-            red[GEGLU ? 1 : 0][warp][2 * t] = u0;
-            red[GEGLU ? 1 : 0][warp][2 * t + 1] = u1;
-        }
+        red[1][warp][2 * t] = u0;
+        red[1][warp][2 * t + 1] = u1;
     }
     __syncthreads();
     if (threadIdx.x < kTileRows) {
         const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
-        float s = red[0][0][r];
+        float s = red[0][0][r], u = red[1][0][r];
         for (int w = 1; w < nw; w++)
             s += red[0][w][r];
-        if (GEGLU) {
-            float u = red[GEGLU ? 1 : 0][0][r];
-            for (int w = 1; w < nw; w++)
-                u += red[GEGLU ? 1 : 0][w][r];
-            s = __fmul_rn(gem_gelu_tanh(s), u);
-        }
-        p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = s;
+        for (int w = 1; w < nw; w++)
+            u += red[1][w][r];
+        p.mat[0].y[(size_t)tile * kTileRows + (size_t)r] = __fmul_rn(gem_gelu_tanh(s), u);
     }
+}
+
+/* Dynamic shared memory of q4t_geglu_kernel with `warps` warps. */
+constexpr size_t geglu_smem_bytes(int64_t warps)
+{
+    return (size_t)warps * kRing * 2 * kChunkBytes;
 }
 
 gem_status launched(void)
@@ -299,9 +386,19 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream
     }
     if (tiles > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
-    const cudaError_t e =
-        geglu ? launch_pdl(q4t_kernel<true>, (unsigned)tiles, (unsigned)(32 * warps), s, p)
-              : launch_pdl(q4t_kernel<false>, (unsigned)tiles, (unsigned)(32 * warps), s, p);
+    cudaError_t e;
+    if (geglu) {
+        const size_t smem = geglu_smem_bytes(warps);
+        e = smem > 48 * 1024 ? cudaFuncSetAttribute(q4t_geglu_kernel,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    (int)smem)
+                             : cudaSuccess;
+        if (e == cudaSuccess)
+            e = launch_pdl_shared(q4t_geglu_kernel, (unsigned)tiles, (unsigned)(32 * warps),
+                                  smem, s, p);
+    } else {
+        e = launch_pdl(q4t_kernel, (unsigned)tiles, (unsigned)(32 * warps), s, p);
+    }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;

@@ -21,16 +21,18 @@ __device__ __forceinline__ void pdl_trigger()
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-/* kernel<<<grid, block, 0, s>>>(args...) as a programmatic dependent of the stream's
- * previous kernel. */
+/* kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's
+ * previous kernel (smem: bytes of dynamic shared memory, within the kernel's limit). */
 template <class... KArgs, class... Args>
-static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), unsigned grid, unsigned block,
-                                     cudaStream_t s, Args... args)
+static inline cudaError_t launch_pdl_shared(void (*kernel)(KArgs...), unsigned grid,
+                                            unsigned block, size_t smem, cudaStream_t s,
+                                            Args... args)
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -38,6 +40,15 @@ static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), unsigned grid, un
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+/* kernel<<<grid, block, 0, s>>>(args...) as a programmatic dependent of the stream's
+ * previous kernel. */
+template <class... KArgs, class... Args>
+static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), unsigned grid, unsigned block,
+                                     cudaStream_t s, Args... args)
+{
+    return launch_pdl_shared(kernel, grid, block, 0, s, args...);
 }
 
 #endif /* GEM_MODEL_CUDA_PDL_CUH */
