@@ -18,7 +18,8 @@ H200 run 35, with GeGLU at 3 and 6 stages: GeGLU 3 won (gate+up 45.4 -> 38.3 us 
 -> 75% of the probe; 6: 46.2) and became the library's GeGLU (src/model/cuda/matvec_tiles.cu,
 kRing), so from then on "library" is that ring for gate+up and GeGLU runs 2 and 4 stages
 against it; the plain product lost at every shape (the head 82% -> 73% and 71%, down 53% ->
-48% and 45%) and keeps its register loads.
+48% and 45%) and keeps its register loads. Run 36: GeGLU 4 stages 36.9 us chained against the
+library's 3 (38.0), 2 stages 40.7; the library took 4 (so "library" is 4 stages after run 36).
 
 Lane l copies and reads the 16 bytes of nibbles at 16 l (its own), lanes 0-3 the 64 bytes of
 scales (read by all after the wait and a warp barrier); .cg copies (L2 only). Everything else

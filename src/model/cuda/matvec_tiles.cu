@@ -86,10 +86,11 @@ constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers */
 constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plain product) */
 /* GeGLU's shared-memory stages per warp, a chunk of both matrices each. dev/cuda/tiles_ring
  * (H200 run 35) measured gate+up at 31B 45.4 -> 38.3 us chained (63% -> 75% of the read
- * probe) against register batches of 2 chunks of each matrix (84 registers: 3 blocks of 6
- * warps an SM; the ring kernel 64, 5 blocks); 6 stages lost (49 us: the shared memory leaves
- * the scratch less L1). The same ring lost on every plain product (the head 82% -> 73%). */
-constexpr int kRing = 3;
+ * probe) with 3 stages against register batches of 2 chunks of each matrix (84 registers: 3
+ * blocks of 6 warps an SM; the ring kernel 64, 5 blocks); 6 stages lost (46.2 us: the shared
+ * memory leaves the scratch less L1). Run 36, against 3: 4 stages 38.0 -> 36.9 us (76% of
+ * the probe), 2 stages 40.7. The same ring lost on every plain product (the head 82% -> 73%). */
+constexpr int kRing = 4;
 constexpr unsigned kFull = 0xffffffffu;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
