@@ -687,32 +687,6 @@ static void check_tiles_properties(void)
             bad += !(fabs((double)got[r] - ref) <= 4e-6 * fabs((double)yq[r] * yu[r]) + 1e-35);
         }
         TCHECK(bad == 0);
-        /* the prepared entries read the scratch the call above wrote for xs, not x: with
-         * zeros in x they give xs's bits */
-        float *geglu = xmalloc((size_t)rows * 4);
-        memcpy(geglu, got, (size_t)rows * 4);
-        memset(x, 0, (size_t)cols * 4);
-        upload(dx, x, (size_t)cols * 4);
-        TCHECK_STATUS(gem_dmv_geglu_prepared(&tw, &tu, dx, dy, xq, NULL), GEM_OK);
-        download(got, dy, (size_t)rows * 4);
-        TCHECK(memcmp(got, geglu, (size_t)rows * 4) == 0);
-        TCHECK_STATUS(gem_dmv_prepared(&tw, dx, dy, xq, NULL), GEM_OK);
-        download(got, dy, (size_t)rows * 4);
-        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
-        const gem_dmatrix *both[2] = {&tu, &tw};
-        float *yboth[2] = {dyu, dy};
-        TCHECK_STATUS(gem_dmv_multi_prepared(2, both, dx, yboth, xq, NULL), GEM_OK);
-        download(got, dy, (size_t)rows * 4);
-        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
-        download(got, dyu, (size_t)rows * 4);
-        TCHECK(memcmp(got, yu, (size_t)rows * 4) == 0);
-        /* the scratch is the tiles' alone */
-        TCHECK_STATUS(gem_dmv_multi_prepared(3, ws, dx, ys, xq, NULL), GEM_ERR_UNSUPPORTED);
-        TCHECK_STATUS(gem_dmv_prepared(&rowsm.d, dx, dyr, xq, NULL), GEM_ERR_UNSUPPORTED);
-        TCHECK_STATUS(gem_dmv_geglu_prepared(&t.d, &up.d, dx, dy, xq, NULL), GEM_ERR_UNSUPPORTED);
-        TCHECK_STATUS(gem_dmv_prepared(&tw, dx, dy, NULL, NULL), GEM_ERR_NULL);
-        TCHECK_STATUS(gem_dmv_geglu_prepared(&tw, &tu, dx, dy, xq + 4, NULL), GEM_ERR_ALIGN);
-        free(geglu);
         free(got);
     }
     /* rows */
@@ -791,14 +765,6 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmv(&w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
-    /* the prepared entries take tiles alone */
-    gem_dmatrix wt = {(void *)(uintptr_t)0x100000, GEM_GGUF_Q4_0, 8, 256, 144,
-                      GEM_DLAYOUT_Q4_0_TILES};
-    const gem_dmatrix *wts[1] = {&wt};
-    const void *xq = (const void *)(uintptr_t)0x400000;
-    TCHECK_STATUS(gem_dmv_prepared(&wt, x, y, xq, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_multi_prepared(1, wts, x, ys, xq, NULL), GEM_ERR_NO_DEVICE);
-    TCHECK_STATUS(gem_dmv_geglu_prepared(&wt, &wt, x, y, xq, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_row(&w, 0, 1.0f, y, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmatrix_fill_random(&w, 1, 1.0f, NULL), GEM_ERR_NO_DEVICE);
     gem_dmatrix eight = w;

@@ -12,10 +12,6 @@
  *                  gem_dmv (o, down), gem_dmv_geglu (gate, up and GeGLU)
  *   logits         gem_dmv on the tied embedding, softcap_kernel
  *
- * When the product after a norm kernel is on Q4_0 tiles (q/k/v, gate/up, the head), the
- * norm kernel also writes that product's x scratch from its registers and the product
- * skips its scratch kernel (gem_dmv_*_prepared; norm_store has the measurements).
- *
  * Elementwise steps take the CPU decoder's arithmetic operation for operation; the
  * matrix products and the attention sum in another (fixed) order, so the two
  * backends agree to float rounding (tests/test_model_cuda.c), and the device gives
@@ -41,7 +37,6 @@
 #include "model_cuda.h"
 #include "pdl.cuh"
 #include "model_internal.h"
-#include "tiles_arith.cuh"
 
 #define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */
 #define NORM_THREADS 1024 /* threads of the norm kernels' one block */
@@ -500,39 +495,10 @@ __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD]
     return 1.0 / sqrt(ss / (double)n + eps);
 }
 
-/* out[i] = v[k] for the thread's elements i below n. With xq (not NULL; n a multiple of 32)
- * also the tile products' scratch of out (matvec_tiles.cu), which the next product then
- * reads instead of launching its scratch kernel (gem_dmv_*_prepared): warp w holds element
- * block w + k (NORM_THREADS / 32) of 32 elements, so it converts its blocks with
- * gem_tiles_xq_block, the scratch kernel's arithmetic on the same floats: the same bytes
- * (dev/cuda/model_norms checks them; H200 run 33: the post-MLP kernel 5.04 -> 6.68 us
- * chained with the scratch, against a scratch kernel of 2.95 us and its launch). */
-__device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD], int64_t n,
-                                           float *__restrict__ out,
-                                           unsigned char *__restrict__ xq)
-{
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n)
-            out[i] = v[k];
-    }
-    if (!xq)
-        return;
-    const int lane = (int)(threadIdx.x & 31);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t b = (int64_t)(threadIdx.x >> 5) + (int64_t)k * (blockDim.x >> 5);
-        if (32 * b < n) /* the whole warp: n is a multiple of 32 */
-            gem_tiles_xq_block(v[k], b, xq, lane);
-    }
-}
-
-/* out = rmsnorm(x) * w.  x, w, out (n <= NORM_MAX); xq NULL or norm_store's scratch of out;
- * one block of NORM_THREADS. */
+/* out = rmsnorm(x) * w.  x, w, out (n <= NORM_MAX); one block of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n, double eps,
-                float *__restrict__ out, unsigned char *__restrict__ xq)
+                float *__restrict__ out)
 {
     __shared__ double sh[32];
     float wv[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -542,17 +508,19 @@ __global__ void __launch_bounds__(NORM_THREADS)
     norm_load(x, n, xv);
     const double r = norm_rms_inv(xv, n, eps, sh);
 #pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++)
-        wv[k] = (float)((double)xv[k] * r) * wv[k];
-    norm_store(wv, n, out, xq);
+    for (int k = 0; k < NORM_PER_THREAD; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        if (i < n)
+            out[i] = (float)((double)xv[k] * r) * wv[k];
+    }
 }
 
 /* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n <= NORM_MAX)
- * each; xq NULL or norm_store's scratch of xn; one block of NORM_THREADS. */
+ * each; one block of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                      float *__restrict__ x, const float *__restrict__ w_ffn, int64_t n, double eps,
-                     float *__restrict__ xn, unsigned char *__restrict__ xq)
+                     float *__restrict__ xn)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -570,20 +538,19 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++) {
         const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n)
+        if (i < n) {
             x[i] = xv[k];
-        wf[k] = (float)((double)xv[k] * r2) * wf[k];
+            xn[i] = (float)((double)xv[k] * r2) * wf[k];
+        }
     }
-    norm_store(wf, n, xn, xq);
 }
 
 /* After the MLP: x = (x + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x) * w_next (the next
- * layer's input norm, or the output norm).  (n <= NORM_MAX) each; xq NULL or norm_store's
- * scratch of xn; one block of NORM_THREADS. */
+ * layer's input norm, or the output norm).  (n <= NORM_MAX) each; one block of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                     float *__restrict__ x, float scale, const float *__restrict__ w_next,
-                    int64_t n, double eps, float *__restrict__ xn, unsigned char *__restrict__ xq)
+                    int64_t n, double eps, float *__restrict__ xn)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -601,11 +568,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++) {
         const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n)
+        if (i < n) {
             x[i] = xv[k];
-        wn[k] = (float)((double)xv[k] * r2) * wn[k];
+            xn[i] = (float)((double)xv[k] * r2) * wn[k];
+        }
     }
-    norm_store(wn, n, xn, xq);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
@@ -724,16 +691,6 @@ static gem_status mark(gem_session_dev *d, int stage)
     return cu_status(cudaEventRecord(d->ev[d->used_ev++], d->stream));
 }
 
-/* 1 when the n matrices are all tiled: the norm kernel before their product writes x's
- * scratch and the product reads it (gem_dmv_*_prepared). */
-static int all_tiled(const gem_dmatrix *const *m, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (m[i]->layout != GEM_DLAYOUT_Q4_0_TILES)
-            return 0;
-    return 1;
-}
-
 gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
 {
     const gem_model *m = s->m;
@@ -744,15 +701,6 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
     const int64_t E = hp->n_embd, pos = s->pos;
     gem_status st;
     d->used_ev = 0;
-    /* the q, k and v matrices of layer i; whether the next product reads a prepared scratch */
-#define QKV_MATS(i) {&w->layers[i].wq, &w->layers[i].wk, &w->layers[i].wv}
-#define QKV_N(i) (m->layers[i].k_eq_v ? 2 : 3)
-    unsigned char *const xq = static_cast<unsigned char *>(d->xq);
-    int qkv_ready;
-    {
-        const gem_dmatrix *mats[3] = QKV_MATS(0);
-        qkv_ready = all_tiled(mats, QKV_N(0));
-    }
 #define TRY(x)                                                                                    \
     do {                                                                                          \
         if ((st = (x)) != GEM_OK)                                                                 \
@@ -769,17 +717,16 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     MARK(ST_EMBED);
     TRY(cu_status(launch_pdl(norm_kernel, 1, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
-                             hp->eps, d->xn, qkv_ready ? xq : NULL)));
+                             hp->eps, d->xn)));
     MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
         const dev_layer *dl = &w->layers[li];
         const int64_t hd = l->head_dim, nkv = l->n_head_kv;
         {
-            const gem_dmatrix *mats[3] = QKV_MATS(li);
+            const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
             float *ys[3] = {d->q, d->k, d->v};
-            TRY(qkv_ready ? gem_dmv_multi_prepared(QKV_N(li), mats, d->xn, ys, xq, str)
-                          : gem_dmv_multi(QKV_N(li), mats, d->xn, ys, xq, str));
+            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, str));
         }
         MARK(ST_PROJ);
         const int v_only = s->v_only[li];
@@ -799,33 +746,19 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         MARK(l->swa ? ST_ATTN_SWA : ST_ATTN_FULL);
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         MARK(ST_PROJ);
-        const gem_dmatrix *const mlp[2] = {&dl->gate, &dl->up};
-        const int mlp_ready = all_tiled(mlp, 2);
         TRY(cu_status(launch_pdl(post_attn_kernel, 1, NORM_THREADS, str, d->o, dl->post_attn_norm,
-                                 d->x, dl->ffn_norm, E, hp->eps, d->xn, mlp_ready ? xq : NULL)));
+                                 d->x, dl->ffn_norm, E, hp->eps, d->xn)));
         MARK(ST_NORMS);
-        TRY(mlp_ready ? gem_dmv_geglu_prepared(&dl->gate, &dl->up, d->xn, d->h, xq, str)
-                      : gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, xq, str));
-        TRY(gem_dmv(&dl->down, d->h, d->o, xq, str));
+        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
+        TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         MARK(ST_MLP);
         const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
-        if (li + 1 < hp->n_layers) {
-            const gem_dmatrix *mats[3] = QKV_MATS(li + 1);
-            qkv_ready = all_tiled(mats, QKV_N(li + 1));
-        } else {
-            const gem_dmatrix *head = &w->output;
-            qkv_ready = logits && all_tiled(&head, 1); /* here: the head's product */
-        }
         TRY(cu_status(launch_pdl(post_ffn_kernel, 1, NORM_THREADS, str, d->o, dl->post_ffn_norm,
-                                 d->x, l->out_scale, next, E, hp->eps, d->xn,
-                                 qkv_ready ? xq : NULL)));
+                                 d->x, l->out_scale, next, E, hp->eps, d->xn)));
         MARK(ST_NORMS);
     }
-#undef QKV_MATS
-#undef QKV_N
     if (logits) {
-        TRY(qkv_ready ? gem_dmv_prepared(&w->output, d->xn, d->logits, xq, str)
-                      : gem_dmv(&w->output, d->xn, d->logits, xq, str));
+        TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));

@@ -1347,10 +1347,9 @@ MvMat mat_of(const gem_dmatrix *w, float *y)
     return MvMat{d, d + (size_t)w->rows * w->row_bytes, y, w->rows, (int64_t)w->row_bytes, 0};
 }
 
-/* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only); xq_ready: the
- * caller wrote x's scratch (the _prepared entries: every matrix tiled). */
+/* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only). */
 gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                        void *xq, void *stream, int ns, bool xq_ready)
+                        void *xq, void *stream, int ns)
 {
     if (n < 1 || n > 3)
         return GEM_ERR_PARAM;
@@ -1374,10 +1373,6 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
         any_tiles |= tiled(w[i]);
         rows[i] = w[i]->rows;
     }
-    if (xq_ready)
-        for (int i = 0; i < n; i++)
-            if (!tiled(w[i]))
-                return GEM_ERR_UNSUPPORTED; /* the scratch is the tiles' */
     if (any_tiles) {
         int dev;
         DevInfo di;
@@ -1402,7 +1397,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
                                                 y[k], w[k]->rows, 0};
                     done[k] = true;
                 }
-            if ((st = gem_tiles_launch(tp, x, false, xq_ready, s)) != GEM_OK)
+            if ((st = gem_tiles_launch(tp, x, false, s)) != GEM_OK)
                 return st;
             continue;
         }
@@ -1474,25 +1469,13 @@ gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
 
 gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *xq, void *stream)
 {
-    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2, false);
+    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2);
 }
 
 gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
                          void *xq, void *stream)
 {
-    return dmv_multi_ns(n, w, x, y, xq, stream, 2, false);
-}
-
-gem_status gem_dmv_prepared(const gem_dmatrix *w, const float *x, float *y, const void *xq,
-                            void *stream)
-{
-    return dmv_multi_ns(1, &w, x, &y, const_cast<void *>(xq), stream, 2, true);
-}
-
-gem_status gem_dmv_multi_prepared(int n, const gem_dmatrix *const *w, const float *x,
-                                  float *const *y, const void *xq, void *stream)
-{
-    return dmv_multi_ns(n, w, x, y, const_cast<void *>(xq), stream, 2, true);
+    return dmv_multi_ns(n, w, x, y, xq, stream, 2);
 }
 
 /* The product with `slots` rows per warp (1, 2 or 4; gem_dmv uses 2): for
@@ -1503,12 +1486,11 @@ gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *s
         return GEM_ERR_PARAM;
     if (w && tiled(w))
         return GEM_ERR_UNSUPPORTED; /* row slots are the file-order kernel's */
-    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots, false);
+    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots);
 }
 
-/* gem_dmv_geglu's body; xq_ready as dmv_multi_ns's. */
-static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                            float *y, void *xq, void *stream, bool xq_ready)
+gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
+                         void *xq, void *stream)
 {
     gem_status st;
     if ((st = check_matrix(wg)) != GEM_OK || (st = check_matrix(wu)) != GEM_OK ||
@@ -1535,10 +1517,8 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
         tp.mat[1] = TileMat{static_cast<const unsigned char *>(wu->data), y, wu->rows, 0};
-        return gem_tiles_launch(tp, x, true, xq_ready, static_cast<cudaStream_t>(stream));
+        return gem_tiles_launch(tp, x, true, static_cast<cudaStream_t>(stream));
     }
-    if (xq_ready)
-        return GEM_ERR_UNSUPPORTED; /* the scratch is the tiles' */
     MvParams p;
     memset(&p, 0, sizeof p);
     p.x = x;
@@ -1557,18 +1537,6 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         return st;
     p.mat[0] = mat_of(wu, y);
     return launch_type<2, kGegluUp>(wu->type, p, s);
-}
-
-gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
-                         void *xq, void *stream)
-{
-    return dmv_geglu(wg, wu, x, y, xq, stream, false);
-}
-
-gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                                  float *y, const void *xq, void *stream)
-{
-    return dmv_geglu(wg, wu, x, y, const_cast<void *>(xq), stream, true);
 }
 
 gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)

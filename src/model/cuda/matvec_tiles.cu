@@ -10,8 +10,7 @@
  * as they are (mma m16n8k32, u8 x s8 into s32), and F32 arithmetic is left for one
  * scale per block of 32 weights.
  *
- * x as integers (xq_kernel, once per product, into the caller's scratch, unless the caller
- * wrote it: the _prepared entries, after the decoder's norm kernels). Each block
+ * x as integers (xq_kernel, once per product, into the caller's scratch). Each block
  * of 32 elements of x gets an exponent E (its largest |x| / 2^E in [32, 64)) and four
  * signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 + a2 / 128^2 + a3 / 128^3) + r:
  * a0 = rint(x / 2^E), then each digit the rounded remainder times 128. Every step is
@@ -365,12 +364,11 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
     return launched();
 }
 
-gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
-                            cudaStream_t s)
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
-    if (!xq_ready && launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
-                                const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
+    if (launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
+                   const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;
     }

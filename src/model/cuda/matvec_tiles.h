@@ -43,10 +43,8 @@ gem_status gem_tiles_from_rows(const unsigned char *src, size_t row_bytes, int64
 gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
                          float *y, cudaStream_t s);
 
-/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch
- * (unless xq_ready: p.xq already holds x's, gem_tiles_xq_block's bytes for every block),
+/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch,
  * then the tiles. */
-gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
-                            cudaStream_t s);
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s);
 
 #endif /* GEM_MATVEC_TILES_H */

@@ -82,19 +82,6 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream);
 
-/* gem_dmv, gem_dmv_multi and gem_dmv_geglu with x's scratch written by the caller: xq
- * (16-byte aligned, gem_dmv_xq_bytes(cols)) holds gem_tiles_xq_block's bytes for every
- * 32-element block of x (tiles_arith.cuh; the decoder's norm kernels write it with x), and
- * the product reads it instead of launching the scratch kernel; x is checked, not read.
- * The same bits as the entries above. Every matrix must be tiled (GEM_ERR_UNSUPPORTED
- * otherwise). A scratch that does not hold x's gives wrong values, not an error. */
-gem_status gem_dmv_prepared(const gem_dmatrix *w, const float *x, float *y, const void *xq,
-                            void *stream);
-gem_status gem_dmv_multi_prepared(int n, const gem_dmatrix *const *w, const float *x,
-                                  float *const *y, const void *xq, void *stream);
-gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
-                                  float *y, const void *xq, void *stream);
-
 /* Row `row` of w dequantized and multiplied by `scale` (the embedding lookup):
  * y (w->cols) F32 device, the same bits in either layout. GEM_ERR_RANGE for a row
  * outside the matrix. */
