@@ -29,6 +29,15 @@ before the first run: the library's version near 11-12 us per call, the register
 scratch 5-6 us. (ptxas spills 16 and 36 bytes of the register versions under their
 64-register bound.)
 
+H200 run 33 (results/h200/run33/dev-model-norms.txt, where the names were "regs+xq" for the
+register version followed by the scratch kernel and "regs-xq" for the one writing the scratch):
+every output equal; chained per call: loops 5.74 us, registers 5.04 (the library since then),
+registers then the scratch kernel 6.68, the register version writing the scratch 15.4 (32 warps
+convert the 168 blocks in series where the scratch kernel spreads them over 168 warps).
+The decoder with the scratch written by its norms (run 37) confirmed it: the norms stage 1.53 ->
+2.83 ms a token; reverted. The predictions above were wrong twice: ncu's 11.7 us per kernel was
+not the chained time, and the conversion is not free in one block.
+
 ./model_norms [--reps R]
 */
 #include <math.h>
@@ -224,7 +233,7 @@ static void launch(int v, const bufs *b)
         cudaCheck(launch_pdl(xq_kernel, (unsigned)((n / 32 + 7) / 8), 256, 0, b->xn, n / 32,
                              b->xq));
 }
-static const char *const version_names[4] = {"loops", "registers", "regs+xq", "regs-xq"};
+static const char *const version_names[4] = {"loops", "registers", "regs,xqkern", "regs-writexq"};
 
 /* seeded inputs: o and x with a few large values, the weights near 1 */
 static void seed(bufs *b, float *h)
@@ -308,7 +317,7 @@ int main(int argc, char **argv)
     double *t = (double *)malloc((size_t)reps * sizeof(double));
     for (int r = 0; r <= reps; r++)
         cudaCheck(cudaEventCreate(&ev[r]));
-    printf("%-10s %4s %10s %10s\n", "version", "rep", "chain_us", "median_us");
+    printf("%-12s %4s %10s %10s\n", "version", "rep", "chain_us", "median_us");
     const int order[8] = {0, 1, 2, 3, 3, 2, 1, 0};
     for (int k = 0; k < 8; k++) {
         const int v = order[k];
@@ -340,7 +349,7 @@ int main(int argc, char **argv)
                 med = t[reps / 2];
             }
         }
-        printf("%-10s %4d %10.2f %10.2f\n", version_names[v], k < 4 ? 1 : 2, chain, med);
+        printf("%-12s %4d %10.2f %10.2f\n", version_names[v], k < 4 ? 1 : 2, chain, med);
     }
     for (int r = 0; r <= reps; r++)
         cudaCheck(cudaEventDestroy(ev[r]));
