@@ -170,11 +170,11 @@ gem_gguf_str gem_token_text(const gem_tokenizer *t, int32_t id);
 typedef struct gem_session gem_session;
 
 /* The full-attention layers' production route, set by the design's promotion rule on
- * whole-token time: the fused route beat the baseline by 12.7% at 64K and 18.1% at 128K
- * tokens, every one of three ABBA repetitions above 3%, with no regression at 8K (+5.9%),
+ * whole-token time: the fused route beat the baseline by 12.2% at 64K and 17.6% at 128K
+ * tokens, every one of three ABBA repetitions above 3%, with no regression at 8K (+4.3%),
  * on one H200 at Gemma 4 31B's dimensions (Q4_0 weights, F32 caches):
- * results/h200/run30/promotion.json, which `gem analyze promotion --check` re-derives
- * (run26/promotion.json decided the same with the earlier matrix kernels). */
+ * results/h200/run38/promotion.json, which `gem analyze promotion --check` re-derives
+ * (run26 and run30/promotion.json decided the same with the earlier matrix kernels). */
 #define GEM_MODEL_FULL_ROUTE_DEFAULT GEM_ROUTE_FUSED
 
 typedef struct gem_session_opts {
