@@ -16,7 +16,7 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-pipe tiles-regs tiles-ring (default: all but kfv-ncu, the model phases and the five after
+#            tiles-q4k tiles-pipe tiles-regs tiles-ring mma (default: all but kfv-ncu, the model phases and the five after
 #            model-sanitize, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -24,6 +24,7 @@
 #   MODEL31_DIFF 0 skips the 31B model differentials (the profile alone; default 1)
 #   BENCH_ARGS  extra arguments of the default-vs-baseline bench
 #   DEV_ARGS    arguments of dev/cuda/fused_decode (default: every version)
+#   MMA_ARGS    arguments of dev/cuda/mma_decode (default: every version)
 #   KV_ARGS     arguments of dev/cuda/kv_dtypes (default: every version)
 #   JOBS     build parallelism (default: nproc)
 #   BUILD_TARGETS  build only these CMake targets (e.g. dev_mma_decode; default: all)
@@ -328,6 +329,12 @@ if has tiles-pipe; then
                 >/dev/null 2>&1 || fail "ncu tiles_pipe $1"
         done
     fi
+    pack
+fi
+if has mma; then
+    step "dev/cuda/mma_decode: the BF16 tensor-core first pass, L2 prefetches ahead"
+    timeout 240 "$BUILD/dev/mma_decode" ${MMA_ARGS:-} >"$REC/dev-mma-decode.txt" 2>&1 || fail "mma_decode"
+    cat "$REC/dev-mma-decode.txt"
     pack
 fi
 if has tiles-regs; then
