@@ -44,16 +44,14 @@ version 4 was version 2 with K loaded in whole 128-byte lines and routed by shuf
   against 94%: the L2 figure follows the DRAM one, it was not the limit).
 version 5 is version 2 with .L2::256B on every K and V load.
   H200 run 23: a tie (0.2690 / 0.2685 ms at 128K; at P 66, 0.2694 / 0.2683, also a tie with P 64).
-versions 6 and 7 are version 2 with the K and V rows of the tile 2 (6) or 4 (7) tiles ahead
-  prefetched into the L2 (cp.async.bulk.prefetch, 1 KiB a row, one row per thread of two warps).
-  ncu of version 2 (docs/cuda.md): 16 warps an SM (128 registers) hold about 64 KiB of loads in
-  flight, DRAM 84%. A prefetch holds no register, so the SM's requests in flight grow by 32 KiB
-  a block per tile of distance, and the loads hit the L2. Prediction: 128K 0.269 -> about 0.255
-  ms (90% of the probe) for 6; 7 the same or slower (4 tiles x 32 KiB x 264 blocks = 34 MB
-  of the 50 MB L2 in flight).
+versions 6 and 7 were version 2 with the K and V rows of the tile 2 (6) or 4 (7) tiles ahead
+  prefetched into the L2 (cp.async.bulk.prefetch, 1 KiB a row, one row per thread of two warps;
+  removed, the code is in commit c805675). Predicted 0.269 -> about 0.255 ms at 128K, since a
+  prefetch holds no register. H200 run 39: slower at every length, 128K 0.2745 (v2) -> 0.2831
+  (6) and 0.2931 (7), 64K 0.1450 -> 0.1494 and 0.1586 (v5 0.2733 / 0.1434 in the same run).
   H200: results/h200/run19 (as first written here), then the library's copy (run 20).
 
-./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions 1 2 5 6 7]
+./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions 1 2 5]
 */
 #include <math.h>
 #include <pthread.h>
@@ -96,19 +94,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 /* Versions 3 and 4 were measured in run 21 and lost (see the header); their code is in commit
  * f13a100 of this file. */
 
-/* Versions 6 and 7: version 2 with L2 prefetches PFD tiles ahead (see the header). */
-template <int PFD>
-__global__ void __launch_bounds__(256, 2)
-    mma_first_pass_pf(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                      const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
-                      float *__restrict__ part_m, float *__restrict__ part_s,
-                      float *__restrict__ part_o, int64_t live, int64_t partitions,
-                      int64_t n_q_heads, float scale)
-{
-    gem_fused_first_pass_mma_body<0, false, PFD>(q, k, hs, ts, v, hs, ts, part_m, part_s, part_o,
-                                                 live, partitions, n_q_heads, scale);
-}
-
 /* Version 5: version 2 (the library's body) with every K and V load asking the L2 to fetch the
  * enclosing 256 bytes (.L2::256B). Prediction: the rows of a tile are contiguous 1 KiB runs, so
  * larger DRAM fetches cost nothing extra and may raise DRAM efficiency from 84% toward 90%. */
@@ -134,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[5], nv = 0, rounds = 10;
+    int vs[4], nv = 0, rounds = 10;
     int64_t lengths[8] = {8192, 65536, 131072}, partitions = 64;
     int nl = 3;
     float scales[2] = {1.0f / sqrtf((float)D), 1.0f};
@@ -147,22 +132,19 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 5) {
+        } else if (nv < 4) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5 && vs[nv] != 6 && vs[nv] != 7) {
-                fprintf(stderr,
-                        "unknown version %s (1, 2, 5, 6 or 7; 3 and 4 are in commit f13a100)\n",
+            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5) {
+                fprintf(stderr, "unknown version %s (1, 2 or 5; 3 and 4 are in commit f13a100)\n",
                         argv[i]);
                 return 2;
             }
             nv++;
         }
     }
-    if (nv == 0) {
-        const int all[5] = {1, 2, 5, 6, 7};
-        for (nv = 0; nv < 5; nv++)
-            vs[nv] = all[nv];
-    }
+    if (nv == 0)
+        for (nv = 0; nv < 3; nv++)
+            vs[nv] = nv < 2 ? nv + 1 : 5;
     if (rounds < 1 || partitions < 1 || partitions > 4096)
         return 2;
     gem_decode_ctx *ctx = NULL;
@@ -213,7 +195,7 @@ int main(int argc, char **argv)
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
         double *ref = (double *)malloc(NQ * D * sizeof(double));
-        int valid[5];
+        int valid[4];
         for (int sc = 0; sc < 2; sc++) {
             const float scale = scales[sc];
             const gem_decode_shape shape = {NQ, NKV, D, D, scale};
@@ -241,16 +223,8 @@ int main(int argc, char **argv)
                 mma_first_pass<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(           \
                     dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
                     D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
-            else if (vs[i] == 5)                                                               \
-                mma_first_pass_v5<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(        \
-                    dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
-                    D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
-            else if (vs[i] == 6)                                                               \
-                mma_first_pass_pf<2><<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(     \
-                    dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
-                    D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
             else                                                                               \
-                mma_first_pass_pf<4><<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(     \
+                mma_first_pass_v5<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(        \
                     dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
                     D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
             mma_reducer<<<dim3(NQ, D / 256), 256, 0, stream>>>(pm_, ps_, po_, dout,            \

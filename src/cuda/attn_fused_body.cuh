@@ -567,16 +567,7 @@ __device__ __forceinline__ uint32_t gem_word(const uint4 &v, int k)
     return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
 }
 
-/* The L2 asked to fetch `bytes` (a multiple of 16) at p (16-byte aligned) ahead of the loads
- * (cp.async.bulk.prefetch: no register or shared memory holds it; the loads then hit the L2). */
-__device__ __forceinline__ void gem_prefetch_l2(const void *p, uint32_t bytes)
-{
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
-/* PFD > 0 (dev/cuda/mma_decode's versions 6 and 7): the K and V rows of the tile PFD tiles
- * ahead prefetched into the L2, one row per thread of warps 0 (K) and 1 (V). */
-template <int TS, bool PF256 = false, int PFD = 0>
+template <int TS, bool PF256 = false>
 __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
     const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at element g*k_hs + t*k_ts */
@@ -645,23 +636,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     for (int j = 0; j < 8; j++)
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
     float m = -INFINITY, s = 0.f;
-    /* PFD: row begin + r of K (warp 0) or V (warp 1), r = lane < T; one bulk prefetch each */
-    const bool pf_thread = PFD > 0 && w < 2 && lane < T;
-    const __nv_bfloat16 *pf_row =
-        w == 0 ? k + g * k_hs + (begin + lane) * kts : v + g * v_hs + (begin + lane) * vts;
-    const int64_t pf_step = w == 0 ? T * kts : T * vts;
-    if constexpr (PFD > 0) {
-        if (pf_thread)
-            for (int i = 1; i < PFD; i++) /* the first tiles; the loop adds PFD ahead */
-                if (begin + i * T + lane < end)
-                    gem_prefetch_l2(pf_row + i * pf_step, GEM_CU_D * 2);
-    }
 
     for (int64_t t0 = begin; t0 < end; t0 += T) {
-        if constexpr (PFD > 0) {
-            if (pf_thread && t0 + PFD * T + lane < end)
-                gem_prefetch_l2(pf_row + ((t0 - begin) / T + PFD) * pf_step, GEM_CU_D * 2);
-        }
         /* the warp's 64 dims of the tile's dots */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
