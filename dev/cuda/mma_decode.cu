@@ -49,15 +49,16 @@ versions 6 and 7 were version 2 with the K and V rows of the tile 2 (6) or 4 (7)
   removed, the code is in commit c805675). Predicted 0.269 -> about 0.255 ms at 128K, since a
   prefetch holds no register. H200 run 39: slower at every length, 128K 0.2745 (v2) -> 0.2831
   (6) and 0.2931 (7), 64K 0.1450 -> 0.1494 and 0.1586 (v5 0.2733 / 0.1434 in the same run).
-version 8 is version 2 with every thread's eight 16-byte pieces of a tile copied by cp.async
-  into 3 stages of shared memory private to the thread (96 KiB a block, two blocks an SM) and
-  read back when the tile is computed: two tiles stream while one is computed, and no register
-  holds a load in flight (the GeGLU tile product gained 63% -> 76% of the probe this way, runs
-  35-36). Prediction: 128K 0.2745 -> 0.262 ms; a tie if the L2 (94% busy in run 21) is the
-  limit.
+version 8 was version 2 with every thread's eight 16-byte pieces of a tile copied by cp.async
+  into 3 stages of shared memory private to the thread (96 KiB a block) and read back when the
+  tile is computed, so that two tiles stream while one is computed with no register holding a
+  load (as the GeGLU tile product gained, runs 35-36; removed, the code is in commit e15734b).
+  Predicted 0.2745 -> 0.262 ms at 128K, or a tie if the L2 is the limit. H200 run 40: the same
+  bits as version 2 and much slower: 128K 0.2738 -> 0.3901 ms, 64K 0.1437 -> 0.2070, 8K 0.0290
+  -> 0.0394. Not profiled; the 96 KiB stages leave little L1 and at most two blocks an SM.
   H200: results/h200/run19 (as first written here), then the library's copy (run 20).
 
-./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions 1 2 5 8]
+./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions 1 2 5]
 */
 #include <math.h>
 #include <pthread.h>
@@ -100,201 +101,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 /* Versions 3 and 4 were measured in run 21 and lost (see the header); their code is in commit
  * f13a100 of this file. */
 
-/* ---- version 8: the library's body with its loads through a shared-memory ring ------------
- * The same arithmetic as gem_fused_first_pass_mma_body (dense head-major rows), but every
- * thread's eight 16-byte pieces of a tile (K: tokens 8i + grp, dims 64w + 8 tig + 32h; V: tokens
- * 2 tig + (u & 1) + 8 (u >> 1), dims 64w + 8 grp) are copied by cp.async into RING stages of
- * shared memory private to the thread (piece-major, so a warp reads 512 contiguous bytes) and
- * read back when the tile is computed; RING - 1 tiles stream while one is computed, and no
- * register holds a load in flight. Rows past the partition's end are zero-filled (source size
- * 0). The outputs must equal version 2's bit for bit. */
-#define RING 3
-#define RING_PIECES 8
-#define RING_STAGE_BYTES (RING_PIECES * 256 * 16)
-
-__device__ __forceinline__ void ring_cp16(void *dst, const void *src, bool in)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src), "r"(in ? 16 : 0)
-                 : "memory");
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    mma_first_pass_ring(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
-                        float *__restrict__ part_m, float *__restrict__ part_s,
-                        float *__restrict__ part_o, int64_t live, int64_t partitions,
-                        int64_t n_q_heads, float scale)
-{
-    const int T = GEM_MMA_TILE;
-    extern __shared__ __align__(16) uint4 ring[]; /* [RING][RING_PIECES][256] */
-    __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
-    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
-    __shared__ float salpha[GEM_CU_GROUP];
-    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
-    const int64_t p = blockIdx.x, g = blockIdx.y;
-    const int64_t chunk = (live + partitions - 1) / partitions;
-    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
-    const int64_t kts = ts, vts = ts;
-
-    uint32_t qa[4][4], qb[4][2];
-    {
-        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D;
-#pragma unroll
-        for (int st = 0; st < 4; st++) {
-            const int base = 64 * w + 32 * (st >> 1) + 8 * tig + 4 * (st & 1);
-            __nv_bfloat16 hi[4], mid[4], lo[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const float x = __ldg(qh + base + u);
-                hi[u] = __float2bfloat16_rn(x);
-                const float r1 = x - __bfloat162float(hi[u]);
-                mid[u] = __float2bfloat16_rn(r1);
-                lo[u] = __float2bfloat16_rn(r1 - __bfloat162float(mid[u]));
-            }
-            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
-            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
-            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
-            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
-            qb[st][0] = gem_pack_bf16(lo[0], lo[1]);
-            qb[st][1] = gem_pack_bf16(lo[2], lo[3]);
-        }
-    }
-    const __nv_bfloat16 *kp = k + g * hs + (begin + grp) * kts + 64 * w + 8 * tig;
-    const __nv_bfloat16 *vp = v + g * hs + (begin + 2 * tig) * vts + 64 * w + 8 * grp;
-    const int64_t k8 = 8 * kts, v8 = 8 * vts;
-    /* tile n (tokens begin + n T ..) into stage n % RING: pieces 0-3 K (i, h), 4-7 V (u) */
-    auto issue = [&](int64_t n) {
-        const int64_t t0 = begin + n * T;
-        if (t0 < end) {
-            uint4 *st = ring + (size_t)(n % RING) * RING_PIECES * 256 + tid;
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const bool in = t0 + 8 * i + grp < end;
-                const __nv_bfloat16 *src = in ? kp + n * T * kts + i * k8 : k;
-                ring_cp16(st + (2 * i) * 256, src, in);
-                ring_cp16(st + (2 * i + 1) * 256, in ? src + 32 : k, in);
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
-                const bool in = t0 + dt < end;
-                ring_cp16(st + (4 + u) * 256,
-                          in ? vp + n * T * vts + (u & 1) * vts + (u >> 1) * v8 : v, in);
-            }
-        }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
-    };
-#pragma unroll
-    for (int n = 0; n < RING - 1; n++)
-        issue(n);
-    float acc[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    float m = -INFINITY, s = 0.f;
-    int64_t n = 0;
-    for (int64_t t0 = begin; t0 < end; t0 += T, n++) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(RING - 2) : "memory");
-        const uint4 *st = ring + (size_t)(n % RING) * RING_PIECES * 256 + tid;
-        uint4 kr[2][2], vr[4];
-        kr[0][0] = st[0];
-        kr[0][1] = st[256];
-        kr[1][0] = st[512];
-        kr[1][1] = st[768];
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-            vr[u] = st[(4 + u) * 256];
-        issue(n + RING - 1); /* into the stage this thread read last tile */
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int st4 = 0; st4 < 4; st4++) {
-                const uint4 &kk = kr[i][st4 >> 1];
-                const uint32_t b0 = (st4 & 1) ? kk.z : kk.x, b1 = (st4 & 1) ? kk.w : kk.y;
-                gem_mma_bf16(d0, qa[st4][0], qa[st4][1], qa[st4][2], qa[st4][3], b0, b1);
-                gem_mma_bf16(d1, qb[st4][0], 0u, qb[st4][1], 0u, b0, b1);
-            }
-            float2 r;
-            r.x = (d0[0] + d0[2]) + d1[0];
-            r.y = (d0[1] + d0[3]) + d1[1];
-            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
-        }
-        __syncthreads();
-        {
-            const int tt = lane & (T - 1);
-            float a = 0.f;
-#pragma unroll
-            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
-                a += sred[ww][w][tt];
-            const float sc = t0 + tt < end ? a * scale : -INFINITY;
-            float mx = sc;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float mn = fmaxf(m, mx);
-            const float e = expf(sc - mn);
-            const float alpha = expf(m - mn);
-            float ps = e;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                ps += __shfl_xor_sync(0xffffffffu, ps, off);
-            s = s * alpha + ps;
-            m = mn;
-            if (lane < T)
-                sp[w][lane] = e;
-            if (lane == 0)
-                salpha[w] = alpha;
-        }
-        __syncthreads();
-        {
-            const float al = salpha[grp];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] *= al;
-                acc[j][1] *= al;
-                acc[j][2] *= al;
-                acc[j][3] *= al;
-            }
-            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
-            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
-            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
-            __nv_bfloat16 ph[4], pl[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                ph[u] = __float2bfloat16_rn(pv[u]);
-                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
-            }
-            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
-                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
-                const uint32_t b0 = __byte_perm(gem_word(vr[0], j >> 1), gem_word(vr[1], j >> 1), sel);
-                const uint32_t b1 = __byte_perm(gem_word(vr[2], j >> 1), gem_word(vr[3], j >> 1), sel);
-                gem_mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
-            }
-        }
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
-    float4 *po = reinterpret_cast<float4 *>(part_o + row * GEM_CU_D + 64 * w + 16 * tig);
-    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
-                        acc[3][0] + acc[3][2]);
-    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
-                        acc[7][0] + acc[7][2]);
-    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
-                        acc[3][1] + acc[3][3]);
-    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
-                        acc[7][1] + acc[7][3]);
-    if (lane == 0) {
-        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
-        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
-    }
-}
-
 /* Version 5: version 2 (the library's body) with every K and V load asking the L2 to fetch the
  * enclosing 256 bytes (.L2::256B). Prediction: the rows of a tile are contiguous 1 KiB runs, so
  * larger DRAM fetches cost nothing extra and may raise DRAM efficiency from 84% toward 90%. */
@@ -335,23 +141,19 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 4) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5 && vs[nv] != 8) {
-                fprintf(stderr, "unknown version %s (1, 2, 5 or 8; 3 and 4 are in commit f13a100, "
-                        "6 and 7 in c805675)\n", argv[i]);
+            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5) {
+                fprintf(stderr, "unknown version %s (1, 2 or 5; 3 and 4 are in commit f13a100)\n",
+                        argv[i]);
                 return 2;
             }
             nv++;
         }
     }
-    if (nv == 0) {
-        const int all[4] = {1, 2, 5, 8};
-        for (nv = 0; nv < 4; nv++)
-            vs[nv] = all[nv];
-    }
+    if (nv == 0)
+        for (nv = 0; nv < 3; nv++)
+            vs[nv] = nv < 2 ? nv + 1 : 5;
     if (rounds < 1 || partitions < 1 || partitions > 4096)
         return 2;
-    cudaCheck(cudaFuncSetAttribute(mma_first_pass_ring, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   RING * RING_STAGE_BYTES));
     gem_decode_ctx *ctx = NULL;
     if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
         return 2;
@@ -401,9 +203,7 @@ int main(int argc, char **argv)
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
         double *ref = (double *)malloc(NQ * D * sizeof(double));
         int valid[4];
-        float *hv2 = (float *)malloc(NQ * D * sizeof(float));
         for (int sc = 0; sc < 2; sc++) {
-            int have_v2 = 0;
             const float scale = scales[sc];
             const gem_decode_shape shape = {NQ, NKV, D, D, scale};
             reference(ref, hq, hk, hv, live, scale, NQ, GROUP, D);
@@ -430,13 +230,8 @@ int main(int argc, char **argv)
                 mma_first_pass<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(           \
                     dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
                     D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
-            else if (vs[i] == 5)                                                               \
-                mma_first_pass_v5<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(        \
-                    dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
-                    D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
             else                                                                               \
-                mma_first_pass_ring<<<dim3((unsigned)partitions, NKV), 256,                    \
-                                      RING * RING_STAGE_BYTES, stream>>>(                      \
+                mma_first_pass_v5<<<dim3((unsigned)partitions, NKV), 256, 0, stream>>>(        \
                     dq, (const __nv_bfloat16 *)dk[c], (const __nv_bfloat16 *)dv[c], live * D,  \
                     D, pm_, ps_, po_, live, partitions, NQ, scale);                            \
             mma_reducer<<<dim3(NQ, D / 256), 256, 0, stream>>>(pm_, ps_, po_, dout,            \
@@ -464,15 +259,6 @@ int main(int argc, char **argv)
                         if (!(nmse <= 1e-10))
                             valid[i] = 0;
                         memcpy(hfirst, hout, NQ * D * sizeof(float));
-                        if (vs[i] == 2) {
-                            memcpy(hv2, hout, NQ * D * sizeof(float));
-                            have_v2 = 1;
-                        } else if (vs[i] == 8 && have_v2 &&
-                                   memcmp(hv2, hout, NQ * D * sizeof(float)) != 0) {
-                            printf("%-8lld v%-7d INVALID: differs from version 2's bits\n",
-                                   (long long)live, vs[i]);
-                            valid[i] = 0;
-                        }
                     } else if (memcmp(hfirst, hout, NQ * D * sizeof(float)) != 0) {
                         printf("%-8lld v%-7d INVALID: the repeat differs\n", (long long)live,
                                vs[i]);
@@ -531,7 +317,6 @@ int main(int argc, char **argv)
         free(bv);
         free(hout);
         free(hfirst);
-        free(hv2);
         free(ref);
     }
     gem_decode_ctx_destroy(ctx);
