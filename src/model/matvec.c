@@ -145,18 +145,6 @@ static inline __m512 i8x16(const int8_t *q)
     return _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
 }
-/* 16 bytes -> their low / high nibbles as int32 */
-static inline __m512i lo4(const uint8_t *q)
-{
-    return _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)),
-                            _mm512_set1_epi32(0xF));
-}
-static inline __m512i hi4(const uint8_t *q)
-{
-    return _mm512_srli_epi32(
-        _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)), 4);
-}
-
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
@@ -181,19 +169,43 @@ static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
     return lanes_out(a);
 }
 
+/* The 4-bit types by table: a block's 16 possible weights (nibble n -> its dequantized
+ * value, computed by the same operations as the scalar rule, so with the same bits) fill one
+ * register, and vpermps picks each element's from the low 4 bits of its byte, which is the
+ * low nibble as it stands and the high one after a shift. Per 16 weights: a widening load,
+ * (a shift,) a permute and the FMA, against a mask, a subtraction, a conversion and a product
+ * per 16 before (about 1.6x fewer instructions for Q4_0). */
+static inline __m512i bytes16(const uint8_t *q)
+{
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
+}
+
 static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
 {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps()};
-    const __m512i eight = _mm512_set1_epi32(8);
-    for (int64_t b = 0; b < cols / 32; b++, row += 18, x += 32) {
-        const __m512 d = _mm512_set1_ps(half_table[rd16(row)]);
-        const uint8_t *q = row + 2;
-        const int g = (int)(2 * b) % 4;
-        MADD(a[g], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo4(q), eight)), d),
-             _mm512_loadu_ps(x));
-        MADD(a[g + 1], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi4(q), eight)), d),
-             _mm512_loadu_ps(x + 16));
+    /* (n - 8) as floats, n = 0..15: the table is (n - 8) * d, the scalar rule's product */
+    const __m512 centred = _mm512_cvtepi32_ps(_mm512_sub_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(8)));
+    /* two blocks a step, so that every accumulator has a fixed register: groups 0, 1 (block
+     * b), 2, 3 (block b + 1), as element e % 64 requires */
+    const int64_t nb = cols / 32;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2, row += 36, x += 64) {
+        const __m512 t0 = _mm512_mul_ps(centred, _mm512_set1_ps(half_table[rd16(row)]));
+        const __m512 t1 = _mm512_mul_ps(centred, _mm512_set1_ps(half_table[rd16(row + 18)]));
+        const __m512i q0 = bytes16(row + 2), q1 = bytes16(row + 20);
+        MADD(a[0], _mm512_permutexvar_ps(q0, t0), _mm512_loadu_ps(x));
+        MADD(a[1], _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t0), _mm512_loadu_ps(x + 16));
+        MADD(a[2], _mm512_permutexvar_ps(q1, t1), _mm512_loadu_ps(x + 32));
+        MADD(a[3], _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t1), _mm512_loadu_ps(x + 48));
+    }
+    if (b < nb) { /* an even block number: groups 0 and 1 */
+        const __m512 t0 = _mm512_mul_ps(centred, _mm512_set1_ps(half_table[rd16(row)]));
+        const __m512i q0 = bytes16(row + 2);
+        MADD(a[0], _mm512_permutexvar_ps(q0, t0), _mm512_loadu_ps(x));
+        MADD(a[1], _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t0), _mm512_loadu_ps(x + 16));
     }
     return lanes_out(a);
 }
@@ -337,6 +349,8 @@ static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
 #if defined(__AVX512F__)
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps()};
+    const __m512 nibbles =
+        _mm512_cvtepi32_ps(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
 #else
     float acc[LANES] = {0};
 #endif
@@ -347,15 +361,17 @@ static float dot_q4_k(const uint8_t *row, const float *x, int64_t cols)
             float d1, dm1, d2, dm2;
             q4k_scales(sc, j, d, min, &d1, &dm1, &d2, &dm2);
 #if defined(__AVX512F__)
-            const __m512 vd1 = _mm512_set1_ps(d1), vm1 = _mm512_set1_ps(dm1);
-            const __m512 vd2 = _mm512_set1_ps(d2), vm2 = _mm512_set1_ps(dm2);
-            MADD(a[0], _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q))), vm1),
-                 _mm512_loadu_ps(x));
-            MADD(a[1], _mm512_sub_ps(_mm512_mul_ps(vd1, _mm512_cvtepi32_ps(lo4(q + 16))), vm1),
-                 _mm512_loadu_ps(x + 16));
-            MADD(a[2], _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q))), vm2),
+            /* the tables d1 n - dm1 and d2 n - dm2, n = 0..15 (the scalar rule's operations) */
+            const __m512 t1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d1), nibbles),
+                                            _mm512_set1_ps(dm1));
+            const __m512 t2 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d2), nibbles),
+                                            _mm512_set1_ps(dm2));
+            const __m512i q0 = bytes16(q), q1 = bytes16(q + 16);
+            MADD(a[0], _mm512_permutexvar_ps(q0, t1), _mm512_loadu_ps(x));
+            MADD(a[1], _mm512_permutexvar_ps(q1, t1), _mm512_loadu_ps(x + 16));
+            MADD(a[2], _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), t2),
                  _mm512_loadu_ps(x + 32));
-            MADD(a[3], _mm512_sub_ps(_mm512_mul_ps(vd2, _mm512_cvtepi32_ps(hi4(q + 16))), vm2),
+            MADD(a[3], _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), t2),
                  _mm512_loadu_ps(x + 48));
 #else
             for (int l = 0; l < 32; l++)
