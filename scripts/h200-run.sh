@@ -392,7 +392,7 @@ if has model-dev && ! late; then
 fi
 if has model31-bf16 && ! late; then model31 bf16; fi
 if has model-sanitize && ! late; then
-    step "compute-sanitizer over the CUDA decoder (tiny fixture) and the Q4_0 tiles"
+    step "compute-sanitizer over the CUDA decoder (tiny fixture), the Q4_0 tiles and the argmax"
     # racecheck over the whole decoder test runs past 4 minutes: memcheck there, both tools
     # over the tiles' own test (the kernel with shared memory of its own)
     timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/test_model_cuda" \

@@ -750,6 +750,91 @@ static void check_tiles_properties(void)
     tmat_free(&rowsm);
 }
 
+/* The argmax rule on the host: the largest number, the lowest index among equal ones; 0 when
+ * no value is a number. */
+static int32_t argmax_ref(const float *x, int64_t n)
+{
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = i;
+    return best < 0 ? 0 : (int32_t)best;
+}
+
+/* gem_dargmax against argmax_ref on vectors built to trip an order-dependent reduction: ties
+ * far apart (in different blocks of the first launch), -0 against +0, NaNs, all -inf, all NaN,
+ * one value, lengths that are not multiples of a block; the same index on a repeat. */
+static void check_dargmax(void)
+{
+    static const int64_t lengths[] = {1, 7, 2048, 2049, 262144, 600001};
+    const int64_t nmax = 600001;
+    float *x = xmalloc((size_t)nmax * 4);
+    float *dx = dev_alloc((size_t)nmax * 4 + 4);
+    int32_t *didx = dev_alloc(8), got = -1, again = -1;
+    void *scr = dev_alloc(gem_dargmax_scratch_bytes(nmax));
+    TCHECK(gem_dargmax_scratch_bytes(nmax) > 0 && gem_dargmax_scratch_bytes(0) == 0);
+    uint64_t seed = 77;
+    int bad = 0, cases = 0;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const int64_t n = lengths[li];
+        for (int kind = 0; kind < 7; kind++) {
+            for (int64_t i = 0; i < n; i++)
+                x[i] = urand(&seed);
+            switch (kind) {
+            case 1: /* the max twice, far apart; the later one first in a grid-stride order */
+                x[n - 1] = 2.0f;
+                x[n / 3] = 2.0f;
+                break;
+            case 2: /* all equal */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = 0.5f;
+                break;
+            case 3: /* -0 and +0 the largest: equal, so the lower index */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = -fabsf(x[i]) - 1.0f;
+                x[n - 1] = 0.0f;
+                x[n / 2] = -0.0f;
+                break;
+            case 4: /* NaNs, one of them at 0, never win */
+                x[0] = NAN;
+                x[n / 2] = NAN;
+                x[n - 1] = 3.0f;
+                break;
+            case 5: /* all -inf: the first */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = -INFINITY;
+                break;
+            case 6: /* all NaN: 0 */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = NAN;
+                break;
+            default:
+                break;
+            }
+            upload(dx, x, (size_t)n * 4);
+            TCHECK_STATUS(gem_dargmax(dx, n, didx, scr, NULL), GEM_OK);
+            download(&got, didx, 4);
+            TCHECK_STATUS(gem_dargmax(dx, n, didx, scr, NULL), GEM_OK);
+            download(&again, didx, 4);
+            const int32_t want = argmax_ref(x, n);
+            cases++;
+            if ((got != want || again != got) && bad++ < 3)
+                fprintf(stderr, "  dargmax n %lld case %d: %d (repeat %d), want %d\n",
+                        (long long)n, kind, got, again, want);
+        }
+    }
+    TCHECK(bad == 0 && cases == 42);
+    TCHECK_STATUS(gem_dargmax(NULL, 4, didx, scr, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dargmax(dx, 0, didx, scr, NULL), GEM_ERR_SHAPE);
+    TCHECK_STATUS(gem_dargmax(dx, 4, didx, NULL, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_dargmax((const float *)((const char *)dx + 2), 4, didx, scr, NULL),
+                  GEM_ERR_ALIGN);
+    free(x);
+    dev_ops->free(dx);
+    dev_ops->free(didx);
+    dev_ops->free(scr);
+}
+
 static void check_no_device(void)
 {
 #ifdef GEM_HAVE_CUDA
@@ -766,13 +851,16 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_row(&w, 0, 1.0f, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dargmax(x, 4, (int32_t *)(uintptr_t)0x500000, (void *)(uintptr_t)0x600000,
+                              NULL),
+                  GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmatrix_fill_random(&w, 1, 1.0f, NULL), GEM_ERR_NO_DEVICE);
     gem_dmatrix eight = w;
     eight.rows = 8; /* a shape that tiles */
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-/* --tiles: the tiled Q4_0 checks alone (for compute-sanitizer). */
+/* --tiles: the tiled Q4_0 checks and the argmax alone (for compute-sanitizer). */
 int main(int argc, char **argv)
 {
     const int tiles_only = argc > 1 && strcmp(argv[1], "--tiles") == 0;
@@ -815,6 +903,7 @@ int main(int argc, char **argv)
         check_rows(t);
         check_fill(t);
     }
+    check_dargmax();
     if (!tiles_only) {
         check_errors();
         check_multi_geglu(GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_0, 5376);

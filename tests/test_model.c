@@ -157,6 +157,19 @@ int main(void)
     TCHECK_EQ_I64(gem_session_pos(s2), N_PROMPT - 1);
     TCHECK_STATUS(gem_session_eval(s2, prompt[N_PROMPT - 1], b), GEM_OK);
     TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    /* The greedy token without the logits: the same argmax, the same next step. */
+    {
+        int32_t am = -1;
+        gem_session_reset(s2);
+        for (int i = 0; i < N_PROMPT - 1; i++)
+            TCHECK_STATUS(gem_session_eval(s2, prompt[i], NULL), GEM_OK);
+        TCHECK_STATUS(gem_session_eval_argmax(s2, prompt[N_PROMPT - 1], &am), GEM_OK);
+        TCHECK_EQ_I64(am, argmax(a, V));
+        TCHECK_EQ_I64(gem_session_pos(s2), N_PROMPT);
+        TCHECK_STATUS(gem_session_eval_argmax(s2, prompt[0], NULL), GEM_ERR_NULL);
+        TCHECK_STATUS(gem_session_eval_argmax(NULL, prompt[0], &am), GEM_ERR_NULL);
+        TCHECK_STATUS(gem_session_eval_argmax(s2, (int32_t)V, &am), GEM_ERR_RANGE);
+    }
     /* Positions run out at max_tokens; ids outside the vocabulary are refused. */
     TCHECK_STATUS(gem_session_eval(s2, (int32_t)V, b), GEM_ERR_RANGE);
     TCHECK_STATUS(gem_session_eval(s2, -1, b), GEM_ERR_RANGE);

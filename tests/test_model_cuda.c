@@ -5,6 +5,8 @@
  *     caches); BF16 / F16 caches: logits within the bound their rounding allows;
  *   - the same bits on a repeat, and after gem_session_copy / gem_session_fill_repeat
  *     continue as on the CPU;
+ *   - the greedy tokens of gem_session_eval_argmax (the argmax on the device) are those of
+ *     the logits, on the CPU and on the GPU;
  *   - weights generated on the device from a seed: finite logits, the same bits
  *     for the same seed, others for another seed;
  *   - bad calls: a CUDA session before gem_model_upload (GEM_ERR_STATE), threads
@@ -68,6 +70,19 @@ static gem_status greedy(gem_session *s, int64_t V, int32_t *tokens, float *firs
     return st;
 }
 
+/* As greedy, the generated tokens from gem_session_eval_argmax (the argmax on the device). */
+static gem_status greedy_argmax(gem_session *s, int32_t *tokens)
+{
+    gem_status st = GEM_OK;
+    for (int64_t i = 0; st == GEM_OK && i + 1 < N_PROMPT; i++)
+        st = gem_session_eval(s, prompt[i], NULL);
+    if (st == GEM_OK)
+        st = gem_session_eval_argmax(s, prompt[N_PROMPT - 1], &tokens[0]);
+    for (int64_t k = 1; st == GEM_OK && k < STEPS; k++)
+        st = gem_session_eval_argmax(s, tokens[k - 1], &tokens[k]);
+    return st;
+}
+
 static double max_abs_diff(const float *a, const float *b, int64_t n)
 {
     double w = 0;
@@ -111,6 +126,15 @@ static void agree(const gem_model *m, gem_route route, gem_dtype kt, int k_from_
         TCHECK_STATUS(greedy(gpu, V, tc, c, t), GEM_OK);
         TCHECK(memcmp(b, c, (size_t)V * 4) == 0);
         TCHECK(memcmp(tb, tc, sizeof tb) == 0);
+        /* the argmax on the device gives the logits' greedy tokens; so does the CPU's */
+        int32_t td[STEPS];
+        gem_session_reset(gpu);
+        TCHECK_STATUS(greedy_argmax(gpu, td), GEM_OK);
+        TCHECK(memcmp(tb, td, sizeof tb) == 0);
+        gem_session_reset(cpu);
+        TCHECK_STATUS(greedy_argmax(cpu, td), GEM_OK);
+        TCHECK(memcmp(ta, td, sizeof ta) == 0);
+        TCHECK_STATUS(gem_session_eval_argmax(gpu, prompt[0], NULL), GEM_ERR_NULL);
         printf("test_model_cuda: %-8s %-4s%s  CPU vs CUDA max |logit diff| %.3g, greedy %s\n",
                gem_route_name(route), gem_dtype_name(kt), k_from_v ? " K from V" : "         ", d,
                memcmp(ta, tb, sizeof ta) ? "DIFFERS" : "equal");

@@ -4,7 +4,8 @@
  * The prompt (text, tokenized with the model's vocabulary, or token ids) is
  * evaluated, then the argmax token is taken n times; each token's text goes to
  * stdout as soon as it is chosen. Progress, timing and the KV cache memory go to
- * stderr; --json writes the tokens and each step's top-10 logits.
+ * stderr; --json writes the tokens and each step's top-10 logits. Without --json the steps
+ * after the first take gem_session_eval_argmax, so on CUDA the logits stay on the device.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,14 +179,21 @@ int gem_cmd_generate(int argc, char **argv)
     const double t_prefill = cli_now() - t0;
     t0 = cli_now();
     int64_t made = 0;
+    /* without --json only the greedy token is needed: gem_session_eval_argmax (on CUDA the
+     * argmax runs on the device and the logits stay there) */
+    int32_t next = -1;
     for (int64_t k = 0; k < n_gen; k++) {
         int32_t top[10];
-        cli_top10(logits, hp->n_vocab, top);
-        json_t *t10 = json_array();
-        for (int j = 0; j < 10; j++)
-            json_array_append_new(t10,
-                                  json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
-        json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
+        if (k == 0 || json_path) {
+            cli_top10(logits, hp->n_vocab, top);
+            json_t *t10 = json_array();
+            for (int j = 0; j < 10; j++)
+                json_array_append_new(
+                    t10, json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
+            json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
+        } else {
+            top[0] = next; /* step k > 0 without --json: no record to write */
+        }
         json_array_append_new(toks, json_integer(top[0]));
         made++;
         char piece[256];
@@ -198,7 +206,8 @@ int gem_cmd_generate(int argc, char **argv)
             break;
         if (k + 1 == n_gen)
             break;
-        st = gem_session_eval(s, top[0], logits);
+        st = json_path ? gem_session_eval(s, top[0], logits)
+                       : gem_session_eval_argmax(s, top[0], &next);
         if (st != GEM_OK) {
             cli_error(CMD, "evaluating generated token %lld: %s", (long long)k, gem_status_str(st));
             goto out;

@@ -233,6 +233,14 @@ void gem_session_free(gem_session *s);
  * GEM_ERR_DEVICE for a failure the CUDA runtime reports. */
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
 
+/* As gem_session_eval, with the greedy next token instead of the logits: *argmax = the index
+ * of the largest final logit, the lowest index among equal ones (the first of gem generate's
+ * top-10). On CUDA the argmax runs on the device and only the index (and the non-finite flag)
+ * crosses to the host; the token's time includes it. GEM_ERR_NULL for a NULL argmax, the
+ * statuses of gem_session_eval otherwise (GEM_ERR_NONFINITE for non-finite logits, *argmax
+ * then unwritten). */
+gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argmax);
+
 /* Where the session runs, one line ("NVIDIA H200, sm_90, 132 SMs", "<cpu model>, 16
  * threads, avx512 kernels"), and its backend; the string lives as long as the session. */
 const char *gem_session_describe(const gem_session *s);

@@ -490,6 +490,7 @@ void gem_session_free(gem_session *s)
     free(s->o);
     free(s->gate);
     free(s->up);
+    free(s->lg);
     gem_decode_ctx_destroy(s->dctx);
     gem_decode_ctx_destroy(s->dctx1);
     mpool_destroy(s->pool);
@@ -715,8 +716,9 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->cs = malloc((size_t)(hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa) *
                    sizeof(double));
     s->up = alloc64((size_t)max_ff * 4);
+    s->lg = alloc64((size_t)hp->n_vocab * 4);
     if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
-        !s->up || !s->cs || !s->kr || !s->vr)
+        !s->up || !s->cs || !s->kr || !s->vr || !s->lg)
         goto nomem;
     *out = s;
     return GEM_OK;
@@ -969,6 +971,32 @@ static int all_finite(const float *x, int64_t n)
     return 1;
 }
 
+/* The index of the largest of x (n >= 1), the lowest among equal values: the order of
+ * gem_dargmax (a NaN never wins; 0 when no value is a number). */
+static int32_t host_argmax(const float *x, int64_t n)
+{
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = i;
+    return best < 0 ? 0 : (int32_t)best;
+}
+
+gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argmax)
+{
+    if (!s || !argmax)
+        return GEM_ERR_NULL;
+    const gem_hparams *hp = &s->m->hp;
+    if (s->pos >= s->max_tokens || token < 0 || token >= hp->n_vocab)
+        return GEM_ERR_RANGE;
+    if (s->backend == GEM_BACKEND_CUDA)
+        return gem_session_dev_eval(s, token, NULL, argmax);
+    const gem_status st = gem_session_eval(s, token, s->lg);
+    if (st == GEM_OK)
+        *argmax = host_argmax(s->lg, hp->n_vocab);
+    return st;
+}
+
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
 {
     if (!s)
@@ -978,7 +1006,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     if (s->pos >= s->max_tokens || token < 0 || token >= hp->n_vocab)
         return GEM_ERR_RANGE;
     if (s->backend == GEM_BACKEND_CUDA)
-        return gem_session_dev_eval(s, token, logits);
+        return gem_session_dev_eval(s, token, logits, NULL);
     const int64_t E = hp->n_embd, pos = s->pos;
     double t0 = now(), t1;
 #define LAP(field) (t1 = now(), s->t.field += t1 - t0, t0 = t1)

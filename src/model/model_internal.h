@@ -58,6 +58,7 @@ struct gem_session {
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
     float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
+    float *lg;      /* CPU: (n_vocab) logits of gem_session_eval_argmax */
     gem_stage_times t;
     int whole_only;       /* gem_session_time_stages(s, 0): only the whole token is timed */
     gem_backend backend;  /* where the caches live and the token runs */
@@ -95,7 +96,7 @@ void gem_session_dev_free(gem_session *s);
 /* The decode context of the device session (for workspace sizing and support queries). */
 gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s);
 /* One token on the device, as gem_session_eval. */
-gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits);
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,8 @@
  *                  (q/k/v norms, RoPE in double, the new cache row), gem_decode
  *                  (attention on the caches in place, sliding and full layers),
  *                  gem_dmv (o, down), gem_dmv_geglu (gate, up and GeGLU)
- *   logits         gem_dmv on the tied embedding, softcap_kernel
+ *   logits         gem_dmv on the tied embedding, softcap_kernel; gem_dargmax for
+ *                  gem_session_eval_argmax (the greedy token alone crosses to the host)
  *
  * Elementwise steps take the CPU decoder's arithmetic operation for operation; the
  * matrix products and the attention sum in another (fixed) order, so the two
@@ -311,6 +312,8 @@ struct gem_session_dev {
     unsigned *flag;     /* device: bit 0 a cache row, bit 1 a logit not finite */
     unsigned *h_flag;   /* pinned host copy */
     float *h_logits;    /* pinned host (n_vocab) */
+    int32_t *amax;      /* device: the greedy token, then gem_dargmax's scratch */
+    int32_t *h_amax;    /* pinned host copy of the token */
     cudaEvent_t *ev;    /* (n_ev) */
     int *ev_stage;      /* (n_ev): the stage that the interval ending at event i belongs to */
     int64_t n_ev, used_ev;
@@ -342,8 +345,11 @@ void gem_session_dev_free(gem_session *s)
     gem_dev_free(d->inv_freq);
     gem_dev_free(d->xq);
     gem_dev_free(d->flag);
+    gem_dev_free(d->amax);
     if (d->h_flag)
         cudaFreeHost(d->h_flag);
+    if (d->h_amax)
+        cudaFreeHost(d->h_amax);
     if (d->h_logits)
         cudaFreeHost(d->h_logits);
     for (int64_t i = 0; d->ev && i < d->n_ev; i++)
@@ -400,6 +406,9 @@ gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen)
         (st = gem_dev_alloc((size_t)max_ff * 4, (void **)&d->h)) != GEM_OK ||
         (st = gem_dev_alloc((size_t)hp->n_vocab * 4, (void **)&d->logits)) != GEM_OK ||
         (st = gem_dev_alloc(sizeof(unsigned), (void **)&d->flag)) != GEM_OK ||
+        (st = gem_dev_alloc(8 + gem_dargmax_scratch_bytes(hp->n_vocab), (void **)&d->amax)) !=
+            GEM_OK ||
+        (st = cu_status(cudaMallocHost((void **)&d->h_amax, sizeof(int32_t)))) != GEM_OK ||
         (st = gem_dev_alloc((size_t)(hp->n_layers * max_half) * sizeof(double),
                             (void **)&d->inv_freq)) != GEM_OK ||
         (st = cu_status(cudaMallocHost((void **)&d->h_flag, sizeof(unsigned)))) != GEM_OK ||
@@ -691,7 +700,7 @@ static gem_status mark(gem_session_dev *d, int stage)
     return cu_status(cudaEventRecord(d->ev[d->used_ev++], d->stream));
 }
 
-gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax)
 {
     const gem_model *m = s->m;
     const gem_model_dev *w = m->dev;
@@ -757,18 +766,24 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
                                  d->x, l->out_scale, next, E, hp->eps, d->xn)));
         MARK(ST_NORMS);
     }
-    if (logits) {
+    if (logits || argmax) {
         TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));
+        if (argmax) /* the token (8 bytes in), the partials after it */
+            TRY(gem_dargmax(d->logits, nv, d->amax, d->amax + 2, str));
         MARK(ST_LOGITS);
         if (s->whole_only)
             TRY(mark(d, ST_LOGITS)); /* the end, before the copy as with the stages */
-        TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
-                                      cudaMemcpyDeviceToHost, str)));
+        if (argmax)
+            TRY(cu_status(cudaMemcpyAsync(d->h_amax, d->amax, sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, str)));
+        else
+            TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
+                                          cudaMemcpyDeviceToHost, str)));
     }
-    if (s->whole_only && !logits)
+    if (s->whole_only && !logits && !argmax)
         TRY(mark(d, ST_NORMS)); /* the end */
     TRY(cu_status(cudaMemcpyAsync(d->h_flag, d->flag, sizeof(unsigned), cudaMemcpyDeviceToHost,
                                   str)));
@@ -794,7 +809,9 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
         s->t.mlp += stage[ST_MLP];
         s->t.logits += stage[ST_LOGITS];
     }
-    if (logits)
+    if (argmax)
+        *argmax = *d->h_amax;
+    else if (logits)
         memcpy(logits, d->h_logits, (size_t)hp->n_vocab * sizeof(float));
 #undef MARK
 #undef TRY

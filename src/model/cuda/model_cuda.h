@@ -87,6 +87,17 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
  * outside the matrix. */
 gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream);
 
+/* Bytes of gem_dargmax's scratch for n values; 0 for n outside 1 .. INT32_MAX. */
+size_t gem_dargmax_scratch_bytes(int64_t n);
+
+/* *idx (device int32) = the index of the largest of x (n, device F32), the lowest index among
+ * equal values (-0 equals +0): the greedy token of the logits. A NaN never wins; 0 when no
+ * value is a number. scratch: gem_dargmax_scratch_bytes(n) bytes of device memory, 8-byte
+ * aligned, overlapping neither x nor idx. Two launches (argmax.cu), no atomics: the same index
+ * on every call. GEM_ERR_NULL, GEM_ERR_SHAPE (n), GEM_ERR_ALIGN, GEM_ERR_NO_DEVICE,
+ * GEM_ERR_DEVICE. */
+gem_status gem_dargmax(const float *x, int64_t n, int32_t *idx, void *scratch, void *stream);
+
 /* Fills w->data with valid blocks of w->type from a counter-based generator on
  * (seed, element or block index): elements roughly uniform in [-amp, amp], every
  * scale finite. For random-weight models generated on the device. The same bits

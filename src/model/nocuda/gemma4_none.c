@@ -59,10 +59,11 @@ void gem_session_dev_free(gem_session *s) { (void)s; }
 
 gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s) { return s->dctx; }
 
-gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits)
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax)
 {
     (void)s;
     (void)token;
     (void)logits;
+    (void)argmax;
     return GEM_ERR_NO_DEVICE;
 }

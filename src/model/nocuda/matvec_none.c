@@ -85,3 +85,20 @@ gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float am
     (void)stream;
     return GEM_ERR_NO_DEVICE;
 }
+
+size_t gem_dargmax_scratch_bytes(int64_t n)
+{
+    /* argmax.cu's: one 8-byte partial per 2,048 values, 1 to 256 of them */
+    const int64_t nb = (n + 2047) / 2048;
+    return n >= 1 && n <= INT32_MAX ? (size_t)(nb > 256 ? 256 : nb) * 8 : 0;
+}
+
+gem_status gem_dargmax(const float *x, int64_t n, int32_t *idx, void *scratch, void *stream)
+{
+    (void)x;
+    (void)n;
+    (void)idx;
+    (void)scratch;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
