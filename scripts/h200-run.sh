@@ -16,7 +16,7 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-pipe tiles-regs tiles-ring mma (default: all but kfv-ncu, the model phases and the five after
+#            tiles-q4k tiles-pipe tiles-regs tiles-ring mma tiles-batch (default: all but kfv-ncu, the model phases and the five after
 #            model-sanitize, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -335,6 +335,12 @@ if has mma; then
     step "dev/cuda/mma_decode: the BF16 tensor-core first pass, L2 prefetches ahead"
     timeout 240 "$BUILD/dev/mma_decode" ${MMA_ARGS:-} >"$REC/dev-mma-decode.txt" 2>&1 || fail "mma_decode"
     cat "$REC/dev-mma-decode.txt"
+    pack
+fi
+if has tiles-batch; then
+    step "dev/cuda/tiles_batch: the plain Q4_0 tile product with larger batches against the library's"
+    timeout 240 "$BUILD/dev/tiles_batch" >"$REC/dev-tiles-batch.txt" 2>&1 || fail "tiles_batch"
+    cat "$REC/dev-tiles-batch.txt"
     pack
 fi
 if has tiles-regs; then
