@@ -16,7 +16,7 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-pipe tiles-regs tiles-ring mma tiles-batch (default: all but kfv-ncu, the model phases and the five after
+#            tiles-q4k tiles-ring mma (default: all but kfv-ncu, the model phases and the five after
 #            model-sanitize, in that order)
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -313,40 +313,10 @@ if has tiles-q4k; then
     cat "$REC/dev-tiles-q4k.txt"
     pack
 fi
-if has tiles-pipe; then
-    step "dev/cuda/tiles_pipe: the Q4_0 tile product with pipelined loads against the library's"
-    timeout 240 "$BUILD/dev/tiles_pipe" >"$REC/dev-tiles-pipe.txt" 2>&1 || fail "tiles_pipe"
-    cat "$REC/dev-tiles-pipe.txt"
-    if command -v ncu >/dev/null; then
-        # --once: per shape, copies 0 and 1, each variant after the library (12 launches);
-        # q is launches 0-5, gate+up 48-53
-        for s in "q 0" "gate-up 48"; do
-            set -- $s
-            timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-                --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-                -k regex:'q4t_kernel|pipe_kernel' --launch-skip "$2" --launch-count 6 \
-                --log-file "$REC/ncu-tiles-pipe-$1.txt" "$BUILD/dev/tiles_pipe" --once \
-                >/dev/null 2>&1 || fail "ncu tiles_pipe $1"
-        done
-    fi
-    pack
-fi
 if has mma; then
     step "dev/cuda/mma_decode: the BF16 tensor-core first pass, L2 prefetches ahead"
     timeout 240 "$BUILD/dev/mma_decode" ${MMA_ARGS:-} >"$REC/dev-mma-decode.txt" 2>&1 || fail "mma_decode"
     cat "$REC/dev-mma-decode.txt"
-    pack
-fi
-if has tiles-batch; then
-    step "dev/cuda/tiles_batch: the plain Q4_0 tile product with larger batches against the library's"
-    timeout 240 "$BUILD/dev/tiles_batch" >"$REC/dev-tiles-batch.txt" 2>&1 || fail "tiles_batch"
-    cat "$REC/dev-tiles-batch.txt"
-    pack
-fi
-if has tiles-regs; then
-    step "dev/cuda/tiles_regs: the Q4_0 tile product under register caps against the library's"
-    timeout 240 "$BUILD/dev/tiles_regs" >"$REC/dev-tiles-regs.txt" 2>&1 || fail "tiles_regs"
-    cat "$REC/dev-tiles-regs.txt"
     pack
 fi
 if has tiles-ring; then

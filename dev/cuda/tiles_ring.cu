@@ -3,7 +3,8 @@ tiles_ring: the Q4_0 tile product (src/model/cuda/matvec_tiles.cu) with its weig
 cp.async into a ring of shared-memory stages per warp, against the library's kernel in the same
 process, at the Gemma 4 31B shapes.
 
-H200 run 34 (tiles_pipe, ncu): the library's kernel is limited by the bytes an SM has in flight.
+H200 run 34 (dev/cuda/tiles_pipe, since removed; its code is in commit 8a3736b; ncu): the library's
+kernel is limited by the bytes an SM has in flight.
 Its loads land in registers (a batch of 4 chunks, 3 KB a warp), a warp has nothing in flight
 while it computes, and the registers bound the warps an SM holds (61 a thread for the product,
 5 blocks of 6 warps; 84 for GeGLU, 3 blocks); pipelining through twice the registers lost
@@ -26,7 +27,7 @@ scales (read by all after the wait and a warp barrier); .cg copies (L2 only). Ev
 is the library's: the tiled layout, the scratch kernel and the four MMAs per chunk
 (tiles_arith.cuh), the split of the chunks over the warps and the order of every addition, so
 the outputs must equal the library's bit for bit; the program checks that on every shape
-before it times anything (exit 1 otherwise). Timing as tiles_pipe: ABBA (0 1 2 2 1 0),
+before it times anything (exit 1 otherwise). Timing: ABBA (0 1 2 2 1 0),
 per-launch medians and chains, rotating copies past the L2, fractions of the read probe
 measured in the same process. --once runs every variant once per shape and exits (for a
 profiler).
