@@ -524,6 +524,24 @@ __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
+/* The residual stream's end of a post-norm kernel: x = xv and xn = rmsnorm(xv) * w, for the
+ * thread's elements below n. */
+__device__ __forceinline__ void norm_residual_store(const float (&xv)[NORM_PER_THREAD],
+                                                   const float (&w)[NORM_PER_THREAD], int64_t n,
+                                                   double eps, double *sh, float *__restrict__ x,
+                                                   float *__restrict__ xn)
+{
+    const double r2 = norm_rms_inv(xv, n, eps, sh);
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        if (i < n) {
+            x[i] = xv[k];
+            xn[i] = (float)((double)xv[k] * r2) * w[k];
+        }
+    }
+}
+
 /* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n <= NORM_MAX)
  * each; one block of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
@@ -543,15 +561,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] += (float)((double)ov[k] * r) * wp[k];
-    const double r2 = norm_rms_inv(xv, n, eps, sh);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n) {
-            x[i] = xv[k];
-            xn[i] = (float)((double)xv[k] * r2) * wf[k];
-        }
-    }
+    norm_residual_store(xv, wf, n, eps, sh, x, xn);
 }
 
 /* After the MLP: x = (x + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x) * w_next (the next
@@ -573,15 +583,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
-    const double r2 = norm_rms_inv(xv, n, eps, sh);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n) {
-            x[i] = xv[k];
-            xn[i] = (float)((double)xv[k] * r2) * wn[k];
-        }
-    }
+    norm_residual_store(xv, wn, n, eps, sh, x, xn);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
