@@ -22,9 +22,15 @@
 
 /* The fused route's tuned default on the CPU: 32 sequence partitions, tiles of
  * 4 tokens (results/cpu: P32 tile 4 against P64, tile 8 and tile 32 at 64K and
- * 128K; the design's candidate). The same at every live length, so the
- * workspace of the default never shrinks as live grows. */
+ * 128K; the design's candidate), from 8,192 live rows on. Below, one partition
+ * per CPU_MIN_PARTITION_ROWS rows (at least one): small partitions cost more to
+ * set up and merge than they gain (Gemma 4's sliding layers, D256 and 16 KV heads,
+ * on 2 threads: live 64 / 256 / 1,024 took 219 / 492 / 1,564 us at P 32 against
+ * 106 / 258-295 / 1,004-1,153 us at P 1-4; results/cpu/partitions-small). The
+ * count grows with live and depends on nothing else (never on the threads: the
+ * bits must not), so the workspace sized at the capacity covers every live. */
 #define CPU_DEFAULT_PARTITIONS 32
+#define CPU_MIN_PARTITION_ROWS 256
 #define CPU_DEFAULT_TILE 4
 
 typedef struct cpu_decode {
@@ -132,9 +138,9 @@ static void config_default(const void *impl, const gem_decode_shape *shape, int6
 {
     (void)impl;
     (void)shape;
-    (void)live;
+    const int64_t p = live / CPU_MIN_PARTITION_ROWS;
     out->route = GEM_ROUTE_FUSED;
-    out->partitions = CPU_DEFAULT_PARTITIONS;
+    out->partitions = p < 1 ? 1 : (p > CPU_DEFAULT_PARTITIONS ? CPU_DEFAULT_PARTITIONS : p);
     out->tile = CPU_DEFAULT_TILE;
 }
 

@@ -41,8 +41,9 @@ typedef struct fixture {
     uint16_t *kv16; /* BF16 K then F16 V: (NKV, CAP, D) each; one spare element for the
                        "K at 2 bytes" view; then room for an output after it */
     float *out;   /* (NQ, D) */
-    void *ws;     /* (ws_bytes), 64-aligned */
-    size_t ws_bytes;
+    void *ws;     /* (ws_room), 64-aligned */
+    size_t ws_bytes; /* the default's at CAP */
+    size_t ws_room;  /* ws_bytes and enough for check_config's explicit P 3 */
     gem_kv_view view;   /* F32, dense, 20 live rows */
     gem_kv_view view16; /* kv16, dense, 20 live rows */
 } fixture;
@@ -178,7 +179,7 @@ static void check_decode_args(fixture *f)
     expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &big_t, NULL, GEM_ERR_PARAM, "tile bound");
     expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &neg, NULL, GEM_ERR_PARAM, "P < 0");
     expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &bad, NULL, GEM_ERR_PARAM, "route 42");
-    expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, &explicit_ok, NULL, GEM_OK, "P3 t5");
+    expect(f, f->q, &f->view, f->out, f->ws, f->ws_room, &explicit_ok, NULL, GEM_OK, "P3 t5");
     /* a stream on the CPU */
     expect(f, f->q, &f->view, f->out, f->ws, f->ws_bytes, NULL, (void *)f, GEM_ERR_PARAM, "stream");
     /* workspace: short, misaligned */
@@ -571,8 +572,12 @@ int main(void)
     f.q = malloc(NQ * D * sizeof(float));
     f.kv = malloc(2 * NKV * CAP * D * sizeof(float));
     f.out = malloc(NQ * D * sizeof(float));
+    /* the default at the capacity, and room for the explicit P 3 of check_config */
+    const gem_decode_config p3 = {GEM_ROUTE_FUSED, 3, 5};
     TCHECK_STATUS(gem_decode_workspace_bytes(f.ctx, &f.shape, CAP, NULL, &f.ws_bytes), GEM_OK);
-    f.ws = aligned_alloc(64, (f.ws_bytes + 63) / 64 * 64);
+    TCHECK_STATUS(gem_decode_workspace_bytes(f.ctx, &f.shape, CAP, &p3, &f.ws_room), GEM_OK);
+    f.ws_room = f.ws_room > f.ws_bytes ? f.ws_room : f.ws_bytes;
+    f.ws = aligned_alloc(64, (f.ws_room + 63) / 64 * 64);
     if (!f.ctx || !f.q || !f.kv || !f.out || !f.ws)
         return tcheck_summary("test_decode_bad_input");
     gem_fill_uniform(1, -1.0f, 1.0f, f.q, NQ * D);
