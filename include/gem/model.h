@@ -6,6 +6,7 @@
  *   gem_session *s;    gem_session_create(m, &opts, &s, err, sizeof err);
  *   gem_tokenize(gem_model_tokenizer(m), "text", 1, ids, cap, &n);
  *   for each token: gem_session_eval(s, id, logits);      (logits (n_vocab) or NULL)
+ *   or, greedy:     gem_session_eval_argmax(s, id, &next); (the next token alone)
  *
  * Every hyperparameter comes from the file's metadata (gemma4.*), so a tiny
  * synthetic file and the 31B model run the same code. Attention of every layer
