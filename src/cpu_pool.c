@@ -1,24 +1,44 @@
 /*
- * The CPU backend's thread pool: persistent pthread workers woken by a
- * generation counter; items are claimed from an atomic counter.
+ * The CPU backend's thread pool: persistent pthread workers that take a run
+ * from a generation counter; items are claimed from an atomic counter.
+ *
+ * Waiting is poll-then-sleep on both sides. A worker that finished a run polls
+ * the generation for up to CPU_POOL_POLL_NS before it sleeps on a condition
+ * variable, and the caller polls the count of busy workers as long before it
+ * sleeps. A decode step runs its parallel regions tens of microseconds apart
+ * (the model: four matrix products and two attention passes a layer, with
+ * serial norms between them), and a futex wake-up of a sleeping worker costs
+ * tens of microseconds on a virtual machine, once per worker and run; polling
+ * workers start within a fraction of a microsecond. After CPU_POOL_POLL_NS
+ * without work the workers sleep, so an idle pool holds no core.
+ *
+ * Lost wake-ups: the caller bumps the generation, then broadcasts under the
+ * mutex; a worker re-reads the generation under the mutex before it waits.
+ * The last worker to finish signals under the mutex after its decrement; the
+ * caller re-reads the count under the mutex before it waits.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cpu_pool.h"
+
+/* How long a worker polls for the next run, and the caller for the end of its run, before
+ * sleeping (nanoseconds). */
+#define CPU_POOL_POLL_NS 500000
 
 struct cpu_pool {
     int64_t threads;       /* workers + the caller */
     pthread_t *workers;    /* (threads - 1) */
     int64_t started;       /* workers actually started */
     pthread_mutex_t mu;
-    pthread_cond_t wake;   /* workers wait here for a new generation */
-    pthread_cond_t done;   /* the caller waits here for the workers */
-    uint64_t generation;   /* bumped by every run; guarded by mu */
-    int64_t busy;          /* workers still inside the current run; guarded by mu */
-    int quit;              /* guarded by mu */
-    /* the current run */
+    pthread_cond_t wake;   /* sleeping workers wait here for a new generation */
+    pthread_cond_t done;   /* a sleeping caller waits here for the last worker */
+    atomic_uint_least64_t generation; /* bumped by every run (release) */
+    atomic_int_least64_t busy;        /* workers still inside the current run */
+    atomic_int quit;
+    /* the current run: written before the generation's release, read after its acquire */
     cpu_pool_fn fn;
     void *ctx;
     int64_t n_items;
@@ -29,6 +49,52 @@ typedef struct worker_arg {
     cpu_pool *pool;
     int64_t index;
 } worker_arg;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls until cond(pool, arg) holds or CPU_POOL_POLL_NS pass; 1 when it holds. */
+static int poll_for(int (*cond)(cpu_pool *, uint64_t), cpu_pool *pool, uint64_t arg)
+{
+    int64_t t0 = -1;
+    for (unsigned i = 1;; i++) {
+        if (cond(pool, arg))
+            return 1;
+        cpu_relax();
+        if (i % 64 == 0) { /* the clock every 64 polls */
+            const int64_t t = now_ns();
+            if (t0 < 0)
+                t0 = t;
+            else if (t - t0 > CPU_POOL_POLL_NS)
+                return 0;
+        }
+    }
+}
+
+static int new_run(cpu_pool *pool, uint64_t seen)
+{
+    return atomic_load_explicit(&pool->quit, memory_order_relaxed) ||
+           atomic_load_explicit(&pool->generation, memory_order_acquire) != seen;
+}
+
+static int run_done(cpu_pool *pool, uint64_t unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&pool->busy, memory_order_acquire) == 0;
+}
 
 static void drain(cpu_pool *pool, int64_t thread)
 {
@@ -47,20 +113,23 @@ static void *worker_main(void *p)
     const int64_t index = arg->index;
     free(arg);
     uint64_t seen = 0;
-    pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (!pool->quit && pool->generation == seen)
-            pthread_cond_wait(&pool->wake, &pool->mu);
-        if (pool->quit)
+        if (!poll_for(new_run, pool, seen)) {
+            pthread_mutex_lock(&pool->mu);
+            while (!new_run(pool, seen))
+                pthread_cond_wait(&pool->wake, &pool->mu);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        if (atomic_load_explicit(&pool->quit, memory_order_relaxed))
             break;
-        seen = pool->generation;
-        pthread_mutex_unlock(&pool->mu);
+        seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         drain(pool, index);
-        pthread_mutex_lock(&pool->mu);
-        if (--pool->busy == 0)
+        if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool->mu); /* the last one: wake a sleeping caller */
             pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->mu);
+        }
     }
-    pthread_mutex_unlock(&pool->mu);
     return NULL;
 }
 
@@ -75,6 +144,9 @@ gem_status cpu_pool_create(int64_t threads, cpu_pool **out)
     if (!pool)
         return GEM_ERR_NOMEM;
     pool->threads = threads;
+    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->busy, 0);
+    atomic_init(&pool->quit, 0);
     atomic_init(&pool->next, 0);
     if (threads > 1) {
         pool->workers = calloc((size_t)(threads - 1), sizeof *pool->workers);
@@ -109,8 +181,8 @@ void cpu_pool_destroy(cpu_pool *pool)
 {
     if (!pool)
         return;
+    atomic_store_explicit(&pool->quit, 1, memory_order_relaxed);
     pthread_mutex_lock(&pool->mu);
-    pool->quit = 1;
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
     for (int64_t i = 0; i < pool->started; i++)
@@ -133,18 +205,20 @@ void cpu_pool_run(cpu_pool *pool, int64_t n_items, cpu_pool_fn fn, void *ctx)
             fn(ctx, i, 0);
         return;
     }
-    pthread_mutex_lock(&pool->mu);
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_items = n_items;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-    pool->busy = pool->started;
-    pool->generation++;
+    atomic_store_explicit(&pool->busy, pool->started, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+    pthread_mutex_lock(&pool->mu); /* wakes the workers that sleep (none while they poll) */
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
     drain(pool, 0);
-    pthread_mutex_lock(&pool->mu);
-    while (pool->busy > 0)
-        pthread_cond_wait(&pool->done, &pool->mu);
-    pthread_mutex_unlock(&pool->mu);
+    if (!poll_for(run_done, pool, 0)) {
+        pthread_mutex_lock(&pool->mu);
+        while (!run_done(pool, 0))
+            pthread_cond_wait(&pool->done, &pool->mu);
+        pthread_mutex_unlock(&pool->mu);
+    }
 }
