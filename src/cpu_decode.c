@@ -102,6 +102,8 @@ static void destroy(void *impl)
     free(c);
 }
 
+cpu_pool *gem_cpu_decode_pool(void *impl) { return ((cpu_decode *)impl)->pool; }
+
 static int64_t threads_of(const void *impl) { return ((const cpu_decode *)impl)->threads; }
 static int device_of(const void *impl)
 {

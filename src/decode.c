@@ -58,6 +58,11 @@ void gem_decode_ctx_destroy(gem_decode_ctx *ctx)
 }
 
 gem_backend gem_decode_ctx_backend(const gem_decode_ctx *ctx) { return ctx->backend; }
+cpu_pool *gem_decode_ctx_cpu_pool(gem_decode_ctx *ctx)
+{
+    return ctx->backend == GEM_BACKEND_CPU ? gem_cpu_decode_pool(ctx->impl) : NULL;
+}
+
 int64_t gem_decode_ctx_threads(const gem_decode_ctx *ctx) { return ctx->ops->threads(ctx->impl); }
 int gem_decode_ctx_device(const gem_decode_ctx *ctx) { return ctx->ops->device(ctx->impl); }
 const char *gem_decode_ctx_describe(const gem_decode_ctx *ctx)

@@ -84,6 +84,16 @@ typedef struct gem_cache_ops {
 extern const gem_cache_ops gem_cpu_cache_ops;
 extern const gem_cache_ops gem_cuda_cache_ops;
 
+typedef struct cpu_pool cpu_pool;
+
+/* The thread pool of a CPU context (cpu_pool.h), for work of its caller between decode
+ * calls (the model's matrix products), so that one set of workers serves both; NULL for a
+ * context of another backend. The pool runs one thing at a time: never during a gem_decode
+ * on the same context. ctx: a live context. */
+cpu_pool *gem_decode_ctx_cpu_pool(gem_decode_ctx *ctx);
+/* The CPU backend's side of it: impl, a CPU context's implementation. */
+cpu_pool *gem_cpu_decode_pool(void *impl);
+
 /* The fixed default of the baseline route's value partitions (the design's 16). */
 #define GEM_BASELINE_DEFAULT_PARTITIONS 16
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "model/matvec.h"
-#include "model/mpool.h"
+#include "cpu_pool.h"
 #include "tcheck.h"
 
 static float ref_dot(const float *w, const float *x, int64_t n)
@@ -38,9 +38,9 @@ int main(void)
         src[i] = sinf((float)i * 0.731f) * 0.1f * (float)(1 + i % 5);
     for (int64_t i = 0; i < max_cols; i++)
         x[i] = cosf((float)i * 0.37f);
-    mpool *p1 = NULL, *p3 = NULL;
-    TCHECK_STATUS(mpool_create(1, &p1), GEM_OK);
-    TCHECK_STATUS(mpool_create(3, &p3), GEM_OK);
+    cpu_pool *p1 = NULL, *p3 = NULL;
+    TCHECK_STATUS(cpu_pool_create(1, &p1), GEM_OK);
+    TCHECK_STATUS(cpu_pool_create(3, &p3), GEM_OK);
     for (int pass = 0; pass < 2; pass++)
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
             const int64_t cols = pass ? 500 : 512;
@@ -67,8 +67,8 @@ int main(void)
             gem_gguf_dequant(types[k], q + 5 * rb, dq, cols);
             TCHECK(memcmp(row, dq, (size_t)cols * 4) == 0);
         }
-    mpool_destroy(p1);
-    mpool_destroy(p3);
+    cpu_pool_destroy(p1);
+    cpu_pool_destroy(p3);
     free(src);
     free(x);
     free(row);

@@ -35,13 +35,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "decode_internal.h"
 #include "decode_stage_clock.h"
 #include "gem/decode.h"
 #include "gem/model.h"
 #include "kv_view.h"
 #include "matvec.h"
 #include "model_internal.h"
-#include "mpool.h"
 
 
 static gem_status mfail(char *err, size_t errlen, gem_status st, const char *fmt, ...)
@@ -478,7 +478,10 @@ void gem_session_free(gem_session *s)
     free(s->kfv);
     free(s->cap);
     free(s->inv_freq);
-    free(s->cs);
+    for (int k = 0; k < 2; k++) {
+        free(s->rope[k].freq);
+        free(s->rope[k].cs);
+    }
     free(s->x);
     free(s->xn);
     free(s->q);
@@ -493,7 +496,6 @@ void gem_session_free(gem_session *s)
     free(s->lg);
     gem_decode_ctx_destroy(s->dctx);
     gem_decode_ctx_destroy(s->dctx1);
-    mpool_destroy(s->pool);
     free(s);
 }
 
@@ -606,10 +608,10 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         mfail(err, errlen, st, "decode context: %s", gem_status_str(st));
         goto fail;
     }
-    if (!cuda && (st = mpool_create(gem_decode_ctx_threads(s->dctx), &s->pool)) != GEM_OK) {
-        mfail(err, errlen, st, "thread pool: %s", gem_status_str(st));
-        goto fail;
-    }
+    /* the matrix products run on the decode context's workers: one pool, whose workers
+     * poll between the layer's parallel regions instead of sleeping */
+    if (!cuda)
+        s->pool = gem_decode_ctx_cpu_pool(s->dctx);
     const int64_t L = hp->n_layers;
     s->kc = calloc((size_t)L, sizeof *s->kc);
     s->vc = calloc((size_t)L, sizeof *s->vc);
@@ -713,12 +715,18 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->kr = alloc64((size_t)max_k * 4);
     s->vr = alloc64((size_t)max_k * 4);
     s->gate = alloc64((size_t)max_ff * 4);
-    s->cs = malloc((size_t)(hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa) *
-                   sizeof(double));
+    const int64_t max_rot = hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa;
+    for (int k = 0; k < 2; k++) {
+        s->rope[k].pos = -1;
+        s->rope[k].freq = malloc((size_t)(max_rot / 2 + 1) * sizeof(double));
+        s->rope[k].cs = malloc((size_t)(max_rot + 1) * sizeof(double));
+        if (!s->rope[k].freq || !s->rope[k].cs)
+            goto nomem;
+    }
     s->up = alloc64((size_t)max_ff * 4);
     s->lg = alloc64((size_t)hp->n_vocab * 4);
     if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
-        !s->up || !s->cs || !s->kr || !s->vr || !s->lg)
+        !s->up || !s->kr || !s->vr || !s->lg)
         goto nomem;
     *out = s;
     return GEM_OK;
@@ -930,6 +938,25 @@ static void rope_angles(int64_t n_rot, const double *inv_freq, int64_t pos, doub
     }
 }
 
+/* The rotation of position pos for a layer's (n_rot, inv_freq): rope_angles' values, kept in
+ * one of two slots so that the layers of one kind share one computation a token. */
+static const double *rope_cached(gem_session *s, int64_t n_rot, const double *inv_freq,
+                                 int64_t pos)
+{
+    const size_t fb = (size_t)(n_rot / 2) * sizeof(double);
+    for (int k = 0; k < 2; k++)
+        if (s->rope[k].pos == pos && s->rope[k].n_rot == n_rot &&
+            memcmp(s->rope[k].freq, inv_freq, fb) == 0)
+            return s->rope[k].cs;
+    const int k = s->rope_next;
+    s->rope_next ^= 1;
+    memcpy(s->rope[k].freq, inv_freq, fb);
+    s->rope[k].n_rot = n_rot;
+    s->rope[k].pos = pos;
+    rope_angles(n_rot, inv_freq, pos, s->rope[k].cs);
+    return s->rope[k].cs;
+}
+
 /* NeoX RoPE on one head: x (head_dim), pairs (j, j + n_rot/2) for j < n_rot/2,
  * cs (n_rot) from rope_angles. */
 static void rope(float *x, int64_t n_rot, const double *cs)
@@ -941,6 +968,42 @@ static void rope(float *x, int64_t n_rot, const double *cs)
         x[j] = (float)(a * c - b * s);
         x[j + h] = (float)(a * s + b * c);
     }
+}
+
+/* The per-head norms and rotations of a layer's new q, K and V: item h < n_head normalizes
+ * and rotates query head h in place; item n_head + g writes KV head g's K row (unless kr is
+ * NULL: V-only layers) and V row. Each item's arithmetic is one head's, in the order of the
+ * serial loop, so the pool gives the same bits. */
+typedef struct head_norm_job {
+    const gem_layer *l;
+    double eps;
+    const double *cs;   /* (n_rot) the rotation of the position */
+    float *q;           /* (n_head, head_dim) */
+    const float *k, *v; /* (n_head_kv, head_dim) the projections */
+    float *kr, *vr;     /* (n_head_kv, head_dim) the rows the cache gets; kr may be NULL */
+} head_norm_job;
+
+/* Heads times head_dim from which the layer's norms go to the pool. */
+#define HEAD_NORM_POOL_ELEMS 8192
+
+static void head_norm_item(void *ctx, int64_t item, int64_t thread)
+{
+    (void)thread;
+    const head_norm_job *j = ctx;
+    const gem_layer *l = j->l;
+    const int64_t hd = l->head_dim;
+    if (item < l->n_head) {
+        float *qh = j->q + item * hd;
+        rmsnorm(qh, l->q_norm, hd, j->eps, qh);
+        rope(qh, l->n_rot, j->cs);
+        return;
+    }
+    const int64_t g = item - l->n_head;
+    if (j->kr) {
+        rmsnorm(j->k + g * hd, l->k_norm, hd, j->eps, j->kr + g * hd);
+        rope(j->kr + g * hd, l->n_rot, j->cs);
+    }
+    rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * hd);
 }
 
 static float gelu_tanh(float x)
@@ -1029,11 +1092,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         if (l->k_eq_v) /* V is the raw K projection */
             memcpy(s->v, s->k, (size_t)(nkv * hd) * sizeof(float));
         LAP(proj);
-        rope_angles(l->n_rot, s->inv_freq[li], pos, s->cs);
-        for (int64_t h = 0; h < l->n_head; h++) {
-            rmsnorm(s->q + h * hd, l->q_norm, hd, hp->eps, s->q + h * hd);
-            rope(s->q + h * hd, l->n_rot, s->cs);
-        }
+        const double *cs = rope_cached(s, l->n_rot, s->inv_freq[li], pos);
         const int v_only = s->v_only[li]; /* V stored alone, K rebuilt by the decode */
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
         const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
@@ -1042,12 +1101,14 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         /* F32 caches take the rows in place; 16-bit ones from F32 scratch, rounded */
         float *kr = s->kv_dtype == GEM_DTYPE_F32 && !v_only ? (float *)(void *)kdst : s->kr;
         float *vr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)vdst : s->vr;
-        for (int64_t g = 0; g < nkv; g++) {
-            if (!v_only) {
-                rmsnorm(s->k + g * hd, l->k_norm, hd, hp->eps, kr + g * hd);
-                rope(kr + g * hd, l->n_rot, s->cs);
-            }
-            rmsnorm(s->v + g * hd, NULL, hd, hp->eps, vr + g * hd);
+        {
+            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr};
+            const int64_t items = l->n_head + nkv;
+            if (items * hd >= HEAD_NORM_POOL_ELEMS)
+                cpu_pool_run(s->pool, items, head_norm_item, &j);
+            else
+                for (int64_t i = 0; i < items; i++)
+                    head_norm_item(&j, i, 0);
         }
         /* what the cache stores must be finite */
         if ((!v_only && !all_finite(kr, nkv * hd)) || !all_finite(vr, nkv * hd))

@@ -433,8 +433,9 @@ typedef struct mv_job {
 /* Item `item` of the batch: the rows whose first byte lies in [item * B / parts,
  * (item + 1) * B / parts) of the products' rows laid end to end (B bytes), so every row is
  * computed by exactly one item, whole, and each item streams one contiguous range. */
-static void mv_item(void *ctx, int64_t item)
+static void mv_item(void *ctx, int64_t item, int64_t thread)
 {
+    (void)thread;
     const mv_job *j = ctx;
     const size_t B = j->first_byte[j->n];
     /* item * B fits: B is at most the bytes of 8 mapped matrices, parts at most 4096 */
@@ -452,14 +453,14 @@ static void mv_item(void *ctx, int64_t item)
     }
 }
 
-void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
+void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
 {
     half_init();
     /* Small products are not worth waking the pool for (the same bits either way). */
     size_t bytes = 0;
     for (int k = 0; k < n; k++)
         bytes += (size_t)w[k]->rows * w[k]->row_bytes;
-    if (bytes < MV_INLINE_BYTES || mpool_threads(p) == 1) {
+    if (bytes < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
         for (int k = 0; k < n; k++)
             mv_rows(w[k], x[k], y[k], 0, w[k]->rows);
         return;
@@ -467,10 +468,10 @@ void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x
     /* One contiguous range per thread: each core streams its rows in order, which the
      * hardware prefetcher follows (16-row items taken in turn from a shared counter left
      * each core a stream with gaps and ran at about 60% of the read bandwidth). */
-    mv_job j = {n, w, x, y, {0}, mpool_threads(p)};
+    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p)};
     for (int k = 0; k < n; k++)
         j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
-    mpool_run(p, j.parts, mv_item, &j);
+    cpu_pool_run(p, j.parts, mv_item, &j);
 }
 
-void mv(mpool *p, const gem_matrix *w, const float *x, float *y) { mv_batch(p, 1, &w, &x, &y); }
+void mv(cpu_pool *p, const gem_matrix *w, const float *x, float *y) { mv_batch(p, 1, &w, &x, &y); }

@@ -11,17 +11,17 @@
 #include <stdint.h>
 
 #include "gem/model.h"
-#include "mpool.h"
+#include "cpu_pool.h"
 
 /* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). */
 void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1);
 
-/* The whole product on the pool. */
-void mv(mpool *p, const gem_matrix *w, const float *x, float *y);
+/* The whole product on the pool (a row is computed whole by one item). */
+void mv(cpu_pool *p, const gem_matrix *w, const float *x, float *y);
 
 /* Several products that share nothing but the pool, run as one batch of items
  * (e.g. the gate and up projections). w (n), x (n), y (n). */
-void mv_batch(mpool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y);
+void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y);
 
 /* Row r of w dequantized into dst (w->cols). */
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);

@@ -11,7 +11,7 @@
 
 #include "gem/decode.h"
 #include "gem/model.h"
-#include "mpool.h"
+#include "cpu_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,7 +38,7 @@ struct gem_model {
 
 struct gem_session {
     const gem_model *m;
-    mpool *pool;
+    cpu_pool *pool; /* the CPU context dctx's pool (borrowed), or NULL on the device */
     gem_decode_ctx *dctx;
     gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
@@ -53,7 +53,14 @@ struct gem_session {
     size_t kv_es;      /* bytes per cache element: 4 (F32) or 2 (BF16, F16) */
     int64_t *cap;      /* per layer: rows (max_tokens, or the window for sliding layers) */
     double **inv_freq; /* per layer: (n_rot / 2) */
-    double *cs;        /* (max n_rot): cos and sin of the current position */
+    /* the rotations of the current position, one per distinct (n_rot, inv_freq) of the
+     * layers (sliding and full): computed once a token, not once a layer */
+    struct {
+        int64_t n_rot, pos; /* pos -1: empty */
+        double *freq;       /* (max n_rot / 2): the inv_freq the angles are of */
+        double *cs;         /* (max n_rot): cos and sin, as rope_angles writes them */
+    } rope[2];
+    int rope_next;      /* the slot the next new rotation replaces */
     void *ws;          /* decode workspace (ws_bytes), 64-byte aligned */
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
