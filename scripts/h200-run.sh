@@ -16,8 +16,10 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma (default: all but kfv-ncu, the model phases and the five after
-#            model-sanitize, in that order)
+#            tiles-q4k tiles-ring mma cpu cpu-abba (default: all but kfv-ncu, the model phases, the five
+#            after model-sanitize and cpu, in that order)
+#   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
+#   A_GEM    cpu-abba: the other build's gem (say the landed main's), timed against this one
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -367,6 +369,53 @@ if has model-dev && ! late; then
     pack
 fi
 if has model31-bf16 && ! late; then model31 bf16; fi
+# ---- the host's CPU (the CPU backend on this machine's processor) ------------------
+if has cpu; then
+    step "the CPU backend on the host's processor: attention benches and the 2gb model"
+    { lscpu; echo; grep -m1 -o -w -E "amx_bf16|avx512_bf16|avx512f" /proc/cpuinfo | sort -u;
+      free -g; } >"$REC/cpu-host.txt" 2>&1
+    grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(|MHz|L3" "$REC/cpu-host.txt"
+    CPU_LENGTHS=${CPU_LENGTHS:-8192,65536,131072}
+    for t in f32 bf16 f16; do
+        (cd "$OUT" && timeout 300 "$GEM" bench --backend cpu --kv-dtype $t --lengths "$CPU_LENGTHS" \
+            --rounds 5 --bw-mib 4096 --out "$REC/cpu-bench-$t.json" >"$REC/cpu-bench-$t.txt" 2>&1) ||
+            fail "cpu bench $t"
+        grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-$t.txt"
+    done
+    for n in 1 4 8; do # per-core rate: the fused route at 64K on n threads
+        (cd "$OUT" && timeout 200 "$GEM" bench --backend cpu --threads $n --lengths 65536 --rounds 3 \
+            --a fused --b fused --b-partitions 64 --bw-mib 4096 --out "$REC/cpu-bench-f32-t$n.json" \
+            >"$REC/cpu-bench-f32-t$n.txt" 2>&1) || fail "cpu bench threads $n"
+        grep -E "read bandwidth|fused_" "$REC/cpu-bench-f32-t$n.txt"
+    done
+    f="$OUT/synth-2gb.gguf"
+    (cd "$OUT" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >"$REC/cpu-synth-2gb.txt" 2>&1) ||
+        fail "synth 2gb"
+    for c in 64 1024; do
+        (cd "$OUT" && timeout 300 "$GEM" profile --model "$f" --context $c --prompt 16 --reps 5 \
+            --samples 4 --out "$REC/cpu-profile-2gb-ctx$c.json" >"$REC/cpu-profile-2gb-ctx$c.txt" 2>&1) ||
+            fail "cpu profile 2gb ctx $c"
+        tail -12 "$REC/cpu-profile-2gb-ctx$c.txt"
+    done
+    rm -f "$f"
+    pack
+fi
+if has cpu-abba; then
+    step "the host's CPU: this build against A_GEM, A B B A (the 2gb model, then attention)"
+    [ -x "${A_GEM:-}" ] || { echo "cpu-abba needs A_GEM, the other build's gem"; exit 2; }
+    f="$OUT/synth-2gb.gguf"
+    (cd "$OUT" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >/dev/null 2>&1) || fail "synth 2gb"
+    timeout 400 "$SRC/scripts/abba-model.sh" "$A_GEM" "$GEM" "$f" "$REC/cpu-abba-2gb" 1 64,1024 ||
+        fail "abba model"
+    rm -f "$f"
+    (cd "$OUT" && timeout 200 "$SRC/scripts/abba-binaries.sh" "$A_GEM" "$GEM" "$REC/cpu-abba-attn" 1 \
+        8192,65536) || fail "abba attention"
+    (cd "$OUT" && timeout 200 "$GEM" bench --backend cpu --kv-dtype bf16 --lengths 65536,131072 \
+        --rounds 5 --bw-mib 4096 --out "$REC/cpu-bench-bf16.json" >"$REC/cpu-bench-bf16.txt" 2>&1) ||
+        fail "cpu bench bf16"
+    grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-bf16.txt"
+    pack
+fi
 if has model-sanitize && ! late; then
     step "compute-sanitizer over the CUDA decoder (tiny fixture), the Q4_0 tiles and the argmax"
     # racecheck over the whole decoder test runs past 4 minutes: memcheck there, both tools
