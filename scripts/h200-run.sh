@@ -19,6 +19,7 @@
 #            tiles-q4k tiles-ring mma cpu cpu-abba (default: all but kfv-ncu, the model phases, the five
 #            after model-sanitize and cpu, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
+#   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
 #   A_GEM    cpu-abba: the other build's gem (say the landed main's), timed against this one
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -382,7 +383,7 @@ if has cpu; then
             fail "cpu bench $t"
         grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-$t.txt"
     done
-    for n in 1 4 8; do # per-core rate: the fused route at 64K on n threads
+    for n in ${CPU_THREAD_SWEEP-1 4 8}; do # per-core rate: the fused route at 64K on n threads
         (cd "$OUT" && timeout 200 "$GEM" bench --backend cpu --threads $n --lengths 65536 --rounds 3 \
             --a fused --b fused --b-partitions 64 --bw-mib 4096 --out "$REC/cpu-bench-f32-t$n.json" \
             >"$REC/cpu-bench-f32-t$n.txt" 2>&1) || fail "cpu bench threads $n"
