@@ -16,10 +16,11 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma cpu cpu-abba (default: all but kfv-ncu, the model phases, the five
+#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev (default: all but kfv-ncu, the model phases, the five
 #            after model-sanitize and cpu, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
 #   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
+#   CPU_DEV_ARGS  arguments of dev/cpu/mv_split in the cpu-dev phase (default: its own)
 #   A_GEM    cpu-abba: the other build's gem (say the landed main's), timed against this one
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -415,6 +416,12 @@ if has cpu-abba; then
         --rounds 5 --bw-mib 4096 --out "$REC/cpu-bench-bf16.json" >"$REC/cpu-bench-bf16.txt" 2>&1) ||
         fail "cpu bench bf16"
     grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-bf16.txt"
+    pack
+fi
+if has cpu-dev; then
+    step "dev/cpu/mv_split: the split of a matrix product among the host's cores"
+    timeout 300 "$BUILD/dev/mv_split" ${CPU_DEV_ARGS:-} >"$REC/dev-mv-split.txt" 2>&1 || fail "mv_split"
+    cat "$REC/dev-mv-split.txt"
     pack
 fi
 if has model-sanitize && ! late; then

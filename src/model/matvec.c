@@ -16,6 +16,8 @@
 #define LANES 64
 #define CHUNK 256
 #define MV_INLINE_BYTES (256u << 10) /* weights below this run on the calling thread */
+/* Contiguous byte ranges of a product per thread (dev/cpu/mv_split measures 1 to 8) */
+#define MV_PARTS_PER_THREAD 1
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -438,7 +440,8 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
     (void)thread;
     const mv_job *j = ctx;
     const size_t B = j->first_byte[j->n];
-    /* item * B fits: B is at most the bytes of 8 mapped matrices, parts at most 4096 */
+    /* item * B fits: B is at most the bytes of 8 mapped matrices (below 2^40), parts at most
+     * 4096 threads x 64 */
     const size_t b0 = (size_t)item * B / (size_t)j->parts;
     const size_t b1 = (size_t)(item + 1) * B / (size_t)j->parts;
     for (int k = 0; k < j->n; k++) {
@@ -455,6 +458,12 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
 
 void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
 {
+    mv_batch_split(p, n, w, x, y, MV_PARTS_PER_THREAD);
+}
+
+void mv_batch_split(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                    float *const *y, int64_t parts_per_thread)
+{
     half_init();
     /* Small products are not worth waking the pool for (the same bits either way). */
     size_t bytes = 0;
@@ -468,7 +477,8 @@ void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const
     /* One contiguous range per thread: each core streams its rows in order, which the
      * hardware prefetcher follows (16-row items taken in turn from a shared counter left
      * each core a stream with gaps and ran at about 60% of the read bandwidth). */
-    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p)};
+    parts_per_thread = parts_per_thread < 1 ? 1 : (parts_per_thread > 64 ? 64 : parts_per_thread);
+    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p) * parts_per_thread};
     for (int k = 0; k < n; k++)
         j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     cpu_pool_run(p, j.parts, mv_item, &j);

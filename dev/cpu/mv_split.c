@@ -1,0 +1,225 @@
+/*
+dev/cpu/mv_split: how the CPU decoder's matrix products split a product among the threads.
+
+A token of the 2gb preset (gem synth --preset 2gb: 60 layers, hidden 1024, Q8_0) streams about
+1.7 GB of projection and 0.4 GB of MLP weights through products of 2.2 to 17.8 MB, each run on
+the decode context's pool. This program builds L layers of random Q8_0 matrices of the preset's
+sliding-layer shapes (q, k, v: 8192, 4096, 4096 x 1024 as one batch; o: 1024 x 8192; gate and up:
+2048 x 1024 as one batch; down: 1024 x 2048: 33.4 MB a layer, 2.0 GB for 60), runs a "token" (every
+layer's four products in the model's order) with each split of the batch's bytes into
+threads x S contiguous ranges (S = 1, the library's, and the others asked for), and reports the
+median token time and its rate against a streaming read of as many bytes on as many threads.
+
+Versions (S, the contiguous ranges a thread's share is cut into):
+  1  one range per thread (the library's mv_batch: each core streams its rows in order)
+  2, 4, 8  ranges taken in turn from the pool's counter: a thread that finishes early takes the
+           next, at the cost of a stream that restarts every 1/(threads x S) of the batch
+
+Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
+always computed whole by one item). Then rounds of all versions in A B ... B A order.
+
+usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,2,4,8]
+H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu_pool.h"
+#include "gem/engine.h"
+#include "gem/model.h"
+#include "matvec.h"
+
+#define MAX_SPLITS 8
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* rows x cols of random Q8_0: scales in [2^-10, 2^-6), quants in [-127, 127]. */
+static gem_matrix q8_matrix(int64_t rows, int64_t cols)
+{
+    const size_t rb = (size_t)(cols / 32) * 34;
+    uint8_t *d = malloc(rb * (size_t)rows);
+    if (!d) {
+        fprintf(stderr, "mv_split: out of memory\n");
+        exit(1);
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < cols / 32; b++) {
+            uint8_t *blk = d + (size_t)r * rb + (size_t)b * 34;
+            const uint64_t u = next_u64();
+            const uint16_t h = (uint16_t)(0x1400u + (u & 0x0FFFu)); /* f16 in [2^-10, 2^-6) */
+            blk[0] = (uint8_t)(h & 0xFF);
+            blk[1] = (uint8_t)(h >> 8);
+            for (int j = 0; j < 32; j += 8) {
+                uint64_t v = next_u64();
+                for (int k = 0; k < 8; k++, v >>= 8)
+                    blk[2 + j + k] = (uint8_t)((int)(v % 255) - 127);
+            }
+        }
+    return (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb};
+}
+
+typedef struct layer {
+    gem_matrix q, k, v, o, gate, up, down;
+} layer;
+
+typedef struct bufs {
+    float *xn, *q, *k, *v, *att, *o, *gate, *up;
+} bufs;
+
+/* One token's products over every layer with split S. */
+static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, int64_t S)
+{
+    for (int64_t i = 0; i < nl; i++) {
+        const gem_matrix *w3[3] = {&L[i].q, &L[i].k, &L[i].v};
+        const float *x3[3] = {b->xn, b->xn, b->xn};
+        float *y3[3] = {b->q, b->k, b->v};
+        mv_batch_split(pool, 3, w3, x3, y3, S);
+        const gem_matrix *wo = &L[i].o;
+        mv_batch_split(pool, 1, &wo, (const float *const *)&b->att, &b->o, S);
+        const gem_matrix *w2[2] = {&L[i].gate, &L[i].up};
+        const float *x2[2] = {b->xn, b->xn};
+        float *y2[2] = {b->gate, b->up};
+        mv_batch_split(pool, 2, w2, x2, y2, S);
+        const gem_matrix *wd = &L[i].down;
+        mv_batch_split(pool, 1, &wd, (const float *const *)&b->gate, &b->o, S);
+    }
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t threads = 0, nl = 60, rounds = 7;
+    int64_t splits[MAX_SPLITS] = {1, 2, 4, 8};
+    int ns = 4;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            nl = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
+            ns = 0;
+            for (char *t = strtok(argv[++i], ","); t && ns < MAX_SPLITS; t = strtok(NULL, ","))
+                splits[ns++] = atoll(t);
+        } else {
+            fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
+                            "[--splits 1,2,4,8]\n");
+            return 2;
+        }
+    }
+    if (nl < 1 || rounds < 1 || threads < 0 || ns < 1) {
+        fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
+        return 2;
+    }
+    for (int s = 0; s < ns; s++)
+        if (splits[s] < 1 || splits[s] > 64) {
+            fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread\n");
+            return 2;
+        }
+    /* the pool and the probe of a decode context's size */
+    gem_engine *e = NULL;
+    if (gem_engine_create(GEM_BACKEND_CPU, threads, &e) != GEM_OK) {
+        fprintf(stderr, "mv_split: no CPU engine\n");
+        return 1;
+    }
+    threads = gem_engine_threads(e);
+    cpu_pool *pool = NULL;
+    if (cpu_pool_create(threads, &pool) != GEM_OK) {
+        fprintf(stderr, "mv_split: no pool\n");
+        return 1;
+    }
+    fprintf(stderr, "mv_split: %lld layers of Q8_0 weights on %lld threads\n", (long long)nl,
+            (long long)threads);
+    layer *L = calloc((size_t)nl, sizeof *L);
+    size_t bytes = 0;
+    for (int64_t i = 0; i < nl; i++) {
+        L[i] = (layer){q8_matrix(8192, 1024), q8_matrix(4096, 1024), q8_matrix(4096, 1024),
+                       q8_matrix(1024, 8192), q8_matrix(2048, 1024), q8_matrix(2048, 1024),
+                       q8_matrix(1024, 2048)};
+        const gem_matrix *m[7] = {&L[i].q, &L[i].k, &L[i].v, &L[i].o, &L[i].gate, &L[i].up,
+                                  &L[i].down};
+        for (int k = 0; k < 7; k++)
+            bytes += (size_t)m[k]->rows * m[k]->row_bytes;
+    }
+    bufs b;
+    float **all[8] = {&b.xn, &b.q, &b.k, &b.v, &b.att, &b.o, &b.gate, &b.up};
+    for (int k = 0; k < 8; k++) {
+        *all[k] = malloc(8192 * sizeof(float));
+        for (int i = 0; i < 8192; i++)
+            (*all[k])[i] = (float)sin(0.37 * i + k);
+    }
+    /* checks: every split gives mv_rows' bits on each of layer 0's matrices */
+    float *want = malloc(8192 * sizeof(float)), *got = malloc(8192 * sizeof(float));
+    const gem_matrix *m0[7] = {&L[0].q, &L[0].k, &L[0].v, &L[0].o, &L[0].gate, &L[0].up,
+                               &L[0].down};
+    for (int k = 0; k < 7; k++) {
+        const float *x = m0[k]->cols == 1024 ? b.xn : b.att;
+        mv_rows(m0[k], x, want, 0, m0[k]->rows);
+        for (int s = 0; s < ns; s++) {
+            memset(got, 0xFF, 8192 * sizeof(float));
+            mv_batch_split(pool, 1, &m0[k], &x, &got, splits[s]);
+            if (memcmp(want, got, (size_t)m0[k]->rows * sizeof(float)) != 0) {
+                fprintf(stderr, "mv_split: split %lld differs from mv_rows on matrix %d\n",
+                        (long long)splits[s], k);
+                return 1;
+            }
+        }
+    }
+    printf("checks: %d splits x 7 matrices, the bits of mv_rows\n", ns);
+    double bw = 0.0;
+    if (gem_engine_read_bandwidth(e, (size_t)1 << 30, 5, &bw) != GEM_OK) {
+        fprintf(stderr, "mv_split: the read probe failed\n");
+        return 1;
+    }
+    double *t = calloc((size_t)(ns * rounds * 2), sizeof *t);
+    int64_t *cnt = calloc((size_t)ns, sizeof *cnt);
+    for (int s = 0; s < ns; s++)
+        token(pool, L, nl, &b, splits[s]); /* warm-up */
+    for (int64_t r = 0; r < rounds; r++)
+        for (int pass = 0; pass < 2; pass++) /* A B .. then .. B A */
+            for (int u = 0; u < ns; u++) {
+                const int s = pass ? ns - 1 - u : u;
+                const double t0 = now_s();
+                token(pool, L, nl, &b, splits[s]);
+                t[s * rounds * 2 + cnt[s]++] = now_s() - t0;
+            }
+    printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
+           "token, floor %.3f ms\n",
+           bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
+    printf("split  median ms   min ms   max ms    GB/s  of the probe\n");
+    for (int s = 0; s < ns; s++) {
+        double *v = t + s * rounds * 2;
+        qsort(v, (size_t)cnt[s], sizeof *v, cmp_d);
+        const double med = cnt[s] % 2 ? v[cnt[s] / 2] : 0.5 * (v[cnt[s] / 2 - 1] + v[cnt[s] / 2]);
+        printf("%5lld  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", (long long)splits[s], med * 1e3,
+               v[0] * 1e3, v[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9,
+               100.0 * (double)bytes / med / bw);
+    }
+    cpu_pool_destroy(pool);
+    gem_engine_destroy(e);
+    return 0;
+}
