@@ -15,10 +15,14 @@ Versions (S, the contiguous ranges a thread's share is cut into):
   2, 4, 8  ranges taken in turn from the pool's counter: a thread that finishes early takes the
            next, at the cost of a stream that restarts every 1/(threads x S) of the batch
 
+Memory (--alloc): the weights in malloc's memory (4 KiB pages, as a file's mmap gives the
+decoder) or in cpu_stream_alloc's (2 MiB-aligned, madvise(MADV_HUGEPAGE), as the probe and the
+K/V caches get): the hardware prefetchers stop at page boundaries.
+
 Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
-usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,2,4,8]
+usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,2,4,8] [--alloc malloc|huge]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -28,6 +32,7 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #include <string.h>
 #include <time.h>
 
+#include "cpu_memory.h"
 #include "cpu_pool.h"
 #include "gem/engine.h"
 #include "gem/model.h"
@@ -51,11 +56,20 @@ static uint64_t next_u64(void)
     return rng;
 }
 
+static int huge_pages; /* --alloc huge */
+
 /* rows x cols of random Q8_0: scales in [2^-10, 2^-6), quants in [-127, 127]. */
 static gem_matrix q8_matrix(int64_t rows, int64_t cols)
 {
     const size_t rb = (size_t)(cols / 32) * 34;
-    uint8_t *d = malloc(rb * (size_t)rows);
+    void *mem = NULL;
+    if (huge_pages) {
+        if (cpu_stream_alloc(rb * (size_t)rows, 0, &mem) != GEM_OK)
+            mem = NULL;
+    } else {
+        mem = malloc(rb * (size_t)rows);
+    }
+    uint8_t *d = mem;
     if (!d) {
         fprintf(stderr, "mv_split: out of memory\n");
         exit(1);
@@ -125,9 +139,12 @@ int main(int argc, char **argv)
             ns = 0;
             for (char *t = strtok(argv[++i], ","); t && ns < MAX_SPLITS; t = strtok(NULL, ","))
                 splits[ns++] = atoll(t);
+        } else if (!strcmp(argv[i], "--alloc") && i + 1 < argc &&
+                   (!strcmp(argv[i + 1], "malloc") || !strcmp(argv[i + 1], "huge"))) {
+            huge_pages = !strcmp(argv[++i], "huge");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
-                            "[--splits 1,2,4,8]\n");
+                            "[--splits 1,2,4,8] [--alloc malloc|huge]\n");
             return 2;
         }
     }
@@ -154,6 +171,8 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "mv_split: %lld layers of Q8_0 weights on %lld threads\n", (long long)nl,
             (long long)threads);
+    printf("weights in %s\n", huge_pages ? "cpu_stream_alloc's memory (2 MiB pages advised)"
+                                         : "malloc's memory (4 KiB pages)");
     layer *L = calloc((size_t)nl, sizeof *L);
     size_t bytes = 0;
     for (int64_t i = 0; i < nl; i++) {
