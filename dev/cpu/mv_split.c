@@ -10,10 +10,13 @@ layer's four products in the model's order) with each split of the batch's bytes
 threads x S contiguous ranges (S = 1, the library's, and the others asked for), and reports the
 median token time and its rate against a streaming read of as many bytes on as many threads.
 
-Versions (S, the contiguous ranges a thread's share is cut into):
-  1  one range per thread (the library's mv_batch: each core streams its rows in order)
-  2, 4, 8  ranges taken in turn from the pool's counter: a thread that finishes early takes the
-           next, at the cost of a stream that restarts every 1/(threads x S) of the batch
+Versions (S:D, every pair of --splits S and --prefetch D):
+  S  the contiguous ranges a thread's share is cut into: 1, one range per thread (each core
+     streams its rows in order); 2, 4, 8 ranges taken in turn from the pool's counter (a thread
+     that finishes early takes the next, at the cost of a stream that restarts more often)
+  D  bytes ahead: before each row a thread asks (prefetcht1) for the lines of the row that
+     starts D bytes on; 0 none. In L3 one core computes the Q8_0 product at 18 GB/s; from DRAM
+     it streams 6-7 GB/s against the probe's 15-17 (run 46): compute and loads do not overlap.
 
 Memory (--alloc): the weights in malloc's memory (4 KiB pages, as a file's mmap gives the
 decoder) or in cpu_stream_alloc's (2 MiB-aligned, madvise(MADV_HUGEPAGE), as the probe and the
@@ -22,7 +25,8 @@ K/V caches get): the hardware prefetchers stop at page boundaries.
 Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
-usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,2,4,8] [--alloc malloc|huge]
+usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
+                [--alloc malloc|huge]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -38,7 +42,7 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #include "gem/model.h"
 #include "matvec.h"
 
-#define MAX_SPLITS 8
+#define MAX_LIST 8
 
 static double now_s(void)
 {
@@ -98,22 +102,22 @@ typedef struct bufs {
     float *xn, *q, *k, *v, *att, *o, *gate, *up;
 } bufs;
 
-/* One token's products over every layer with split S. */
-static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, int64_t S)
+/* One token's products over every layer under the tuning S. */
+static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, const mv_tuning *S)
 {
     for (int64_t i = 0; i < nl; i++) {
         const gem_matrix *w3[3] = {&L[i].q, &L[i].k, &L[i].v};
         const float *x3[3] = {b->xn, b->xn, b->xn};
         float *y3[3] = {b->q, b->k, b->v};
-        mv_batch_split(pool, 3, w3, x3, y3, S);
+        mv_batch_tuned(pool, 3, w3, x3, y3, S);
         const gem_matrix *wo = &L[i].o;
-        mv_batch_split(pool, 1, &wo, (const float *const *)&b->att, &b->o, S);
+        mv_batch_tuned(pool, 1, &wo, (const float *const *)&b->att, &b->o, S);
         const gem_matrix *w2[2] = {&L[i].gate, &L[i].up};
         const float *x2[2] = {b->xn, b->xn};
         float *y2[2] = {b->gate, b->up};
-        mv_batch_split(pool, 2, w2, x2, y2, S);
+        mv_batch_tuned(pool, 2, w2, x2, y2, S);
         const gem_matrix *wd = &L[i].down;
-        mv_batch_split(pool, 1, &wd, (const float *const *)&b->gate, &b->o, S);
+        mv_batch_tuned(pool, 1, &wd, (const float *const *)&b->gate, &b->o, S);
     }
 }
 
@@ -126,8 +130,8 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
-    int64_t splits[MAX_SPLITS] = {1, 2, 4, 8};
-    int ns = 4;
+    int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096};
+    int nsp = 2, npf = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -136,26 +140,36 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
-            ns = 0;
-            for (char *t = strtok(argv[++i], ","); t && ns < MAX_SPLITS; t = strtok(NULL, ","))
-                splits[ns++] = atoll(t);
+            nsp = 0;
+            for (char *t = strtok(argv[++i], ","); t && nsp < MAX_LIST; t = strtok(NULL, ","))
+                splits[nsp++] = atoll(t);
+        } else if (!strcmp(argv[i], "--prefetch") && i + 1 < argc) {
+            npf = 0;
+            for (char *t = strtok(argv[++i], ","); t && npf < MAX_LIST; t = strtok(NULL, ","))
+                pfs[npf++] = atoll(t);
         } else if (!strcmp(argv[i], "--alloc") && i + 1 < argc &&
                    (!strcmp(argv[i + 1], "malloc") || !strcmp(argv[i + 1], "huge"))) {
             huge_pages = !strcmp(argv[++i], "huge");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
-                            "[--splits 1,2,4,8] [--alloc malloc|huge]\n");
+                            "[--splits 1,4] [--prefetch 0,4096] [--alloc malloc|huge]\n");
             return 2;
         }
     }
-    if (nl < 1 || rounds < 1 || threads < 0 || ns < 1) {
+    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1) {
         fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
         return 2;
     }
-    for (int s = 0; s < ns; s++)
-        if (splits[s] < 1 || splits[s] > 64) {
-            fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread\n");
-            return 2;
+    mv_tuning v[MAX_LIST * MAX_LIST];
+    int ns = 0;
+    for (int a = 0; a < nsp; a++)
+        for (int c = 0; c < npf; c++) {
+            if (splits[a] < 1 || splits[a] > 64 || pfs[c] < 0 || pfs[c] > ((int64_t)1 << 30)) {
+                fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread, a prefetch 0 "
+                                "to 2^30 bytes\n");
+                return 2;
+            }
+            v[ns++] = (mv_tuning){splits[a], pfs[c]};
         }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;
@@ -200,15 +214,15 @@ int main(int argc, char **argv)
         mv_rows(m0[k], x, want, 0, m0[k]->rows);
         for (int s = 0; s < ns; s++) {
             memset(got, 0xFF, 8192 * sizeof(float));
-            mv_batch_split(pool, 1, &m0[k], &x, &got, splits[s]);
+            mv_batch_tuned(pool, 1, &m0[k], &x, &got, &v[s]);
             if (memcmp(want, got, (size_t)m0[k]->rows * sizeof(float)) != 0) {
-                fprintf(stderr, "mv_split: split %lld differs from mv_rows on matrix %d\n",
-                        (long long)splits[s], k);
+                fprintf(stderr, "mv_split: version %lld:%lld differs from mv_rows on matrix %d\n",
+                        (long long)v[s].parts_per_thread, (long long)v[s].prefetch_bytes, k);
                 return 1;
             }
         }
     }
-    printf("checks: %d splits x 7 matrices, the bits of mv_rows\n", ns);
+    printf("checks: %d versions x 7 matrices, the bits of mv_rows\n", ns);
     double bw = 0.0;
     if (gem_engine_read_bandwidth(e, (size_t)1 << 30, 5, &bw) != GEM_OK) {
         fprintf(stderr, "mv_split: the read probe failed\n");
@@ -217,26 +231,28 @@ int main(int argc, char **argv)
     double *t = calloc((size_t)(ns * rounds * 2), sizeof *t);
     int64_t *cnt = calloc((size_t)ns, sizeof *cnt);
     for (int s = 0; s < ns; s++)
-        token(pool, L, nl, &b, splits[s]); /* warm-up */
+        token(pool, L, nl, &b, &v[s]); /* warm-up */
     for (int64_t r = 0; r < rounds; r++)
         for (int pass = 0; pass < 2; pass++) /* A B .. then .. B A */
             for (int u = 0; u < ns; u++) {
                 const int s = pass ? ns - 1 - u : u;
                 const double t0 = now_s();
-                token(pool, L, nl, &b, splits[s]);
+                token(pool, L, nl, &b, &v[s]);
                 t[s * rounds * 2 + cnt[s]++] = now_s() - t0;
             }
     printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
            "token, floor %.3f ms\n",
            bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
-    printf("split  median ms   min ms   max ms    GB/s  of the probe\n");
+    printf("S:D           median ms   min ms   max ms    GB/s  of the probe\n");
     for (int s = 0; s < ns; s++) {
-        double *v = t + s * rounds * 2;
-        qsort(v, (size_t)cnt[s], sizeof *v, cmp_d);
-        const double med = cnt[s] % 2 ? v[cnt[s] / 2] : 0.5 * (v[cnt[s] / 2 - 1] + v[cnt[s] / 2]);
-        printf("%5lld  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", (long long)splits[s], med * 1e3,
-               v[0] * 1e3, v[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9,
-               100.0 * (double)bytes / med / bw);
+        double *u = t + s * rounds * 2;
+        qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
+        const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
+        char name[48];
+        snprintf(name, sizeof name, "%lld:%lld", (long long)v[s].parts_per_thread,
+                 (long long)v[s].prefetch_bytes);
+        printf("%-12s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
+               u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }
     cpu_pool_destroy(pool);
     gem_engine_destroy(e);

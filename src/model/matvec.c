@@ -16,8 +16,10 @@
 #define LANES 64
 #define CHUNK 256
 #define MV_INLINE_BYTES (256u << 10) /* weights below this run on the calling thread */
-/* Contiguous byte ranges of a product per thread (dev/cpu/mv_split measures 1 to 8) */
+/* The library's mv_tuning: contiguous byte ranges of a product per thread, and how far ahead
+ * of its row a thread prefetches (dev/cpu/mv_split measures both). */
 #define MV_PARTS_PER_THREAD 1
+#define MV_PREFETCH_BYTES 0
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -406,12 +408,33 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
     }
 }
 
-void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1)
+/* mv_rows asking, before each row, for the lines of the row `ahead` rows later (ahead 0: none;
+ * rows past the matrix are not asked for). */
+static void mv_rows_ahead(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1,
+                          int64_t ahead)
 {
     half_init();
     const uint8_t *base = w->data;
-    for (int64_t r = r0; r < r1; r++)
-        y[r] = dot_row(w, base + (size_t)r * w->row_bytes, x);
+    const size_t rb = w->row_bytes;
+    for (int64_t r = r0; r < r1; r++) {
+        if (ahead > 0 && r + ahead < w->rows) {
+            const uint8_t *pf = base + (size_t)(r + ahead) * rb;
+            for (size_t o = 0; o < rb; o += 64)
+                __builtin_prefetch(pf + o, 0, 2);
+        }
+        y[r] = dot_row(w, base + (size_t)r * rb, x);
+    }
+}
+
+/* Rows ahead for a prefetch distance in bytes: the row that starts at least that far on. */
+static int64_t rows_ahead(const gem_matrix *w, int64_t bytes)
+{
+    return bytes <= 0 ? 0 : (int64_t)(((size_t)bytes + w->row_bytes - 1) / w->row_bytes);
+}
+
+void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1)
+{
+    mv_rows_ahead(w, x, y, r0, r1, rows_ahead(w, MV_PREFETCH_BYTES));
 }
 
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst)
@@ -429,7 +452,8 @@ typedef struct mv_job {
     const float *const *x;
     float *const *y;
     size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
-    int64_t parts;        /* items: contiguous byte ranges of the batch, one per thread */
+    int64_t parts;        /* items: contiguous byte ranges of the batch */
+    int64_t prefetch_bytes;
 } mv_job;
 
 /* Item `item` of the batch: the rows whose first byte lies in [item * B / parts,
@@ -452,33 +476,39 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         int64_t r1 = b1 <= start ? 0 : (int64_t)((b1 - start + rb - 1) / rb);
         r1 = r1 < rows ? r1 : rows;
         if (r0 < r1)
-            mv_rows(j->w[k], j->x[k], j->y[k], r0, r1);
+            mv_rows_ahead(j->w[k], j->x[k], j->y[k], r0, r1,
+                          rows_ahead(j->w[k], j->prefetch_bytes));
     }
 }
 
 void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
 {
-    mv_batch_split(p, n, w, x, y, MV_PARTS_PER_THREAD);
+    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES};
+    mv_batch_tuned(p, n, w, x, y, &t);
 }
 
-void mv_batch_split(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
-                    float *const *y, int64_t parts_per_thread)
+void mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                    float *const *y, const mv_tuning *t)
 {
     half_init();
+    const int64_t pf_max = (int64_t)1 << 30;
+    const int64_t pf =
+        t->prefetch_bytes < 0 ? 0 : (t->prefetch_bytes > pf_max ? pf_max : t->prefetch_bytes);
     /* Small products are not worth waking the pool for (the same bits either way). */
     size_t bytes = 0;
     for (int k = 0; k < n; k++)
         bytes += (size_t)w[k]->rows * w[k]->row_bytes;
     if (bytes < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
         for (int k = 0; k < n; k++)
-            mv_rows(w[k], x[k], y[k], 0, w[k]->rows);
+            mv_rows_ahead(w[k], x[k], y[k], 0, w[k]->rows, rows_ahead(w[k], pf));
         return;
     }
-    /* One contiguous range per thread: each core streams its rows in order, which the
-     * hardware prefetcher follows (16-row items taken in turn from a shared counter left
+    /* Contiguous ranges, one per thread by default: each core streams its rows in order, which
+     * the hardware prefetcher follows (16-row items taken in turn from a shared counter left
      * each core a stream with gaps and ran at about 60% of the read bandwidth). */
-    parts_per_thread = parts_per_thread < 1 ? 1 : (parts_per_thread > 64 ? 64 : parts_per_thread);
-    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p) * parts_per_thread};
+    const int64_t ppt =
+        t->parts_per_thread < 1 ? 1 : (t->parts_per_thread > 64 ? 64 : t->parts_per_thread);
+    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p) * ppt, pf};
     for (int k = 0; k < n; k++)
         j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     cpu_pool_run(p, j.parts, mv_item, &j);

@@ -23,11 +23,18 @@ void mv(cpu_pool *p, const gem_matrix *w, const float *x, float *y);
  * (e.g. the gate and up projections). w (n), x (n), y (n). */
 void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y);
 
-/* mv_batch with the batch's bytes split into threads * parts_per_thread contiguous ranges
- * (items taken in turn from the pool's counter; any split gives the same bits), for
- * dev/cpu/mv_split, which measures the split. parts_per_thread in [1, 64]. */
-void mv_batch_split(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
-                    float *const *y, int64_t parts_per_thread);
+/* How a batch runs (dev/cpu/mv_split measures both; neither changes a bit of the result):
+ * its bytes split into threads * parts_per_thread contiguous ranges (items taken in turn
+ * from the pool's counter), and each thread asking for the rows that start prefetch_bytes
+ * past the row it computes (0: no prefetch). */
+typedef struct mv_tuning {
+    int64_t parts_per_thread; /* [1, 64] */
+    int64_t prefetch_bytes;   /* [0, 2^30] */
+} mv_tuning;
+
+/* mv_batch under the tuning t (clamped to the ranges above). */
+void mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                    float *const *y, const mv_tuning *t);
 
 /* Row r of w dequantized into dst (w->cols). */
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);
