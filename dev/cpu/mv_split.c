@@ -10,13 +10,14 @@ layer's four products in the model's order) with each split of the batch's bytes
 threads x S contiguous ranges (S = 1, the library's, and the others asked for), and reports the
 median token time and its rate against a streaming read of as many bytes on as many threads.
 
-Versions (S:D, every pair of --splits S and --prefetch D):
+Versions (S:D:I, every triple of --splits S, --prefetch D and --into I):
   S  the contiguous ranges a thread's share is cut into: 1, one range per thread (each core
      streams its rows in order); 2, 4, 8 ranges taken in turn from the pool's counter (a thread
      that finishes early takes the next, at the cost of a stream that restarts more often)
   D  bytes ahead: before each row a thread asks (prefetcht1) for the lines of the row that
      starts D bytes on; 0 none. In L3 one core computes the Q8_0 product at 18 GB/s; from DRAM
      it streams 6-7 GB/s against the probe's 15-17 (run 46): compute and loads do not overlap.
+  I  where the prefetches go: 1 L1 (prefetcht0), 2 L2 (prefetcht1), 0 non-temporal
 
 Memory (--alloc): the weights in malloc's memory (4 KiB pages, as a file's mmap gives the
 decoder) or in cpu_stream_alloc's (2 MiB-aligned, madvise(MADV_HUGEPAGE), as the probe and the
@@ -26,7 +27,7 @@ Every split is checked first: its outputs must be the bits of mv_rows on one thr
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
 usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
-                [--alloc malloc|huge]
+                [--into 2] [--alloc malloc|huge]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -130,8 +131,8 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
-    int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096};
-    int nsp = 2, npf = 2;
+    int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096}, intos[MAX_LIST] = {2};
+    int nsp = 2, npf = 2, nin = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -143,6 +144,10 @@ int main(int argc, char **argv)
             nsp = 0;
             for (char *t = strtok(argv[++i], ","); t && nsp < MAX_LIST; t = strtok(NULL, ","))
                 splits[nsp++] = atoll(t);
+        } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
+            nin = 0;
+            for (char *t = strtok(argv[++i], ","); t && nin < MAX_LIST; t = strtok(NULL, ","))
+                intos[nin++] = atoll(t);
         } else if (!strcmp(argv[i], "--prefetch") && i + 1 < argc) {
             npf = 0;
             for (char *t = strtok(argv[++i], ","); t && npf < MAX_LIST; t = strtok(NULL, ","))
@@ -152,25 +157,28 @@ int main(int argc, char **argv)
             huge_pages = !strcmp(argv[++i], "huge");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
-                            "[--splits 1,4] [--prefetch 0,4096] [--alloc malloc|huge]\n");
+                            "[--splits 1,4] [--prefetch 0,4096] [--into 2] "
+                            "[--alloc malloc|huge]\n");
             return 2;
         }
     }
-    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1) {
+    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1) {
         fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
         return 2;
     }
-    mv_tuning v[MAX_LIST * MAX_LIST];
+    mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST];
     int ns = 0;
     for (int a = 0; a < nsp; a++)
-        for (int c = 0; c < npf; c++) {
-            if (splits[a] < 1 || splits[a] > 64 || pfs[c] < 0 || pfs[c] > ((int64_t)1 << 30)) {
-                fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread, a prefetch 0 "
-                                "to 2^30 bytes\n");
-                return 2;
+        for (int c = 0; c < npf; c++)
+            for (int d = 0; d < nin; d++) {
+                if (splits[a] < 1 || splits[a] > 64 || pfs[c] < 0 ||
+                    pfs[c] > ((int64_t)1 << 30) || intos[d] < 0 || intos[d] > 2) {
+                    fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread, a prefetch "
+                                    "0 to 2^30 bytes, into 0, 1 or 2\n");
+                    return 2;
+                }
+                v[ns++] = (mv_tuning){splits[a], pfs[c], (int)intos[d]};
             }
-            v[ns++] = (mv_tuning){splits[a], pfs[c]};
-        }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;
     if (gem_engine_create(GEM_BACKEND_CPU, threads, &e) != GEM_OK) {
@@ -216,8 +224,10 @@ int main(int argc, char **argv)
             memset(got, 0xFF, 8192 * sizeof(float));
             mv_batch_tuned(pool, 1, &m0[k], &x, &got, &v[s]);
             if (memcmp(want, got, (size_t)m0[k]->rows * sizeof(float)) != 0) {
-                fprintf(stderr, "mv_split: version %lld:%lld differs from mv_rows on matrix %d\n",
-                        (long long)v[s].parts_per_thread, (long long)v[s].prefetch_bytes, k);
+                fprintf(stderr,
+                        "mv_split: version %lld:%lld:%d differs from mv_rows on matrix %d\n",
+                        (long long)v[s].parts_per_thread, (long long)v[s].prefetch_bytes,
+                        v[s].prefetch_into, k);
                 return 1;
             }
         }
@@ -243,14 +253,14 @@ int main(int argc, char **argv)
     printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
            "token, floor %.3f ms\n",
            bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
-    printf("S:D           median ms   min ms   max ms    GB/s  of the probe\n");
+    printf("S:D:I         median ms   min ms   max ms    GB/s  of the probe\n");
     for (int s = 0; s < ns; s++) {
         double *u = t + s * rounds * 2;
         qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
         const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
         char name[48];
-        snprintf(name, sizeof name, "%lld:%lld", (long long)v[s].parts_per_thread,
-                 (long long)v[s].prefetch_bytes);
+        snprintf(name, sizeof name, "%lld:%lld:%d", (long long)v[s].parts_per_thread,
+                 (long long)v[s].prefetch_bytes, v[s].prefetch_into);
         printf("%-12s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
                u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }

@@ -20,6 +20,7 @@
  * of its row a thread prefetches (dev/cpu/mv_split measures both). */
 #define MV_PARTS_PER_THREAD 1
 #define MV_PREFETCH_BYTES 0
+#define MV_PREFETCH_INTO 2
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -410,8 +411,9 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
 
 /* mv_rows asking, before each row, for the lines of the row `ahead` rows later (ahead 0: none;
  * rows past the matrix are not asked for). */
-static void mv_rows_ahead(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1,
-                          int64_t ahead)
+static inline __attribute__((always_inline)) void
+mv_rows_into(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1, int64_t ahead,
+             const int locality)
 {
     half_init();
     const uint8_t *base = w->data;
@@ -420,10 +422,22 @@ static void mv_rows_ahead(const gem_matrix *w, const float *x, float *y, int64_t
         if (ahead > 0 && r + ahead < w->rows) {
             const uint8_t *pf = base + (size_t)(r + ahead) * rb;
             for (size_t o = 0; o < rb; o += 64)
-                __builtin_prefetch(pf + o, 0, 2);
+                __builtin_prefetch(pf + o, 0, locality);
         }
         y[r] = dot_row(w, base + (size_t)r * rb, x);
     }
+}
+
+/* into: mv_tuning's prefetch_into */
+static void mv_rows_ahead(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1,
+                          int64_t ahead, int into)
+{
+    if (into == 1)
+        mv_rows_into(w, x, y, r0, r1, ahead, 3);
+    else if (into == 0)
+        mv_rows_into(w, x, y, r0, r1, ahead, 0);
+    else
+        mv_rows_into(w, x, y, r0, r1, ahead, 2);
 }
 
 /* Rows ahead for a prefetch distance in bytes: the row that starts at least that far on. */
@@ -434,7 +448,7 @@ static int64_t rows_ahead(const gem_matrix *w, int64_t bytes)
 
 void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1)
 {
-    mv_rows_ahead(w, x, y, r0, r1, rows_ahead(w, MV_PREFETCH_BYTES));
+    mv_rows_ahead(w, x, y, r0, r1, rows_ahead(w, MV_PREFETCH_BYTES), MV_PREFETCH_INTO);
 }
 
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst)
@@ -454,6 +468,7 @@ typedef struct mv_job {
     size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
     int64_t parts;        /* items: contiguous byte ranges of the batch */
     int64_t prefetch_bytes;
+    int prefetch_into;
 } mv_job;
 
 /* Item `item` of the batch: the rows whose first byte lies in [item * B / parts,
@@ -477,13 +492,13 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         r1 = r1 < rows ? r1 : rows;
         if (r0 < r1)
             mv_rows_ahead(j->w[k], j->x[k], j->y[k], r0, r1,
-                          rows_ahead(j->w[k], j->prefetch_bytes));
+                          rows_ahead(j->w[k], j->prefetch_bytes), j->prefetch_into);
     }
 }
 
 void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES, MV_PREFETCH_INTO};
     mv_batch_tuned(p, n, w, x, y, &t);
 }
 
@@ -500,7 +515,7 @@ void mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float 
         bytes += (size_t)w[k]->rows * w[k]->row_bytes;
     if (bytes < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
         for (int k = 0; k < n; k++)
-            mv_rows_ahead(w[k], x[k], y[k], 0, w[k]->rows, rows_ahead(w[k], pf));
+            mv_rows_ahead(w[k], x[k], y[k], 0, w[k]->rows, rows_ahead(w[k], pf), t->prefetch_into);
         return;
     }
     /* Contiguous ranges, one per thread by default: each core streams its rows in order, which
@@ -508,7 +523,7 @@ void mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float 
      * each core a stream with gaps and ran at about 60% of the read bandwidth). */
     const int64_t ppt =
         t->parts_per_thread < 1 ? 1 : (t->parts_per_thread > 64 ? 64 : t->parts_per_thread);
-    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p) * ppt, pf};
+    mv_job j = {n, w, x, y, {0}, cpu_pool_threads(p) * ppt, pf, t->prefetch_into};
     for (int k = 0; k < n; k++)
         j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     cpu_pool_run(p, j.parts, mv_item, &j);

@@ -30,6 +30,7 @@ void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const
 typedef struct mv_tuning {
     int64_t parts_per_thread; /* [1, 64] */
     int64_t prefetch_bytes;   /* [0, 2^30] */
+    int prefetch_into;        /* 1: L1 (prefetcht0), 2: L2 (prefetcht1), 0: non-temporal */
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
