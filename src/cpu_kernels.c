@@ -555,39 +555,44 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
 }
 
 #if CPU_AVX512
-/* 0 when all 8 alphas of a tile are exactly 1: the rule's o * alpha is then o
+/* 0 when all NH alphas of a tile are exactly 1: the rule's o * alpha is then o
  * itself, bit for bit (x * 1 = x for every float but a signalling NaN, which no
  * accumulator of the routes holds: they start at 0 and only take FMA results),
  * so the multiplies can be left out. Once the running maxima settle (most tiles
- * of a long context) that saves 8 heads x dv multiplies per tile. al (8). */
-static inline int rescales(const float *al)
+ * of a long context) that saves NH heads x dv multiplies per tile. al (NH). */
+INLINE int rescales(const float *al, const int NH)
 {
-    return _mm256_movemask_ps(
-               _mm256_cmp_ps(_mm256_loadu_ps(al), _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+    if (NH == 8)
+        return _mm256_movemask_ps(
+                   _mm256_cmp_ps(_mm256_loadu_ps(al), _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+    for (int h = 0; h < NH; h++)
+        if (al[h] != 1.0f) /* a NaN too */
+            return 1;
+    return 0;
 }
 
-/* Tiles one value_8h call takes at most (cpu_value_tile splits longer calls). */
+/* Tiles one value_nh call takes at most (cpu_value_tile splits longer calls). */
 #define VALUE_MAX_TILES 64
 
-/* cpu_value_tile for 8 heads, n a multiple of 16, V of type vt, at most
- * VALUE_MAX_TILES tiles: per 32 (then 16) columns the 8 heads' accumulators stay
- * in registers for the whole call; each V vector is loaded (and converted) once
- * and feeds 8 FMAs (weights broadcast from memory). The tokens run in segments:
+/* cpu_value_tile for NH (1, 2, 4 or 8) heads, n a multiple of 16, V of type vt, at
+ * most VALUE_MAX_TILES tiles: per 32 (then 16) columns the NH heads' accumulators
+ * stay in registers for the whole call; each V vector is loaded (and converted)
+ * once and feeds NH FMAs (weights broadcast from memory). The tokens run in segments:
  * a segment starts at a tile whose alphas are not all 1 (its multiplies first)
  * and takes every token up to the next such tile in one loop; a tile whose
  * alphas are all 1 needs no multiply (x * 1 = x), so once the running maxima
  * settle a call is one loop over its tokens. Per element the rule's operations
  * in the rule's order. */
-INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
                      const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
-                     const gem_dtype vt)
+                     const gem_dtype vt, const int NH)
 {
     int64_t seg_t[VALUE_MAX_TILES + 1];     /* first token of each segment, then nt */
     const float *seg_al[VALUE_MAX_TILES];   /* its tile's alphas, NULL when all 1 */
     int nseg = 0;
     for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-        const float *al = alpha + (t0 / tile) * 8;
-        const int r = rescales(al);
+        const float *al = alpha + (t0 / tile) * NH;
+        const int r = rescales(al, NH);
         if (nseg == 0 || r) {
             seg_t[nseg] = t0;
             seg_al[nseg] = r ? al : NULL;
@@ -610,7 +615,7 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
     const __m512i himask = _mm512_set1_epi32((int)0xFFFF0000u);
     for (; d + 32 <= n; d += 32) { /* 32 columns: each weight broadcast feeds 2 FMAs */
         __m512 a[8], b[8];
-        for (int h = 0; h < 8; h++) {
+        for (int h = 0; h < NH; h++) {
             a[h] = _mm512_loadu_ps(o + h * n + d);
             b[h] = _mm512_loadu_ps(o + h * n + d + 16);
             if (eo) {
@@ -624,7 +629,7 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
         const float *pt = p;
         for (int g = 0; g < nseg; g++) {
             if (seg_al[g])
-                for (int h = 0; h < 8; h++) {
+                for (int h = 0; h < NH; h++) {
                     const __m512 ah = _mm512_set1_ps(seg_al[g][h]);
                     a[h] = _mm512_mul_ps(a[h], ah);
                     b[h] = _mm512_mul_ps(b[h], ah);
@@ -650,16 +655,16 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
                 __builtin_prefetch(vr + 32 * esize(vt), 0, 3);
                 if (vt == GEM_DTYPE_F32)
                     __builtin_prefetch(vr + 32 * esize(vt) + 64, 0, 3);
-                for (int h = 0; h < 8; h++) {
+                for (int h = 0; h < NH; h++) {
                     const __m512 ph = _mm512_set1_ps(pt[h]);
                     a[h] = _mm512_fmadd_ps(ph, va, a[h]);
                     b[h] = _mm512_fmadd_ps(ph, vb, b[h]);
                 }
                 vr += row_bytes;
-                pt += 8;
+                pt += NH;
             }
         }
-        for (int h = 0; h < 8; h++) {
+        for (int h = 0; h < NH; h++) {
             if (eo) {
                 const __m512 x = a[h];
                 a[h] = _mm512_permutex2var_ps(x, lo, b[h]);
@@ -671,14 +676,14 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
     }
     for (; d < n; d += 16) {
         __m512 a[8];
-        for (int h = 0; h < 8; h++)
+        for (int h = 0; h < NH; h++)
             a[h] = _mm512_loadu_ps(o + h * n + d);
         const char *vr = elem(v, d, vt);
         const char *pr = pf_nt > 0 ? elem(pf, d, vt) : NULL;
         const float *pt = p;
         for (int g = 0; g < nseg; g++) {
             if (seg_al[g])
-                for (int h = 0; h < 8; h++)
+                for (int h = 0; h < NH; h++)
                     a[h] = _mm512_mul_ps(a[h], _mm512_set1_ps(seg_al[g][h]));
             for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
                 const __m512 vv = load16(vr, 0, vt);
@@ -686,31 +691,31 @@ INLINE void value_8h(float *o, int64_t n, int64_t tile, const float *alpha, cons
                     prefetch_step(pr, 0, vt);
                     pr += row_bytes;
                 }
-                for (int h = 0; h < 8; h++)
+                for (int h = 0; h < NH; h++)
                     a[h] = _mm512_fmadd_ps(_mm512_set1_ps(pt[h]), vv, a[h]);
                 vr += row_bytes;
-                pt += 8;
+                pt += NH;
             }
         }
-        for (int h = 0; h < 8; h++)
+        for (int h = 0; h < NH; h++)
             _mm512_storeu_ps(o + h * n + d, a[h]);
     }
 }
 
-/* cpu_value_tile for 8 heads: calls of at most VALUE_MAX_TILES tiles (each loads
+/* cpu_value_tile for NH heads: calls of at most VALUE_MAX_TILES tiles (each loads
  * and stores o; the per-element order is the rule's), then the prefetch of the
  * rows beyond this call's tokens. */
-INLINE void value_tile_8h(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+INLINE void value_tile_nh(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
                           const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
-                          const gem_dtype vt)
+                          const gem_dtype vt, const int NH)
 {
     /* all of it when it has at most VALUE_MAX_TILES tiles, else that many tiles */
     const int64_t step = tile > nt / VALUE_MAX_TILES ? nt : VALUE_MAX_TILES * tile;
     for (int64_t c = 0; c < nt; c += step) {
         const int64_t m = nt - c < step ? nt - c : step;
         const int64_t pm = pf_nt > c ? (pf_nt - c < m ? pf_nt - c : m) : 0;
-        value_8h(o, n, tile, alpha + (c / tile) * 8, p + c * 8, elem(v, c * vs, vt), m, vs,
-                 pm > 0 ? elem(pf, c * vs, vt) : NULL, pm, vt);
+        value_nh(o, n, tile, alpha + (c / tile) * NH, p + c * NH, elem(v, c * vs, vt), m, vs,
+                 pm > 0 ? elem(pf, c * vs, vt) : NULL, pm, vt, NH);
     }
     for (int64_t t = nt; t < pf_nt; t++) /* rows beyond this call's count */
         prefetch_row(elem(pf, t * vs, vt), n, vt);
@@ -749,18 +754,27 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
     if (!pf)
         pf_nt = 0;
 #if CPU_AVX512
-    if (nh == 8 && n % 16 == 0) {
-        switch (vt) {
-        case GEM_DTYPE_BF16:
-            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16);
-            return;
-        case GEM_DTYPE_F16:
-            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16);
-            return;
-        default:
-            value_tile_8h(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32);
-            return;
-        }
+    if ((nh == 8 || nh == 4 || nh == 2 || nh == 1) && n % 16 == 0) {
+#define VALUE_TILE(NH)                                                                      \
+    switch (vt) {                                                                           \
+    case GEM_DTYPE_BF16:                                                                    \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16, NH); \
+        return;                                                                             \
+    case GEM_DTYPE_F16:                                                                     \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16, NH);  \
+        return;                                                                             \
+    default:                                                                                \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32, NH);  \
+        return;                                                                             \
+    }
+        if (nh == 8)
+            VALUE_TILE(8)
+        if (nh == 4)
+            VALUE_TILE(4)
+        if (nh == 2)
+            VALUE_TILE(2)
+        VALUE_TILE(1)
+#undef VALUE_TILE
     }
 #endif
     for (int64_t t = 0; t < pf_nt; t++)

@@ -148,7 +148,7 @@ static void check_online_tile(void)
 static void check_value_tile(void)
 {
     const int64_t ns[] = {512, 48, 13};
-    const int64_t nhs[] = {1, 5, 8, 9};
+    const int64_t nhs[] = {1, 2, 4, 5, 8, 9};
     const int64_t nts[] = {1, 3, 4, 16, 17};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
@@ -202,7 +202,7 @@ static void check_value_tile(void)
 static void check_value_tiles(void)
 {
     const int64_t ns[] = {512, 13};
-    const int64_t nhs[] = {8, 3};
+    const int64_t nhs[] = {8, 4, 2, 1, 3};
     const int64_t tiles[][2] = {{1, 32}, {3, 32}, {4, 32}, {5, 32}, {32, 32}, {1, 150}, {3, 301}};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
