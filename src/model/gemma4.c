@@ -35,7 +35,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu_memory.h"
 #include "decode_internal.h"
 #include "decode_stage_clock.h"
 #include "gem/decode.h"
@@ -455,14 +454,18 @@ static void *alloc64(size_t bytes)
     return r >= bytes ? aligned_alloc(64, r ? r : 64) : NULL;
 }
 
-/* A CPU cache tensor: huge pages advised, every page touched (zeroed) now, so that a decode
- * step never takes a page fault for a new row (60 layers' new rows cost some 240 faults a
- * token otherwise) and the attention streams through few TLB entries. NULL on failure;
- * released with free(). */
+/* A CPU cache tensor, every page touched (zeroed) now: a decode step then never takes a page
+ * fault for a new row (60 layers' new rows cost some 240 faults a token otherwise), and rows
+ * never written read as zeros from memory of their own. (Untouched, they read the kernel's
+ * one shared zero page from the caches: `gem profile` fills only the full layers' caches up
+ * to the context, so its sliding layers' unwritten ring rows were timed that way, faster than
+ * a real cache.) NULL on failure; released with free(). */
 static void *cache_alloc(size_t bytes)
 {
-    void *p = NULL;
-    return cpu_stream_alloc(bytes, 1, &p) == GEM_OK ? p : NULL;
+    void *p = alloc64(bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
 }
 
 void gem_session_free(gem_session *s)
