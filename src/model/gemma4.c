@@ -1028,12 +1028,14 @@ static float gelu_tanh(float x)
 
 /* An elementwise pass split into chunks on the pool: each element's arithmetic is the
  * serial loop's, so any split gives the same bits. */
-typedef struct ew_job {
+typedef struct ew_job ew_job;
+struct ew_job {
+    void (*range)(const ew_job *j, int64_t i0, int64_t i1); /* the pass on [i0, i1) */
     float *a;       /* (n) in place */
     const float *b; /* (n) or NULL */
     double c;
     int64_t n, chunk;
-} ew_job;
+};
 
 /* The fewest elements a chunk takes (tanh costs some 20 ns an element: 2,048 of them on one
  * thread are 40 us; a chunk of 256 is 5 us); a pass has at most one chunk a thread. */
@@ -1053,20 +1055,16 @@ static void softcap_range(const ew_job *j, int64_t i0, int64_t i1)
         j->a[i] = (float)(j->c * tanh((double)j->a[i] / j->c));
 }
 
-#define EW_ITEM(name, range)                                                                \
-    static void name(void *ctx, int64_t item, int64_t thread)                               \
-    {                                                                                       \
-        (void)thread;                                                                       \
-        const ew_job *j = ctx;                                                              \
-        const int64_t i0 = item * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n; \
-        range(j, i0, i1);                                                                   \
-    }
-EW_ITEM(geglu_chunk, geglu_range)
-EW_ITEM(softcap_chunk, softcap_range)
-#undef EW_ITEM
+static void ew_item(void *ctx, int64_t item, int64_t thread)
+{
+    (void)thread;
+    const ew_job *j = ctx;
+    const int64_t i0 = item * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n;
+    j->range(j, i0, i1);
+}
 
-/* fn over n elements of j: chunks of at least EW_MIN_CHUNK, at most one a thread. */
-static void elementwise(cpu_pool *pool, int64_t n, cpu_pool_fn fn, ew_job *j)
+/* j->range over n elements: chunks of at least EW_MIN_CHUNK, at most one a thread. */
+static void elementwise(cpu_pool *pool, int64_t n, ew_job *j)
 {
     if (n <= 0)
         return;
@@ -1077,9 +1075,9 @@ static void elementwise(cpu_pool *pool, int64_t n, cpu_pool_fn fn, ew_job *j)
     j->chunk = (n + items - 1) / items;
     items = (n + j->chunk - 1) / j->chunk;
     if (items > 1)
-        cpu_pool_run(pool, items, fn, j);
+        cpu_pool_run(pool, items, ew_item, j);
     else
-        fn(j, 0, 0);
+        j->range(j, 0, n);
 }
 
 /* dst (n) of type t (BF16 or F16) = src (n) rounded to nearest even; 0 when a finite value
@@ -1215,7 +1213,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             float *ys[2] = {s->gate, s->up};
             mv_batch(s->pool, 2, w, xs, ys);
         }
-        elementwise(s->pool, l->n_ff, geglu_chunk, &(ew_job){s->gate, s->up, 0.0, 0, 0});
+        elementwise(s->pool, l->n_ff, &(ew_job){geglu_range, s->gate, s->up, 0.0, 0, 0});
         mv(s->pool, &l->w_down, s->gate, s->o);
         LAP(mlp);
         rmsnorm(s->o, l->post_ffn_norm, E, hp->eps, s->o);
@@ -1229,8 +1227,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     if (logits) {
         mv(s->pool, &m->output, s->xn, logits);
         if (hp->softcap > 0)
-            elementwise(s->pool, hp->n_vocab, softcap_chunk,
-                        &(ew_job){logits, NULL, hp->softcap, 0, 0});
+            elementwise(s->pool, hp->n_vocab,
+                        &(ew_job){softcap_range, logits, NULL, hp->softcap, 0, 0});
         LAP(logits);
         if (!all_finite(logits, hp->n_vocab))
             return GEM_ERR_NONFINITE;
