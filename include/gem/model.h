@@ -14,8 +14,8 @@
  * full-attention layers keep every token (capacity opts.max_tokens), sliding
  * layers a ring of `window` rows; with opts.k_from_v the full layers whose K = V
  * store V alone and the decode rebuilds K from it. Matrix-vector products run on
- * a small thread pool with each output row computed by one thread in a fixed
- * order, so the logits are the same bits for any thread count.
+ * the CPU decode context's thread pool with each output row computed by one
+ * thread in a fixed order, so the logits are the same bits for any thread count.
  *
  * Untrusted input (the file, the command line) answers a status and one line
  * in `err`; a model file that loads has every tensor present, typed, shaped as
