@@ -9,8 +9,11 @@
 # (read probes; the fused kernel's versions), and an ncu read of the DRAM bytes
 # and durations of both routes at 64K.
 #
-# Everything lands in OUT: log.txt (the whole console), summary.txt (the table
-# printed last), receipts.tar.gz (every JSON receipt, ncu output, command).
+# OUT gets five files: log.txt (the whole console), summary.txt (the table printed
+# last), receipts.tar.gz (every JSON receipt, ncu output, command), cmake.txt and
+# build.txt. The receipts themselves and the model files the phases write live in
+# WORK (default: a new folder under /tmp), so that a device call, which returns at
+# most 8 files, always returns the tarball.
 #
 # Environment:
 #   PHASES   space-separated subset of: build test sanitize resources diff
@@ -41,7 +44,9 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$SRC/build-h200
-REC=$OUT/rec # receipts, tarred at the end
+WORK=${WORK:-$(mktemp -d /tmp/h200-run.XXXXXX)}
+mkdir -p "$WORK"
+REC=$WORK/rec # receipts, tarred into OUT/receipts.tar.gz
 mkdir -p "$REC"
 PHASES=${PHASES:-"build test resources diff bench kfv peers dev sanitize sweep ncu"}
 JOBS=${JOBS:-$(nproc)}
@@ -249,7 +254,7 @@ fi
 
 # ---- the Gemma 4 decoder on the GPU ----------------------------------------------------------
 model31() { # weight type
-    local ty=$1 f="$OUT/m31-$1.gguf" ctxs=${MODEL_CONTEXTS:-8192,65536,131072}
+    local ty=$1 f="$WORK/m31-$1.gguf" ctxs=${MODEL_CONTEXTS:-8192,65536,131072}
     step "Gemma 4 31B dimensions, $ty weights generated on the GPU: model differentials"
     # 262144 positions: Gemma 4 31B's context, room for the steps timed past 128K
     "$GEM" synth --preset 31b --type "$ty" --no-matrices --context-length 262144 --out "$f" |
@@ -271,19 +276,19 @@ if has model31; then model31 q4_0; fi
 if has model; then
     step "the CUDA decoder on the tiny fixture: its tests, the transformers reference, the CPU decoder"
     timeout 120 "$BUILD/test_model_cuda" 2>&1 | tee "$REC/test-model-cuda.txt" || fail "test_model_cuda"
-    "$GEM" synth --preset tiny --out "$OUT/tiny.gguf" >/dev/null
+    "$GEM" synth --preset tiny --out "$WORK/tiny.gguf" >/dev/null
     for attn in fused baseline; do
-        "$GEM" model-check --model "$OUT/tiny.gguf" --expected "$SRC/scripts/reference/gemma4-tiny.expected" \
+        "$GEM" model-check --model "$WORK/tiny.gguf" --expected "$SRC/scripts/reference/gemma4-tiny.expected" \
             --backend cuda --attn $attn >"$REC/model-check-cuda-$attn.txt" 2>&1 || fail "model-check cuda $attn"
         tail -3 "$REC/model-check-cuda-$attn.txt"
     done
-    "$GEM" model-diff --model "$OUT/tiny.gguf" --compare backends --contexts 30,31,64 --steps 8 \
+    "$GEM" model-diff --model "$WORK/tiny.gguf" --compare backends --contexts 30,31,64 --steps 8 \
         --out "$REC/model-diff-tiny-backends" 2>&1 | tee "$REC/model-diff-tiny-backends.txt" ||
         fail "model-diff backends"
     # widths that tile (every row count a multiple of 8, every input a multiple of 128): the
     # GPU's Q4_0 products run on the tensor cores, the CPU's in F32
-    "$GEM" synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out "$OUT/tiles.gguf" >/dev/null
-    "$GEM" model-diff --model "$OUT/tiles.gguf" --compare backends --contexts 30,31,64 --steps 8 \
+    "$GEM" synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out "$WORK/tiles.gguf" >/dev/null
+    "$GEM" model-diff --model "$WORK/tiles.gguf" --compare backends --contexts 30,31,64 --steps 8 \
         --out "$REC/model-diff-tiles-q4_0-backends" 2>&1 | tee "$REC/model-diff-tiles-q4_0-backends.txt" ||
         fail "model-diff backends (Q4_0 tiles)"
     pack
@@ -298,7 +303,7 @@ if has model-tests; then
 fi
 if has model-ncu && command -v ncu >/dev/null; then
     step "ncu: the duration of every kernel of a 31B token (Q4_0 tiles, weights of zeros)"
-    f="$OUT/m31-ncu.gguf"
+    f="$WORK/m31-ncu.gguf"
     "$GEM" synth --preset 31b --type q4_0 --no-matrices --context-length 4096 --out "$f" >/dev/null
     # 411 tile kernels while the weights go up, then the tokens of the two prompt positions
     GEM_QUIET=1 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum \
@@ -379,22 +384,22 @@ if has cpu; then
     grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(|MHz|L3" "$REC/cpu-host.txt"
     CPU_LENGTHS=${CPU_LENGTHS:-8192,65536,131072}
     for t in f32 bf16 f16; do
-        (cd "$OUT" && timeout 300 "$GEM" bench --backend cpu --kv-dtype $t --lengths "$CPU_LENGTHS" \
+        (cd "$WORK" && timeout 300 "$GEM" bench --backend cpu --kv-dtype $t --lengths "$CPU_LENGTHS" \
             --rounds 5 --bw-mib 4096 --out "$REC/cpu-bench-$t.json" >"$REC/cpu-bench-$t.txt" 2>&1) ||
             fail "cpu bench $t"
         grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-$t.txt"
     done
     for n in ${CPU_THREAD_SWEEP-1 4 8}; do # per-core rate: the fused route at 64K on n threads
-        (cd "$OUT" && timeout 200 "$GEM" bench --backend cpu --threads $n --lengths 65536 --rounds 3 \
+        (cd "$WORK" && timeout 200 "$GEM" bench --backend cpu --threads $n --lengths 65536 --rounds 3 \
             --a fused --b fused --b-partitions 64 --bw-mib 4096 --out "$REC/cpu-bench-f32-t$n.json" \
             >"$REC/cpu-bench-f32-t$n.txt" 2>&1) || fail "cpu bench threads $n"
         grep -E "read bandwidth|fused_" "$REC/cpu-bench-f32-t$n.txt"
     done
-    f="$OUT/synth-2gb.gguf"
-    (cd "$OUT" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >"$REC/cpu-synth-2gb.txt" 2>&1) ||
+    f="$WORK/synth-2gb.gguf"
+    (cd "$WORK" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >"$REC/cpu-synth-2gb.txt" 2>&1) ||
         fail "synth 2gb"
     for c in 64 1024; do
-        (cd "$OUT" && timeout 300 "$GEM" profile --model "$f" --context $c --prompt 16 --reps 5 \
+        (cd "$WORK" && timeout 300 "$GEM" profile --model "$f" --context $c --prompt 16 --reps 5 \
             --samples 4 --out "$REC/cpu-profile-2gb-ctx$c.json" >"$REC/cpu-profile-2gb-ctx$c.txt" 2>&1) ||
             fail "cpu profile 2gb ctx $c"
         tail -12 "$REC/cpu-profile-2gb-ctx$c.txt"
@@ -405,14 +410,14 @@ fi
 if has cpu-abba; then
     step "the host's CPU: this build against A_GEM, A B B A (the 2gb model, then attention)"
     [ -x "${A_GEM:-}" ] || { echo "cpu-abba needs A_GEM, the other build's gem"; exit 2; }
-    f="$OUT/synth-2gb.gguf"
-    (cd "$OUT" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >/dev/null 2>&1) || fail "synth 2gb"
+    f="$WORK/synth-2gb.gguf"
+    (cd "$WORK" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >/dev/null 2>&1) || fail "synth 2gb"
     timeout 400 "$SRC/scripts/abba-model.sh" "$A_GEM" "$GEM" "$f" "$REC/cpu-abba-2gb" 1 64,1024 ||
         fail "abba model"
     rm -f "$f"
-    (cd "$OUT" && timeout 200 "$SRC/scripts/abba-binaries.sh" "$A_GEM" "$GEM" "$REC/cpu-abba-attn" 1 \
+    (cd "$WORK" && timeout 200 "$SRC/scripts/abba-binaries.sh" "$A_GEM" "$GEM" "$REC/cpu-abba-attn" 1 \
         8192,65536) || fail "abba attention"
-    (cd "$OUT" && timeout 200 "$GEM" bench --backend cpu --kv-dtype bf16 --lengths 65536,131072 \
+    (cd "$WORK" && timeout 200 "$GEM" bench --backend cpu --kv-dtype bf16 --lengths 65536,131072 \
         --rounds 5 --bw-mib 4096 --out "$REC/cpu-bench-bf16.json" >"$REC/cpu-bench-bf16.txt" 2>&1) ||
         fail "cpu bench bf16"
     grep -E "read bandwidth|baseline_|fused_|ratio" "$REC/cpu-bench-bf16.txt"
