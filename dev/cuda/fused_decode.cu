@@ -61,6 +61,14 @@ version 13 is the library through gem_decode on a token-major view (rows of the 
   token back to back): gem_fused_first_pass_strided. H200 (run 10): 0.2611 / 0.5028 / 0.0455 ms,
   1-2% slower than 12 at 64K and 128K.
 
+version 20 is the library's first pass (gem_fused_first_pass_body instantiated here for dense
+  rows) with the library's reducer (gem_fused_reducer_body), which issues the O loads of 64
+  partials at once, the first group before it loads M and S: one round trip to the L2 for the
+  whole merge at P 64.
+version 21 is version 20 with the reducer the library had before (reducer_by8 below: the same
+  arithmetic in the same order, O loaded 8 partials at a time, eight round trips at P 64), the
+  control that isolates the reducer. 12, 20 and 21 must give the same bits.
+
 ./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions
 ./fused_decode --lengths 8192 --rounds 20 9 12
@@ -84,6 +92,8 @@ extern "C" {
 #include "gem/decode.h"
 #include "gem/receipt.h"
 }
+
+#include "attn_fused_body.cuh"
 
 #define D 512
 #define GROUP 8
@@ -627,6 +637,117 @@ __global__ void __launch_bounds__(128)
         make_float4(__fdiv_rn(o.x, sa), __fdiv_rn(o.y, sa), __fdiv_rn(o.z, sa), __fdiv_rn(o.w, sa));
 }
 
+/* ---- versions 20 and 21: the library's first pass, two reducers ----------------------------- */
+
+/* The library's first pass for dense rows (attn_fused.cu's gem_fused_first_pass), instantiated
+ * from the library's own device code. */
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
+    lib_first_pass(const float *__restrict__ q, const float *__restrict__ k,
+                   const float *__restrict__ v, float *__restrict__ part_m,
+                   float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                   int64_t partitions, float scale)
+{
+    gem_fused_first_pass_body<gem_kv_f32, ROW_F4, false>(
+        q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4, ROW_F4, part_m, part_s, part_o, live,
+        partitions, NQ, scale, nullptr, nullptr);
+}
+
+/* Version 20's reducer: the library's. */
+extern "C" __global__ void __launch_bounds__(THREADS)
+    lib_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
+}
+
+/* Version 21's reducer: the library's before version 20, O loaded 8 partials at a time (a
+ * round trip to the L2 per 8 partials); otherwise the same arithmetic in the same order. */
+extern "C" __global__ void __launch_bounds__(THREADS)
+    reducer_by8(const float *__restrict__ part_m, /* (P, n_q_heads) */
+                const float *__restrict__ part_s, /* (P, n_q_heads) */
+                const float *__restrict__ part_o, /* (P, n_q_heads, dv) */
+                float *__restrict__ out,          /* (n_q_heads, dv) */
+                int64_t partitions)
+{
+    __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
+    __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
+    __shared__ float red[GEM_CU_THREADS / 32];
+    __shared__ float s_all;
+    /* launched as a programmatic dependent: wait until the first pass has completed and
+     * its writes are visible */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t h = blockIdx.x, n_q_heads = gridDim.x, dv = D;
+    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* M_p and S_p of partial p = threadIdx.x */
+    float m0 = -INFINITY, s0 = 0.f;
+    if (threadIdx.x < partitions) {
+        m0 = part_m[threadIdx.x * n_q_heads + h];
+        s0 = part_s[threadIdx.x * n_q_heads + h];
+    }
+    float mx = -INFINITY;
+    if (s0 > 0.f)
+        mx = fmaxf(mx, m0);
+    for (int64_t p = threadIdx.x + GEM_CU_THREADS; p < partitions; p += GEM_CU_THREADS) {
+        const float mp = part_m[p * n_q_heads + h], sp = part_s[p * n_q_heads + h];
+        if (sp > 0.f)
+            mx = fmaxf(mx, mp);
+    }
+    for (int off = 16; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+#pragma unroll
+    for (int i = 1; i < GEM_CU_THREADS / 32; i++)
+        mx = fmaxf(mx, red[i]);
+    float o = 0.f, sa = 0.f;
+    /* O_p of this thread's element: po[p * pstride] */
+    const float *po = part_o + h * dv + d;
+    const int64_t pstride = n_q_heads * dv;
+    for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
+        const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
+        if (threadIdx.x < nb) {
+            float mp = m0, sp = s0; /* the first batch: partial threadIdx.x, loaded above */
+            if (p0 > 0) {
+                const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+                mp = part_m[r];
+                sp = part_s[r];
+            }
+            const float wp = sp > 0.f ? expf(mp - mx) : 0.f;
+            w[threadIdx.x] = wp;
+            sw[threadIdx.x] = sp * wp;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            float t = 0.f;
+            for (int64_t b = lane; b < nb; b += 32)
+                t += sw[b];
+            for (int off = 16; off > 0; off >>= 1)
+                t += __shfl_xor_sync(0xffffffffu, t, off);
+            sa += t; /* lane 0's sum is the one written */
+        }
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            float op[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                op[u] = __ldg(po + (p0 + b + u) * pstride);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                o = fmaf(op[u], w[b + u], o);
+        }
+        for (; b < nb; b++)
+            o = fmaf(__ldg(po + (p0 + b) * pstride), w[b], o);
+        __syncthreads(); /* w is rewritten by the next batch */
+    }
+    if (threadIdx.x == 0)
+        s_all = sa;
+    __syncthreads();
+    out[h * dv + d] = __fdiv_rn(o, s_all);
+}
+
 /* ---- launchers ------------------------------------------------------------------------------ */
 
 typedef struct run_args {
@@ -670,6 +791,16 @@ static void run_version(int version, const run_args *a)
             a->q, a->k, a->v, pm, ps, po, a->live, P, a->scale);
         cudaCheck(cudaGetLastError());
         gem_fused_reducer_v1<<<g2, THREADS, 0, a->stream>>>(pm, ps, po, a->out, P);
+        break;
+    case 20:
+    case 21:
+        lib_first_pass<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live, P,
+                                                      a->scale);
+        cudaCheck(cudaGetLastError());
+        if (version == 20)
+            launch_dependent(lib_reducer, g2, a->stream, pm, ps, po, a->out, P);
+        else
+            launch_dependent(reducer_by8, g2, a->stream, pm, ps, po, a->out, P);
         break;
     case 12:
     case 13: {
@@ -764,8 +895,9 @@ int main(int argc, char **argv)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
-            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13)\n", versions[i]);
+        if (versions[i] != 1 && versions[i] != 20 && versions[i] != 21 &&
+            (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20, 21)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
@@ -790,6 +922,8 @@ int main(int argc, char **argv)
         double *ref = (double *)malloc(NQ * D * sizeof(double));
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
+        float *hbits = (float *)malloc(NQ * D * sizeof(float));
+        int bits_of = -1;
         fill(hq, NQ * D, 1 + (uint64_t)live);
         fill(hk, kv_elems, 2 + (uint64_t)live);
         fill(hv, kv_elems, 3 + (uint64_t)live);
@@ -869,6 +1003,16 @@ int main(int argc, char **argv)
                 }
             }
             failed |= !valid[i];
+            /* the output's bits against the first valid version's (same arithmetic, same bits) */
+            if (valid[i] && bits_of < 0) {
+                bits_of = versions[i];
+                memcpy(hbits, hfirst, NQ * D * sizeof(float));
+            } else if (valid[i]) {
+                printf("%-8lld v%-7d %s v%d\n", (long long)live, versions[i],
+                       memcmp(hbits, hfirst, NQ * D * sizeof(float)) ? "other bits than"
+                                                                      : "same bits as",
+                       bits_of);
+            }
         }
         double *t = (double *)calloc((size_t)nv * 2 * rounds, sizeof(double));
         for (int w = 0; w < 3; w++) /* warm-up */
@@ -923,6 +1067,7 @@ int main(int argc, char **argv)
         free(ref);
         free(hout);
         free(hfirst);
+        free(hbits);
     }
     gem_decode_ctx_destroy(ctx);
     return failed;

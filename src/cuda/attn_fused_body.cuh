@@ -748,8 +748,35 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
  * l, l + 32, ... of a batch of 256, then a butterfly; the batches in order), out = O / S.
  * Grid (n_q_heads, dv / 256): block (h, y) finishes dims 256 y .. 256 y + 255 of head h; dv is
  * the row length of the partials and the output (512 for the full-attention layers, 256 for
- * the sliding-window ones), a multiple of 256. Thread i loads M_i and S_i together and keeps
- * them for the first batch's weight (one round trip to the L2 before M is known, none after). */
+ * the sliding-window ones), a multiple of 256.
+ * The O loads do not depend on M, so each thread issues those of its element for a group of
+ * GEM_FR_LOADS partials at once, the first group before it loads M and S: one round trip to
+ * the L2 for the whole merge at P <= 64 (the loop that loaded 8 partials at a time made eight,
+ * about 6 us of a call; dev/cuda/fused_decode.cu version 21 keeps it as the control). The
+ * arithmetic and its order are those of that loop: the same bits. Thread i loads M_i and S_i
+ * together and keeps them for the first batch's weight. */
+#define GEM_FR_LOADS 64 /* reducer: O loads in flight per thread */
+
+/* The reducer's O loads of one group: op[u] = p[u * stride] for u < n, 0 past it (n > 0). A
+ * whole group steps one pointer (two instructions a load); computing each address and bound
+ * on its own took some 20. */
+__device__ __forceinline__ void gem_fr_load_group(float *op, const float *p, int64_t stride,
+                                                  int64_t n)
+{
+    if (n >= GEM_FR_LOADS) {
+#pragma unroll
+        for (int u = 0; u < GEM_FR_LOADS; u++) {
+            op[u] = __ldg(p);
+            p += stride;
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < GEM_FR_LOADS; u++) {
+            op[u] = u < n ? __ldg(p) : 0.f;
+            p += u < n ? stride : 0;
+        }
+    }
+}
 __device__ __forceinline__ void gem_fused_reducer_body(
     const float *__restrict__ part_m, /* (P, n_q_heads) */
     const float *__restrict__ part_s, /* (P, n_q_heads) */
@@ -757,6 +784,7 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     float *__restrict__ out,          /* (n_q_heads, dv) */
     int64_t partitions, int64_t dv = GEM_CU_D)
 {
+    static_assert(GEM_FR_BATCH % GEM_FR_LOADS == 0, "a batch of weights is whole load groups");
     __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
     __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
     __shared__ float red[GEM_CU_THREADS / 32];
@@ -767,6 +795,11 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* O_p of this thread's element: po[p * pstride]; the first group's loads go out first */
+    const float *po = part_o + h * dv + d;
+    const int64_t pstride = n_q_heads * dv;
+    float op[GEM_FR_LOADS];
+    gem_fr_load_group(op, po, pstride, partitions);
     /* M_p and S_p of partial p = threadIdx.x */
     float m0 = -INFINITY, s0 = 0.f;
     if (threadIdx.x < partitions) {
@@ -791,9 +824,6 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     for (int i = 1; i < GEM_CU_THREADS / 32; i++)
         mx = fmaxf(mx, red[i]);
     float o = 0.f, sa = 0.f;
-    /* O_p of this thread's element: po[p * pstride] */
-    const float *po = part_o + h * dv + d;
-    const int64_t pstride = n_q_heads * dv;
     for (int64_t p0 = 0; p0 < partitions; p0 += GEM_FR_BATCH) {
         const int64_t nb = partitions - p0 < GEM_FR_BATCH ? partitions - p0 : GEM_FR_BATCH;
         if (threadIdx.x < nb) {
@@ -816,18 +846,15 @@ __device__ __forceinline__ void gem_fused_reducer_body(
                 t += __shfl_xor_sync(0xffffffffu, t, off);
             sa += t; /* lane 0's sum is the one written */
         }
-        int64_t b = 0;
-        for (; b + 8 <= nb; b += 8) {
-            float op[8];
+        for (int64_t b0 = 0; b0 < nb; b0 += GEM_FR_LOADS) {
+            const int64_t g = p0 + b0; /* the group's first partial */
+            if (g > 0)
+                gem_fr_load_group(op, po + g * pstride, pstride, partitions - g);
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                op[u] = __ldg(po + (p0 + b + u) * pstride);
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-                o = fmaf(op[u], w[b + u], o);
+            for (int u = 0; u < GEM_FR_LOADS; u++)
+                if (b0 + u < nb)
+                    o = fmaf(op[u], w[b0 + u], o);
         }
-        for (; b < nb; b++)
-            o = fmaf(__ldg(po + (p0 + b) * pstride), w[b], o);
         __syncthreads(); /* w is rewritten by the next batch */
     }
     if (threadIdx.x == 0)
