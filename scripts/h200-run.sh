@@ -19,11 +19,12 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev (default: all but kfv-ncu, the model phases, the five
+#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-small (default: all but kfv-ncu, the model phases, the five
 #            after model-sanitize and cpu, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
 #   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
 #   CPU_DEV_ARGS  arguments of dev/cpu/mv_split in the cpu-dev phase (default: its own)
+#   SMALL_LIVE_ARGS  arguments of dev/cpu/small_live in the cpu-small phase (default: its own)
 #   A_GEM    cpu-abba: the other build's gem (say the landed main's), timed against this one
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
@@ -427,6 +428,13 @@ if has cpu-dev; then
     step "dev/cpu/mv_split: the split of a matrix product among the host's cores"
     timeout 300 "$BUILD/dev/mv_split" ${CPU_DEV_ARGS:-} >"$REC/dev-mv-split.txt" 2>&1 || fail "mv_split"
     cat "$REC/dev-mv-split.txt"
+    pack
+fi
+if has cpu-small; then
+    step "dev/cpu/small_live: the CPU fused route at a token's short contexts, by partitions"
+    timeout 300 "$BUILD/dev/small_live" ${SMALL_LIVE_ARGS:-} >"$REC/dev-small-live.txt" 2>&1 ||
+        fail "small_live"
+    cat "$REC/dev-small-live.txt"
     pack
 fi
 if has model-sanitize && ! late; then

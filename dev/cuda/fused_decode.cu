@@ -68,6 +68,13 @@ version 20 is the library's first pass (gem_fused_first_pass_body instantiated h
 version 21 is version 20 with the reducer the library had before (reducer_by8 below: the same
   arithmetic in the same order, O loaded 8 partials at a time, eight round trips at P 64), the
   control that isolates the reducer. 12, 20 and 21 must give the same bits.
+  H200 (results/h200/run53): 20 beat 21 by 0.8-1.2 us (8K 0.0401 against 0.0410 ms, 64K 0.2503
+  against 0.2511, 128K 0.4938 against 0.4950), the same bits as 12.
+version 22 is version 20 with a timeline: each block of both kernels writes the GPU's global
+  timer (%globaltimer, ns) when it starts and when it ends (a barrier after the library's body),
+  and the program reports, per length, the medians over its rounds of: the spread of the first
+  pass's block starts, its block durations (median, max), the spread of their ends, the gap to
+  the reducer's first block, the reducer's span, the whole span, and the event time beside it.
 
 ./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions
@@ -748,6 +755,52 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     out[h * dv + d] = __fdiv_rn(o, s_all);
 }
 
+/* Version 22: versions 20's kernels, each block stamping the global timer at its start and
+ * end: stamps (blocks, 2), first pass then reducer. */
+__device__ __forceinline__ uint64_t global_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
+    stamped_first_pass(const float *__restrict__ q, const float *__restrict__ k,
+                       const float *__restrict__ v, float *__restrict__ part_m,
+                       float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                       int64_t partitions, float scale, uint64_t *__restrict__ stamps)
+{
+    const uint64_t t0 = global_ns();
+    gem_fused_first_pass_body<gem_kv_f32, ROW_F4, false>(
+        q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4, ROW_F4, part_m, part_s, part_o, live,
+        partitions, NQ, scale, nullptr, nullptr);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const uint64_t b = (uint64_t)blockIdx.y * gridDim.x + blockIdx.x;
+        stamps[2 * b] = t0;
+        stamps[2 * b + 1] = global_ns();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+    stamped_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                    const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions,
+                    uint64_t *__restrict__ stamps)
+{
+    const uint64_t t0 = global_ns();
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const uint64_t b = (uint64_t)blockIdx.y * gridDim.x + blockIdx.x;
+        stamps[2 * b] = t0;
+        stamps[2 * b + 1] = global_ns();
+    }
+}
+
+static uint64_t *g_stamps; /* device: version 22's stamps, first pass then reducer */
+#define STAMP_FIRST_BLOCKS (64 * NKV)
+#define STAMP_REDUCER_BLOCKS (NQ * (D / THREADS))
+
 /* ---- launchers ------------------------------------------------------------------------------ */
 
 typedef struct run_args {
@@ -802,6 +855,25 @@ static void run_version(int version, const run_args *a)
         else
             launch_dependent(reducer_by8, g2, a->stream, pm, ps, po, a->out, P);
         break;
+    case 22: {
+        stamped_first_pass<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live,
+                                                          P, a->scale, g_stamps);
+        cudaCheck(cudaGetLastError());
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = g2;
+        cfg.blockDim = dim3(THREADS);
+        cfg.stream = a->stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaCheck(cudaLaunchKernelEx(&cfg, stamped_reducer, (const float *)pm, (const float *)ps,
+                                     (const float *)po, a->out, P,
+                                     g_stamps + 2 * STAMP_FIRST_BLOCKS));
+        break;
+    }
     case 12:
     case 13: {
         const gem_decode_shape shape = {NQ, NKV, D, D, a->scale};
@@ -871,6 +943,77 @@ static int cmp_double(const void *a, const void *b)
 
 static int write_resources_v1(const char *path);
 
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Version 22's timeline: 2 * rounds calls, each queued behind 50 us of GPU work and timed by
+ * two events like the others; the stamps of each call give one sample of every quantity, and
+ * the medians over the calls are printed (us). */
+static void timeline(run_args *a, float **dk, float **dv, int copies, int rounds, cudaEvent_t e0,
+                     cudaEvent_t e1)
+{
+    enum { DISPATCH, BLOCK_MED, BLOCK_MAX, END_SPREAD, GAP, R_SPAN, SPAN, EVENT, NQTY };
+    static const char *names[NQTY] = {"starts spread", "block median", "block max",
+                                      "ends spread", "gap to reducer", "reducer span",
+                                      "whole span", "event time"};
+    const int n = 2 * rounds, nf = STAMP_FIRST_BLOCKS, nr = STAMP_REDUCER_BLOCKS;
+    double *q = (double *)calloc((size_t)NQTY * n, sizeof(double));
+    uint64_t h[2 * (STAMP_FIRST_BLOCKS + STAMP_REDUCER_BLOCKS)], d[STAMP_FIRST_BLOCKS];
+    uint64_t res = UINT64_MAX; /* the smallest nonzero difference of two block starts */
+    for (int c = 0; c < n; c++) {
+        a->k = dk[c % copies];
+        a->v = dv[c % copies];
+        wait_kernel<<<1, 1, 0, a->stream>>>(50000);
+        cudaCheck(cudaEventRecord(e0, a->stream));
+        run_version(22, a);
+        cudaCheck(cudaEventRecord(e1, a->stream));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        cudaCheck(cudaMemcpy(h, g_stamps, sizeof h, cudaMemcpyDeviceToHost));
+        uint64_t s0 = UINT64_MAX, s1 = 0, f0 = UINT64_MAX, f1 = 0, r0 = UINT64_MAX, r1 = 0;
+        for (int b = 0; b < nf; b++) {
+            s0 = h[2 * b] < s0 ? h[2 * b] : s0;
+            s1 = h[2 * b] > s1 ? h[2 * b] : s1;
+            f0 = h[2 * b + 1] < f0 ? h[2 * b + 1] : f0;
+            f1 = h[2 * b + 1] > f1 ? h[2 * b + 1] : f1;
+            d[b] = h[2 * b + 1] - h[2 * b];
+        }
+        for (int b = nf; b < nf + nr; b++) {
+            r0 = h[2 * b] < r0 ? h[2 * b] : r0;
+            r1 = h[2 * b + 1] > r1 ? h[2 * b + 1] : r1;
+        }
+        uint64_t st[STAMP_FIRST_BLOCKS];
+        for (int b = 0; b < nf; b++)
+            st[b] = h[2 * b];
+        qsort(st, (size_t)nf, sizeof st[0], cmp_u64);
+        for (int b = 1; b < nf; b++)
+            if (st[b] > st[b - 1] && st[b] - st[b - 1] < res)
+                res = st[b] - st[b - 1];
+        qsort(d, (size_t)nf, sizeof d[0], cmp_u64);
+        q[DISPATCH * n + c] = 1e-3 * (double)(s1 - s0);
+        q[BLOCK_MED * n + c] = 1e-3 * (double)d[nf / 2];
+        q[BLOCK_MAX * n + c] = 1e-3 * (double)d[nf - 1];
+        q[END_SPREAD * n + c] = 1e-3 * (double)(f1 - f0);
+        q[GAP * n + c] = 1e-3 * ((double)r0 - (double)f1);
+        q[R_SPAN * n + c] = 1e-3 * (double)(r1 - r0);
+        q[SPAN * n + c] = 1e-3 * (double)(r1 - s0);
+        q[EVENT * n + c] = 1e3 * (double)ms;
+    }
+    printf("%-8lld v22      timeline, medians of %d calls (us); timer step <= %llu ns\n",
+           (long long)a->live, n, (unsigned long long)res);
+    for (int k = 0; k < NQTY; k++) {
+        qsort(q + (size_t)k * n, (size_t)n, sizeof(double), cmp_double);
+        printf("%-8lld v22        %-16s %9.2f  [%.2f .. %.2f]\n", (long long)a->live, names[k],
+               0.5 * (q[(size_t)k * n + n / 2 - 1] + q[(size_t)k * n + n / 2]),
+               q[(size_t)k * n], q[(size_t)k * n + n - 1]);
+    }
+    free(q);
+}
+
 int main(int argc, char **argv)
 {
     int versions[16], nv = 0, rounds = 10;
@@ -895,9 +1038,9 @@ int main(int argc, char **argv)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && versions[i] != 20 && versions[i] != 21 &&
+        if (versions[i] != 1 && (versions[i] < 20 || versions[i] > 22) &&
             (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
-            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20, 21)\n", versions[i]);
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20 .. 22)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
@@ -905,6 +1048,8 @@ int main(int argc, char **argv)
         return 2;
     cudaStream_t stream;
     cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaCheck(cudaMalloc(&g_stamps, 2 * (STAMP_FIRST_BLOCKS + STAMP_REDUCER_BLOCKS) *
+                                        sizeof(uint64_t)));
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
@@ -1050,6 +1195,9 @@ int main(int argc, char **argv)
                    med, ti[2 * rounds - 1], kv_bytes / (med * 1e-3) / 1e9);
         }
         free(t);
+        for (int i = 0; i < nv; i++)
+            if (versions[i] == 22 && valid[i])
+                timeline(&a, dk, dv, copies, rounds, e0, e1);
         for (int c = 0; c < copies; c++) {
             cudaFree(dk[c]);
             cudaFree(dv[c]);
@@ -1070,6 +1218,7 @@ int main(int argc, char **argv)
         free(hbits);
     }
     gem_decode_ctx_destroy(ctx);
+    cudaFree(g_stamps);
     return failed;
 }
 
