@@ -19,7 +19,7 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-small (default: all but kfv-ncu, the model phases, the five
+#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-small cpu-perf (default: all but kfv-ncu, the model phases, the five
 #            after model-sanitize and cpu, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
 #   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
@@ -435,6 +435,25 @@ if has cpu-small; then
     timeout 300 "$BUILD/dev/small_live" ${SMALL_LIVE_ARGS:-} >"$REC/dev-small-live.txt" 2>&1 ||
         fail "small_live"
     cat "$REC/dev-small-live.txt"
+    pack
+fi
+if has cpu-perf; then
+    step "perf: where a 2gb token's time goes on the host's CPU (context 64, fused)"
+    if command -v perf >/dev/null; then
+        f="$WORK/synth-2gb.gguf"
+        (cd "$WORK" && timeout 300 "$GEM" synth --preset 2gb --out "$f" >/dev/null 2>&1) || fail "synth 2gb"
+        (cd "$WORK" && timeout 200 perf record -F 4999 -g -o "$WORK/perf.data" "$GEM" profile \
+            --model "$f" --context 64 --prompt 16 --reps 2 --samples 8 \
+            --out "$REC/cpu-perf-profile.json" >"$REC/cpu-perf-profile.txt" 2>&1) || fail "perf record"
+        perf report -i "$WORK/perf.data" --stdio --no-children --sort symbol 2>/dev/null |
+            grep -v "^$" | head -150 >"$REC/cpu-perf-symbols.txt"
+        perf report -i "$WORK/perf.data" --stdio --no-children --sort symbol -g caller,0.5,callee \
+            --percent-limit 2 2>/dev/null | head -400 >"$REC/cpu-perf-callers.txt"
+        grep -E "^ +[0-9]" "$REC/cpu-perf-symbols.txt" | head -40
+        rm -f "$f" "$WORK/perf.data"
+    else
+        echo "-- no perf on this machine"
+    fi
     pack
 fi
 if has model-sanitize && ! late; then

@@ -8,13 +8,16 @@ take 15-20 at the host's read rate (H200 host, results/h200/run52). The tuned de
 partition per 256 rows, so at live 64 a call has 16 work items (sliding) or 4 (full) for 16
 threads. This program times gem_decode at those shapes for each partition count asked for, on
 the caches hot (one copy, as a hot loop sees it) and cold (copies rotated through 512 MiB, as a
-token sees them after streaming 2 GB of weights), on all cores and on one thread.
+token sees them after streaming 2 GB of weights), on all cores and on one thread, with the
+rows head-major (a head's rows back to back, the cache helper's layout) or token-major (a token's
+rows of every head back to back, the CPU decoder's layout before this program: a head's
+consecutive rows 16 KiB apart at the sliding shape, 8 KiB at the full one).
 
 Every configuration is checked first against gem_attn_reference_kv (NMSE <= 1e-10) and repeated
 bitwise; then rounds of all configurations of a (shape, live, cache) in A B ... B A order.
 
 usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16,32]
-                  [--rounds R] [--calls C]
+                  [--rounds R] [--calls C] [--layouts head,token]
 */
 #include <math.h>
 #include <stdint.h>
@@ -77,6 +80,20 @@ static void *alloc64(size_t bytes)
     return p;
 }
 
+/* The view of k and v (each n_kv_heads * live rows): head-major (tm 0) or token-major. */
+static gem_kv_view view_of(const gem_decode_shape *sh, const float *k, const float *v,
+                           int64_t live, int tm)
+{
+    gem_kv_view w = gem_kv_view_dense(k, v, sh->dk, sh->dv, live, live);
+    if (tm) {
+        w.k_head_stride = sh->dk;
+        w.k_token_stride = sh->n_kv_heads * sh->dk;
+        w.v_head_stride = sh->dv;
+        w.v_token_stride = sh->n_kv_heads * sh->dv;
+    }
+    return w;
+}
+
 typedef struct shape_case {
     const char *name;
     gem_decode_shape shape;
@@ -85,7 +102,7 @@ typedef struct shape_case {
 int main(int argc, char **argv)
 {
     int64_t threads = 0, lengths[MAX_LIST] = {64, 256, 1024}, parts[MAX_LIST] = {1, 2, 4, 8, 16, 32};
-    int nl = 3, np = 6, rounds = 7, calls = 40;
+    int nl = 3, np = 6, rounds = 7, calls = 40, layouts[2] = {1, 1}; /* head, token */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -97,13 +114,18 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
             calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layouts") && i + 1 < argc) {
+            const char *a = argv[++i];
+            layouts[0] = strstr(a, "head") != NULL;
+            layouts[1] = strstr(a, "token") != NULL;
+        }
         else {
             fprintf(stderr, "usage: small_live [--threads N] [--lengths L,..] [--partitions P,..] "
-                            "[--rounds R] [--calls C]\n");
+                            "[--rounds R] [--calls C] [--layouts head,token]\n");
             return 2;
         }
     }
-    if (nl < 1 || np < 1 || rounds < 1 || calls < 1 || threads < 0) {
+    if (nl < 1 || np < 1 || rounds < 1 || calls < 1 || threads < 0 || !(layouts[0] || layouts[1])) {
         fprintf(stderr, "small_live: bad argument\n");
         return 2;
     }
@@ -117,12 +139,16 @@ int main(int argc, char **argv)
     const float scale = 1.0f; /* Gemma 4: QK-normed, scale 1 */
     const shape_case shapes[2] = {{"sliding", {32, 16, 256, 256, scale}},
                                   {"full", {32, 4, 512, 512, scale}}};
-    printf("%-8s %6s %5s %-5s %7s %10s %10s %10s %8s\n", "shape", "live", "P", "cache", "threads",
-           "min us", "median us", "max us", "GB/s");
+    printf("%-8s %-6s %6s %5s %-5s %7s %10s %10s %10s %8s\n", "shape", "layout", "live", "P",
+           "cache", "threads", "min us", "median us", "max us", "GB/s");
     int failed = 0;
     for (int si = 0; si < 2; si++) {
         const gem_decode_shape *sh = &shapes[si].shape;
+        for (int tm = 0; tm < 2; tm++)
         for (int li = 0; li < nl; li++) {
+            if (!layouts[tm])
+                continue;
+            const char *lay = tm ? "token" : "head";
             const int64_t live = lengths[li];
             const size_t kv_elems = (size_t)sh->n_kv_heads * (size_t)live * (size_t)sh->dk;
             const double kv_bytes = 2.0 * (double)kv_elems * sizeof(float);
@@ -147,7 +173,7 @@ int main(int argc, char **argv)
                 memcpy(k[c], k[0], kv_elems * sizeof(float));
                 memcpy(v[c], v[0], kv_elems * sizeof(float));
             }
-            gem_kv_view view = gem_kv_view_dense(k[0], v[0], sh->dk, sh->dv, live, live);
+            gem_kv_view view = view_of(sh, k[0], v[0], live, tm);
             if (gem_attn_reference_kv(sh, q, &view, ref, (size_t)sh->n_q_heads * sh->dv) != GEM_OK) {
                 fprintf(stderr, "small_live: the reference failed\n");
                 return 2;
@@ -178,12 +204,12 @@ int main(int argc, char **argv)
                 valid[c] = 1;
                 for (int rep = 0; rep < 2; rep++) {
                     memset(out, 0xFF, (size_t)sh->n_q_heads * sh->dv * sizeof(float));
-                    view = gem_kv_view_dense(k[rep], v[rep], sh->dk, sh->dv, live, live);
+                    view = view_of(sh, k[rep], v[rep], live, tm);
                     const gem_status st = gem_decode(ctx[cx[c]], sh, q, &view, out, ws, ws_bytes,
                                                      &cfg, NULL);
                     if (st != GEM_OK) {
-                        printf("%-8s %6lld %5lld INVALID: %s\n", shapes[si].name, (long long)live,
-                               (long long)cp[c], gem_status_str(st));
+                        printf("%-8s %-6s %6lld %5lld INVALID: %s\n", shapes[si].name, lay,
+                               (long long)live, (long long)cp[c], gem_status_str(st));
                         valid[c] = 0;
                         break;
                     }
@@ -194,14 +220,14 @@ int main(int argc, char **argv)
                             den += ref[i] * ref[i];
                         }
                         if (!(num / den <= 1e-10)) {
-                            printf("%-8s %6lld %5lld INVALID: nmse %.3g\n", shapes[si].name,
-                                   (long long)live, (long long)cp[c], num / den);
+                            printf("%-8s %-6s %6lld %5lld INVALID: nmse %.3g\n", shapes[si].name,
+                                   lay, (long long)live, (long long)cp[c], num / den);
                             valid[c] = 0;
                         }
                         memcpy(first, out, (size_t)sh->n_q_heads * sh->dv * sizeof(float));
                     } else if (memcmp(first, out, (size_t)sh->n_q_heads * sh->dv * sizeof(float))) {
-                        printf("%-8s %6lld %5lld INVALID: the repeat differs\n", shapes[si].name,
-                               (long long)live, (long long)cp[c]);
+                        printf("%-8s %-6s %6lld %5lld INVALID: the repeat differs\n",
+                               shapes[si].name, lay, (long long)live, (long long)cp[c]);
                         valid[c] = 0;
                     }
                 }
@@ -222,7 +248,7 @@ int main(int argc, char **argv)
                             const int nk = calls < 256 ? calls : 256;
                             for (int i = 0; i < nk; i++) {
                                 const int cc = cold ? turn++ % copies : 0;
-                                view = gem_kv_view_dense(k[cc], v[cc], sh->dk, sh->dv, live, live);
+                                view = view_of(sh, k[cc], v[cc], live, tm);
                                 const double t0 = now_s();
                                 (void)gem_decode(ctx[cx[c]], sh, q, &view, out, ws, ws_bytes, &cfg,
                                                  NULL);
@@ -237,8 +263,9 @@ int main(int argc, char **argv)
                     double *tc = t + (size_t)c * 2 * rounds;
                     qsort(tc, (size_t)2 * rounds, sizeof(double), cmp_double);
                     const double med = 0.5 * (tc[rounds - 1] + tc[rounds]);
-                    printf("%-8s %6lld %5lld %-5s %7lld %10.1f %10.1f %10.1f %8.1f\n",
-                           shapes[si].name, (long long)live, (long long)cp[c], cold ? "cold" : "hot",
+                    printf("%-8s %-6s %6lld %5lld %-5s %7lld %10.1f %10.1f %10.1f %8.1f\n",
+                           shapes[si].name, lay, (long long)live, (long long)cp[c],
+                           cold ? "cold" : "hot",
                            (long long)gem_decode_ctx_threads(ctx[cx[c]]), 1e6 * tc[0], 1e6 * med,
                            1e6 * tc[2 * rounds - 1], kv_bytes / med / 1e9);
                 }
