@@ -23,14 +23,22 @@
 /* The fused route's tuned default on the CPU: 32 sequence partitions, tiles of
  * 4 tokens (results/cpu: P32 tile 4 against P64, tile 8 and tile 32 at 64K and
  * 128K; the design's candidate), from 8,192 live rows on. Below, one partition
- * per CPU_MIN_PARTITION_ROWS rows (at least one): small partitions cost more to
- * set up and merge than they gain (Gemma 4's sliding layers, D256 and 16 KV heads,
- * on 2 threads: live 64 / 256 / 1,024 took 219 / 492 / 1,564 us at P 32 against
- * 106 / 258-295 / 1,004-1,153 us at P 1-4; results/cpu/partitions-small). The
- * count grows with live and depends on nothing else (never on the threads: the
- * bits must not), so the workspace sized at the capacity covers every live. */
+ * per CPU_MIN_PARTITION_ROWS rows: small partitions cost more to set up and
+ * merge than they gain (Gemma 4's sliding layers, D256 and 16 KV heads, on 2
+ * threads: live 64 / 256 / 1,024 took 219 / 492 / 1,564 us at P 32 against
+ * 106 / 258-295 / 1,004-1,153 us at P 1-4; results/cpu/partitions-small), but
+ * never fewer than CPU_MIN_ITEMS work items (KV heads x partitions) while each
+ * partition keeps CPU_MIN_ITEM_ROWS rows: with 4 KV heads (Gemma 4's full
+ * layers) P 1 leaves 4 items, and the 16-core Xeon of the H200 host ran such a
+ * call at live 64 / 256 in 43.6 / 110 us at P 1 against 29.1 / 64.5 at P 4
+ * with its caches cold (results/h200/run54, dev/cpu/small_live; a 2-vCPU VM
+ * loses 10-20 us there). The count depends on the shape and live alone, never
+ * on the threads, so the bits do not either, and it never decreases as live
+ * grows. */
 #define CPU_DEFAULT_PARTITIONS 32
 #define CPU_MIN_PARTITION_ROWS 256
+#define CPU_MIN_ITEMS 16
+#define CPU_MIN_ITEM_ROWS 16
 #define CPU_DEFAULT_TILE 4
 
 typedef struct cpu_decode {
@@ -139,8 +147,11 @@ static void config_default(const void *impl, const gem_decode_shape *shape, int6
                            gem_decode_config *out)
 {
     (void)impl;
-    (void)shape;
-    const int64_t p = live / CPU_MIN_PARTITION_ROWS;
+    const int64_t by_items = (CPU_MIN_ITEMS + shape->n_kv_heads - 1) / shape->n_kv_heads;
+    const int64_t by_rows = live / CPU_MIN_ITEM_ROWS;
+    int64_t p = live / CPU_MIN_PARTITION_ROWS;
+    if (p < by_items)
+        p = by_items < by_rows ? by_items : by_rows;
     out->route = GEM_ROUTE_FUSED;
     out->partitions = p < 1 ? 1 : (p > CPU_DEFAULT_PARTITIONS ? CPU_DEFAULT_PARTITIONS : p);
     out->tile = CPU_DEFAULT_TILE;

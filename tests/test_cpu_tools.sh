@@ -15,7 +15,7 @@ check() { # description, command...
 
 "$GEM" diff --lengths 1000,1001 --threads 2 --out "$TMP/diff" >"$TMP/diff.txt"
 check "diff exits 0" test $? -eq 0
-rec="$TMP/diff/diff-cpu-fused_p3_t4-vs-baseline_p16-live1001-f32-seed1.json"
+rec="$TMP/diff/diff-cpu-fused_p4_t4-vs-baseline_p16-live1001-f32-seed1.json"
 check "diff record named by case id" test -f "$rec"
 for key in '"schema": "gem.diff.v1"' '"case_id"' '"reference_route"' '"candidate_route"' \
            '"input_sha256"' '"output_sha256"' '"repeat_deterministic"' '"unwritten"' \
@@ -34,7 +34,7 @@ check "an F32 diff record has no kv_dtype field" bash -c "! grep -q '\"kv_dtype\
 # 16-bit caches: the dtype in the case id, the geometry and a kv_dtype field
 "$GEM" diff --lengths 1001 --threads 2 --kv-dtype bf16 --out "$TMP/diff16" >/dev/null
 check "diff bf16 exits 0" test $? -eq 0
-rec16="$TMP/diff16/diff-cpu-fused_p3_t4-vs-baseline_p16-live1001-bf16-seed1.json"
+rec16="$TMP/diff16/diff-cpu-fused_p4_t4-vs-baseline_p16-live1001-bf16-seed1.json"
 check "bf16 diff record named by case id" test -f "$rec16"
 check "bf16 diff record geometry dtype" grep -q '"dtype": "bf16"' "$rec16"
 check "bf16 diff record kv_dtype" grep -q '"kv_dtype"' "$rec16"
@@ -42,7 +42,7 @@ check "bf16 diff record passes" grep -q '"verdict": "pass"' "$rec16"
 "$GEM" diff --lengths 1001 --threads 1 --k-dtype f16 --v-dtype bf16 --out "$TMP/diff16" >/dev/null
 check "diff f16/bf16 exits 0" test $? -eq 0
 check "mixed diff record named by case id" \
-    test -f "$TMP/diff16/diff-cpu-fused_p3_t4-vs-baseline_p16-live1001-kf16_vbf16-seed1.json"
+    test -f "$TMP/diff16/diff-cpu-fused_p4_t4-vs-baseline_p16-live1001-kf16_vbf16-seed1.json"
 # the same inputs give different outputs once rounded: the record binds the dtype
 o32=$(grep -A1 '"output_sha256"' "$rec" | tail -1)
 o16=$(grep -A1 '"output_sha256"' "$rec16" | tail -1)
