@@ -75,6 +75,10 @@ version 22 is version 20 with a timeline: each block of both kernels writes the 
   and the program reports, per length, the medians over its rounds of: the spread of the first
   pass's block starts, its block durations (median, max), the spread of their ends, the gap to
   the reducer's first block, the reducer's span, the whole span, and the event time beside it.
+version 23 is version 22 with BF16 K and V: the library's tensor-core first pass
+  (gem_fused_first_pass_mma_body, dense rows) stamped the same way. Asking for it rounds every
+  version's K and V to BF16 values (the F32 versions read them exactly), and the reference is
+  computed on the rounded values.
 
 ./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions
@@ -91,6 +95,7 @@ version 22 is version 20 with a timeline: each block of both kernels writes the 
 #include <dirent.h>
 #include <limits.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -764,22 +769,30 @@ __device__ __forceinline__ uint64_t global_ns(void)
     return t;
 }
 
+/* this block's index in the grid, read afresh (so that no register holds it through a body
+ * that uses all 128) */
+__device__ __forceinline__ uint64_t block_index(void)
+{
+    unsigned x, y;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+    return (uint64_t)y * gridDim.x + x;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 2)
     stamped_first_pass(const float *__restrict__ q, const float *__restrict__ k,
                        const float *__restrict__ v, float *__restrict__ part_m,
                        float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
                        int64_t partitions, float scale, uint64_t *__restrict__ stamps)
 {
-    const uint64_t t0 = global_ns();
+    if (threadIdx.x == 0) /* stored at once: no register held through the body */
+        stamps[2 * block_index()] = global_ns();
     gem_fused_first_pass_body<gem_kv_f32, ROW_F4, false>(
         q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4, ROW_F4, part_m, part_s, part_o, live,
         partitions, NQ, scale, nullptr, nullptr);
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const uint64_t b = (uint64_t)blockIdx.y * gridDim.x + blockIdx.x;
-        stamps[2 * b] = t0;
-        stamps[2 * b + 1] = global_ns();
-    }
+    if (threadIdx.x == 0)
+        stamps[2 * block_index() + 1] = global_ns();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -797,6 +810,29 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     }
 }
 
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
+    stamped_first_pass_bf16(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                            const __nv_bfloat16 *__restrict__ v, float *__restrict__ part_m,
+                            float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                            int64_t partitions, float scale, uint64_t *__restrict__ stamps)
+{
+    if (threadIdx.x == 0) /* stored at once: no register held through the body */
+        stamps[2 * block_index()] = global_ns();
+    gem_fused_first_pass_mma_body<D>(q, k, live * D, D, v, live * D, D, part_m, part_s, part_o,
+                                     live, partitions, NQ, scale);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        stamps[2 * block_index() + 1] = global_ns();
+}
+
+/* dst (n) = src (n) as BF16 (the values are BF16 already: exact) */
+__global__ void to_bf16(const float *__restrict__ src, __nv_bfloat16 *__restrict__ dst, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
+
 static uint64_t *g_stamps; /* device: version 22's stamps, first pass then reducer */
 #define STAMP_FIRST_BLOCKS (64 * NKV)
 #define STAMP_REDUCER_BLOCKS (NQ * (D / THREADS))
@@ -806,6 +842,7 @@ static uint64_t *g_stamps; /* device: version 22's stamps, first pass then reduc
 typedef struct run_args {
     const float *q, *k, *v; /* device: (NQ, D), (NKV, live, D) x2 */
     const float *kt, *vt;   /* device: (live, NKV, D) x2, the token-major copies (version 13) */
+    const __nv_bfloat16 *kb, *vb; /* device: (NKV, live, D) x2 as BF16 (version 23) */
     float *out;             /* device (NQ, D) */
     float *ws;              /* device workspace (at least the library's) */
     size_t ws_bytes;
@@ -855,9 +892,14 @@ static void run_version(int version, const run_args *a)
         else
             launch_dependent(reducer_by8, g2, a->stream, pm, ps, po, a->out, P);
         break;
-    case 22: {
-        stamped_first_pass<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po, a->live,
-                                                          P, a->scale, g_stamps);
+    case 22:
+    case 23: {
+        if (version == 22)
+            stamped_first_pass<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po,
+                                                              a->live, P, a->scale, g_stamps);
+        else
+            stamped_first_pass_bf16<<<g1, THREADS, 0, a->stream>>>(
+                a->q, a->kb, a->vb, pm, ps, po, a->live, P, a->scale, g_stamps);
         cudaCheck(cudaGetLastError());
         cudaLaunchConfig_t cfg;
         memset(&cfg, 0, sizeof cfg);
@@ -952,8 +994,8 @@ static int cmp_u64(const void *a, const void *b)
 /* Version 22's timeline: 2 * rounds calls, each queued behind 50 us of GPU work and timed by
  * two events like the others; the stamps of each call give one sample of every quantity, and
  * the medians over the calls are printed (us). */
-static void timeline(run_args *a, float **dk, float **dv, int copies, int rounds, cudaEvent_t e0,
-                     cudaEvent_t e1)
+static void timeline(int version, run_args *a, float **dk, float **dv, __nv_bfloat16 **dkb,
+                     __nv_bfloat16 **dvb, int copies, int rounds, cudaEvent_t e0, cudaEvent_t e1)
 {
     enum { DISPATCH, BLOCK_MED, BLOCK_MAX, END_SPREAD, GAP, R_SPAN, SPAN, EVENT, NQTY };
     static const char *names[NQTY] = {"starts spread", "block median", "block max",
@@ -966,9 +1008,11 @@ static void timeline(run_args *a, float **dk, float **dv, int copies, int rounds
     for (int c = 0; c < n; c++) {
         a->k = dk[c % copies];
         a->v = dv[c % copies];
+        a->kb = dkb[c % copies];
+        a->vb = dvb[c % copies];
         wait_kernel<<<1, 1, 0, a->stream>>>(50000);
         cudaCheck(cudaEventRecord(e0, a->stream));
-        run_version(22, a);
+        run_version(version, a);
         cudaCheck(cudaEventRecord(e1, a->stream));
         cudaCheck(cudaEventSynchronize(e1));
         float ms = 0;
@@ -1003,11 +1047,12 @@ static void timeline(run_args *a, float **dk, float **dv, int copies, int rounds
         q[SPAN * n + c] = 1e-3 * (double)(r1 - s0);
         q[EVENT * n + c] = 1e3 * (double)ms;
     }
-    printf("%-8lld v22      timeline, medians of %d calls (us); timer step <= %llu ns\n",
-           (long long)a->live, n, (unsigned long long)res);
+    printf("%-8lld v%-7d timeline, medians of %d calls (us); timer step <= %llu ns\n",
+           (long long)a->live, version, n, (unsigned long long)res);
     for (int k = 0; k < NQTY; k++) {
         qsort(q + (size_t)k * n, (size_t)n, sizeof(double), cmp_double);
-        printf("%-8lld v22        %-16s %9.2f  [%.2f .. %.2f]\n", (long long)a->live, names[k],
+        printf("%-8lld v%-7d   %-16s %9.2f  [%.2f .. %.2f]\n", (long long)a->live, version,
+               names[k],
                0.5 * (q[(size_t)k * n + n / 2 - 1] + q[(size_t)k * n + n / 2]),
                q[(size_t)k * n], q[(size_t)k * n + n - 1]);
     }
@@ -1038,9 +1083,9 @@ int main(int argc, char **argv)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && (versions[i] < 20 || versions[i] > 22) &&
+        if (versions[i] != 1 && (versions[i] < 20 || versions[i] > 23) &&
             (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
-            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20 .. 22)\n", versions[i]);
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20 .. 23)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
@@ -1072,9 +1117,18 @@ int main(int argc, char **argv)
         fill(hq, NQ * D, 1 + (uint64_t)live);
         fill(hk, kv_elems, 2 + (uint64_t)live);
         fill(hv, kv_elems, 3 + (uint64_t)live);
+        int want_bf16 = 0;
+        for (int i = 0; i < nv; i++)
+            want_bf16 |= versions[i] == 23;
+        if (want_bf16) /* every version reads BF16 values (version 23 as BF16) */
+            for (size_t i = 0; i < kv_elems; i++) {
+                hk[i] = __bfloat162float(__float2bfloat16_rn(hk[i]));
+                hv[i] = __bfloat162float(__float2bfloat16_rn(hv[i]));
+            }
         const float scale = 1.0f / sqrtf((float)D);
         attention_cpu(ref, hq, hk, hv, live, scale);
         float *dq, *dout, *dws, *dk[64], *dv[64], *dkt[64], *dvt[64];
+        __nv_bfloat16 *dkb[64], *dvb[64];
         int want_tm = 0;
         for (int i = 0; i < nv; i++)
             want_tm |= versions[i] == 13;
@@ -1105,6 +1159,15 @@ int main(int argc, char **argv)
             cudaCheck(cudaMemcpy(dk[c], hk, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
             cudaCheck(cudaMemcpy(dv[c], hv, kv_elems * sizeof(float), cudaMemcpyHostToDevice));
             dkt[c] = dvt[c] = NULL;
+            dkb[c] = dvb[c] = NULL;
+            if (want_bf16) {
+                cudaCheck(cudaMalloc(&dkb[c], kv_elems * 2));
+                cudaCheck(cudaMalloc(&dvb[c], kv_elems * 2));
+                to_bf16<<<1024, 256>>>(dk[c], dkb[c], kv_elems);
+                to_bf16<<<1024, 256>>>(dv[c], dvb[c], kv_elems);
+                cudaCheck(cudaGetLastError());
+                cudaCheck(cudaDeviceSynchronize());
+            }
             if (want_tm) {
                 cudaCheck(cudaMalloc(&dkt[c], kv_elems * sizeof(float)));
                 cudaCheck(cudaMalloc(&dvt[c], kv_elems * sizeof(float)));
@@ -1115,7 +1178,8 @@ int main(int argc, char **argv)
         free(tk);
         free(tv);
         cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
-        run_args a = {dq, dk[0], dv[0], dkt[0], dvt[0], dout, dws, ws_bytes, live, scale, ctx, stream};
+        run_args a = {dq,  dk[0],    dv[0], dkt[0], dvt[0], dkb[0], dvb[0],
+                      dout, dws, ws_bytes, live, scale, ctx, stream};
         int valid[16];
         for (int i = 0; i < nv; i++) { /* validate: reference, every element, repeat */
             valid[i] = 1;
@@ -1125,6 +1189,8 @@ int main(int argc, char **argv)
                 a.v = dv[rep % copies];
                 a.kt = dkt[rep % copies];
                 a.vt = dvt[rep % copies];
+                a.kb = dkb[rep % copies];
+                a.vb = dvb[rep % copies];
                 run_version(versions[i], &a);
                 cudaCheck(cudaStreamSynchronize(stream));
                 cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float), cudaMemcpyDeviceToHost));
@@ -1175,6 +1241,8 @@ int main(int argc, char **argv)
                     a.v = dv[turn % copies];
                     a.kt = dkt[turn % copies];
                     a.vt = dvt[turn % copies];
+                    a.kb = dkb[turn % copies];
+                    a.vb = dvb[turn % copies];
                     turn++;
                     wait_kernel<<<1, 1, 0, stream>>>(50000); /* the host runs ahead */
                     cudaCheck(cudaEventRecord(e0, stream));
@@ -1196,8 +1264,8 @@ int main(int argc, char **argv)
         }
         free(t);
         for (int i = 0; i < nv; i++)
-            if (versions[i] == 22 && valid[i])
-                timeline(&a, dk, dv, copies, rounds, e0, e1);
+            if ((versions[i] == 22 || versions[i] == 23) && valid[i])
+                timeline(versions[i], &a, dk, dv, dkb, dvb, copies, rounds, e0, e1);
         for (int c = 0; c < copies; c++) {
             cudaFree(dk[c]);
             cudaFree(dv[c]);
@@ -1205,6 +1273,10 @@ int main(int argc, char **argv)
                 cudaFree(dkt[c]);
             if (dvt[c])
                 cudaFree(dvt[c]);
+            if (dkb[c])
+                cudaFree(dkb[c]);
+            if (dvb[c])
+                cudaFree(dvb[c]);
         }
         cudaFree(dq);
         cudaFree(dout);
