@@ -16,6 +16,11 @@ consecutive rows 16 KiB apart at the sliding shape, 8 KiB at the full one).
 Every configuration is checked first against gem_attn_reference_kv (NMSE <= 1e-10) and repeated
 bitwise; then rounds of all configurations of a (shape, live, cache) in A B ... B A order.
 
+H200 host (Intel Xeon, 16 cores; results/h200/run54, caches cold, head-major): the full shape at
+live 64 / 256 / 1,024 took 43.6 / 110.2 / 378.4 us at P 1 and 29.1 / 64.5 / 183.5 at P 4; the
+sliding shape at live 64 35.4 (P 1) / 33.2 (P 4). The library's default keeps 16 work items since
+(src/cpu_decode.c). Token-major rows cost the same as head-major ones at live 64 (run 55).
+
 usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16,32]
                   [--rounds R] [--calls C] [--layouts head,token]
 */
