@@ -23,11 +23,17 @@ Memory (--alloc): the weights in malloc's memory (4 KiB pages, as a file's mmap 
 decoder) or in cpu_stream_alloc's (2 MiB-aligned, madvise(MADV_HUGEPAGE), as the probe and the
 K/V caches get): the hardware prefetchers stop at page boundaries.
 
+Serial gaps (--gap-us G,..): in the decoder the caller runs serial work (norms, checks) for
+some microseconds between the products, while the workers poll. A gap G spins the caller for G
+us before each product, and the table reports the token's time without the gaps, so a pool that
+pays for the caller's absence shows up as a slower product. With --alloc file the weights are
+written to a file and mapped read-only and private, as the decoder maps a GGUF file.
+
 Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
 usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
-                [--into 2] [--alloc malloc|huge]
+                [--into 2] [--alloc malloc|huge|file] [--gap-us 0,10]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -36,6 +42,9 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_memory.h"
 #include "cpu_pool.h"
@@ -62,6 +71,7 @@ static uint64_t next_u64(void)
 }
 
 static int huge_pages; /* --alloc huge */
+static int file_map;   /* --alloc file */
 
 /* rows x cols of random Q8_0: scales in [2^-10, 2^-6), quants in [-127, 127]. */
 static gem_matrix q8_matrix(int64_t rows, int64_t cols)
@@ -103,22 +113,81 @@ typedef struct bufs {
     float *xn, *q, *k, *v, *att, *o, *gate, *up;
 } bufs;
 
-/* One token's products over every layer under the tuning S. */
-static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, const mv_tuning *S)
+/* Spins the calling thread for `us` microseconds (the decoder's serial work between products). */
+static void spin_us(double us)
+{
+    if (us <= 0.0)
+        return;
+    const double t0 = now_s();
+    while ((now_s() - t0) * 1e6 < us) {
+    }
+}
+
+/* One token's products over every layer under the tuning S, the caller away for gap_us before
+ * each product. */
+static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, const mv_tuning *S,
+                  double gap_us)
 {
     for (int64_t i = 0; i < nl; i++) {
+        spin_us(gap_us);
         const gem_matrix *w3[3] = {&L[i].q, &L[i].k, &L[i].v};
         const float *x3[3] = {b->xn, b->xn, b->xn};
         float *y3[3] = {b->q, b->k, b->v};
         mv_batch_tuned(pool, 3, w3, x3, y3, S);
+        spin_us(gap_us);
         const gem_matrix *wo = &L[i].o;
         mv_batch_tuned(pool, 1, &wo, (const float *const *)&b->att, &b->o, S);
+        spin_us(gap_us);
         const gem_matrix *w2[2] = {&L[i].gate, &L[i].up};
         const float *x2[2] = {b->xn, b->xn};
         float *y2[2] = {b->gate, b->up};
         mv_batch_tuned(pool, 2, w2, x2, y2, S);
+        spin_us(gap_us);
         const gem_matrix *wd = &L[i].down;
         mv_batch_tuned(pool, 1, &wd, (const float *const *)&b->gate, &b->o, S);
+    }
+}
+
+/* Moves every layer's weights into one file in $TMPDIR (or /tmp), maps it read-only and private
+ * and points the matrices into the mapping (the file is unlinked; the mapping stays). */
+static void map_into_file(layer *L, int64_t nl)
+{
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mv_split.XXXXXX", dir);
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "mv_split: cannot create a file in %s\n", dir);
+        exit(1);
+    }
+    size_t off = 0;
+    for (int64_t i = 0; i < nl; i++) {
+        gem_matrix *m[7] = {&L[i].q, &L[i].k, &L[i].v, &L[i].o, &L[i].gate, &L[i].up, &L[i].down};
+        for (int k = 0; k < 7; k++) {
+            const size_t n = (size_t)m[k]->rows * m[k]->row_bytes;
+            if (pwrite(fd, m[k]->data, n, (off_t)off) != (ssize_t)n) {
+                fprintf(stderr, "mv_split: cannot write %s\n", path);
+                exit(1);
+            }
+            off += (n + 31) / 32 * 32; /* GGUF's alignment */
+        }
+    }
+    uint8_t *map = mmap(NULL, off, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    unlink(path);
+    if (map == MAP_FAILED) {
+        fprintf(stderr, "mv_split: cannot map the weights\n");
+        exit(1);
+    }
+    off = 0;
+    for (int64_t i = 0; i < nl; i++) {
+        gem_matrix *m[7] = {&L[i].q, &L[i].k, &L[i].v, &L[i].o, &L[i].gate, &L[i].up, &L[i].down};
+        for (int k = 0; k < 7; k++) {
+            const size_t n = (size_t)m[k]->rows * m[k]->row_bytes;
+            free((void *)m[k]->data);
+            m[k]->data = map + off;
+            off += (n + 31) / 32 * 32;
+        }
     }
 }
 
@@ -132,7 +201,8 @@ int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
     int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096}, intos[MAX_LIST] = {2};
-    int nsp = 2, npf = 2, nin = 1;
+    int nsp = 2, npf = 2, nin = 1, ngap = 1;
+    double gaps[MAX_LIST] = {0.0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -152,22 +222,35 @@ int main(int argc, char **argv)
             npf = 0;
             for (char *t = strtok(argv[++i], ","); t && npf < MAX_LIST; t = strtok(NULL, ","))
                 pfs[npf++] = atoll(t);
+        } else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
+            ngap = 0;
+            for (char *t = strtok(argv[++i], ","); t && ngap < MAX_LIST; t = strtok(NULL, ","))
+                gaps[ngap++] = atof(t);
         } else if (!strcmp(argv[i], "--alloc") && i + 1 < argc &&
-                   (!strcmp(argv[i + 1], "malloc") || !strcmp(argv[i + 1], "huge"))) {
+                   (!strcmp(argv[i + 1], "malloc") || !strcmp(argv[i + 1], "huge") ||
+                    !strcmp(argv[i + 1], "file"))) {
             huge_pages = !strcmp(argv[++i], "huge");
+            file_map = !strcmp(argv[i], "file");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
                             "[--splits 1,4] [--prefetch 0,4096] [--into 2] "
-                            "[--alloc malloc|huge]\n");
+                            "[--alloc malloc|huge|file] [--gap-us 0,10]\n");
             return 2;
         }
     }
-    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1) {
+    for (int g = 0; g < ngap; g++)
+        if (!(gaps[g] >= 0.0 && gaps[g] <= 1e4)) {
+            fprintf(stderr, "mv_split: a gap is 0 to 10000 us\n");
+            return 2;
+        }
+    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1 || ngap < 1) {
         fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
         return 2;
     }
-    mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST];
+    mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
+    double vgap[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
     int ns = 0;
+    for (int g = 0; g < ngap; g++)
     for (int a = 0; a < nsp; a++)
         for (int c = 0; c < npf; c++)
             for (int d = 0; d < nin; d++) {
@@ -177,6 +260,7 @@ int main(int argc, char **argv)
                                     "0 to 2^30 bytes, into 0, 1 or 2\n");
                     return 2;
                 }
+                vgap[ns] = gaps[g];
                 v[ns++] = (mv_tuning){splits[a], pfs[c], (int)intos[d]};
             }
     /* the pool and the probe of a decode context's size */
@@ -193,8 +277,9 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "mv_split: %lld layers of Q8_0 weights on %lld threads\n", (long long)nl,
             (long long)threads);
-    printf("weights in %s\n", huge_pages ? "cpu_stream_alloc's memory (2 MiB pages advised)"
-                                         : "malloc's memory (4 KiB pages)");
+    printf("weights in %s\n", file_map     ? "a file mapped read-only and private"
+                              : huge_pages ? "cpu_stream_alloc's memory (2 MiB pages advised)"
+                                           : "malloc's memory (4 KiB pages)");
     layer *L = calloc((size_t)nl, sizeof *L);
     size_t bytes = 0;
     for (int64_t i = 0; i < nl; i++) {
@@ -206,6 +291,8 @@ int main(int argc, char **argv)
         for (int k = 0; k < 7; k++)
             bytes += (size_t)m[k]->rows * m[k]->row_bytes;
     }
+    if (file_map)
+        map_into_file(L, nl);
     bufs b;
     float **all[8] = {&b.xn, &b.q, &b.k, &b.v, &b.att, &b.o, &b.gate, &b.up};
     for (int k = 0; k < 8; k++) {
@@ -241,27 +328,28 @@ int main(int argc, char **argv)
     double *t = calloc((size_t)(ns * rounds * 2), sizeof *t);
     int64_t *cnt = calloc((size_t)ns, sizeof *cnt);
     for (int s = 0; s < ns; s++)
-        token(pool, L, nl, &b, &v[s]); /* warm-up */
+        token(pool, L, nl, &b, &v[s], vgap[s]); /* warm-up */
     for (int64_t r = 0; r < rounds; r++)
         for (int pass = 0; pass < 2; pass++) /* A B .. then .. B A */
             for (int u = 0; u < ns; u++) {
                 const int s = pass ? ns - 1 - u : u;
                 const double t0 = now_s();
-                token(pool, L, nl, &b, &v[s]);
-                t[s * rounds * 2 + cnt[s]++] = now_s() - t0;
+                token(pool, L, nl, &b, &v[s], vgap[s]);
+                /* the products' time: the gaps' (4 a layer) taken out */
+                t[s * rounds * 2 + cnt[s]++] = now_s() - t0 - 4.0 * (double)nl * vgap[s] * 1e-6;
             }
     printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
            "token, floor %.3f ms\n",
            bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
-    printf("S:D:I         median ms   min ms   max ms    GB/s  of the probe\n");
+    printf("S:D:I:gap      median ms   min ms   max ms    GB/s  of the probe  (gaps taken out)\n");
     for (int s = 0; s < ns; s++) {
         double *u = t + s * rounds * 2;
         qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
         const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
         char name[48];
-        snprintf(name, sizeof name, "%lld:%lld:%d", (long long)v[s].parts_per_thread,
-                 (long long)v[s].prefetch_bytes, v[s].prefetch_into);
-        printf("%-12s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
+        snprintf(name, sizeof name, "%lld:%lld:%d:%g", (long long)v[s].parts_per_thread,
+                 (long long)v[s].prefetch_bytes, v[s].prefetch_into, vgap[s]);
+        printf("%-13s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
                u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }
     cpu_pool_destroy(pool);
