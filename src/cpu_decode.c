@@ -221,9 +221,7 @@ void cpu_decode_stage_clock_reset(void *impl)
 
 /* ---- finiteness ------------------------------------------------------------------------ */
 
-/* 1 when every one of the n floats is finite (exponent bits not all ones; an
- * integer OR-reduction that vectorizes without relaxing float semantics). */
-static int floats_finite(const float *p, int64_t n)
+int gem_cpu_floats_finite(const float *p, int64_t n)
 {
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -248,7 +246,7 @@ static int row_finite(const void *base, gem_dtype t, int64_t off, int64_t n)
     switch (t) {
     case GEM_DTYPE_BF16: return halves_finite((const uint16_t *)base + off, n, 0x7F80u);
     case GEM_DTYPE_F16: return halves_finite((const uint16_t *)base + off, n, 0x7C00u);
-    default: return floats_finite((const float *)base + off, n);
+    default: return gem_cpu_floats_finite((const float *)base + off, n);
     }
 }
 
@@ -284,8 +282,8 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
     cpu_decode *c = impl;
     if (stream)
         return GEM_ERR_PARAM;
-    if (!floats_finite(q, shape->n_q_heads * shape->dk) ||
-        (kv->k_from_v && !floats_finite(kv->k_from_v->k_weight, shape->dk)))
+    if (!gem_cpu_floats_finite(q, shape->n_q_heads * shape->dk) ||
+        (kv->k_from_v && !gem_cpu_floats_finite(kv->k_from_v->k_weight, shape->dk)))
         return GEM_ERR_NONFINITE;
     const int64_t chunks = (kv->live + SCAN_ROWS - 1) / SCAN_ROWS;
     size_t items = 0;
@@ -336,7 +334,7 @@ static void store_row(void *base, gem_dtype t, int64_t off, const float *src, in
  * F32 value can round to infinity in BF16 or F16: |x| >= 65520 in F16). */
 static int storable(const float *src, int64_t n, gem_dtype t)
 {
-    if (!floats_finite(src, n))
+    if (!gem_cpu_floats_finite(src, n))
         return 0;
     if (t == GEM_DTYPE_F32)
         return 1;

@@ -94,6 +94,10 @@ cpu_pool *gem_decode_ctx_cpu_pool(gem_decode_ctx *ctx);
 /* The CPU backend's side of it: impl, a CPU context's implementation. */
 cpu_pool *gem_cpu_decode_pool(void *impl);
 
+/* 1 when every one of the n floats at p is finite (no exponent of all ones: an integer OR over
+ * the bits, which vectorizes without relaxing float semantics), else 0. p (n). */
+int gem_cpu_floats_finite(const float *p, int64_t n);
+
 /* The fixed default of the baseline route's value partitions (the design's 16). */
 #define GEM_BASELINE_DEFAULT_PARTITIONS 16
 
