@@ -32,9 +32,9 @@
  * layers) P 1 leaves 4 items, and the 16-core Xeon of the H200 host ran such a
  * call at live 64 / 256 in 43.6 / 110 us at P 1 against 29.1 / 64.5 at P 4
  * with its caches cold (results/h200/run54, dev/cpu/small_live; a 2-vCPU VM
- * loses 10-20 us there). The count depends on the shape and live alone, never
- * on the threads, so the bits do not either, and it never decreases as live
- * grows. */
+ * loses 7-40 us there, in noisy runs). The count depends on the shape and live
+ * alone, never on the threads, so the bits do not either, and it never
+ * decreases as live grows. */
 #define CPU_DEFAULT_PARTITIONS 32
 #define CPU_MIN_PARTITION_ROWS 256
 #define CPU_MIN_ITEMS 16
