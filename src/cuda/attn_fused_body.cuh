@@ -751,8 +751,9 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
  * the sliding-window ones), a multiple of 256.
  * The O loads do not depend on M, so each thread issues those of its element for a group of
  * GEM_FR_LOADS partials at once, the first group before it loads M and S: one round trip to
- * the L2 for the whole merge at P <= 64 (the loop that loaded 8 partials at a time made eight,
- * about 6 us of a call; dev/cuda/fused_decode.cu version 21 keeps it as the control). The
+ * the L2 for the whole merge at P <= 64 (the loop that loaded 8 partials at a time made eight
+ * and took 0.8-1.2 us more a call, results/h200/run53; dev/cuda/fused_decode.cu version 21
+ * keeps it as the control). The
  * arithmetic and its order are those of that loop: the same bits. Thread i loads M_i and S_i
  * together and keeps them for the first batch's weight. */
 #define GEM_FR_LOADS 64 /* reducer: O loads in flight per thread */
