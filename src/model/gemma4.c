@@ -928,8 +928,6 @@ gem_status gem_session_kv_memory(const gem_session *s, gem_kv_memory *out)
     return GEM_OK;
 }
 
-/* out = x / sqrt(mean(x^2) + eps) (* w when w is not NULL). x (n), w (n), out (n);
- * out may be x. */
 /* The sum of squares of rmsnorm: element i goes to lane i % NORM_LANES, the lanes are added in
  * a fixed tree, so the result is the same on every call (and vectorizes; one chain of n
  * dependent double adds took 2 us a norm at n = 1024, eight norms a layer). */
@@ -949,6 +947,8 @@ static double sum_squares(const float *x, int64_t n)
     return lane[0];
 }
 
+/* out = x / sqrt(mean(x^2) + eps) (* w when w is not NULL). x (n), w (n), out (n);
+ * out may be x. */
 static void rmsnorm(const float *x, const float *w, int64_t n, double eps, float *out)
 {
     const double ss = sum_squares(x, n);
@@ -1111,9 +1111,6 @@ static int store_half(void *dst, gem_dtype t, const float *src, int64_t n)
     return !bad;
 }
 
-/* 1 when all n floats are finite (the CPU backend's check, which vectorizes; a branch per
- * element did not). */
-static int all_finite(const float *x, int64_t n) { return gem_cpu_floats_finite(x, n); }
 
 /* The index of the largest of x (n >= 1), the lowest among equal values: the order of
  * gem_dargmax (a NaN never wins; 0 when no value is a number). */
@@ -1192,7 +1189,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
                     head_norm_item(&j, i, 0);
         }
         /* what the cache stores must be finite */
-        if ((!v_only && !all_finite(kr, nkv * hd)) || !all_finite(vr, nkv * hd))
+        if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
+            !gem_cpu_floats_finite(vr, nkv * hd))
             return GEM_ERR_NONFINITE;
         if (s->kv_dtype != GEM_DTYPE_F32 &&
             ((!v_only && !store_half(kdst, s->kv_dtype, kr, nkv * hd)) ||
@@ -1243,7 +1241,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             elementwise(s->pool, hp->n_vocab,
                         &(ew_job){softcap_range, logits, NULL, hp->softcap, 0, 0});
         LAP(logits);
-        if (!all_finite(logits, hp->n_vocab))
+        if (!gem_cpu_floats_finite(logits, hp->n_vocab))
             return GEM_ERR_NONFINITE;
     }
 #undef LAP
