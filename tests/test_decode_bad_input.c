@@ -248,6 +248,45 @@ static void check_queries(fixture *f)
     TCHECK(gem_decode_ctx_backend(f->ctx) == GEM_BACKEND_CPU);
 }
 
+/* The CPU default's partitions: never fewer as live grows, within [1, 32], the same for every
+ * thread count (the bits must not depend on the threads), and at least 16 work items (KV heads
+ * x partitions) wherever partitions of 16 rows allow them. */
+static void check_cpu_default_partitions(void)
+{
+    gem_decode_ctx *c1 = NULL, *c3 = NULL;
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, 1, &c1), GEM_OK);
+    TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CPU, 3, &c3), GEM_OK);
+    if (!c1 || !c3) {
+        gem_decode_ctx_destroy(c1);
+        gem_decode_ctx_destroy(c3);
+        return;
+    }
+    const int64_t kv_heads[] = {1, 2, 4, 16, 32};
+    for (size_t i = 0; i < sizeof kv_heads / sizeof kv_heads[0]; i++) {
+        const int64_t g = kv_heads[i];
+        const gem_decode_shape shape = {2 * g, g, 64, 64, 0.125f};
+        int64_t last = 0;
+        int ok = 1;
+        for (int64_t live = 1; live <= 20000; live += live < 300 ? 1 : 97) {
+            gem_decode_config a, b;
+            if (gem_decode_config_default(c1, &shape, live, &a) != GEM_OK ||
+                gem_decode_config_default(c3, &shape, live, &b) != GEM_OK) {
+                ok = 0;
+                break;
+            }
+            const int64_t p = a.partitions;
+            const int64_t want_items = 16 < g * (live / 16) ? 16 : g * (live / 16);
+            ok &= p == b.partitions && a.tile == b.tile && p >= last && p >= 1 && p <= 32 &&
+                  (p * g >= want_items || p == 32);
+            last = p;
+        }
+        if (!TCHECK(ok))
+            fprintf(stderr, "     CPU default partitions with %lld KV heads\n", (long long)g);
+    }
+    gem_decode_ctx_destroy(c1);
+    gem_decode_ctx_destroy(c3);
+}
+
 static void check_finite_scan(fixture *f)
 {
     TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &f->view, NULL), GEM_OK);
@@ -602,6 +641,7 @@ int main(void)
     f.view16.v_dtype = GEM_DTYPE_F16;
     check_decode_args(&f);
     check_queries(&f);
+    check_cpu_default_partitions();
     check_finite_scan(&f);
     check_k_from_v(&f);
     check_score_status(&f);
