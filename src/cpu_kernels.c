@@ -872,6 +872,58 @@ float cpu_stream_sum(const float *x, int64_t n)
     return acc;
 }
 
+float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetch_hint hint)
+{
+    if (ahead <= 0)
+        return cpu_stream_sum(x, n);
+    const int64_t af = ahead / (int64_t)sizeof(float);
+    int64_t i = 0;
+#if CPU_AVX512
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 64 <= n; i += 64) {
+        if (i + af + 64 <= n) {
+            const char *p = (const char *)(x + i + af);
+            for (int l = 0; l < 4; l++) {
+                if (hint == CPU_PF_L1)
+                    _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+                else if (hint == CPU_PF_L2)
+                    _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+                else
+                    _mm_prefetch(p + 64 * l, _MM_HINT_NTA);
+            }
+        }
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
+        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
+    }
+    float acc = hsum16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+    float lanes[64] = {0};
+    for (; i + 64 <= n; i += 64) {
+        if (i + af + 64 <= n) {
+            const char *p = (const char *)(x + i + af);
+            for (int l = 0; l < 4; l++) {
+                if (hint == CPU_PF_L1)
+                    __builtin_prefetch(p + 64 * l, 0, 3);
+                else if (hint == CPU_PF_L2)
+                    __builtin_prefetch(p + 64 * l, 0, 2);
+                else
+                    __builtin_prefetch(p + 64 * l, 0, 0);
+            }
+        }
+        for (int l = 0; l < 64; l++)
+            lanes[l] += x[i + l];
+    }
+    float acc = 0.0f;
+    for (int l = 0; l < 64; l++)
+        acc += lanes[l];
+#endif
+    for (; i < n; i++)
+        acc += x[i];
+    return acc;
+}
+
 gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
                             int64_t nt, int64_t n)
 {

@@ -61,6 +61,14 @@ void cpu_rescale_accumulate(float *o, int64_t n, float alpha, const float *p, co
  * a streaming read for the bandwidth probe. x (n). */
 float cpu_stream_sum(const float *x, int64_t n);
 
+/* Where cpu_stream_sum_ahead's prefetches go: L1, L2, or non-temporal. */
+typedef enum { CPU_PF_L1, CPU_PF_L2, CPU_PF_NTA } cpu_prefetch_hint;
+
+/* cpu_stream_sum's loop with, at every 256-byte step, the four lines `ahead` bytes on (within
+ * x) asked for under `hint`; ahead 0 is cpu_stream_sum. The adds are the same, their final
+ * reduction may differ in order. x (n); ahead >= 0, a multiple of 256. */
+float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetch_hint hint);
+
 /* Why a scaled score of nh query heads q (nh, n) against nt rows of k (row t
  * at element t*ks, type kt, n elements) is not finite: GEM_ERR_NONFINITE when
  * q or one of those rows holds NaN or infinity, GEM_ERR_SCORE when every
