@@ -91,7 +91,7 @@ static void stream_item(void *ctx, int64_t item, int64_t thread)
 
 /* The probe's readers: hardware prefetch alone, and two software prefetches (the decoder's
  * products and the attention kernels read with one; on the H200 host's Xeon the fused route
- * read 104.7% of the hardware-only probe, results/h200/run54). dev/cpu/read_probe times more. */
+ * read 104.7% of the hardware-only probe, results/h200/run54). dev/cpu/stream_probe times more. */
 static const struct {
     int64_t ahead;
     cpu_prefetch_hint hint;

@@ -1,5 +1,5 @@
 /*
-dev/cpu/read_probe: how the CPU harness's read-bandwidth probe reads, one axis at a time.
+dev/cpu/stream_probe: how the CPU harness's read-bandwidth probe reads, one axis at a time.
 
 Every CPU figure "x floor" divides by the probe's rate (src/harness_cpu.c: hx_read_bandwidth, a
 sum over a 4 GiB buffer in 4 contiguous slices a thread). On the H200 host's Xeon the fused
@@ -18,7 +18,7 @@ Each version is checked first: its total must be the first version's (at the lib
 every partial sum is exact, so the order of the adds cannot change it). Then rounds of all versions in A B ... B A order; the median
 of each version's rounds, its min and max.
 
-usage: read_probe [--threads N] [--mib M] [--rounds R] [--slices 4,1,16]
+usage: stream_probe [--threads N] [--mib M] [--rounds R] [--slices 4,1,16]
                   [--prefetch 0,1024,4096,16384] [--hint t1,t0,nta]
 */
 #include <stdint.h>
@@ -103,30 +103,30 @@ int main(int argc, char **argv)
                 hints[nhi++] = !strcmp(t, "t0") ? HINT_T0 : !strcmp(t, "nta") ? HINT_NTA : HINT_T1;
             free(copy);
         } else {
-            fprintf(stderr, "usage: read_probe [--threads N] [--mib M] [--rounds R] "
+            fprintf(stderr, "usage: stream_probe [--threads N] [--mib M] [--rounds R] "
                             "[--slices 4,1,16] [--prefetch 0,1024,4096,16384] "
                             "[--hint t1,t0,nta]\n");
             return 2;
         }
     }
     if (threads < 0 || mib < 1 || rounds < 1 || nsl < 1 || nah < 1 || nhi < 1) {
-        fprintf(stderr, "read_probe: bad argument\n");
+        fprintf(stderr, "stream_probe: bad argument\n");
         return 2;
     }
     for (int a = 0; a < nsl; a++)
         if (slices[a] < 1 || slices[a] > 64) {
-            fprintf(stderr, "read_probe: 1 to 64 slices a thread\n");
+            fprintf(stderr, "stream_probe: 1 to 64 slices a thread\n");
             return 2;
         }
     for (int a = 0; a < nah; a++)
         if (aheads[a] < 0 || aheads[a] > (1 << 24) || aheads[a] % 256 != 0) {
-            fprintf(stderr, "read_probe: a prefetch distance is 0 to 16 MiB, in 256-byte steps\n");
+            fprintf(stderr, "stream_probe: a prefetch distance is 0 to 16 MiB, in 256-byte steps\n");
             return 2;
         }
     /* the threads of a decode context (0: one per core) */
     gem_decode_ctx *ctx = NULL;
     if (gem_decode_ctx_create(GEM_BACKEND_CPU, threads, &ctx) != GEM_OK) {
-        fprintf(stderr, "read_probe: no CPU context\n");
+        fprintf(stderr, "stream_probe: no CPU context\n");
         return 1;
     }
     threads = gem_decode_ctx_threads(ctx);
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     const size_t n = (size_t)mib << 18; /* floats */
     if (cpu_pool_create(threads, &pool) != GEM_OK || cpu_stream_alloc(n * sizeof(float), 0, &mem) !=
                                                           GEM_OK) {
-        fprintf(stderr, "read_probe: no pool or no memory\n");
+        fprintf(stderr, "stream_probe: no pool or no memory\n");
         return 1;
     }
     float *buf = mem;
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
         if (s == 0)
             want = tot;
         else if (tot != want) {
-            fprintf(stderr, "read_probe: version %d sums to %.17g, the first to %.17g\n", s, tot,
+            fprintf(stderr, "stream_probe: version %d sums to %.17g, the first to %.17g\n", s, tot,
                     want);
             return 1;
         }
