@@ -90,8 +90,11 @@ static void stream_item(void *ctx, int64_t item, int64_t thread)
 }
 
 /* The probe's readers: hardware prefetch alone, and two software prefetches (the decoder's
- * products and the attention kernels read with one; on the H200 host's Xeon the fused route
- * read 104.7% of the hardware-only probe, results/h200/run54). dev/cpu/stream_probe times more. */
+ * products and the attention kernels read with one). On the H200 host's Xeon the fused route
+ * read 104.7% of a probe of 4 slices a thread and no prefetch (results/h200/run54); with 16
+ * slices a thread (a shorter tail when the threads finish) the readers below read 9.6-13.8%
+ * more than that one in the same process (dev/cpu/stream_probe, results/h200/run61). */
+#define PROBE_SLICES 16
 static const struct {
     int64_t ahead;
     cpu_prefetch_hint hint;
@@ -104,8 +107,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Streaming read over `bytes` on `threads` threads: the buffer (the allocation
- * policy of K and V) split into 4 contiguous slices per thread, read by each of
- * probe_readers `reps` times; the best reader's median. */
+ * policy of K and V) split into PROBE_SLICES contiguous slices per thread, taken
+ * in turn, read by each of probe_readers `reps` times; the best reader's median. */
 static gem_status hx_read_bandwidth(void *hx, int64_t threads, size_t bytes, int64_t reps,
                                     double *bps)
 {
@@ -116,7 +119,7 @@ static gem_status hx_read_bandwidth(void *hx, int64_t threads, size_t bytes, int
     gem_status st = cpu_pool_create(threads, &pool);
     if (st == GEM_OK)
         st = hx_alloc(n * sizeof(float), &buf);
-    const int64_t items = threads * 4;
+    const int64_t items = threads * PROBE_SLICES;
     double *times = calloc((size_t)reps, sizeof *times);
     float *sums = calloc((size_t)items, sizeof *sums);
     if (st == GEM_OK && (!times || !sums))

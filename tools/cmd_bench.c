@@ -520,8 +520,8 @@ int gem_cmd_bench(int argc, char **argv)
     printf("gem bench: A = %s, B = %s on %s; K %s, V %s%s\n", la, lb, gem_engine_describe(e),
            gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v),
            o.k_from_v ? "; B reads V alone and rebuilds K (--k-from-v)" : "");
-    printf("read bandwidth %.2f GB/s (%lld MiB streaming read, median of %lld)\n", bw / 1e9,
-           (long long)o.bw_mib, (long long)o.bw_reps);
+    printf("read bandwidth %.2f GB/s (%lld MiB streaming read, the best reader's median of %lld)\n",
+           bw / 1e9, (long long)o.bw_mib, (long long)o.bw_reps);
     if (nominal > 0)
         printf("nominal bandwidth %.2f GB/s (memory clock x bus width); the probe reads %.1f%% of it\n",
                nominal / 1e9, 100.0 * bw / nominal);

@@ -6,9 +6,14 @@ sum over a 4 GiB buffer in 4 contiguous slices a thread). On the H200 host's Xeo
 attention route read 104.7% of the probe at 128K (results/h200/run54), when the probe read with
 the hardware prefetchers alone: the probe was the weaker reader, so the floor it gave was too low
 and every ratio too kind. The decoder's products gained most from a software prefetch 4 KiB
-ahead (dev/cpu/mv_split, run 49); the attention kernels prefetch too. The library's probe now
-takes the best of three readers (none, 4 KiB ahead into L2, 16 KiB ahead into L1); this program
-times those and their neighbours (cpu_stream_sum_ahead, the library's reader).
+ahead (dev/cpu/mv_split, run 49); the attention kernels prefetch too. This program times the
+probe's sum by slices a thread, prefetch distance and hint (cpu_stream_sum_ahead, the library's
+reader).
+
+H200 host (Intel Xeon, 16 cores, 4 GiB, results/h200/run61): with 4 slices a thread no prefetch
+helped (123.7 GB/s without, 122.0-125.6 with t0 / t1, 48-69 with nta); 16 slices a thread read
+135.6 without and 137.6-140.8 with t0 / t1 (the threads finish closer together). The library's
+probe since: 16 slices a thread, the best of no prefetch, 4 KiB ahead into L2 and 16 KiB into L1.
 
 Versions S:D:H (every triple of --slices, --prefetch and --hint):
   S  contiguous slices a thread (the library: 4), taken in turn from the pool's counter
