@@ -4,8 +4,8 @@ dev/cpu/stream_probe: how the CPU harness's read-bandwidth probe reads, one axis
 Every CPU figure "x floor" divides by the probe's rate (src/harness_cpu.c: hx_read_bandwidth, a
 sum over a 4 GiB buffer in 4 contiguous slices a thread). On the H200 host's Xeon the fused
 attention route read 104.7% of the probe at 128K (results/h200/run54), when the probe read with
-the hardware prefetchers alone: the probe was the weaker reader, so the floor it gave was too low
-and every ratio too kind. The decoder's products gained most from a software prefetch 4 KiB
+the hardware prefetchers alone: the probe was the weaker reader, so the floor time it gave was
+too long and every ratio too kind. The decoder's products gained most from a software prefetch 4 KiB
 ahead (dev/cpu/mv_split, run 49); the attention kernels prefetch too. This program times the
 probe's sum by slices a thread, prefetch distance and hint (cpu_stream_sum_ahead, the library's
 reader).
