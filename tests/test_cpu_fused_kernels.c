@@ -6,7 +6,7 @@
  * exact widening, with subnormals and both zeros among the elements);
  * then the fused route at large and ragged tiles (tile > partition, live not a
  * multiple of the tile, P > live) against the double reference and across
- * thread counts.
+ * thread counts; and the read probe's sums, with and without prefetches.
  */
 #include <float.h>
 #include <math.h>
@@ -311,8 +311,37 @@ static void check_route_tiles(int64_t nq, int64_t nkv, int64_t d, int64_t live, 
     gem_inputs_free(&in);
 }
 
+/* The read probe's sums: with any prefetch distance and hint, the exact total of values whose
+ * every partial sum is exact (multiples of 1/8 below 2^14), on lengths that are and are not
+ * multiples of the 64-float step, and the same as cpu_stream_sum's. */
+static void check_stream_sums(void)
+{
+    const int64_t lens[] = {0, 1, 63, 64, 65, 4096, 100003};
+    const int64_t aheads[] = {0, 256, 4096, 16384};
+    const cpu_prefetch_hint hints[] = {CPU_PF_L1, CPU_PF_L2, CPU_PF_NTA};
+    float *x = fmalloc(100003);
+    if (!TCHECK(x != NULL))
+        return;
+    for (int64_t i = 0; i < 100003; i++)
+        x[i] = (float)(i & 7) * 0.125f;
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        double want = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            want += x[i];
+        TCHECK((double)cpu_stream_sum(x, n) == want);
+        for (size_t a = 0; a < sizeof aheads / sizeof aheads[0]; a++)
+            for (size_t h = 0; h < sizeof hints / sizeof hints[0]; h++)
+                if (!TCHECK((double)cpu_stream_sum_ahead(x, n, aheads[a], hints[h]) == want))
+                    fprintf(stderr, "     stream sum n %lld ahead %lld hint %d\n", (long long)n,
+                            (long long)aheads[a], (int)hints[h]);
+    }
+    free(x);
+}
+
 int main(void)
 {
+    check_stream_sums();
     check_dot_tm();
     check_online_tile();
     check_value_tile();
