@@ -846,42 +846,14 @@ void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void 
     }
 }
 
-float cpu_stream_sum(const float *x, int64_t n)
-{
-    int64_t i = 0;
-#if CPU_AVX512
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
-        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
-    }
-    float acc = hsum16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
-    float lanes[64] = {0};
-    for (; i + 64 <= n; i += 64)
-        for (int l = 0; l < 64; l++)
-            lanes[l] += x[i + l];
-    float acc = 0.0f;
-    for (int l = 0; l < 64; l++)
-        acc += lanes[l];
-#endif
-    for (; i < n; i++)
-        acc += x[i];
-    return acc;
-}
-
 float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetch_hint hint)
 {
-    if (ahead <= 0)
-        return cpu_stream_sum(x, n);
-    const int64_t af = ahead / (int64_t)sizeof(float);
+    const int64_t af = ahead > 0 ? ahead / (int64_t)sizeof(float) : 0;
     int64_t i = 0;
 #if CPU_AVX512
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (; i + 64 <= n; i += 64) {
-        if (i + af + 64 <= n) {
+        if (af > 0 && i + af + 64 <= n) {
             const char *p = (const char *)(x + i + af);
             for (int l = 0; l < 4; l++) {
                 if (hint == CPU_PF_L1)
@@ -901,7 +873,7 @@ float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetc
 #else
     float lanes[64] = {0};
     for (; i + 64 <= n; i += 64) {
-        if (i + af + 64 <= n) {
+        if (af > 0 && i + af + 64 <= n) {
             const char *p = (const char *)(x + i + af);
             for (int l = 0; l < 4; l++) {
                 if (hint == CPU_PF_L1)
@@ -923,6 +895,8 @@ float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetc
         acc += x[i];
     return acc;
 }
+
+float cpu_stream_sum(const float *x, int64_t n) { return cpu_stream_sum_ahead(x, n, 0, CPU_PF_L2); }
 
 gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
                             int64_t nt, int64_t n)

@@ -65,8 +65,8 @@ float cpu_stream_sum(const float *x, int64_t n);
 typedef enum { CPU_PF_L1, CPU_PF_L2, CPU_PF_NTA } cpu_prefetch_hint;
 
 /* cpu_stream_sum's loop with, at every 256-byte step, the four lines `ahead` bytes on (within
- * x) asked for under `hint`; ahead 0 is cpu_stream_sum. The adds are the same, their final
- * reduction may differ in order. x (n); ahead >= 0, a multiple of 256. */
+ * x) asked for under `hint`; ahead 0 asks for none (cpu_stream_sum). The prefetches change no
+ * value. x (n); ahead >= 0, a multiple of 256. */
 float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetch_hint hint);
 
 /* Why a scaled score of nh query heads q (nh, n) against nt rows of k (row t
