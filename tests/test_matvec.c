@@ -4,6 +4,14 @@
  * accumulated with fused multiply-adds in 64 lanes in element order (element e
  * in lane e % 64) and summed by the fixed tree 32, 16, ..., 1; and the pool gives
  * the same bits for 1, 2 and 3 threads. Row lengths 512 and, for the plain types, 500 (a partial group).
+ *
+ * Packed Q8_0 and Q4_0 matrices (the integer products of matvec.h): every row bit for bit the
+ * definition below (written here from matvec.h's contract, with ldexpf everywhere and
+ * the signed quants, independently of the library's +128 bytes and fast paths), for 1
+ * and 3 threads, any row range, x of every magnitude (blocks of zeros, near the smallest
+ * normals, subnormals, near the largest floats), within the error bound of the contract
+ * against a double sum; a block with NaN or infinity makes every row NaN; a short scratch
+ * is refused with nothing written.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +30,170 @@ static float ref_dot(const float *w, const float *x, int64_t n)
         for (int l = 0; l < width; l++)
             acc[l] += acc[l + width];
     return acc[0];
+}
+
+/* The integer products' definition (matvec.h) for one Q8_0 or Q4_0 row. */
+static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_t cols)
+{
+    const size_t bb = t == GEM_GGUF_Q8_0 ? 34 : 18;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *v = x + 32 * b;
+        const uint8_t *blk = row + bb * (size_t)b;
+        float m = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            bad |= !isfinite(v[i]);
+            m = fmaxf(m, fabsf(v[i]));
+        }
+        int E = 0;
+        if (!bad && m > 0.0f) {
+            int e;
+            (void)frexpf(m, &e);
+            E = e - 6;
+        }
+        float r[32];
+        for (int i = 0; i < 32; i++)
+            r[i] = bad ? 0.0f : ldexpf(v[i], -E);
+        const float d = gem_gguf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        for (int j = 0; j < 4; j++) {
+            int32_t S = 0;
+            for (int i = 0; i < 32; i++) {
+                const float a = rintf(r[i]);
+                const int32_t q = t == GEM_GGUF_Q8_0 ? (int32_t)(int8_t)blk[2 + i]
+                                  : i < 16           ? (int32_t)(blk[2 + i] & 0x0F) - 8
+                                                     : (int32_t)(blk[2 + i - 16] >> 4) - 8;
+                S += q * (int32_t)a;
+                r[i] = (r[i] - a) * 128.0f;
+            }
+            const float sc = bad ? NAN : ldexpf(1.0f, E - 7 * j);
+            acc = fmaf(d * sc, (float)S, acc);
+        }
+    }
+    return acc;
+}
+
+/* The packed checks on a rows x cols matrix of type t (Q8_0 or Q4_0; rows a multiple of 16). */
+static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols)
+{
+    const size_t rb = (size_t)(cols / 32) * (t == GEM_GGUF_Q8_0 ? 34 : 18);
+    float *src = malloc((size_t)(rows * cols) * 4), *x = malloc((size_t)cols * 4);
+    float *y = malloc((size_t)rows * 4), *y3 = malloc((size_t)rows * 4);
+    float *part = malloc((size_t)rows * 4), *row = malloc((size_t)cols * 4);
+    uint8_t *q = malloc((size_t)rows * rb);
+    void *pk = aligned_alloc(64, (size_t)rows * rb);
+    mv_scratch xq = {aligned_alloc(64, 2 * mv_xq_bytes(cols)), 2 * mv_xq_bytes(cols)};
+    for (int64_t i = 0; i < rows * cols; i++)
+        src[i] = sinf((float)i * 0.917f) * (float)(1 + i % 7);
+    /* the columns where x is near the largest float (below) have zero weights, so the sums
+     * stay finite */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 5; c < cols; c += 32)
+            if ((c / 32) % 8 == 3)
+                src[r * cols + c] = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        gem_gguf_quantize(t, src + r * cols, q + (size_t)r * rb, cols);
+    gem_matrix w = {q, t, rows, cols, rb, NULL};
+    TCHECK(mv_packable(&w));
+    mv_pack(&w, pk);
+    w.packed = pk;
+    /* x: block b of magnitude class b % 8 in pass 0 (element 5 of a block its largest
+     * magnitude, negative; in class 3, 3e38 there and the rest of order 1) */
+    static const float mag[8] = {1.0f, 0.0f, 1e-3f, 1.0f, 2e-38f, 1e-41f, 1e20f, 0.37f};
+    for (int pass = 0; pass < 3; pass++) {
+        for (int64_t i = 0; i < cols; i++) {
+            const float u = cosf((float)i * 1.37f + (float)pass);
+            const int cls = (int)((i / 32) % 8);
+            const float c = pass == 0 ? mag[cls] : 1.0f;
+            x[i] = i % 32 == 5 && pass == 0 ? (cls == 3 ? -3e38f : -c) : u * c;
+        }
+        if (pass == 2)
+            x[cols / 2 + 3] = (cols & 64) ? NAN : INFINITY; /* one block not finite */
+        TCHECK_STATUS(mv(p1, &w, x, &xq, y), GEM_OK);
+        TCHECK_STATUS(mv(p3, &w, x, &xq, y3), GEM_OK);
+        TCHECK(memcmp(y, y3, (size_t)rows * 4) == 0);
+        int bad_bits = 0, nan_rows = 0, bound = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const float want = ref_int(t, q + (size_t)r * rb, x, cols);
+            bad_bits += memcmp(&want, &y[r], 4) != 0;
+            nan_rows += isnan(y[r]);
+            if (pass == 2)
+                continue;
+            /* the contract's bound: four F32 roundings a block of sums below sum |w x|, and
+             * the digits' 2^-27 of each block's largest |x| times the block's sum |w| (with
+             * a subnormal block, its digits lose what underflows: 2^-149 an element) */
+            gem_gguf_dequant(t, q + (size_t)r * rb, row, cols);
+            double exact = 0.0, mag_sum = 0.0, rep = 0.0;
+            for (int64_t b = 0; b < cols / 32; b++) {
+                double mx = 0.0, sw = 0.0;
+                for (int i = 0; i < 32; i++) {
+                    const int64_t e = 32 * b + i;
+                    exact += (double)row[e] * (double)x[e];
+                    mag_sum += fabs((double)row[e] * (double)x[e]);
+                    mx = fmax(mx, fabs((double)x[e]));
+                    sw += fabs((double)row[e]);
+                }
+                rep += (ldexp(mx, -27) + ldexp(1.0, -149)) * sw;
+            }
+            const double tol = (double)(4 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
+            if (!(fabs((double)y[r] - exact) <= tol) && bound++ == 0)
+                fprintf(stderr, "     packed %lldx%lld pass %d row %lld: %.9g vs %.9g, tol %.3g\n",
+                        (long long)rows, (long long)cols, pass, (long long)r, (double)y[r], exact,
+                        tol);
+        }
+        if (!TCHECK(bad_bits == 0))
+            fprintf(stderr, "     packed %s %lldx%lld pass %d: %d rows differ from the definition\n",
+                    gem_gguf_type_name(t), (long long)rows, (long long)cols, pass, bad_bits);
+        TCHECK(bound == 0);
+        TCHECK(nan_rows == (pass == 2 ? rows : 0));
+        /* any row range gives the same bits, and writes nothing outside it */
+        const int64_t ranges[][2] = {{5, 37}, {16, 32}, {0, 1}, {rows - 3, rows}};
+        for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+            const int64_t r0 = ranges[k][0], r1 = ranges[k][1] < rows ? ranges[k][1] : rows;
+            memset(part, 0x5A, (size_t)rows * 4);
+            TCHECK_STATUS(mv_rows(&w, x, &xq, part, r0, r1), GEM_OK);
+            int ok = 1;
+            for (int64_t r = 0; r < rows; r++) {
+                uint32_t u;
+                memcpy(&u, &part[r], 4);
+                ok &= r >= r0 && r < r1 ? memcmp(&part[r], &y[r], 4) == 0 : u == 0x5A5A5A5Au;
+            }
+            TCHECK(ok);
+        }
+    }
+    /* a batch of two products of one x needs one x's scratch; of two x, two */
+    {
+        const gem_matrix *ws[2] = {&w, &w};
+        const float *xs[2] = {x, x};
+        float *ys[2] = {y, y3};
+        mv_scratch one = {xq.buf, mv_xq_bytes(cols)};
+        TCHECK_STATUS(mv_batch(p3, 2, ws, xs, &one, ys), GEM_OK);
+        TCHECK(memcmp(y, y3, (size_t)rows * 4) == 0);
+        xs[1] = src;
+        memset(y, 0x5A, (size_t)rows * 4);
+        TCHECK_STATUS(mv_batch(p3, 2, ws, xs, &one, ys), GEM_ERR_RANGE);
+        uint32_t u;
+        memcpy(&u, &y[rows - 1], 4);
+        TCHECK(u == 0x5A5A5A5Au);
+        TCHECK_STATUS(mv_batch(p3, 2, ws, xs, &xq, ys), GEM_OK);
+        mv_scratch short_xq = {xq.buf, mv_xq_bytes(cols) - 1};
+        TCHECK_STATUS(mv(p1, &w, x, &short_xq, y), GEM_ERR_RANGE);
+        TCHECK_STATUS(mv(p1, &w, x, NULL, y), GEM_ERR_RANGE);
+    }
+    /* not packable: rows not a multiple of 16, or another type */
+    gem_matrix odd = {q, t, rows - 1, cols, rb, NULL};
+    TCHECK(!mv_packable(&odd));
+    gem_matrix f32 = {src, GEM_GGUF_F32, rows, cols, (size_t)cols * 4, NULL};
+    TCHECK(!mv_packable(&f32));
+    free(src);
+    free(x);
+    free(y);
+    free(y3);
+    free(part);
+    free(row);
+    free(q);
+    free(pk);
+    free(xq.buf);
 }
 
 int main(void)
@@ -49,8 +221,8 @@ int main(void)
                 continue; /* 500 is not a multiple of a quantized block */
             for (int64_t r = 0; r < rows; r++)
                 gem_gguf_quantize(types[k], src + r * cols, q + (size_t)r * rb, cols);
-            gem_matrix w = {q, types[k], rows, cols, rb};
-            mv(p1, &w, x, y);
+            gem_matrix w = {q, types[k], rows, cols, rb, NULL};
+            TCHECK_STATUS(mv(p1, &w, x, NULL, y), GEM_OK);
             int bad = 0;
             for (int64_t r = 0; r < rows; r++) {
                 gem_gguf_dequant(types[k], q + (size_t)r * rb, row, cols);
@@ -60,13 +232,23 @@ int main(void)
             if (!TCHECK(bad == 0))
                 fprintf(stderr, "     type %s: %d rows differ\n", gem_gguf_type_name(types[k]),
                         bad);
-            mv(p3, &w, x, y2);
+            TCHECK_STATUS(mv(p3, &w, x, NULL, y2), GEM_OK);
             TCHECK(memcmp(y, y2, (size_t)rows * 4) == 0);
             mv_row_f32(&w, 5, row);
             float dq[512];
             gem_gguf_dequant(types[k], q + 5 * rb, dq, cols);
             TCHECK(memcmp(row, dq, (size_t)cols * 4) == 0);
         }
+    for (int k = 0; k < 2; k++) {
+        const gem_gguf_type t = k ? GEM_GGUF_Q4_0 : GEM_GGUF_Q8_0;
+        check_packed(p1, p3, t, 48, 512);
+        check_packed(p1, p3, t, 32, 1088);
+        check_packed(p1, p3, t, 512, 2048); /* large enough for the pool (256 KiB and up) */
+    }
+    {
+        gem_matrix k4 = {NULL, GEM_GGUF_Q4_K, 32, 256, 144, NULL};
+        TCHECK(!mv_packable(&k4)); /* the other types keep the F32 rule */
+    }
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);
     free(src);

@@ -165,6 +165,20 @@ void cli_kv_memory_line(const gem_session *s, char *buf, size_t cap)
     }
 }
 
+int cli_packed_line(const gem_model *m, char *buf, size_t cap)
+{
+    const size_t b = gem_model_cpu_packed_bytes(m);
+    if (cap)
+        buf[0] = 0;
+    if (!b)
+        return -1;
+    snprintf(buf, cap,
+             "Q8_0 / Q4_0 matrices repacked for the CPU's integer products: %.1f MB of host memory "
+             "beside the file's mapping",
+             (double)b / 1e6);
+    return 0;
+}
+
 int cli_load_model(const char *cmd, const char *path, gem_model **out)
 {
     char err[GEM_GGUF_ERR_LEN];

@@ -167,6 +167,8 @@ int gem_cmd_generate(int argc, char **argv)
     char kv_line[256];
     cli_kv_memory_line(s, kv_line, sizeof kv_line);
     cli_progress("%s: %s", CMD, kv_line);
+    if (cli_packed_line(m, kv_line, sizeof kv_line) == 0)
+        cli_progress("%s: %s", CMD, kv_line);
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     if (!logits) {
         cli_error(CMD, "out of memory");

@@ -583,6 +583,8 @@ int gem_cmd_profile(int argc, char **argv)
     char kv_line[256];
     cli_kv_memory_line(s, kv_line, sizeof kv_line);
     printf("%s\n", kv_line);
+    if (cli_packed_line(m, kv_line, sizeof kv_line) == 0)
+        printf("%s\n", kv_line);
     gem_kv_memory mem;
     gem_session_kv_memory(s, &mem);
     per_route = json_object();

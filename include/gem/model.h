@@ -43,6 +43,9 @@ typedef struct gem_matrix {
     gem_gguf_type type;
     int64_t rows, cols;
     size_t row_bytes;
+    /* NULL, or the same weights laid out for the CPU's integer products (16-row groups,
+     * src/model/matvec.h); set by the model when its first CPU session is created */
+    const void *packed;
 } gem_matrix;
 
 /* One decoder layer. Vectors are dequantized to F32 at load time. */
@@ -128,6 +131,11 @@ const gem_matrix *gem_model_output(const gem_model *m);
 /* Bytes of every weight tensor the decoder reads per token (matrices and vectors;
  * the embedding counted once for its row and once whole as the tied head). */
 size_t gem_model_weight_bytes_per_token(const gem_model *m);
+/* Bytes of host memory holding the model's matrices repacked for the CPU's integer products
+ * (every Q8_0 and Q4_0 matrix whose rows are a multiple of 16, packed by the first CPU
+ * session: gem_session_create), beside the file's mapping; 0 before that or when none
+ * qualifies. */
+size_t gem_model_cpu_packed_bytes(const gem_model *m);
 
 /* ---- tokenizer (tokenizer.ggml.model = "gemma4": BPE with merges, byte fallback) ---- */
 

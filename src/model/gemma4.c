@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_memory.h"
 #include "decode_internal.h"
 #include "decode_stage_clock.h"
 #include "gem/decode.h"
@@ -209,6 +210,10 @@ gem_status gem_model_load_gguf(const gem_gguf *g, gem_model **out, char *err, si
     gem_model *m = calloc(1, sizeof *m);
     if (!m)
         return GEM_ERR_NOMEM;
+    if (pthread_mutex_init(&m->pack_lock, NULL) != 0) {
+        free(m);
+        return GEM_ERR_NOMEM;
+    }
     m->g = g;
     gem_hparams *hp = &m->hp;
     gem_status st;
@@ -402,6 +407,8 @@ void gem_model_free(gem_model *m)
         free(l->post_ffn_norm);
     }
     gem_model_dev_free(m->dev);
+    free(m->pack_mem);
+    pthread_mutex_destroy(&m->pack_lock);
     free(m->layers);
     free(m->output_norm);
     free(m->rope_freqs);
@@ -437,6 +444,104 @@ const gem_tokenizer *gem_model_tokenizer(const gem_model *m) { return m ? m->tok
 const gem_matrix *gem_model_embedding(const gem_model *m) { return m ? &m->tok_embd : NULL; }
 const gem_matrix *gem_model_output(const gem_model *m) { return m ? &m->output : NULL; }
 size_t gem_model_weight_bytes_per_token(const gem_model *m) { return m ? m->weight_bytes : 0; }
+
+size_t gem_model_cpu_packed_bytes(const gem_model *m)
+{
+    if (!m)
+        return 0;
+    gem_model *mm = (gem_model *)(uintptr_t)m; /* the lock only */
+    pthread_mutex_lock(&mm->pack_lock);
+    const size_t b = m->packed_bytes;
+    pthread_mutex_unlock(&mm->pack_lock);
+    return b;
+}
+
+/* The matrices the CPU decoder multiplies: n_layers * 7 + 1 at most (out). */
+static int64_t cpu_matrices(gem_model *m, gem_matrix **out)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->hp.n_layers; i++) {
+        gem_layer *l = &m->layers[i];
+        gem_matrix *w[7] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (int k = 0; k < 7; k++)
+            if (!(k == 2 && l->k_eq_v))
+                out[n++] = w[k];
+    }
+    out[n++] = &m->output;
+    return n;
+}
+
+typedef struct pack_job {
+    gem_matrix **list; /* the packable matrices */
+    unsigned char **dst;
+} pack_job;
+
+static void pack_item(void *ctx, int64_t i, int64_t thread)
+{
+    (void)thread;
+    const pack_job *j = ctx;
+    mv_pack(j->list[i], j->dst[i]);
+}
+
+/* Packs every packable matrix of the model for the CPU's integer products (matvec.h), once,
+ * one matrix an item on the session's pool: the packed copy is a cache of the file's weights,
+ * so a const model takes it under its lock. One allocation, freed with the model. */
+static gem_status model_cpu_pack(const gem_model *cm, cpu_pool *pool, char *err, size_t errlen)
+{
+    gem_model *m = (gem_model *)(uintptr_t)cm;
+    gem_status st = GEM_OK;
+    pthread_mutex_lock(&m->pack_lock);
+    if (m->pack_done)
+        goto out;
+    const size_t max_n = (size_t)(m->hp.n_layers * 7 + 1);
+    gem_matrix **list = malloc(max_n * sizeof *list);
+    unsigned char **dst = malloc(max_n * sizeof *dst);
+    if (!list || !dst) {
+        free(list);
+        free(dst);
+        st = mfail(err, errlen, GEM_ERR_NOMEM, "out of memory packing the weights");
+        goto out;
+    }
+    const int64_t all = cpu_matrices(m, list);
+    int64_t n = 0;
+    size_t total = 0;
+    for (int64_t k = 0; k < all; k++)
+        if (list[k]->data && mv_packable(list[k])) {
+            size_t b;
+            if ((st = gem_mul_size((size_t)list[k]->rows, list[k]->row_bytes, &b)) != GEM_OK ||
+                (st = gem_add_size(total, b, &total)) != GEM_OK) {
+                free(list);
+                free(dst);
+                st = mfail(err, errlen, st, "the packed weights do not fit size_t");
+                goto out;
+            }
+            list[n++] = list[k];
+        }
+    void *mem = NULL;
+    if (total && (st = cpu_stream_alloc(total, 0, &mem)) != GEM_OK) {
+        free(list);
+        free(dst);
+        st = mfail(err, errlen, st, "out of memory packing %zu bytes of Q8_0 / Q4_0 weights for "
+                                    "the CPU's integer products", total);
+        goto out;
+    }
+    size_t at = 0;
+    for (int64_t k = 0; k < n; k++) {
+        dst[k] = (unsigned char *)mem + at;
+        at += (size_t)list[k]->rows * list[k]->row_bytes;
+    }
+    cpu_pool_run(pool, n, pack_item, &(pack_job){list, dst});
+    for (int64_t k = 0; k < n; k++)
+        list[k]->packed = dst[k];
+    free(list);
+    free(dst);
+    m->pack_mem = mem;
+    m->packed_bytes = total;
+    m->pack_done = 1;
+out:
+    pthread_mutex_unlock(&m->pack_lock);
+    return st;
+}
 
 /* ---- session ---------------------------------------------------------------------------- */
 
@@ -508,6 +613,7 @@ void gem_session_free(gem_session *s)
     free(s->gate);
     free(s->up);
     free(s->lg);
+    free(s->xq);
     gem_decode_ctx_destroy(s->dctx);
     gem_decode_ctx_destroy(s->dctx1);
     free(s);
@@ -716,7 +822,24 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
         *out = s;
         return GEM_OK;
     }
+    if ((st = model_cpu_pack(m, s->pool, err, errlen)) != GEM_OK)
+        goto fail;
+    /* the integer products' scratch: one x at a time (a batch's products share theirs) */
+    {
+        int64_t max_cols = 0;
+        gem_model *mm = (gem_model *)(uintptr_t)m;
+        gem_matrix **list = malloc((size_t)(hp->n_layers * 7 + 1) * sizeof *list);
+        if (!list)
+            goto nomem;
+        const int64_t n = cpu_matrices(mm, list);
+        for (int64_t k = 0; k < n; k++)
+            if (list[k]->packed && list[k]->cols > max_cols)
+                max_cols = list[k]->cols;
+        free(list);
+        s->xq_bytes = mv_xq_bytes(max_cols);
+    }
     st = GEM_ERR_NOMEM;
+    s->xq = alloc64(s->xq_bytes ? s->xq_bytes : 64);
     s->ws = alloc64(s->ws_bytes ? s->ws_bytes : 64);
     const size_t E = (size_t)hp->n_embd;
     s->x = alloc64(E * 4);
@@ -739,7 +862,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     }
     s->up = alloc64((size_t)max_ff * 4);
     s->lg = alloc64((size_t)hp->n_vocab * 4);
-    if (!s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
+    if (!s->xq || !s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
         !s->up || !s->kr || !s->vr || !s->lg)
         goto nomem;
     *out = s;
@@ -1149,6 +1272,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     if (s->backend == GEM_BACKEND_CUDA)
         return gem_session_dev_eval(s, token, logits, NULL);
     const int64_t E = hp->n_embd, pos = s->pos;
+    const mv_scratch xq = {s->xq, s->xq_bytes};
+    gem_status st;
     double t0 = now(), t1;
 #define LAP(field) (t1 = now(), s->t.field += t1 - t0, t0 = t1)
     mv_row_f32(&m->tok_embd, token, s->x);
@@ -1165,7 +1290,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             const gem_matrix *w[3] = {&l->wq, &l->wk, &l->wv};
             const float *xs[3] = {s->xn, s->xn, s->xn};
             float *ys[3] = {s->q, s->k, s->v};
-            mv_batch(s->pool, l->k_eq_v ? 2 : 3, w, xs, ys);
+            if ((st = mv_batch(s->pool, l->k_eq_v ? 2 : 3, w, xs, &xq, ys)) != GEM_OK)
+                return st;
         }
         if (l->k_eq_v) /* V is the raw K projection */
             memcpy(s->v, s->k, (size_t)(nkv * hd) * sizeof(float));
@@ -1202,7 +1328,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const gem_decode_shape sh = gem_layer_decode_shape(l);
         /* Cache rows this call reads: below 1 MiB one thread does it. */
         const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * (v_only ? 1 : 2) * s->kv_es;
-        gem_status st =
+        st =
             gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q, &view, s->att,
                        s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg, NULL);
         if (st != GEM_OK)
@@ -1211,7 +1337,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             LAP(attn_swa);
         else
             LAP(attn_full);
-        mv(s->pool, &l->wo, s->att, s->o);
+        if ((st = mv(s->pool, &l->wo, s->att, &xq, s->o)) != GEM_OK)
+            return st;
         LAP(proj);
         rmsnorm(s->o, l->post_attn_norm, E, hp->eps, s->o);
         for (int64_t i = 0; i < E; i++)
@@ -1222,10 +1349,12 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             const gem_matrix *w[2] = {&l->w_gate, &l->w_up};
             const float *xs[2] = {s->xn, s->xn};
             float *ys[2] = {s->gate, s->up};
-            mv_batch(s->pool, 2, w, xs, ys);
+            if ((st = mv_batch(s->pool, 2, w, xs, &xq, ys)) != GEM_OK)
+                return st;
         }
         elementwise(s->pool, l->n_ff, &(ew_job){geglu_range, s->gate, s->up, 0.0, 0, 0});
-        mv(s->pool, &l->w_down, s->gate, s->o);
+        if ((st = mv(s->pool, &l->w_down, s->gate, &xq, s->o)) != GEM_OK)
+            return st;
         LAP(mlp);
         rmsnorm(s->o, l->post_ffn_norm, E, hp->eps, s->o);
         for (int64_t i = 0; i < E; i++)
@@ -1236,7 +1365,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     LAP(norms);
     s->pos++;
     if (logits) {
-        mv(s->pool, &m->output, s->xn, logits);
+        if ((st = mv(s->pool, &m->output, s->xn, &xq, logits)) != GEM_OK)
+            return st;
         if (hp->softcap > 0)
             elementwise(s->pool, hp->n_vocab,
                         &(ew_job){softcap_range, logits, NULL, hp->softcap, 0, 0});

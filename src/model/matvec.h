@@ -1,9 +1,11 @@
 /*
  * Internal: matrix-vector products of GGUF weight matrices with F32 vectors.
- * Each output row is one dot product of the row's exactly dequantized weights
- * (gem_gguf_dequant's values) with x, accumulated by fused multiply-adds in 64
- * float lanes in element order and summed by a fixed tree: the same bits on
- * every call and for any thread count (a row is never split between threads).
+ * A matrix as the file holds it (packed NULL): each output row is one dot product
+ * of the row's exactly dequantized weights (gem_gguf_dequant's values) with x,
+ * accumulated by fused multiply-adds in 64 float lanes in element order and summed
+ * by a fixed tree. A packed Q8_0 matrix: the integer products below. Either way the
+ * same bits on every call and for any thread count (a row is never split between
+ * threads).
  */
 #ifndef GEM_MODEL_MATVEC_H
 #define GEM_MODEL_MATVEC_H
@@ -13,15 +15,57 @@
 #include "gem/model.h"
 #include "cpu_pool.h"
 
-/* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). */
-void mv_rows(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t r1);
+/*
+ * Integer products (a Q8_0 or Q4_0 matrix with `packed` set, see mv_pack): the rows in
+ * groups of 16 and x as integers. Each 32-element block of x gets an exponent E (its largest |x| / 2^E
+ * in [32, 64)) and four signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 +
+ * a2 / 128^2 + a3 / 128^3) + r with |r| <= 2^-27 of the block's largest |x| (the digits of
+ * the CUDA tile product, src/model/cuda/tiles_arith.cuh). Per row and block the four sums
+ * S_j = sum_k q_k a_jk (q the Q8_0 quant, or n - 8 for the Q4_0 nibble n) are exact integers, and the row's one F32 accumulator takes, block
+ * by block and j = 0..3, acc = fmaf(d * 2^(E - 7j), S_j, acc): the only roundings are those
+ * four additions a block (d * 2^(E - 7j) is exact, and so is its product with S_j inside the
+ * fma). A block of x with a value that is not finite makes every row NaN. The same bits on
+ * every call, for any thread count and any split of the rows, with or without AVX512-VNNI.
+ */
 
-/* The whole product on the pool (a row is computed whole by one item). */
-void mv(cpu_pool *p, const gem_matrix *w, const float *x, float *y);
+/* Scratch of the integer products: the digits of one x of `cols` columns (a multiple of
+ * 32), 160 bytes a block. */
+size_t mv_xq_bytes(int64_t cols);
+
+/* Caller-owned scratch for the products: `bytes` at `buf` (64-byte aligned). A product of a
+ * packed matrix needs mv_xq_bytes(cols) of it (a batch, that much per distinct x); a batch of
+ * unpacked matrices needs none (buf may be NULL). */
+typedef struct mv_scratch {
+    void *buf;
+    size_t bytes;
+} mv_scratch;
+
+/* 1 when w can be packed for the integer products: Q8_0 or Q4_0, rows a multiple of 16. */
+int mv_packable(const gem_matrix *w);
+
+/* The packed layout of a packable w into dst (w->rows * w->row_bytes bytes, 64-byte aligned):
+ * group g (rows 16g .. 16g + 15), block b (columns 32b .. 32b + 31) at byte
+ * (g * cols / 32 + b) * B: the 16 rows' f16 scales d (32 bytes, row order), then vectors of
+ * 64 bytes, vector k holding at bytes 4r .. 4r + 3 row r's bytes 4k .. 4k + 3 of the block's
+ * quants. Q8_0 (B = 544): 8 vectors, each quant plus 128 as an unsigned byte. Q4_0 (B = 288):
+ * 4 vectors of the file's bytes (low nibbles elements 4k .. 4k + 3, high nibbles 16 + 4k ..
+ * 16 + 4k + 3). The caller then sets w->packed = dst. */
+void mv_pack(const gem_matrix *w, void *dst);
+
+/* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). GEM_ERR_RANGE
+ * when w is packed and s holds less than mv_xq_bytes(w->cols) (nothing written). */
+gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, float *y, int64_t r0,
+                   int64_t r1);
+
+/* The whole product on the pool (a row, or a group of 16 rows of a packed matrix, is
+ * computed whole by one item). Scratch and status as mv_rows. */
+gem_status mv(cpu_pool *p, const gem_matrix *w, const float *x, const mv_scratch *s, float *y);
 
 /* Several products that share nothing but the pool, run as one batch of items
- * (e.g. the gate and up projections). w (n), x (n), y (n). */
-void mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x, float *const *y);
+ * (e.g. the gate and up projections). w (n <= 8), x (n), y (n). GEM_ERR_RANGE when the
+ * scratch is short for the packed matrices' distinct x (nothing written). */
+gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                    const mv_scratch *s, float *const *y);
 
 /* How a batch runs (dev/cpu/mv_split measures both; neither changes a bit of the result):
  * its bytes split into threads * parts_per_thread contiguous ranges (items taken in turn
@@ -34,8 +78,8 @@ typedef struct mv_tuning {
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
-void mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
-                    float *const *y, const mv_tuning *t);
+gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                          const mv_scratch *s, float *const *y, const mv_tuning *t);
 
 /* Row r of w dequantized into dst (w->cols). */
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);

@@ -6,6 +6,7 @@
 #ifndef GEM_MODEL_INTERNAL_H
 #define GEM_MODEL_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,12 @@ struct gem_model {
     gem_tokenizer *tok;
     size_t weight_bytes; /* read per token */
     gem_model_dev *dev;  /* the weights on the device, or NULL */
+    /* the CPU's integer products (matvec.h): the packable matrices packed once, by the
+     * first CPU session (gem_session_create), into pack_mem (packed_bytes), under pack_lock */
+    pthread_mutex_t pack_lock;
+    int pack_done;
+    void *pack_mem;
+    size_t packed_bytes;
 };
 
 struct gem_session {
@@ -66,6 +73,8 @@ struct gem_session {
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
     float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
     float *lg;      /* CPU: (n_vocab) logits of gem_session_eval_argmax */
+    void *xq;       /* CPU: the integer products' scratch (xq_bytes, matvec.h's mv_scratch) */
+    size_t xq_bytes;
     gem_stage_times t;
     int whole_only;       /* gem_session_time_stages(s, 0): only the whole token is timed */
     gem_backend backend;  /* where the caches live and the token runs */
