@@ -29,11 +29,16 @@ us before each product, and the table reports the token's time without the gaps,
 pays for the caller's absence shows up as a slower product. With --alloc file the weights are
 written to a file and mapped read-only and private, as the decoder maps a GGUF file.
 
+Layout (--layout): packed (the default, as the decoder runs Q8_0 matrices whose rows are a
+multiple of 16: a copy in 16-row groups and the integer products of matvec.h) or file (the
+matrices as the file holds them: the F32 rule). Every run up to b01df54 measured the file
+layout, the only one then.
+
 Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
 usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
-                [--into 2] [--alloc malloc|huge|file] [--gap-us 0,10]
+                [--into 2] [--alloc malloc|huge|file] [--gap-us 0,10] [--layout packed|file]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -71,6 +76,8 @@ static uint64_t next_u64(void)
 }
 
 static int huge_pages; /* --alloc huge */
+static int packed = 1; /* --layout packed (the library's for these shapes) or file */
+static mv_scratch xq;  /* the integer products' scratch */
 static int file_map;   /* --alloc file */
 
 /* rows x cols of random Q8_0: scales in [2^-10, 2^-6), quants in [-127, 127]. */
@@ -102,7 +109,7 @@ static gem_matrix q8_matrix(int64_t rows, int64_t cols)
                     blk[2 + j + k] = (uint8_t)((int)(v % 255) - 127);
             }
         }
-    return (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb};
+    return (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb, NULL};
 }
 
 typedef struct layer {
@@ -133,18 +140,18 @@ static void token(cpu_pool *pool, const layer *L, int64_t nl, const bufs *b, con
         const gem_matrix *w3[3] = {&L[i].q, &L[i].k, &L[i].v};
         const float *x3[3] = {b->xn, b->xn, b->xn};
         float *y3[3] = {b->q, b->k, b->v};
-        mv_batch_tuned(pool, 3, w3, x3, y3, S);
+        mv_batch_tuned(pool, 3, w3, x3, &xq, y3, S);
         spin_us(gap_us);
         const gem_matrix *wo = &L[i].o;
-        mv_batch_tuned(pool, 1, &wo, (const float *const *)&b->att, &b->o, S);
+        mv_batch_tuned(pool, 1, &wo, (const float *const *)&b->att, &xq, &b->o, S);
         spin_us(gap_us);
         const gem_matrix *w2[2] = {&L[i].gate, &L[i].up};
         const float *x2[2] = {b->xn, b->xn};
         float *y2[2] = {b->gate, b->up};
-        mv_batch_tuned(pool, 2, w2, x2, y2, S);
+        mv_batch_tuned(pool, 2, w2, x2, &xq, y2, S);
         spin_us(gap_us);
         const gem_matrix *wd = &L[i].down;
-        mv_batch_tuned(pool, 1, &wd, (const float *const *)&b->gate, &b->o, S);
+        mv_batch_tuned(pool, 1, &wd, (const float *const *)&b->gate, &xq, &b->o, S);
     }
 }
 
@@ -231,10 +238,14 @@ int main(int argc, char **argv)
                     !strcmp(argv[i + 1], "file"))) {
             huge_pages = !strcmp(argv[++i], "huge");
             file_map = !strcmp(argv[i], "file");
+        } else if (!strcmp(argv[i], "--layout") && i + 1 < argc &&
+                   (!strcmp(argv[i + 1], "packed") || !strcmp(argv[i + 1], "file"))) {
+            packed = !strcmp(argv[++i], "packed");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
                             "[--splits 1,4] [--prefetch 0,4096] [--into 2] "
-                            "[--alloc malloc|huge|file] [--gap-us 0,10]\n");
+                            "[--alloc malloc|huge|file] [--gap-us 0,10] "
+                            "[--layout packed|file]\n");
             return 2;
         }
     }
@@ -293,6 +304,25 @@ int main(int argc, char **argv)
     }
     if (file_map)
         map_into_file(L, nl);
+    if (packed) /* as the model packs them: a copy in 16-row groups (matvec.h) */
+        for (int64_t i = 0; i < nl; i++) {
+            gem_matrix *m[7] = {&L[i].q, &L[i].k, &L[i].v, &L[i].o, &L[i].gate, &L[i].up,
+                                &L[i].down};
+            for (int k = 0; k < 7; k++) {
+                void *dst = NULL;
+                if (!mv_packable(m[k]) ||
+                    cpu_stream_alloc((size_t)m[k]->rows * m[k]->row_bytes, 0, &dst) != GEM_OK) {
+                    fprintf(stderr, "mv_split: cannot pack\n");
+                    return 1;
+                }
+                mv_pack(m[k], dst);
+                m[k]->packed = dst;
+            }
+        }
+    xq.bytes = mv_xq_bytes(8192);
+    xq.buf = aligned_alloc(64, xq.bytes);
+    printf("layout: %s\n", packed ? "packed (16-row groups, integer products)"
+                                  : "the file's (the F32 rule)");
     bufs b;
     float **all[8] = {&b.xn, &b.q, &b.k, &b.v, &b.att, &b.o, &b.gate, &b.up};
     for (int k = 0; k < 8; k++) {
@@ -306,10 +336,13 @@ int main(int argc, char **argv)
                                &L[0].down};
     for (int k = 0; k < 7; k++) {
         const float *x = m0[k]->cols == 1024 ? b.xn : b.att;
-        mv_rows(m0[k], x, want, 0, m0[k]->rows);
+        if (mv_rows(m0[k], x, &xq, want, 0, m0[k]->rows) != GEM_OK) {
+            fprintf(stderr, "mv_split: mv_rows failed\n");
+            return 1;
+        }
         for (int s = 0; s < ns; s++) {
             memset(got, 0xFF, 8192 * sizeof(float));
-            mv_batch_tuned(pool, 1, &m0[k], &x, &got, &v[s]);
+            mv_batch_tuned(pool, 1, &m0[k], &x, &xq, &got, &v[s]);
             if (memcmp(want, got, (size_t)m0[k]->rows * sizeof(float)) != 0) {
                 fprintf(stderr,
                         "mv_split: version %lld:%lld:%d differs from mv_rows on matrix %d\n",
