@@ -5,7 +5,7 @@
  * in lane e % 64) and summed by the fixed tree 32, 16, ..., 1; and the pool gives
  * the same bits for 1, 2 and 3 threads. Row lengths 512 and, for the plain types, 500 (a partial group).
  *
- * Packed Q8_0 and Q4_0 matrices (the integer products of matvec.h): every row bit for bit the
+ * Packed Q8_0, Q4_0 and Q4_K matrices (the integer products of matvec.h): every row bit for bit the
  * definition below (written here from matvec.h's contract, with ldexpf everywhere and
  * the signed quants, independently of the library's +128 bytes and fast paths), for 1
  * and 3 threads, any row range, x of every magnitude (blocks of zeros, near the smallest
@@ -32,51 +32,99 @@ static float ref_dot(const float *w, const float *x, int64_t n)
     return acc[0];
 }
 
-/* The integer products' definition (matvec.h) for one Q8_0 or Q4_0 row. */
+/* x's digits of one block as matvec.h defines them: dig[j][i], the scales 2^(E - 7j) (NaN for
+ * a block that is not finite) and sum_x. */
+static void ref_digits(const float *v, int8_t dig[4][32], float sc[4], float *sum_x)
+{
+    float m = 0.0f;
+    int bad = 0;
+    for (int i = 0; i < 32; i++) {
+        bad |= !isfinite(v[i]);
+        m = fmaxf(m, fabsf(v[i]));
+    }
+    int E = 0;
+    if (!bad && m > 0.0f) {
+        int e;
+        (void)frexpf(m, &e);
+        E = e - 6;
+    }
+    float r[32];
+    for (int i = 0; i < 32; i++)
+        r[i] = bad ? 0.0f : ldexpf(v[i], -E);
+    int64_t A = 0;
+    for (int j = 0; j < 4; j++) {
+        int64_t Aj = 0;
+        for (int i = 0; i < 32; i++) {
+            const float a = rintf(r[i]);
+            dig[j][i] = (int8_t)a;
+            Aj += (int64_t)a;
+            r[i] = (r[i] - a) * 128.0f;
+        }
+        A = A * 128 + Aj;
+        sc[j] = bad ? NAN : ldexpf(1.0f, E - 7 * j);
+    }
+    *sum_x = bad ? NAN : ldexpf((float)A, E - 21);
+}
+
+/* Q4_K's scale and min of sub-block s from the 12 packed bytes (ggml's get_scale_min_k4). */
+static void ref_scale_min(const uint8_t *q, int s, uint8_t *sc, uint8_t *mn)
+{
+    if (s < 4) {
+        *sc = q[s] & 63;
+        *mn = q[s + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[s + 4] >> 4) | ((q[s] >> 6) << 4));
+    }
+}
+
+/* The integer products' definition (matvec.h) for one Q8_0, Q4_0 or Q4_K row. */
 static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_t cols)
 {
-    const size_t bb = t == GEM_GGUF_Q8_0 ? 34 : 18;
     float acc = 0.0f;
     for (int64_t b = 0; b < cols / 32; b++) {
-        const float *v = x + 32 * b;
-        const uint8_t *blk = row + bb * (size_t)b;
-        float m = 0.0f;
-        int bad = 0;
-        for (int i = 0; i < 32; i++) {
-            bad |= !isfinite(v[i]);
-            m = fmaxf(m, fabsf(v[i]));
+        int8_t dig[4][32];
+        float sc[4], sum_x;
+        ref_digits(x + 32 * b, dig, sc, &sum_x);
+        int32_t q[32];
+        float d, dm = 0.0f;
+        if (t == GEM_GGUF_Q4_K) {
+            const uint8_t *blk = row + 144 * (size_t)(b / 8);
+            const int s = (int)(b % 8);
+            uint8_t scale, mn;
+            ref_scale_min(blk + 4, s, &scale, &mn);
+            d = gem_gguf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * (float)scale;
+            dm = gem_gguf_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * (float)mn;
+            const uint8_t *qs = blk + 16 + 32 * (s / 2);
+            for (int i = 0; i < 32; i++)
+                q[i] = s % 2 ? qs[i] >> 4 : qs[i] & 0x0F;
+        } else {
+            const size_t bb = t == GEM_GGUF_Q8_0 ? 34 : 18;
+            const uint8_t *blk = row + bb * (size_t)b;
+            d = gem_gguf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+            for (int i = 0; i < 32; i++)
+                q[i] = t == GEM_GGUF_Q8_0 ? (int32_t)(int8_t)blk[2 + i]
+                       : i < 16           ? (int32_t)(blk[2 + i] & 0x0F) - 8
+                                          : (int32_t)(blk[2 + i - 16] >> 4) - 8;
         }
-        int E = 0;
-        if (!bad && m > 0.0f) {
-            int e;
-            (void)frexpf(m, &e);
-            E = e - 6;
-        }
-        float r[32];
-        for (int i = 0; i < 32; i++)
-            r[i] = bad ? 0.0f : ldexpf(v[i], -E);
-        const float d = gem_gguf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
         for (int j = 0; j < 4; j++) {
             int32_t S = 0;
-            for (int i = 0; i < 32; i++) {
-                const float a = rintf(r[i]);
-                const int32_t q = t == GEM_GGUF_Q8_0 ? (int32_t)(int8_t)blk[2 + i]
-                                  : i < 16           ? (int32_t)(blk[2 + i] & 0x0F) - 8
-                                                     : (int32_t)(blk[2 + i - 16] >> 4) - 8;
-                S += q * (int32_t)a;
-                r[i] = (r[i] - a) * 128.0f;
-            }
-            const float sc = bad ? NAN : ldexpf(1.0f, E - 7 * j);
-            acc = fmaf(d * sc, (float)S, acc);
+            for (int i = 0; i < 32; i++)
+                S += q[i] * (int32_t)dig[j][i];
+            acc = fmaf(d * sc[j], (float)S, acc);
         }
+        if (t == GEM_GGUF_Q4_K)
+            acc = fmaf(-dm, sum_x, acc);
     }
     return acc;
 }
 
-/* The packed checks on a rows x cols matrix of type t (Q8_0 or Q4_0; rows a multiple of 16). */
+/* The packed checks on a rows x cols matrix of type t (Q8_0, Q4_0 or Q4_K; rows a multiple of
+ * 16). */
 static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols)
 {
-    const size_t rb = (size_t)(cols / 32) * (t == GEM_GGUF_Q8_0 ? 34 : 18);
+    size_t rb = 0;
+    TCHECK_STATUS(gem_gguf_row_bytes(t, cols, &rb), GEM_OK);
     float *src = malloc((size_t)(rows * cols) * 4), *x = malloc((size_t)cols * 4);
     float *y = malloc((size_t)rows * 4), *y3 = malloc((size_t)rows * 4);
     float *part = malloc((size_t)rows * 4), *row = malloc((size_t)cols * 4);
@@ -105,7 +153,10 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
             const float u = cosf((float)i * 1.37f + (float)pass);
             const int cls = (int)((i / 32) % 8);
             const float c = pass == 0 ? mag[cls] : 1.0f;
-            x[i] = i % 32 == 5 && pass == 0 ? (cls == 3 ? -3e38f : -c) : u * c;
+            /* Q4_K sums d1 n x and dm1 x apart, so its terms would overflow near 3e38 where
+             * the weight d1 n - dm1 is small: 1e30 there */
+            const float big = t == GEM_GGUF_Q4_K ? -1e30f : -3e38f;
+            x[i] = i % 32 == 5 && pass == 0 ? (cls == 3 ? big : -c) : u * c;
         }
         if (pass == 2)
             x[cols / 2 + 3] = (cols & 64) ? NAN : INFINITY; /* one block not finite */
@@ -119,7 +170,7 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
             nan_rows += isnan(y[r]);
             if (pass == 2)
                 continue;
-            /* the contract's bound: four F32 roundings a block of sums below sum |w x|, and
+            /* the contract's bound: four (Q4_K five) F32 roundings a block of sums below sum |w x|, and
              * the digits' 2^-27 of each block's largest |x| times the block's sum |w| (with
              * a subnormal block, its digits lose what underflows: 2^-149 an element) */
             gem_gguf_dequant(t, q + (size_t)r * rb, row, cols);
@@ -133,9 +184,23 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
                     mx = fmax(mx, fabs((double)x[e]));
                     sw += fabs((double)row[e]);
                 }
+                if (t == GEM_GGUF_Q4_K) {
+                    /* Q4_K's digits meet d1 n and dm1 apart (|w| does not bound them), and
+                     * sum_x's rounding meets dm1: per block (15 d1 + dm1) 32 and dm1 sum |x| */
+                    const uint8_t *blk = q + (size_t)r * rb + 144 * (size_t)(b / 8);
+                    uint8_t scale, mn;
+                    ref_scale_min(blk + 4, (int)(b % 8), &scale, &mn);
+                    const double d1 = gem_gguf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * scale;
+                    const double dm1 = gem_gguf_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * mn;
+                    double sx = 0.0;
+                    for (int i = 0; i < 32; i++)
+                        sx += fabs((double)x[32 * b + i]);
+                    sw = (15.0 * d1 + dm1) * 32.0;
+                    rep += ldexp(dm1 * sx, -23) + 5.0 * ldexp((15.0 * d1 + dm1) * sx, -24);
+                }
                 rep += (ldexp(mx, -27) + ldexp(1.0, -149)) * sw;
             }
-            const double tol = (double)(4 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
+            const double tol = (double)(5 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
             if (!(fabs((double)y[r] - exact) <= tol) && bound++ == 0)
                 fprintf(stderr, "     packed %lldx%lld pass %d row %lld: %.9g vs %.9g, tol %.3g\n",
                         (long long)rows, (long long)cols, pass, (long long)r, (double)y[r], exact,
@@ -239,15 +304,16 @@ int main(void)
             gem_gguf_dequant(types[k], q + 5 * rb, dq, cols);
             TCHECK(memcmp(row, dq, (size_t)cols * 4) == 0);
         }
-    for (int k = 0; k < 2; k++) {
-        const gem_gguf_type t = k ? GEM_GGUF_Q4_0 : GEM_GGUF_Q8_0;
+    static const gem_gguf_type packed_types[] = {GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_K};
+    for (int k = 0; k < 3; k++) {
+        const gem_gguf_type t = packed_types[k];
         check_packed(p1, p3, t, 48, 512);
-        check_packed(p1, p3, t, 32, 1088);
+        check_packed(p1, p3, t, 32, t == GEM_GGUF_Q4_K ? 1280 : 1088);
         check_packed(p1, p3, t, 512, 2048); /* large enough for the pool (256 KiB and up) */
     }
     {
-        gem_matrix k4 = {NULL, GEM_GGUF_Q4_K, 32, 256, 144, NULL};
-        TCHECK(!mv_packable(&k4)); /* the other types keep the F32 rule */
+        gem_matrix k6 = {NULL, GEM_GGUF_Q6_K, 32, 256, 210, NULL};
+        TCHECK(!mv_packable(&k6)); /* the other types keep the F32 rule */
     }
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);

@@ -1,7 +1,8 @@
 /*
-dev/cpu/mv_int8: the CPU decoder's Q8_0 products, in F32 or in integers.
+dev/cpu/mv_int8: the CPU decoder's Q8_0, Q4_0 and Q4_K products, in F32 or in integers.
 
-Two versions of one product, both the library's (src/model/matvec.c):
+Two versions of one product, both the library's (src/model/matvec.c), for the type --type
+(q8_0, the default, q4_0 or q4_k; the figures below are Q8_0's):
   f32   the matrix as the file holds it: each weight dequantized (q * d, exact) and
         multiplied into 64 F32 lanes by an FMA, per 16 weights a widening, a conversion, a
         product by d and the FMA (the F32 rule of matvec.h)
@@ -10,8 +11,9 @@ Two versions of one product, both the library's (src/model/matvec.c):
         operations for the scales, one F32 accumulator a row
 
 Each version is first checked against a double sum of the same dequantized weights, within
-matvec.h's bound for the integer products (four F32 roundings a block of sum |w x|, 2^-27 of
-each block's largest |x|) and a float rounding per element of sum |w x| for the F32 rule; the
+matvec.h's bound for the integer products (four F32 roundings a block of sum |w x|, five for
+Q4_K, 2^-27 of each block's largest |x|; four times that for Q4_K, whose two terms a sub-block
+are each larger than their sum) and a float rounding per element of sum |w x| for the F32 rule; the
 integer version's rows must also match mv_rows on any thread count. Then A B B A rounds of:
   hot     one thread, one matrix of the 2gb preset's shape that fits the L2 (256 rows x 1024)
   dram    one thread, a stream of --mib MiB of such matrices (every byte from DRAM)
@@ -19,7 +21,10 @@ integer version's rows must also match mv_rows on any thread count. Then A B B A
           down; 33.4 MB a layer) as the decoder runs them (mv_batch)
 reporting median, min and max ms and GB/s for each, and their ratio.
 
-usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L]
+The matrices are random floats quantized to the type (gem_gguf_quantize), their bytes per row
+the type's.
+
+usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] [--type q8_0|q4_0|q4_k]
 */
 #include <math.h>
 #include <stdint.h>
@@ -60,22 +65,29 @@ static void *must_alloc(size_t bytes)
     return p;
 }
 
-/* rows x cols of random Q8_0 (scales in [2^-10, 2^-6), quants in [-127, 127]) and its packed
- * copy: m[0] as the file holds it, m[1] packed. */
-static void q8_pair(int64_t rows, int64_t cols, gem_matrix m[2])
+static gem_gguf_type type = GEM_GGUF_Q8_0; /* --type */
+
+/* rows x cols of random floats quantized to `type`, and the packed copy: m[0] as the file
+ * holds it, m[1] packed. */
+static void q_pair(int64_t rows, int64_t cols, gem_matrix m[2])
 {
-    const size_t rb = (size_t)(cols / 32) * 34, bytes = rb * (size_t)rows;
+    size_t rb = 0;
+    if (gem_gguf_row_bytes(type, cols, &rb) != GEM_OK) {
+        fprintf(stderr, "mv_int8: %lld columns do not fit the type's blocks\n", (long long)cols);
+        exit(1);
+    }
+    const size_t bytes = rb * (size_t)rows;
     uint8_t *d = must_alloc(bytes);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t b = 0; b < cols / 32; b++) {
-            uint8_t *blk = d + (size_t)r * rb + (size_t)b * 34;
-            const uint16_t h = (uint16_t)(0x1400u + (next_u64() & 0x0FFFu));
-            blk[0] = (uint8_t)(h & 0xFF);
-            blk[1] = (uint8_t)(h >> 8);
-            for (int j = 0; j < 32; j++)
-                blk[2 + j] = (uint8_t)((int)(next_u64() % 255) - 127);
-        }
-    m[0] = (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb, NULL};
+    float *src = malloc((size_t)cols * sizeof *src);
+    if (!src)
+        exit(1);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < cols; i++)
+            src[i] = (float)((double)(next_u64() >> 11) * 0x1.0p-53 - 0.5) * 0.02f;
+        gem_gguf_quantize(type, src, d + (size_t)r * rb, cols);
+    }
+    free(src);
+    m[0] = (gem_matrix){d, type, rows, cols, rb, NULL};
     m[1] = m[0];
     void *pk = must_alloc(bytes);
     mv_pack(&m[0], pk);
@@ -96,8 +108,8 @@ static int check(cpu_pool *pool, const gem_matrix m[2], const float *x)
             return 1;
         bad += memcmp(y, yr, (size_t)rows * 4) != 0;
         for (int64_t r = 0; r < rows; r++) {
-            gem_gguf_dequant(GEM_GGUF_Q8_0, (const uint8_t *)m[0].data + (size_t)r * m[0].row_bytes,
-                             w, cols);
+            gem_gguf_dequant(type, (const uint8_t *)m[0].data + (size_t)r * m[0].row_bytes, w,
+                             cols);
             double exact = 0.0, mag = 0.0, rep = 0.0;
             for (int64_t b = 0; b < cols / 32; b++) {
                 double mx = 0.0, sw = 0.0;
@@ -110,7 +122,10 @@ static int check(cpu_pool *pool, const gem_matrix m[2], const float *x)
                 }
                 rep += ldexp(mx, -27) * sw;
             }
-            const double tol = v ? (double)(4 * (cols / 32) + 4) * ldexp(1.0, -24) * mag + rep
+            /* Q4_K's integer products sum d1 n x and dm1 x apart (matvec.h), each up to about
+             * twice |w x| for these weights: four times the bound */
+            const double k = type == GEM_GGUF_Q4_K ? 4.0 : 1.0;
+            const double tol = v ? k * ((double)(5 * (cols / 32) + 4) * ldexp(1.0, -24) * mag + rep)
                                  : (double)(cols + 64) * ldexp(1.0, -24) * mag;
             bad += !(fabs((double)y[r] - exact) <= tol);
         }
@@ -158,8 +173,15 @@ int main(int argc, char **argv)
             mib = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layers = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc && !strcmp(argv[i + 1], "q8_0"))
+            type = GEM_GGUF_Q8_0, i++;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc && !strcmp(argv[i + 1], "q4_0"))
+            type = GEM_GGUF_Q4_0, i++;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc && !strcmp(argv[i + 1], "q4_k"))
+            type = GEM_GGUF_Q4_K, i++;
         else {
-            fprintf(stderr, "usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L]\n");
+            fprintf(stderr, "usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] "
+                            "[--type q8_0|q4_0|q4_k]\n");
             return 2;
         }
     }
@@ -184,7 +206,8 @@ int main(int argc, char **argv)
 #else
     const char *isa = "portable (no AVX512-VNNI: the scalar integer products)";
 #endif
-    printf("mv_int8: %lld threads, integer products %s\n", (long long)threads, isa);
+    printf("mv_int8: %s, %lld threads, integer products %s\n", gem_gguf_type_name(type),
+           (long long)threads, isa);
     xq.bytes = mv_xq_bytes(8192);
     xq.buf = aligned_alloc(64, xq.bytes);
     float *x = malloc(8192 * sizeof(float)), *y = malloc(65536 * sizeof(float));
@@ -195,18 +218,21 @@ int main(int argc, char **argv)
      * preset's layer: q, k, v 8192 / 4096 / 4096 x 1024, o 1024 x 8192, gate and up 2048 x
      * 1024, down 1024 x 2048) */
     gem_matrix hot[2];
-    q8_pair(256, 1024, hot);
-    const int64_t nd = (mib << 20) / (4096 * 1088) > 0 ? (mib << 20) / (4096 * 1088) : 1;
+    q_pair(256, 1024, hot);
+    size_t rb1024 = 0; /* bytes of a row of 1024 columns */
+    (void)gem_gguf_row_bytes(type, 1024, &rb1024);
+    const int64_t per = 4096 * (int64_t)rb1024;
+    const int64_t nd = (mib << 20) / per > 0 ? (mib << 20) / per : 1;
     gem_matrix(*dram)[2] = malloc((size_t)nd * sizeof *dram);
     for (int64_t i = 0; i < nd; i++)
-        q8_pair(4096, 1024, dram[i]);
+        q_pair(4096, 1024, dram[i]);
     gem_matrix(*tok)[7][2] = malloc((size_t)layers * sizeof *tok);
     const int64_t shp[7][2] = {{8192, 1024}, {4096, 1024}, {4096, 1024}, {1024, 8192},
                                {2048, 1024}, {2048, 1024}, {1024, 2048}};
     double tok_bytes = 0.0;
     for (int64_t l = 0; l < layers; l++)
         for (int k = 0; k < 7; k++) {
-            q8_pair(shp[k][0], shp[k][1], tok[l][k]);
+            q_pair(shp[k][0], shp[k][1], tok[l][k]);
             tok_bytes += (double)shp[k][0] * (double)tok[l][k][0].row_bytes;
         }
     int bad = check(one, hot, x) + check(pool, dram[0], x);
@@ -258,10 +284,10 @@ int main(int argc, char **argv)
         }
     printf("A B B A rounds: %lld; hot the best of 50 calls, dram %lld matrices (%.0f MB), token "
            "%lld layers (%.1f MB)\n",
-           (long long)rounds, (long long)nd, (double)nd * 4096 * 1088 / 1e6, (long long)layers,
+           (long long)rounds, (long long)nd, (double)(nd * per) / 1e6, (long long)layers,
            tok_bytes / 1e6);
-    report("hot", &sh, 256.0 * 1088);
-    report("dram", &sd, (double)nd * 4096 * 1088);
+    report("hot", &sh, 256.0 * (double)rb1024);
+    report("dram", &sd, (double)(nd * per));
     report("token", &st, tok_bytes);
     printf("token floor at the probe: %.3f ms\n", tok_bytes / bw * 1e3);
     return 0;

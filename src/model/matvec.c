@@ -4,14 +4,15 @@
  * elements) is dequantized into a small buffer with ggml's arithmetic, then
  * multiplied into 16 lanes; the lanes are summed by a fixed tree at the end.
  *
- * Packed Q8_0 and Q4_0 matrices take the integer products (matvec.h): 16 rows at
- * once, one row per 32-bit lane, the quants times x's digits by vpdpbusd. Lineage:
- * dev/cpu/mv_int8 measured the F32 Q8_0 product (per 16 weights a widening, a
- * conversion, a product by d and the FMA) against this one (per 512 weights 32
- * vpdpbusd and 13 vector operations for the scales) on the AMD EPYC VM's 2 cores:
- * one thread in L2 20.3 -> 27.0 GB/s, from DRAM 18.2 -> 21.4 GB/s; two threads on
- * the 2gb preset's products 73% -> 90% of the probe
- * (results/cpu/model/speed/int8-products).
+ * Packed Q8_0, Q4_0 and Q4_K matrices take the integer products (matvec.h): 16
+ * rows at once, one row per 32-bit lane, the quants times x's digits by vpdpbusd.
+ * Lineage: dev/cpu/mv_int8 measured the F32 rule (per 16 Q8_0 weights a widening, a
+ * conversion, a product by d and the FMA; the 4-bit types by table) against this
+ * (per 512 weights 32 vpdpbusd and 13 vector operations for the scales) on the AMD
+ * EPYC VM's 2 cores, one thread in L2: Q8_0 20.0 -> 37.0 GB/s, Q4_0 14.0 -> 20.1,
+ * Q4_K 7.9 -> 17.6; the first version, which broadcast each digit word through a
+ * general register and ran the four digits' chains one after the other, had Q8_0 at
+ * 27.0 and Q4_0 at 14.0 (results/cpu/model/speed/int8-products).
  */
 #include <math.h>
 #include <string.h>
@@ -424,12 +425,15 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
 
 #define GROUP_ROWS 16
 
-/* x's block in integers: digits a_j (j = 0..3) of its 32 elements, their sums, and the
- * scales 2^(E - 7j) (NaN when a value of the block is not finite). 160 bytes. */
+/* x's block in integers: digits a_j (j = 0..3) of its 32 elements, their sums, the
+ * scales 2^(E - 7j) and the block's sum from its digits, sum_x (matvec.h; NaN when a value
+ * of the block is not finite). 176 bytes. */
 typedef struct xq_block {
     int8_t dig[4][32];
     int32_t sum[4];
     float scale[4];
+    float sum_x;
+    float pad[3];
 } xq_block;
 
 size_t mv_xq_bytes(int64_t cols) { return cols < 0 ? 0 : (size_t)(cols / 32) * sizeof(xq_block); }
@@ -476,25 +480,56 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
             o->sum[j] = sum;
             o->scale[j] = bad ? NAN : ldexpf(1.0f, E - 7 * j);
         }
+        /* |sum_0| <= 2^11: the combination fits 2^32, exact in int64; one rounding to float */
+        const int64_t A =
+            ((((int64_t)o->sum[0] * 128 + o->sum[1]) * 128 + o->sum[2]) * 128) + o->sum[3];
+        o->sum_x = bad ? NAN : ldexpf((float)A, E - 21);
+        memset(o->pad, 0, sizeof o->pad);
     }
 }
 
-/* A packed block of 16 rows: 16 f16 scales, then the quants (Q8_0: 8 vectors of 64 bytes,
- * Q4_0: 4). */
-static size_t pack_block_bytes(gem_gguf_type t) { return t == GEM_GGUF_Q8_0 ? 544 : 288; }
+/* A packed block of 16 rows (matvec.h's layouts): Q8_0 and Q4_0 32 columns, Q4_K 256. */
+static size_t pack_block_bytes(gem_gguf_type t)
+{
+    return t == GEM_GGUF_Q8_0 ? 544 : t == GEM_GGUF_Q4_0 ? 288 : 2304;
+}
 
 int mv_packable(const gem_matrix *w)
 {
-    const size_t bb = w->type == GEM_GGUF_Q8_0 ? 34 : 18;
-    return (w->type == GEM_GGUF_Q8_0 || w->type == GEM_GGUF_Q4_0) && w->rows > 0 &&
-           w->rows % GROUP_ROWS == 0 && w->cols > 0 && w->cols % 32 == 0 &&
-           w->row_bytes == (size_t)(w->cols / 32) * bb;
+    const int64_t be = w->type == GEM_GGUF_Q4_K ? 256 : 32; /* elements a file block */
+    const size_t bb = w->type == GEM_GGUF_Q8_0 ? 34 : w->type == GEM_GGUF_Q4_0 ? 18 : 144;
+    return (w->type == GEM_GGUF_Q8_0 || w->type == GEM_GGUF_Q4_0 || w->type == GEM_GGUF_Q4_K) &&
+           w->rows > 0 && w->rows % GROUP_ROWS == 0 && w->cols > 0 && w->cols % be == 0 &&
+           w->row_bytes == (size_t)(w->cols / be) * bb;
+}
+
+/* Q4_K: the 16 rows' super-block sb into o (2304 bytes). */
+static void pack_q4_k(const uint8_t *rows, size_t rb, int64_t sb, uint8_t *o)
+{
+    for (int r = 0; r < GROUP_ROWS; r++) {
+        const uint8_t *blk = rows + (size_t)r * rb + (size_t)sb * 144;
+        memcpy(o + 2 * r, blk, 2);           /* d */
+        memcpy(o + 32 + 2 * r, blk + 2, 2);  /* dmin */
+        for (int i = 0; i < 12; i++)         /* the packed scales, byte i of every row */
+            o[64 + 16 * i + r] = blk[4 + i];
+        for (int i = 0; i < 4; i++)          /* qs: pair i's 32 bytes, 4 a row a vector */
+            for (int k = 0; k < 8; k++)
+                memcpy(o + 256 + 512 * i + 64 * k + 4 * r, blk + 16 + 32 * i + 4 * k, 4);
+    }
 }
 
 void mv_pack(const gem_matrix *w, void *dst)
 {
-    const int64_t nb = w->cols / 32;
     const size_t rb = w->row_bytes, pb = pack_block_bytes(w->type);
+    if (w->type == GEM_GGUF_Q4_K) {
+        const int64_t nsb = w->cols / 256;
+        for (int64_t g = 0; g < w->rows / GROUP_ROWS; g++)
+            for (int64_t sb = 0; sb < nsb; sb++)
+                pack_q4_k((const uint8_t *)w->data + (size_t)g * GROUP_ROWS * rb, rb, sb,
+                          (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * pb);
+        return;
+    }
+    const int64_t nb = w->cols / 32;
     const int q8 = w->type == GEM_GGUF_Q8_0, nk = q8 ? 8 : 4;
     const size_t bb = q8 ? 34 : 18;
     for (int64_t g = 0; g < w->rows / GROUP_ROWS; g++) {
@@ -515,6 +550,32 @@ void mv_pack(const gem_matrix *w, void *dst)
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+/* Asks for the `bytes` that start `ahead` past the block at p, while they lie before end
+ * (ahead 0: none); locality 3 L1, 2 L2, 0 non-temporal. */
+static inline __attribute__((always_inline)) void
+prefetch_packed(const uint8_t *p, size_t bytes, size_t ahead, const uint8_t *end, const int locality)
+{
+    if (!ahead || (size_t)(end - p) <= ahead + bytes)
+        return;
+    for (size_t o = 0; o < bytes; o += 64) {
+        if (locality == 3)
+            __builtin_prefetch(p + ahead + o, 0, 3);
+        else if (locality == 0)
+            __builtin_prefetch(p + ahead + o, 0, 0);
+        else
+            __builtin_prefetch(p + ahead + o, 0, 2);
+    }
+}
+
+/* Four digits (4 bytes at p) in every 32-bit lane: a broadcast straight from memory (through a
+ * general register it costs a transfer uop each). */
+static inline __m512i digits4(const int8_t *p)
+{
+    return _mm512_broadcastd_epi32(_mm_loadu_si32((const void *)p));
+}
+#endif
+
 /* One group of a packed matrix of type t: y[0..15] of the 16 rows whose blocks start at p
  * (nb blocks), asking for the bytes `ahead` past each block while they lie before `end`.
  * Both types as (unsigned byte u) x (digit a) sums: Q8_0 u = q + 128, Q4_0 u = n, so
@@ -530,15 +591,7 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahe
     __m512 acc = _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++, p += pb) {
-        if (ahead && (size_t)(end - p) > ahead + pb)
-            for (size_t o = 0; o < pb; o += 64) {
-                if (locality == 3)
-                    __builtin_prefetch(p + ahead + o, 0, 3);
-                else if (locality == 0)
-                    __builtin_prefetch(p + ahead + o, 0, 0);
-                else
-                    __builtin_prefetch(p + ahead + o, 0, 2);
-            }
+        prefetch_packed(p, pb, ahead, end, locality);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
         /* u[k]: the bytes of elements 4k .. 4k + 3 of the 16 rows (k = 0..7) */
         __m512i u[8];
@@ -552,14 +605,16 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahe
                 u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), lo4);
             }
         const xq_block *x = xb + b;
+        /* S_j = sum_k u_k a_jk - off A_j; the four digits' chains interleaved */
+        __m512i s[4];
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm512_set1_epi32(-off * x->sum[j]);
+        for (int k = 0; k < 8; k++)
+            for (int j = 0; j < 4; j++)
+                s[j] = _mm512_dpbusd_epi32(s[j], u[k], digits4(x->dig[j] + 4 * k));
         for (int j = 0; j < 4; j++) {
-            __m512i s = _mm512_set1_epi32(-off * x->sum[j]);
-            int32_t dg[8];
-            memcpy(dg, x->dig[j], sizeof dg);
-            for (int k = 0; k < 8; k++)
-                s = _mm512_dpbusd_epi32(s, u[k], _mm512_set1_epi32(dg[k]));
             const __m512 sc = _mm512_mul_ps(d, _mm512_set1_ps(x->scale[j]));
-            acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc);
+            acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s[j]), acc);
         }
     }
     _mm512_storeu_ps(y, acc);
@@ -588,13 +643,106 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahe
 #endif
 }
 
+/* Q4_K: one group's nsb super-blocks at p into y[0..15] (matvec.h: per sub-block s of 32,
+ * weights d1 n - dm1 with d1 = d sc_s, dm1 = dmin m_s; acc takes fmaf(d1 2^(E - 7j), S_j, acc)
+ * for j = 0..3, S_j = sum n a_j, then fmaf(-dm1, sum_x, acc)). */
+static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y, size_t ahead,
+                       const uint8_t *end, const int locality)
+{
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8) {
+        prefetch_packed(p, 2304, ahead, end, locality);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + 32)));
+        /* the 6-bit scales and mins of the 16 rows, one byte a row (q4k_scales' arithmetic) */
+        __m128i B[12];
+        for (int i = 0; i < 12; i++)
+            B[i] = _mm_loadu_si128((const __m128i *)(const void *)(p + 64 + 16 * i));
+        /* the 16 rows' d1 and dm1 of the 8 sub-blocks, through L1 (in registers with the
+         * rest they would spill) */
+        float d1[8][GROUP_ROWS] __attribute__((aligned(64)));
+        float dm1[8][GROUP_ROWS] __attribute__((aligned(64)));
+        for (int s = 0; s < 8; s++) {
+            __m128i sc, mn;
+            if (s < 4) {
+                sc = _mm_and_si128(B[s], m63);
+                mn = _mm_and_si128(B[s + 4], m63);
+            } else {
+                /* (b >> 6) << 4 = (b >> 2) & 0x30 */
+                sc = _mm_or_si128(_mm_and_si128(B[s + 4], m0f),
+                                  _mm_and_si128(_mm_srli_epi16(B[s - 4], 2), m30));
+                mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(B[s + 4], 4), m0f),
+                                  _mm_and_si128(_mm_srli_epi16(B[s], 2), m30));
+            }
+            _mm512_store_ps(d1[s], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc))));
+            _mm512_store_ps(dm1[s],
+                            _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn))));
+        }
+        for (int s = 0; s < 8; s++) { /* sub-block s: pair s / 2, low nibbles when s is even */
+            const uint8_t *qs = p + 256 + 512 * (s / 2);
+            __m512i u[8];
+            for (int k = 0; k < 8; k++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(qs + 64 * k));
+                u[k] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(w, 4) : w, lo4);
+            }
+            const xq_block *x = xb + s;
+            __m512i S[4];
+            for (int j = 0; j < 4; j++)
+                S[j] = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k++)
+                for (int j = 0; j < 4; j++)
+                    S[j] = _mm512_dpbusd_epi32(S[j], u[k], digits4(x->dig[j] + 4 * k));
+            const __m512 d1s = _mm512_load_ps(d1[s]);
+            for (int j = 0; j < 4; j++)
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(d1s, _mm512_set1_ps(x->scale[j])),
+                                      _mm512_cvtepi32_ps(S[j]), acc);
+            acc = _mm512_fnmadd_ps(_mm512_load_ps(dm1[s]), _mm512_set1_ps(x->sum_x), acc);
+        }
+    }
+    _mm512_storeu_ps(y, acc);
+#else
+    (void)ahead, (void)end, (void)locality;
+    float acc[GROUP_ROWS] = {0};
+    for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8)
+        for (int r = 0; r < GROUP_ROWS; r++) {
+            const float d = half_table[rd16(p + 2 * r)], dmin = half_table[rd16(p + 32 + 2 * r)];
+            uint8_t sc[12];
+            for (int i = 0; i < 12; i++)
+                sc[i] = p[64 + 16 * i + r];
+            for (int i = 0; i < 4; i++) {
+                float d1[2], dm1[2];
+                q4k_scales(sc, i, d, dmin, &d1[0], &dm1[0], &d1[1], &dm1[1]);
+                for (int h = 0; h < 2; h++) {
+                    const xq_block *x = xb + 2 * i + h;
+                    for (int j = 0; j < 4; j++) {
+                        int32_t S = 0;
+                        for (int e = 0; e < 32; e++) {
+                            const uint8_t q = p[256 + 512 * i + 64 * (e / 4) + 4 * r + e % 4];
+                            S += (int32_t)(h ? q >> 4 : q & 0x0F) * x->dig[j][e];
+                        }
+                        acc[r] = fmaf(d1[h] * x->scale[j], (float)S, acc[r]);
+                    }
+                    acc[r] = fmaf(-dm1[h], x->sum_x, acc[r]);
+                }
+            }
+        }
+    memcpy(y, acc, sizeof acc);
+#endif
+}
+
 static void group_of(const gem_matrix *w, const uint8_t *p, const xq_block *xb, float *y,
                      size_t ahead, const uint8_t *end, int locality)
 {
     if (w->type == GEM_GGUF_Q8_0)
         group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q8_0);
-    else
+    else if (w->type == GEM_GGUF_Q4_0)
         group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q4_0);
+    else
+        group_q4_k(p, w->cols / 256, xb, y, ahead, end, locality);
 }
 
 /* Groups [g0, g1) of a packed w into y (rows 16 g0 ..), xb: x's digits. */
@@ -602,7 +750,7 @@ static void mv_groups(const gem_matrix *w, const xq_block *xb, float *y, int64_t
                       int64_t ahead_bytes, int into)
 {
     half_init();
-    const size_t gb = (size_t)(w->cols / 32) * pack_block_bytes(w->type);
+    const size_t gb = GROUP_ROWS * w->row_bytes; /* a group packs its rows' bytes */
     const uint8_t *base = w->packed, *end = base + (size_t)(w->rows / GROUP_ROWS) * gb;
     const int loc = into == 1 ? 3 : (into == 0 ? 0 : 2);
     for (int64_t g = g0; g < g1; g++)
@@ -749,7 +897,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
             continue;
         }
         float tmp[GROUP_ROWS];
-        const size_t gb = (size_t)(w->cols / 32) * pack_block_bytes(w->type);
+        const size_t gb = GROUP_ROWS * w->row_bytes;
         half_init();
         group_of(w, (const uint8_t *)w->packed + (size_t)g * gb, xq, tmp, 0, NULL, 2);
         for (int64_t r = lo > r0 ? lo : r0; r < lo + GROUP_ROWS && r < r1; r++)

@@ -16,20 +16,29 @@
 #include "cpu_pool.h"
 
 /*
- * Integer products (a Q8_0 or Q4_0 matrix with `packed` set, see mv_pack): the rows in
- * groups of 16 and x as integers. Each 32-element block of x gets an exponent E (its largest |x| / 2^E
- * in [32, 64)) and four signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 +
+ * Integer products (a Q8_0, Q4_0 or Q4_K matrix with `packed` set, see mv_pack): the rows in
+ * groups of 16 and x as integers. Each 32-element block of x gets an exponent E (its largest
+ * |x| / 2^E in [32, 64)) and four signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 +
  * a2 / 128^2 + a3 / 128^3) + r with |r| <= 2^-27 of the block's largest |x| (the digits of
- * the CUDA tile product, src/model/cuda/tiles_arith.cuh). Per row and block the four sums
- * S_j = sum_k q_k a_jk (q the Q8_0 quant, or n - 8 for the Q4_0 nibble n) are exact integers, and the row's one F32 accumulator takes, block
- * by block and j = 0..3, acc = fmaf(d * 2^(E - 7j), S_j, acc): the only roundings are those
- * four additions a block (d * 2^(E - 7j) is exact, and so is its product with S_j inside the
- * fma). A block of x with a value that is not finite makes every row NaN. The same bits on
- * every call, for any thread count and any split of the rows, with or without AVX512-VNNI.
+ * the CUDA tile product, src/model/cuda/tiles_arith.cuh), and sum_x = float(A) 2^(E - 21),
+ * A = ((A_0 128 + A_1) 128 + A_2) 128 + A_3 the exact combination of the digit sums A_j.
+ * Per row and 32-element block the four sums S_j = sum_k q_k a_jk are exact integers (q the
+ * Q8_0 quant, n - 8 for the Q4_0 nibble n, the Q4_K nibble n itself), and the row's one F32
+ * accumulator takes, block by block in element order:
+ *   Q8_0, Q4_0: acc = fmaf(d * 2^(E - 7j), S_j, acc) for j = 0..3;
+ *   Q4_K (weight d1 n - dm1 in its sub-block, d1 = d * sc, dm1 = dmin * m as gem_gguf_dequant
+ *         computes them): acc = fmaf(d1 * 2^(E - 7j), S_j, acc) for j = 0..3, then
+ *         acc = fmaf(-dm1, sum_x, acc).
+ * The products d * 2^(E - 7j) are exact, and so is each one with S_j inside its fma: the
+ * roundings are the fma additions (and sum_x's one) and the digits' 2^-27. A block of x with
+ * a value that is not finite makes every row NaN. Q4_K's two terms are each larger than their
+ * sum where d1 n and dm1 nearly cancel, so with |x| near the largest float they can overflow
+ * where the F32 rule's d1 n - dm1 would not. The same bits on every call, for any thread
+ * count and any split of the rows, with or without AVX512-VNNI.
  */
 
 /* Scratch of the integer products: the digits of one x of `cols` columns (a multiple of
- * 32), 160 bytes a block. */
+ * 32), 176 bytes a block. */
 size_t mv_xq_bytes(int64_t cols);
 
 /* Caller-owned scratch for the products: `bytes` at `buf` (64-byte aligned). A product of a
@@ -40,7 +49,8 @@ typedef struct mv_scratch {
     size_t bytes;
 } mv_scratch;
 
-/* 1 when w can be packed for the integer products: Q8_0 or Q4_0, rows a multiple of 16. */
+/* 1 when w can be packed for the integer products: Q8_0, Q4_0 or Q4_K, rows a multiple of
+ * 16. */
 int mv_packable(const gem_matrix *w);
 
 /* The packed layout of a packable w into dst (w->rows * w->row_bytes bytes, 64-byte aligned):
@@ -49,7 +59,10 @@ int mv_packable(const gem_matrix *w);
  * 64 bytes, vector k holding at bytes 4r .. 4r + 3 row r's bytes 4k .. 4k + 3 of the block's
  * quants. Q8_0 (B = 544): 8 vectors, each quant plus 128 as an unsigned byte. Q4_0 (B = 288):
  * 4 vectors of the file's bytes (low nibbles elements 4k .. 4k + 3, high nibbles 16 + 4k ..
- * 16 + 4k + 3). The caller then sets w->packed = dst. */
+ * 16 + 4k + 3). Q4_K, per super-block of 256 columns (2304 bytes): the 16 rows' d (32 bytes)
+ * and dmin (32), their 12 bytes of packed scales byte by byte (byte i of row r at 64 + 16i +
+ * r), then for each pair i of sub-blocks 8 vectors of the 32 bytes of qs that hold them (low
+ * nibbles sub-block 2i, high 2i + 1). The caller then sets w->packed = dst. */
 void mv_pack(const gem_matrix *w, void *dst);
 
 /* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). GEM_ERR_RANGE
