@@ -5,7 +5,7 @@
  * in lane e % 64) and summed by the fixed tree 32, 16, ..., 1; and the pool gives
  * the same bits for 1, 2 and 3 threads. Row lengths 512 and, for the plain types, 500 (a partial group).
  *
- * Packed Q8_0, Q4_0 and Q4_K matrices (the integer products of matvec.h): every row bit for bit the
+ * Packed Q8_0, Q4_0, Q4_K and Q6_K matrices (the integer products of matvec.h): every row bit for bit the
  * definition below (written here from matvec.h's contract, with ldexpf everywhere and
  * the signed quants, independently of the library's +128 bytes and fast paths), for 1
  * and 3 threads, any row range, x of every magnitude (blocks of zeros, near the smallest
@@ -78,7 +78,7 @@ static void ref_scale_min(const uint8_t *q, int s, uint8_t *sc, uint8_t *mn)
     }
 }
 
-/* The integer products' definition (matvec.h) for one Q8_0, Q4_0 or Q4_K row. */
+/* The integer products' definition (matvec.h) for one Q8_0, Q4_0, Q4_K or Q6_K row. */
 static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_t cols)
 {
     float acc = 0.0f;
@@ -86,6 +86,27 @@ static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_
         int8_t dig[4][32];
         float sc[4], sum_x;
         ref_digits(x + 32 * b, dig, sc, &sum_x);
+        if (t == GEM_GGUF_Q6_K) {
+            /* block b: half h, quarter k of its super-block; two scales of 16 elements */
+            const uint8_t *blk = row + 210 * (size_t)(b / 8);
+            const int h = (int)(b % 8) / 4, k = (int)(b % 4);
+            const float d = gem_gguf_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+            for (int e = 0; e < 2; e++) {
+                const float ds = d * (float)(int8_t)blk[192 + 8 * h + 2 * k + e];
+                for (int j = 0; j < 4; j++) {
+                    int32_t S = 0;
+                    for (int l = 16 * e; l < 16 * e + 16; l++) {
+                        const uint8_t lo = blk[64 * h + l + 32 * (k & 1)];
+                        const uint8_t hi = blk[128 + 32 * h + l];
+                        const int32_t q =
+                            ((k < 2 ? lo & 0x0F : lo >> 4) | (((hi >> (2 * k)) & 3) << 4)) - 32;
+                        S += q * (int32_t)dig[j][l];
+                    }
+                    acc = fmaf(ds * sc[j], (float)S, acc);
+                }
+            }
+            continue;
+        }
         int32_t q[32];
         float d, dm = 0.0f;
         if (t == GEM_GGUF_Q4_K) {
@@ -119,8 +140,8 @@ static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_
     return acc;
 }
 
-/* The packed checks on a rows x cols matrix of type t (Q8_0, Q4_0 or Q4_K; rows a multiple of
- * 16). */
+/* The packed checks on a rows x cols matrix of type t (Q8_0, Q4_0, Q4_K or Q6_K; rows a
+ * multiple of 16). */
 static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols)
 {
     size_t rb = 0;
@@ -170,7 +191,8 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
             nan_rows += isnan(y[r]);
             if (pass == 2)
                 continue;
-            /* the contract's bound: four (Q4_K five) F32 roundings a block of sums below sum |w x|, and
+            /* the contract's bound: four (Q4_K five, Q6_K eight) F32 roundings a block of sums
+             * below sum |w x|, and
              * the digits' 2^-27 of each block's largest |x| times the block's sum |w| (with
              * a subnormal block, its digits lose what underflows: 2^-149 an element) */
             gem_gguf_dequant(t, q + (size_t)r * rb, row, cols);
@@ -200,7 +222,7 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
                 }
                 rep += (ldexp(mx, -27) + ldexp(1.0, -149)) * sw;
             }
-            const double tol = (double)(5 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
+            const double tol = (double)(8 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
             if (!(fabs((double)y[r] - exact) <= tol) && bound++ == 0)
                 fprintf(stderr, "     packed %lldx%lld pass %d row %lld: %.9g vs %.9g, tol %.3g\n",
                         (long long)rows, (long long)cols, pass, (long long)r, (double)y[r], exact,
@@ -304,16 +326,18 @@ int main(void)
             gem_gguf_dequant(types[k], q + 5 * rb, dq, cols);
             TCHECK(memcmp(row, dq, (size_t)cols * 4) == 0);
         }
-    static const gem_gguf_type packed_types[] = {GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_K};
-    for (int k = 0; k < 3; k++) {
+    static const gem_gguf_type packed_types[] = {GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_K,
+                                                 GEM_GGUF_Q6_K};
+    for (int k = 0; k < 4; k++) {
         const gem_gguf_type t = packed_types[k];
+        const int k_quant = t == GEM_GGUF_Q4_K || t == GEM_GGUF_Q6_K;
         check_packed(p1, p3, t, 48, 512);
-        check_packed(p1, p3, t, 32, t == GEM_GGUF_Q4_K ? 1280 : 1088);
+        check_packed(p1, p3, t, 32, k_quant ? 1280 : 1088);
         check_packed(p1, p3, t, 512, 2048); /* large enough for the pool (256 KiB and up) */
     }
     {
-        gem_matrix k6 = {NULL, GEM_GGUF_Q6_K, 32, 256, 210, NULL};
-        TCHECK(!mv_packable(&k6)); /* the other types keep the F32 rule */
+        gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL};
+        TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);

@@ -173,8 +173,8 @@ int cli_packed_line(const gem_model *m, char *buf, size_t cap)
     if (!b)
         return -1;
     snprintf(buf, cap,
-             "Q8_0 / Q4_0 / Q4_K matrices repacked for the CPU's integer products: %.1f MB of host "
-             "memory beside the file's mapping",
+             "quantized matrices repacked for the CPU's integer products: %.1f MB of host memory "
+             "beside the file's mapping",
              (double)b / 1e6);
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
-dev/cpu/mv_int8: the CPU decoder's Q8_0, Q4_0 and Q4_K products, in F32 or in integers.
+dev/cpu/mv_int8: the CPU decoder's Q8_0, Q4_0, Q4_K and Q6_K products, in F32 or in integers.
 
 Two versions of one product, both the library's (src/model/matvec.c), for the type --type
-(q8_0, the default, q4_0 or q4_k; the figures below are Q8_0's):
+(q8_0, the default, q4_0, q4_k or q6_k; the figures below are Q8_0's):
   f32   the matrix as the file holds it: each weight dequantized (q * d, exact) and
         multiplied into 64 F32 lanes by an FMA, per 16 weights a widening, a conversion, a
         product by d and the FMA (the F32 rule of matvec.h)
@@ -12,7 +12,7 @@ Two versions of one product, both the library's (src/model/matvec.c), for the ty
 
 Each version is first checked against a double sum of the same dequantized weights, within
 matvec.h's bound for the integer products (four F32 roundings a block of sum |w x|, five for
-Q4_K, 2^-27 of each block's largest |x|; four times that for Q4_K, whose two terms a sub-block
+Q4_K, eight for Q6_K, 2^-27 of each block's largest |x|; four times that for Q4_K, whose two terms a sub-block
 are each larger than their sum) and a float rounding per element of sum |w x| for the F32 rule; the
 integer version's rows must also match mv_rows on any thread count. Then A B B A rounds of:
   hot     one thread, one matrix of the 2gb preset's shape that fits the L2 (256 rows x 1024)
@@ -24,7 +24,7 @@ reporting median, min and max ms and GB/s for each, and their ratio.
 The matrices are random floats quantized to the type (gem_gguf_quantize), their bytes per row
 the type's.
 
-usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] [--type q8_0|q4_0|q4_k]
+usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] [--type q8_0|q4_0|q4_k|q6_k]
 */
 #include <math.h>
 #include <stdint.h>
@@ -125,7 +125,8 @@ static int check(cpu_pool *pool, const gem_matrix m[2], const float *x)
             /* Q4_K's integer products sum d1 n x and dm1 x apart (matvec.h), each up to about
              * twice |w x| for these weights: four times the bound */
             const double k = type == GEM_GGUF_Q4_K ? 4.0 : 1.0;
-            const double tol = v ? k * ((double)(5 * (cols / 32) + 4) * ldexp(1.0, -24) * mag + rep)
+            const double per = type == GEM_GGUF_Q6_K ? 8.0 : 5.0; /* roundings a block */
+            const double tol = v ? k * ((per * (double)(cols / 32) + 4) * ldexp(1.0, -24) * mag + rep)
                                  : (double)(cols + 64) * ldexp(1.0, -24) * mag;
             bad += !(fabs((double)y[r] - exact) <= tol);
         }
@@ -179,9 +180,11 @@ int main(int argc, char **argv)
             type = GEM_GGUF_Q4_0, i++;
         else if (!strcmp(argv[i], "--type") && i + 1 < argc && !strcmp(argv[i + 1], "q4_k"))
             type = GEM_GGUF_Q4_K, i++;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc && !strcmp(argv[i + 1], "q6_k"))
+            type = GEM_GGUF_Q6_K, i++;
         else {
             fprintf(stderr, "usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] "
-                            "[--type q8_0|q4_0|q4_k]\n");
+                            "[--type q8_0|q4_0|q4_k|q6_k]\n");
             return 2;
         }
     }

@@ -132,7 +132,7 @@ const gem_matrix *gem_model_output(const gem_model *m);
  * the embedding counted once for its row and once whole as the tied head). */
 size_t gem_model_weight_bytes_per_token(const gem_model *m);
 /* Bytes of host memory holding the model's matrices repacked for the CPU's integer products
- * (every Q8_0, Q4_0 and Q4_K matrix whose rows are a multiple of 16, packed by the first CPU
+ * (every Q8_0, Q4_0, Q4_K and Q6_K matrix whose rows are a multiple of 16, packed by the first CPU
  * session: gem_session_create), beside the file's mapping; 0 before that or when none
  * qualifies. */
 size_t gem_model_cpu_packed_bytes(const gem_model *m);

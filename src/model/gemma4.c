@@ -521,8 +521,8 @@ static gem_status model_cpu_pack(const gem_model *cm, cpu_pool *pool, char *err,
     if (total && (st = cpu_stream_alloc(total, 0, &mem)) != GEM_OK) {
         free(list);
         free(dst);
-        st = mfail(err, errlen, st, "out of memory packing %zu bytes of Q8_0 / Q4_0 / Q4_K weights "
-                                    "for the CPU's integer products", total);
+        st = mfail(err, errlen, st, "out of memory packing %zu bytes of quantized weights for the "
+                                    "CPU's integer products", total);
         goto out;
     }
     size_t at = 0;

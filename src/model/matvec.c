@@ -4,13 +4,13 @@
  * elements) is dequantized into a small buffer with ggml's arithmetic, then
  * multiplied into 16 lanes; the lanes are summed by a fixed tree at the end.
  *
- * Packed Q8_0, Q4_0 and Q4_K matrices take the integer products (matvec.h): 16
+ * Packed Q8_0, Q4_0, Q4_K and Q6_K matrices take the integer products (matvec.h): 16
  * rows at once, one row per 32-bit lane, the quants times x's digits by vpdpbusd.
  * Lineage: dev/cpu/mv_int8 measured the F32 rule (per 16 Q8_0 weights a widening, a
  * conversion, a product by d and the FMA; the 4-bit types by table) against this
  * (per 512 weights 32 vpdpbusd and 13 vector operations for the scales) on the AMD
  * EPYC VM's 2 cores, one thread in L2: Q8_0 20.0 -> 37.0 GB/s, Q4_0 14.0 -> 20.1,
- * Q4_K 7.9 -> 17.6; the first version, which broadcast each digit word through a
+ * Q4_K 7.9 -> 17.6, Q6_K 6.5 -> 12.5; the first version, which broadcast each digit word through a
  * general register and ran the four digits' chains one after the other, had Q8_0 at
  * 27.0 and Q4_0 at 14.0 (results/cpu/model/speed/int8-products).
  */
@@ -425,12 +425,13 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
 
 #define GROUP_ROWS 16
 
-/* x's block in integers: digits a_j (j = 0..3) of its 32 elements, their sums, the
- * scales 2^(E - 7j) and the block's sum from its digits, sum_x (matvec.h; NaN when a value
- * of the block is not finite). 176 bytes. */
+/* x's block in integers: digits a_j (j = 0..3) of its 32 elements, their sums (whole, and
+ * of each 16-element half), the scales 2^(E - 7j) and the block's sum from its digits, sum_x
+ * (matvec.h; NaN when a value of the block is not finite). 208 bytes. */
 typedef struct xq_block {
     int8_t dig[4][32];
     int32_t sum[4];
+    int32_t half_sum[4][2];
     float scale[4];
     float sum_x;
     float pad[3];
@@ -470,14 +471,16 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
             for (int i = 0; i < 32; i++)
                 r[i] = ldexpf(v[i], -E);
         for (int j = 0; j < 4; j++) {
-            int32_t sum = 0;
+            int32_t sum[2] = {0, 0};
             for (int i = 0; i < 32; i++) {
                 const float q = rintf(r[i]); /* |r| <= 64 */
                 o->dig[j][i] = (int8_t)q;
-                sum += (int32_t)q;
+                sum[i / 16] += (int32_t)q;
                 r[i] = (r[i] - q) * 128.0f; /* exact: |r - q| <= 1/2 */
             }
-            o->sum[j] = sum;
+            o->half_sum[j][0] = sum[0];
+            o->half_sum[j][1] = sum[1];
+            o->sum[j] = sum[0] + sum[1];
             o->scale[j] = bad ? NAN : ldexpf(1.0f, E - 7 * j);
         }
         /* |sum_0| <= 2^11: the combination fits 2^32, exact in int64; one rounding to float */
@@ -488,19 +491,41 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
     }
 }
 
-/* A packed block of 16 rows (matvec.h's layouts): Q8_0 and Q4_0 32 columns, Q4_K 256. */
+/* A packed block of 16 rows (matvec.h's layouts): Q8_0 and Q4_0 32 columns, Q4_K and Q6_K
+ * 256; 16 times the file's block. */
 static size_t pack_block_bytes(gem_gguf_type t)
 {
-    return t == GEM_GGUF_Q8_0 ? 544 : t == GEM_GGUF_Q4_0 ? 288 : 2304;
+    return t == GEM_GGUF_Q8_0   ? 544
+           : t == GEM_GGUF_Q4_0 ? 288
+           : t == GEM_GGUF_Q4_K ? 2304
+                                : 3360;
 }
 
 int mv_packable(const gem_matrix *w)
 {
-    const int64_t be = w->type == GEM_GGUF_Q4_K ? 256 : 32; /* elements a file block */
-    const size_t bb = w->type == GEM_GGUF_Q8_0 ? 34 : w->type == GEM_GGUF_Q4_0 ? 18 : 144;
-    return (w->type == GEM_GGUF_Q8_0 || w->type == GEM_GGUF_Q4_0 || w->type == GEM_GGUF_Q4_K) &&
-           w->rows > 0 && w->rows % GROUP_ROWS == 0 && w->cols > 0 && w->cols % be == 0 &&
-           w->row_bytes == (size_t)(w->cols / be) * bb;
+    const gem_gguf_type t = w->type;
+    if (t != GEM_GGUF_Q8_0 && t != GEM_GGUF_Q4_0 && t != GEM_GGUF_Q4_K && t != GEM_GGUF_Q6_K)
+        return 0;
+    const int64_t be = t == GEM_GGUF_Q8_0 || t == GEM_GGUF_Q4_0 ? 32 : 256; /* a file block */
+    return w->rows > 0 && w->rows % GROUP_ROWS == 0 && w->cols > 0 && w->cols % be == 0 &&
+           w->row_bytes == (size_t)(w->cols / be) * (pack_block_bytes(t) / GROUP_ROWS);
+}
+
+/* Q6_K: the 16 rows' super-block sb into o (3360 bytes). */
+static void pack_q6_k(const uint8_t *rows, size_t rb, int64_t sb, uint8_t *o)
+{
+    for (int r = 0; r < GROUP_ROWS; r++) {
+        const uint8_t *blk = rows + (size_t)r * rb + (size_t)sb * 210;
+        memcpy(o + 2 * r, blk + 208, 2);   /* d */
+        for (int i = 0; i < 16; i++)       /* the 16 scales, scale i of every row */
+            o[32 + 16 * i + r] = blk[192 + i];
+        for (int h = 0; h < 2; h++) {      /* ql and qh of each 128-element half, 4 a row a vector */
+            for (int m = 0; m < 16; m++)
+                memcpy(o + 288 + 1024 * h + 64 * m + 4 * r, blk + 64 * h + 4 * m, 4);
+            for (int t = 0; t < 8; t++)
+                memcpy(o + 2336 + 512 * h + 64 * t + 4 * r, blk + 128 + 32 * h + 4 * t, 4);
+        }
+    }
 }
 
 /* Q4_K: the 16 rows' super-block sb into o (2304 bytes). */
@@ -521,12 +546,17 @@ static void pack_q4_k(const uint8_t *rows, size_t rb, int64_t sb, uint8_t *o)
 void mv_pack(const gem_matrix *w, void *dst)
 {
     const size_t rb = w->row_bytes, pb = pack_block_bytes(w->type);
-    if (w->type == GEM_GGUF_Q4_K) {
+    if (w->type == GEM_GGUF_Q4_K || w->type == GEM_GGUF_Q6_K) {
         const int64_t nsb = w->cols / 256;
         for (int64_t g = 0; g < w->rows / GROUP_ROWS; g++)
-            for (int64_t sb = 0; sb < nsb; sb++)
-                pack_q4_k((const uint8_t *)w->data + (size_t)g * GROUP_ROWS * rb, rb, sb,
-                          (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * pb);
+            for (int64_t sb = 0; sb < nsb; sb++) {
+                const uint8_t *rows = (const uint8_t *)w->data + (size_t)g * GROUP_ROWS * rb;
+                uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * pb;
+                if (w->type == GEM_GGUF_Q4_K)
+                    pack_q4_k(rows, rb, sb, o);
+                else
+                    pack_q6_k(rows, rb, sb, o);
+            }
         return;
     }
     const int64_t nb = w->cols / 32;
@@ -734,6 +764,84 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 #endif
 }
 
+/* Q6_K: one group's nsb super-blocks at p into y[0..15] (matvec.h: per 32-element block
+ * (half h, quarter k of a super-block), per 16-element half e of it with scale sc_i:
+ * acc = fmaf((d * sc_i) 2^(E - 7j), S_j, acc) for j = 0..3, S_j = sum (u - 32) a_j over the
+ * 16, u the 6-bit quant). */
+static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y, size_t ahead,
+                       const uint8_t *end, const int locality)
+{
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8) {
+        prefetch_packed(p, 3360, ahead, end, locality);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                const xq_block *x = xb + 4 * h + k;
+                for (int e = 0; e < 2; e++) { /* the block's halves of 16, one scale each */
+                    __m512i S[4];
+                    for (int j = 0; j < 4; j++)
+                        S[j] = _mm512_set1_epi32(-32 * x->half_sum[j][e]);
+                    for (int t = 4 * e; t < 4 * e + 4; t++) { /* elements 4t .. 4t + 3 */
+                        const __m512i l = _mm512_loadu_si512(
+                            (const void *)(p + 288 + 1024 * h + 64 * (8 * (k & 1) + t)));
+                        const __m512i q =
+                            _mm512_loadu_si512((const void *)(p + 2336 + 512 * h + 64 * t));
+                        const __m512i nib =
+                            _mm512_and_si512(k < 2 ? l : _mm512_srli_epi16(l, 4), lo4);
+                        /* bits 2k, 2k + 1 of qh to bits 4, 5 */
+                        const __m512i hb = k == 0   ? _mm512_slli_epi16(q, 4)
+                                           : k == 1 ? _mm512_slli_epi16(q, 2)
+                                           : k == 2 ? q
+                                                    : _mm512_srli_epi16(q, 2);
+                        const __m512i u = _mm512_or_si512(nib, _mm512_and_si512(hb, m30));
+                        for (int j = 0; j < 4; j++)
+                            S[j] = _mm512_dpbusd_epi32(S[j], u, digits4(x->dig[j] + 4 * t));
+                    }
+                    const __m128i sc8 = _mm_loadu_si128(
+                        (const __m128i *)(const void *)(p + 32 + 16 * (8 * h + 2 * k + e)));
+                    const __m512 ds =
+                        _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)));
+                    for (int j = 0; j < 4; j++)
+                        acc = _mm512_fmadd_ps(_mm512_mul_ps(ds, _mm512_set1_ps(x->scale[j])),
+                                              _mm512_cvtepi32_ps(S[j]), acc);
+                }
+            }
+    }
+    _mm512_storeu_ps(y, acc);
+#else
+    (void)ahead, (void)end, (void)locality;
+    float acc[GROUP_ROWS] = {0};
+    for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8)
+        for (int r = 0; r < GROUP_ROWS; r++) {
+            const float d = half_table[rd16(p + 2 * r)];
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 4; k++) {
+                    const xq_block *x = xb + 4 * h + k;
+                    for (int e = 0; e < 2; e++) {
+                        const float ds = d * (float)(int8_t)p[32 + 16 * (8 * h + 2 * k + e) + r];
+                        for (int j = 0; j < 4; j++) {
+                            int32_t S = 0;
+                            for (int i = 16 * e; i < 16 * e + 16; i++) {
+                                const int t = i / 4;
+                                const uint8_t l =
+                                    p[288 + 1024 * h + 64 * (8 * (k & 1) + t) + 4 * r + i % 4];
+                                const uint8_t q = p[2336 + 512 * h + 64 * t + 4 * r + i % 4];
+                                const int32_t u =
+                                    (k < 2 ? l & 0x0F : l >> 4) | (((q >> (2 * k)) & 3) << 4);
+                                S += (u - 32) * x->dig[j][i];
+                            }
+                            acc[r] = fmaf(ds * x->scale[j], (float)S, acc[r]);
+                        }
+                    }
+                }
+        }
+    memcpy(y, acc, sizeof acc);
+#endif
+}
+
 static void group_of(const gem_matrix *w, const uint8_t *p, const xq_block *xb, float *y,
                      size_t ahead, const uint8_t *end, int locality)
 {
@@ -741,8 +849,10 @@ static void group_of(const gem_matrix *w, const uint8_t *p, const xq_block *xb, 
         group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q8_0);
     else if (w->type == GEM_GGUF_Q4_0)
         group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q4_0);
-    else
+    else if (w->type == GEM_GGUF_Q4_K)
         group_q4_k(p, w->cols / 256, xb, y, ahead, end, locality);
+    else
+        group_q6_k(p, w->cols / 256, xb, y, ahead, end, locality);
 }
 
 /* Groups [g0, g1) of a packed w into y (rows 16 g0 ..), xb: x's digits. */

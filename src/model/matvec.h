@@ -16,19 +16,22 @@
 #include "cpu_pool.h"
 
 /*
- * Integer products (a Q8_0, Q4_0 or Q4_K matrix with `packed` set, see mv_pack): the rows in
- * groups of 16 and x as integers. Each 32-element block of x gets an exponent E (its largest
+ * Integer products (a Q8_0, Q4_0, Q4_K or Q6_K matrix with `packed` set, see mv_pack): the
+ * rows in groups of 16 and x as integers. Each 32-element block of x gets an exponent E (its largest
  * |x| / 2^E in [32, 64)) and four signed 8-bit digits per element, x = 2^E (a0 + a1 / 128 +
  * a2 / 128^2 + a3 / 128^3) + r with |r| <= 2^-27 of the block's largest |x| (the digits of
  * the CUDA tile product, src/model/cuda/tiles_arith.cuh), and sum_x = float(A) 2^(E - 21),
  * A = ((A_0 128 + A_1) 128 + A_2) 128 + A_3 the exact combination of the digit sums A_j.
  * Per row and 32-element block the four sums S_j = sum_k q_k a_jk are exact integers (q the
- * Q8_0 quant, n - 8 for the Q4_0 nibble n, the Q4_K nibble n itself), and the row's one F32
- * accumulator takes, block by block in element order:
+ * Q8_0 quant, n - 8 for the Q4_0 nibble n, the Q4_K nibble n itself, u - 32 for the Q6_K
+ * 6-bit u, over each 16-element half), and the row's one F32 accumulator takes, block by block
+ * in element order:
  *   Q8_0, Q4_0: acc = fmaf(d * 2^(E - 7j), S_j, acc) for j = 0..3;
  *   Q4_K (weight d1 n - dm1 in its sub-block, d1 = d * sc, dm1 = dmin * m as gem_gguf_dequant
  *         computes them): acc = fmaf(d1 * 2^(E - 7j), S_j, acc) for j = 0..3, then
- *         acc = fmaf(-dm1, sum_x, acc).
+ *         acc = fmaf(-dm1, sum_x, acc);
+ *   Q6_K (weight (d * sc) (u - 32), sc per 16 elements): for each half e, its ds = d * sc:
+ *         acc = fmaf(ds * 2^(E - 7j), S_je, acc) for j = 0..3.
  * The products d * 2^(E - 7j) are exact, and so is each one with S_j inside its fma: the
  * roundings are the fma additions (and sum_x's one) and the digits' 2^-27. A block of x with
  * a value that is not finite makes every row NaN. Q4_K's two terms are each larger than their
@@ -38,7 +41,7 @@
  */
 
 /* Scratch of the integer products: the digits of one x of `cols` columns (a multiple of
- * 32), 176 bytes a block. */
+ * 32), 208 bytes a block. */
 size_t mv_xq_bytes(int64_t cols);
 
 /* Caller-owned scratch for the products: `bytes` at `buf` (64-byte aligned). A product of a
@@ -49,8 +52,8 @@ typedef struct mv_scratch {
     size_t bytes;
 } mv_scratch;
 
-/* 1 when w can be packed for the integer products: Q8_0, Q4_0 or Q4_K, rows a multiple of
- * 16. */
+/* 1 when w can be packed for the integer products: Q8_0, Q4_0, Q4_K or Q6_K, rows a multiple
+ * of 16. */
 int mv_packable(const gem_matrix *w);
 
 /* The packed layout of a packable w into dst (w->rows * w->row_bytes bytes, 64-byte aligned):
@@ -62,7 +65,10 @@ int mv_packable(const gem_matrix *w);
  * 16 + 4k + 3). Q4_K, per super-block of 256 columns (2304 bytes): the 16 rows' d (32 bytes)
  * and dmin (32), their 12 bytes of packed scales byte by byte (byte i of row r at 64 + 16i +
  * r), then for each pair i of sub-blocks 8 vectors of the 32 bytes of qs that hold them (low
- * nibbles sub-block 2i, high 2i + 1). The caller then sets w->packed = dst. */
+ * nibbles sub-block 2i, high 2i + 1). Q6_K, per super-block (3360 bytes): d (32), the 16
+ * scales byte by byte (scale i of row r at 32 + 16i + r), then for each 128-element half h the
+ * 64 bytes of ql (16 vectors at 288 + 1024h) and the 32 of qh (8 vectors at 2336 + 512h). The
+ * caller then sets w->packed = dst. */
 void mv_pack(const gem_matrix *w, void *dst);
 
 /* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). GEM_ERR_RANGE
