@@ -1,6 +1,9 @@
 /*
  * The Gemma 4 decoder's own properties on the synthetic tiny model:
  *   - logits are the same bits for 1, 2 and 3 threads, and on a repeat;
+ *   - the first CPU session packs the quantized matrices once (the integer products), and
+ *     models of Q4_0, Q4_K, Q6_K and mixed weights give thread-identical, finite logits
+ *     on which both routes agree;
  *   - both full-attention routes agree closely (and exactly on the argmax);
  *   - gem_session_copy continues bit for bit where the source stands, also after
  *     the sliding layers' ring has wrapped;
@@ -130,14 +133,49 @@ int main(void)
 
     const int64_t V = hp->n_vocab;
     float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4), *c = malloc((size_t)V * 4);
+    /* The first CPU session packs the Q8_0 matrices for the integer products, once. */
+    TCHECK(gem_model_cpu_packed_bytes(m) == 0);
     /* Same bits for any thread count and on a repeat. */
     TCHECK_STATUS(run(m, 1, GEM_ROUTE_FUSED, prompt, N_PROMPT, a), GEM_OK);
+    const size_t packed = gem_model_cpu_packed_bytes(m);
+    TCHECK(packed > 0 && packed < gem_model_weight_bytes_per_token(m));
     TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
     TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
     TCHECK_STATUS(run(m, 3, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
     TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
     TCHECK_STATUS(run(m, 2, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
     TCHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    TCHECK(gem_model_cpu_packed_bytes(m) == packed); /* not again */
+    /* The other packed types (and all types at once): the same bits for 1 and 3 threads, the
+     * routes within float rounding, every logit finite. */
+    {
+        const int32_t types[4] = {GEM_GGUF_Q4_0, GEM_GGUF_Q4_K, GEM_GGUF_Q6_K, GEM_SYNTH_MIXED};
+        for (int k = 0; k < 4; k++) {
+            gem_synth_spec ts = spec;
+            ts.type = types[k];
+            const char *tpath = "test_model_types_tmp.gguf";
+            gem_model *tm = NULL;
+            TCHECK_STATUS(gem_synth_write(&ts, tpath, err, sizeof err), GEM_OK);
+            TCHECK_STATUS(gem_model_load(tpath, &tm, err, sizeof err), GEM_OK);
+            if (!tm)
+                continue;
+            TCHECK_STATUS(run(tm, 1, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
+            TCHECK(gem_model_cpu_packed_bytes(tm) > 0);
+            TCHECK_STATUS(run(tm, 3, GEM_ROUTE_FUSED, prompt, N_PROMPT, c), GEM_OK);
+            TCHECK(memcmp(b, c, (size_t)V * 4) == 0);
+            TCHECK_STATUS(run(tm, 2, GEM_ROUTE_BASELINE, prompt, N_PROMPT, c), GEM_OK);
+            double tw = 0;
+            int finite = 1;
+            for (int64_t i = 0; i < V; i++) {
+                tw = fmax(tw, fabs((double)b[i] - c[i]));
+                finite &= isfinite(b[i]) != 0;
+            }
+            if (!TCHECK(tw < 1e-4 && finite))
+                fprintf(stderr, "     type %d: routes differ by %g\n", (int)types[k], tw);
+            gem_model_free(tm);
+            remove(tpath);
+        }
+    }
     /* The baseline route: same argmax, logits within float rounding. */
     TCHECK_STATUS(run(m, 2, GEM_ROUTE_BASELINE, prompt, N_PROMPT, c), GEM_OK);
     double worst = 0;
