@@ -439,8 +439,33 @@ typedef struct xq_block {
 
 size_t mv_xq_bytes(int64_t cols) { return cols < 0 ? 0 : (size_t)(cols / 32) * sizeof(xq_block); }
 
+/* 2^e, the value of ldexpf(1, e): from its bits in the normal range. */
+static inline float pow2f(int e)
+{
+    if (e < -126 || e > 127)
+        return ldexpf(1.0f, e);
+    const uint32_t b = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* frexpf's exponent of m > 0 (m = f 2^e, f in [0.5, 1)): from its bits when normal. */
+static inline int frexp_exponent(float m)
+{
+    uint32_t b;
+    memcpy(&b, &m, sizeof b);
+    const int ex = (int)((b >> 23) & 0xFF);
+    if (ex != 0)
+        return ex - 126;
+    int e;
+    (void)frexpf(m, &e);
+    return e;
+}
+
 /* x (cols, a multiple of 32) into its blocks' digits: the CUDA tile product's
- * gem_tiles_xq_block, element for element. */
+ * gem_tiles_xq_block, element for element (with AVX-512 16 elements at a time: the same
+ * operations, so the same digits). */
 static void xq_quantize(const float *x, int64_t cols, xq_block *out)
 {
     for (int64_t b = 0; b < cols / 32; b++) {
@@ -448,28 +473,47 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
         xq_block *o = out + b;
         float m = 0.0f;
         int bad = 0;
+#if defined(__AVX512F__)
+        const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+        /* 0x99: QNaN, SNaN, +inf, -inf */
+        bad = (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
+        m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+#else
         for (int i = 0; i < 32; i++) {
             bad |= !isfinite(v[i]);
             const float a = fabsf(v[i]);
             m = a > m ? a : m;
         }
-        int E = 0;
-        if (!bad && m > 0.0f) {
-            int e;
-            (void)frexpf(m, &e); /* m = f 2^e, f in [0.5, 1): m / 2^(e - 6) in [32, 64) */
-            E = e - 6;
-        }
+#endif
+        /* m / 2^E in [32, 64) */
+        const int E = !bad && m > 0.0f ? frexp_exponent(m) - 6 : 0;
         float r[32];
         if (bad)
             memset(r, 0, sizeof r);
         else if (E >= -126 && E <= 126) {
             /* 2^-E is a normal float: the product is ldexpf's correctly rounded value */
-            const float p = ldexpf(1.0f, -E);
+            const float p = pow2f(-E);
             for (int i = 0; i < 32; i++)
                 r[i] = v[i] * p;
         } else
             for (int i = 0; i < 32; i++)
                 r[i] = ldexpf(v[i], -E);
+#if defined(__AVX512F__)
+        __m512 r0 = _mm512_loadu_ps(r), r1 = _mm512_loadu_ps(r + 16);
+        const __m512 k128 = _mm512_set1_ps(128.0f);
+        for (int j = 0; j < 4; j++) {
+            /* rintf: to nearest, ties to even (|r| <= 64) */
+            const __m512 q0 = _mm512_roundscale_ps(r0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512 q1 = _mm512_roundscale_ps(r1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i i0 = _mm512_cvtps_epi32(q0), i1 = _mm512_cvtps_epi32(q1);
+            _mm_storeu_si128((__m128i *)(void *)o->dig[j], _mm512_cvtepi32_epi8(i0));
+            _mm_storeu_si128((__m128i *)(void *)(o->dig[j] + 16), _mm512_cvtepi32_epi8(i1));
+            o->half_sum[j][0] = _mm512_reduce_add_epi32(i0);
+            o->half_sum[j][1] = _mm512_reduce_add_epi32(i1);
+            r0 = _mm512_mul_ps(_mm512_sub_ps(r0, q0), k128); /* exact: |r - q| <= 1/2 */
+            r1 = _mm512_mul_ps(_mm512_sub_ps(r1, q1), k128);
+        }
+#else
         for (int j = 0; j < 4; j++) {
             int32_t sum[2] = {0, 0};
             for (int i = 0; i < 32; i++) {
@@ -480,13 +524,18 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
             }
             o->half_sum[j][0] = sum[0];
             o->half_sum[j][1] = sum[1];
-            o->sum[j] = sum[0] + sum[1];
-            o->scale[j] = bad ? NAN : ldexpf(1.0f, E - 7 * j);
         }
-        /* |sum_0| <= 2^11: the combination fits 2^32, exact in int64; one rounding to float */
+#endif
+        for (int j = 0; j < 4; j++) {
+            o->sum[j] = o->half_sum[j][0] + o->half_sum[j][1];
+            o->scale[j] = bad ? NAN : pow2f(E - 7 * j);
+        }
+        /* |sum_0| <= 2^11: the combination fits 2^32, exact in int64; one rounding to float,
+         * then an exact scaling (ldexpf's value: a power of two, or ldexpf itself below the
+         * normal range) */
         const int64_t A =
             ((((int64_t)o->sum[0] * 128 + o->sum[1]) * 128 + o->sum[2]) * 128) + o->sum[3];
-        o->sum_x = bad ? NAN : ldexpf((float)A, E - 21);
+        o->sum_x = bad ? NAN : E - 21 >= -126 ? (float)A * pow2f(E - 21) : ldexpf((float)A, E - 21);
         memset(o->pad, 0, sizeof o->pad);
     }
 }
