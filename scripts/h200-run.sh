@@ -19,13 +19,13 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-small cpu-perf (default: all but kfv-ncu, the model phases, the five
+#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-int8 cpu-small cpu-perf (default: all but kfv-ncu, the model phases, the five
 #            after model-sanitize and cpu, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
 #   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
 #   CPU_DEV_ARGS  arguments of dev/cpu/mv_split in the cpu-dev phase (default: its own)
 #   SMALL_LIVE_ARGS  arguments of dev/cpu/small_live in the cpu-small phase (default: its own)
-#   A_GEM    cpu-abba: the other build's gem (say the landed main's), timed against this one
+#   A_GEM    cpu-abba, cpu-int8: the other build's gem (say the landed main's), timed against this one
 #   MODEL_CONTEXTS  contexts of the 31B profile (default 8192,65536,131072)
 #   MODEL_REPS / MODEL_SAMPLES  its repetitions and steps per route (default 3 / 5)
 #   MATVEC_ARGS arguments of dev/cuda/model_matvec (default: every type)
@@ -428,6 +428,23 @@ if has cpu-dev; then
     step "dev/cpu/mv_split: the split of a matrix product among the host's cores"
     timeout 300 "$BUILD/dev/mv_split" ${CPU_DEV_ARGS:-} >"$REC/dev-mv-split.txt" 2>&1 || fail "mv_split"
     cat "$REC/dev-mv-split.txt"
+    pack
+fi
+if has cpu-int8; then
+    step "dev/cpu/mv_int8: the integer products against the F32 rule, each packed type; Q4_K ABBA"
+    for t in q8_0 q4_0 q4_k q6_k; do
+        timeout 200 "$BUILD/dev/mv_int8" --type $t --rounds 5 --mib 1024 --layers 16 \
+            >"$REC/dev-mv-int8-$t.txt" 2>&1 || fail "mv_int8 $t"
+        grep -E "read bandwidth|int8 /|GB/s|floor" "$REC/dev-mv-int8-$t.txt"
+    done
+    if [ -x "${A_GEM:-}" ]; then
+        f="$WORK/synth-2gb-q4k.gguf"
+        (cd "$WORK" && timeout 300 "$GEM" synth --preset 2gb --type q4_k --out "$f" >/dev/null 2>&1) ||
+            fail "synth 2gb q4_k"
+        timeout 300 "$SRC/scripts/abba-model.sh" "$A_GEM" "$GEM" "$f" "$REC/cpu-abba-2gb-q4k" 1 64 ||
+            fail "abba model q4_k"
+        rm -f "$f"
+    fi
     pack
 fi
 if has cpu-small; then
