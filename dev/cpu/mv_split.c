@@ -29,9 +29,6 @@ us before each product, and the table reports the token's time without the gaps,
 pays for the caller's absence shows up as a slower product. With --alloc file the weights are
 written to a file and mapped read-only and private, as the decoder maps a GGUF file.
 
-Streams (--streams N, the N of S:D:I:N): a packed product's item range read as N contiguous
-parts in step, one 16-row group of each in turn (1: in order).
-
 Layout (--layout): packed (the default, as the decoder runs Q8_0 matrices whose rows are a
 multiple of 16: a copy in 16-row groups and the integer products of matvec.h) or file (the
 matrices as the file holds them: the F32 rule). Every run up to b01df54 measured the file
@@ -42,7 +39,6 @@ always computed whole by one item). Then rounds of all versions in A B ... B A o
 
 usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
                 [--into 2] [--alloc malloc|huge|file] [--gap-us 0,10] [--layout packed|file]
-                [--streams 1,4]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
 #include <math.h>
@@ -212,8 +208,7 @@ int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
     int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096}, intos[MAX_LIST] = {2};
-    int64_t streams[MAX_LIST] = {1};
-    int nsp = 2, npf = 2, nin = 1, ngap = 1, nst = 1;
+    int nsp = 2, npf = 2, nin = 1, ngap = 1;
     double gaps[MAX_LIST] = {0.0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -234,10 +229,6 @@ int main(int argc, char **argv)
             npf = 0;
             for (char *t = strtok(argv[++i], ","); t && npf < MAX_LIST; t = strtok(NULL, ","))
                 pfs[npf++] = atoll(t);
-        } else if (!strcmp(argv[i], "--streams") && i + 1 < argc) {
-            nst = 0;
-            for (char *t = strtok(argv[++i], ","); t && nst < MAX_LIST; t = strtok(NULL, ","))
-                streams[nst++] = atoll(t);
         } else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
             ngap = 0;
             for (char *t = strtok(argv[++i], ","); t && ngap < MAX_LIST; t = strtok(NULL, ","))
@@ -254,7 +245,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
                             "[--splits 1,4] [--prefetch 0,4096] [--into 2] "
                             "[--alloc malloc|huge|file] [--gap-us 0,10] "
-                            "[--layout packed|file] [--streams 1,4]\n");
+                            "[--layout packed|file]\n");
             return 2;
         }
     }
@@ -263,23 +254,17 @@ int main(int argc, char **argv)
             fprintf(stderr, "mv_split: a gap is 0 to 10000 us\n");
             return 2;
         }
-    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1 || ngap < 1 ||
-        nst < 1) {
+    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1 || ngap < 1) {
         fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
         return 2;
     }
-    static mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
-    static double vgap[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
+    mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
+    double vgap[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
     int ns = 0;
     for (int g = 0; g < ngap; g++)
     for (int a = 0; a < nsp; a++)
         for (int c = 0; c < npf; c++)
-            for (int d = 0; d < nin; d++)
-            for (int n = 0; n < nst; n++) {
-                if (streams[n] < 1 || streams[n] > 16) {
-                    fprintf(stderr, "mv_split: streams 1 to 16\n");
-                    return 2;
-                }
+            for (int d = 0; d < nin; d++) {
                 if (splits[a] < 1 || splits[a] > 64 || pfs[c] < 0 ||
                     pfs[c] > ((int64_t)1 << 30) || intos[d] < 0 || intos[d] > 2) {
                     fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread, a prefetch "
@@ -287,7 +272,7 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 vgap[ns] = gaps[g];
-                v[ns++] = (mv_tuning){splits[a], pfs[c], (int)intos[d], streams[n]};
+                v[ns++] = (mv_tuning){splits[a], pfs[c], (int)intos[d]};
             }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;
@@ -389,15 +374,14 @@ int main(int argc, char **argv)
     printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
            "token, floor %.3f ms\n",
            bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
-    printf("S:D:I:N:gap    median ms   min ms   max ms    GB/s  of the probe  (gaps taken out)\n");
+    printf("S:D:I:gap      median ms   min ms   max ms    GB/s  of the probe  (gaps taken out)\n");
     for (int s = 0; s < ns; s++) {
         double *u = t + s * rounds * 2;
         qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
         const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
         char name[48];
-        snprintf(name, sizeof name, "%lld:%lld:%d:%lld:%g", (long long)v[s].parts_per_thread,
-                 (long long)v[s].prefetch_bytes, v[s].prefetch_into, (long long)v[s].streams,
-                 vgap[s]);
+        snprintf(name, sizeof name, "%lld:%lld:%d:%g", (long long)v[s].parts_per_thread,
+                 (long long)v[s].prefetch_bytes, v[s].prefetch_into, vgap[s]);
         printf("%-13s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
                u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }

@@ -33,7 +33,6 @@
 #define MV_PARTS_PER_THREAD 4
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
-#define MV_STREAMS 1 /* a packed product's range read as this many streams in step */
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -905,32 +904,16 @@ static void group_of(const gem_matrix *w, const uint8_t *p, const xq_block *xb, 
         group_q6_k(p, w->cols / 256, xb, y, ahead, end, locality);
 }
 
-/* Groups [g0, g1) of a packed w into y (rows 16 g0 ..), xb: x's digits. The range is read
- * as `streams` contiguous parts in step, one group of each in turn (a core with several
- * streams in flight keeps more lines in flight; each group is computed whole either way, so
- * the bits do not change). */
+/* Groups [g0, g1) of a packed w into y (rows 16 g0 ..), xb: x's digits. */
 static void mv_groups(const gem_matrix *w, const xq_block *xb, float *y, int64_t g0, int64_t g1,
-                      int64_t ahead_bytes, int into, int64_t streams)
+                      int64_t ahead_bytes, int into)
 {
     half_init();
     const size_t gb = GROUP_ROWS * w->row_bytes; /* a group packs its rows' bytes */
     const uint8_t *base = w->packed, *end = base + (size_t)(w->rows / GROUP_ROWS) * gb;
     const int loc = into == 1 ? 3 : (into == 0 ? 0 : 2);
-    const int64_t n = g1 - g0;
-    if (streams < 2 || n < 2 * streams) {
-        for (int64_t g = g0; g < g1; g++)
-            group_of(w, base + (size_t)g * gb, xb, y + GROUP_ROWS * g, (size_t)ahead_bytes, end,
-                     loc);
-        return;
-    }
-    const int64_t len = (n + streams - 1) / streams;
-    for (int64_t i = 0; i < len; i++)
-        for (int64_t s = 0; s < streams; s++) {
-            const int64_t g = g0 + s * len + i;
-            if (s * len + i < n)
-                group_of(w, base + (size_t)g * gb, xb, y + GROUP_ROWS * g, (size_t)ahead_bytes,
-                         end, loc);
-        }
+    for (int64_t g = g0; g < g1; g++)
+        group_of(w, base + (size_t)g * gb, xb, y + GROUP_ROWS * g, (size_t)ahead_bytes, end, loc);
 }
 
 /* mv_rows asking, before each row, for the lines of the row `ahead` rows later (ahead 0: none;
@@ -989,7 +972,6 @@ typedef struct mv_job {
     int64_t parts;        /* items: contiguous byte ranges of the batch */
     int64_t prefetch_bytes;
     int prefetch_into;
-    int64_t streams; /* mv_tuning's */
 } mv_job;
 
 /* Item `item` of the batch: the units (rows, or 16-row groups of a packed matrix) whose
@@ -1018,8 +1000,7 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         if (u0 >= u1)
             continue;
         if (packed)
-            mv_groups(w, j->xq[k], j->y[k], u0, u1, j->prefetch_bytes, j->prefetch_into,
-                      j->streams);
+            mv_groups(w, j->xq[k], j->y[k], u0, u1, j->prefetch_bytes, j->prefetch_into);
         else
             mv_rows_ahead(w, j->x[k], j->y[k], u0, u1, rows_ahead(w, j->prefetch_bytes),
                           j->prefetch_into);
@@ -1071,7 +1052,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
     for (int64_t g = g0; g < g1; g++) {
         const int64_t lo = g * GROUP_ROWS;
         if (lo >= r0 && lo + GROUP_ROWS <= r1) {
-            mv_groups(w, xq, y, g, g + 1, MV_PREFETCH_BYTES, MV_PREFETCH_INTO, 1);
+            mv_groups(w, xq, y, g, g + 1, MV_PREFETCH_BYTES, MV_PREFETCH_INTO);
             continue;
         }
         float tmp[GROUP_ROWS];
@@ -1087,7 +1068,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES, MV_PREFETCH_INTO, MV_STREAMS};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES, MV_PREFETCH_INTO};
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
@@ -1101,8 +1082,7 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
     const int64_t pf =
         t->prefetch_bytes < 0 ? 0 : (t->prefetch_bytes > pf_max ? pf_max : t->prefetch_bytes);
     mv_job j = {.n = n, .w = w, .x = x, .y = y, .prefetch_bytes = pf,
-                .prefetch_into = t->prefetch_into,
-                .streams = t->streams < 1 ? 1 : (t->streams > 16 ? 16 : t->streams)};
+                .prefetch_into = t->prefetch_into};
     gem_status st = quantize_batch(n, w, x, s, j.xq);
     if (st != GEM_OK)
         return st;

@@ -94,8 +94,6 @@ typedef struct mv_tuning {
     int64_t parts_per_thread; /* [1, 64] */
     int64_t prefetch_bytes;   /* [0, 2^30] */
     int prefetch_into;        /* 1: L1 (prefetcht0), 2: L2 (prefetcht1), 0: non-temporal */
-    int64_t streams;          /* [1, 16]: a packed product's item range read as this many
-                                 contiguous parts in step, a 16-row group of each in turn */
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
