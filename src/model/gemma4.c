@@ -594,6 +594,7 @@ void gem_session_free(gem_session *s)
     free(s->kc);
     free(s->vc);
     free(s->v_only);
+    free(s->head_major);
     free(s->kfv);
     free(s->cap);
     free(s->inv_freq);
@@ -629,14 +630,16 @@ gem_kv_view gem_session_layer_view(const gem_session *s, int64_t li)
     const gem_layer *l = &s->m->layers[li];
     const int64_t hd = l->head_dim, nkv = l->n_head_kv, cap = s->cap[li];
     const int v_only = s->v_only[li];
+    /* element strides per KV head and per token */
+    const int64_t hs = s->head_major[li] ? cap * hd : hd, ts = s->head_major[li] ? hd : nkv * hd;
     return (gem_kv_view){v_only ? NULL : s->kc[li],
                          s->vc[li],
                          s->kv_dtype,
                          s->kv_dtype,
-                         v_only ? 0 : hd,
-                         v_only ? 0 : nkv * hd,
-                         hd,
-                         nkv * hd,
+                         v_only ? 0 : hs,
+                         v_only ? 0 : ts,
+                         hs,
+                         ts,
                          s->pos + 1 < cap ? s->pos + 1 : cap,
                          cap,
                          v_only ? &s->kfv[li] : NULL};
@@ -738,15 +741,17 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->cap = calloc((size_t)L, sizeof *s->cap);
     s->inv_freq = calloc((size_t)L, sizeof *s->inv_freq);
     s->v_only = calloc((size_t)L, sizeof *s->v_only);
+    s->head_major = calloc((size_t)L, sizeof *s->head_major);
     s->kfv = calloc((size_t)L, sizeof *s->kfv);
     st = GEM_ERR_NOMEM;
-    if (!s->kc || !s->vc || !s->cap || !s->inv_freq || !s->v_only || !s->kfv)
+    if (!s->kc || !s->vc || !s->cap || !s->inv_freq || !s->v_only || !s->kfv || !s->head_major)
         goto nomem;
     int64_t max_q = 0, max_k = 0, max_ff = 0;
     for (int64_t i = 0; i < L; i++) {
         const gem_layer *l = &m->layers[i];
         s->cap[i] = l->swa && hp->window < o->max_tokens ? hp->window : o->max_tokens;
         s->v_only[i] = o->k_from_v && !l->swa && l->k_eq_v;
+        s->head_major[i] = !cuda && l->swa;
         size_t row = (size_t)l->n_head_kv * (size_t)l->head_dim, bytes, layer_bytes;
         if ((st = gem_mul_size(row, (size_t)s->cap[i], &bytes)) != GEM_OK ||
             (st = gem_mul_size(bytes, s->kv_es, &bytes)) != GEM_OK ||
@@ -1008,6 +1013,8 @@ gem_status gem_session_copy(gem_session *dst, const gem_session *src)
     for (int64_t i = 0; i < src->m->hp.n_layers; i++) {
         const gem_layer *l = &src->m->layers[i];
         int64_t rows = src->pos < src->cap[i] ? src->pos : src->cap[i];
+        if (src->head_major[i]) /* a head's rows are spread over its cap: all of it */
+            rows = src->cap[i];
         /* within the allocation: rows <= cap */
         size_t n = (size_t)rows * (size_t)l->n_head_kv * (size_t)l->head_dim * src->kv_es;
         if (src->backend == GEM_BACKEND_CUDA) {
@@ -1299,12 +1306,15 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const double *cs = rope_cached(s, l->n_rot, s->inv_freq[li], pos);
         const int v_only = s->v_only[li]; /* V stored alone, K rebuilt by the decode */
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
+        const int hm = s->head_major[li];
         const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
         char *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
         char *vdst = (char *)s->vc[li] + row_off;
-        /* F32 caches take the rows in place; 16-bit ones from F32 scratch, rounded */
-        float *kr = s->kv_dtype == GEM_DTYPE_F32 && !v_only ? (float *)(void *)kdst : s->kr;
-        float *vr = s->kv_dtype == GEM_DTYPE_F32 ? (float *)(void *)vdst : s->vr;
+        /* F32 token-major caches take the rows in place; 16-bit ones and head-major ones from
+         * F32 scratch (rounded, or each head's part to its place) */
+        const int in_place = s->kv_dtype == GEM_DTYPE_F32 && !hm;
+        float *kr = in_place && !v_only ? (float *)(void *)kdst : s->kr;
+        float *vr = in_place ? (float *)(void *)vdst : s->vr;
         {
             head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr};
             const int64_t items = l->n_head + nkv;
@@ -1318,9 +1328,22 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
             !gem_cpu_floats_finite(vr, nkv * hd))
             return GEM_ERR_NONFINITE;
-        if (s->kv_dtype != GEM_DTYPE_F32 &&
-            ((!v_only && !store_half(kdst, s->kv_dtype, kr, nkv * hd)) ||
-             !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
+        if (hm) {
+            /* head g's row at (g * cap + row) * hd; sliding layers store K and V */
+            for (int64_t g = 0; g < nkv; g++) {
+                const size_t off = ((size_t)g * (size_t)s->cap[li] + (size_t)row) * (size_t)hd *
+                                   s->kv_es;
+                char *kd = (char *)s->kc[li] + off, *vd = (char *)s->vc[li] + off;
+                if (s->kv_dtype == GEM_DTYPE_F32) {
+                    memcpy(kd, kr + g * hd, (size_t)hd * sizeof(float));
+                    memcpy(vd, vr + g * hd, (size_t)hd * sizeof(float));
+                } else if (!store_half(kd, s->kv_dtype, kr + g * hd, hd) ||
+                           !store_half(vd, s->kv_dtype, vr + g * hd, hd))
+                    return GEM_ERR_NONFINITE; /* past the 16-bit type's range */
+            }
+        } else if (s->kv_dtype != GEM_DTYPE_F32 &&
+                   ((!v_only && !store_half(kdst, s->kv_dtype, kr, nkv * hd)) ||
+                    !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
             return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
         LAP(norms);
         const gem_kv_view view = gem_session_layer_view(s, li);

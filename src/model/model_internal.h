@@ -50,8 +50,12 @@ struct gem_session {
     gem_decode_ctx *dctx1; /* one thread: for calls too small to share (same bits) */
     gem_decode_config full_cfg;
     int64_t pos, max_tokens;
-    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major;
-                          kc[i] is NULL in a V-only layer */
+    void **kc, **vc;   /* per layer: (cap, n_head_kv, head_dim) of kv_dtype, token-major, or
+                          (n_head_kv, cap, head_dim) where head_major[i]; kc[i] is NULL in a
+                          V-only layer */
+    unsigned char *head_major; /* per layer: 1 for a CPU session's sliding layers (a head's
+                                  rows back to back: its partitions stream contiguous memory,
+                                  results/h200/run67), 0 token-major */
     unsigned char *v_only; /* per layer: 1 when it stores V alone and K is rebuilt (k_from_v) */
     gem_k_from_v *kfv; /* per layer: the rotation that rebuilds K (set in V-only layers) */
     int k_from_v;      /* opts.k_from_v */
@@ -85,7 +89,7 @@ struct gem_session {
 gem_decode_shape gem_layer_decode_shape(const gem_layer *l);
 
 /* The decode view of layer li's cache once the row of position s->pos is in it: token-major
- * rows, live = min(pos + 1, capacity); a layer that stores V alone has no K tensor, K strides
+ * rows (head-major where s->head_major[li]), live = min(pos + 1, capacity); a layer that stores V alone has no K tensor, K strides
  * 0 and its gem_k_from_v. On the session's backend's memory. */
 gem_kv_view gem_session_layer_view(const gem_session *s, int64_t li);
 
