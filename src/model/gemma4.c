@@ -1141,7 +1141,9 @@ typedef struct head_norm_job {
     const double *cs;   /* (n_rot) the rotation of the position */
     float *q;           /* (n_head, head_dim) */
     const float *k, *v; /* (n_head_kv, head_dim) the projections */
-    float *kr, *vr;     /* (n_head_kv, head_dim) the rows the cache gets; kr may be NULL */
+    float *kr, *vr;     /* head g's row the cache gets at kr + g * hs (vr likewise); kr may be
+                           NULL */
+    int64_t hs;         /* elements from one head's row to the next's in kr and vr */
 } head_norm_job;
 
 /* Heads times head_dim from which the layer's norms go to the pool. */
@@ -1161,10 +1163,10 @@ static void head_norm_item(void *ctx, int64_t item, int64_t thread)
     }
     const int64_t g = item - l->n_head;
     if (j->kr) {
-        rmsnorm(j->k + g * hd, l->k_norm, hd, j->eps, j->kr + g * hd);
-        rope(j->kr + g * hd, l->n_rot, j->cs);
+        rmsnorm(j->k + g * hd, l->k_norm, hd, j->eps, j->kr + g * j->hs);
+        rope(j->kr + g * j->hs, l->n_rot, j->cs);
     }
-    rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * hd);
+    rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * j->hs);
 }
 
 static float gelu_tanh(float x)
@@ -1307,16 +1309,20 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const int v_only = s->v_only[li]; /* V stored alone, K rebuilt by the decode */
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
         const int hm = s->head_major[li];
-        const size_t row_off = (size_t)row * (size_t)(nkv * hd) * s->kv_es; /* bytes */
+        /* the new row: head g at element row * nkv * hd + g * hd (token-major) or
+         * (g * cap + row) * hd (head-major) */
+        const int64_t hs = hm ? s->cap[li] * hd : hd;
+        const size_t row_off =
+            (size_t)row * (size_t)(hm ? hd : nkv * hd) * s->kv_es; /* bytes, head 0 */
         char *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
         char *vdst = (char *)s->vc[li] + row_off;
-        /* F32 token-major caches take the rows in place; 16-bit ones and head-major ones from
-         * F32 scratch (rounded, or each head's part to its place) */
-        const int in_place = s->kv_dtype == GEM_DTYPE_F32 && !hm;
+        /* F32 caches take the rows in place; 16-bit ones from F32 scratch, rounded */
+        const int in_place = s->kv_dtype == GEM_DTYPE_F32;
         float *kr = in_place && !v_only ? (float *)(void *)kdst : s->kr;
         float *vr = in_place ? (float *)(void *)vdst : s->vr;
+        const int64_t rs = in_place ? hs : hd; /* kr's and vr's head stride */
         {
-            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr};
+            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr, rs};
             const int64_t items = l->n_head + nkv;
             if (items * hd >= HEAD_NORM_POOL_ELEMS)
                 cpu_pool_run(s->pool, items, head_norm_item, &j);
@@ -1325,26 +1331,20 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
                     head_norm_item(&j, i, 0);
         }
         /* what the cache stores must be finite */
-        if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
-            !gem_cpu_floats_finite(vr, nkv * hd))
-            return GEM_ERR_NONFINITE;
-        if (hm) {
-            /* head g's row at (g * cap + row) * hd; sliding layers store K and V */
-            for (int64_t g = 0; g < nkv; g++) {
-                const size_t off = ((size_t)g * (size_t)s->cap[li] + (size_t)row) * (size_t)hd *
-                                   s->kv_es;
-                char *kd = (char *)s->kc[li] + off, *vd = (char *)s->vc[li] + off;
-                if (s->kv_dtype == GEM_DTYPE_F32) {
-                    memcpy(kd, kr + g * hd, (size_t)hd * sizeof(float));
-                    memcpy(vd, vr + g * hd, (size_t)hd * sizeof(float));
-                } else if (!store_half(kd, s->kv_dtype, kr + g * hd, hd) ||
-                           !store_half(vd, s->kv_dtype, vr + g * hd, hd))
-                    return GEM_ERR_NONFINITE; /* past the 16-bit type's range */
+        for (int64_t g = 0; g < (rs == hd ? 1 : nkv); g++) { /* contiguous: one check */
+            const int64_t n = rs == hd ? nkv * hd : hd;
+            if ((!v_only && !gem_cpu_floats_finite(kr + g * rs, n)) ||
+                !gem_cpu_floats_finite(vr + g * rs, n))
+                return GEM_ERR_NONFINITE;
+        }
+        if (!in_place) /* 16-bit: head g from the scratch's g * hd to the cache's g * hs */
+            for (int64_t g = 0; g < (hm ? nkv : 1); g++) {
+                const int64_t n = hm ? hd : nkv * hd;
+                const size_t off = (size_t)(g * hs) * s->kv_es; /* bytes from head 0's row */
+                if ((!v_only && !store_half(kdst + off, s->kv_dtype, kr + g * hd, n)) ||
+                    !store_half(vdst + off, s->kv_dtype, vr + g * hd, n))
+                    return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
             }
-        } else if (s->kv_dtype != GEM_DTYPE_F32 &&
-                   ((!v_only && !store_half(kdst, s->kv_dtype, kr, nkv * hd)) ||
-                    !store_half(vdst, s->kv_dtype, vr, nkv * hd)))
-            return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
         LAP(norms);
         const gem_kv_view view = gem_session_layer_view(s, li);
         const int64_t live = view.live;
