@@ -1145,9 +1145,7 @@ typedef struct head_norm_job {
     const double *cs;   /* (n_rot) the rotation of the position */
     float *q;           /* (n_head, head_dim) */
     const float *k, *v; /* (n_head_kv, head_dim) the projections */
-    float *kr, *vr;     /* head g's row the cache gets at kr + g * hs (vr likewise); kr may be
-                           NULL */
-    int64_t hs;         /* elements from one head's row to the next's in kr and vr */
+    float *kr, *vr;     /* (n_head_kv, head_dim) the rows the cache gets; kr may be NULL */
 } head_norm_job;
 
 /* Heads times head_dim from which the layer's norms go to the pool. */
@@ -1167,10 +1165,10 @@ static void head_norm_item(void *ctx, int64_t item, int64_t thread)
     }
     const int64_t g = item - l->n_head;
     if (j->kr) {
-        rmsnorm(j->k + g * hd, l->k_norm, hd, j->eps, j->kr + g * j->hs);
-        rope(j->kr + g * j->hs, l->n_rot, j->cs);
+        rmsnorm(j->k + g * hd, l->k_norm, hd, j->eps, j->kr + g * hd);
+        rope(j->kr + g * hd, l->n_rot, j->cs);
     }
-    rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * j->hs);
+    rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * hd);
 }
 
 static float gelu_tanh(float x)
@@ -1343,9 +1341,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const int in_place = s->kv_dtype == GEM_DTYPE_F32 && !hm;
         float *kr = in_place && !v_only ? (float *)(void *)kdst : s->kr;
         float *vr = in_place ? (float *)(void *)vdst : s->vr;
-        const int64_t rs = in_place ? hs : hd; /* kr's and vr's head stride */
         {
-            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr, rs};
+            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr};
             const int64_t items = l->n_head + nkv;
             if (items * hd >= HEAD_NORM_POOL_ELEMS)
                 cpu_pool_run(s->pool, items, head_norm_item, &j);
@@ -1354,18 +1351,16 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
                     head_norm_item(&j, i, 0);
         }
         /* what the cache stores must be finite */
-        for (int64_t g = 0; g < (rs == hd ? 1 : nkv); g++) { /* contiguous: one check */
-            const int64_t n = rs == hd ? nkv * hd : hd;
-            if ((!v_only && !gem_cpu_floats_finite(kr + g * rs, n)) ||
-                !gem_cpu_floats_finite(vr + g * rs, n))
-                return GEM_ERR_NONFINITE;
-        }
+        if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
+            !gem_cpu_floats_finite(vr, nkv * hd))
+            return GEM_ERR_NONFINITE;
         if (!in_place) /* head g from the scratch's g * hd to the cache's g * hs */
             for (int64_t g = 0; g < (hm ? nkv : 1); g++) {
                 const int64_t n = hm ? hd : nkv * hd;
                 const size_t off = (size_t)(g * hs) * s->kv_es; /* bytes from head 0's row */
-                if (s->kv_dtype == GEM_DTYPE_F32) { /* head-major (sliding: K and V) */
-                    stream_row((float *)(void *)(kdst + off), kr + g * hd, n);
+                if (s->kv_dtype == GEM_DTYPE_F32) { /* head-major */
+                    if (!v_only)
+                        stream_row((float *)(void *)(kdst + off), kr + g * hd, n);
                     stream_row((float *)(void *)(vdst + off), vr + g * hd, n);
                 } else if ((!v_only && !store_half(kdst + off, s->kv_dtype, kr + g * hd, n)) ||
                            !store_half(vdst + off, s->kv_dtype, vr + g * hd, n))
