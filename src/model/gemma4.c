@@ -1139,6 +1139,30 @@ static void rope(float *x, int64_t n_rot, const double *cs)
  * and rotates query head h in place; item n_head + g writes KV head g's K row (unless kr is
  * NULL: V-only layers) and V row. Each item's arithmetic is one head's, in the order of the
  * serial loop, so the pool gives the same bits. */
+/* dst[0..n) = src by non-temporal stores where dst is 64-byte aligned (a head's row of a
+ * cache: hd * 4 bytes from a 64-byte aligned base), plain ones otherwise. The caller fences
+ * (stream_fence) once after its rows, before anything reads them. */
+static void stream_row(float *dst, const float *src, int64_t n)
+{
+#if defined(__AVX512F__)
+    if (((uintptr_t)dst & 63) == 0 && n % 16 == 0) {
+        for (int64_t i = 0; i < n; i += 16)
+            _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof *dst);
+}
+
+/* Orders the non-temporal stores of stream_row before the loads that follow (the decode's;
+ * the pool's hand-off then orders them for its workers). */
+static void stream_fence(void)
+{
+#if defined(__AVX512F__)
+    _mm_sfence();
+#endif
+}
+
 typedef struct head_norm_job {
     const gem_layer *l;
     double eps;
@@ -1146,6 +1170,10 @@ typedef struct head_norm_job {
     float *q;           /* (n_head, head_dim) */
     const float *k, *v; /* (n_head_kv, head_dim) the projections */
     float *kr, *vr;     /* (n_head_kv, head_dim) the rows the cache gets; kr may be NULL */
+    /* F32 head-major caches: head g's new K and V rows go to kc + g * hs and vc + g * hs
+     * (elements) by non-temporal stores from the item that computes them; NULL otherwise */
+    float *kc, *vc;
+    int64_t hs;
 } head_norm_job;
 
 /* Heads times head_dim from which the layer's norms go to the pool. */
@@ -1169,6 +1197,12 @@ static void head_norm_item(void *ctx, int64_t item, int64_t thread)
         rope(j->kr + g * hd, l->n_rot, j->cs);
     }
     rmsnorm(j->v + g * hd, NULL, hd, j->eps, j->vr + g * hd);
+    if (j->vc) { /* this thread's streaming stores, fenced before the pool hands off */
+        if (j->kr && j->kc)
+            stream_row(j->kc + g * j->hs, j->kr + g * hd, hd);
+        stream_row(j->vc + g * j->hs, j->vr + g * hd, hd);
+        stream_fence();
+    }
 }
 
 static float gelu_tanh(float x)
@@ -1248,22 +1282,6 @@ static int store_half(void *dst, gem_dtype t, const float *src, int64_t n)
 
 /* The index of the largest of x (n >= 1), the lowest among equal values: the order of
  * gem_dargmax (a NaN never wins; 0 when no value is a number). */
-/* dst[0..n) = src by non-temporal stores where dst is 64-byte aligned (a head's row of a
- * cache: hd * 4 bytes from a 64-byte aligned base), plain ones otherwise; then a store fence,
- * so the decode that reads the row next sees it. */
-static void stream_row(float *dst, const float *src, int64_t n)
-{
-#if defined(__AVX512F__)
-    if (((uintptr_t)dst & 63) == 0 && n % 16 == 0) {
-        for (int64_t i = 0; i < n; i += 16)
-            _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
-        _mm_sfence();
-        return;
-    }
-#endif
-    memcpy(dst, src, (size_t)n * sizeof *dst);
-}
-
 static int32_t host_argmax(const float *x, int64_t n)
 {
     int64_t best = -1;
@@ -1335,14 +1353,27 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         char *kdst = v_only ? NULL : (char *)s->kc[li] + row_off;
         char *vdst = (char *)s->vc[li] + row_off;
         /* F32 token-major caches take the rows in place; 16-bit ones from F32 scratch,
-         * rounded, and F32 head-major ones from it by streaming stores (32 runs of 1 KiB in
-         * as many pages a layer: written in place, each line's read for ownership cost the
-         * norms stage 0.4-0.7 ms a token on the Xeon, run 70) */
+         * rounded, and F32 head-major ones from it by the norm items' streaming stores (32
+         * runs of 1 KiB in as many pages a layer: written in place, each line's read for
+         * ownership cost the norms stage 0.4-0.7 ms a token on the Xeon, runs 68-70; copied
+         * by the caller, 0.3 ms, run 71) */
         const int in_place = s->kv_dtype == GEM_DTYPE_F32 && !hm;
         float *kr = in_place && !v_only ? (float *)(void *)kdst : s->kr;
         float *vr = in_place ? (float *)(void *)vdst : s->vr;
         {
-            head_norm_job j = {l, hp->eps, cs, s->q, s->k, s->v, v_only ? NULL : kr, vr};
+            /* F32 head-major: the items store their heads' rows (in parallel) */
+            const int hm32 = hm && s->kv_dtype == GEM_DTYPE_F32;
+            head_norm_job j = {l,
+                               hp->eps,
+                               cs,
+                               s->q,
+                               s->k,
+                               s->v,
+                               v_only ? NULL : kr,
+                               vr,
+                               hm32 && !v_only ? (float *)(void *)kdst : NULL,
+                               hm32 ? (float *)(void *)vdst : NULL,
+                               hs};
             const int64_t items = l->n_head + nkv;
             if (items * hd >= HEAD_NORM_POOL_ELEMS)
                 cpu_pool_run(s->pool, items, head_norm_item, &j);
@@ -1354,16 +1385,12 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
             !gem_cpu_floats_finite(vr, nkv * hd))
             return GEM_ERR_NONFINITE;
-        if (!in_place) /* head g from the scratch's g * hd to the cache's g * hs */
+        if (s->kv_dtype != GEM_DTYPE_F32) /* head g from the scratch's g * hd to g * hs */
             for (int64_t g = 0; g < (hm ? nkv : 1); g++) {
                 const int64_t n = hm ? hd : nkv * hd;
                 const size_t off = (size_t)(g * hs) * s->kv_es; /* bytes from head 0's row */
-                if (s->kv_dtype == GEM_DTYPE_F32) { /* head-major */
-                    if (!v_only)
-                        stream_row((float *)(void *)(kdst + off), kr + g * hd, n);
-                    stream_row((float *)(void *)(vdst + off), vr + g * hd, n);
-                } else if ((!v_only && !store_half(kdst + off, s->kv_dtype, kr + g * hd, n)) ||
-                           !store_half(vdst + off, s->kv_dtype, vr + g * hd, n))
+                if ((!v_only && !store_half(kdst + off, s->kv_dtype, kr + g * hd, n)) ||
+                    !store_half(vdst + off, s->kv_dtype, vr + g * hd, n))
                     return GEM_ERR_NONFINITE; /* a finite value past the 16-bit type's range */
             }
         LAP(norms);
