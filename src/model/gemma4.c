@@ -535,12 +535,16 @@ static gem_status model_cpu_pack(const gem_model *cm, cpu_pool *pool, char *err,
         at += (size_t)list[k]->rows * list[k]->row_bytes;
     }
     cpu_pool_run(pool, n, pack_item, &(pack_job){list, dst});
-    for (int64_t k = 0; k < n; k++)
+    int64_t max_cols = 0;
+    for (int64_t k = 0; k < n; k++) {
         list[k]->packed = dst[k];
+        max_cols = list[k]->cols > max_cols ? list[k]->cols : max_cols;
+    }
     free(list);
     free(dst);
     m->pack_mem = mem;
     m->packed_bytes = total;
+    m->packed_max_cols = max_cols;
     m->pack_done = 1;
 out:
     pthread_mutex_unlock(&m->pack_lock);
@@ -833,20 +837,9 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     }
     if ((st = model_cpu_pack(m, s->pool, err, errlen)) != GEM_OK)
         goto fail;
-    /* the integer products' scratch: one x at a time (a batch's products share theirs) */
-    {
-        int64_t max_cols = 0;
-        gem_model *mm = (gem_model *)(uintptr_t)m;
-        gem_matrix **list = malloc((size_t)(hp->n_layers * 7 + 1) * sizeof *list);
-        if (!list)
-            goto nomem;
-        const int64_t n = cpu_matrices(mm, list);
-        for (int64_t k = 0; k < n; k++)
-            if (list[k]->packed && list[k]->cols > max_cols)
-                max_cols = list[k]->cols;
-        free(list);
-        s->xq_bytes = mv_xq_bytes(max_cols);
-    }
+    /* the integer products' scratch: one x at a time (a batch's products share theirs);
+     * packed_max_cols is fixed once model_cpu_pack has returned */
+    s->xq_bytes = mv_xq_bytes(m->packed_max_cols);
     st = GEM_ERR_NOMEM;
     s->xq = alloc64(s->xq_bytes ? s->xq_bytes : 64);
     s->ws = alloc64(s->ws_bytes ? s->ws_bytes : 64);

@@ -41,6 +41,7 @@ struct gem_model {
     int pack_done;
     void *pack_mem;
     size_t packed_bytes;
+    int64_t packed_max_cols; /* the widest packed matrix: the sessions' digit scratch */
 };
 
 struct gem_session {
