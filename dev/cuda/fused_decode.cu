@@ -86,9 +86,30 @@ version 23 is version 22 with BF16 K and V: the library's tensor-core first pass
   2.0 / 4.6 / 6.4 us later: the BF16 pass is held by its steady rate (4.12 TB/s at 128K), not
   by its tail.
 
+version 24 is version 20 with both kernels programmatic dependents of the kernel before them:
+  the first pass is launched with the attribute and waits (griddepcontrol.wait) before it reads
+  anything, the reducer lets the next kernel launch once its own wait returns
+  (griddepcontrol.launch_dependents). A call that follows another call's reducer then launches
+  while that reducer runs. Versions 25, 26 and 27 are version 24 whose first pass first asks
+  the L2 for its first 2, 4 and 1 tiles of K and V rows (prefetch.global.L2, 128 bytes a
+  request, before the wait: a prefetch reads nothing into a register, so the previous kernel
+  may still be writing those rows). 27's prefetch is the library's prologue since run 75.
+  Timed two ways: one call behind 50 us of GPU work and an event (as the others), and --calls 8:
+  eight calls back to back between the events, each on the next K/V copy, the time over 8.
+  H200 (results/h200/run72-run74), the same bits as 20 everywhere:
+    --calls 8, 8K: 20 0.0389-0.0393 ms, 24 0.0384-0.0385, 25 0.0370-0.0375, 26 0.0386,
+      27 0.0372; 64K / 128K: 25 and 27 0.5-1.7% faster than 20 (20's spread wide in two of
+      three runs: 0.2486-0.2590 at 64K);
+    one call, 8K: 20 0.0388-0.0392, 24 0.0400-0.0402, 25 0.0400-0.0406, 27 0.0400: a call that
+      follows an event record, not a kernel, pays about 1 us for the programmatic launch;
+      64K / 128K one call: 25 0.2485 / 0.4869 against 20's 0.2506 / 0.4899.
+  The sustained read is not the cause of 20's wide spread: the streaming probe read 4,511 GB/s
+  over 4 GiB and 4,526 over 16 GiB (3.8 ms) in run 73, the SM clock at 1,980 MHz throughout.
+
 ./fused_decode            validates, then times versions 1, 7, 9 .. 13 at 8K, 64K, 128K
 ./fused_decode 12 13      only those versions
 ./fused_decode --lengths 8192 --rounds 20 9 12
+./fused_decode --calls 8 --copies 2 20 27   eight calls a sample, at least two K/V copies
 ./fused_decode --resources-v1 FILE   writes version 1's gem.resources.v1 receipt (the design
                                       candidate's kernels with the library's baseline kernels)
 */
@@ -678,6 +699,53 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
 }
 
+/* Versions 24 and 25: version 20's first pass launched as a programmatic dependent of the
+ * stream's previous kernel; it waits for that kernel before it reads anything (version 25 asks
+ * the L2 for its first PF_TILES tiles of K and V first); their reducer lets the stream's next
+ * kernel launch as soon as its own wait returns. */
+/* The first pf_tiles tiles of the block's K and V rows into the L2, 128 bytes a request,
+ * spread over the block's threads (versions 25 and 26). */
+__device__ __forceinline__ void prefetch_tiles(const float *k, const float *v, int64_t live,
+                                               int64_t partitions, int pf_tiles)
+{
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t rows = min(end - begin, (int64_t)pf_tiles * GEM_FP_TILE);
+    const int lines = D * 4 / 128;
+    const int64_t per = rows * lines;
+    for (int64_t i = threadIdx.x; i < 2 * per; i += blockDim.x) {
+        const bool is_v = i >= per;
+        const int64_t j = is_v ? i - per : i, t = begin + j / lines;
+        const char *row = reinterpret_cast<const char *>((is_v ? v : k) + (g * live + t) * D);
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + (j % lines) * 128));
+    }
+}
+
+__global__ void __launch_bounds__(THREADS, 2)
+    pdl_first_pass(const float *__restrict__ q, const float *__restrict__ k,
+                   const float *__restrict__ v, float *__restrict__ part_m,
+                   float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                   int64_t partitions, float scale, int pf_tiles)
+{
+    const int64_t hs = live * D * 4, ts = D * 4;
+    if (pf_tiles == 1) /* the library's prologue (one request per thread) */
+        gem_fp_prefetch_l2<D * 4, GEM_FP_TILE>(k, hs, ts, v, hs, ts, live, partitions);
+    else if (pf_tiles > 1)
+        prefetch_tiles(k, v, live, partitions, pf_tiles);
+    gem_cu_pdl_wait();
+    gem_fused_first_pass_body<gem_kv_f32, ROW_F4, false>(
+        q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4, ROW_F4, part_m, part_s, part_o, live,
+        partitions, NQ, scale, nullptr, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+    trigger_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                    const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, D, true);
+}
+
 /* Version 21's reducer: the library's before version 20, O loaded 8 partials at a time (a
  * round trip to the L2 per 8 partials); otherwise the same arithmetic in the same order. */
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -898,6 +966,26 @@ static void run_version(int version, const run_args *a)
         else
             launch_dependent(reducer_by8, g2, a->stream, pm, ps, po, a->out, P);
         break;
+    case 24:
+    case 25:
+    case 26:
+    case 27: {
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = g1;
+        cfg.blockDim = dim3(THREADS);
+        cfg.stream = a->stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        const int pf_tiles = version == 24 ? 0 : version == 25 ? 2 : version == 26 ? 4 : 1;
+        cudaCheck(cudaLaunchKernelEx(&cfg, pdl_first_pass, a->q, a->k, a->v, pm, ps, po, a->live,
+                                     P, a->scale, pf_tiles));
+        launch_dependent(trigger_reducer, g2, a->stream, pm, ps, po, a->out, P);
+        break;
+    }
     case 22:
     case 23: {
         if (version == 22)
@@ -1067,7 +1155,7 @@ static void timeline(int version, run_args *a, float **dk, float **dv, __nv_bflo
 
 int main(int argc, char **argv)
 {
-    int versions[16], nv = 0, rounds = 10;
+    int versions[16], nv = 0, rounds = 10, calls = 1, min_copies = 1;
     int64_t lengths[8] = {8192, 65536, 131072};
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -1075,6 +1163,18 @@ int main(int argc, char **argv)
             return write_resources_v1(argv[++i]);
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
             rounds = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--copies") && i + 1 < argc) {
+            min_copies = atoi(argv[++i]);
+            if (min_copies < 1 || min_copies > 8) {
+                fprintf(stderr, "--copies takes 1 .. 8\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--calls") && i + 1 < argc) {
+            calls = atoi(argv[++i]);
+            if (calls < 1 || calls > 64) {
+                fprintf(stderr, "--calls takes 1 .. 64\n");
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
@@ -1089,9 +1189,9 @@ int main(int argc, char **argv)
             versions[nv++] = all[i];
     }
     for (int i = 0; i < nv; i++)
-        if (versions[i] != 1 && (versions[i] < 20 || versions[i] > 23) &&
+        if (versions[i] != 1 && (versions[i] < 20 || versions[i] > 27) &&
             (versions[i] < 7 || versions[i] > 13 || versions[i] == 8)) {
-            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20 .. 23)\n", versions[i]);
+            fprintf(stderr, "unknown version %d (1, 7, 9 .. 13, 20 .. 27)\n", versions[i]);
             return 2;
         }
     gem_decode_ctx *ctx = NULL;
@@ -1111,7 +1211,8 @@ int main(int argc, char **argv)
         const int64_t live = lengths[li];
         const size_t kv_elems = (size_t)NKV * (size_t)live * D;
         const double kv_bytes = 2.0 * (double)kv_elems * 4.0;
-        const int copies = kv_bytes < 512e6 ? (int)ceil(512e6 / kv_bytes) : 1;
+        int copies = kv_bytes < 512e6 ? (int)ceil(512e6 / kv_bytes) : 1;
+        copies = copies < min_copies ? min_copies : copies;
         float *hq = (float *)malloc(NQ * D * sizeof(float));
         float *hk = (float *)malloc(kv_elems * sizeof(float));
         float *hv = (float *)malloc(kv_elems * sizeof(float));
@@ -1243,21 +1344,23 @@ int main(int argc, char **argv)
                     const int i = pass == 0 ? j : nv - 1 - j;
                     if (!valid[i])
                         continue;
-                    a.k = dk[turn % copies];
-                    a.v = dv[turn % copies];
-                    a.kt = dkt[turn % copies];
-                    a.vt = dvt[turn % copies];
-                    a.kb = dkb[turn % copies];
-                    a.vb = dvb[turn % copies];
-                    turn++;
                     wait_kernel<<<1, 1, 0, stream>>>(50000); /* the host runs ahead */
                     cudaCheck(cudaEventRecord(e0, stream));
-                    run_version(versions[i], &a);
+                    for (int c = 0; c < calls; c++) { /* back to back, the next copy each */
+                        a.k = dk[turn % copies];
+                        a.v = dv[turn % copies];
+                        a.kt = dkt[turn % copies];
+                        a.vt = dvt[turn % copies];
+                        a.kb = dkb[turn % copies];
+                        a.vb = dvb[turn % copies];
+                        turn++;
+                        run_version(versions[i], &a);
+                    }
                     cudaCheck(cudaEventRecord(e1, stream));
                     cudaCheck(cudaEventSynchronize(e1));
                     float ms = 0;
                     cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-                    t[(size_t)i * 2 * rounds + 2 * r + pass] = ms;
+                    t[(size_t)i * 2 * rounds + 2 * r + pass] = ms / calls;
                 }
         for (int i = 0; i < nv; i++) {
             if (!valid[i])

@@ -742,6 +742,50 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     }
 }
 
+/* Programmatic dependent launch (sm_90's griddepcontrol). gem_cu_pdl_wait returns once the
+ * grid before this one in the stream has completed and its writes are visible (at once when
+ * this grid was not launched as a programmatic dependent); gem_cu_pdl_trigger lets the grid
+ * after this one launch before this one completes (once every block has called it or exited). */
+__device__ __forceinline__ void gem_cu_pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void gem_cu_pdl_trigger()
+{
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+/* Asks the L2 for the first ROWS rows of this first-pass block's K and V (partition
+ * blockIdx.x, KV head blockIdx.y; the partition by gem_partition_range, chunk = ceil(live / P);
+ * rows of ROW_BYTES bytes, a multiple of 128; strides in bytes; k NULL when the view holds V
+ * alone), one 128-byte line per request, at most one request per thread and tensor. A prefetch
+ * reads nothing into a register, so it may run before gem_cu_pdl_wait while the grid before
+ * this one still writes those rows: the L2 is where they meet. It is only a hint: past 2^31
+ * rows (where the 32-bit partition arithmetic that keeps it cheap in registers would not hold)
+ * it asks for nothing. */
+template <int ROW_BYTES, int ROWS>
+__device__ __forceinline__ void gem_fp_prefetch_l2(const void *k, int64_t k_hs, int64_t k_ts,
+                                                   const void *v, int64_t v_hs, int64_t v_ts,
+                                                   int64_t live, int64_t partitions)
+{
+    constexpr int LINES = ROW_BYTES / 128, PER = ROWS * LINES; /* requests per tensor */
+    static_assert(ROW_BYTES % 128 == 0 && PER <= GEM_CU_THREADS, "one request per thread");
+    if (live > INT32_MAX || partitions > INT32_MAX)
+        return;
+    const unsigned L = (unsigned)live, P = (unsigned)partitions;
+    const unsigned chunk = L / P + (L % P != 0);
+    const unsigned long long b = (unsigned long long)blockIdx.x * chunk;
+    if (b >= L)
+        return;
+    const unsigned begin = (unsigned)b, n = min(L - begin, (unsigned)ROWS);
+    const int i = threadIdx.x, r = i / LINES;
+    if (i >= PER || (unsigned)r >= n)
+        return;
+    const int64_t row = (int64_t)(begin + (unsigned)r), line = (int64_t)(i % LINES) * 128;
+    if (k)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char *>(k) +
+                                                        blockIdx.y * k_hs + row * k_ts + line));
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char *>(v) +
+                                                    blockIdx.y * v_hs + row * v_ts + line));
+}
+
 /* The reducer: M = the largest M_p of the non-empty partials, one weight w_p = e^(M_p - M) per
  * partial (0 for an empty one), computed once per block, then O = sum_p O_p w_p in partition
  * order (fmaf), S = sum_p S_p w_p by warp 0 in a fixed order (lane l adds the terms
@@ -783,7 +827,7 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     const float *__restrict__ part_s, /* (P, n_q_heads) */
     const float *__restrict__ part_o, /* (P, n_q_heads, dv) */
     float *__restrict__ out,          /* (n_q_heads, dv) */
-    int64_t partitions, int64_t dv = GEM_CU_D)
+    int64_t partitions, int64_t dv = GEM_CU_D, bool trigger = false)
 {
     static_assert(GEM_FR_BATCH % GEM_FR_LOADS == 0, "a batch of weights is whole load groups");
     __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
@@ -792,7 +836,9 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     __shared__ float s_all;
     /* launched as a programmatic dependent: wait until the first pass has completed and
      * its writes are visible */
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    gem_cu_pdl_wait();
+    if (trigger) /* the stream's next grid may launch now (it waits for this one itself) */
+        gem_cu_pdl_trigger();
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
