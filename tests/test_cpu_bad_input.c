@@ -126,6 +126,23 @@ static void check_load_kv(gem_engine *e)
     TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_REFERENCE, NULL, NULL), GEM_OK);
     TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_OK);
     TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_BASELINE, NULL, NULL), GEM_OK);
+    /* several calls a sample: the decode routes only, 1 .. GEM_ENGINE_MAX_CALLS; the last
+     * call's output is whole and equals a single call's */
+    float one[8 * 16], many[8 * 16];
+    gem_output_audit au;
+    TCHECK_STATUS(gem_engine_run_calls(e, GEM_ROUTE_REFERENCE, NULL, 2, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_run_calls(e, GEM_ROUTE_FUSED, NULL, 0, NULL), GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_run_calls(e, GEM_ROUTE_FUSED, NULL, GEM_ENGINE_MAX_CALLS + 1, NULL),
+                  GEM_ERR_PARAM);
+    TCHECK_STATUS(gem_engine_run_calls(NULL, GEM_ROUTE_FUSED, NULL, 1, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_engine_run(e, GEM_ROUTE_FUSED, NULL, NULL), GEM_OK);
+    TCHECK_STATUS(gem_engine_output(e, one, 8 * 16, &au), GEM_OK);
+    double sec = -1.0;
+    TCHECK_STATUS(gem_engine_run_calls(e, GEM_ROUTE_FUSED, NULL, 3, &sec), GEM_OK);
+    TCHECK(sec >= 0.0 && gem_engine_last_host_seconds(e) >= 0.0);
+    TCHECK_STATUS(gem_engine_output(e, many, 8 * 16, &au), GEM_OK);
+    TCHECK(au.unwritten == 0 && au.guard_ok);
+    TCHECK(memcmp(one, many, sizeof one) == 0);
     gem_inputs_free(&in);
 }
 

@@ -56,6 +56,11 @@ for key in '"schema": "gem.bench.v1"' '"read_bandwidth"' '"ratio_a_over_b"' \
     check "bench record has $key" grep -q "$key" "$TMP/bench.json"
 done
 check "bench prints the ratio" grep -q "A/B ratio median" "$TMP/bench.txt"
+check "bench record: one call a sample by default" grep -q '"calls_per_sample": 1' "$TMP/bench.json"
+"$GEM" bench --lengths 2048 --rounds 1 --warmup 0 --calls 3 --bw-mib 64 --bw-reps 1 \
+    --out "$TMP/bench3.json" >/dev/null
+check "bench --calls 3 exits 0" test $? -eq 0
+check "bench --calls 3 record" grep -q '"calls_per_sample": 3' "$TMP/bench3.json"
 check "bench record kv_dtype f32" grep -q '"k": "f32"' "$TMP/bench.json"
 "$GEM" bench --lengths 2048 --rounds 1 --warmup 0 --bw-mib 64 --bw-reps 1 --kv-dtype f16 \
     --out "$TMP/bench16.json" >/dev/null
@@ -74,7 +79,8 @@ check "run bf16/f16 prints its types" grep -q "bf16 K / f16 V" "$TMP/run16.txt"
 check "run bf16/f16 json kv_dtype" grep -q '"dtype": "kbf16_vf16"' "$TMP/run16.json"
 
 for bad in "diff --lengths 0" "diff --tile 0" "diff --ref-tile 4" "bench --rounds 0" \
-           "bench --a nosuch" "bench --backend tpu" "run --live x" "run --bogus 1" \
+           "bench --a nosuch" "bench --backend tpu" "bench --calls 0" "bench --calls 65" \
+           "run --live x" "run --bogus 1" \
            "diff --seed -1" "diff --kv-dtype f8" "bench --k-dtype F32" "run --v-dtype" \
            "run --kv-dtype fp16"; do
     # shellcheck disable=SC2086

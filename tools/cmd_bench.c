@@ -58,6 +58,10 @@ static void help(void)
            "  --v-dtype T          V alone (after --kv-dtype)\n"
            "  --rounds N           ABBA rounds (default 5)\n"
            "  --warmup W           warm-up rounds of A and B (default 1)\n"
+           "  --calls N            calls per timed sample, queued back to back on the next\n"
+           "                       K/V copy each with no synchronisation between them, as a\n"
+           "                       decode loop queues them; the sample is their time / N\n"
+           "                       (default 1, at most 64)\n"
            "  --copies C           K/V copies rotated between runs, 0 = enough for 512 MiB\n"
            "                       (default 0, at most 64)\n"
            "  --backend B          cpu or cuda (default cpu)\n"
@@ -80,7 +84,7 @@ typedef struct bench_opts {
     cli_route_spec a, b;
     int64_t lengths[MAX_LENGTHS];
     size_t n_lengths;
-    int64_t rounds, warmup, copies, threads, bw_mib, bw_reps;
+    int64_t rounds, warmup, calls, copies, threads, bw_mib, bw_reps;
     gem_backend backend;
     uint64_t seed;
     float scale;
@@ -259,14 +263,15 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
 
     const gem_route_params pa = {ra_spec.partitions, ra_spec.tile},
                            pb = {rb_spec.partitions, rb_spec.tile};
-    cli_progress("bench %lld tokens: %lld warm-up and %lld ABBA rounds", (long long)live,
-                 (long long)o->warmup, (long long)o->rounds);
+    cli_progress("bench %lld tokens: %lld warm-up and %lld ABBA rounds, %lld call%s a sample",
+                 (long long)live, (long long)o->warmup, (long long)o->rounds,
+                 (long long)o->calls, o->calls == 1 ? "" : "s");
     for (int64_t w = 0; w < o->warmup; w++) {
         double s;
         if ((st = gem_engine_select_k_from_v(e, 0)) != GEM_OK ||
-            (st = gem_engine_run(e, ra_spec.route, &pa, &s)) != GEM_OK ||
+            (st = gem_engine_run_calls(e, ra_spec.route, &pa, o->calls, &s)) != GEM_OK ||
             (st = gem_engine_select_k_from_v(e, o->k_from_v)) != GEM_OK ||
-            (st = gem_engine_run(e, rb_spec.route, &pb, &s)) != GEM_OK) {
+            (st = gem_engine_run_calls(e, rb_spec.route, &pb, o->calls, &s)) != GEM_OK) {
             cli_error(CMD, "warm-up: %s", gem_status_str(st));
             goto done;
         }
@@ -290,7 +295,7 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         for (int k = 0; k < 4 && st == GEM_OK; k++) {
             st = gem_engine_select_k_from_v(e, o->k_from_v && order[k] == &rb_spec);
             if (st == GEM_OK)
-                st = gem_engine_run(e, order[k]->route, par[k], dev[k]);
+                st = gem_engine_run_calls(e, order[k]->route, par[k], o->calls, dev[k]);
             *host[k] = gem_engine_last_host_seconds(e);
         }
         if (st != GEM_OK) {
@@ -336,8 +341,9 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
                 (long long)live, ga >= gb ? la : lb, 100.0 * (ga >= gb ? ga : gb) * 1e9 / bw);
     fflush(stdout);
     json_t *timing = json_pack(
-        "{s:I, s:I, s:{s:o, s:o}, s:{s:o, s:o}, s:{s:o, s:o}}", "rounds", (json_int_t)o->rounds,
-        "warmup", (json_int_t)o->warmup, "a", "seconds", samples_json(ta, ns), "stats",
+        "{s:I, s:I, s:I, s:{s:o, s:o}, s:{s:o, s:o}, s:{s:o, s:o}}", "rounds",
+        (json_int_t)o->rounds, "warmup", (json_int_t)o->warmup, "calls_per_sample",
+        (json_int_t)o->calls, "a", "seconds", samples_json(ta, ns), "stats",
         stats_json(sa), "b", "seconds", samples_json(tb, ns), "stats", stats_json(sb),
         "ratio_a_over_b", "pairs", samples_json(ratio, ns), "stats", stats_json(sr));
     json_object_set_new(c, "timing", timing);
@@ -408,6 +414,7 @@ int gem_cmd_bench(int argc, char **argv)
     memcpy(o.lengths, default_lengths, sizeof default_lengths);
     o.rounds = 5;
     o.warmup = 1;
+    o.calls = 1;
     o.bw_mib = 1024;
     o.bw_reps = 5;
     o.backend = GEM_BACKEND_CPU;
@@ -450,6 +457,8 @@ int gem_cmd_bench(int argc, char **argv)
             bad = cli_parse_i64(v, 1, MAX_ROUNDS, &o.rounds);
         else if (!strcmp(a, "--warmup"))
             bad = cli_parse_i64(v, 0, MAX_ROUNDS, &o.warmup);
+        else if (!strcmp(a, "--calls"))
+            bad = cli_parse_i64(v, 1, GEM_ENGINE_MAX_CALLS, &o.calls);
         else if (!strcmp(a, "--copies"))
             bad = cli_parse_i64(v, 0, 64, &o.copies);
         else if (!strcmp(a, "--threads"))

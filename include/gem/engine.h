@@ -139,9 +139,18 @@ gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
 gem_status gem_engine_run(gem_engine *e, gem_route route, const gem_route_params *params,
                           double *seconds);
 
+/* gem_engine_run for the decode routes with `calls` (1 .. GEM_ENGINE_MAX_CALLS) calls of
+ * gem_decode queued back to back between the timer's start and stop, each on the next K/V
+ * copy, with no synchronisation between them (a decode loop's calls on one stream);
+ * *seconds is their time over `calls`. Poisoning happens once, before the first; the output
+ * is the last call's. calls > 1 on an oracle route: GEM_ERR_PARAM. */
+#define GEM_ENGINE_MAX_CALLS 64
+gem_status gem_engine_run_calls(gem_engine *e, gem_route route, const gem_route_params *params,
+                                int64_t calls, double *seconds);
+
 /* Host wall-clock seconds the last run's gem_decode call took to return (the
- * checks and the launches on CUDA; the whole route on the CPU); 0 before a run
- * and after an oracle run. */
+ * checks and the launches on CUDA; the whole route on the CPU), per call when the
+ * run made several; 0 before a run and after an oracle run. */
 double gem_engine_last_host_seconds(const gem_engine *e);
 
 /* Audit of an output buffer after a run. */
