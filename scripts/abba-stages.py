@@ -2,7 +2,8 @@
 """abba-stages.py DIR: the stage times of an A B B A run of scripts/abba-model.sh.
 
 Reads DIR/[AB]-*-ctx*.json (gem.model_profile.v1 records) and prints, per context, route and
-stage, the median of the A processes' stage times, the B processes' and their ratio (B / A).
+stage, the median of the A processes' stage times, the B processes' and their ratio (B / A);
+the row "whole token" holds the tokens timed whole (two events a token, no stage events).
 """
 import glob
 import json
@@ -21,6 +22,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "[AB]-*-ctx*.json"))):
         for stage, v in r["stages_ms"].items():
             if isinstance(v, list):
                 res.setdefault((c, route, stage, who), []).extend(v)
+        res.setdefault((c, route, "whole token", who), []).extend(r["whole_token_ms"])
 if not res:
     sys.exit("abba-stages.py: no records in " + sys.argv[1])
 print("context route     stage               A ms      B ms    B/A")
