@@ -76,6 +76,13 @@ check "generate --k-from-v holds what it saves less" \
 "$GEM" generate --model "$TMP/tiny.gguf" --prompt "The quick brown fox" -n 8 --threads 2 >"$TMP/text.txt"
 check "generate from text exits 0" test $? -eq 0
 check "generate prints text" test -s "$TMP/text.txt"
+env -u GEM_QUIET "$GEM" generate --model "$TMP/tiny.gguf" --prompt-tokens "$prompt" -n 1 \
+    >/dev/null 2>"$TMP/gen1.err"
+check "generate -n 1 exits 0" test $? -eq 0
+check "generate -n 1 times no decode step" grep -q "no decode step to time" "$TMP/gen1.err"
+env -u GEM_QUIET "$GEM" generate --model "$TMP/tiny.gguf" --prompt-tokens "$prompt" -n 4 --ignore-eos \
+    >/dev/null 2>"$TMP/gen4.err"
+check "generate -n 4 counts 3 decode steps" grep -q "generated 4 tokens, 3 decode steps" "$TMP/gen4.err"
 
 # gem model-diff at small contexts: both routes agree, records carry the documented fields and
 # the case id the correctness gate rebuilds, model-<model.name>-<prompt.id>-ctx<context_tokens>

@@ -217,13 +217,21 @@ int gem_cmd_generate(int argc, char **argv)
     }
     const double t_gen = cli_now() - t0;
     printf("\n");
-    cli_progress(
-        "%s: prompt %lld tokens in %.3f s (%.2f tokens/s), generated %lld tokens in %.3f s "
-        "(%.2f tokens/s), attn %s%s, %s",
-        CMD, (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, (long long)made, t_gen,
-        made > 1 ? (double)(made - 1) / t_gen : 0.0,
-        route == GEM_ROUTE_FUSED ? "fused" : "baseline", k_from_v ? " (K from V)" : "",
-        gem_session_describe(s));
+    fflush(stdout); /* the text's end before the summary on stderr */
+    /* the first token comes from the prompt's logits: the rate counts the decode steps */
+    char gen_line[160];
+    if (made > 1)
+        snprintf(gen_line, sizeof gen_line,
+                 "generated %lld tokens, %lld decode steps in %.3f s (%.2f tokens/s)",
+                 (long long)made, (long long)(made - 1), t_gen, (double)(made - 1) / t_gen);
+    else
+        snprintf(gen_line, sizeof gen_line,
+                 "generated %lld token%s from the prompt's logits (no decode step to time)",
+                 (long long)made, made == 1 ? "" : "s");
+    cli_progress("%s: prompt %lld tokens in %.3f s (%.2f tokens/s), %s, attn %s%s, %s", CMD,
+                 (long long)n_prompt, t_prefill, (double)n_prompt / t_prefill, gen_line,
+                 route == GEM_ROUTE_FUSED ? "fused" : "baseline", k_from_v ? " (K from V)" : "",
+                 gem_session_describe(s));
     if (json_path) {
         json_t *pt = json_array();
         for (int64_t i = 0; i < n_prompt; i++)
