@@ -733,7 +733,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         gem_fp_prefetch_l2<D * 4, GEM_FP_TILE>(k, hs, ts, v, hs, ts, live, partitions);
     else if (pf_tiles > 1)
         prefetch_tiles(k, v, live, partitions, pf_tiles);
-    gem_cu_pdl_wait();
+    pdl_wait();
     gem_fused_first_pass_body<gem_kv_f32, ROW_F4, false>(
         q, k, live * ROW_F4, ROW_F4, v, live * ROW_F4, ROW_F4, part_m, part_s, part_o, live,
         partitions, NQ, scale, nullptr, nullptr);

@@ -49,7 +49,7 @@ not the chained time, and the conversion is not free in one block.
 #include <cuda_runtime.h>
 
 #include "common.h"
-#include "model/cuda/pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 #include "model/cuda/tiles_arith.cuh"
 
 #define NORM_THREADS 1024

@@ -25,7 +25,7 @@ the same process. --once runs every variant once per shape and exits (for a prof
 #include "harness.h"
 #include "model/cuda/matvec_tiles.h"
 #include "model/cuda/model_cuda.h"
-#include "model/cuda/pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 #include "model/cuda/tiles_arith.cuh"
 
 /* The library's constants (matvec_tiles.cu). */

@@ -46,7 +46,7 @@ Not yet run on a GPU when written (the session's device time had ended).
 #include "gem/gguf.h"
 #include "harness.h"
 #include "model/cuda/model_cuda.h"
-#include "model/cuda/pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 #include "model/cuda/tiles_arith.cuh"
 
 #define TILE_ROWS 8

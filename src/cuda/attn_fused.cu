@@ -66,7 +66,7 @@
 
 /* Every first pass is launched as a programmatic dependent of the stream's previous kernel
  * and begins with this prologue: it asks the L2 for the first GEM_FP_PREFETCH_ROWS rows of
- * its K and V, then waits for that kernel (gem_cu_pdl_wait) before it reads anything. Behind
+ * its K and V, then waits for that kernel (pdl_wait, gem_pdl.cuh) before it reads anything. Behind
  * the reducer of a previous call, which lets its dependents launch once its own wait returns,
  * the blocks start and the first rows stream while that reducer still runs
  * (dev/cuda/fused_decode.cu versions 24-27, results/h200/run72-run74: eight calls back to back
@@ -78,7 +78,7 @@
         gem_fp_prefetch_l2<(ROW_ELEMS) * (ELEM_BYTES), GEM_FP_PREFETCH_ROWS>(                  \
             K, k_hs4 * 4 * (ELEM_BYTES), k_ts4 * 4 * (ELEM_BYTES), V, v_hs4 * 4 * (ELEM_BYTES), \
             v_ts4 * 4 * (ELEM_BYTES), live, partitions);                                       \
-        gem_cu_pdl_wait();                                                                     \
+        pdl_wait();                                                                            \
     } while (0)
 
 /* The first passes: per element type of K and V (F32, BF16, F16), one for rows of 512
@@ -266,27 +266,6 @@ int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads)
     return n_q_heads * (GEM_CU_D / GEM_CU_THREADS);
 }
 
-/* kernel<<<grid, GEM_CU_THREADS, 0, s>>>(args...) as a programmatic dependent of the stream's
- * previous kernel: every kernel of the route waits for that kernel (gem_cu_pdl_wait) before it
- * reads what it may have written, and writes nothing before then. */
-template <class... KArgs, class... Args>
-static cudaError_t gem_cu_launch_dependent(void (*kernel)(KArgs...), dim3 grid, cudaStream_t s,
-                                           Args... args)
-{
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(GEM_CU_THREADS);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-}
-
 gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 {
     const int d256 = a->head_dim == GEM_CU_D256;
@@ -298,25 +277,25 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
     const int64_t n_q_heads = a->n_kv_heads * group;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
     if (d256) {
-        GEM_CUDA_CHECK(gem_cu_launch_dependent(
-            gem_first_passes_d256[a->dtype].fn, grid1, stream, a->q, a->k, a->k_hs4, a->k_ts4,
+        GEM_CUDA_CHECK(launch_pdl(
+            gem_first_passes_d256[a->dtype].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k, a->k_hs4, a->k_ts4,
             a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, a->scale));
     } else if (a->k_weight) {
-        GEM_CUDA_CHECK(gem_cu_launch_dependent(
-            gem_first_passes_kfv[a->dtype].fn, grid1, stream, a->q, a->k_weight, a->rope, a->v,
+        GEM_CUDA_CHECK(launch_pdl(
+            gem_first_passes_kfv[a->dtype].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k_weight, a->rope, a->v,
             a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, a->scale));
     } else {
         const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
-        GEM_CUDA_CHECK(gem_cu_launch_dependent(
-            gem_first_passes[a->dtype][strided].fn, grid1, stream, a->q, a->k, a->k_hs4,
+        GEM_CUDA_CHECK(launch_pdl(
+            gem_first_passes[a->dtype][strided].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k, a->k_hs4,
             a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live,
             a->partitions, n_q_heads, a->scale));
     }
-    GEM_CUDA_CHECK(gem_cu_launch_dependent(
+    GEM_CUDA_CHECK(launch_pdl(
         gem_fused_reducer, dim3((unsigned)n_q_heads, (unsigned)(a->head_dim / GEM_CU_THREADS)),
-        stream, (const float *)a->part_m, (const float *)a->part_s, (const float *)a->part_o,
+        GEM_CU_THREADS, stream, (const float *)a->part_m, (const float *)a->part_s, (const float *)a->part_o,
         a->out, a->partitions, a->head_dim));
     return GEM_OK;
 }

@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "gem_cuda_internal.h"
+#include "gem_pdl.cuh"
 
 #define GEM_FP_TILE 8                    /* tokens per tile */
 #define GEM_FP_HALF_TOKENS 4             /* tokens per half and tile */
@@ -742,21 +743,11 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     }
 }
 
-/* Programmatic dependent launch (sm_90's griddepcontrol). gem_cu_pdl_wait returns once the
- * grid before this one in the stream has completed and its writes are visible (at once when
- * this grid was not launched as a programmatic dependent); gem_cu_pdl_trigger lets the grid
- * after this one launch before this one completes (once every block has called it or exited). */
-__device__ __forceinline__ void gem_cu_pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void gem_cu_pdl_trigger()
-{
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-
 /* Asks the L2 for the first ROWS rows of this first-pass block's K and V (partition
  * blockIdx.x, KV head blockIdx.y; the partition by gem_partition_range, chunk = ceil(live / P);
  * rows of ROW_BYTES bytes, a multiple of 128; strides in bytes; k NULL when the view holds V
  * alone), one 128-byte line per request, at most one request per thread and tensor. A prefetch
- * reads nothing into a register, so it may run before gem_cu_pdl_wait while the grid before
+ * reads nothing into a register, so it may run before pdl_wait while the grid before
  * this one still writes those rows: the L2 is where they meet. It is only a hint: past 2^31
  * rows (where the 32-bit partition arithmetic that keeps it cheap in registers would not hold)
  * it asks for nothing. */
@@ -836,9 +827,9 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     __shared__ float s_all;
     /* launched as a programmatic dependent: wait until the first pass has completed and
      * its writes are visible */
-    gem_cu_pdl_wait();
+    pdl_wait();
     if (trigger) /* the stream's next grid may launch now (it waits for this one itself) */
-        gem_cu_pdl_trigger();
+        pdl_trigger();
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "model_cuda.h"
-#include "pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 
 namespace {
 

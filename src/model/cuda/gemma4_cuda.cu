@@ -36,7 +36,7 @@
 #include "gem/decode.h"
 #include "gem/model.h"
 #include "model_cuda.h"
-#include "pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 #include "model_internal.h"
 
 #define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */

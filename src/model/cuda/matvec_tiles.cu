@@ -67,7 +67,7 @@
 #include <string.h>
 
 #include "matvec_tiles.h"
-#include "pdl.cuh"
+#include "cuda/gem_pdl.cuh"
 #include "tiles_arith.cuh"
 
 namespace {
