@@ -179,7 +179,14 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
  * CUDA: asynchronous. The kernels are queued on `stream` and the call returns
  * without waiting; out is valid once the stream reaches that point. Pointers are
  * checked with cudaPointerGetAttributes: a host pointer, or memory of another
- * device, answers GEM_ERR_MEMSPACE.
+ * device, answers GEM_ERR_MEMSPACE. The fused route's kernels are programmatic
+ * dependent launches (sm_90 griddepcontrol): they may start while the stream's
+ * previous kernel finishes, but read nothing (q, the cache, the workspace) and
+ * write nothing before it has completed, and they let the stream's next kernel
+ * launch early; a kernel the caller launches next with the programmatic attribute
+ * must execute griddepcontrol.wait (cudaGridDependencySynchronize) before it reads
+ * out, as any such kernel must. Kernels launched without the attribute, copies
+ * and events are ordered as usual.
  *
  * Errors (nothing is written, nothing is launched): GEM_ERR_NULL, GEM_ERR_SHAPE
  * (shape or view: live < 1, live > capacity, strides that make rows overlap or
