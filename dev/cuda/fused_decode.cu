@@ -699,10 +699,6 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
 }
 
-/* Versions 24 and 25: version 20's first pass launched as a programmatic dependent of the
- * stream's previous kernel; it waits for that kernel before it reads anything (version 25 asks
- * the L2 for its first PF_TILES tiles of K and V first); their reducer lets the stream's next
- * kernel launch as soon as its own wait returns. */
 /* The first pf_tiles tiles of the block's K and V rows into the L2, 128 bytes a request,
  * spread over the block's threads (versions 25 and 26). */
 __device__ __forceinline__ void prefetch_tiles(const float *k, const float *v, int64_t live,
@@ -722,6 +718,10 @@ __device__ __forceinline__ void prefetch_tiles(const float *k, const float *v, i
     }
 }
 
+/* Versions 24-27: version 20's first pass launched as a programmatic dependent of the stream's
+ * previous kernel; it waits for that kernel before it reads anything, after asking the L2 for
+ * its first pf_tiles tiles of K and V (0 for version 24, 2, 4, 1 for 25, 26, 27); their reducer
+ * lets the stream's next kernel launch as soon as its own wait returns. */
 __global__ void __launch_bounds__(THREADS, 2)
     pdl_first_pass(const float *__restrict__ q, const float *__restrict__ k,
                    const float *__restrict__ v, float *__restrict__ part_m,
@@ -926,22 +926,13 @@ typedef struct run_args {
     cudaStream_t stream;
 } run_args;
 
+/* the reducer as a programmatic dependent of the first pass (gem_pdl.cuh's launch_pdl) */
 template <typename K> static void launch_dependent(K kernel, dim3 grid, cudaStream_t s,
                                                    const float *pm, const float *ps,
                                                    const float *po, float *out, int64_t P,
                                                    int threads = THREADS)
 {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(threads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaCheck(cudaLaunchKernelEx(&cfg, kernel, pm, ps, po, out, P));
+    cudaCheck(launch_pdl(kernel, grid, (unsigned)threads, s, pm, ps, po, out, P));
 }
 
 static void run_version(int version, const run_args *a)
@@ -970,19 +961,9 @@ static void run_version(int version, const run_args *a)
     case 25:
     case 26:
     case 27: {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = g1;
-        cfg.blockDim = dim3(THREADS);
-        cfg.stream = a->stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
         const int pf_tiles = version == 24 ? 0 : version == 25 ? 2 : version == 26 ? 4 : 1;
-        cudaCheck(cudaLaunchKernelEx(&cfg, pdl_first_pass, a->q, a->k, a->v, pm, ps, po, a->live,
-                                     P, a->scale, pf_tiles));
+        cudaCheck(launch_pdl(pdl_first_pass, g1, THREADS, a->stream, a->q, a->k, a->v, pm, ps,
+                             po, a->live, P, a->scale, pf_tiles));
         launch_dependent(trigger_reducer, g2, a->stream, pm, ps, po, a->out, P);
         break;
     }
@@ -995,19 +976,9 @@ static void run_version(int version, const run_args *a)
             stamped_first_pass_bf16<<<g1, THREADS, 0, a->stream>>>(
                 a->q, a->kb, a->vb, pm, ps, po, a->live, P, a->scale, g_stamps);
         cudaCheck(cudaGetLastError());
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = g2;
-        cfg.blockDim = dim3(THREADS);
-        cfg.stream = a->stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        cudaCheck(cudaLaunchKernelEx(&cfg, stamped_reducer, (const float *)pm, (const float *)ps,
-                                     (const float *)po, a->out, P,
-                                     g_stamps + 2 * STAMP_FIRST_BLOCKS));
+        cudaCheck(launch_pdl(stamped_reducer, g2, THREADS, a->stream, (const float *)pm,
+                             (const float *)ps, (const float *)po, a->out, P,
+                             g_stamps + 2 * STAMP_FIRST_BLOCKS));
         break;
     }
     case 12:
