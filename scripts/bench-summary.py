@@ -13,7 +13,10 @@ def main(rec):
         bw = d["read_bandwidth"]["bytes_per_second"]
         nom = d.get("nominal_bandwidth_bytes_per_second")
         extra = f", nominal {nom / 1e9:.1f}" if nom else ""
-        print(f"{os.path.basename(f)}: read bw {bw / 1e9:.1f} GB/s{extra}")
+        calls = d["cases"][0]["timing"].get("calls_per_sample", 1) if d["cases"] and \
+            "timing" in d["cases"][0] else 1
+        per = f", {calls} calls a sample" if calls != 1 else ""
+        print(f"{os.path.basename(f)}: read bw {bw / 1e9:.1f} GB/s{extra}{per}")
         for c in d["cases"]:
             if c.get("verdict") != "timed":
                 print(f"  {c['live']:>7}  {c.get('verdict')}")

@@ -170,6 +170,9 @@ bench() { # name, bench args...
 if has bench; then
     bench default --a baseline --b fused --lengths 8192,65536,131072 --rounds 20 \
         --bw-mib 4096 --bw-reps 10 ${BENCH_ARGS:-}
+    # eight calls queued back to back a sample: the call inside a decode loop
+    bench calls8 --a baseline --b fused --calls 8 --lengths 8192,65536,131072 --rounds 20 \
+        --bw-mib 4096 --bw-reps 10 ${BENCH_ARGS:-}
 fi
 
 # ---- K rebuilt from V (Gemma 4's K = V layers): V alone against the stored K and V -----------
