@@ -36,6 +36,18 @@
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+/* Asks for the line at p with locality 3 (L1), 0 (non-temporal) or else 2 (L2): the builtin
+ * takes its locality as a constant expression, which clang requires before inlining. */
+static inline __attribute__((always_inline)) void prefetch_line(const void *p, const int locality)
+{
+    if (locality == 3)
+        __builtin_prefetch(p, 0, 3);
+    else if (locality == 0)
+        __builtin_prefetch(p, 0, 0);
+    else
+        __builtin_prefetch(p, 0, 2);
+}
+
 static float half_table[65536];
 static int half_ready;
 
@@ -637,14 +649,8 @@ prefetch_packed(const uint8_t *p, size_t bytes, size_t ahead, const uint8_t *end
 {
     if (!ahead || (size_t)(end - p) <= ahead + bytes)
         return;
-    for (size_t o = 0; o < bytes; o += 64) {
-        if (locality == 3)
-            __builtin_prefetch(p + ahead + o, 0, 3);
-        else if (locality == 0)
-            __builtin_prefetch(p + ahead + o, 0, 0);
-        else
-            __builtin_prefetch(p + ahead + o, 0, 2);
-    }
+    for (size_t o = 0; o < bytes; o += 64)
+        prefetch_line(p + ahead + o, locality);
 }
 
 /* Four digits (4 bytes at p) in every 32-bit lane: a broadcast straight from memory (through a
@@ -929,7 +935,7 @@ mv_rows_into(const gem_matrix *w, const float *x, float *y, int64_t r0, int64_t 
         if (ahead > 0 && r + ahead < w->rows) {
             const uint8_t *pf = base + (size_t)(r + ahead) * rb;
             for (size_t o = 0; o < rb; o += 64)
-                __builtin_prefetch(pf + o, 0, locality);
+                prefetch_line(pf + o, locality);
         }
         y[r] = dot_row(w, base + (size_t)r * rb, x);
     }
