@@ -1,7 +1,8 @@
 /*
  * tdtype: 16-bit cache elements for the tests, written here independently of
  * the library (which they check): rounding F32 to BF16 (by frexp and
- * nearbyint) and to F16 (by the compiler's _Float16), the exact widening back,
+ * nearbyint) and to F16 (by the compiler's _Float16, or F16C's vcvtps2ph where
+ * the compiler has no _Float16, as clang before 15 on x86), the exact widening back,
  * element stores and loads of any gem_dtype, and seeded random bit patterns
  * that reach the corners of each type (subnormals, zeros of both signs, the
  * widest exponents that keep a 512-term dot product finite).
@@ -15,6 +16,15 @@
 
 #include "gem/attn.h"
 #include "gem/check.h"
+
+#if !defined(__FLT16_MAX__)
+#if defined(__F16C__)
+#include <immintrin.h>
+#define TDT_F16C 1
+#else
+#error "the tests' F16 rounding needs _Float16 or F16C (-mf16c)"
+#endif
+#endif
 
 /* x rounded to nearest even bfloat16 (finite x below BF16's overflow bound):
  * 8 significant bits by frexp; the result is exact in float, its top half is
@@ -32,10 +42,14 @@ static inline uint16_t tdt_to_bf16(float x)
 /* x rounded to nearest even IEEE half (subnormals kept), by _Float16. */
 static inline uint16_t tdt_to_f16(float x)
 {
+#ifdef TDT_F16C
+    return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
+#else
     const _Float16 h = (_Float16)x;
     uint16_t bits;
     memcpy(&bits, &h, sizeof bits);
     return bits;
+#endif
 }
 
 /* The float a BF16 / F16 pattern stands for (exact). */
@@ -47,9 +61,13 @@ static inline float tdt_from_16(uint16_t h, gem_dtype t)
         memcpy(&f, &bits, sizeof f);
         return f;
     }
+#ifdef TDT_F16C
+    return _cvtsh_ss(h);
+#else
     _Float16 x;
     memcpy(&x, &h, sizeof x);
     return (float)x;
+#endif
 }
 
 /* Stores x (rounded for 16-bit types) as element i of a tensor of type t. */
