@@ -58,8 +58,9 @@ done
 check "bench prints the ratio" grep -q "A/B ratio median" "$TMP/bench.txt"
 check "bench record: one call a sample by default" grep -q '"calls_per_sample": 1' "$TMP/bench.json"
 "$GEM" bench --lengths 2048 --rounds 1 --warmup 0 --calls 3 --bw-mib 64 --bw-reps 1 \
-    --out "$TMP/bench3.json" >/dev/null
+    --out "$TMP/bench3.json" >"$TMP/bench3.txt"
 check "bench --calls 3 exits 0" test $? -eq 0
+check "bench --calls 3 says how it times" grep -q "3 calls queued back to back" "$TMP/bench3.txt"
 check "bench --calls 3 record" grep -q '"calls_per_sample": 3' "$TMP/bench3.json"
 check "bench record kv_dtype f32" grep -q '"k": "f32"' "$TMP/bench.json"
 "$GEM" bench --lengths 2048 --rounds 1 --warmup 0 --bw-mib 64 --bw-reps 1 --kv-dtype f16 \

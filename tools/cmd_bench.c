@@ -535,6 +535,9 @@ int gem_cmd_bench(int argc, char **argv)
     printf("gem bench: A = %s, B = %s on %s; K %s, V %s%s\n", la, lb, gem_engine_describe(e),
            gem_dtype_name(o.dt.k), gem_dtype_name(o.dt.v),
            o.k_from_v ? "; B reads V alone and rebuilds K (--k-from-v)" : "");
+    if (o.calls > 1)
+        printf("times per call: %lld calls queued back to back a sample, their time / %lld\n",
+               (long long)o.calls, (long long)o.calls);
     printf("read bandwidth %.2f GB/s (%lld MiB streaming read, the best reader's median of %lld)\n",
            bw / 1e9, (long long)o.bw_mib, (long long)o.bw_reps);
     if (nominal > 0)
