@@ -79,7 +79,8 @@ version 22 is version 20 with a timeline: each block of both kernels writes the 
   at 8K / 64K / 128K; the last one 2.4 / 11.4 / 20.3 us after the median one (31.8 / 232.9 /
   461.9 us); the reducer starts 0.5 us after it and runs 2.3; the events add 2.9.
 version 23 is version 22 with BF16 K and V: the library's tensor-core first pass
-  (gem_fused_first_pass_mma_body, dense rows) stamped the same way. Asking for it rounds every
+  (gem_fused_first_pass_mma_staged_body since run 79, gem_fused_first_pass_mma_body before,
+  dense rows) stamped the same way. Asking for it rounds every
   version's K and V to BF16 values (the F32 versions read them exactly), and the reference is
   computed on the rounded values.
   H200 (results/h200/run57): block median 18.9 / 131.7 / 260.9 us at 8K / 64K / 128K, the last
@@ -892,8 +893,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2)
 {
     if (threadIdx.x == 0) /* stored at once: no register held through the body */
         stamps[2 * block_index()] = global_ns();
-    gem_fused_first_pass_mma_body<D>(q, k, live * D, D, v, live * D, D, part_m, part_s, part_o,
-                                     live, partitions, NQ, scale);
+    gem_fused_first_pass_mma_staged_body<D>(q, k, live * D, D, v, live * D, D, part_m, part_s,
+                                            part_o, live, partitions, NQ, scale);
     __syncthreads();
     if (threadIdx.x == 0)
         stamps[2 * block_index() + 1] = global_ns();
@@ -973,7 +974,7 @@ static void run_version(int version, const run_args *a)
             stamped_first_pass<<<g1, THREADS, 0, a->stream>>>(a->q, a->k, a->v, pm, ps, po,
                                                               a->live, P, a->scale, g_stamps);
         else
-            stamped_first_pass_bf16<<<g1, THREADS, 0, a->stream>>>(
+            stamped_first_pass_bf16<<<g1, THREADS, GEM_MMA_STAGED_BYTES, a->stream>>>(
                 a->q, a->kb, a->vb, pm, ps, po, a->live, P, a->scale, g_stamps);
         cudaCheck(cudaGetLastError());
         cudaCheck(launch_pdl(stamped_reducer, g2, THREADS, a->stream, (const float *)pm,
@@ -1169,6 +1170,9 @@ int main(int argc, char **argv)
     if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
         return 2;
     cudaStream_t stream;
+    cudaCheck(cudaFuncSetAttribute(stamped_first_pass_bf16,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)GEM_MMA_STAGED_BYTES));
     cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaCheck(cudaMalloc(&g_stamps, 2 * (STAMP_FIRST_BLOCKS + STAMP_REDUCER_BLOCKS) *
                                         sizeof(uint64_t)));

@@ -26,10 +26,12 @@
  * K and V are F32, BF16 or F16 (the same type for both). F32 and F16: a thread owns four
  * elements of every row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of F16 two tiles
  * ahead (about the same bytes in flight), turned into floats exactly; everything after the load
- * is the same F32 arithmetic. BF16: the dots and the V update run on tensor cores
- * (gem_fused_first_pass_mma_body, dev/cuda/mma_decode.cu version 2: results/h200/run19 measured
- * 0.283 ms at 128K against 0.472 for the CUDA-core body, which is bound by instruction issue on
- * 16-bit rows), exact to F32 by splitting Q and the weights into BF16 pieces. The partials have
+ * is the same F32 arithmetic. BF16: the dots and the V update run on tensor cores, exact to F32
+ * by splitting Q and the weights into BF16 pieces (dev/cuda/mma_decode.cu version 2,
+ * results/h200/run19: 0.283 ms at 128K against 0.472 for the CUDA-core body, which is bound by
+ * instruction issue on 16-bit rows), their rows loaded as the F32 pass loads its own and staged
+ * through shared memory (gem_fused_first_pass_mma_staged_body, version 24, results/h200/run78:
+ * 0.2573 ms at 128K against 0.2677 for version 2's register-fed fragments). The partials have
  * the same layout, so the reducer is shared.
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
@@ -61,6 +63,8 @@
  * S = sum_p S_p w_p in a fixed warp order, out = O / S. No atomics anywhere: the
  * result is bitwise reproducible.
  */
+#include <atomic>
+
 #include "attn_fused_body.cuh"
 #include "attn_fused_d256_body.cuh"
 
@@ -97,8 +101,9 @@
                                                  scale, nullptr, nullptr);                     \
     }
 
-/* BF16 K and V: the tensor-core body (gem_fused_first_pass_mma_body), the same arguments with
- * the strides turned into elements; TS elements per row when dense. */
+/* BF16 K and V: the tensor-core body staged through shared memory
+ * (gem_fused_first_pass_mma_staged_body, GEM_MMA_STAGED_BYTES of dynamic shared memory), the
+ * same arguments with the strides turned into elements; TS elements per row when dense. */
 #define GEM_FIRST_PASS_MMA(NAME, TS)                                                           \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
         NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
@@ -107,7 +112,7 @@
              int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
     {                                                                                          \
         GEM_FP_PROLOGUE(k, v, GEM_CU_D, 2);                                                    \
-        gem_fused_first_pass_mma_body<TS>(                                                     \
+        gem_fused_first_pass_mma_staged_body<TS>(                                              \
             q, reinterpret_cast<const __nv_bfloat16 *>(k), 4 * k_hs4, 4 * k_ts4,               \
             reinterpret_cast<const __nv_bfloat16 *>(v), 4 * v_hs4, 4 * v_ts4, part_m, part_s,  \
             part_o, live, partitions, n_q_heads, scale);                                       \
@@ -222,6 +227,30 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 
 /* ---- host side ------------------------------------------------------------------ */
 
+/* The BF16 first passes take GEM_MMA_STAGED_BYTES (66,560) of dynamic shared memory, past the
+ * 48 KiB a kernel gets without asking: raise their limit on the current device, once per device
+ * (the first 64 devices are remembered; any other asks every time, which is harmless). */
+cudaError_t gem_cu_fused_allow_staged_shared(void)
+{
+    static std::atomic<uint64_t> done{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return e;
+    const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
+    if (bit && (done.load(std::memory_order_acquire) & bit))
+        return cudaSuccess;
+    for (int l = 0; l < 2; l++) {
+        e = cudaFuncSetAttribute(gem_first_passes[GEM_DTYPE_BF16][l].fn,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)GEM_MMA_STAGED_BYTES);
+        if (e != cudaSuccess)
+            return e;
+    }
+    done.fetch_or(bit, std::memory_order_acq_rel);
+    return cudaSuccess;
+}
+
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
 {
     for (int t = 0; t < GEM_DTYPE_COUNT; t++)
@@ -230,7 +259,7 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
             r->func = (const void *)gem_first_passes[t][l].fn;
             r->name = gem_first_passes[t][l].name;
             r->role = gem_first_passes[t][l].role;
-            r->dynamic_shared = 0;
+            r->dynamic_shared = t == GEM_DTYPE_BF16 ? GEM_MMA_STAGED_BYTES : 0;
             r->threads = GEM_CU_THREADS;
         }
     for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
@@ -288,9 +317,12 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             n_q_heads, a->scale));
     } else {
         const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
-        GEM_CUDA_CHECK(launch_pdl(
-            gem_first_passes[a->dtype][strided].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k, a->k_hs4,
-            a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live,
+        const size_t smem = a->dtype == GEM_DTYPE_BF16 ? GEM_MMA_STAGED_BYTES : 0;
+        if (smem)
+            GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
+        GEM_CUDA_CHECK(launch_pdl_shared(
+            gem_first_passes[a->dtype][strided].fn, grid1, GEM_CU_THREADS, smem, stream, a->q, a->k,
+            a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live,
             a->partitions, n_q_heads, a->scale));
     }
     GEM_CUDA_CHECK(launch_pdl(

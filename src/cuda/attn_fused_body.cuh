@@ -500,33 +500,45 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
     }
 }
 
-/* ---- BF16 K and V on tensor cores ------------------------------------------------------------
- * The first pass for BF16 caches: dev/cuda/mma_decode.cu version 2 (results/h200/run19: 0.283 ms
- * at 128K against 0.472 for the CUDA-core body above, NMSE 6e-12..7e-12 and 3e-13..8e-13 at the
- * two scales), read through a view.
+/* ---- BF16 K and V on tensor cores, staged through shared memory ------------------------------
+ * The first pass for BF16 caches: dev/cuda/mma_decode.cu version 24 (results/h200/run78: 0.2573
+ * ms at 128K and 0.1373 at 64K against 0.2677 and 0.1403 for version 2, the register-fed
+ * tensor-core body this replaced, which is kept there as the control), read through a view.
  *
  * Exactness: a product of two BF16 values is exact in F32 and mma.sync accumulates in F32. Q is
  * split into three BF16 pieces (q = hi + mid + lo to 2^-24 |q|), the weights p in [0, 1] into two
  * (to 2^-17 p), so the dots are F32 dots and the V update stays far inside the NMSE gate.
  *
- * One 256-thread block per (partition, KV head); warp w, lane = 4 grp + tig; tiles of 16 tokens.
+ * One 256-thread block per (partition, KV head), partitions by gem_partition_range; warp w, lane
+ * = 4 grp + tig; tiles of 16 tokens.
+ *   loads: thread i owns 16 bytes at element 8 (i % 64) of rows i / 64 + 4u (u < 4) of K and of
+ *     V, so a warp's load instruction reads 512 contiguous bytes of one row, as the F32 pass
+ *     reads its rows (the loads alone stream at 4.40 TB/s in this shape, 4.31 in version 2's
+ *     eight rows of 64 bytes; runs 78-79). They go out one tile ahead, into registers (L1
+ *     no-allocate, L2 evict-first), and are stored into a tile buffer in shared memory: rows of
+ *     GEM_MMA_ROW elements (512 + 8: the 16 bytes of padding put the eight rows an ldmatrix
+ *     phase reads on distinct banks), two buffers of K and V, 66,560 bytes of dynamic shared
+ *     memory. Tile it + 1 is stored after tile it's first barrier, when every warp is past tile
+ *     it - 1's V update, the last reads of that buffer; tile it's second barrier publishes it.
+ *     Two buffers and not three: the L1 holds the loads in flight, and it is what shared memory
+ *     leaves of the SM's 256 KiB (version 26, version 2 with 97.5 KiB of unused shared memory a
+ *     block, took 0.327 ms at 128K against 0.271; version 22, three buffers, 0.319).
  *   dots: mma m16n8k16, rows the pieces of the eight heads (m-tile 0: hi rows 0-7, mid 8-15;
- *     m-tile 1: lo), columns 8 tokens, k the dims. Warp w takes 64 dims (four k-steps); a
- *     thread's 16-byte load of a K row (8 dims, token 8i + grp of n-tile i) is its B fragment of
- *     two k-steps, so k-step 2h + e, column 2 tig + b (+ 8) is dim 64w + 32h + 8 tig + 4e + b
- *     (+ 2), and Q's A fragments of those dims stay in registers. The warps' partial dots meet in
- *     shared memory and are summed in warp order: (hi + mid) + lo per warp, then warps 0..7.
+ *     m-tile 1: lo), columns 8 tokens, k the dims: warp w takes 64 dims (four k-steps), its B
+ *     fragments by ldmatrix from the K rows (a thread holds dims 2 tig, 2 tig + 1 and 2 tig + 8,
+ *     + 9 of a step, so Q's A fragments, in registers, follow that order). The warps' partial
+ *     dots meet in shared memory and are summed in warp order: (hi + mid) + lo per warp, then
+ *     warps 0..7.
  *   softmax: warp h owns head h, lane t (mod 16) token t (the CUDA-core body's rule).
  *   V update: rows the weights' pieces (hi rows 0-7, lo 8-15), columns dims (warp w: 64 dims in
- *     eight n-tiles, column grp of n-tile j is dim 64w + 8 grp + j), k the 16 tokens. A thread
- *     loads 16 bytes of the V rows of tokens 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 and pairs
- *     them by byte permutes into its B fragments. O stays in the accumulators: head grp, dims
- *     64w + 16 tig .. + 15, the hi and lo rows added when the partial is written.
- * The next tile's K rows are loaded after this tile's dots, its V rows after this tile's V
- * update (16-byte loads, L1 no-allocate, L2 evict-first). Two barriers per tile. Rows past the
- * partition's end load as zeros, their scores are -inf, their weights 0. TS > 0: the token
- * stride in elements is TS (dense rows); 0: ts at run time. Base pointers and strides are
- * multiples of 8 elements (16 bytes). */
+ *     eight n-tiles, n-tile j is dims 64w + 8j .. + 7), k the 16 tokens: B fragments by
+ *     ldmatrix.trans from the V rows. O stays in the accumulators: head grp, dims 64w + 8j +
+ *     2 tig, + 1, the hi and lo rows added when the partial is written.
+ * Two barriers per tile. Rows past the partition's end load as zeros (their scores are -inf,
+ * their weights 0, and 0 times a zero row is 0). TS > 0: the token stride in elements is TS
+ * (dense rows); 0: ts at run time. Base pointers and strides are multiples of 8 elements (16
+ * bytes). Launched with GEM_MMA_STAGED_BYTES of dynamic shared memory, which needs the kernel's
+ * attribute raised first (gem_cu_fused_allow_staged_shared). */
 #define GEM_MMA_TILE 16
 
 /* two BF16 as one register, a in the low half (the lower row or column index) */
@@ -568,8 +580,33 @@ __device__ __forceinline__ uint32_t gem_word(const uint4 &v, int k)
     return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
 }
 
-template <int TS, bool PF256 = false>
-__device__ __forceinline__ void gem_fused_first_pass_mma_body(
+#define GEM_MMA_ROW 520 /* elements of a staged row: 512 + 16 bytes of padding */
+#define GEM_MMA_TILE_ELEMS (2 * GEM_MMA_TILE * GEM_MMA_ROW) /* K then V rows of one tile */
+#define GEM_MMA_STAGED_BYTES (2 * GEM_MMA_TILE_ELEMS * 2)   /* two buffers: 66,560 bytes */
+
+__device__ __forceinline__ uint32_t gem_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* r: four 8x8 matrices of 16-bit elements, row addresses from lanes 8i .. 8i + 7 of matrix i */
+__device__ __forceinline__ void gem_ldsm_x4(uint32_t *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(gem_smem_addr(p))
+                 : "memory");
+}
+/* the same, each matrix transposed */
+__device__ __forceinline__ void gem_ldsm_x4_trans(uint32_t *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(gem_smem_addr(p))
+                 : "memory");
+}
+
+template <int TS>
+__device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
     const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at element g*k_hs + t*k_ts */
     int64_t k_hs, int64_t k_ts,
@@ -579,28 +616,34 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
     int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
     const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char gem_mma_tiles[]; /* GEM_MMA_STAGED_BYTES */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(gem_mma_tiles);
     __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
     __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
     __shared__ float salpha[GEM_CU_GROUP];
+    __shared__ uint2 sqb[GEM_CU_THREADS / 32][4][32]; /* Q's lo fragments, by warp, k-step, lane */
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
     const int64_t p = blockIdx.x, g = blockIdx.y;
     const int64_t chunk = (live + partitions - 1) / partitions;
     const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
     const int64_t kts = TS > 0 ? (int64_t)TS : k_ts, vts = TS > 0 ? (int64_t)TS : v_ts;
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
-    /* Q's A fragments: qa m-tile 0 (hi, mid), qb m-tile 1 (lo; rows 8-15 zero) */
-    uint32_t qa[4][4], qb[4][2];
+    /* Q's A fragments: k-step st covers dims 64w + 16st .. + 15, a thread's columns 2 tig,
+     * 2 tig + 1 (a0, a1) and 2 tig + 8, + 9 (a2, a3); qa m-tile 0 (hi, mid) in registers, m-tile
+     * 1 (lo; rows 8-15 zero) in sqb, read back per tile: the registers it would hold are the
+     * ones the loads in flight need (128 a thread at two blocks an SM, no spill) */
+    uint32_t qa[4][4];
     {
-        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D;
+        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D + 64 * w + 2 * tig;
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            const int base = 64 * w + 32 * (st >> 1) + 8 * tig + 4 * (st & 1);
             __nv_bfloat16 hi[4], mid[4], lo[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                const float x = __ldg(qh + base + u);
+                const float x = __ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1));
                 hi[u] = __float2bfloat16_rn(x);
                 const float r1 = x - __bfloat162float(hi[u]); /* exact */
                 mid[u] = __float2bfloat16_rn(r1);
@@ -610,59 +653,82 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
             qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
             qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
             qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
-            qb[st][0] = gem_pack_bf16(lo[0], lo[1]);
-            qb[st][1] = gem_pack_bf16(lo[2], lo[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
         }
     }
+    /* this thread's pieces: rows prow + 4u of a tile, 16 bytes at element pcol */
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *kp = k + g * k_hs + (begin + prow) * kts + pcol;
+    const __nv_bfloat16 *vp = v + g * v_hs + (begin + prow) * vts + pcol;
     const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
-    /* K: token begin + grp of the tile's first n-tile, dims 64w + 8 tig (+ 32); n-tile 1 is 8
-     * rows further. V: token begin + 2 tig, dims 64w + 8 grp; the others 1, 8, 9 rows further. */
-    const __nv_bfloat16 *kp = k + g * k_hs + (begin + grp) * kts + 64 * w + 8 * tig;
-    const __nv_bfloat16 *vp = v + g * v_hs + (begin + 2 * tig) * vts + 64 * w + 8 * grp;
-    const int64_t k8 = 8 * kts, v8 = 8 * vts;
-    uint4 kr[2][2], vr[4];
+    uint4 r[8]; /* K rows 0-3, V rows 4-7 of the tile in flight */
+    /* loads tile `it` (its first row begin + it * T; rows at or past end as zeros) and steps the
+     * row pointers to the next tile */
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const bool in = begin + 8 * i + grp < end;
-        kr[i][0] = in ? gem_ld16<PF256>(kp + i * k8, pol) : zero4;
-        kr[i][1] = in ? gem_ld16<PF256>(kp + i * k8 + 32, pol) : zero4;
-    }
+        for (int u = 0; u < 4; u++) {
+            const bool in = t + 4 * u < end;
+            r[u] = in ? gem_ld16(kp + 4 * u * kts, pol) : zero4;
+            r[4 + u] = in ? gem_ld16(vp + 4 * u * vts, pol) : zero4;
+        }
+        kp += T * kts;
+        vp += T * vts;
+    };
+    auto store = [&](int64_t it) {
+        __nv_bfloat16 *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vs = ks + T * GEM_MMA_ROW;
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
-        const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
-        vr[u] = begin + dt < end ? gem_ld16<PF256>(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
-    }
+        for (int u = 0; u < 4; u++) {
+            *reinterpret_cast<uint4 *>(ks + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[u];
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[4 + u];
+        }
+    };
     float acc[8][4];
 #pragma unroll
     for (int j = 0; j < 8; j++)
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
     float m = -INFINITY, s = 0.f;
-
-    for (int64_t t0 = begin; t0 < end; t0 += T) {
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0 is staged */
+    /* ldmatrix rows: K, matrix lane >> 3 of n-tile i is dims 64w + 32h + 8 (lane >> 3) of token
+     * 8i + (lane & 7); V, matrix lane >> 3 is tokens (lane & 7) + 8 ((lane >> 3) & 1) of dims
+     * 64w + 8 (2jj + (lane >> 4)) */
+    const int krow = lane & 7, kcol = 64 * w + 8 * (lane >> 3);
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS;
+        const __nv_bfloat16 *vs = ks + T * GEM_MMA_ROW;
         /* the warp's 64 dims of the tile's dots */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-            for (int st = 0; st < 4; st++) {
-                const uint4 &kk = kr[i][st >> 1];
-                const uint32_t b0 = (st & 1) ? kk.z : kk.x, b1 = (st & 1) ? kk.w : kk.y;
-                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], b0, b1);
-                gem_mma_bf16(d1, qb[st][0], 0u, qb[st][1], 0u, b0, b1);
+            for (int h = 0; h < 2; h++) {
+                uint32_t b[4]; /* k-step 2h: b[0], b[1]; 2h + 1: b[2], b[3] */
+                gem_ldsm_x4(b, ks + (8 * i + krow) * GEM_MMA_ROW + kcol + 32 * h);
+                const uint2 l0 = sqb[w][2 * h][lane], l1 = sqb[w][2 * h + 1][lane];
+                gem_mma_bf16(d0, qa[2 * h][0], qa[2 * h][1], qa[2 * h][2], qa[2 * h][3], b[0], b[1]);
+                gem_mma_bf16(d1, l0.x, 0u, l0.y, 0u, b[0], b[1]);
+                gem_mma_bf16(d0, qa[2 * h + 1][0], qa[2 * h + 1][1], qa[2 * h + 1][2],
+                             qa[2 * h + 1][3], b[2], b[3]);
+                gem_mma_bf16(d1, l1.x, 0u, l1.y, 0u, b[2], b[3]);
             }
-            float2 r; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo */
-            r.x = (d0[0] + d0[2]) + d1[0];
-            r.y = (d0[1] + d0[3]) + d1[1];
-            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = r;
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo */
+            rr.x = (d0[0] + d0[2]) + d1[0];
+            rr.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
         }
-        kp += T * kts;
-#pragma unroll
-        for (int i = 0; i < 2; i++) { /* the next tile's K, in flight through this tile */
-            const bool in = t0 + T + 8 * i + grp < end;
-            kr[i][0] = in ? gem_ld16<PF256>(kp + i * k8, pol) : zero4;
-            kr[i][1] = in ? gem_ld16<PF256>(kp + i * k8 + 32, pol) : zero4;
-        }
-        __syncthreads(); /* sred complete */
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1); /* into the buffer tile it - 1 was read from */
+        if (it + 2 < ntiles)
+            load(it + 2);
         {
             const int t = lane & (T - 1);
             float a = 0.f;
@@ -688,7 +754,7 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
             if (lane == 0)
                 salpha[w] = alpha;
         }
-        __syncthreads(); /* the weights of all eight heads are published */
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
         {
             const float al = salpha[grp];
 #pragma unroll
@@ -710,33 +776,23 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_body(
             const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
                            a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
-                const uint32_t b0 = __byte_perm(gem_word(vr[0], j >> 1), gem_word(vr[1], j >> 1), sel);
-                const uint32_t b1 = __byte_perm(gem_word(vr[2], j >> 1), gem_word(vr[3], j >> 1), sel);
-                gem_mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
+                gem_ldsm_x4_trans(b, vs + vrow * GEM_MMA_ROW + vcol + 16 * jj);
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
             }
-        }
-        vp += T * vts;
-#pragma unroll
-        for (int u = 0; u < 4; u++) { /* the next tile's V */
-            const int dt = 2 * tig + (u & 1) + 8 * (u >> 1);
-            vr[u] = t0 + T + dt < end ? gem_ld16<PF256>(vp + (u & 1) * vts + (u >> 1) * v8, pol) : zero4;
         }
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
-    /* the partial: head grp, dims 64w + 16 tig + 0..7 (column 2 tig) and + 8..15 (2 tig + 1) */
+    /* the partial: head grp, n-tile j is dims 64w + 8j + 2 tig, + 1 */
     const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
-    float4 *po = reinterpret_cast<float4 *>(part_o + row * GEM_CU_D + 64 * w + 16 * tig);
-    po[0] = make_float4(acc[0][0] + acc[0][2], acc[1][0] + acc[1][2], acc[2][0] + acc[2][2],
-                        acc[3][0] + acc[3][2]);
-    po[1] = make_float4(acc[4][0] + acc[4][2], acc[5][0] + acc[5][2], acc[6][0] + acc[6][2],
-                        acc[7][0] + acc[7][2]);
-    po[2] = make_float4(acc[0][1] + acc[0][3], acc[1][1] + acc[1][3], acc[2][1] + acc[2][3],
-                        acc[3][1] + acc[3][3]);
-    po[3] = make_float4(acc[4][1] + acc[4][3], acc[5][1] + acc[5][3], acc[6][1] + acc[6][3],
-                        acc[7][1] + acc[7][3]);
+    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
     if (lane == 0) {
         part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
         part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;

@@ -756,6 +756,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     gem_status st = gem_cu_open_device(&dev, &prop);
     if (st != GEM_OK)
         return st;
+    GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
     gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
     const int F = GEM_CUDA_FIRST_PASSES;
     gem_cu_fused_kernels(&refs[0], &refs[F]);
