@@ -2,8 +2,8 @@
 """Writes good, hand-made input records for the analyzer tests.
 
 usage: gen_records.py GEM OUTDIR [what ...]
-  what: resources, resources-v2, resources-dev, diffs, models, profiles
-        (default: all)
+  what: resources, resources-v2, resources-v3, resources-dev, diffs, models,
+        profiles (default: all)
 
 resources  OUTDIR/root/src/cuda/attn_fused.cu, OUTDIR/root/build/gem (stand-in
            files) and OUTDIR/resources.json, a gem.resources.v1 receipt that
@@ -15,6 +15,9 @@ resources-v2   OUTDIR/root-v2/src/cuda/{attn_fused.cu, attn_fused_body.cuh,
            F16 caches with dense and strided rows, the three that rebuild K from
            V, and the three D256 ones of the sliding-window layers - the reducer,
            the baseline's four) at the default P of a 132-SM device (64).
+resources-v3   the same under root-v3/ and OUTDIR/resources-v3.json, a
+           gem.resources.v3 receipt: the two BF16 first passes with 66,560 bytes
+           of dynamic shared memory (their tiles staged there) and their gates.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -99,11 +102,11 @@ BASELINE = [kernel("gem_baseline_score", "baseline_score", 256, 0),
             kernel("gem_baseline_reduce", "baseline_reduce", 256, 0)]
 
 
-def kernel_gates(prefix, dyn_gate, resident_gate):
+def kernel_gates(prefix, dyn_gate, resident_gate, shared_gate="shared_within_32768"):
     """A fused kernel's seven gate names, as the producers spell them."""
     return [prefix + "_" + g for g in ("warp_size_32", "launchable_threads_ge_256",
                                        "dispatched_256_threads_8_warps", dyn_gate,
-                                       "shared_within_32768", "zero_local_bytes",
+                                       shared_gate, "zero_local_bytes",
                                        resident_gate)]
 
 
@@ -135,8 +138,13 @@ def resources_dev(out):
                            sources, binary))
 
 
-def resources_v2(out):
-    sources, binary = stand_in_tree(os.path.join(out, "root-v2"), "src/cuda",
+STAGED = ("first_pass_bf16", "first_pass_bf16_strided")  # v3: 66,560 dynamic bytes
+
+
+def resources_v2(out, version=2):
+    """gem.resources.v2, or v3 (the two BF16 first passes staged in shared memory)."""
+    root = "root-v%d" % version
+    sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
                                      "gem_cuda_internal.h"], "build/gem")
     passes = ["first_pass", "first_pass_strided", "first_pass_bf16", "first_pass_bf16_strided",
@@ -146,24 +154,30 @@ def resources_v2(out):
     gates = ["device_compute_capability_9_0",
              "geometry_d512_default_fused_tile8_f32_no_window", "scratch_contract"]
     for fp in passes:
-        gates += kernel_gates(fp, "no_dynamic_shared", "two_blocks_per_sm")
+        if version == 3 and fp in STAGED:
+            gates += kernel_gates(fp, "dynamic_shared_66560", "two_blocks_per_sm",
+                                  "shared_within_81920")
+        else:
+            gates += kernel_gates(fp, "no_dynamic_shared", "two_blocks_per_sm")
     gates += kernel_gates("reducer", "no_dynamic_shared", "resident")
     gates.append("baseline_kernels_launchable_no_local")
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
-        "schema": "gem.resources.v2", "tool": tool("gem resources"), "device": DEVICE,
+        "schema": "gem.resources.v%d" % version, "tool": tool("gem resources"), "device": DEVICE,
         "geometry": {"n_q_heads": 32, "n_kv_heads": 4, "dk": 512, "dv": 512, "live": 131072,
                      "config": "default", "partitions": 64, "tile": 8, "dtype": "f32",
                      "window": 0},
         "scratch": {"maxima_bytes": 8192, "denominators_bytes": 8192,
                     "numerators_bytes": 4194304, "total_bytes": 4210688},
-        "kernels": [kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 0, static=17696,
+        "kernels": [kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 66560, static=12928,
+                           regs=128) if version == 3 and fp in STAGED else
+                    kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 0, static=17696,
                            regs=127) for fp in passes] +
                    [kernel("gem_fused_reducer", "fused_reducer", 256, 0)] + BASELINE,
         "sources": sources, "binary": binary,
         "gates": {g: True for g in gates}, "verdict": "pass",
     }
-    write(os.path.join(out, "resources-v2.json"), doc)
+    write(os.path.join(out, "resources-v%d.json" % version), doc)
 
 
 def resources(out):
@@ -284,14 +298,16 @@ def profiles(out):
 
 def main():
     gem, out = sys.argv[1], sys.argv[2]
-    what = sys.argv[3:] or ["resources", "resources-v2", "resources-dev", "diffs", "models",
-                            "profiles"]
+    what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-dev",
+                            "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
         if w == "resources":
             resources(out)
         elif w == "resources-v2":
             resources_v2(out)
+        elif w == "resources-v3":
+            resources_v2(out, 3)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

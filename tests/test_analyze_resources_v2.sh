@@ -18,10 +18,12 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
-python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-dev
+python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-dev
 V2="$WORK/resources-v2.json"
+V3="$WORK/resources-v3.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
+A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -160,5 +162,45 @@ td dev-tool-version2 "file swapped" set tool.name '"dev/cuda/fused_decode versio
 td dev-reducer-wide "wrong geometry" set kernels.1.dynamic_shared_bytes 4096
 td dev-v2-schema "file swapped" set schema '"gem.resources.v2"'
 t2 v2-dev-tool "file swapped" set tool.name '"dev/cuda/fused_decode version 1"'
+
+# gem.resources.v3 (what `gem resources` writes since the BF16 first passes stage their
+# tiles in shared memory): the two BF16 first passes are launched with exactly 66,560
+# dynamic bytes and stay within 81,920 (80 KiB, the L1's share); every other kernel keeps v2's
+# contract; a v2 receipt of today's kernels, or a v3 one with v2's BF16 figures, is refused.
+expect_pass v3-good A3 "$V3" --out "$WORK/analysis-v3.json"
+check v3-analysis-schema grep -q '"gem.analysis.resources.v3"' "$WORK/analysis-v3.json"
+t3() { # t3 NAME CLASS OP PATH [VALUE]: tamper the v3 receipt
+  local name="$1" cls="$2"
+  shift 2
+  $T "$V3" "$WORK/$name.json" "$@"
+  expect_fail "$name" "$cls" A3 "$WORK/$name.json"
+}
+t3 v3-bf16-no-dyn "wrong geometry" set kernels.2.dynamic_shared_bytes 0
+check v3-bf16-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_bf16: 0 dynamic shared bytes, the design fixes 66560" \
+  "$WORK/err.txt"
+t3 v3-bf16-strided-dyn "wrong geometry" set kernels.3.dynamic_shared_bytes 99840
+t3 v3-f32-dyn "wrong geometry" set kernels.0.dynamic_shared_bytes 66560
+t3 v3-bf16-over-budget "threshold not met" set kernels.2.static_shared_bytes 16384
+check v3-bf16-over-budget-names-the-budget \
+  grep -qF "gem_fused_first_pass_bf16: static + dynamic shared 82944 > 81920 bytes" "$WORK/err.txt"
+t3 v3-bf16-v2-gate-name "missing field" del gates.first_pass_bf16_dynamic_shared_66560
+t3 v3-bf16-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_bf16_strided_shared_within_81920 false
+t3 v3-as-v2 "wrong geometry" set schema '"gem.resources.v2"'
+m3_v2_bf16() { # a v3 receipt whose BF16 passes carry v2's figures and gates
+  python3 - "$V3" "$WORK/v3-v2-bf16.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for i, fp in ((2, "first_pass_bf16"), (3, "first_pass_bf16_strided")):
+    d["kernels"][i]["dynamic_shared_bytes"] = 0
+    g = d["gates"]
+    g[fp + "_no_dynamic_shared"] = g.pop(fp + "_dynamic_shared_66560")
+    g[fp + "_shared_within_32768"] = g.pop(fp + "_shared_within_81920")
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  expect_fail v3-v2-bf16 "wrong geometry" A3 "$WORK/v3-v2-bf16.json"
+}
+m3_v2_bf16
 
 summary test_analyze_resources_v2
