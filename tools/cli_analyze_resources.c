@@ -202,26 +202,29 @@ static int r2_nodyn(const res_facts *f) { return f->k[V2_REDUCER].dyn == 0; }
 static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE); }
 
 #define FUSED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, 0, 0}
+/* the roles after the two BF16 first passes, the same in v2 and v3 */
+#define ROLES_AFTER_BF16                                                                       \
+    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),                            \
+        FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),        \
+        /* K = V layers: K rebuilt from the V cache, one per cache element type */             \
+        FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),              \
+        FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),    \
+        FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),      \
+        /* the sliding-window layers: D256, two query heads per KV head, one per cache type */ \
+        FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),                      \
+        FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),            \
+        FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),              \
+        FUSED_ROLE("fused_reducer", "gem_fused_reducer"),                                      \
+        {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0, 0},              \
+        {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},      \
+        {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},              \
+        {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0}
 static const res_role v2_roles[] = {
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
     FUSED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
     FUSED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
-    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
-    FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
-    /* K = V layers: K rebuilt from the V cache, one per cache element type */
-    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
-    FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
-    FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
-    /* the sliding-window layers: D256, two query heads per KV head, one per cache type */
-    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),
-    FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),
-    FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),
-    FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
-    {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0},
+    ROLES_AFTER_BF16,
 };
 _Static_assert(NKEYS(v2_roles) == V2_BASELINE + 4, "v2: the first passes, the reducer and the "
                                                    "baseline's four kernels");
@@ -233,30 +236,27 @@ _Static_assert(NKEYS(v2_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds e
         {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
         {pre "_no_dynamic_shared", tag##_nodyn}, {pre "_shared_within_32768", tag##_shared},   \
         {pre "_zero_local_bytes", tag##_local}, {pre "_two_blocks_per_sm", tag##_two}
+/* the gates before the first passes' and after the two BF16 ones, the same in v2 and v3 */
+#define GATES_HEAD                                                                             \
+    {"device_compute_capability_9_0", g_cc},                                                   \
+        {"geometry_d512_default_fused_tile8_f32_no_window", g2_geo},                           \
+        {"scratch_contract", g2_scratch}, FP_GATES("first_pass", p0),                          \
+        FP_GATES("first_pass_strided", p1)
+#define GATES_AFTER_BF16                                                                       \
+    FP_GATES("first_pass_f16", p4), FP_GATES("first_pass_f16_strided", p5),                    \
+        FP_GATES("first_pass_k_from_v", p6), FP_GATES("first_pass_k_from_v_bf16", p7),         \
+        FP_GATES("first_pass_k_from_v_f16", p8), FP_GATES("first_pass_d256", p9),              \
+        FP_GATES("first_pass_d256_bf16", p10), FP_GATES("first_pass_d256_f16", p11),           \
+        {"reducer_warp_size_32", r2_warp}, {"reducer_launchable_threads_ge_256", r2_launch},   \
+        {"reducer_dispatched_256_threads_8_warps", r2_disp},                                   \
+        {"reducer_no_dynamic_shared", r2_nodyn}, {"reducer_shared_within_32768", r2_shared},   \
+        {"reducer_zero_local_bytes", r2_local}, {"reducer_resident", r2_resident},             \
+        {"baseline_kernels_launchable_no_local", g2_baseline}
 static const res_gate v2_gates[] = {
-    {"device_compute_capability_9_0", g_cc},
-    {"geometry_d512_default_fused_tile8_f32_no_window", g2_geo},
-    {"scratch_contract", g2_scratch},
-    FP_GATES("first_pass", p0),
-    FP_GATES("first_pass_strided", p1),
+    GATES_HEAD,
     FP_GATES("first_pass_bf16", p2),
     FP_GATES("first_pass_bf16_strided", p3),
-    FP_GATES("first_pass_f16", p4),
-    FP_GATES("first_pass_f16_strided", p5),
-    FP_GATES("first_pass_k_from_v", p6),
-    FP_GATES("first_pass_k_from_v_bf16", p7),
-    FP_GATES("first_pass_k_from_v_f16", p8),
-    FP_GATES("first_pass_d256", p9),
-    FP_GATES("first_pass_d256_bf16", p10),
-    FP_GATES("first_pass_d256_f16", p11),
-    {"reducer_warp_size_32", r2_warp},
-    {"reducer_launchable_threads_ge_256", r2_launch},
-    {"reducer_dispatched_256_threads_8_warps", r2_disp},
-    {"reducer_no_dynamic_shared", r2_nodyn},
-    {"reducer_shared_within_32768", r2_shared},
-    {"reducer_zero_local_bytes", r2_local},
-    {"reducer_resident", r2_resident},
-    {"baseline_kernels_launchable_no_local", g2_baseline},
+    GATES_AFTER_BF16,
 };
 _Static_assert(NKEYS(v2_gates) == 3 + 7 * V2_FIRST_PASSES + 7 + 1,
                "v2: three receipt gates, seven per first pass, seven for the reducer, one for "
@@ -286,19 +286,7 @@ static const res_role v3_roles[] = {
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
     STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
     STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
-    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
-    FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
-    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
-    FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
-    FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
-    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),
-    FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),
-    FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),
-    FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
-    {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0},
+    ROLES_AFTER_BF16,
 };
 _Static_assert(NKEYS(v3_roles) == NKEYS(v2_roles), "v3 has v2's kernels");
 /* a staged first pass's seven gates: its dynamic shared bytes and the two-block budget in place
@@ -310,29 +298,10 @@ _Static_assert(NKEYS(v3_roles) == NKEYS(v2_roles), "v3 has v2's kernels");
         {pre "_shared_within_81920", tag##_staged_shared}, {pre "_zero_local_bytes", tag##_local}, \
         {pre "_two_blocks_per_sm", tag##_two}
 static const res_gate v3_gates[] = {
-    {"device_compute_capability_9_0", g_cc},
-    {"geometry_d512_default_fused_tile8_f32_no_window", g2_geo},
-    {"scratch_contract", g2_scratch},
-    FP_GATES("first_pass", p0),
-    FP_GATES("first_pass_strided", p1),
+    GATES_HEAD,
     FP_GATES_STAGED("first_pass_bf16", p2),
     FP_GATES_STAGED("first_pass_bf16_strided", p3),
-    FP_GATES("first_pass_f16", p4),
-    FP_GATES("first_pass_f16_strided", p5),
-    FP_GATES("first_pass_k_from_v", p6),
-    FP_GATES("first_pass_k_from_v_bf16", p7),
-    FP_GATES("first_pass_k_from_v_f16", p8),
-    FP_GATES("first_pass_d256", p9),
-    FP_GATES("first_pass_d256_bf16", p10),
-    FP_GATES("first_pass_d256_f16", p11),
-    {"reducer_warp_size_32", r2_warp},
-    {"reducer_launchable_threads_ge_256", r2_launch},
-    {"reducer_dispatched_256_threads_8_warps", r2_disp},
-    {"reducer_no_dynamic_shared", r2_nodyn},
-    {"reducer_shared_within_32768", r2_shared},
-    {"reducer_zero_local_bytes", r2_local},
-    {"reducer_resident", r2_resident},
-    {"baseline_kernels_launchable_no_local", g2_baseline},
+    GATES_AFTER_BF16,
 };
 _Static_assert(NKEYS(v3_gates) == NKEYS(v2_gates), "v3 has v2's number of gates");
 
