@@ -91,7 +91,13 @@ versions 24-25 are 22-23 with two buffers (65 KiB a block; tile it + 1 is stored
 versions 27-28 keep one K and one V buffer (32.5 KiB), K of tile it + 1 and V of tile it stored
   between tile it's barriers: 0.2698 / 0.2823, slower (32-48 bytes of spills, the V loads later).
 
-./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions 1 2 5 9-28]
+version 29 (--f16: every version then reads F16 K and V, version 1 the library's F16 pass) is
+  the library's staged body on F16 (gem_mma_f16_elem): Q scaled per head by a power of two
+  before its split into F16 pieces, the weights by 2^14, both exactly undone. Not yet run on
+  the H200. --q-scale X multiplies Q (1e-20 and 1e20 check the per-head exponent).
+
+./mma_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [--f16]
+             [--q-scale X] [versions 1 2 5 9-29]
 */
 #include <math.h>
 #include <pthread.h>
@@ -917,6 +923,21 @@ __global__ void __launch_bounds__(256, 2)
     }
 }
 
+/* Version 29 (with --f16): the library's staged body on F16 K and V (gem_mma_f16_elem: Q
+ * scaled per head by a power of two before its F16 split, the weights by 2^14), dense rows.
+ * Prediction: it times like the BF16 pass (0.245 ms at 128K through gem_decode, run 79), where
+ * the library's F16 pass, on CUDA cores, takes 0.457 (run 20). */
+extern "C" __global__ void __launch_bounds__(256, 2)
+    mma_staged_f16(const float *__restrict__ q, const __half *__restrict__ k,
+                   const __half *__restrict__ v, int64_t hs, int64_t ts,
+                   float *__restrict__ part_m, float *__restrict__ part_s,
+                   float *__restrict__ part_o, int64_t live, int64_t partitions,
+                   int64_t n_q_heads, float scale)
+{
+    gem_fused_first_pass_mma_staged_body<D, gem_mma_f16_elem>(
+        q, k, hs, ts, v, hs, ts, part_m, part_s, part_o, live, partitions, n_q_heads, scale);
+}
+
 static int diagnostic(int version)
 {
     return (version >= 12 && version <= 15) || (version >= 18 && version <= 21);
@@ -933,13 +954,17 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[8], nv = 0, rounds = 10;
+    int vs[8], nv = 0, rounds = 10, f16 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, partitions = 64;
     int nl = 3;
-    float scales[2] = {1.0f / sqrtf((float)D), 1.0f};
+    float scales[2] = {1.0f / sqrtf((float)D), 1.0f}, q_scale = 1.0f;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--f16"))
+            f16 = 1;
+        else if (!strcmp(argv[i], "--q-scale") && i + 1 < argc)
+            q_scale = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--partitions") && i + 1 < argc)
             partitions = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
@@ -948,9 +973,9 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 8) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5 && (vs[nv] < 9 || vs[nv] > 28)) {
+            if (vs[nv] != 1 && vs[nv] != 2 && vs[nv] != 5 && (vs[nv] < 9 || vs[nv] > 29)) {
                 fprintf(stderr,
-                        "unknown version %s (1, 2, 5, 9 to 28; 3 and 4 are in commit f13a100)\n",
+                        "unknown version %s (1, 2, 5, 9 to 29; 3 and 4 are in commit f13a100)\n",
                         argv[i]);
                 return 2;
             }
@@ -960,8 +985,14 @@ int main(int argc, char **argv)
     if (nv == 0)
         for (nv = 0; nv < 3; nv++)
             vs[nv] = nv < 2 ? nv + 1 : 5;
-    if (rounds < 1 || partitions < 1 || partitions > 4096)
+    if (rounds < 1 || partitions < 1 || partitions > 4096 || !(q_scale > 0.f) || !isfinite(q_scale))
         return 2;
+    for (int i = 0; i < nv; i++)
+        if (f16 != (vs[i] == 29) && vs[i] != 1) {
+            fprintf(stderr, "version %d reads %s K and V; --f16 takes versions 1 and 29\n", vs[i],
+                    f16 ? "BF16" : "F16");
+            return 2;
+        }
     gem_decode_ctx *ctx = NULL;
     if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
         return 2;
@@ -970,6 +1001,8 @@ int main(int argc, char **argv)
     int sms = 0;
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     /* versions 9-15: dynamic shared bytes, partitions (one or two blocks an SM) */
+    cudaCheck(cudaFuncSetAttribute(mma_staged_f16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)GEM_MMA_STAGED_BYTES));
     cudaCheck(cudaFuncSetAttribute(split_staged_first_pass<false>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SPLIT_BYTES));
     cudaCheck(cudaFuncSetAttribute(split_staged_first_pass<true>,
@@ -1007,6 +1040,10 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
+    if (f16)
+        printf("--f16: K and V are F16 values; version 1 is the library's F16 first pass\n");
+    if (q_scale != 1.0f)
+        printf("--q-scale %g: Q is the uniform fill times that\n", (double)q_scale);
     printf("version 1: the library's BF16 first pass (gem_decode); version 2: tensor cores, "
            "P %lld\n", (long long)partitions);
     printf("%-8s %-8s %10s %10s %10s %9s\n", "live", "version", "min ms", "median ms", "max ms",
@@ -1019,9 +1056,19 @@ int main(int argc, char **argv)
         float *hk = (float *)malloc(n * sizeof(float)), *hv = (float *)malloc(n * sizeof(float));
         __nv_bfloat16 *bk = (__nv_bfloat16 *)malloc(n * 2), *bv = (__nv_bfloat16 *)malloc(n * 2);
         fill(hq, NQ * D, 11 + (uint64_t)live);
+        for (int i = 0; i < NQ * D; i++)
+            hq[i] *= q_scale;
         fill(hk, n, 12 + (uint64_t)live);
         fill(hv, n, 13 + (uint64_t)live);
         for (size_t i = 0; i < n; i++) {
+            if (f16) { /* the same 16-bit buffers hold F16 bits */
+                const __half hk16 = __float2half_rn(hk[i]), hv16 = __float2half_rn(hv[i]);
+                memcpy(&bk[i], &hk16, 2);
+                memcpy(&bv[i], &hv16, 2);
+                hk[i] = __half2float(hk16);
+                hv[i] = __half2float(hv16);
+                continue;
+            }
             bk[i] = __float2bfloat16_rn(hk[i]);
             hk[i] = __bfloat162float(bk[i]);
             bv[i] = __float2bfloat16_rn(hv[i]);
@@ -1061,7 +1108,7 @@ int main(int argc, char **argv)
             memset(&kv_, 0, sizeof kv_);                                                       \
             kv_.k = dk[c];                                                                     \
             kv_.v = dv[c];                                                                     \
-            kv_.k_dtype = kv_.v_dtype = GEM_DTYPE_BF16;                                        \
+            kv_.k_dtype = kv_.v_dtype = f16 ? GEM_DTYPE_F16 : GEM_DTYPE_BF16;                  \
             kv_.k_head_stride = kv_.v_head_stride = live * D;                                  \
             kv_.k_token_stride = kv_.v_token_stride = D;                                       \
             kv_.live = kv_.capacity = live;                                                    \
@@ -1089,6 +1136,10 @@ int main(int argc, char **argv)
             else if (vs[i] == 23)                                                              \
                 lsu_staged_first_pass<true, 3><<<grid_, 256, LSU_BYTES(3), stream>>>(         \
                     dq, k_, v_, live * D, D, pm_, ps_, po_, live, pv_, NQ, scale);             \
+            else if (vs[i] == 29)                                                              \
+                mma_staged_f16<<<grid_, 256, GEM_MMA_STAGED_BYTES, stream>>>(                  \
+                    dq, (const __half *)dk[c], (const __half *)dv[c], live * D, D, pm_, ps_,   \
+                    po_, live, pv_, NQ, scale);                                                \
             else if (vs[i] == 27)                                                              \
                 split_staged_first_pass<false><<<grid_, 256, SPLIT_BYTES, stream>>>(           \
                     dq, k_, v_, live * D, D, pm_, ps_, po_, live, pv_, NQ, scale);             \

@@ -605,19 +605,63 @@ __device__ __forceinline__ void gem_ldsm_x4_trans(uint32_t *r, const void *p)
                  : "memory");
 }
 
-template <int TS>
+/* The 16-bit element types of the staged pass. BF16 has F32's exponent range, so Q and the
+ * weights split into BF16 pieces as they are. F16 (11 significant bits, at most 65,504, normal
+ * from 2^-14) takes them scaled by powers of two, which is exact: Q of head h by 2^e_h with
+ * e_h = 14 - the exponent of max_d |q_hd| (so |q| x 2^e_h < 2^14 and every piece is in range;
+ * a piece far below the head's largest element may fall into F16's subnormals, an error of at
+ * most 2^-25 against 2^13), the score divided by 2^e_h again; the weights by 2^14 (p <= 1), the
+ * partial's O by 2^-14 at the end. A product of two F16 values is exact in F32 too. */
+struct gem_mma_bf16_elem {
+    typedef __nv_bfloat16 elem;
+    static constexpr bool f16 = false;
+    static __device__ __forceinline__ elem piece(float x) { return __float2bfloat16_rn(x); }
+    static __device__ __forceinline__ float value(elem x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ uint32_t pack(elem a, elem b) { return gem_pack_bf16(a, b); }
+    static __device__ __forceinline__ void mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1)
+    {
+        gem_mma_bf16(d, a0, a1, a2, a3, b0, b1);
+    }
+};
+struct gem_mma_f16_elem {
+    typedef __half elem;
+    static constexpr bool f16 = true;
+    static __device__ __forceinline__ elem piece(float x) { return __float2half_rn(x); }
+    static __device__ __forceinline__ float value(elem x) { return __half2float(x); }
+    static __device__ __forceinline__ uint32_t pack(elem a, elem b)
+    {
+        return (uint32_t)__half_as_ushort(a) | ((uint32_t)__half_as_ushort(b) << 16);
+    }
+    /* D += A B, m16n8k16, F16 in, F32 accumulate */
+    static __device__ __forceinline__ void mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+};
+#define GEM_MMA_F16_P_SCALE 16384.f   /* F16 weights: p x 2^14 */
+#define GEM_MMA_F16_O_SCALE 0x1p-14f  /* and the partial's O back */
+
+/* E: gem_mma_bf16_elem (the library's BF16 first passes) or gem_mma_f16_elem (measured in
+ * dev/cuda/mma_decode.cu; the library's F16 first passes are the CUDA-core body). */
+template <int TS, class E = gem_mma_bf16_elem>
 __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
-    const __nv_bfloat16 *__restrict__ k,  /* row (g, t) at element g*k_hs + t*k_ts */
+    const typename E::elem *__restrict__ k, /* row (g, t) at element g*k_hs + t*k_ts */
     int64_t k_hs, int64_t k_ts,
-    const __nv_bfloat16 *__restrict__ v,  /* row (g, t) at element g*v_hs + t*v_ts */
+    const typename E::elem *__restrict__ v, /* row (g, t) at element g*v_hs + t*v_ts */
     int64_t v_hs, int64_t v_ts,
     float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
     int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
     const int T = GEM_MMA_TILE;
     extern __shared__ __align__(128) unsigned char gem_mma_tiles[]; /* GEM_MMA_STAGED_BYTES */
-    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(gem_mma_tiles);
+    typedef typename E::elem elem;
+    elem *const ring = reinterpret_cast<elem *>(gem_mma_tiles);
     __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
     __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
     __shared__ float salpha[GEM_CU_GROUP];
@@ -636,30 +680,53 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
      * 1 (lo; rows 8-15 zero) in sqb, read back per tile: the registers it would hold are the
      * ones the loads in flight need (128 a thread at two blocks an SM, no spill) */
     uint32_t qa[4][4];
+    int qe = 0; /* F16: Q of head grp scaled by 2^qe */
     {
         const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D + 64 * w + 2 * tig;
+        if constexpr (E::f16) {
+            __shared__ float sqmax[GEM_CU_THREADS / 32][GEM_CU_GROUP];
+            float mx = 0.f;
+#pragma unroll
+            for (int st = 0; st < 4; st++)
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    mx = fmaxf(mx, fabsf(__ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1))));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            if (tig == 0)
+                sqmax[w][grp] = mx;
+            __syncthreads();
+#pragma unroll
+            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+                mx = fmaxf(mx, sqmax[ww][grp]);
+            int ex = 0;
+            (void)frexpf(mx, &ex);
+            qe = mx > 0.f ? 14 - ex : 0;
+        }
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            __nv_bfloat16 hi[4], mid[4], lo[4];
+            elem hi[4], mid[4], lo[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                const float x = __ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1));
-                hi[u] = __float2bfloat16_rn(x);
-                const float r1 = x - __bfloat162float(hi[u]); /* exact */
-                mid[u] = __float2bfloat16_rn(r1);
-                lo[u] = __float2bfloat16_rn(r1 - __bfloat162float(mid[u])); /* r1 - mid exact */
+                float x = __ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1));
+                if constexpr (E::f16)
+                    x = ldexpf(x, qe); /* exact: |x| < 2^14 */
+                hi[u] = E::piece(x);
+                const float r1 = x - E::value(hi[u]); /* exact */
+                mid[u] = E::piece(r1);
+                lo[u] = E::piece(r1 - E::value(mid[u])); /* r1 - mid exact */
             }
-            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
-            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
-            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
-            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
-            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+            qa[st][0] = E::pack(hi[0], hi[1]);
+            qa[st][1] = E::pack(mid[0], mid[1]);
+            qa[st][2] = E::pack(hi[2], hi[3]);
+            qa[st][3] = E::pack(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
         }
     }
     /* this thread's pieces: rows prow + 4u of a tile, 16 bytes at element pcol */
     const int prow = tid >> 6, pcol = 8 * (tid & 63);
-    const __nv_bfloat16 *kp = k + g * k_hs + (begin + prow) * kts + pcol;
-    const __nv_bfloat16 *vp = v + g * v_hs + (begin + prow) * vts + pcol;
+    const elem *kp = k + g * k_hs + (begin + prow) * kts + pcol;
+    const elem *vp = v + g * v_hs + (begin + prow) * vts + pcol;
     const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
     uint4 r[8]; /* K rows 0-3, V rows 4-7 of the tile in flight */
     /* loads tile `it` (its first row begin + it * T; rows at or past end as zeros) and steps the
@@ -676,7 +743,7 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
         vp += T * vts;
     };
     auto store = [&](int64_t it) {
-        __nv_bfloat16 *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vs = ks + T * GEM_MMA_ROW;
+        elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vs = ks + T * GEM_MMA_ROW;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             *reinterpret_cast<uint4 *>(ks + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[u];
@@ -702,8 +769,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
     for (int64_t it = 0; it < ntiles; it++) {
         const int64_t t0 = begin + it * T;
-        const __nv_bfloat16 *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS;
-        const __nv_bfloat16 *vs = ks + T * GEM_MMA_ROW;
+        const elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS;
+        const elem *vs = ks + T * GEM_MMA_ROW;
         /* the warp's 64 dims of the tile's dots */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -713,11 +780,11 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
                 uint32_t b[4]; /* k-step 2h: b[0], b[1]; 2h + 1: b[2], b[3] */
                 gem_ldsm_x4(b, ks + (8 * i + krow) * GEM_MMA_ROW + kcol + 32 * h);
                 const uint2 l0 = sqb[w][2 * h][lane], l1 = sqb[w][2 * h + 1][lane];
-                gem_mma_bf16(d0, qa[2 * h][0], qa[2 * h][1], qa[2 * h][2], qa[2 * h][3], b[0], b[1]);
-                gem_mma_bf16(d1, l0.x, 0u, l0.y, 0u, b[0], b[1]);
-                gem_mma_bf16(d0, qa[2 * h + 1][0], qa[2 * h + 1][1], qa[2 * h + 1][2],
-                             qa[2 * h + 1][3], b[2], b[3]);
-                gem_mma_bf16(d1, l1.x, 0u, l1.y, 0u, b[2], b[3]);
+                E::mma(d0, qa[2 * h][0], qa[2 * h][1], qa[2 * h][2], qa[2 * h][3], b[0], b[1]);
+                E::mma(d1, l0.x, 0u, l0.y, 0u, b[0], b[1]);
+                E::mma(d0, qa[2 * h + 1][0], qa[2 * h + 1][1], qa[2 * h + 1][2],
+                       qa[2 * h + 1][3], b[2], b[3]);
+                E::mma(d1, l1.x, 0u, l1.y, 0u, b[2], b[3]);
             }
             float2 rr; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo */
             rr.x = (d0[0] + d0[2]) + d1[0];
@@ -735,6 +802,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
 #pragma unroll
             for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
                 a += sred[ww][w][t];
+            if constexpr (E::f16) /* head w's dots were taken with Q x 2^qe (exact back) */
+                a = ldexpf(a, -__shfl_sync(0xffffffffu, qe, 4 * w));
             const float sc = t0 + t < end ? a * scale : -INFINITY;
             float mx = sc;
 #pragma unroll
@@ -766,21 +835,23 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
             }
             const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
             const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
-            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
-            __nv_bfloat16 ph[4], pl[4];
+            float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            elem ph[4], pl[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                ph[u] = __float2bfloat16_rn(pv[u]);
-                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+                if constexpr (E::f16)
+                    pv[u] *= GEM_MMA_F16_P_SCALE; /* exact: p <= 1 */
+                ph[u] = E::piece(pv[u]);
+                pl[u] = E::piece(pv[u] - E::value(ph[u]));
             }
-            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
-                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+            const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
+                           a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) {
                 uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
                 gem_ldsm_x4_trans(b, vs + vrow * GEM_MMA_ROW + vcol + 16 * jj);
-                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
-                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+                E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
             }
         }
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
@@ -790,9 +861,14 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
     float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-        *reinterpret_cast<float2 *>(po + 8 * j) =
-            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    for (int j = 0; j < 8; j++) {
+        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+        if constexpr (E::f16) { /* the weights were taken x 2^14 */
+            o.x *= GEM_MMA_F16_O_SCALE;
+            o.y *= GEM_MMA_F16_O_SCALE;
+        }
+        *reinterpret_cast<float2 *>(po + 8 * j) = o;
+    }
     if (lane == 0) {
         part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
         part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
