@@ -503,7 +503,9 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
 /* ---- BF16 K and V on tensor cores, staged through shared memory ------------------------------
  * The first pass for BF16 caches: dev/cuda/mma_decode.cu version 24 (results/h200/run78: 0.2573
  * ms at 128K and 0.1373 at 64K against 0.2677 and 0.1403 for version 2, the register-fed
- * tensor-core body this replaced, which is kept there as the control), read through a view.
+ * tensor-core body this replaced, which is kept there as the control), read through a view,
+ * with Q's lo fragments in shared memory, which removed version 24's 12-byte spill (run 79:
+ * 0.2437 / 0.1302 ms through gem_decode against version 24's 0.2555 / 0.1360).
  *
  * Exactness: a product of two BF16 values is exact in F32 and mma.sync accumulates in F32. Q is
  * split into three BF16 pieces (q = hi + mid + lo to 2^-24 |q|), the weights p in [0, 1] into two
@@ -514,7 +516,7 @@ __device__ __forceinline__ void gem_fused_first_pass_body(
  *   loads: thread i owns 16 bytes at element 8 (i % 64) of rows i / 64 + 4u (u < 4) of K and of
  *     V, so a warp's load instruction reads 512 contiguous bytes of one row, as the F32 pass
  *     reads its rows (the loads alone stream at 4.40 TB/s in this shape, 4.31 in version 2's
- *     eight rows of 64 bytes; runs 78-79). They go out one tile ahead, into registers (L1
+ *     eight rows of 64 bytes; run 78). They go out one tile ahead, into registers (L1
  *     no-allocate, L2 evict-first), and are stored into a tile buffer in shared memory: rows of
  *     GEM_MMA_ROW elements (512 + 8: the 16 bytes of padding put the eight rows an ldmatrix
  *     phase reads on distinct banks), two buffers of K and V, 66,560 bytes of dynamic shared
