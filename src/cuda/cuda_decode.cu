@@ -198,6 +198,8 @@ static gem_status cu_create(int64_t threads, void **impl)
     gem_status st = gem_cu_open_device(&dev, &prop);
     if (st != GEM_OK)
         return st;
+    /* here, before any call: a stream being captured into a graph then needs no attribute set */
+    GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
     cu_decode *c = (cu_decode *)calloc(1, sizeof *c);
     if (!c)
         return GEM_ERR_NOMEM;
