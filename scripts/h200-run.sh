@@ -173,6 +173,9 @@ if has bench; then
     # eight calls queued back to back a sample: the call inside a decode loop
     bench calls8 --a baseline --b fused --calls 8 --lengths 8192,65536,131072 --rounds 20 \
         --bw-mib 4096 --bw-reps 10 ${BENCH_ARGS:-}
+    # the BF16 cache (the baseline reads F32 only: the default against itself)
+    bench calls8-bf16 --a fused --b fused --calls 8 --kv-dtype bf16 \
+        --lengths 8192,65536,131072 --rounds 10 --bw-mib 4096 --bw-reps 10 ${BENCH_ARGS:-}
 fi
 
 # ---- K rebuilt from V (Gemma 4's K = V layers): V alone against the stored K and V -----------
