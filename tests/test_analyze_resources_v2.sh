@@ -32,18 +32,15 @@ check v2-says-only-launchable grep -q "compilable and launchable" "$WORK/out.txt
 expect_pass dev-good AD "$DEV" --out "$WORK/analysis-dev.json"
 check dev-analysis-schema grep -q '"gem.analysis.resources.v1"' "$WORK/analysis-dev.json"
 
-t2() { # t2 NAME CLASS OP PATH [VALUE]: tamper the v2 receipt
-  local name="$1" cls="$2"
-  shift 2
-  $T "$V2" "$WORK/$name.json" "$@"
-  expect_fail "$name" "$cls" A2 "$WORK/$name.json"
+tamper() { # tamper RECEIPT ANALYZER NAME CLASS OP PATH [VALUE]: a tampered copy is rejected
+  local src="$1" an="$2" name="$3" cls="$4"
+  shift 4
+  $T "$src" "$WORK/$name.json" "$@"
+  expect_fail "$name" "$cls" "$an" "$WORK/$name.json"
 }
-td() { # td NAME CLASS OP PATH [VALUE]: tamper the dev receipt
-  local name="$1" cls="$2"
-  shift 2
-  $T "$DEV" "$WORK/$name.json" "$@"
-  expect_fail "$name" "$cls" AD "$WORK/$name.json"
-}
+t2() { tamper "$V2" A2 "$@"; }  # t2 NAME CLASS OP PATH [VALUE]: the v2 receipt
+td() { tamper "$DEV" AD "$@"; } # td ...: the dev receipt
+t3() { tamper "$V3" A3 "$@"; }  # t3 ...: the v3 receipt
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -169,12 +166,6 @@ t2 v2-dev-tool "file swapped" set tool.name '"dev/cuda/fused_decode version 1"'
 # contract; a v2 receipt of today's kernels, or a v3 one with v2's BF16 figures, is refused.
 expect_pass v3-good A3 "$V3" --out "$WORK/analysis-v3.json"
 check v3-analysis-schema grep -q '"gem.analysis.resources.v3"' "$WORK/analysis-v3.json"
-t3() { # t3 NAME CLASS OP PATH [VALUE]: tamper the v3 receipt
-  local name="$1" cls="$2"
-  shift 2
-  $T "$V3" "$WORK/$name.json" "$@"
-  expect_fail "$name" "$cls" A3 "$WORK/$name.json"
-}
 t3 v3-bf16-no-dyn "wrong geometry" set kernels.2.dynamic_shared_bytes 0
 check v3-bf16-no-dyn-names-the-kernel \
   grep -qF "gem_fused_first_pass_bf16: 0 dynamic shared bytes, the design fixes 66560" \
