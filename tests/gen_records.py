@@ -2,8 +2,8 @@
 """Writes good, hand-made input records for the analyzer tests.
 
 usage: gen_records.py GEM OUTDIR [what ...]
-  what: resources, resources-v2, resources-v3, resources-dev, diffs, models,
-        profiles (default: all)
+  what: resources, resources-v2, resources-v3, resources-v4, resources-dev, diffs,
+        models, profiles (default: all)
 
 resources  OUTDIR/root/src/cuda/attn_fused.cu, OUTDIR/root/build/gem (stand-in
            files) and OUTDIR/resources.json, a gem.resources.v1 receipt that
@@ -18,6 +18,8 @@ resources-v2   OUTDIR/root-v2/src/cuda/{attn_fused.cu, attn_fused_body.cuh,
 resources-v3   the same under root-v3/ and OUTDIR/resources-v3.json, a
            gem.resources.v3 receipt: the two BF16 first passes with 66,560 bytes
            of dynamic shared memory (their tiles staged there) and their gates.
+resources-v4   the same under root-v4/ and OUTDIR/resources-v4.json, a
+           gem.resources.v4 receipt: the two F16 first passes staged too.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -138,11 +140,15 @@ def resources_dev(out):
                            sources, binary))
 
 
-STAGED = ("first_pass_bf16", "first_pass_bf16_strided")  # v3: 66,560 dynamic bytes
+# the first passes staged in 66,560 dynamic bytes of shared memory, by schema version
+STAGED = {2: (), 3: ("first_pass_bf16", "first_pass_bf16_strided"),
+          4: ("first_pass_bf16", "first_pass_bf16_strided", "first_pass_f16",
+              "first_pass_f16_strided")}
 
 
 def resources_v2(out, version=2):
-    """gem.resources.v2, or v3 (the two BF16 first passes staged in shared memory)."""
+    """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory) or v4 (the
+    two F16 ones too)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -154,7 +160,7 @@ def resources_v2(out, version=2):
     gates = ["device_compute_capability_9_0",
              "geometry_d512_default_fused_tile8_f32_no_window", "scratch_contract"]
     for fp in passes:
-        if version == 3 and fp in STAGED:
+        if fp in STAGED[version]:
             gates += kernel_gates(fp, "dynamic_shared_66560", "two_blocks_per_sm",
                                   "shared_within_81920")
         else:
@@ -170,7 +176,7 @@ def resources_v2(out, version=2):
         "scratch": {"maxima_bytes": 8192, "denominators_bytes": 8192,
                     "numerators_bytes": 4194304, "total_bytes": 4210688},
         "kernels": [kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 66560, static=12928,
-                           regs=128) if version == 3 and fp in STAGED else
+                           regs=128) if fp in STAGED[version] else
                     kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 0, static=17696,
                            regs=127) for fp in passes] +
                    [kernel("gem_fused_reducer", "fused_reducer", 256, 0)] + BASELINE,
@@ -298,7 +304,8 @@ def profiles(out):
 
 def main():
     gem, out = sys.argv[1], sys.argv[2]
-    what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-dev",
+    what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
+                            "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
@@ -308,6 +315,8 @@ def main():
             resources_v2(out)
         elif w == "resources-v3":
             resources_v2(out, 3)
+        elif w == "resources-v4":
+            resources_v2(out, 4)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

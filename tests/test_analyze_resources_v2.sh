@@ -18,12 +18,15 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
-python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-dev
+python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
+  resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
+V4="$WORK/resources-v4.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
+A4() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v4"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -41,6 +44,7 @@ tamper() { # tamper RECEIPT ANALYZER NAME CLASS OP PATH [VALUE]: a tampered copy
 t2() { tamper "$V2" A2 "$@"; }  # t2 NAME CLASS OP PATH [VALUE]: the v2 receipt
 td() { tamper "$DEV" AD "$@"; } # td ...: the dev receipt
 t3() { tamper "$V3" A3 "$@"; }  # t3 ...: the v3 receipt
+t4() { tamper "$V4" A4 "$@"; }  # t4 ...: the v4 receipt
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -179,19 +183,37 @@ t3 v3-bf16-v2-gate-name "missing field" del gates.first_pass_bf16_dynamic_shared
 t3 v3-bf16-gate-flipped "verdict disagrees with the figures" \
   set gates.first_pass_bf16_strided_shared_within_81920 false
 t3 v3-as-v2 "wrong geometry" set schema '"gem.resources.v2"'
-m3_v2_bf16() { # a v3 receipt whose BF16 passes carry v2's figures and gates
-  python3 - "$V3" "$WORK/v3-v2-bf16.json" <<'PY'
+unstage() { # unstage RECEIPT OUT INDEX...: those first passes carry v2's figures and gates
+  python3 - "$@" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-for i, fp in ((2, "first_pass_bf16"), (3, "first_pass_bf16_strided")):
-    d["kernels"][i]["dynamic_shared_bytes"] = 0
-    g = d["gates"]
+for i in map(int, sys.argv[3:]):
+    k = d["kernels"][i]
+    k["dynamic_shared_bytes"] = 0
+    fp, g = k["role"][len("fused_"):], d["gates"]
     g[fp + "_no_dynamic_shared"] = g.pop(fp + "_dynamic_shared_66560")
     g[fp + "_shared_within_32768"] = g.pop(fp + "_shared_within_81920")
 json.dump(d, open(sys.argv[2], "w"))
 PY
-  expect_fail v3-v2-bf16 "wrong geometry" A3 "$WORK/v3-v2-bf16.json"
 }
-m3_v2_bf16
+unstage "$V3" "$WORK/v3-v2-bf16.json" 2 3 # a v3 receipt whose BF16 passes carry v2's figures
+expect_fail v3-v2-bf16 "wrong geometry" A3 "$WORK/v3-v2-bf16.json"
+
+# gem.resources.v4 (since the F16 first passes stage their tiles too): the four 16-bit first
+# passes under the staged contract; a v3 receipt of today's kernels, or a v4 one with v3's
+# F16 figures, is refused.
+expect_pass v4-good A4 "$V4" --out "$WORK/analysis-v4.json"
+check v4-analysis-schema grep -q '"gem.analysis.resources.v4"' "$WORK/analysis-v4.json"
+t4 v4-f16-no-dyn "wrong geometry" set kernels.4.dynamic_shared_bytes 0
+check v4-f16-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_f16: 0 dynamic shared bytes, the design fixes 66560" \
+  "$WORK/err.txt"
+t4 v4-f16-strided-over-budget "threshold not met" set kernels.5.static_shared_bytes 16384
+t4 v4-bf16-no-dyn "wrong geometry" set kernels.2.dynamic_shared_bytes 0
+t4 v4-k-from-v-dyn "wrong geometry" set kernels.6.dynamic_shared_bytes 66560
+t4 v4-f16-v3-gate-name "missing field" del gates.first_pass_f16_shared_within_81920
+t4 v4-as-v3 "wrong geometry" set schema '"gem.resources.v3"'
+unstage "$V4" "$WORK/v4-v3-f16.json" 4 5 # a v4 receipt whose F16 passes carry v3's figures
+expect_fail v4-v3-f16 "wrong geometry" A4 "$WORK/v4-v3-f16.json"
 
 summary test_analyze_resources_v2

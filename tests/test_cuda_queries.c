@@ -156,8 +156,9 @@ static void check_device(void)
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
         TCHECK(ks[i].max_active_blocks_per_sm >= 1);
-        /* the BF16 first passes stage two tiles of K and V rows in dynamic shared memory */
-        const int staged = i == 2 || i == 3;
+        /* the BF16 and F16 first passes stage two tiles of K and V rows in dynamic shared
+         * memory */
+        const int staged = i >= 2 && i <= 5;
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, staged ? 66560 : 0);
         if (staged)
             TCHECK(ks[i].static_shared_bytes + ks[i].dynamic_shared_bytes <= 81920);

@@ -602,11 +602,10 @@ done:
 
 /* ---- CUDA: rows read in pieces ------------------------------------------------------------- */
 
-/* The CUDA kernels read rows in pieces: 16 bytes of F32 (4 elements) and BF16 (8), 8 bytes of
- * F16 (4). A token-major view whose base pointers and strides are multiples of the piece runs
- * wherever it sits: here K and V start one piece into their allocations and rows are one piece
- * longer than the head (so F16 rows are 8 bytes off 16-byte alignment), checked against the
- * reference like the matrix. Half a piece off, in the base or in a stride, answers
+/* The CUDA kernels read rows in pieces of 16 bytes: 4 elements of F32, 8 of BF16 or F16. A
+ * token-major view whose base pointers and strides are multiples of the piece runs wherever it
+ * sits: here K and V start one piece into their allocations and rows are one piece longer than
+ * the head, checked against the reference like the matrix. Half a piece off, in the base or in a stride, answers
  * GEM_ERR_ALIGN and writes nothing. At the sliding-window shape for every type, and at the
  * production shape for F16. */
 static void check_cuda_pieces(target *tg)
@@ -623,7 +622,7 @@ static void check_cuda_pieces(target *tg)
         const int64_t nq = shapes[si].nq, nkv = shapes[si].nkv, d = shapes[si].d;
         const gem_dtype t = shapes[si].t;
         const size_t es = gem_dtype_size(t);
-        const int64_t piece = t == GEM_DTYPE_BF16 ? 8 : 4, live = 100, cap = 128;
+        const int64_t piece = t == GEM_DTYPE_F32 ? 4 : 8, live = 100, cap = 128;
         strides st;
         st.hs = d + piece;
         st.ts = nkv * st.hs + piece;

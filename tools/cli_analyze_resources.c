@@ -13,7 +13,8 @@
  * D256 / group-2 shape; its reducer at the decode API's default P for the device;
  * the baseline's four kernels); gem.resources.v3 the same kernels with the two BF16 first
  * passes staging their tiles in 66,560 bytes of dynamic shared memory (their launch contract
- * and two of their gates say so).
+ * and two of their gates say so); gem.resources.v4 the same with the two F16 first passes
+ * staged too.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -202,12 +203,10 @@ static int r2_nodyn(const res_facts *f) { return f->k[V2_REDUCER].dyn == 0; }
 static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE); }
 
 #define FUSED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, 0, 0}
-/* the roles after the two BF16 first passes, the same in v2 and v3 */
-#define ROLES_AFTER_BF16                                                                       \
-    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),                            \
-        FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),        \
-        /* K = V layers: K rebuilt from the V cache, one per cache element type */             \
-        FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),              \
+/* the roles after the two F16 first passes, the same in v2, v3 and v4 */
+#define ROLES_AFTER_F16                                                                        \
+    /* K = V layers: K rebuilt from the V cache, one per cache element type */                 \
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),                  \
         FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),    \
         FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),      \
         /* the sliding-window layers: D256, two query heads per KV head, one per cache type */ \
@@ -219,6 +218,11 @@ static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE);
         {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},      \
         {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},              \
         {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0}
+/* the roles after the two BF16 first passes, the same in v2 and v3 */
+#define ROLES_AFTER_BF16                                                                       \
+    FUSED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),                            \
+        FUSED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),        \
+        ROLES_AFTER_F16
 static const res_role v2_roles[] = {
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
@@ -236,15 +240,15 @@ _Static_assert(NKEYS(v2_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds e
         {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
         {pre "_no_dynamic_shared", tag##_nodyn}, {pre "_shared_within_32768", tag##_shared},   \
         {pre "_zero_local_bytes", tag##_local}, {pre "_two_blocks_per_sm", tag##_two}
-/* the gates before the first passes' and after the two BF16 ones, the same in v2 and v3 */
+/* the gates before the first passes' and after the two BF16 ones (after the two F16 ones), the
+ * same in v2 and v3 (v2, v3 and v4) */
 #define GATES_HEAD                                                                             \
     {"device_compute_capability_9_0", g_cc},                                                   \
         {"geometry_d512_default_fused_tile8_f32_no_window", g2_geo},                           \
         {"scratch_contract", g2_scratch}, FP_GATES("first_pass", p0),                          \
         FP_GATES("first_pass_strided", p1)
-#define GATES_AFTER_BF16                                                                       \
-    FP_GATES("first_pass_f16", p4), FP_GATES("first_pass_f16_strided", p5),                    \
-        FP_GATES("first_pass_k_from_v", p6), FP_GATES("first_pass_k_from_v_bf16", p7),         \
+#define GATES_AFTER_F16                                                                        \
+    FP_GATES("first_pass_k_from_v", p6), FP_GATES("first_pass_k_from_v_bf16", p7),             \
         FP_GATES("first_pass_k_from_v_f16", p8), FP_GATES("first_pass_d256", p9),              \
         FP_GATES("first_pass_d256_bf16", p10), FP_GATES("first_pass_d256_f16", p11),           \
         {"reducer_warp_size_32", r2_warp}, {"reducer_launchable_threads_ge_256", r2_launch},   \
@@ -252,6 +256,8 @@ _Static_assert(NKEYS(v2_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds e
         {"reducer_no_dynamic_shared", r2_nodyn}, {"reducer_shared_within_32768", r2_shared},   \
         {"reducer_zero_local_bytes", r2_local}, {"reducer_resident", r2_resident},             \
         {"baseline_kernels_launchable_no_local", g2_baseline}
+#define GATES_AFTER_BF16                                                                       \
+    FP_GATES("first_pass_f16", p4), FP_GATES("first_pass_f16_strided", p5), GATES_AFTER_F16
 static const res_gate v2_gates[] = {
     GATES_HEAD,
     FP_GATES("first_pass_bf16", p2),
@@ -305,6 +311,32 @@ static const res_gate v3_gates[] = {
 };
 _Static_assert(NKEYS(v3_gates) == NKEYS(v2_gates), "v3 has v2's number of gates");
 
+/* ---- gem.resources.v4: the kernels the library ships since the staged F16 pass ------ */
+/* v3 with the two F16 first passes (indices 4 and 5) on the staged body too, under the same
+ * contract and budget as the BF16 ones (dev/cuda/mma_decode.cu version 29, results/h200/run80:
+ * 0.2511 ms at 128K against 0.4540 for the CUDA-core F16 pass). */
+KGATES3(p4, 4)
+KGATES3(p5, 5)
+static const res_role v4_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    ROLES_AFTER_F16,
+};
+_Static_assert(NKEYS(v4_roles) == NKEYS(v2_roles), "v4 has v2's kernels");
+static const res_gate v4_gates[] = {
+    GATES_HEAD,
+    FP_GATES_STAGED("first_pass_bf16", p2),
+    FP_GATES_STAGED("first_pass_bf16_strided", p3),
+    FP_GATES_STAGED("first_pass_f16", p4),
+    FP_GATES_STAGED("first_pass_f16_strided", p5),
+    GATES_AFTER_F16,
+};
+_Static_assert(NKEYS(v4_gates) == NKEYS(v2_gates), "v4 has v2's number of gates");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -334,7 +366,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
 /* A schema is found by its name and its tool: gem.resources.v1 from `gem resources` (runs
  * 1-8, the design's candidate in the library then) or from dev/cuda/fused_decode.cu's version
  * 1 (the candidate since), gem.resources.v2 (the kernels the library shipped up to the
- * staged BF16 first passes) and gem.resources.v3 (the kernels it ships). */
+ * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes) and
+ * gem.resources.v4 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -345,6 +378,8 @@ static const res_schema schemas[] = {
      NKEYS(v2_roles), v2_gates, NKEYS(v2_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v3", "gem resources", "gem.analysis.resources.v3", 0, 8, 32768, v3_roles,
      NKEYS(v3_roles), v3_gates, NKEYS(v3_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v4", "gem resources", "gem.analysis.resources.v4", 0, 8, 32768, v4_roles,
+     NKEYS(v4_roles), v4_gates, NKEYS(v4_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */

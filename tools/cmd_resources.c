@@ -1,6 +1,6 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v3, docs/receipts-resources.md).
+ * ships (schema gem.resources.v4, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones and the
  * sliding-window layers' D256 ones) and the reducer at the decode API's tuned
@@ -46,7 +46,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v3): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v4): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
@@ -175,7 +175,7 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
                      k->warp_size, "max_active_blocks_per_sm", k->max_active_blocks_per_sm);
 }
 
-/* The BF16 first passes stage their tiles in shared memory (src/cuda/attn_fused_body.cuh):
+/* The BF16 and F16 first passes stage their tiles in shared memory (src/cuda/attn_fused_body.cuh):
  * launched with these dynamic bytes, and within this budget (80 KiB), which leaves the L1
  * the loads in flight need at two blocks an SM (docs/receipts-resources.md). */
 #define STAGED_DYNAMIC_SHARED 66560
@@ -183,8 +183,8 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
 
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
- * local memory, and at least `want_blocks` resident blocks per SM; the two BF16 first passes
- * (`staged`) with STAGED_DYNAMIC_SHARED dynamic bytes, within STAGED_SHARED_BUDGET. */
+ * local memory, and at least `want_blocks` resident blocks per SM; the BF16 and F16 first
+ * passes (`staged`) with STAGED_DYNAMIC_SHARED dynamic bytes, within STAGED_SHARED_BUDGET. */
 static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel_info *k,
                         int want_blocks, int staged)
 {
@@ -335,7 +335,7 @@ int gem_cmd_resources(int argc, char **argv)
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v3", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v4", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -396,7 +396,9 @@ int gem_cmd_resources(int argc, char **argv)
      * element type): the default P of each shape assumes two resident blocks per SM */
     for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
         const int staged = !strcmp(ks[i].role, "fused_first_pass_bf16") ||
-                           !strcmp(ks[i].role, "fused_first_pass_bf16_strided");
+                           !strcmp(ks[i].role, "fused_first_pass_bf16_strided") ||
+                           !strcmp(ks[i].role, "fused_first_pass_f16") ||
+                           !strcmp(ks[i].role, "fused_first_pass_f16_strided");
         fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged);
     }
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);

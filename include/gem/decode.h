@@ -40,7 +40,7 @@
  *         KV heads, on a general kernel (the fused route only; not tuned: small
  *         models such as the tiny test model); K and V of one element type (F32,
  *         BF16 or F16; the baseline route F32 only); base pointers aligned to 16
- *         bytes (F16: 8) and strides multiples of 4 elements (BF16: 8).
+ *         bytes and strides multiples of 4 elements (BF16 and F16: 8).
  * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
  * gem/attn.h) in the fused route: the CPU for any rotation, CUDA at D512 for half
  * 256 with up to 64 rotating pairs (gem_decode_supports_k_from_v).

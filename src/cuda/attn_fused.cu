@@ -23,16 +23,17 @@
  * the next kernel launch once its own wait returns (versions 24-27, runs 72-74:
  * calls queued back to back 1.7 us faster at 8K; GEM_FP_PROLOGUE below).
  *
- * K and V are F32, BF16 or F16 (the same type for both). F32 and F16: a thread owns four
- * elements of every row, loaded as 16 bytes of F32 one tile ahead or 8 bytes of F16 two tiles
- * ahead (about the same bytes in flight), turned into floats exactly; everything after the load
- * is the same F32 arithmetic. BF16: the dots and the V update run on tensor cores, exact to F32
- * by splitting Q and the weights into BF16 pieces (dev/cuda/mma_decode.cu version 2,
- * results/h200/run19: 0.283 ms at 128K against 0.472 for the CUDA-core body, which is bound by
- * instruction issue on 16-bit rows), their rows loaded as the F32 pass loads its own and staged
- * through shared memory (gem_fused_first_pass_mma_staged_body, version 24, results/h200/run78:
- * 0.2573 ms at 128K against 0.2677 for version 2's register-fed fragments). The partials have
- * the same layout, so the reducer is shared.
+ * K and V are F32, BF16 or F16 (the same type for both). F32: a thread owns four elements of
+ * every row, loaded as 16 bytes one tile ahead; the arithmetic below. BF16 and F16: the dots and
+ * the V update run on tensor cores, exact to F32 by splitting Q and the weights into 16-bit
+ * pieces (dev/cuda/mma_decode.cu version 2, results/h200/run19: 0.283 ms at 128K against 0.472
+ * for the CUDA-core body, which is bound by instruction issue on 16-bit rows), their rows loaded
+ * as the F32 pass loads its own and staged through shared memory
+ * (gem_fused_first_pass_mma_staged_body, version 24, results/h200/run78: 0.2573 ms at 128K
+ * against 0.2677 for version 2's register-fed fragments). F16 scales Q per head by a power of
+ * two and the weights by 2^14 so their pieces stay in F16's range, and undoes both exactly
+ * (version 29, results/h200/run80: 0.2511 ms at 128K against 0.4540 for the CUDA-core body
+ * that F16 ran on before). The partials have the same layout, so the reducer is shared.
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -101,10 +102,11 @@
                                                  scale, nullptr, nullptr);                     \
     }
 
-/* BF16 K and V: the tensor-core body staged through shared memory
+/* BF16 and F16 K and V: the tensor-core body staged through shared memory
  * (gem_fused_first_pass_mma_staged_body, GEM_MMA_STAGED_BYTES of dynamic shared memory), the
- * same arguments with the strides turned into elements; TS elements per row when dense. */
-#define GEM_FIRST_PASS_MMA(NAME, TS)                                                           \
+ * same arguments with the strides turned into elements; TS elements per row when dense, E the
+ * element's pieces (gem_mma_bf16_elem, gem_mma_f16_elem). */
+#define GEM_FIRST_PASS_MMA(NAME, E, TS)                                                        \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
         NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
              int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
@@ -112,18 +114,18 @@
              int64_t live, int64_t partitions, int64_t n_q_heads, float scale)                 \
     {                                                                                          \
         GEM_FP_PROLOGUE(k, v, GEM_CU_D, 2);                                                    \
-        gem_fused_first_pass_mma_staged_body<TS>(                                              \
-            q, reinterpret_cast<const __nv_bfloat16 *>(k), 4 * k_hs4, 4 * k_ts4,               \
-            reinterpret_cast<const __nv_bfloat16 *>(v), 4 * v_hs4, 4 * v_ts4, part_m, part_s,  \
-            part_o, live, partitions, n_q_heads, scale);                                       \
+        gem_fused_first_pass_mma_staged_body<TS, E>(                                           \
+            q, reinterpret_cast<const typename E::elem *>(k), 4 * k_hs4, 4 * k_ts4,            \
+            reinterpret_cast<const typename E::elem *>(v), 4 * v_hs4, 4 * v_ts4, part_m,       \
+            part_s, part_o, live, partitions, n_q_heads, scale);                               \
     }
 
 GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_strided, gem_kv_f32, 0)
-GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16, GEM_CU_D)
-GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16_strided, 0)
-GEM_FIRST_PASS(gem_fused_first_pass_f16, gem_kv_f16, GEM_CU_ROW_F4)
-GEM_FIRST_PASS(gem_fused_first_pass_f16_strided, gem_kv_f16, 0)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16, gem_mma_bf16_elem, GEM_CU_D)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16_strided, gem_mma_bf16_elem, 0)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16, gem_mma_f16_elem, GEM_CU_D)
+GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16_strided, gem_mma_f16_elem, 0)
 
 /* The K-from-V first passes (gem_k_from_v: the view holds V alone), one per element type, any
  * strides: the same body with K rebuilt from each V row as it arrives (attn_fused_body.cuh,
@@ -227,9 +229,13 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 
 /* ---- host side ------------------------------------------------------------------ */
 
-/* The BF16 first passes take GEM_MMA_STAGED_BYTES (66,560) of dynamic shared memory, past the
- * 48 KiB a kernel gets without asking: raise their limit on the current device, once per device
- * (the first 64 devices are remembered; any other asks every time, which is harmless). */
+/* Whether the D512 first pass for element type t is the staged tensor-core body (BF16, F16). */
+static int gem_fused_staged(int t) { return t == GEM_DTYPE_BF16 || t == GEM_DTYPE_F16; }
+
+/* The BF16 and F16 first passes take GEM_MMA_STAGED_BYTES (66,560) of dynamic shared memory,
+ * past the 48 KiB a kernel gets without asking: raise their limit on the current device, once
+ * per device (the first 64 devices are remembered; any other asks every time, which is
+ * harmless). */
 cudaError_t gem_cu_fused_allow_staged_shared(void)
 {
     static std::atomic<uint64_t> done{0};
@@ -240,13 +246,14 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
     const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
     if (bit && (done.load(std::memory_order_acquire) & bit))
         return cudaSuccess;
-    for (int l = 0; l < 2; l++) {
-        e = cudaFuncSetAttribute(gem_first_passes[GEM_DTYPE_BF16][l].fn,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)GEM_MMA_STAGED_BYTES);
-        if (e != cudaSuccess)
-            return e;
-    }
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+        for (int l = 0; l < 2 && gem_fused_staged(t); l++) {
+            e = cudaFuncSetAttribute(gem_first_passes[t][l].fn,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)GEM_MMA_STAGED_BYTES);
+            if (e != cudaSuccess)
+                return e;
+        }
     done.fetch_or(bit, std::memory_order_acq_rel);
     return cudaSuccess;
 }
@@ -259,7 +266,7 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
             r->func = (const void *)gem_first_passes[t][l].fn;
             r->name = gem_first_passes[t][l].name;
             r->role = gem_first_passes[t][l].role;
-            r->dynamic_shared = t == GEM_DTYPE_BF16 ? GEM_MMA_STAGED_BYTES : 0;
+            r->dynamic_shared = gem_fused_staged(t) ? GEM_MMA_STAGED_BYTES : 0;
             r->threads = GEM_CU_THREADS;
         }
     for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
@@ -317,7 +324,7 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             n_q_heads, a->scale));
     } else {
         const int strided = a->k_ts4 != GEM_CU_ROW_F4 || a->v_ts4 != GEM_CU_ROW_F4;
-        const size_t smem = a->dtype == GEM_DTYPE_BF16 ? GEM_MMA_STAGED_BYTES : 0;
+        const size_t smem = gem_fused_staged(a->dtype) ? GEM_MMA_STAGED_BYTES : 0;
         if (smem)
             GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
         GEM_CUDA_CHECK(launch_pdl_shared(

@@ -317,12 +317,12 @@ static gem_status cu_workspace_bytes(const void *impl, const gem_decode_shape *s
 
 static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
-/* The kernels load a piece of a row at once: four elements of F32 or F16 (16 or 8 bytes), eight
- * of BF16 (16 bytes, the tensor-core first pass). Base pointers aligned to the piece, strides
+/* The kernels load a piece of a row at once: four elements of F32 (16 bytes), eight of BF16 or
+ * F16 (16 bytes, the tensor-core first passes). Base pointers aligned to the piece, strides
  * multiples of its elements. */
 static int view_misaligned(const gem_kv_view *kv)
 {
-    const int64_t n = kv->v_dtype == GEM_DTYPE_BF16 ? 8 : 4;
+    const int64_t n = kv->v_dtype == GEM_DTYPE_F32 ? 4 : 8;
     const uintptr_t piece = (uintptr_t)n * (uintptr_t)gem_dtype_size(kv->v_dtype);
     /* a view without K (K rebuilt from V) has k NULL and K strides 0 */
     return ((uintptr_t)kv->k % piece) != 0 || ((uintptr_t)kv->v % piece) != 0 ||
