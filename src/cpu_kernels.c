@@ -34,6 +34,22 @@
 #define CPU_PF_LOCALITY 2
 #endif
 
+#ifndef CPU_BF16_SHUFFLE
+/* BF16 to F32 by one shuffle on port 5 (vpermw, vpshufb; AVX512BW) in place of a widening
+ * and a shift, whose shift takes port 0 from the FMAs. */
+#define CPU_BF16_SHUFFLE 1
+#endif
+#ifndef CPU_SCORE_PAIRS
+/* The scores of a group of 8 query heads two K rows at a time (dot_8x2), each K vector
+ * converted once; 0: four rows for each block of 4 heads (dot_4x4). */
+#define CPU_SCORE_PAIRS 1
+#endif
+#if CPU_AVX512 && CPU_BF16_SHUFFLE && defined(__AVX512BW__)
+#define CPU_BF16_BY_SHUFFLE 1
+#else
+#define CPU_BF16_BY_SHUFFLE 0
+#endif
+
 #define INLINE static inline __attribute__((always_inline))
 
 /* Bytes of one element of a cache row type. */
@@ -133,6 +149,15 @@ INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
     if (t == GEM_DTYPE_F32)
         return _mm512_loadu_ps((const float *)row + i);
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
+#if CPU_BF16_BY_SHUFFLE
+    if (t == GEM_DTYPE_BF16) /* word 2m + 1 of the result = word m of h, word 2m = 0 */
+        return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(
+            0xAAAAAAAAu,
+            _mm512_setr_epi32(0, 1 << 16, 2 << 16, 3 << 16, 4 << 16, 5 << 16, 6 << 16, 7 << 16,
+                              8 << 16, 9 << 16, 10 << 16, 11 << 16, 12 << 16, 13 << 16,
+                              14 << 16, 15 << 16),
+            _mm512_castsi256_si512(h)));
+#endif
     if (t == GEM_DTYPE_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
@@ -197,6 +222,36 @@ INLINE __m512 dot_4x4(const float *q, const void *k, int64_t ks, int64_t n, cons
             const __m512 qv = _mm512_loadu_ps(q + h * n + i);
             for (int t = 0; t < 4; t++)
                 acc[h][t] = _mm512_fmadd_ps(qv, kv[t], acc[h][t]);
+        }
+    }
+    return reduce_4x4(acc);
+}
+
+/* 8 query rows x 2 key rows (type kt), n a multiple of 16: the 16 dot products in the lanes
+ * of one register, lane 8*t + h = dot(q_h, k_t). Each K vector is loaded and converted once
+ * for all 8 heads (dot_4x4 converts a row once per block of 4 heads: twice at 8 heads, as
+ * many conversions as FMAs for 16-bit K), with the same per-lane FMAs and the same tree, so
+ * the same bits. While it computes it prefetches npf rows of pf (ks apart). */
+INLINE __m512 dot_8x2(const float *q, const void *k, int64_t ks, int64_t n, const void *pf,
+                      int npf, const gem_dtype kt)
+{
+    __m512 acc[4][4]; /* dot (h, t) in acc[h % 4][2t + h / 4]: reduce_4x4 puts it in lane 8t + h */
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            acc[a][b] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t i = 0; i < n; i += 16) {
+        __m512 kv[2];
+        for (int t = 0; t < 2; t++) {
+            kv[t] = load16(elem(k, t * ks, kt), i, kt);
+            __asm__("" : "+v"(kv[t])); /* one load a K vector (see dot_4x4) */
+        }
+        for (int t = 0; t < npf; t++)
+            prefetch_step(elem(pf, t * ks, kt), i, kt);
+        for (int h = 0; h < 8; h++) {
+            const __m512 qv = _mm512_loadu_ps(q + h * n + i);
+            for (int t = 0; t < 2; t++)
+                acc[h % 4][2 * t + h / 4] = _mm512_fmadd_ps(qv, kv[t], acc[h % 4][2 * t + h / 4]);
         }
     }
     return reduce_4x4(acc);
@@ -275,6 +330,22 @@ INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t k
                             int64_t n, float *out, int64_t out_stride, const void *pf,
                             int64_t pf_nt, const gem_dtype kt)
 {
+    if (CPU_SCORE_PAIRS && nh == 8) { /* a group of 8 query heads (Gemma 4's full layers) */
+        int64_t t = 0;
+        for (; t + 2 <= nt; t += 2) {
+            const int use = pf && t + 2 <= pf_nt;
+            const __m512 r = dot_8x2(q, elem(k, t * ks, kt), ks, n,
+                                     use ? elem(pf, t * ks, kt) : NULL, use ? 2 : 0, kt);
+            _mm256_storeu_ps(out + t * out_stride, _mm512_castps512_ps256(r));
+            _mm256_storeu_ps(out + (t + 1) * out_stride, _mm512_extractf32x8_ps(r, 1));
+        }
+        for (; t < nt; t++)
+            for (int64_t h = 0; h < 8; h += 4)
+                dot_4x1(q + h * n, elem(k, t * ks, kt), n, out + t * out_stride + h, 1, kt);
+        for (int64_t u = nt / 2 * 2; pf && u < pf_nt; u++) /* rows no pair covered */
+            prefetch_row(elem(pf, u * ks, kt), n, kt);
+        return;
+    }
     const int64_t nb = nh / 4;
     const int64_t rpb = nb >= 4 ? 1 : (nb > 0 ? (4 + nb - 1) / nb : 4);
     /* token blocks outside, head blocks inside: the 4 K rows of a block are read
@@ -638,7 +709,16 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
                 __m512 va, vb;
                 if (eo) {
                     const __m512i w = _mm512_loadu_si512((const void *)vr);
+#if CPU_BF16_BY_SHUFFLE
+                    /* each dword's low word moved up, its low half zeroed: bytes 0, 1 of
+                     * dword j of a 16-byte lane to bytes 2, 3, bytes 0, 1 from index 0x80 */
+                    va = _mm512_castsi512_ps(_mm512_shuffle_epi8(
+                        w, _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, 0, 1, -128, -128,
+                                                                4, 5, -128, -128, 8, 9, -128,
+                                                                -128, 12, 13))));
+#else
                     va = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+#endif
                     vb = _mm512_castsi512_ps(_mm512_and_si512(w, himask));
                 } else {
                     va = load16(vr, 0, vt);
