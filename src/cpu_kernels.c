@@ -34,17 +34,12 @@
 #define CPU_PF_LOCALITY 2
 #endif
 
-#ifndef CPU_BF16_SHUFFLE
 /* BF16 to F32 by one shuffle on port 5 (vpermw, vpshufb; AVX512BW) in place of a widening
- * and a shift, whose shift takes port 0 from the FMAs. */
-#define CPU_BF16_SHUFFLE 1
-#endif
-#ifndef CPU_SCORE_PAIRS
-/* The scores of a group of 8 query heads two K rows at a time (dot_8x2), each K vector
- * converted once; 0: four rows for each block of 4 heads (dot_4x4). */
-#define CPU_SCORE_PAIRS 1
-#endif
-#if CPU_AVX512 && CPU_BF16_SHUFFLE && defined(__AVX512BW__)
+ * and a shift, whose shift takes port 0 from the FMAs: with the scores of 8 heads two K rows
+ * at a time (dot_8x2), on the Xeon host (results/h200/run81/cpu-variants) one core from the L3
+ * 6.86 -> 5.97 ms at 8K, 16 cores 5.85 -> 5.01 ms at 64K and 11.43 -> 11.34 at 128K; on the
+ * AMD EPYC within its noise. */
+#if CPU_AVX512 && defined(__AVX512BW__)
 #define CPU_BF16_BY_SHUFFLE 1
 #else
 #define CPU_BF16_BY_SHUFFLE 0
@@ -330,7 +325,7 @@ INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t k
                             int64_t n, float *out, int64_t out_stride, const void *pf,
                             int64_t pf_nt, const gem_dtype kt)
 {
-    if (CPU_SCORE_PAIRS && nh == 8) { /* a group of 8 query heads (Gemma 4's full layers) */
+    if (nh == 8) { /* a group of 8 query heads (Gemma 4's full layers): two rows at a time */
         int64_t t = 0;
         for (; t + 2 <= nt; t += 2) {
             const int use = pf && t + 2 <= pf_nt;
