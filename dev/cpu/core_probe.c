@@ -15,6 +15,14 @@ Predictions for the Xeon host: if its 16 vCPUs are 8 cores x 2 threads, fma per 
 by about 2x from 8 to 16 threads while chain holds within 10-20%; if it is the clock, both fall
 together by 10-30%.
 
+H200 host (results/h200/run83): neither. One thread: fma 5.11 G instructions/s, chain 0.661 G
+steps/s (a 4-cycle latency: 2.64 GHz, so 1.93 FMAs a cycle, both units). fma a thread falls to
+94% / 69% / 61% / 59% / 55% at 2 / 4 / 8 / 12 / 16 threads (45.2 G/s in all at 16), chain only
+to 93% / 84% / 84% / 82% / 81%; from 8 to 16 threads both hold (98-100% in the second table), so
+the vCPUs are not siblings. The 512-bit FMAs lose about a third more than the scalar clock as
+cores are added: an AVX-512 clock below the scalar one (or a host that throttles them); at 16
+threads a thread gets 1.3 FMAs a cycle of the scalar clock.
+
 Each loop is checked first: x <- x * 0.5 + 1 has the fixed point 2, exact in float, and every
 chain of every thread must end there (and at the scalar reference's value after few steps).
 Then rounds in A B ... B A order over the thread counts; per count the median over rounds of
