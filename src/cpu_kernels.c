@@ -244,7 +244,8 @@ INLINE __m512 dot_8x2(const float *q, const void *k, int64_t ks, int64_t n, cons
         for (int t = 0; t < npf; t++)
             prefetch_step(elem(pf, t * ks, kt), i, kt);
         for (int h = 0; h < 8; h++) {
-            const __m512 qv = _mm512_loadu_ps(q + h * n + i);
+            __m512 qv = _mm512_loadu_ps(q + h * n + i);
+            __asm__("" : "+v"(qv)); /* one load a q vector for both rows */
             for (int t = 0; t < 2; t++)
                 acc[h % 4][2 * t + h / 4] = _mm512_fmadd_ps(qv, kv[t], acc[h % 4][2 * t + h / 4]);
         }
@@ -329,8 +330,14 @@ INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t k
         int64_t t = 0;
         for (; t + 2 <= nt; t += 2) {
             const int use = pf && t + 2 <= pf_nt;
-            const __m512 r = dot_8x2(q, elem(k, t * ks, kt), ks, n,
-                                     use ? elem(pf, t * ks, kt) : NULL, use ? 2 : 0, kt);
+            const void *kt0 = elem(k, t * ks, kt), *pf0 = use ? elem(pf, t * ks, kt) : NULL;
+            /* n = 512 (Gemma 4's full layers) compiled apart: the eight q rows become one
+             * pointer and immediate offsets. With n a run-time value gcc moves the row pointers
+             * through xmm registers and the stack every step, on the FMA ports; llvm-mca
+             * (Ice Lake server model) 13.8 -> 11.6 cycles per 16 FMAs; the AMD EPYC's score 5%
+             * faster (dev/cpu/fused_parts; results/h200/NOTES.md "Run 84"). Same arithmetic. */
+            const __m512 r = n == 512 ? dot_8x2(q, kt0, ks, 512, pf0, use ? 2 : 0, kt)
+                                      : dot_8x2(q, kt0, ks, n, pf0, use ? 2 : 0, kt);
             _mm256_storeu_ps(out + t * out_stride, _mm512_castps512_ps256(r));
             _mm256_storeu_ps(out + (t + 1) * out_stride, _mm512_extractf32x8_ps(r, 1));
         }
