@@ -19,8 +19,9 @@
 #   PHASES   space-separated subset of: build test sanitize resources diff
 #            bench kfv kfv-ncu peers dev sanitize sweep ncu model31 model model-tests
 #            model-dev model31-bf16 model-sanitize tiles-bulk cublas model-ncu model-norms
-#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-int8 cpu-small cpu-perf (default: all but kfv-ncu, the model phases, the five
-#            after model-sanitize and cpu, in that order)
+#            tiles-q4k tiles-ring mma cpu cpu-abba cpu-dev cpu-int8 cpu-small cpu-perf cpu-parts
+#            (default: all but kfv-ncu, the model phases, the five after model-sanitize, cpu and
+#            cpu-parts, in that order)
 #   CPU_LENGTHS  live lengths of the cpu phase's attention benches (default 8192,65536,131072)
 #   CPU_THREAD_SWEEP  thread counts of the cpu phase's per-core benches (default "1 4 8"; "" skips)
 #   CPU_DEV_ARGS  arguments of dev/cpu/mv_split in the cpu-dev phase (default: its own)
@@ -451,6 +452,17 @@ if has cpu-int8; then
             fail "abba model q4_k"
         rm -f "$f"
     fi
+    pack
+fi
+if has cpu-parts; then
+    step "dev/cpu/core_probe and fused_parts: the host's FMA rate and the fused item's kernels by thread count"
+    timeout 120 "$BUILD/dev/core_probe" --rounds 5 >"$REC/dev-core-probe.txt" 2>&1 || fail "core_probe"
+    cat "$REC/dev-core-probe.txt"
+    for t in bf16 f32; do
+        timeout 120 "$BUILD/dev/fused_parts" --dtype $t --reps 400 --rounds 5 --threads 1,8,16 \
+            >"$REC/dev-fused-parts-$t.txt" 2>&1 || fail "fused_parts $t"
+        cat "$REC/dev-fused-parts-$t.txt"
+    done
     pack
 fi
 if has cpu-small; then
