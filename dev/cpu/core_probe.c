@@ -40,6 +40,8 @@ usage: core_probe [--iters N] [--rounds R] [--threads 1,2,4,8,12,16]
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define LANES 16
@@ -49,19 +51,6 @@ usage: core_probe [--iters N] [--rounds R] [--threads 1,2,4,8,12,16]
 #define CHAINS 16
 #define MAX_COUNTS 16
 #define MAX_THREADS 512
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* CHAINS x LANES floats after iters steps of x <- x * 0.5 + 1 from x0 (out: CHAINS*LANES). */
 static void fma_loop(int64_t iters, float x0, float *out)

@@ -34,6 +34,7 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
 #include "gem/attn.h"
@@ -47,19 +48,6 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #define MAX_THREADS 256
 enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, NPARTS };
 static const char *part_name[NPARTS] = {"score", "online", "value", "item"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static uint64_t rng_next(uint64_t *s)
 {

@@ -33,18 +33,12 @@ usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] [--type q8_0|q4
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
 #include "cpu_memory.h"
 #include "cpu_pool.h"
 #include "gem/engine.h"
 #include "gem/model.h"
 #include "matvec.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint64_t next_u64(void)
@@ -135,12 +129,6 @@ static int check(cpu_pool *pool, const gem_matrix m[2], const float *x)
     free(yr);
     free(w);
     return bad;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct series {

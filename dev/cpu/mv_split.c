@@ -51,6 +51,7 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "cpu_memory.h"
 #include "cpu_pool.h"
 #include "gem/engine.h"
@@ -58,13 +59,6 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #include "matvec.h"
 
 #define MAX_LIST 8
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next_u64(void)
@@ -196,12 +190,6 @@ static void map_into_file(layer *L, int64_t nl)
             off += (n + 31) / 32 * 32;
         }
     }
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv)

@@ -31,17 +31,11 @@ usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
 #include "gem/attn.h"
 #include "gem/decode.h"
 
 #define MAX_LIST 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float next_f(void)
@@ -67,12 +61,6 @@ static int parse_list(const char *s, int64_t *out)
     }
     free(copy);
     return n;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void *alloc64(size_t bytes)
@@ -259,14 +247,14 @@ int main(int argc, char **argv)
                                                  NULL);
                                 dt[i] = now_s() - t0;
                             }
-                            qsort(dt, (size_t)nk, sizeof dt[0], cmp_double);
+                            qsort(dt, (size_t)nk, sizeof dt[0], cmp_d);
                             t[(size_t)c * 2 * rounds + 2 * r + pass] = dt[nk / 2];
                         }
                 for (int c = 0; c < nc; c++) {
                     if (!valid[c])
                         continue;
                     double *tc = t + (size_t)c * 2 * rounds;
-                    qsort(tc, (size_t)2 * rounds, sizeof(double), cmp_double);
+                    qsort(tc, (size_t)2 * rounds, sizeof(double), cmp_d);
                     const double med = 0.5 * (tc[rounds - 1] + tc[rounds]);
                     printf("%-8s %-6s %6lld %5lld %-5s %7lld %10.1f %10.1f %10.1f %8.1f\n",
                            shapes[si].name, lay, (long long)live, (long long)cp[c],

@@ -32,25 +32,13 @@ usage: stream_probe [--threads N] [--mib M] [--rounds R] [--slices 4,1,16]
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
 #include "cpu_kernels.h"
 #include "cpu_memory.h"
 #include "cpu_pool.h"
 #include "gem/decode.h"
 
 #define MAX_LIST 8
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* the hints by name: t0, t1, nta */
 static const cpu_prefetch_hint hint_of[3] = {CPU_PF_L1, CPU_PF_L2, CPU_PF_NTA};
