@@ -605,9 +605,9 @@ done:
 /* The CUDA kernels read rows in pieces of 16 bytes: 4 elements of F32, 8 of BF16 or F16. A
  * token-major view whose base pointers and strides are multiples of the piece runs wherever it
  * sits: here K and V start one piece into their allocations and rows are one piece longer than
- * the head, checked against the reference like the matrix. Half a piece off, in the base or in a stride, answers
- * GEM_ERR_ALIGN and writes nothing. At the sliding-window shape for every type, and at the
- * production shape for F16. */
+ * the head, checked against the reference like the matrix. Half a piece off, in the base or in
+ * a stride, answers GEM_ERR_ALIGN and writes nothing. At the sliding-window shape for every
+ * type, and at the production shape for F16. */
 static void check_cuda_pieces(target *tg)
 {
     const backend_mem *m = &tg->mem;
