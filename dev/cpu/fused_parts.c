@@ -12,6 +12,10 @@ rows of its own that fit its L2, so memory is out of the picture:
   value   the V update of the span (256 FMA instructions a token; every alpha 1, as once the
           running maxima settle)
   item    the three in the item's order, as src/cpu_fused.c runs them (without its prefetches)
+  amx     (BF16 only) the whole item on the tile unit, dev/cpu/amx_item.h: the scores and the V
+          update as BF16 tile products with q and the weights split into three BF16 pieces;
+          checked against the double softmax like the library's item, then also timed by phase
+          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-88)
 Per part and thread count: ns a token (one KV head, 8 query heads) a thread and, for score,
 value and item, G FMA instructions a second a thread. Predictions for the Xeon host (run 83:
 5.1 G FMAs a second on one thread, 2.9 on each of 16; run 82: the route from the L3 at 284 ns a
@@ -34,6 +38,7 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #include <time.h>
 #include <unistd.h>
 
+#include "amx_item.h"
 #include "common.h"
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
@@ -46,8 +51,9 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #define SPAN CPU_SPAN_TOKENS
 #define MAX_COUNTS 8
 #define MAX_THREADS 256
-enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, NPARTS };
-static const char *part_name[NPARTS] = {"score", "online", "value", "item"};
+enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, P_AMX, NPARTS };
+static const char *part_name[NPARTS] = {"score", "online", "value", "item", "amx"};
+static int nparts = P_AMX; /* P_AMX too for BF16 */
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -72,6 +78,7 @@ typedef struct rows {
     float *q;    /* (NH, D) */
     void *k, *v; /* (tokens, D) of t */
     float *sc, *alpha, *m, *s, *o, *saved; /* span scratch, state, saved scores */
+    amx_ws *aw; /* BF16: the tile item's workspace */
 } rows;
 
 static int rows_init(rows *r, gem_dtype t, int64_t tokens, uint64_t seed)
@@ -89,7 +96,9 @@ static int rows_init(rows *r, gem_dtype t, int64_t tokens, uint64_t seed)
     r->m = aligned_alloc(64, 64 * sizeof(float));
     r->s = aligned_alloc(64, 64 * sizeof(float));
     r->o = aligned_alloc(64, NH * D * sizeof(float));
-    if (!r->q || !r->k || !r->v || !r->sc || !r->saved || !r->alpha || !r->m || !r->s || !r->o)
+    r->aw = aligned_alloc(64, (sizeof(amx_ws) + 63) / 64 * 64);
+    if (!r->q || !r->k || !r->v || !r->sc || !r->saved || !r->alpha || !r->m || !r->s || !r->o ||
+        !r->aw)
         return -1;
     uint64_t st = seed;
     for (int64_t i = 0; i < NH * D; i++)
@@ -118,6 +127,8 @@ static int pass(rows *r, int part)
     const char *k = r->k, *v = r->v;
     const int64_t rb = D * r->es;
     int bad = 0;
+    if (part == P_AMX)
+        return amx_item_bf16(r->aw, r->q, r->k, r->v, r->tokens, D, kScale, r->m, r->s, r->o);
     if (part == P_ITEM)
         state_reset(r);
     for (int64_t t0 = 0; t0 < r->tokens; t0 += SPAN) {
@@ -136,10 +147,10 @@ static int pass(rows *r, int part)
     return bad;
 }
 
-/* The item's O/S against the online softmax in double over the same rows. */
-static int check(rows *r)
+/* The item's (or the tile item's) O/S against the online softmax in double over the same rows. */
+static int check(rows *r, int part)
 {
-    if (pass(r, P_ITEM))
+    if (pass(r, part))
         return -1;
     float *kf = malloc((size_t)(r->tokens * D) * sizeof(float));
     float *vf = malloc((size_t)(r->tokens * D) * sizeof(float));
@@ -170,7 +181,8 @@ static int check(rows *r)
             ref += want * want;
         }
         if (!(err <= 1e-10 * ref)) { /* the project's NMSE bound; NaN fails too */
-            fprintf(stderr, "head %d: NMSE %.3g against the double softmax\n", h, err / ref);
+            fprintf(stderr, "%s, head %d: NMSE %.3g against the double softmax\n",
+                    part_name[part], h, err / ref);
             bad = 1;
         }
     }
@@ -200,6 +212,8 @@ static void *run(void *arg)
     for (int64_t i = 0; i < w->sh->reps; i++)
         pass(w->r, w->sh->part);
     w->seconds = now_s() - t0;
+    if (w->sh->part == P_AMX)
+        amx_unconfigure();
     return NULL;
 }
 
@@ -277,6 +291,13 @@ int main(int argc, char **argv)
         }
         maxn = counts[c] > maxn ? counts[c] : maxn;
     }
+    if (t == GEM_DTYPE_BF16) {
+        if (amx_enable() != 0) {
+            fprintf(stderr, "fused_parts: the kernel refused the tile state (arch_prctl)\n");
+            return 1;
+        }
+        nparts = NPARTS;
+    }
     rows *rs = calloc((size_t)maxn, sizeof *rs);
     for (int i = 0; i < maxn; i++)
         if (!rs || rows_init(&rs[i], t, tokens, 1234 + 77 * (uint64_t)i) != 0) {
@@ -285,39 +306,64 @@ int main(int argc, char **argv)
         }
     /* checks, and the saved scores and alphas the online and value parts start from */
     for (int i = 0; i < maxn; i++) {
-        if (check(&rs[i]) != 0) {
-            fprintf(stderr, "fused_parts: thread %d's item disagrees with the double softmax\n", i);
-            return 1;
-        }
+        for (int part = nparts - 1; part >= P_ITEM; part--) /* the library's item last */
+            if (check(&rs[i], part) != 0) {
+                fprintf(stderr, "fused_parts: thread %d's %s disagrees with the double softmax\n",
+                        i, part_name[part]);
+                return 1;
+            }
         memcpy(rs[i].saved, rs[i].sc, SPAN * NH * sizeof(float));
         for (int j = 0; j < 64 * NH; j++)
             rs[i].alpha[j] = 1.0f;
     }
-    printf("%s kernels, %s K and V, %lld tokens a thread (%lld KiB of rows), %lld passes a "
+    printf("%s kernels%s%s, %s K and V, %lld tokens a thread (%lld KiB of rows), %lld passes a "
            "sample, %lld rounds A B .. B A\nchecks: every thread's item within NMSE 1e-10 of "
            "the double softmax\n",
-           cpu_kernels_isa(), gem_dtype_name(t), (long long)tokens,
+           cpu_kernels_isa(), nparts > P_AMX ? " and " : "", nparts > P_AMX ? amx_kind() : "",
+           gem_dtype_name(t), (long long)tokens,
            (long long)(2 * tokens * D * rs[0].es / 1024), (long long)reps, (long long)rounds);
-    const int nv = nc * NPARTS;
+    const int nv = nc * nparts;
     double *tm = calloc((size_t)(nv * 2 * rounds), sizeof *tm);
     int64_t *cnt = calloc((size_t)nv, sizeof *cnt);
     for (int64_t r = 0; r < rounds; r++)
         for (int pass_ = 0; pass_ < 2; pass_++)
             for (int u = 0; u < nv; u++) {
-                const int x = pass_ ? nv - 1 - u : u, c = x / NPARTS, part = x % NPARTS;
+                const int x = pass_ ? nv - 1 - u : u, c = x / nparts, part = x % nparts;
                 for (int i = 0; i < counts[c]; i++)
                     state_reset(&rs[i]);
                 tm[x * 2 * rounds + cnt[x]++] = run_threads(rs, counts[c], part, reps);
             }
+    if (nparts > P_AMX) { /* the tile unit alone, and where the tile item's time goes */
+        uint16_t *buf = aligned_alloc(64, 8192);
+        for (int i = 0; i < 4096 && buf; i++)
+            buf[i] = gem_f32_to_bf16((float)(i % 7) * 0.01f);
+        if (buf)
+            printf("tile unit on one thread, TSC cycles a TDPBF16PS: operands fixed %.1f, "
+                   "reloaded from L1 %.1f\n", amx_tdp_probe(100000, 0, buf),
+                   amx_tdp_probe(100000, 1, buf));
+        free(buf);
+        amx_clock_on = 1;
+        for (int64_t i = 0; i < reps; i++)
+            pass(&rs[0], P_AMX);
+        amx_clock_on = 0;
+        uint64_t all = 0;
+        for (int ph = 0; ph < AMX_NPH; ph++)
+            all += amx_ph_cycles[ph];
+        printf("amx item on one thread, TSC cycles a token:");
+        for (int ph = 0; ph < AMX_NPH; ph++)
+            printf(" %s %.1f,", amx_ph_name[ph], (double)amx_ph_cycles[ph] / (double)(reps * tokens));
+        printf(" all %.1f\n", (double)all / (double)(reps * tokens));
+    }
     printf("threads  part     ns a token a thread (median, min, max)   G FMA/s a thread\n");
     for (int x = 0; x < nv; x++) {
-        const int c = x / NPARTS, part = x % NPARTS;
+        const int c = x / nparts, part = x % nparts;
         double *v = tm + x * 2 * rounds;
         qsort(v, (size_t)(2 * rounds), sizeof *v, cmp_d);
         const double per = 1e9 / (double)(reps * tokens);
         const double med = 0.5 * (v[rounds - 1] + v[rounds]) * per;
         const double fmas = part == P_SCORE || part == P_VALUE ? 256.0 : part == P_ITEM ? 512.0
                                                                                        : 0.0;
+        /* (the tile item issues no FMA instructions: its column stays empty) */
         printf("%7d  %-7s  %8.1f  (%.1f, %.1f)", counts[c], part_name[part], med, v[0] * per,
                v[2 * rounds - 1] * per);
         if (fmas > 0)

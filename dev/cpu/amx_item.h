@@ -1,0 +1,499 @@
+/*
+dev/cpu/amx_item.h: the fused work item of 8 query heads over BF16 K and V rows of 512 on
+Intel's tile unit (AMX-BF16), exact to F32 the way the CUDA staged pass is.
+
+On the H200 host (Xeon, family 6 model 207: AMX-BF16, AVX512-BF16) the library's BF16 item
+takes 336 ns a token a thread on 16 threads with its rows in L2 (results/h200/run84): the
+scores and the V update are 512 FMA instructions a token, which the 16 cores issue at 2.8-3.0
+G a second each (run 83). The memory floor at 128K needs 235 ns. TDPBF16PS forms a 16 x 16
+block of F32 sums of 32 BF16 products each (8,192 products) in one instruction.
+
+The item (one KV head, rows [0, n), 8 query heads), chunk by chunk of CHUNK tokens:
+  scores  dot[t][h] = (d0 + d1) + d2, d_i = sum_j K[t][j] q_i[h][j] on the tile unit, where
+          q = q_0 + q_1 + q_2 is q split into three BF16 pieces (q_0 = bf16(q), q_1 =
+          bf16(q - q_0), q_2 = q - q_0 - q_1, all exact: F32's 24 bits in three of 8): each
+          product of a BF16 K element and a piece is exact in F32, as on the CUDA cores.
+          A = 16 K rows x 32 elements, straight from the cache (row stride = the cache's);
+          B = the pieces in the tile unit's pair layout, columns (piece, head): 16 for pieces
+          0 and 1, 8 (and 8 zero) for piece 2.
+  softmax cpu_online_tile over the chunk (the library's rule: scale, maxima, alpha, p, S).
+          The numerator accumulators are rescaled by alpha when some alpha is not 1.
+  value   O_i[h][d] += sum_t p_i[h][t] V[t][d], p = p_0 + p_1 + p_2 split like q, on the
+          tile unit: A = the p pieces (rows (piece, head), 32 tokens), B = 32 V rows x 16 dims
+          in the pair layout (rows of V interleaved two by two, the chunk's rows at once),
+          C = the accumulators of 16 dims, loaded and stored once a chunk.
+  end     O[h][d] = (O_0[h][d] + O_1[h][d]) + O_2[h][d].
+Every product is exact; the additions are F32 in the tile unit's order (the SDM's: pairs in
+order over k), so the item is deterministic. The tile unit treats BF16 subnormal inputs as zero
+and flushes subnormal F32 results: a piece or a row element below 2^-126 is lost. That is not
+the library's rule (which widens every element exactly), so this is a different route, held to
+the double softmax like every other.
+
+Where the compiler has no AMX (the development VM, the CI machine), the tile operations are
+emulated in C with the SDM's order, so that the item's logic is checked everywhere; only the
+H200 host times the real one (dev/cpu/fused_parts, part "amx", BF16; results/h200/run85-88).
+
+Prediction before run 85: 4 TDPs a token (2 for the scores, 2 for the V update) at 16 cycles
+each, about 16 cycles of V relayout and 10 of softmax: 50-80 ns a token on one thread, so the
+16-thread route would be bound by memory (235 ns a token a thread at 139 GB/s).
+
+Measured on the H200 host, ns a token a thread, the tile item against the library's item in the
+same process (rows in L2, 256 tokens a thread; DRAM: 16,384 tokens a thread, neither item
+prefetching):
+  run 85  one tile shape (16 x 64 bytes) everywhere, V pairs by vpermt2w per 32 rows, the
+          accumulators loaded and stored every 32 rows: L2 455 vs 193 (1 thread), 524 vs 281
+          (16); DRAM 345 vs 290 (1), 661 vs 557 (16). Exact: every check passed.
+  run 86  8-row and 8-column tiles for the third piece (two tile configurations a chunk), V
+          unpacked in 128-bit lanes (amx_dim), the accumulators once a chunk, q split by
+          vectors: L2 306 vs 238 (1), 539 vs 437 (16); DRAM 243 vs 257 (1), 515 vs 568 (16).
+          TSC cycles a token (L2): score tiles 166, softmax and split 74, V pairs 87, value
+          tiles 153, q and ends 109 (a 256-row item).
+  run 87  the value update slice by slice (32 dims of a chunk of 256 rows, 8 KiB in L1) and the
+          K and V slices prefetched into L1 two ahead: L2 290 vs 236 (1), 362 vs 341 (16);
+          DRAM 298 vs 366 (1), 599 vs 553 (16).
+  run 88  amx_tdp_probe: a TDPBF16PS of full tiles takes 15.0 TSC cycles with its operands
+          fixed, 46.8 when the four operand tiles are reloaded from L1 before every four TDPs
+          (the item's loops reload one operand tile per TDP). The item, same code as run 87 on
+          another host: score tiles 68, softmax and split 33, V pairs 76, value tiles 83, q
+          and ends 70 cycles a token; 221 vs 200 ns (1 thread), 306 vs 266 (16).
+So the tile unit's arithmetic is not the limit (4 TDPs a token are 60 cycles); the operand
+reloads are (three times the TDP's own time), and the V rows' relayout into the pair layout
+(76-89 cycles a token) is work the FMA item does not have. Not in the library: the tile item
+is no faster than the AVX-512 one on this host, in L2 or from DRAM, at 1 or 16 threads.
+*/
+#ifndef GEM_DEV_CPU_AMX_ITEM_H
+#define GEM_DEV_CPU_AMX_ITEM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define AMX_REAL 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define AMX_REAL 0
+#endif
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
+#define AMX_NH 8
+#define AMX_D 512
+#define AMX_KK (AMX_D / 32) /* 32-element steps of a row */
+#define AMX_BT (AMX_D / 16) /* value B tiles a block of 32 rows (16 dims each) */
+#ifndef AMX_CHUNK
+#define AMX_CHUNK 256 /* tokens a softmax step (one alpha); a multiple of 32 */
+#endif
+#ifndef AMX_PF
+#define AMX_PF 2 /* slices ahead that the score and value loops bring into L1 */
+#endif
+#define AMX_NB (AMX_CHUNK / 32)
+
+/*
+ * Dims of the value tiles. A block of 32 V rows becomes 32 B tiles of 16 rows (token pairs)
+ * x 16 columns, each row the 64 bytes that unpacking two V rows' 32-element slice j gives
+ * (vpunpcklwd / vpunpckhwd, in 128-bit lanes): tile 2j + hi, column c holds dim
+ *   32 j + 8 (c / 4) + 4 hi + c % 4.
+ * The accumulator of tile bt, column c is that dim's numerator.
+ */
+static inline int amx_dim(int bt, int c) { return 32 * (bt / 2) + 8 * (c / 4) + 4 * (bt % 2) + c % 4; }
+
+typedef struct amx_ws {
+    uint16_t qb1[AMX_KK][16][32]; /* B: pieces 0, 1 of q, pair layout, cols (piece, head) */
+    uint16_t qb2[AMX_KK][16][16]; /* B: piece 2, cols (head) */
+    float c0[AMX_CHUNK][16];      /* scores: C tiles of pieces 0, 1 */
+    float c1[AMX_CHUNK][8];       /* scores: piece 2 */
+    float sc[AMX_CHUNK * AMX_NH]; /* dots, then weights, (t, h) */
+    float st[AMX_NH][AMX_CHUNK];  /* weights, (h, t) */
+    uint16_t pa[AMX_NB][16][32];  /* A: p pieces 0, 1, rows (piece, head), 32 tokens */
+    uint16_t pb[AMX_NB][8][32];   /* A: p piece 2, rows (head) */
+    uint16_t vb[AMX_NB][2][16][32]; /* B: one 32-dim slice of the chunk's V rows, pair layout */
+    float oa[AMX_BT][16][16];     /* C: numerators of pieces 0, 1, rows (piece, head) */
+    float ob[AMX_BT][8][16];      /* C: piece 2, rows (head) */
+    float alpha[AMX_NH];
+    uint16_t kpad[32][AMX_D], vpad[32][AMX_D]; /* a short last block, zero filled */
+} amx_ws;
+
+static inline uint16_t amx_bf16_rne(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* finite inputs only */
+    return (uint16_t)(u >> 16);
+}
+
+static inline float amx_bf16_f(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* x = pieces[0] + pieces[1] + pieces[2] exactly (x finite, normal) */
+static inline void amx_split3(float x, uint16_t *p0, uint16_t *p1, uint16_t *p2)
+{
+    *p0 = amx_bf16_rne(x);
+    const float r1 = x - amx_bf16_f(*p0);
+    *p1 = amx_bf16_rne(r1);
+    *p2 = amx_bf16_rne(r1 - amx_bf16_f(*p1));
+}
+
+/* ---- the tile operations: real, or emulated in the SDM's order ----
+ * Two configurations: the scores' (C0 16x16, C1 16x8 for two 16-row blocks; A 16x32 BF16;
+ * B1 16 pair rows x 16 cols, B2 x 8) and the value update's (Ca 16x16, Cb 8x16 for two
+ * 16-dim tiles; Pa 16 rows, Pb 8 rows of 32 tokens; two V tiles of 16 pair rows x 16). */
+static const uint8_t amx_rows_sc[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+static const uint16_t amx_colsb_sc[8] = {64, 32, 64, 32, 64, 64, 64, 32};
+static const uint8_t amx_rows_v[8] = {16, 8, 16, 8, 16, 8, 16, 16};
+static const uint16_t amx_colsb_v[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+
+#if AMX_REAL
+typedef struct __attribute__((aligned(64))) amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+#define TLOAD(i, p, stride) _tile_loadd(i, p, stride)
+#define TSTORE(i, p, stride) _tile_stored(i, p, stride)
+#define TZERO(i) _tile_zero(i)
+#define TDP(c, a, b) _tile_dpbf16ps(c, a, b)
+
+long syscall(long number, ...); /* unistd.h declares it only with _GNU_SOURCE */
+
+/* Ask the kernel for the tile state (once a process); 0 when granted. */
+static int amx_enable(void)
+{
+    return (int)syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */);
+}
+
+static void amx_config(const uint8_t *rows, const uint16_t *colsb)
+{
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = colsb[i];
+        c.rows[i] = rows[i];
+    }
+    _tile_loadconfig(&c);
+}
+static void amx_unconfigure(void) { _tile_release(); }
+#else
+static _Thread_local uint8_t amx_emu[8][16 * 64];
+static _Thread_local uint8_t amx_emu_rows[8];
+static _Thread_local uint16_t amx_emu_colsb[8];
+static inline void amx_emu_load(int i, const void *p, int64_t stride)
+{
+    memset(amx_emu[i], 0, sizeof amx_emu[i]);
+    for (int r = 0; r < amx_emu_rows[i]; r++)
+        memcpy(amx_emu[i] + 64 * r, (const char *)p + r * stride, amx_emu_colsb[i]);
+}
+static inline void amx_emu_store(int i, void *p, int64_t stride)
+{
+    for (int r = 0; r < amx_emu_rows[i]; r++)
+        memcpy((char *)p + r * stride, amx_emu[i] + 64 * r, amx_emu_colsb[i]);
+}
+static inline void amx_emu_dp(int c, int a, int b)
+{
+    float C[16][16];
+    uint16_t A[16][32], B[16][32];
+    memcpy(C, amx_emu[c], sizeof C);
+    memcpy(A, amx_emu[a], sizeof A);
+    memcpy(B, amx_emu[b], sizeof B);
+    for (int m = 0; m < amx_emu_rows[c]; m++)
+        for (int k = 0; k < amx_emu_colsb[a] / 4; k++)
+            for (int n = 0; n < amx_emu_colsb[c] / 4; n++) {
+                C[m][n] += amx_bf16_f(A[m][2 * k]) * amx_bf16_f(B[k][2 * n]);
+                C[m][n] += amx_bf16_f(A[m][2 * k + 1]) * amx_bf16_f(B[k][2 * n + 1]);
+            }
+    memcpy(amx_emu[c], C, sizeof C);
+}
+#define TLOAD(i, p, stride) amx_emu_load(i, p, stride)
+#define TSTORE(i, p, stride) amx_emu_store(i, p, stride)
+#define TZERO(i) memset(amx_emu[i], 0, sizeof amx_emu[i])
+#define TDP(c, a, b) amx_emu_dp(c, a, b)
+static int amx_enable(void) { return 0; }
+static void amx_config(const uint8_t *rows, const uint16_t *colsb)
+{
+    memcpy(amx_emu_rows, rows, 8);
+    memcpy(amx_emu_colsb, colsb, 8 * sizeof *colsb);
+}
+static void amx_unconfigure(void) {}
+#endif
+
+static const char *amx_kind(void) { return AMX_REAL ? "amx-bf16" : "amx-bf16 emulated in C"; }
+
+/* q (8, 512) F32 -> the score B tiles of w. In the pair layout a B row holds, per column,
+ * two consecutive elements of one piece: one 32-bit word of the piece as an array. */
+static void amx_q_tiles(amx_ws *w, const float *q)
+{
+    uint16_t pc[3][AMX_D];
+    uint32_t (*b1)[16][16] = (uint32_t (*)[16][16])(void *)w->qb1;
+    uint32_t (*b2)[16][8] = (uint32_t (*)[16][8])(void *)w->qb2;
+    for (int h = 0; h < AMX_NH; h++) {
+        for (int j = 0; j < AMX_D; j++)
+            amx_split3(q[h * AMX_D + j], &pc[0][j], &pc[1][j], &pc[2][j]);
+        uint32_t wd[3][AMX_D / 2];
+        memcpy(wd, pc, sizeof wd);
+        for (int x = 0; x < AMX_D / 2; x++) {
+            b1[x / 16][x % 16][h] = wd[0][x];
+            b1[x / 16][x % 16][8 + h] = wd[1][x];
+            b2[x / 16][x % 16][h] = wd[2][x];
+        }
+    }
+}
+
+/* ---- phase clock (the device run's breakdown; off unless amx_clock_on) ---- */
+enum { AMX_PH_SCORE, AMX_PH_SOFTMAX, AMX_PH_VPAIRS, AMX_PH_VALUE, AMX_PH_OTHER, AMX_NPH };
+static const char *amx_ph_name[AMX_NPH] = {"score tiles", "softmax+split", "V pairs",
+                                           "value tiles", "q, ends"};
+static int amx_clock_on;
+static _Thread_local uint64_t amx_ph_cycles[AMX_NPH];
+static _Thread_local uint64_t amx_ph_last;
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline void amx_ph(int ph)
+{
+    if (!amx_clock_on)
+        return;
+    const uint64_t t = __rdtsc();
+    if (ph >= 0)
+        amx_ph_cycles[ph] += t - amx_ph_last;
+    amx_ph_last = t;
+}
+#else
+static inline void amx_ph(int ph) { (void)ph; }
+#endif
+
+/* Slice j (dims 32 j .. 32 j + 31) of 32 rows (v, stride bytes) into the pair layout of the
+ * two B tiles vb[0], vb[1] (amx_dim: tile 2 j + hi). */
+static inline void amx_v_slice(uint16_t (*vb)[16][32], const uint16_t *v, int64_t stride, int j)
+{
+    for (int r = 0; r < 16; r++) {
+        const uint16_t *a = (const uint16_t *)((const char *)v + (2 * r) * stride) + 32 * j;
+        const uint16_t *b = (const uint16_t *)((const char *)v + (2 * r + 1) * stride) + 32 * j;
+#if defined(__AVX512BW__)
+        const __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
+        _mm512_store_si512(vb[0][r], _mm512_unpacklo_epi16(x, y));
+        _mm512_store_si512(vb[1][r], _mm512_unpackhi_epi16(x, y));
+#else
+        for (int hi = 0; hi < 2; hi++)
+            for (int c = 0; c < 16; c++) {
+                vb[hi][r][2 * c] = a[amx_dim(hi, c)];
+                vb[hi][r][2 * c + 1] = b[amx_dim(hi, c)];
+            }
+#endif
+    }
+}
+
+/* the lines of slice j of 32 rows into L1 */
+static inline void amx_prefetch_slice(const char *rows, int64_t stride, int j)
+{
+#if defined(__x86_64__)
+    for (int r = 0; r < 32; r++)
+        _mm_prefetch(rows + r * stride + 64 * j, _MM_HINT_T0);
+#else
+    (void)rows, (void)stride, (void)j;
+#endif
+}
+
+/* The chunk's weights st (h, t) split into the A tiles; tokens nc.. of the last block 0. */
+static void amx_p_tiles(amx_ws *w, int64_t nc)
+{
+    for (int b = 0; b < AMX_NB; b++)
+        for (int h = 0; h < AMX_NH; h++) {
+            const float *x = w->st[h] + 32 * b;
+            uint16_t *p0 = w->pa[b][h], *p1 = w->pa[b][8 + h], *p2 = w->pb[b][h];
+            for (int u = 0; u < 32; u++) {
+                const float f = 32 * b + u < nc ? x[u] : 0.0f;
+                amx_split3(f, &p0[u], &p1[u], &p2[u]);
+            }
+        }
+}
+
+/*
+ * What the tile unit gives one thread: TSC cycles per TDPBF16PS of full tiles (16 x 16 x 32)
+ * over iters steps of four TDPs into four accumulators, with the four operand tiles fixed
+ * (reload 0) or reloaded from L1 before every step (reload 1, as the item's loops do).
+ * buf: 8 KiB, 64-byte aligned, of finite BF16 values. Returns cycles a TDP (0 without a TSC).
+ */
+static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf)
+{
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    static const uint16_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+    amx_config(rows, colsb);
+    TZERO(0);
+    TZERO(1);
+    TZERO(2);
+    TZERO(3);
+    TLOAD(4, buf, 64);
+    TLOAD(5, buf + 512, 64);
+    TLOAD(6, buf + 1024, 64);
+    TLOAD(7, buf + 1536, 64);
+#if defined(__x86_64__)
+    const uint64_t t0 = __rdtsc();
+#endif
+    for (int64_t i = 0; i < iters; i++) {
+        if (reload) {
+            const uint16_t *b = buf + (i & 1) * 2048;
+            TLOAD(4, b, 64);
+            TLOAD(5, b + 512, 64);
+            TLOAD(6, b + 1024, 64);
+            TLOAD(7, b + 1536, 64);
+        }
+        TDP(0, 4, 6);
+        TDP(1, 5, 6);
+        TDP(2, 4, 7);
+        TDP(3, 5, 7);
+    }
+#if defined(__x86_64__)
+    const uint64_t t1 = __rdtsc();
+    float sink[16 * 16];
+    TSTORE(0, sink, 64); /* the result is used */
+    return sink[0] == sink[0] ? (double)(t1 - t0) / (double)(4 * iters) : -1.0;
+#else
+    return 0.0;
+#endif
+}
+
+/*
+ * The item: rows [0, n) of K and V (BF16, row stride `stride` elements, dims 512), 8 query
+ * heads q (8, 512) F32, scale. Writes the partial state m (8), s (8), o (8, 512) as the
+ * library's item does (o: numerators; O/S is the attention). w: this thread's workspace, on a
+ * thread that may use the tile unit. Returns 0, or 1 when a scaled score is not finite.
+ */
+static int amx_item_bf16(amx_ws *w, const float *q, const uint16_t *k, const uint16_t *v,
+                         int64_t n, int64_t stride, float scale, float *m, float *s, float *o)
+{
+    const int64_t rb = stride * 2; /* bytes a row */
+    amx_ph(-1);
+    amx_q_tiles(w, q);
+    memset(w->oa, 0, sizeof w->oa);
+    memset(w->ob, 0, sizeof w->ob);
+    for (int h = 0; h < AMX_NH; h++) {
+        m[h] = -INFINITY;
+        s[h] = 0.0f;
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += AMX_CHUNK) {
+        const int64_t nc = n - t0 < AMX_CHUNK ? n - t0 : AMX_CHUNK;
+        const int nb = (int)((nc + 31) / 32);
+        /* scores, 32 tokens a step: C0a C1a for rows 0..15, C0b C1b for 16..31 */
+        amx_ph(AMX_PH_OTHER);
+        amx_config(amx_rows_sc, amx_colsb_sc);
+        for (int b = 0; b < nb; b++) {
+            const int64_t tb = t0 + 32 * b, live = n - tb < 32 ? n - tb : 32;
+            const char *kr = (const char *)k + tb * rb;
+            int64_t ks = rb;
+            if (live < 32) { /* the last rows, zero padded */
+                memset(w->kpad, 0, sizeof w->kpad);
+                for (int64_t u = 0; u < live; u++)
+                    memcpy(w->kpad[u], kr + u * rb, AMX_D * 2);
+                kr = (const char *)w->kpad;
+                ks = AMX_D * 2;
+            }
+            TZERO(0);
+            TZERO(1);
+            TZERO(2);
+            TZERO(3);
+            for (int kk = 0; kk < AMX_KK; kk++) {
+                if (kk + AMX_PF < AMX_KK)
+                    amx_prefetch_slice(kr, ks, kk + AMX_PF);
+                TLOAD(4, kr + kk * 64, ks);
+                TLOAD(5, kr + 16 * ks + kk * 64, ks);
+                TLOAD(6, w->qb1[kk], 64);
+                TLOAD(7, w->qb2[kk], 32);
+                TDP(0, 4, 6);
+                TDP(1, 4, 7);
+                TDP(2, 5, 6);
+                TDP(3, 5, 7);
+            }
+            TSTORE(0, w->c0[32 * b], 64);
+            TSTORE(1, w->c1[32 * b], 32);
+            TSTORE(2, w->c0[32 * b + 16], 64);
+            TSTORE(3, w->c1[32 * b + 16], 32);
+        }
+        amx_ph(AMX_PH_SCORE);
+        for (int64_t t = 0; t < nc; t++)
+            for (int h = 0; h < AMX_NH; h++)
+                w->sc[t * AMX_NH + h] = (w->c0[t][h] + w->c0[t][8 + h]) + w->c1[t][h];
+        if (cpu_online_tile(w->sc, nc, AMX_NH, scale, m, s, w->alpha) != 0)
+            return 1;
+        for (int64_t t = 0; t < nc; t++)
+            for (int h = 0; h < AMX_NH; h++)
+                w->st[h][t] = w->sc[t * AMX_NH + h];
+        int rescale = 0;
+        for (int h = 0; h < AMX_NH; h++)
+            rescale |= w->alpha[h] != 1.0f;
+        if (rescale)
+            for (int bt = 0; bt < AMX_BT; bt++)
+                for (int r = 0; r < 16; r++)
+                    for (int c = 0; c < 16; c++) {
+                        w->oa[bt][r][c] *= w->alpha[r % 8];
+                        if (r < 8)
+                            w->ob[bt][r][c] *= w->alpha[r];
+                    }
+        amx_p_tiles(w, nc);
+        /* slice by slice (32 dims, two B tiles a block): the chunk's rows of the slice in
+         * the pair layout (8 KiB, in L1), then the slice's accumulators over the chunk */
+        const uint16_t *vsrc[AMX_NB];
+        int64_t vstr[AMX_NB];
+        for (int b = 0; b < nb; b++) {
+            const int64_t tb = t0 + 32 * b, live = n - tb < 32 ? n - tb : 32;
+            vsrc[b] = (const uint16_t *)((const char *)v + tb * rb);
+            vstr[b] = rb;
+            if (live < 32) {
+                memset(w->vpad, 0, sizeof w->vpad);
+                for (int64_t u = 0; u < live; u++)
+                    memcpy(w->vpad[u], (const char *)vsrc[b] + u * rb, AMX_D * 2);
+                vsrc[b] = w->vpad[0];
+                vstr[b] = AMX_D * 2;
+            }
+        }
+        amx_config(amx_rows_v, amx_colsb_v);
+        amx_ph(AMX_PH_SOFTMAX);
+        for (int j = 0; j < AMX_D / 32; j++) {
+            const int bt = 2 * j;
+            amx_ph(AMX_PH_VALUE);
+            for (int b = 0; b < nb; b++) {
+                if (j + AMX_PF < AMX_D / 32)
+                    amx_prefetch_slice((const char *)vsrc[b], vstr[b], j + AMX_PF);
+                amx_v_slice(w->vb[b], vsrc[b], vstr[b], j);
+            }
+            amx_ph(AMX_PH_VPAIRS);
+            TLOAD(0, w->oa[bt], 64);
+            TLOAD(1, w->ob[bt], 64);
+            TLOAD(2, w->oa[bt + 1], 64);
+            TLOAD(3, w->ob[bt + 1], 64);
+            for (int b = 0; b < nb; b++) {
+                TLOAD(4, w->pa[b], 64);
+                TLOAD(5, w->pb[b], 64);
+                TLOAD(6, w->vb[b][0], 64);
+                TLOAD(7, w->vb[b][1], 64);
+                TDP(0, 4, 6);
+                TDP(1, 5, 6);
+                TDP(2, 4, 7);
+                TDP(3, 5, 7);
+            }
+            TSTORE(0, w->oa[bt], 64);
+            TSTORE(1, w->ob[bt], 64);
+            TSTORE(2, w->oa[bt + 1], 64);
+            TSTORE(3, w->ob[bt + 1], 64);
+        }
+        amx_ph(AMX_PH_VALUE);
+    }
+    for (int bt = 0; bt < AMX_BT; bt++)
+        for (int h = 0; h < AMX_NH; h++)
+            for (int c = 0; c < 16; c++)
+                o[h * AMX_D + amx_dim(bt, c)] = (w->oa[bt][h][c] + w->oa[bt][8 + h][c]) +
+                                                w->ob[bt][h][c];
+    amx_ph(AMX_PH_OTHER);
+    return 0;
+}
+
+#endif
