@@ -31,7 +31,8 @@ the double softmax like every other.
 
 Where the compiler has no AMX (the development VM, the CI machine), the tile operations are
 emulated in C with the SDM's order, so that the item's logic is checked everywhere; only the
-H200 host times the real one (dev/cpu/fused_parts, part "amx", BF16; results/h200/run85-88).
+H200 host times the real one (dev/cpu/fused_parts, parts "amx" and "amx-pipe", BF16;
+results/h200/run85-91).
 
 Prediction before run 85: 4 TDPs a token (2 for the scores, 2 for the V update) at 16 cycles
 each, about 16 cycles of V relayout and 10 of softmax: 50-80 ns a token on one thread, so the
@@ -56,10 +57,21 @@ prefetching):
           (the item's loops reload one operand tile per TDP). The item, same code as run 87 on
           another host: score tiles 68, softmax and split 33, V pairs 76, value tiles 83, q
           and ends 70 cycles a token; 221 vs 200 ns (1 thread), 306 vs 266 (16).
-So the tile unit's arithmetic is not the limit (4 TDPs a token are 60 cycles); the operand
-reloads are (three times the TDP's own time), and the V rows' relayout into the pair layout
-(76-89 cycles a token) is work the FMA item does not have. Not in the library: the tile item
-is no faster than the AVX-512 one on this host, in L2 or from DRAM, at 1 or 16 threads.
+  run 90  pipe = 1 (each operand tile reloaded as soon as its last TDP is issued, the next V
+          slice relaid behind the TDPs): the same bits (checked), no faster: L2 259.9 (amx
+          253.1, the FMA item 204.9) on one thread, 356.8 (331.3, 295.0) on 16; DRAM 335.4
+          (291.2, 315.8) and 572.8 (599.8, 539.4). The probe on that host: 18.2 fixed, 15.1
+          reloaded before each step, 20.0 reloaded early.
+  run 91  the probe with the item's own tile shapes, in three processes one after the other:
+          15.5 / 34.4 / 33.3 cycles a TDP with fixed operands (full tiles), 15.4 / 29.9 / 30.7
+          with the score shapes, 15.6 / 29.2 / 32.5 with the value shapes; reloaded 11-27 in
+          the first process, 44-52 in the others. The item (one thread) 560 / 261 / 188 ns a
+          token at 32 / 256 / 2,048 rows against 190 / 225 / 181 for the FMA item.
+So on this host the tile unit's own rate moves by 2x from process to process (its probe with
+nothing but TDPs: 15-34 cycles), the 8-row and 8-column tiles cost what full ones do, and the
+reloads cost 0-3x a TDP; the V rows' relayout into the pair layout (46-217 cycles a token) is
+work the FMA item does not have. Not in the library: on this host the tile item is no faster
+than the AVX-512 one, in L1, L2 or from DRAM, at 1 or 16 threads, with either order.
 */
 #ifndef GEM_DEV_CPU_AMX_ITEM_H
 #define GEM_DEV_CPU_AMX_ITEM_H
@@ -112,7 +124,8 @@ typedef struct amx_ws {
     float st[AMX_NH][AMX_CHUNK];  /* weights, (h, t) */
     uint16_t pa[AMX_NB][16][32];  /* A: p pieces 0, 1, rows (piece, head), 32 tokens */
     uint16_t pb[AMX_NB][8][32];   /* A: p piece 2, rows (head) */
-    uint16_t vb[AMX_NB][2][16][32]; /* B: one 32-dim slice of the chunk's V rows, pair layout */
+    uint16_t vb[2][AMX_NB][2][16][32]; /* B: a 32-dim slice of the chunk's V rows, pair layout
+                                          (two slices: pipe relays the next during the TDPs) */
     float oa[AMX_BT][16][16];     /* C: numerators of pieces 0, 1, rows (piece, head) */
     float ob[AMX_BT][8][16];      /* C: piece 2, rows (head) */
     float alpha[AMX_NH];
@@ -320,14 +333,22 @@ static void amx_p_tiles(amx_ws *w, int64_t nc)
 /*
  * What the tile unit gives one thread: TSC cycles per TDPBF16PS of full tiles (16 x 16 x 32)
  * over iters steps of four TDPs into four accumulators, with the four operand tiles fixed
- * (reload 0) or reloaded from L1 before every step (reload 1, as the item's loops do).
+ * (reload 0), reloaded from L1 before every step (reload 1), or each reloaded as soon as its
+ * last TDP of the step is issued (reload 2); shapes 0: every tile 16 rows x 64 bytes, 1: the
+ * item's score configuration (three tiles of 8 columns), 2: its value configuration (three
+ * tiles of 8 rows), with the same tile numbers in the TDPs.
  * buf: 8 KiB, 64-byte aligned, of finite BF16 values. Returns cycles a TDP (0 without a TSC).
  */
-static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf)
+static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf, int shapes)
 {
     static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     static const uint16_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
-    amx_config(rows, colsb);
+    if (shapes == 1)
+        amx_config(amx_rows_sc, amx_colsb_sc);
+    else if (shapes == 2)
+        amx_config(amx_rows_v, amx_colsb_v);
+    else
+        amx_config(rows, colsb);
     TZERO(0);
     TZERO(1);
     TZERO(2);
@@ -340,17 +361,36 @@ static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf)
     const uint64_t t0 = __rdtsc();
 #endif
     for (int64_t i = 0; i < iters; i++) {
-        if (reload) {
-            const uint16_t *b = buf + (i & 1) * 2048;
+        const uint16_t *b = buf + (i & 1) * 2048;
+        if (reload == 1) {
             TLOAD(4, b, 64);
             TLOAD(5, b + 512, 64);
             TLOAD(6, b + 1024, 64);
             TLOAD(7, b + 1536, 64);
         }
-        TDP(0, 4, 6);
-        TDP(1, 5, 6);
-        TDP(2, 4, 7);
-        TDP(3, 5, 7);
+        if (shapes == 1) { /* the score loop's pairs: tile 7 is the 8-column B of C1, C3 */
+            TDP(0, 4, 6);
+            TDP(1, 4, 7);
+            if (reload == 2) /* tile 4's last reader issued: reload it behind the next TDPs */
+                TLOAD(4, b, 64);
+            TDP(2, 5, 6);
+            if (reload == 2)
+                TLOAD(6, b + 1024, 64);
+            TDP(3, 5, 7);
+        } else { /* the value loop's pairs: tile 5 is the 8-row A of C1, C3 */
+            TDP(0, 4, 6);
+            TDP(2, 4, 7);
+            if (reload == 2)
+                TLOAD(4, b, 64);
+            TDP(1, 5, 6);
+            if (reload == 2)
+                TLOAD(6, b + 1024, 64);
+            TDP(3, 5, 7);
+        }
+        if (reload == 2) {
+            TLOAD(5, b + 512, 64);
+            TLOAD(7, b + 1536, 64);
+        }
     }
 #if defined(__x86_64__)
     const uint64_t t1 = __rdtsc();
@@ -366,10 +406,14 @@ static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf)
  * The item: rows [0, n) of K and V (BF16, row stride `stride` elements, dims 512), 8 query
  * heads q (8, 512) F32, scale. Writes the partial state m (8), s (8), o (8, 512) as the
  * library's item does (o: numerators; O/S is the attention). w: this thread's workspace, on a
- * thread that may use the tile unit. Returns 0, or 1 when a scaled score is not finite.
+ * thread that may use the tile unit. pipe: 0 loads a step's four operand tiles before its four
+ * TDPs; 1 reloads each tile for the next step as soon as its last TDP of this step is issued
+ * (the same operations on the same values: the same bits). Returns 0, or 1 when a scaled score
+ * is not finite.
  */
 static int amx_item_bf16(amx_ws *w, const float *q, const uint16_t *k, const uint16_t *v,
-                         int64_t n, int64_t stride, float scale, float *m, float *s, float *o)
+                         int64_t n, int64_t stride, float scale, float *m, float *s, float *o,
+                         int pipe)
 {
     const int64_t rb = stride * 2; /* bytes a row */
     amx_ph(-1);
@@ -401,17 +445,34 @@ static int amx_item_bf16(amx_ws *w, const float *q, const uint16_t *k, const uin
             TZERO(1);
             TZERO(2);
             TZERO(3);
+            if (pipe) {
+                TLOAD(4, kr, ks);
+                TLOAD(6, w->qb1[0], 64);
+                TLOAD(5, kr + 16 * ks, ks);
+                TLOAD(7, w->qb2[0], 32);
+            }
             for (int kk = 0; kk < AMX_KK; kk++) {
                 if (kk + AMX_PF < AMX_KK)
                     amx_prefetch_slice(kr, ks, kk + AMX_PF);
-                TLOAD(4, kr + kk * 64, ks);
-                TLOAD(5, kr + 16 * ks + kk * 64, ks);
-                TLOAD(6, w->qb1[kk], 64);
-                TLOAD(7, w->qb2[kk], 32);
+                if (!pipe) {
+                    TLOAD(4, kr + kk * 64, ks);
+                    TLOAD(5, kr + 16 * ks + kk * 64, ks);
+                    TLOAD(6, w->qb1[kk], 64);
+                    TLOAD(7, w->qb2[kk], 32);
+                }
+                const int nx = pipe && kk + 1 < AMX_KK;
                 TDP(0, 4, 6);
                 TDP(1, 4, 7);
+                if (nx)
+                    TLOAD(4, kr + (kk + 1) * 64, ks);
                 TDP(2, 5, 6);
+                if (nx)
+                    TLOAD(6, w->qb1[kk + 1], 64);
                 TDP(3, 5, 7);
+                if (nx) {
+                    TLOAD(5, kr + 16 * ks + (kk + 1) * 64, ks);
+                    TLOAD(7, w->qb2[kk + 1], 32);
+                }
             }
             TSTORE(0, w->c0[32 * b], 64);
             TSTORE(1, w->c1[32 * b], 32);
@@ -457,29 +518,58 @@ static int amx_item_bf16(amx_ws *w, const float *q, const uint16_t *k, const uin
         }
         amx_config(amx_rows_v, amx_colsb_v);
         amx_ph(AMX_PH_SOFTMAX);
+        if (pipe) /* slice 0 now; slice j + 1 behind slice j's TDPs */
+            for (int b = 0; b < nb; b++)
+                amx_v_slice(w->vb[0][b], vsrc[b], vstr[b], 0);
         for (int j = 0; j < AMX_D / 32; j++) {
             const int bt = 2 * j;
-            amx_ph(AMX_PH_VALUE);
-            for (int b = 0; b < nb; b++) {
-                if (j + AMX_PF < AMX_D / 32)
-                    amx_prefetch_slice((const char *)vsrc[b], vstr[b], j + AMX_PF);
-                amx_v_slice(w->vb[b], vsrc[b], vstr[b], j);
+            uint16_t (*vb)[2][16][32] = w->vb[pipe ? j % 2 : 0];
+            if (!pipe) {
+                amx_ph(AMX_PH_VALUE);
+                for (int b = 0; b < nb; b++) {
+                    if (j + AMX_PF < AMX_D / 32)
+                        amx_prefetch_slice((const char *)vsrc[b], vstr[b], j + AMX_PF);
+                    amx_v_slice(vb[b], vsrc[b], vstr[b], j);
+                }
+                amx_ph(AMX_PH_VPAIRS);
             }
-            amx_ph(AMX_PH_VPAIRS);
             TLOAD(0, w->oa[bt], 64);
             TLOAD(1, w->ob[bt], 64);
             TLOAD(2, w->oa[bt + 1], 64);
             TLOAD(3, w->ob[bt + 1], 64);
-            for (int b = 0; b < nb; b++) {
-                TLOAD(4, w->pa[b], 64);
-                TLOAD(5, w->pb[b], 64);
-                TLOAD(6, w->vb[b][0], 64);
-                TLOAD(7, w->vb[b][1], 64);
-                TDP(0, 4, 6);
-                TDP(1, 5, 6);
-                TDP(2, 4, 7);
-                TDP(3, 5, 7);
+            if (pipe) {
+                TLOAD(4, w->pa[0], 64);
+                TLOAD(6, vb[0][0], 64);
+                TLOAD(5, w->pb[0], 64);
+                TLOAD(7, vb[0][1], 64);
             }
+            for (int b = 0; b < nb; b++) {
+                if (!pipe) {
+                    TLOAD(4, w->pa[b], 64);
+                    TLOAD(5, w->pb[b], 64);
+                    TLOAD(6, vb[b][0], 64);
+                    TLOAD(7, vb[b][1], 64);
+                }
+                const int nx = pipe && b + 1 < nb;
+                TDP(0, 4, 6);
+                TDP(2, 4, 7);
+                if (nx)
+                    TLOAD(4, w->pa[b + 1], 64);
+                TDP(1, 5, 6);
+                if (nx)
+                    TLOAD(6, vb[b + 1][0], 64);
+                TDP(3, 5, 7);
+                if (nx) {
+                    TLOAD(5, w->pb[b + 1], 64);
+                    TLOAD(7, vb[b + 1][1], 64);
+                }
+            }
+            if (pipe && j + 1 < AMX_D / 32) /* vector work while the tile unit computes */
+                for (int b = 0; b < nb; b++) {
+                    if (j + 1 + AMX_PF < AMX_D / 32)
+                        amx_prefetch_slice((const char *)vsrc[b], vstr[b], j + 1 + AMX_PF);
+                    amx_v_slice(w->vb[(j + 1) % 2][b], vsrc[b], vstr[b], j + 1);
+                }
             TSTORE(0, w->oa[bt], 64);
             TSTORE(1, w->ob[bt], 64);
             TSTORE(2, w->oa[bt + 1], 64);

@@ -15,7 +15,8 @@ rows of its own that fit its L2, so memory is out of the picture:
   amx     (BF16 only) the whole item on the tile unit, dev/cpu/amx_item.h: the scores and the V
           update as BF16 tile products with q and the weights split into three BF16 pieces;
           checked against the double softmax like the library's item, then also timed by phase
-          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-88)
+          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-91)
+  amx-pipe  the same item with its tile loads issued early (the same bits, checked)
 Per part and thread count: ns a token (one KV head, 8 query heads) a thread and, for score,
 value and item, G FMA instructions a second a thread. Predictions for the Xeon host (run 83:
 5.1 G FMAs a second on one thread, 2.9 on each of 16; run 82: the route from the L3 at 284 ns a
@@ -51,8 +52,8 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #define SPAN CPU_SPAN_TOKENS
 #define MAX_COUNTS 8
 #define MAX_THREADS 256
-enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, P_AMX, NPARTS };
-static const char *part_name[NPARTS] = {"score", "online", "value", "item", "amx"};
+enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, P_AMX, P_AMX_PIPE, NPARTS };
+static const char *part_name[NPARTS] = {"score", "online", "value", "item", "amx", "amx-pipe"};
 static int nparts = P_AMX; /* P_AMX too for BF16 */
 
 static uint64_t rng_next(uint64_t *s)
@@ -127,8 +128,9 @@ static int pass(rows *r, int part)
     const char *k = r->k, *v = r->v;
     const int64_t rb = D * r->es;
     int bad = 0;
-    if (part == P_AMX)
-        return amx_item_bf16(r->aw, r->q, r->k, r->v, r->tokens, D, kScale, r->m, r->s, r->o);
+    if (part == P_AMX || part == P_AMX_PIPE)
+        return amx_item_bf16(r->aw, r->q, r->k, r->v, r->tokens, D, kScale, r->m, r->s, r->o,
+                             part == P_AMX_PIPE);
     if (part == P_ITEM)
         state_reset(r);
     for (int64_t t0 = 0; t0 < r->tokens; t0 += SPAN) {
@@ -212,7 +214,7 @@ static void *run(void *arg)
     for (int64_t i = 0; i < w->sh->reps; i++)
         pass(w->r, w->sh->part);
     w->seconds = now_s() - t0;
-    if (w->sh->part == P_AMX)
+    if (w->sh->part >= P_AMX)
         amx_unconfigure();
     return NULL;
 }
@@ -312,16 +314,33 @@ int main(int argc, char **argv)
                         i, part_name[part]);
                 return 1;
             }
+        if (nparts > P_AMX) { /* the two tile orders: the same operations, so the same bits */
+            float keep[NH * D + 2 * NH];
+            pass(&rs[i], P_AMX);
+            memcpy(keep, rs[i].o, NH * D * sizeof(float));
+            memcpy(keep + NH * D, rs[i].m, NH * sizeof(float));
+            memcpy(keep + NH * D + NH, rs[i].s, NH * sizeof(float));
+            pass(&rs[i], P_AMX_PIPE);
+            if (memcmp(keep, rs[i].o, NH * D * sizeof(float)) ||
+                memcmp(keep + NH * D, rs[i].m, NH * sizeof(float)) ||
+                memcmp(keep + NH * D + NH, rs[i].s, NH * sizeof(float))) {
+                fprintf(stderr, "fused_parts: thread %d's amx and amx-pipe differ\n", i);
+                return 1;
+            }
+            if (pass(&rs[i], P_ITEM)) /* the saved scores below are the library item's */
+                return 1;
+        }
         memcpy(rs[i].saved, rs[i].sc, SPAN * NH * sizeof(float));
         for (int j = 0; j < 64 * NH; j++)
             rs[i].alpha[j] = 1.0f;
     }
     printf("%s kernels%s%s, %s K and V, %lld tokens a thread (%lld KiB of rows), %lld passes a "
            "sample, %lld rounds A B .. B A\nchecks: every thread's item within NMSE 1e-10 of "
-           "the double softmax\n",
+           "the double softmax%s\n",
            cpu_kernels_isa(), nparts > P_AMX ? " and " : "", nparts > P_AMX ? amx_kind() : "",
            gem_dtype_name(t), (long long)tokens,
-           (long long)(2 * tokens * D * rs[0].es / 1024), (long long)reps, (long long)rounds);
+           (long long)(2 * tokens * D * rs[0].es / 1024), (long long)reps, (long long)rounds,
+           nparts > P_AMX ? "; amx and amx-pipe bitwise equal" : "");
     const int nv = nc * nparts;
     double *tm = calloc((size_t)(nv * 2 * rounds), sizeof *tm);
     int64_t *cnt = calloc((size_t)nv, sizeof *cnt);
@@ -337,22 +356,29 @@ int main(int argc, char **argv)
         uint16_t *buf = aligned_alloc(64, 8192);
         for (int i = 0; i < 4096 && buf; i++)
             buf[i] = gem_f32_to_bf16((float)(i % 7) * 0.01f);
-        if (buf)
-            printf("tile unit on one thread, TSC cycles a TDPBF16PS: operands fixed %.1f, "
-                   "reloaded from L1 %.1f\n", amx_tdp_probe(100000, 0, buf),
-                   amx_tdp_probe(100000, 1, buf));
+        static const char *shape_name[3] = {"full tiles", "the score shapes",
+                                            "the value shapes"};
+        for (int sh = 0; sh < 3 && buf; sh++)
+            printf("tile unit on one thread, %s, TSC cycles a TDPBF16PS: operands fixed %.1f, "
+                   "reloaded from L1 before each step %.1f, each as its last reader issues %.1f\n",
+                   shape_name[sh], amx_tdp_probe(100000, 0, buf, sh),
+                   amx_tdp_probe(100000, 1, buf, sh), amx_tdp_probe(100000, 2, buf, sh));
         free(buf);
-        amx_clock_on = 1;
-        for (int64_t i = 0; i < reps; i++)
-            pass(&rs[0], P_AMX);
-        amx_clock_on = 0;
-        uint64_t all = 0;
-        for (int ph = 0; ph < AMX_NPH; ph++)
-            all += amx_ph_cycles[ph];
-        printf("amx item on one thread, TSC cycles a token:");
-        for (int ph = 0; ph < AMX_NPH; ph++)
-            printf(" %s %.1f,", amx_ph_name[ph], (double)amx_ph_cycles[ph] / (double)(reps * tokens));
-        printf(" all %.1f\n", (double)all / (double)(reps * tokens));
+        for (int part = P_AMX; part <= P_AMX_PIPE; part++) {
+            memset(amx_ph_cycles, 0, sizeof amx_ph_cycles);
+            amx_clock_on = 1;
+            for (int64_t i = 0; i < reps; i++)
+                pass(&rs[0], part);
+            amx_clock_on = 0;
+            uint64_t all = 0;
+            for (int ph = 0; ph < AMX_NPH; ph++)
+                all += amx_ph_cycles[ph];
+            printf("%s on one thread, TSC cycles a token:", part_name[part]);
+            for (int ph = 0; ph < AMX_NPH; ph++)
+                printf(" %s %.1f,", amx_ph_name[ph],
+                       (double)amx_ph_cycles[ph] / (double)(reps * tokens));
+            printf(" all %.1f\n", (double)all / (double)(reps * tokens));
+        }
     }
     printf("threads  part     ns a token a thread (median, min, max)   G FMA/s a thread\n");
     for (int x = 0; x < nv; x++) {
