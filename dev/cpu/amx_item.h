@@ -14,14 +14,15 @@ The item (one KV head, rows [0, n), 8 query heads), chunk by chunk of CHUNK toke
           bf16(q - q_0), q_2 = q - q_0 - q_1, all exact: F32's 24 bits in three of 8): each
           product of a BF16 K element and a piece is exact in F32, as on the CUDA cores.
           A = 16 K rows x 32 elements, straight from the cache (row stride = the cache's);
-          B = the pieces in the tile unit's pair layout, columns (piece, head): 16 for pieces
-          0 and 1, 8 (and 8 zero) for piece 2.
+          B = the pieces in the tile unit's pair layout, columns (piece, head): a tile of 16
+          columns for pieces 0 and 1, one of 8 for piece 2.
   softmax cpu_online_tile over the chunk (the library's rule: scale, maxima, alpha, p, S).
           The numerator accumulators are rescaled by alpha when some alpha is not 1.
   value   O_i[h][d] += sum_t p_i[h][t] V[t][d], p = p_0 + p_1 + p_2 split like q, on the
-          tile unit: A = the p pieces (rows (piece, head), 32 tokens), B = 32 V rows x 16 dims
-          in the pair layout (rows of V interleaved two by two, the chunk's rows at once),
-          C = the accumulators of 16 dims, loaded and stored once a chunk.
+          tile unit: A = the p pieces (rows (piece, head), 32 tokens; 16 rows for pieces 0
+          and 1, 8 for piece 2), B = 32 V rows x 16 dims in the pair layout (rows of V
+          interleaved two by two, a 32-dim slice of the chunk's rows at a time), C = the
+          accumulators of 16 dims, loaded and stored once a chunk and slice.
   end     O[h][d] = (O_0[h][d] + O_1[h][d]) + O_2[h][d].
 Every product is exact; the additions are F32 in the tile unit's order (the SDM's: pairs in
 order over k), so the item is deterministic. The tile unit treats BF16 subnormal inputs as zero
@@ -132,6 +133,8 @@ typedef struct amx_ws {
     uint16_t kpad[32][AMX_D], vpad[32][AMX_D]; /* a short last block, zero filled */
 } amx_ws;
 
+/* gem_f32_to_bf16's rounding (to nearest even) for finite values, inline so that the splits
+ * vectorize; and the exact widening back */
 static inline uint16_t amx_bf16_rne(float f)
 {
     uint32_t u;
