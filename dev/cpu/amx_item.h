@@ -33,7 +33,7 @@ the double softmax like every other.
 Where the compiler has no AMX (the development VM, the CI machine), the tile operations are
 emulated in C with the SDM's order, so that the item's logic is checked everywhere; only the
 H200 host times the real one (dev/cpu/fused_parts, parts "amx" and "amx-pipe", BF16;
-results/h200/run85-91).
+results/h200/run85-92).
 
 Prediction before run 85: 4 TDPs a token (2 for the scores, 2 for the V update) at 16 cycles
 each, about 16 cycles of V relayout and 10 of softmax: 50-80 ns a token on one thread, so the
@@ -68,11 +68,19 @@ prefetching):
           with the score shapes, 15.6 / 29.2 / 32.5 with the value shapes; reloaded 11-27 in
           the first process, 44-52 in the others. The item (one thread) 560 / 261 / 188 ns a
           token at 32 / 256 / 2,048 rows against 190 / 225 / 181 for the FMA item.
-So on this host the tile unit's own rate moves by 2x from process to process (its probe with
-nothing but TDPs: 15-34 cycles), the 8-row and 8-column tiles cost what full ones do, and the
-reloads cost 0-3x a TDP; the V rows' relayout into the pair layout (46-217 cycles a token) is
-work the FMA item does not have. Not in the library: on this host the tile item is no faster
-than the AVX-512 one, in L1, L2 or from DRAM, at 1 or 16 threads, with either order.
+  run 92  the probe with the item's two load patterns, three processes one after the other:
+          in the first the unit ran 14.9 cycles a TDP (fixed operands) and 15.0 reloaded, then
+          dropped within the process to 29; in the other two it held 29.2-29.6 fixed, 41.8-42.3
+          reloaded from L1, 42.1 with A from rows 1 KiB apart, 46.2-46.7 with B just written
+          by vector stores. Item phases at that rate: score tiles 141, value tiles 155-163, V
+          pairs 81-83, softmax and split 38-41 cycles a token.
+So on this host the tile unit runs a TDP in 15 cycles for a while and in 29 once it has worked
+for some milliseconds (the TSC does not slow: the unit's clock or share does); the item's loads
+add about 13 cycles a TDP, whatever their pattern. At 42 cycles a TDP the item's 4 TDPs a token
+take 168 cycles, against 256 for the FMA item's 512 FMAs at full issue (it issues at about 60%),
+but the V rows' relayout into the pair layout (80 cycles a token) and the softmax and splits (40)
+take back the difference. Not in the library: on this host the tile item is no faster than the
+AVX-512 one, in L1, L2 or from DRAM, at 1 or 16 threads, with either load order.
 */
 #ifndef GEM_DEV_CPU_AMX_ITEM_H
 #define GEM_DEV_CPU_AMX_ITEM_H
@@ -337,10 +345,12 @@ static void amx_p_tiles(amx_ws *w, int64_t nc)
  * What the tile unit gives one thread: TSC cycles per TDPBF16PS of full tiles (16 x 16 x 32)
  * over iters steps of four TDPs into four accumulators, with the four operand tiles fixed
  * (reload 0), reloaded from L1 before every step (reload 1), or each reloaded as soon as its
- * last TDP of the step is issued (reload 2); shapes 0: every tile 16 rows x 64 bytes, 1: the
+ * last TDP of the step is issued (reload 2), or reloaded before every step with A from rows
+ * 1 KiB apart (reload 3, the score loop's K) or B just written by stores (reload 4, the value
+ * loop's V pairs); buf: 64 KiB. shapes 0: every tile 16 rows x 64 bytes, 1: the
  * item's score configuration (three tiles of 8 columns), 2: its value configuration (three
  * tiles of 8 rows), with the same tile numbers in the TDPs.
- * buf: 8 KiB, 64-byte aligned, of finite BF16 values. Returns cycles a TDP (0 without a TSC).
+ * buf: 64-byte aligned, of finite BF16 values. Returns cycles a TDP (0 without a TSC).
  */
 static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf, int shapes)
 {
@@ -365,6 +375,21 @@ static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf, int 
 #endif
     for (int64_t i = 0; i < iters; i++) {
         const uint16_t *b = buf + (i & 1) * 2048;
+        if (reload == 3) { /* A tiles as the score loop reads K: 16 rows 1 KiB apart */
+            const uint16_t *k = buf + 4096 + (i & 15) * 32;
+            TLOAD(4, k, 1024);
+            TLOAD(5, k + 16 * 512, 1024);
+            TLOAD(6, b + 1024, 64);
+            TLOAD(7, b + 1536, 64);
+        }
+        if (reload == 4) { /* B tiles just written by vector stores, as the V relayout does */
+            uint16_t *wb = (uint16_t *)(uintptr_t)(buf + 4096) + (i & 1) * 1024;
+            memcpy(wb, b + 1024, 2048);
+            TLOAD(4, b, 64);
+            TLOAD(5, b + 512, 64);
+            TLOAD(6, wb, 64);
+            TLOAD(7, wb + 512, 64);
+        }
         if (reload == 1) {
             TLOAD(4, b, 64);
             TLOAD(5, b + 512, 64);

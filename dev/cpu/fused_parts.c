@@ -15,7 +15,7 @@ rows of its own that fit its L2, so memory is out of the picture:
   amx     (BF16 only) the whole item on the tile unit, dev/cpu/amx_item.h: the scores and the V
           update as BF16 tile products with q and the weights split into three BF16 pieces;
           checked against the double softmax like the library's item, then also timed by phase
-          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-91)
+          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-92)
   amx-pipe  the same item with its tile loads issued early (the same bits, checked)
 Per part and thread count: ns a token (one KV head, 8 query heads) a thread and, for score,
 value and item, G FMA instructions a second a thread. Predictions for the Xeon host (run 83:
@@ -353,9 +353,13 @@ int main(int argc, char **argv)
                 tm[x * 2 * rounds + cnt[x]++] = run_threads(rs, counts[c], part, reps);
             }
     if (nparts > P_AMX) { /* the tile unit alone, and where the tile item's time goes */
-        uint16_t *buf = aligned_alloc(64, 8192);
-        for (int i = 0; i < 4096 && buf; i++)
+        uint16_t *buf = aligned_alloc(64, 65536);
+        for (int i = 0; i < 32768 && buf; i++)
             buf[i] = gem_f32_to_bf16((float)(i % 7) * 0.01f);
+        if (buf)
+            printf("tile unit on one thread, full tiles, TSC cycles a TDPBF16PS: A from rows 1 KiB "
+                   "apart %.1f, B just stored %.1f\n", amx_tdp_probe(100000, 3, buf, 0),
+                   amx_tdp_probe(100000, 4, buf, 0));
         static const char *shape_name[3] = {"full tiles", "the score shapes",
                                             "the value shapes"};
         for (int sh = 0; sh < 3 && buf; sh++)
