@@ -352,7 +352,7 @@ static void amx_p_tiles(amx_ws *w, int64_t nc)
  * tiles of 8 rows), with the same tile numbers in the TDPs.
  * buf: 64-byte aligned, of finite BF16 values. Returns cycles a TDP (0 without a TSC).
  */
-static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf, int shapes)
+static double amx_tdp_probe(int64_t iters, int reload, uint16_t *buf, int shapes)
 {
     static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     static const uint16_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
@@ -383,7 +383,7 @@ static double amx_tdp_probe(int64_t iters, int reload, const uint16_t *buf, int 
             TLOAD(7, b + 1536, 64);
         }
         if (reload == 4) { /* B tiles just written by vector stores, as the V relayout does */
-            uint16_t *wb = (uint16_t *)(uintptr_t)(buf + 4096) + (i & 1) * 1024;
+            uint16_t *wb = buf + 4096 + (i & 1) * 1024;
             memcpy(wb, b + 1024, 2048);
             TLOAD(4, b, 64);
             TLOAD(5, b + 512, 64);
