@@ -431,6 +431,74 @@ static double amx_tdp_probe(int64_t iters, int reload, uint16_t *buf, int shapes
 }
 
 /*
+ * The dots of 32 K rows (kr, ks bytes apart; rows live.. read as zeros) with the q pieces of w
+ * (amx_q_tiles): c0 (32, 16) pieces 0 and 1, c1 (32, 8) piece 2, as the item's score step.
+ * The score configuration is loaded on this thread. pipe: as amx_item_bf16's.
+ */
+static void amx_score_block(amx_ws *w, const char *kr, int64_t ks, int64_t live, int pipe,
+                            float (*c0)[16], float (*c1)[8])
+{
+    if (live < 32) { /* the last rows, zero padded */
+        memset(w->kpad, 0, sizeof w->kpad);
+        for (int64_t u = 0; u < live; u++)
+            memcpy(w->kpad[u], kr + u * ks, AMX_D * 2);
+        kr = (const char *)w->kpad;
+        ks = AMX_D * 2;
+    }
+    TZERO(0);
+    TZERO(1);
+    TZERO(2);
+    TZERO(3);
+    if (pipe) {
+        TLOAD(4, kr, ks);
+        TLOAD(6, w->qb1[0], 64);
+        TLOAD(5, kr + 16 * ks, ks);
+        TLOAD(7, w->qb2[0], 32);
+    }
+    for (int kk = 0; kk < AMX_KK; kk++) {
+        if (kk + AMX_PF < AMX_KK)
+            amx_prefetch_slice(kr, ks, kk + AMX_PF);
+        if (!pipe) {
+            TLOAD(4, kr + kk * 64, ks);
+            TLOAD(5, kr + 16 * ks + kk * 64, ks);
+            TLOAD(6, w->qb1[kk], 64);
+            TLOAD(7, w->qb2[kk], 32);
+        }
+        const int nx = pipe && kk + 1 < AMX_KK;
+        TDP(0, 4, 6);
+        TDP(1, 4, 7);
+        if (nx)
+            TLOAD(4, kr + (kk + 1) * 64, ks);
+        TDP(2, 5, 6);
+        if (nx)
+            TLOAD(6, w->qb1[kk + 1], 64);
+        TDP(3, 5, 7);
+        if (nx) {
+            TLOAD(5, kr + 16 * ks + (kk + 1) * 64, ks);
+            TLOAD(7, w->qb2[kk + 1], 32);
+        }
+    }
+    TSTORE(0, c0, 64);
+    TSTORE(1, c1, 32);
+    TSTORE(2, c0[16], 64);
+    TSTORE(3, c1[16], 32);
+}
+
+/*
+ * The scores alone on the tile unit (the item's other steps on the FMA kernels): dot (n, 8) of
+ * n <= 32 K rows (k, ks bytes apart) with q, token-major as cpu_dot_tile_tm writes them, each
+ * (d0 + d1) + d2 of the three pieces. q's tiles built by amx_q_tiles(w, q) and the score
+ * configuration loaded on this thread beforehand.
+ */
+static void amx_scores(amx_ws *w, const char *k, int64_t ks, int64_t n, float *dot)
+{
+    amx_score_block(w, k, ks, n, 0, w->c0, w->c1);
+    for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < AMX_NH; h++)
+            dot[t * AMX_NH + h] = (w->c0[t][h] + w->c0[t][8 + h]) + w->c1[t][h];
+}
+
+/*
  * The item: rows [0, n) of K and V (BF16, row stride `stride` elements, dims 512), 8 query
  * heads q (8, 512) F32, scale. Writes the partial state m (8), s (8), o (8, 512) as the
  * library's item does (o: numerators; O/S is the attention). w: this thread's workspace, on a
@@ -460,52 +528,8 @@ static int amx_item_bf16(amx_ws *w, const float *q, const uint16_t *k, const uin
         amx_config(amx_rows_sc, amx_colsb_sc);
         for (int b = 0; b < nb; b++) {
             const int64_t tb = t0 + 32 * b, live = n - tb < 32 ? n - tb : 32;
-            const char *kr = (const char *)k + tb * rb;
-            int64_t ks = rb;
-            if (live < 32) { /* the last rows, zero padded */
-                memset(w->kpad, 0, sizeof w->kpad);
-                for (int64_t u = 0; u < live; u++)
-                    memcpy(w->kpad[u], kr + u * rb, AMX_D * 2);
-                kr = (const char *)w->kpad;
-                ks = AMX_D * 2;
-            }
-            TZERO(0);
-            TZERO(1);
-            TZERO(2);
-            TZERO(3);
-            if (pipe) {
-                TLOAD(4, kr, ks);
-                TLOAD(6, w->qb1[0], 64);
-                TLOAD(5, kr + 16 * ks, ks);
-                TLOAD(7, w->qb2[0], 32);
-            }
-            for (int kk = 0; kk < AMX_KK; kk++) {
-                if (kk + AMX_PF < AMX_KK)
-                    amx_prefetch_slice(kr, ks, kk + AMX_PF);
-                if (!pipe) {
-                    TLOAD(4, kr + kk * 64, ks);
-                    TLOAD(5, kr + 16 * ks + kk * 64, ks);
-                    TLOAD(6, w->qb1[kk], 64);
-                    TLOAD(7, w->qb2[kk], 32);
-                }
-                const int nx = pipe && kk + 1 < AMX_KK;
-                TDP(0, 4, 6);
-                TDP(1, 4, 7);
-                if (nx)
-                    TLOAD(4, kr + (kk + 1) * 64, ks);
-                TDP(2, 5, 6);
-                if (nx)
-                    TLOAD(6, w->qb1[kk + 1], 64);
-                TDP(3, 5, 7);
-                if (nx) {
-                    TLOAD(5, kr + 16 * ks + (kk + 1) * 64, ks);
-                    TLOAD(7, w->qb2[kk + 1], 32);
-                }
-            }
-            TSTORE(0, w->c0[32 * b], 64);
-            TSTORE(1, w->c1[32 * b], 32);
-            TSTORE(2, w->c0[32 * b + 16], 64);
-            TSTORE(3, w->c1[32 * b + 16], 32);
+            amx_score_block(w, (const char *)k + tb * rb, rb, live, pipe, &w->c0[32 * b],
+                            &w->c1[32 * b]);
         }
         amx_ph(AMX_PH_SCORE);
         for (int64_t t = 0; t < nc; t++)

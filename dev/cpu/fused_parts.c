@@ -17,6 +17,8 @@ rows of its own that fit its L2, so memory is out of the picture:
           checked against the double softmax like the library's item, then also timed by phase
           on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-92)
   amx-pipe  the same item with its tile loads issued early (the same bits, checked)
+  amx-score the library's item with its scores on the tile unit (amx_scores) and its softmax
+          step and V update on the FMA kernels: no V relayout
 Per part and thread count: ns a token (one KV head, 8 query heads) a thread and, for score,
 value and item, G FMA instructions a second a thread. Predictions for the Xeon host (run 83:
 5.1 G FMAs a second on one thread, 2.9 on each of 16; run 82: the route from the L3 at 284 ns a
@@ -52,8 +54,9 @@ usage: fused_parts [--dtype f32|bf16|f16] [--tokens N] [--reps R] [--rounds R]
 #define SPAN CPU_SPAN_TOKENS
 #define MAX_COUNTS 8
 #define MAX_THREADS 256
-enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, P_AMX, P_AMX_PIPE, NPARTS };
-static const char *part_name[NPARTS] = {"score", "online", "value", "item", "amx", "amx-pipe"};
+enum { P_SCORE, P_ONLINE, P_VALUE, P_ITEM, P_AMX, P_AMX_PIPE, P_AMX_SCORE, NPARTS };
+static const char *part_name[NPARTS] = {"score", "online", "value", "item",
+                                        "amx", "amx-pipe", "amx-score"};
 static int nparts = P_AMX; /* P_AMX too for BF16 */
 
 static uint64_t rng_next(uint64_t *s)
@@ -131,19 +134,25 @@ static int pass(rows *r, int part)
     if (part == P_AMX || part == P_AMX_PIPE)
         return amx_item_bf16(r->aw, r->q, r->k, r->v, r->tokens, D, kScale, r->m, r->s, r->o,
                              part == P_AMX_PIPE);
-    if (part == P_ITEM)
+    if (part == P_ITEM || part == P_AMX_SCORE)
         state_reset(r);
+    if (part == P_AMX_SCORE) {
+        amx_q_tiles(r->aw, r->q);
+        amx_config(amx_rows_sc, amx_colsb_sc);
+    }
     for (int64_t t0 = 0; t0 < r->tokens; t0 += SPAN) {
         const int64_t n = r->tokens - t0 < SPAN ? r->tokens - t0 : SPAN;
         if (part == P_SCORE || part == P_ITEM)
             cpu_dot_tile_tm(r->q, NH, k + t0 * rb, r->t, D, n, D, r->sc, NH, NULL, 0);
+        if (part == P_AMX_SCORE)
+            amx_scores(r->aw, k + t0 * rb, rb, n, r->sc);
         if (part == P_ONLINE) /* the step rewrites the scores: start from the saved ones */
             memcpy(r->sc, r->saved, (size_t)(n * NH) * sizeof(float));
-        if (part == P_ONLINE || part == P_ITEM)
+        if (part == P_ONLINE || part == P_ITEM || part == P_AMX_SCORE)
             for (int64_t u = 0; u < n; u += TILE)
                 bad |= cpu_online_tile(r->sc + u * NH, n - u < TILE ? n - u : TILE, NH, kScale,
                                        r->m, r->s, r->alpha + (u / TILE) * NH);
-        if (part == P_VALUE || part == P_ITEM)
+        if (part == P_VALUE || part == P_ITEM || part == P_AMX_SCORE)
             cpu_value_tile(r->o, NH, D, TILE, r->alpha, r->sc, v + t0 * rb, r->t, n, D, NULL, 0);
     }
     return bad;
