@@ -33,7 +33,7 @@ the double softmax like every other.
 Where the compiler has no AMX (the development VM, the CI machine), the tile operations are
 emulated in C with the SDM's order, so that the item's logic is checked everywhere; only the
 H200 host times the real one (dev/cpu/fused_parts, parts "amx" and "amx-pipe", BF16;
-results/h200/run85-92).
+results/h200/run85-93).
 
 Prediction before run 85: 4 TDPs a token (2 for the scores, 2 for the V update) at 16 cycles
 each, about 16 cycles of V relayout and 10 of softmax: 50-80 ns a token on one thread, so the
@@ -74,13 +74,19 @@ prefetching):
           reloaded from L1, 42.1 with A from rows 1 KiB apart, 46.2-46.7 with B just written
           by vector stores. Item phases at that rate: score tiles 141, value tiles 155-163, V
           pairs 81-83, softmax and split 38-41 cycles a token.
+  run 93  amx-score (fused_parts): the library's item with only its scores on the tile unit
+          (amx_scores; no V relayout, no weight splits): L2 191.9 ns against the FMA item's
+          201.2 on one thread, 340.0 against 335.9 on 16; DRAM 267.3 against 293.6 and 533.6
+          against 544.4. The probe in that run: 30.5-36.6 cycles a TDP with fixed operands,
+          47.5-49.1 reloaded.
 So on this host the tile unit runs a TDP in 15 cycles for a while and in 29 once it has worked
 for some milliseconds (the TSC does not slow: the unit's clock or share does); the item's loads
 add about 13 cycles a TDP, whatever their pattern. At 42 cycles a TDP the item's 4 TDPs a token
 take 168 cycles, against 256 for the FMA item's 512 FMAs at full issue (it issues at about 60%),
 but the V rows' relayout into the pair layout (80 cycles a token) and the softmax and splits (40)
 take back the difference. Not in the library: on this host the tile item is no faster than the
-AVX-512 one, in L1, L2 or from DRAM, at 1 or 16 threads, with either load order.
+AVX-512 one, in L1, L2 or from DRAM, at 1 or 16 threads, with either load order, nor are the
+FMA item's steps with the scores alone on the unit (2-9%, inside this host's noise).
 */
 #ifndef GEM_DEV_CPU_AMX_ITEM_H
 #define GEM_DEV_CPU_AMX_ITEM_H

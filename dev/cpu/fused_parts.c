@@ -15,7 +15,7 @@ rows of its own that fit its L2, so memory is out of the picture:
   amx     (BF16 only) the whole item on the tile unit, dev/cpu/amx_item.h: the scores and the V
           update as BF16 tile products with q and the weights split into three BF16 pieces;
           checked against the double softmax like the library's item, then also timed by phase
-          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-92)
+          on one thread (TSC), after a probe of the tile unit alone (results/h200/run85-93)
   amx-pipe  the same item with its tile loads issued early (the same bits, checked)
   amx-score the library's item with its scores on the tile unit (amx_scores) and its softmax
           step and V update on the FMA kernels: no V relayout
