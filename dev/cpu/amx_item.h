@@ -264,17 +264,13 @@ static const char *amx_kind(void) { return AMX_REAL ? "amx-bf16" : "amx-bf16 emu
 static void amx_q_tiles(amx_ws *w, const float *q)
 {
     uint16_t pc[3][AMX_D];
-    uint32_t (*b1)[16][16] = (uint32_t (*)[16][16])(void *)w->qb1;
-    uint32_t (*b2)[16][8] = (uint32_t (*)[16][8])(void *)w->qb2;
     for (int h = 0; h < AMX_NH; h++) {
         for (int j = 0; j < AMX_D; j++)
             amx_split3(q[h * AMX_D + j], &pc[0][j], &pc[1][j], &pc[2][j]);
-        uint32_t wd[3][AMX_D / 2];
-        memcpy(wd, pc, sizeof wd);
-        for (int x = 0; x < AMX_D / 2; x++) {
-            b1[x / 16][x % 16][h] = wd[0][x];
-            b1[x / 16][x % 16][8 + h] = wd[1][x];
-            b2[x / 16][x % 16][h] = wd[2][x];
+        for (int x = 0; x < AMX_D / 2; x++) { /* element pair x: row x % 16 of step x / 16 */
+            memcpy(&w->qb1[x / 16][x % 16][2 * h], &pc[0][2 * x], 4);
+            memcpy(&w->qb1[x / 16][x % 16][2 * (8 + h)], &pc[1][2 * x], 4);
+            memcpy(&w->qb2[x / 16][x % 16][2 * h], &pc[2][2 * x], 4);
         }
     }
 }
