@@ -75,6 +75,32 @@ static void test_u64(void)
     }
 }
 
+static void test_cache_size(void)
+{
+    static const struct {
+        const char *s;
+        uint64_t want;
+    } good[] = {{"32K\n", 32768}, {"1024K", 1048576}, {"300M\n", 314572800},
+                {"1G", 1073741824}, {"4096", 4096}, {"0K", 0}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        uint64_t v = 7;
+        if (!TCHECK(cli_parse_cache_size(good[i].s, &v) == 0 && v == good[i].want))
+            fprintf(stderr, "     '%s'\n", good[i].s);
+    }
+    static const char *bad[] = {"", "\n", "K", "32KK", "32 K", "32k", "-1K", "32K\n\n",
+                                "032K", "18014398509481984K", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t v = 9;
+        if (!TCHECK(cli_parse_cache_size(bad[i], &v) == -1 && v == 9))
+            fprintf(stderr, "     '%s'\n", bad[i]);
+    }
+    uint64_t v = 0;
+    TCHECK(cli_parse_cache_size(NULL, &v) == -1 && cli_parse_cache_size("1K", NULL) == -1);
+    /* this machine's answer is 0 (not known) or a cache of at least 1 KiB */
+    const uint64_t llc = cli_host_llc_bytes();
+    TCHECK(llc == 0 || llc >= 1024);
+}
+
 static void test_floats(void)
 {
     double d = 0;
@@ -248,6 +274,7 @@ int main(void)
     test_i64();
     test_u64();
     test_floats();
+    test_cache_size();
     test_escape();
     test_error_lines();
     test_commits();

@@ -72,6 +72,15 @@ int cli_check_output(const char *cmd, const char *what, const char *path,
  * returns 2. */
 int cli_check_memory(const char *cmd, const char *what, uint64_t need);
 
+/* A cache size as Linux sysfs writes it ("32K", "1024K", "300M", "1G", bytes without a suffix,
+ * one trailing newline allowed) into *bytes. 0, or -1 (and *bytes unchanged) for anything else
+ * or a size above UINT64_MAX. */
+int cli_parse_cache_size(const char *s, uint64_t *bytes);
+
+/* Bytes of the largest data or unified cache of this machine's first CPU, its last level
+ * (Linux sysfs, /sys/devices/system/cpu/cpu0/cache/index<N>/{type,size}); 0 when not known. */
+uint64_t cli_host_llc_bytes(void);
+
 /* Progress on stderr: one line per call, prefixed with the elapsed seconds
  * since the first call. Silent when GEM_QUIET is set in the environment. */
 void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

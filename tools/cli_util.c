@@ -296,6 +296,44 @@ int cli_check_memory(const char *cmd, const char *what, uint64_t need)
     return 2;
 }
 
+int cli_parse_cache_size(const char *s, uint64_t *bytes)
+{
+    uint64_t n = 0;
+    if (!s || !bytes || decimal(&s, UINT64_MAX, &n) != 0)
+        return -1;
+    const uint64_t unit = *s == 'K' ? 1024u : *s == 'M' ? 1048576u : *s == 'G' ? 1073741824u : 1u;
+    s += unit != 1u;
+    if ((*s != '\0' && *s != '\n') || (s[0] == '\n' && s[1] != '\0') || n > UINT64_MAX / unit)
+        return -1;
+    *bytes = n * unit;
+    return 0;
+}
+
+uint64_t cli_host_llc_bytes(void)
+{
+    uint64_t best = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], text[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        const int is_insn = fgets(text, sizeof text, f) && !strncmp(text, "Instruction", 11);
+        fclose(f);
+        if (is_insn)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r")))
+            continue;
+        const char *p = fgets(text, sizeof text, f) ? text : "";
+        fclose(f);
+        uint64_t n = 0;
+        if (cli_parse_cache_size(p, &n) == 0 && n > best)
+            best = n;
+    }
+    return best;
+}
+
 double cli_now(void)
 {
     struct timespec ts;
