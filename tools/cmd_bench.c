@@ -63,7 +63,7 @@ static void help(void)
            "                       decode loop queues them; the sample is their time / N\n"
            "                       (default 1, at most 64)\n"
            "  --copies C           K/V copies rotated between runs, 0 = enough for 512 MiB\n"
-           "                       (cpu: and for 4x the last-level cache), at most 64\n"
+           "                       (cpu: and for 4x the last-level cache)\n"
            "                       (default 0, at most 64)\n"
            "  --backend B          cpu or cuda (default cpu)\n"
            "  --threads N          CPU threads, 0 = one per core (default 0)\n"
