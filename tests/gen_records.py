@@ -2,7 +2,7 @@
 """Writes good, hand-made input records for the analyzer tests.
 
 usage: gen_records.py GEM OUTDIR [what ...]
-  what: resources, resources-v2, resources-v3, resources-v4, resources-dev, diffs,
+  what: resources, resources-v2, resources-v3, resources-v4, resources-v5, resources-dev, diffs,
         models, profiles (default: all)
 
 resources  OUTDIR/root/src/cuda/attn_fused.cu, OUTDIR/root/build/gem (stand-in
@@ -20,6 +20,9 @@ resources-v3   the same under root-v3/ and OUTDIR/resources-v3.json, a
            of dynamic shared memory (their tiles staged there) and their gates.
 resources-v4   the same under root-v4/ and OUTDIR/resources-v4.json, a
            gem.resources.v4 receipt: the two F16 first passes staged too.
+resources-v5   the same under root-v5/ and OUTDIR/resources-v5.json, a
+           gem.resources.v5 receipt: the BF16 and F16 K-from-V first passes staged
+           in 33,280 bytes too.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -144,11 +147,14 @@ def resources_dev(out):
 STAGED = {2: (), 3: ("first_pass_bf16", "first_pass_bf16_strided"),
           4: ("first_pass_bf16", "first_pass_bf16_strided", "first_pass_f16",
               "first_pass_f16_strided")}
+STAGED[5] = STAGED[4]
+# the K-from-V first passes staged in 33,280 dynamic bytes (V tiles alone), by schema version
+KFV_STAGED = {5: ("first_pass_k_from_v_bf16", "first_pass_k_from_v_f16")}
 
 
 def resources_v2(out, version=2):
-    """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory) or v4 (the
-    two F16 ones too)."""
+    """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory), v4 (the
+    two F16 ones too) or v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -162,6 +168,9 @@ def resources_v2(out, version=2):
     for fp in passes:
         if fp in STAGED[version]:
             gates += kernel_gates(fp, "dynamic_shared_66560", "two_blocks_per_sm",
+                                  "shared_within_81920")
+        elif fp in KFV_STAGED.get(version, ()):
+            gates += kernel_gates(fp, "dynamic_shared_33280", "two_blocks_per_sm",
                                   "shared_within_81920")
         else:
             gates += kernel_gates(fp, "no_dynamic_shared", "two_blocks_per_sm")
@@ -177,6 +186,8 @@ def resources_v2(out, version=2):
                     "numerators_bytes": 4194304, "total_bytes": 4210688},
         "kernels": [kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 66560, static=12928,
                            regs=128) if fp in STAGED[version] else
+                    kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 33280, static=27264,
+                           regs=128) if fp in KFV_STAGED.get(version, ()) else
                     kernel("gem_" + "fused_" + fp, "fused_" + fp, 256, 0, static=17696,
                            regs=127) for fp in passes] +
                    [kernel("gem_fused_reducer", "fused_reducer", 256, 0)] + BASELINE,
@@ -305,6 +316,7 @@ def profiles(out):
 def main():
     gem, out = sys.argv[1], sys.argv[2]
     what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
+                            "resources-v5",
                             "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
@@ -317,6 +329,8 @@ def main():
             resources_v2(out, 3)
         elif w == "resources-v4":
             resources_v2(out, 4)
+        elif w == "resources-v5":
+            resources_v2(out, 5)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

@@ -19,14 +19,16 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-dev
+  resources-v5 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
+V5="$WORK/resources-v5.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
 A4() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v4"; }
+A5() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v5"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -45,6 +47,7 @@ t2() { tamper "$V2" A2 "$@"; }  # t2 NAME CLASS OP PATH [VALUE]: the v2 receipt
 td() { tamper "$DEV" AD "$@"; } # td ...: the dev receipt
 t3() { tamper "$V3" A3 "$@"; }  # t3 ...: the v3 receipt
 t4() { tamper "$V4" A4 "$@"; }  # t4 ...: the v4 receipt
+t5() { tamper "$V5" A5 "$@"; }  # t5 ...: the v5 receipt
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -215,5 +218,35 @@ t4 v4-f16-v3-gate-name "missing field" del gates.first_pass_f16_shared_within_81
 t4 v4-as-v3 "wrong geometry" set schema '"gem.resources.v3"'
 unstage "$V4" "$WORK/v4-v3-f16.json" 4 5 # a v4 receipt whose F16 passes carry v3's figures
 expect_fail v4-v3-f16 "wrong geometry" A4 "$WORK/v4-v3-f16.json"
+
+# gem.resources.v5 (since the BF16 and F16 K-from-V first passes run on tensor cores): those
+# two stage their V tiles in exactly 33,280 dynamic bytes within the 80 KiB budget; the F32 one
+# keeps v2's contract; a v4 receipt of today's kernels, or a v5 one with v4's K-from-V figures,
+# is refused.
+expect_pass v5-good A5 "$V5" --out "$WORK/analysis-v5.json"
+check v5-analysis-schema grep -q '"gem.analysis.resources.v5"' "$WORK/analysis-v5.json"
+t5 v5-kfv-bf16-no-dyn "wrong geometry" set kernels.7.dynamic_shared_bytes 0
+check v5-kfv-bf16-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_k_from_v_bf16: 0 dynamic shared bytes, the design fixes 33280" \
+  "$WORK/err.txt"
+t5 v5-kfv-f16-wide "wrong geometry" set kernels.8.dynamic_shared_bytes 66560
+t5 v5-kfv-f32-dyn "wrong geometry" set kernels.6.dynamic_shared_bytes 33280
+t5 v5-kfv-f16-over-budget "threshold not met" set kernels.8.static_shared_bytes 49000
+t5 v5-kfv-bf16-v4-gate-name "missing field" del gates.first_pass_k_from_v_bf16_dynamic_shared_33280
+t5 v5-kfv-f16-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_k_from_v_f16_shared_within_81920 false
+t5 v5-as-v4 "wrong geometry" set schema '"gem.resources.v4"'
+python3 - "$V5" "$WORK/v5-v4-kfv.json" <<'PY' # a v5 receipt whose K-from-V passes carry v4's figures
+import json, sys
+d = json.load(open(sys.argv[1]))
+for i in (7, 8):
+    k = d["kernels"][i]
+    k["dynamic_shared_bytes"] = 0
+    fp, g = k["role"][len("fused_"):], d["gates"]
+    g[fp + "_no_dynamic_shared"] = g.pop(fp + "_dynamic_shared_33280")
+    g[fp + "_shared_within_32768"] = g.pop(fp + "_shared_within_81920")
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_fail v5-v4-kfv "wrong geometry" A5 "$WORK/v5-v4-kfv.json"
 
 summary test_analyze_resources_v2

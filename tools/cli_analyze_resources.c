@@ -14,7 +14,8 @@
  * the baseline's four kernels); gem.resources.v3 the same kernels with the two BF16 first
  * passes staging their tiles in 66,560 bytes of dynamic shared memory (their launch contract
  * and two of their gates say so); gem.resources.v4 the same with the two F16 first passes
- * staged too.
+ * staged too; gem.resources.v5 the same with the BF16 and F16 K-from-V first passes on tensor
+ * cores, staging their V tiles in 33,280 dynamic bytes.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -337,6 +338,71 @@ static const res_gate v4_gates[] = {
 };
 _Static_assert(NKEYS(v4_gates) == NKEYS(v2_gates), "v4 has v2's number of gates");
 
+/* ---- gem.resources.v5: the kernels the library ships since the tensor-core K-from-V passes -- */
+/* v4 with the BF16 and F16 K-from-V first passes (indices 7 and 8) on the tensor cores, their V
+ * tiles staged in 33,280 bytes of dynamic shared memory (two buffers of 16 rows;
+ * src/cuda/attn_fused_body.cuh, GEM_KFV_STAGED_BYTES; dev/cuda/kfv_mma.cu version 4,
+ * results/h200/run94: BF16 0.2432 ms at 128K against 0.5647 for the CUDA-core pass), within the
+ * staged passes' 80 KiB budget. */
+#define V5_KFV_STAGED_BYTES 33280
+#define KGATES5(tag, i)                                                                        \
+    static int tag##_kfv_dyn(const res_facts *f) { return f->k[i].dyn == V5_KFV_STAGED_BYTES; } \
+    static int tag##_kfv_shared(const res_facts *f)                                            \
+    {                                                                                          \
+        return f->k[i].stat + f->k[i].dyn <= V3_STAGED_BUDGET;                                 \
+    }
+KGATES5(p7, 7)
+KGATES5(p8, 8)
+#define KFV_STAGED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, V5_KFV_STAGED_BYTES, V3_STAGED_BUDGET}
+static const res_role v5_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
+    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),
+    FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),
+    FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),
+    FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
+    {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0, 0},
+    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},
+    {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},
+    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0},
+};
+_Static_assert(NKEYS(v5_roles) == NKEYS(v2_roles), "v5 has v2's kernels");
+#define FP_GATES_KFV_STAGED(pre, tag)                                                          \
+    {pre "_warp_size_32", tag##_warp}, {pre "_launchable_threads_ge_256", tag##_launch},         \
+        {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
+        {pre "_dynamic_shared_33280", tag##_kfv_dyn},                                          \
+        {pre "_shared_within_81920", tag##_kfv_shared}, {pre "_zero_local_bytes", tag##_local}, \
+        {pre "_two_blocks_per_sm", tag##_two}
+static const res_gate v5_gates[] = {
+    GATES_HEAD,
+    FP_GATES_STAGED("first_pass_bf16", p2),
+    FP_GATES_STAGED("first_pass_bf16_strided", p3),
+    FP_GATES_STAGED("first_pass_f16", p4),
+    FP_GATES_STAGED("first_pass_f16_strided", p5),
+    FP_GATES("first_pass_k_from_v", p6),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),
+    FP_GATES("first_pass_d256", p9),
+    FP_GATES("first_pass_d256_bf16", p10),
+    FP_GATES("first_pass_d256_f16", p11),
+    {"reducer_warp_size_32", r2_warp},
+    {"reducer_launchable_threads_ge_256", r2_launch},
+    {"reducer_dispatched_256_threads_8_warps", r2_disp},
+    {"reducer_no_dynamic_shared", r2_nodyn},
+    {"reducer_shared_within_32768", r2_shared},
+    {"reducer_zero_local_bytes", r2_local},
+    {"reducer_resident", r2_resident},
+    {"baseline_kernels_launchable_no_local", g2_baseline},
+};
+_Static_assert(NKEYS(v5_gates) == NKEYS(v2_gates), "v5 has v2's number of gates");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -366,8 +432,9 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
 /* A schema is found by its name and its tool: gem.resources.v1 from `gem resources` (runs
  * 1-8, the design's candidate in the library then) or from dev/cuda/fused_decode.cu's version
  * 1 (the candidate since), gem.resources.v2 (the kernels the library shipped up to the
- * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes) and
- * gem.resources.v4 (the kernels it ships). */
+ * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes),
+ * gem.resources.v4 (up to the tensor-core K-from-V first passes) and gem.resources.v5 (the
+ * kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -380,6 +447,8 @@ static const res_schema schemas[] = {
      NKEYS(v3_roles), v3_gates, NKEYS(v3_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v4", "gem resources", "gem.analysis.resources.v4", 0, 8, 32768, v4_roles,
      NKEYS(v4_roles), v4_gates, NKEYS(v4_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v5", "gem resources", "gem.analysis.resources.v5", 0, 8, 32768, v5_roles,
+     NKEYS(v5_roles), v5_gates, NKEYS(v5_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */

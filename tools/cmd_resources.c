@@ -1,6 +1,6 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v4, docs/receipts-resources.md).
+ * ships (schema gem.resources.v5, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones and the
  * sliding-window layers' D256 ones) and the reducer at the decode API's tuned
@@ -46,7 +46,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v4): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v5): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
@@ -180,13 +180,17 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
  * the loads in flight need at two blocks an SM (docs/receipts-resources.md). */
 #define STAGED_DYNAMIC_SHARED 66560
 #define STAGED_SHARED_BUDGET 81920
+/* The BF16 and F16 K-from-V first passes stage their V tiles alone: these dynamic bytes, within
+ * the same budget. */
+#define KFV_STAGED_DYNAMIC_SHARED 33280
 
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
- * local memory, and at least `want_blocks` resident blocks per SM; the BF16 and F16 first
- * passes (`staged`) with STAGED_DYNAMIC_SHARED dynamic bytes, within STAGED_SHARED_BUDGET. */
+ * local memory, and at least `want_blocks` resident blocks per SM; a staged pass (`staged`
+ * dynamic bytes, STAGED_DYNAMIC_SHARED or KFV_STAGED_DYNAMIC_SHARED; 0: not staged) with
+ * exactly those dynamic bytes, within STAGED_SHARED_BUDGET. */
 static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel_info *k,
-                        int want_blocks, int staged)
+                        int want_blocks, int64_t staged)
 {
     char key[96];
 #define GATE(suffix, cond)                                                                     \
@@ -198,7 +202,9 @@ static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel
     GATE("launchable_threads_ge_256", k->max_threads_per_block >= 256);
     GATE("dispatched_256_threads_8_warps", k->threads_dispatched == 256 && k->warps_dispatched == 8);
     if (staged) {
-        GATE("dynamic_shared_66560", k->dynamic_shared_bytes == STAGED_DYNAMIC_SHARED);
+        char dyn[48];
+        snprintf(dyn, sizeof dyn, "dynamic_shared_%" PRId64, staged);
+        GATE(dyn, (int64_t)k->dynamic_shared_bytes == staged);
         GATE("shared_within_81920",
              k->static_shared_bytes + k->dynamic_shared_bytes <= STAGED_SHARED_BUDGET);
     } else {
@@ -335,7 +341,7 @@ int gem_cmd_resources(int argc, char **argv)
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v4", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v5", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -395,10 +401,16 @@ int gem_cmd_resources(int argc, char **argv)
     /* every first pass (D512 per element type, dense and strided rows, K from V; D256 per
      * element type): the default P of each shape assumes two resident blocks per SM */
     for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
-        const int staged = !strcmp(ks[i].role, "fused_first_pass_bf16") ||
-                           !strcmp(ks[i].role, "fused_first_pass_bf16_strided") ||
-                           !strcmp(ks[i].role, "fused_first_pass_f16") ||
-                           !strcmp(ks[i].role, "fused_first_pass_f16_strided");
+        const int64_t staged =
+            !strcmp(ks[i].role, "fused_first_pass_bf16") ||
+                    !strcmp(ks[i].role, "fused_first_pass_bf16_strided") ||
+                    !strcmp(ks[i].role, "fused_first_pass_f16") ||
+                    !strcmp(ks[i].role, "fused_first_pass_f16_strided")
+                ? STAGED_DYNAMIC_SHARED
+            : !strcmp(ks[i].role, "fused_first_pass_k_from_v_bf16") ||
+                    !strcmp(ks[i].role, "fused_first_pass_k_from_v_f16")
+                ? KFV_STAGED_DYNAMIC_SHARED
+                : 0;
         fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged);
     }
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);

@@ -145,9 +145,27 @@ GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16_strided, gem_mma_f16_elem, 0)
                                               scale, k_weight, &rope);                         \
     }
 
+/* BF16 and F16 V: the tensor-core body (gem_fused_first_pass_kfv_mma_body, GEM_KFV_STAGED_BYTES
+ * of dynamic shared memory), the strides turned into elements. */
+#define GEM_FIRST_PASS_KFV_MMA(NAME, E)                                                        \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const float *__restrict__ k_weight,                  \
+             const __grid_constant__ gem_cu_rope rope, const void *__restrict__ v,             \
+             int64_t v_hs4, int64_t v_ts4, float *__restrict__ part_m,                         \
+             float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,             \
+             int64_t partitions, int64_t n_q_heads, float scale)                               \
+    {                                                                                          \
+        const int64_t k_hs4 = 0, k_ts4 = 0;                                                    \
+        GEM_FP_PROLOGUE(nullptr, v, GEM_CU_D, 2);                                              \
+        gem_fused_first_pass_kfv_mma_body<E>(q, k_weight, &rope,                               \
+                                             reinterpret_cast<const typename E::elem *>(v),    \
+                                             4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o,     \
+                                             live, partitions, n_q_heads, scale);              \
+    }
+
 GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v, gem_kv_f32)
-GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v_bf16, gem_kv_bf16)
-GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v_f16, gem_kv_f16)
+GEM_FIRST_PASS_KFV_MMA(gem_fused_first_pass_k_from_v_bf16, gem_mma_bf16_elem)
+GEM_FIRST_PASS_KFV_MMA(gem_fused_first_pass_k_from_v_f16, gem_mma_f16_elem)
 
 typedef void (*gem_first_pass_kfv_fn)(const float *, const float *, const gem_cu_rope,
                                       const void *, int64_t, int64_t, float *, float *, float *,
@@ -246,7 +264,7 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
     const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
     if (bit && (done.load(std::memory_order_acquire) & bit))
         return cudaSuccess;
-    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
         for (int l = 0; l < 2 && gem_fused_staged(t); l++) {
             e = cudaFuncSetAttribute(gem_first_passes[t][l].fn,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -254,6 +272,12 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
             if (e != cudaSuccess)
                 return e;
         }
+        if (gem_fused_staged(t) &&
+            (e = cudaFuncSetAttribute(gem_first_passes_kfv[t].fn,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)GEM_KFV_STAGED_BYTES)) != cudaSuccess)
+            return e;
+    }
     done.fetch_or(bit, std::memory_order_acq_rel);
     return cudaSuccess;
 }
@@ -274,7 +298,7 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
         r->func = (const void *)gem_first_passes_kfv[t].fn;
         r->name = gem_first_passes_kfv[t].name;
         r->role = gem_first_passes_kfv[t].role;
-        r->dynamic_shared = 0;
+        r->dynamic_shared = gem_fused_staged(t) ? GEM_KFV_STAGED_BYTES : 0;
         r->threads = GEM_CU_THREADS;
     }
     for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
@@ -318,8 +342,11 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, a->scale));
     } else if (a->k_weight) {
-        GEM_CUDA_CHECK(launch_pdl(
-            gem_first_passes_kfv[a->dtype].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k_weight, a->rope, a->v,
+        const size_t smem = gem_fused_staged(a->dtype) ? GEM_KFV_STAGED_BYTES : 0;
+        if (smem)
+            GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
+        GEM_CUDA_CHECK(launch_pdl_shared(
+            gem_first_passes_kfv[a->dtype].fn, grid1, GEM_CU_THREADS, smem, stream, a->q, a->k_weight, a->rope, a->v,
             a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, a->scale));
     } else {

@@ -620,6 +620,11 @@ struct gem_mma_bf16_elem {
     static __device__ __forceinline__ elem piece(float x) { return __float2bfloat16_rn(x); }
     static __device__ __forceinline__ float value(elem x) { return __bfloat162float(x); }
     static __device__ __forceinline__ uint32_t pack(elem a, elem b) { return gem_pack_bf16(a, b); }
+    /* element e (0: the low half) of a packed pair, exactly */
+    static __device__ __forceinline__ float half_value(uint32_t x, int e)
+    {
+        return __uint_as_float(e ? x & 0xFFFF0000u : x << 16);
+    }
     static __device__ __forceinline__ void mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
                                                uint32_t a3, uint32_t b0, uint32_t b1)
     {
@@ -634,6 +639,10 @@ struct gem_mma_f16_elem {
     static __device__ __forceinline__ uint32_t pack(elem a, elem b)
     {
         return (uint32_t)__half_as_ushort(a) | ((uint32_t)__half_as_ushort(b) << 16);
+    }
+    static __device__ __forceinline__ float half_value(uint32_t x, int e)
+    {
+        return __half2float(__ushort_as_half((unsigned short)(e ? x >> 16 : x & 0xFFFFu)));
     }
     /* D += A B, m16n8k16, F16 in, F32 accumulate */
     static __device__ __forceinline__ void mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
@@ -852,6 +861,308 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
             for (int jj = 0; jj < 4; jj++) {
                 uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
                 gem_ldsm_x4_trans(b, vs + vrow * GEM_MMA_ROW + vcol + 16 * jj);
+                E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+        /* the next tile's first barrier orders these sp reads before sp is rewritten, and
+         * its second barrier orders this tile's sred reads before sred is rewritten */
+    }
+    /* the partial: head grp, n-tile j is dims 64w + 8j + 2 tig, + 1 */
+    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
+    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+        if constexpr (E::f16) { /* the weights were taken x 2^14 */
+            o.x *= GEM_MMA_F16_O_SCALE;
+            o.y *= GEM_MMA_F16_O_SCALE;
+        }
+        *reinterpret_cast<float2 *>(po + 8 * j) = o;
+    }
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
+        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
+    }
+}
+
+/* ---- K rebuilt from a BF16 or F16 V cache on tensor cores -------------------------------- */
+
+/* D += A B, m8n8k4, F64 in and out: a = A[grp][tig], b = B[tig][grp], d = D[grp][2 tig],
+ * D[grp][2 tig + 1] (grp = lane / 4, tig = lane % 4) */
+__device__ __forceinline__ void gem_dmma(double *d, double a, double b)
+{
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+/* the first dim of the K-from-V pass's non-rotating k-step s (0 .. 23): 16 dims each, [64, 256)
+ * then [320, 512) */
+__device__ __forceinline__ int gem_kfv_step_dim(int s) { return s < 12 ? 64 + 16 * s : 320 + 16 * (s - 12); }
+
+#define GEM_KFV_ROW 520                            /* elements of a staged row (+ 16 bytes) */
+#define GEM_KFV_TILE_ELEMS (GEM_MMA_TILE * GEM_KFV_ROW) /* one staged tile of V rows */
+#define GEM_KFV_STAGED_BYTES (2 * GEM_KFV_TILE_ELEMS * 2) /* two buffers: 33,280 bytes */
+
+/* The K-from-V first pass for BF16 and F16 V caches (E: gem_mma_bf16_elem, gem_mma_f16_elem):
+ * the staged tensor-core pass above with V alone staged (dev/cuda/kfv_mma.cu version 4,
+ * results/h200/run94: BF16 0.2432 ms at 128K against 0.5647 for the CUDA-core pass it
+ * replaces). K(t) = RoPE_{pos0 + t}(k_weight * V(t)), pairs (j, j + 256), j < 64 rotating:
+ *   - the 384 dims that do not rotate: K = k_weight * V, so k_weight is folded into Q (fl(q w)
+ *     in three 16-bit pieces, F16 scaled per head as in the staged pass) and the B fragments
+ *     are the staged V rows; warp w takes k-steps 3w .. 3w + 2 (gem_kfv_step_dim);
+ *   - the 128 rotating dims: q . RoPE_{P + u}(w V) = RoPE_{-P}(q) . RoPE_u(w V), P the tile's
+ *     first position, u = 0 .. 15 its offset. RoPE_{-P}(q) of warp w's pairs 8w .. 8w + 7 is
+ *     taken in double once a tile, from exact angles (gem_rope_cs, computed four tiles at a
+ *     time, a lane each); RoPE_u(w V) in F32 from a per-block table of w cos and w sin of the 16
+ *     offsets. Both meet on the F64 tensor cores (gem_dmma: 8 heads x 4 dims times 4 dims x 8
+ *     tokens, products exact, sums in F64), whose D is laid out as rows 0-7 of the 16-bit mma's.
+ *     A thread's ldmatrix of warp w's block (dims 8w .. 8w + 7 and their partners 256 + 8w ..)
+ *     gives it two whole pairs of one token in each n-tile: no shuffles, every lane alike.
+ * The softmax and the V update are the staged pass's. Launched with GEM_KFV_STAGED_BYTES of
+ * dynamic shared memory (gem_cu_fused_allow_staged_shared raises the kernel's limit). */
+template <class E>
+__device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
+    const float *__restrict__ q,             /* (n_q_heads, 512) */
+    const float *__restrict__ kw,            /* (512) k_weight */
+    const gem_cu_rope *__restrict__ rope,    /* in the kernel's parameters */
+    const typename E::elem *__restrict__ v,  /* row (g, t) at element g*v_hs + t*v_ts */
+    int64_t v_hs, int64_t v_ts,
+    float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    typedef typename E::elem elem;
+    extern __shared__ __align__(128) unsigned char gem_kfv_tiles[]; /* GEM_KFV_STAGED_BYTES */
+    elem *const ring = reinterpret_cast<elem *>(gem_kfv_tiles);
+    __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GEM_CU_GROUP];
+    /* lane's w cos, w sin of offset 8i + grp, pairs 8w + 2 tig + e: by warp, n-tile i, e, lane */
+    __shared__ __align__(16) float4 scoef[GEM_CU_THREADS / 32][2][2][32];
+    __shared__ uint2 sqb[GEM_CU_THREADS / 32][3][32]; /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q: the non-rotating k-steps times k_weight in three pieces (hi, mid in registers, lo in
+     * sqb); F16: head grp's taken x 2^qe; the rotating pairs 8w + 2 tig + e of head grp in double */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    int qe = 0;
+    {
+        const float *qg = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D;
+        float x[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = gem_kfv_step_dim(3 * w + st) + 2 * tig + (u & 1) + 8 * (u >> 1);
+                x[st][u] = __ldg(qg + d) * __ldg(kw + d);
+            }
+        if constexpr (E::f16) {
+            __shared__ float sqmax[GEM_CU_THREADS / 32][GEM_CU_GROUP];
+            float mx = 0.f;
+#pragma unroll
+            for (int st = 0; st < 3; st++)
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    mx = fmaxf(mx, fabsf(x[st][u]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            if (tig == 0)
+                sqmax[w][grp] = mx;
+            __syncthreads();
+#pragma unroll
+            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+                mx = fmaxf(mx, sqmax[ww][grp]);
+            int ex = 0;
+            (void)frexpf(mx, &ex);
+            qe = mx > 0.f ? 14 - ex : 0;
+        }
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            elem hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                float y = x[st][u];
+                if constexpr (E::f16)
+                    y = ldexpf(y, qe); /* exact: |y| < 2^14 */
+                hi[u] = E::piece(y);
+                const float r1 = y - E::value(hi[u]); /* exact */
+                mid[u] = E::piece(r1);
+                lo[u] = E::piece(r1 - E::value(mid[u]));
+            }
+            qa[st][0] = E::pack(hi[0], hi[1]);
+            qa[st][1] = E::pack(mid[0], mid[1]);
+            qa[st][2] = E::pack(hi[2], hi[3]);
+            qa[st][3] = E::pack(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int j = 8 * w + 2 * tig + e;
+            ql[e] = (double)__ldg(qg + j);
+            qh[e] = (double)__ldg(qg + GEM_CU_ROPE_HALF + j);
+            const float wl = __ldg(kw + j), wh = __ldg(kw + GEM_CU_ROPE_HALF + j);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope->inv_freq[j], &c, &s);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+        }
+    }
+    /* this thread's pieces: rows prow + 4u of a tile, 16 bytes at element pcol */
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const elem *vp = v + g * v_hs + (begin + prow) * v_ts + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[4]; /* V rows of the tile in flight */
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            r[u] = t + 4 * u < end ? gem_ld16(vp + 4 * u * v_ts, pol) : zero4;
+        vp += T * v_ts;
+    };
+    auto store = [&](int64_t it) {
+        elem *vs = ring + (size_t)(it & 1) * GEM_KFV_TILE_ELEMS;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * GEM_KFV_ROW + pcol) = r[u];
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of tile (it & ~3) + lane / 8, pair 8w + lane % 8 */
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0, scoef and sqb are written */
+    /* ldmatrix rows (lane l: matrix l >> 3, row l & 7): matrix mi is tokens 8 (mi >> 1) + row,
+     * dims 8w (+ 256 for odd mi) in the rotating block, base (+ 8) in a k-step; the V update's
+     * as in the staged pass */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const elem *vs = ring + (size_t)(it & 1) * GEM_KFV_TILE_ELEMS;
+        if ((it & 3) == 0)
+            gem_rope_cs(rope->pos0 + t0 + (int64_t)(lane >> 3) * T,
+                        rope->inv_freq[8 * w + (lane & 7)], &cc, &ss);
+        /* RoPE_{-P}(q) of pairs 8w + 2 tig + e at the tile's first position P */
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4]; /* n-tile i: the low dims rb[2i], their partners rb[2i + 1] */
+        gem_ldsm_x4(rb, vs + mrow * GEM_KFV_ROW + 8 * w + GEM_CU_ROPE_HALF * mhalf);
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            gem_ldsm_x4(nb[st], vs + mrow * GEM_KFV_ROW + gem_kfv_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                E::mma(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                       nb[st][2 * i + 1]);
+                E::mma(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = E::half_value(rb[2 * i], e), vh = E::half_value(rb[2 * i + 1], e);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                gem_dmma(c[e], al[e], (double)kl);
+                gem_dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo, then the rotating dims */
+            rr.x = (d0[0] + d0[2]) + d1[0];
+            rr.y = (d0[1] + d0[3]) + d1[1];
+            if constexpr (E::f16) { /* taken with Q x 2^qe: exact back */
+                rr.x = ldexpf(rr.x, -qe);
+                rr.y = ldexpf(rr.y, -qe);
+            }
+            rr.x += (float)(c[0][0] + c[1][0]);
+            rr.y += (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1); /* into the buffer tile it - 1 was read from */
+        if (it + 2 < ntiles)
+            load(it + 2);
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            elem ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                if constexpr (E::f16)
+                    pv[u] *= GEM_MMA_F16_P_SCALE; /* exact: p <= 1 */
+                ph[u] = E::piece(pv[u]);
+                pl[u] = E::piece(pv[u] - E::value(ph[u]));
+            }
+            const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
+                           a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
+                gem_ldsm_x4_trans(b, vs + vrow * GEM_KFV_ROW + vcol + 16 * jj);
                 E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
                 E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
             }
