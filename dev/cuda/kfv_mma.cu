@@ -34,10 +34,25 @@ version 3 is the tensor-core K-from-V pass above (Q's pieces in shared memory: w
   did, and the angle table adds a barrier: the rotation on the B side is more work than the
   dots it feeds. A loser; what the numbers say is left is rotating Q instead (the A side), per
   token, which mma cannot batch.
+version 4 is the staged tensor-core pass with V alone staged, the rotating dims on the F64 tensor
+  cores (RoPE_{-P}(q) . RoPE_u(w V), see its comment). H200 run 94: exact (NMSE 8e-14 .. 1.3e-12)
+  and 0.2432 ms at 128K against 0.5647 (version 1) and 0.2471 (version 2, reading K and V);
+  0.1289 against 0.2883 at 64K. The winner: the library's BF16 and F16 K-from-V first passes
+  since (gem_fused_first_pass_kfv_mma_body). ncu at 128K (run 95): 2.1 instructions a cycle an
+  SM, 0.53 a scheduler with 3.8 warps, 7.1 cycles between a warp's instructions; DRAM 37%; the
+  F64 tensor pipe 32%. Bound by latency at two blocks an SM, not by bytes or by one pipe.
+version 5 (--f32) is an F32 V cache with every product on the F64 tensor cores (V to double by
+  bit operations, x 2^-896). Run 94: exact (NMSE 3e-14 .. 4.6e-13), 0.4814 ms at 128K against
+  0.5001 (version 1, the CUDA-core pass) and 0.4864 (version 2, K and V): 4%, not taken.
+  ncu: F64 tensor pipe 59%, 0.47 instructions a cycle a scheduler.
+versions 6 and 7 are version 4 with cp.async rings of 3 and 4 tiles (two and three tiles in
+  flight instead of one). Run 95: 0.2506 and 0.2471 ms at 128K against 0.2417 for version 4:
+  the loads were not what it waited on.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
-./kfv_mma [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
+./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
+(--f32: an F32 V cache, versions 1, 2 and 5; otherwise BF16, versions 1-4, 6, 7)
 */
 #include <math.h>
 #include <stdio.h>
@@ -319,6 +334,703 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
 }
 
+/* ---- version 4: the rotating dims on the F64 tensor cores ------------------------------------
+
+The library's staged tensor-core pass (gem_fused_first_pass_mma_staged_body) with V alone staged:
+  - the 384 dims that do not rotate: K = k_weight * V, so k_weight is folded into Q's three BF16
+    pieces and the B fragments are the staged V rows themselves (exact BF16), 3 k-steps a warp;
+  - the 128 rotating dims: q . RoPE_{P + u}(w V) = RoPE_{-P}(q) . RoPE_u(w V) with P the tile's
+    first position and u its offset (0 .. 15). RoPE_{-P}(q) is taken in double once a tile (the
+    8 pairs of warp w, 8w .. 8w + 7, exact angles from sincospif, computed for four tiles at a
+    time); RoPE_u(w V) uses a per-block table of w cos and w sin of the 16 offsets, in F32, and
+    is converted to double. Both meet in mma.m8n8k4.f64 (A: 8 heads x 4 dims, B: 4 dims x 8
+    tokens, D: the heads' scores of 8 tokens, the layout of the BF16 mma's D rows 0-7), four a
+    warp and n-tile. A thread's ldmatrix of a tile gives it two whole pairs of one token per
+    n-tile, so the rotation needs no shuffle and every lane does the same work.
+The softmax and the V update are the library's. */
+#define V4_ROW 520                      /* elements of a staged row: 512 + 16 bytes of padding */
+#define V4_STAGE (GEM_MMA_TILE * V4_ROW) /* one staged tile */
+#define V4_SHARED (2 * V4_STAGE * 2)     /* two buffers: 33,280 bytes, dynamic */
+
+/* D += A B, m8n8k4, F64; a = A[grp][tig], b = B[tig][grp], d = D[grp][2 tig], D[grp][2 tig + 1] */
+__device__ __forceinline__ void dmma(double *d, double a, double b)
+{
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+/* the dims of non-rotating k-step s (0 .. 23): [64, 256) then [320, 512), 16 each */
+__device__ __forceinline__ int v4_step_dim(int s) { return s < 12 ? 64 + 16 * s : 320 + 16 * (s - 12); }
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_dmma_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope,
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v4_tiles[]; /* V4_SHARED */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v4_tiles);
+    __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32]; /* warp, n-tile, pair, lane */
+    __shared__ uint2 sqb[8][3][32];                     /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q: the non-rotating k-steps 3w .. 3w + 2 times k_weight, in three BF16 pieces (hi, mid in
+     * registers, lo in sqb); the rotating pairs 8w + 2 tig + e of head grp in double */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+        /* this lane's rotation of offset 8i + grp: w cos, w sin of pairs 8w + 2 tig + e */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vp = v + g * hs + (begin + prow) * ts + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[4]; /* V rows prow + 4u of the tile in flight */
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            r[u] = t + 4 * u < end ? gem_ld16(vp + 4 * u * ts, pol) : zero4;
+        vp += T * ts;
+    };
+    auto store = [&](int64_t it) {
+        __nv_bfloat16 *vs = ring + (size_t)(it & 1) * V4_STAGE;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * V4_ROW + pcol) = r[u];
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of tile (it & ~3) + (lane >> 3), pair 8w + (lane & 7) */
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0 and the tables are staged */
+    /* ldmatrix rows: lane l gives the row of matrix l >> 3, row l & 7; the rotating block: matrix
+     * mi is tokens 8 (mi >> 1) + row of dims 8w (+ 256 for odd mi); a non-rotating k-step: dims
+     * base (+ 8 for odd mi); the V update's as in the library */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *vs = ring + (size_t)(it & 1) * V4_STAGE;
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * T, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+        /* RoPE_{-P}(q) of this tile's first position P, pairs 8w + 2 tig + e */
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4]; /* the rotating block: n-tile i's low dims rb[2i], their partners rb[2i + 1] */
+        gem_ldsm_x4(rb, vs + mrow * V4_ROW + 8 * w + 256 * mhalf);
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            gem_ldsm_x4(nb[st], vs + mrow * V4_ROW + v4_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                             nb[st][2 * i + 1]);
+                gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                dmma(c[e], al[e], (double)kl);
+                dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1 */
+            rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+            rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1);
+        if (it + 2 < ntiles)
+            load(it + 2);
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4];
+                gem_ldsm_x4_trans(b, vs + vrow * V4_ROW + vcol + 16 * jj);
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
+/* ---- versions 6 and 7: version 4 with its V tiles copied by cp.async -----------------------
+
+Version 4 (and the library's staged pass it comes from) loads tile it + 2 into registers after
+tile it's dots and stores it after tile it + 1's: a load has one tile's time to arrive. Here
+cp.async copies tile it + NB - 1 into a ring of NB buffers after tile it's dots, so a copy has
+NB - 1 tiles' time, and no registers hold rows in flight. Version 6: NB = 3 (49,920 bytes);
+version 7: NB = 4 (66,560 bytes). */
+template <int NB>
+__global__ void __launch_bounds__(256, 2)
+    kfv_dmma_async_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope,
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v4_tiles[]; /* NB * V4_STAGE * 2 */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v4_tiles);
+    __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32]; /* warp, n-tile, pair, lane */
+    __shared__ uint2 sqb[8][3][32];                     /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q: the non-rotating k-steps 3w .. 3w + 2 times k_weight, in three BF16 pieces (hi, mid in
+     * registers, lo in sqb); the rotating pairs 8w + 2 tig + e of head grp in double */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+        /* this lane's rotation of offset 8i + grp: w cos, w sin of pairs 8w + 2 tig + e */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vsrc = v + g * hs + begin * ts + pcol;
+    /* tile it's rows into buffer it % NB (rows past the end as zeros), one commit group a tile,
+     * empty past the last tile, so that wait_group counts tiles */
+    auto issue = [&](int64_t it) {
+        if (it < ntiles) {
+            __nv_bfloat16 *dst = ring + (size_t)(it % NB) * V4_STAGE;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int row = prow + 4 * u;
+                const bool in = begin + it * T + row < end;
+                const __nv_bfloat16 *src = vsrc + (in ? (it * T + row) * ts : 0);
+                asm volatile(
+                    "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                        gem_smem_addr(dst + row * V4_ROW + pcol)),
+                    "l"(src), "r"(in ? 16 : 0), "l"(pol)
+                    : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of tile (it & ~3) + (lane >> 3), pair 8w + (lane & 7) */
+#pragma unroll
+    for (int i = 0; i < NB - 1; i++)
+        issue(i);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(NB - 2) : "memory");
+    __syncthreads(); /* tile 0 and the tables are staged */
+    /* ldmatrix rows: lane l gives the row of matrix l >> 3, row l & 7; the rotating block: matrix
+     * mi is tokens 8 (mi >> 1) + row of dims 8w (+ 256 for odd mi); a non-rotating k-step: dims
+     * base (+ 8 for odd mi); the V update's as in the library */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *vs = ring + (size_t)(it % NB) * V4_STAGE;
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * T, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+        /* RoPE_{-P}(q) of this tile's first position P, pairs 8w + 2 tig + e */
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4]; /* the rotating block: n-tile i's low dims rb[2i], their partners rb[2i + 1] */
+        gem_ldsm_x4(rb, vs + mrow * V4_ROW + 8 * w + 256 * mhalf);
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            gem_ldsm_x4(nb[st], vs + mrow * V4_ROW + v4_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                             nb[st][2 * i + 1]);
+                gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                dmma(c[e], al[e], (double)kl);
+                dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1 */
+            rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+            rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        issue(it + NB - 1); /* into the buffer tile it - 1 was read from */
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(NB - 2) : "memory"); /* tile it + 1 */
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4];
+                gem_ldsm_x4_trans(b, vs + vrow * V4_ROW + vcol + 16 * jj);
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
+/* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
+
+An F32 V cache on the BF16 tensor cores would need V in three pieces on both sides. Here every
+product is one mma.m8n8k4.f64: a product of two F32 values is exact in F64, and the sums are
+F64. A V element becomes a double by bit operations alone: its sign and its bits 30 .. 0 shifted
+right by 3 are the double x 2^-896 (exact, subnormals and zero included); the dots and the
+partial O carry that factor and drop it exactly at the end.
+  - the 16-token tile is staged in shared memory by cp.async, three buffers (two tiles in
+    flight), rows of 528 floats with the 16-byte groups' bit 1 flipped on rows 2 and 3 mod 4;
+  - the dots: warp w takes the non-rotating dims of k-steps 3w .. 3w + 2 (16 each, a thread's
+    4-dim slice one 16-byte load), k_weight folded into Q in double; and the rotating pairs
+    8w + 4v + tig (v = 0, 1) as in version 4 (RoPE_{-P}(q) in double a tile, RoPE_u(w V) in F32
+    from a per-thread table); the warps' partial dots are added in double;
+  - the V update: A is the weights of 8 heads over 4 tokens, B 4 tokens x 8 dims, a thread's
+    4-dim slice one 16-byte load serving four mma; warp w owns output dims 64w .. 64w + 63. */
+#define V5_ROW 528
+#define V5_STAGE (GEM_MMA_TILE * V5_ROW)     /* floats of one staged tile */
+#define V5_BUFS 3
+#define V5_SHARED (V5_BUFS * V5_STAGE * 4)   /* 101,376 bytes, dynamic */
+#define V5_UNSCALE 0x1p896                   /* what the bit conversion took off */
+
+/* x 2^-896 as a double, exactly: x's bits 30 .. 0 moved into a double's exponent and fraction */
+__device__ __forceinline__ double v5_f64(float x)
+{
+    const uint32_t b = __float_as_uint(x);
+    return __hiloint2double((int)((b & 0x80000000u) | ((b & 0x7fffffffu) >> 3)), (int)(b << 29));
+}
+/* the float offset of element (row, 4 g + e) of a staged tile */
+__device__ __forceinline__ int v5_at(int row, int g)
+{
+    return row * V5_ROW + 4 * (g ^ (((row >> 1) & 1) << 1));
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_f64_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                       const __grid_constant__ gem_cu_rope rope, const float *__restrict__ v,
+                       int64_t hs, int64_t ts, float *__restrict__ part_m,
+                       float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                       int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v5_tiles[]; /* V5_SHARED */
+    float *const ring = reinterpret_cast<float *>(v5_tiles);
+    __shared__ __align__(16) double sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* A: the non-rotating dims base(3w + st) + 4 tig + u of head grp times k_weight; the
+     * rotating pairs 8w + 4v + tig; this lane's rotation table of offsets 8i + grp */
+    double qa[3][4], ql[2], qh[2];
+    float4 cf[2][2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = v4_step_dim(3 * w + st) + 4 * tig + u;
+                qa[st][u] = (double)__ldg(qg + d) * (double)__ldg(kw + d);
+            }
+#pragma unroll
+        for (int vv = 0; vv < 2; vv++) {
+            const int j = 8 * w + 4 * vv + tig;
+            ql[vv] = (double)__ldg(qg + j);
+            qh[vv] = (double)__ldg(qg + 256 + j);
+            const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float c, sn;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &sn);
+                cf[i][vv] = make_float4(wl * c, wh * sn, wl * sn, wh * c);
+            }
+        }
+    }
+    /* cp.async: thread's 16-byte group c = tid & 127 of rows (tid >> 7) + 2u */
+    const int cg = tid & 127, crow = tid >> 7;
+    const float *vsrc = v + g * hs + begin * ts + 4 * cg;
+    auto issue = [&](int64_t it) {
+        float *dst = ring + (size_t)(it % V5_BUFS) * V5_STAGE;
+        const int64_t t = begin + it * T;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int row = crow + 2 * u;
+            const bool in = t + row < end;
+            const float *src = vsrc + (in ? (it * T + row) * ts : 0);
+            asm volatile(
+                "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                    gem_smem_addr(dst + v5_at(row, cg))),
+                "l"(src), "r"(in ? 16 : 0), "l"(pol)
+                : "memory");
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    double acc[8][2]; /* output dims 64w + 32b + 8 tig + u (acc[4b + u][0]) and + 4 ([1]) */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = 0.0;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f;
+    if (ntiles > 0)
+        issue(0);
+    if (ntiles > 1)
+        issue(1);
+    if (ntiles > 1)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads(); /* tile 0 is staged */
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const float *vs = ring + (size_t)(it % V5_BUFS) * V5_STAGE;
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * T, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+        double al[2], ah[2];
+#pragma unroll
+        for (int vv = 0; vv < 2; vv++) {
+            const int src = 8 * (int)(it & 3) + 4 * vv + tig;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[vv] = fma(ql[vv], c, qh[vv] * sn);
+            ah[vv] = fma(qh[vv], c, -(ql[vv] * sn));
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int row = 8 * i + grp;
+            double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const float4 x = *reinterpret_cast<const float4 *>(
+                    vs + v5_at(row, (v4_step_dim(3 * w + st) >> 2) + tig));
+                dmma(d[0], qa[st][0], v5_f64(x.x));
+                dmma(d[1], qa[st][1], v5_f64(x.y));
+                dmma(d[0], qa[st][2], v5_f64(x.z));
+                dmma(d[1], qa[st][3], v5_f64(x.w));
+            }
+#pragma unroll
+            for (int vv = 0; vv < 2; vv++) {
+                const int j = 8 * w + 4 * vv + tig;
+                const float vl = vs[v5_at(row, j >> 2) + (j & 3)];
+                const float vh = vs[v5_at(row, (256 + j) >> 2) + (j & 3)];
+                const float4 c = cf[i][vv];
+                dmma(d[vv], al[vv], v5_f64(fmaf(c.x, vl, -(c.y * vh))));
+                dmma(d[vv], ah[vv], v5_f64(fmaf(c.z, vl, c.w * vh)));
+            }
+            *reinterpret_cast<double2 *>(&sred[w][grp][8 * i + 2 * tig]) =
+                make_double2(d[0][0] + d[1][0], d[0][1] + d[1][1]);
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 2 < ntiles)
+            issue(it + 2); /* into the buffer tile it - 1 was read from */
+        {
+            const int t = lane & (T - 1);
+            double a = 0.0;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? (float)(a * V5_UNSCALE) * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        /* tile it + 1 has landed (this thread's copies), then published by the barrier */
+        if (it + 2 < ntiles)
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        else
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads();
+        {
+            const double al2 = (double)salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+            }
+#pragma unroll
+            for (int kb = 0; kb < 4; kb++) {
+                const double a = (double)sp[grp][4 * kb + tig];
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const float4 x = *reinterpret_cast<const float4 *>(
+                        vs + v5_at(4 * kb + tig, 16 * w + 8 * b + grp));
+                    dmma(acc[4 * b + 0], a, v5_f64(x.x));
+                    dmma(acc[4 * b + 1], a, v5_f64(x.y));
+                    dmma(acc[4 * b + 2], a, v5_f64(x.z));
+                    dmma(acc[4 * b + 3], a, v5_f64(x.w));
+                }
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 8 * tig;
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+        *reinterpret_cast<float4 *>(po + 32 * b) =
+            make_float4((float)(acc[4 * b][0] * V5_UNSCALE), (float)(acc[4 * b + 1][0] * V5_UNSCALE),
+                        (float)(acc[4 * b + 2][0] * V5_UNSCALE), (float)(acc[4 * b + 3][0] * V5_UNSCALE));
+        *reinterpret_cast<float4 *>(po + 32 * b + 4) =
+            make_float4((float)(acc[4 * b][1] * V5_UNSCALE), (float)(acc[4 * b + 1][1] * V5_UNSCALE),
+                        (float)(acc[4 * b + 2][1] * V5_UNSCALE), (float)(acc[4 * b + 3][1] * V5_UNSCALE));
+    }
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
     kfv_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
                 const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
@@ -331,30 +1043,39 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[4], nv = 0, rounds = 10;
+    int vs[8], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--f32"))
+            f32 = 1;
         else if (!strcmp(argv[i], "--pos0") && i + 1 < argc)
             pos0 = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 4) {
+        } else if (nv < 8) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 3) {
-                fprintf(stderr, "unknown version %s (1 .. 3)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 7) {
+                fprintf(stderr, "unknown version %s (1 .. 7)\n", argv[i]);
+                return 2;
+            }
+            if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && f32)) {
+                fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
+                        vs[nv], vs[nv] == 5 ? "F32" : "BF16");
                 return 2;
             }
             nv++;
         }
     }
-    if (nv == 0)
-        for (nv = 0; nv < 3; nv++)
-            vs[nv] = nv + 1;
+    if (nv == 0) {
+        const int bf[6] = {1, 2, 3, 4, 6, 7}, fl[3] = {1, 2, 5};
+        for (nv = 0; nv < (f32 ? 3 : 6); nv++)
+            vs[nv] = f32 ? fl[nv] : bf[nv];
+    }
     if (rounds < 1 || pos0 < 0)
         return 2;
     gem_decode_ctx *ctx = NULL;
@@ -375,7 +1096,18 @@ int main(int argc, char **argv)
     float *dw;
     cudaCheck(cudaMalloc(&dw, sizeof hw));
     cudaCheck(cudaMemcpy(dw, hw, sizeof hw, cudaMemcpyHostToDevice));
-    printf("K rebuilt from V, BF16 V, scale 1.0, row 0 at position %lld\n", (long long)pos0);
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma_async_first_pass<3>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * V4_STAGE * 2));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma_async_first_pass<4>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * V4_STAGE * 2));
+    cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
+    const gem_dtype kv_type = f32 ? GEM_DTYPE_F32 : GEM_DTYPE_BF16;
+    const size_t esz = f32 ? 4 : 2; /* bytes of a cache element */
+    printf("K rebuilt from V, %s V, scale 1.0, row 0 at position %lld\n", f32 ? "F32" : "BF16",
+           (long long)pos0);
     printf("%-8s %-8s %10s %10s %10s %9s\n", "live", "version", "min ms", "median ms", "max ms",
            "GB/s");
     int failed = 0;
@@ -388,10 +1120,11 @@ int main(int argc, char **argv)
         float *hv = (float *)malloc(n * sizeof(float));
         __nv_bfloat16 *bv = (__nv_bfloat16 *)malloc(n * 2), *bk = (__nv_bfloat16 *)malloc(n * 2);
         fill_uniform(hv, n, 13 + (uint64_t)live, -1.7f, 1.7f);
-        for (size_t i = 0; i < n; i++) {
-            bv[i] = __float2bfloat16_rn(hv[i]);
-            hv[i] = __bfloat162float(bv[i]);
-        }
+        if (!f32)
+            for (size_t i = 0; i < n; i++) {
+                bv[i] = __float2bfloat16_rn(hv[i]);
+                hv[i] = __bfloat162float(bv[i]);
+            }
         /* the stored K of version 2: the K of the rounded V, in double, rounded to BF16 */
         float *hk = (float *)malloc(n * sizeof(float));
         for (int64_t r = 0; r < (int64_t)NKV * live; r++) {
@@ -408,7 +1141,7 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < D; i++) {
                 bk[(size_t)r * D + i] = __float2bfloat16_rn((float)kd[i]);
-                hk[(size_t)r * D + i] = __bfloat162float(bk[(size_t)r * D + i]);
+                hk[(size_t)r * D + i] = f32 ? (float)kd[i] : __bfloat162float(bk[(size_t)r * D + i]);
             }
         }
         const gem_k_from_v host_rot = {hw, inv_freq, NPAIRS, D / 2, pos0};
@@ -430,10 +1163,12 @@ int main(int argc, char **argv)
         }
         void *dk, *dv;
         float *dq, *dout;
-        cudaCheck(cudaMalloc(&dk, n * 2));
-        cudaCheck(cudaMalloc(&dv, n * 2));
-        cudaCheck(cudaMemcpy(dk, bk, n * 2, cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(dv, bv, n * 2, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMalloc(&dk, n * esz));
+        cudaCheck(cudaMalloc(&dv, n * esz));
+        cudaCheck(cudaMemcpy(dk, f32 ? (const void *)hk : (const void *)bk, n * esz,
+                             cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dv, f32 ? (const void *)hv : (const void *)bv, n * esz,
+                             cudaMemcpyHostToDevice));
         cudaCheck(cudaMalloc(&dq, NQ * D * sizeof(float)));
         cudaCheck(cudaMalloc(&dout, NQ * D * sizeof(float)));
         cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
@@ -450,21 +1185,40 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[4];
+        int valid[8];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
-        if (vs[i] == 3) {                                                                      \
+        if (vs[i] >= 3) {                                                                      \
             float *pm_ = (float *)dws, *ps_ = pm_ + P * NQ, *po_ = ps_ + P * NQ;               \
-            kfv_mma_first_pass<<<dim3((unsigned)P, NKV), 256, 0, stream>>>(                    \
-                dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, P,  \
-                NQ, scale);                                                                    \
+            if (vs[i] == 3)                                                                    \
+                kfv_mma_first_pass<<<dim3((unsigned)P, NKV), 256, 0, stream>>>(                \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
+            else if (vs[i] == 4)                                                               \
+                kfv_dmma_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(       \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
+            else if (vs[i] == 6)                                                               \
+                kfv_dmma_async_first_pass<3><<<dim3((unsigned)P, NKV), 256, 3 * V4_STAGE * 2,  \
+                                                stream>>>(dq, dw, rope,                        \
+                                                          (const __nv_bfloat16 *)dv, live * D, \
+                                                          D, pm_, ps_, po_, live, P, NQ, scale); \
+            else if (vs[i] == 7)                                                               \
+                kfv_dmma_async_first_pass<4><<<dim3((unsigned)P, NKV), 256, 4 * V4_STAGE * 2,  \
+                                                stream>>>(dq, dw, rope,                        \
+                                                          (const __nv_bfloat16 *)dv, live * D, \
+                                                          D, pm_, ps_, po_, live, P, NQ, scale); \
+            else                                                                               \
+                kfv_f64_first_pass<<<dim3((unsigned)P, NKV), 256, V5_SHARED, stream>>>(        \
+                    dq, dw, rope, (const float *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,  \
+                    scale);                                                                    \
             kfv_reducer<<<dim3(NQ, D / 256), 256, 0, stream>>>(pm_, ps_, po_, dout, P);        \
             cudaCheck(cudaGetLastError());                                                     \
         } else {                                                                               \
             gem_kv_view kv_;                                                                   \
             memset(&kv_, 0, sizeof kv_);                                                       \
             kv_.v = dv;                                                                        \
-            kv_.k_dtype = kv_.v_dtype = GEM_DTYPE_BF16;                                        \
+            kv_.k_dtype = kv_.v_dtype = kv_type;                                               \
             kv_.v_head_stride = live * D;                                                      \
             kv_.v_token_stride = D;                                                            \
             kv_.live = kv_.capacity = live;                                                    \
@@ -537,7 +1291,7 @@ int main(int argc, char **argv)
             double *ti = t + (size_t)i * 2 * rounds;
             qsort(ti, (size_t)2 * rounds, sizeof(double), cmp_double);
             const double med = 0.5 * (ti[rounds - 1] + ti[rounds]);
-            const double bytes = (vs[i] == 2 ? 2.0 : 1.0) * (double)n * 2.0;
+            const double bytes = (vs[i] == 2 ? 2.0 : 1.0) * (double)n * (double)esz;
             printf("%-8lld v%-7d %10.4f %10.4f %10.4f %9.1f\n", (long long)live, vs[i], ti[0],
                    med, ti[2 * rounds - 1], bytes / (med * 1e-3) / 1e9);
         }
