@@ -185,6 +185,8 @@ if has kfv; then
         --bw-mib 4096 --bw-reps 10
     bench kfv-bf16 --a fused --b fused --k-from-v --kv-dtype bf16 \
         --lengths 8192,65536,131072 --rounds 10 --bw-mib 4096 --bw-reps 10
+    bench kfv-f16 --a fused --b fused --k-from-v --kv-dtype f16 \
+        --lengths 8192,65536,131072 --rounds 10 --bw-mib 4096 --bw-reps 10
 fi
 if has kfv-ncu && command -v ncu >/dev/null; then
     step "ncu of the K-from-V first pass at 128K (F32 and BF16): what limits it"
