@@ -34,6 +34,10 @@
  * two and the weights by 2^14 so their pieces stay in F16's range, and undoes both exactly
  * (version 29, results/h200/run80: 0.2511 ms at 128K against 0.4540 for the CUDA-core body
  * that F16 ran on before). The partials have the same layout, so the reducer is shared.
+ * K rebuilt from V (gem_k_from_v): F32 V on the CUDA-core body above; BF16 and F16 V on
+ * gem_fused_first_pass_kfv_mma_body, the staged pass with V alone staged and the rotating dims
+ * on the F64 tensor cores (dev/cuda/kfv_mma.cu version 4, results/h200/run94: BF16 0.2432 ms at
+ * 128K against 0.5647 for the CUDA-core body; run96 through gem_decode: 0.2431).
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
