@@ -48,11 +48,20 @@ version 5 (--f32) is an F32 V cache with every product on the F64 tensor cores (
 versions 6 and 7 are version 4 with cp.async rings of 3 and 4 tiles (two and three tiles in
   flight instead of one). Run 95: 0.2506 and 0.2471 ms at 128K against 0.2417 for version 4:
   the loads were not what it waited on.
+version 8 is version 4 with the softmax of tile it issued beside the dots of tile it + 1 (a
+  second sred buffer, a ring of three V tiles): the same bits. Run 98: 0.2529 ms at 128K
+  against 0.2436; the stall mix is version 4's (per issued instruction: short scoreboard 1.97
+  against 1.88, wait 1.37 / 1.46, math pipe throttle 0.74 / 0.87, barrier 0.37 / 0.42).
+version 9 is version 4 with fewer instructions a tile (shared addresses computed once, 32-bit
+  compares, stepped row pointers, the O rescale skipped when every alpha of the warp is 1): the
+  same bits. Run 99: 0.2487 ms against 0.2435. Versions 6-9 each changed one thing that a
+  latency- or issue-bound pass would gain from, and each lost 2-4%; what bounds version 4 at
+  the stored K + V pass's time (0.2428 in run 99) is not found.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
-(--f32: an F32 V cache, versions 1, 2 and 5; otherwise BF16, versions 1-4, 6, 7)
+(--f32: an F32 V cache, versions 1, 2 and 5; otherwise BF16, versions 1-4, 6-9)
 */
 #include <math.h>
 #include <stdio.h>
@@ -596,8 +605,8 @@ __global__ void __launch_bounds__(256, 2)
                         int64_t n_q_heads, float scale)
 {
     const int T = GEM_MMA_TILE;
-    extern __shared__ __align__(128) unsigned char v4_tiles[]; /* NB * V4_STAGE * 2 */
-    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v4_tiles);
+    extern __shared__ __align__(128) unsigned char v6_tiles[]; /* NB * V4_STAGE * 2 */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v6_tiles);
     __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
     __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
     __shared__ float salpha[GROUP];
@@ -802,6 +811,494 @@ __global__ void __launch_bounds__(256, 2)
         part_s[p * n_q_heads + g * GROUP + w] = s;
     }
 }
+
+/* ---- version 8: version 4 with the softmax of tile it beside the dots of tile it + 1 ---------
+
+Version 4 runs, per tile, dots -> barrier -> softmax -> barrier -> V update: three chains of
+latency in a row, at four warps a scheduler (run 95: 0.53 instructions a cycle a scheduler).
+Here the dots of tile it + 1 are issued in the same stretch as the softmax of tile it (their
+partial dots in a second sred buffer), so the two chains overlap:
+    barrier; store tile it + 2, load it + 3; softmax(it) and dots(it + 1); barrier; V update(it)
+V tiles in a ring of three buffers (49,920 bytes of dynamic shared memory); the arithmetic of
+every tile is version 4's, in the same order, so the output is bitwise version 4's. */
+#define V8_BUFS 3
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_dmma_pipe_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                             const __grid_constant__ gem_cu_rope rope,
+                             const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                             float *__restrict__ part_m, float *__restrict__ part_s,
+                             float *__restrict__ part_o, int64_t live, int64_t partitions,
+                             int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v8_tiles[]; /* V8_BUFS * V4_STAGE * 2 */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v8_tiles);
+    __shared__ __align__(16) float sred[2][8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32];
+    __shared__ uint2 sqb[8][3][32];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vp = v + g * hs + (begin + prow) * ts + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[4];
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            r[u] = t + 4 * u < end ? gem_ld16(vp + 4 * u * ts, pol) : zero4;
+        vp += T * ts;
+    };
+    auto store = [&](int64_t it) {
+        __nv_bfloat16 *vs = ring + (size_t)(it % V8_BUFS) * V4_STAGE;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * V4_ROW + pcol) = r[u];
+    };
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    float cc = 1.f, ss = 0.f;
+    /* the dots of tile it into sred[it & 1] (a tile past the last reads a stale buffer and its
+     * dots are never used) */
+    /* the exact angles of tiles it .. it + 3, a lane each, when it is a multiple of 4: called
+     * ahead of dots(it), so that no branch splits the dots from the softmax beside them */
+    auto angles = [&](int64_t it) {
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + begin + (it + (int64_t)(lane >> 3)) * T,
+                        rope.inv_freq[8 * w + (lane & 7)], &cc, &ss);
+    };
+    auto dots = [&](int64_t it) {
+        const __nv_bfloat16 *vs = ring + (size_t)(it % V8_BUFS) * V4_STAGE;
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4];
+        gem_ldsm_x4(rb, vs + mrow * V4_ROW + 8 * w + 256 * mhalf);
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            gem_ldsm_x4(nb[st], vs + mrow * V4_ROW + v4_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                             nb[st][2 * i + 1]);
+                gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                dmma(c[e], al[e], (double)kl);
+                dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr;
+            rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+            rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[it & 1][w][grp][8 * i + 2 * tig]) = rr;
+        }
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1) {
+        load(1);
+        store(1);
+    }
+    if (ntiles > 2)
+        load(2);
+    __syncthreads(); /* tiles 0 and 1 and the tables are staged */
+    if (ntiles > 0) {
+        angles(0);
+        dots(0);
+    }
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *vs = ring + (size_t)(it % V8_BUFS) * V4_STAGE;
+        __syncthreads(); /* sred[it & 1] complete; every warp is past tile it - 1's V update */
+        if (it + 2 < ntiles)
+            store(it + 2); /* into the buffer tile it - 1 was read from */
+        if (it + 3 < ntiles)
+            load(it + 3);
+        angles(it + 1);
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[it & 1][ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        dots(it + 1); /* sred[(it + 1) & 1] was read by tile it - 1's softmax, before the barrier */
+        __syncthreads(); /* the weights of tile it, the dots of tile it + 1, tile it + 2 staged */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4];
+                gem_ldsm_x4_trans(b, vs + vrow * V4_ROW + vcol + 16 * jj);
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
+/* ---- version 9: version 4 with fewer instructions a tile ------------------------------------
+
+Run 98's SASS of the pass has about 450 instructions a warp and tile, some 170 of them integer
+and address work. Here: shared-memory addresses computed once (a buffer offset a tile), 32-bit
+compares for the rows that exist, row pointers stepped, and the O rescale skipped when every
+head of the warp kept its max (alpha exactly 1: the same bits). */
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_dmma_lean_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope,
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v9_tiles[]; /* V4_SHARED */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v9_tiles);
+    __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32]; /* warp, n-tile, pair, lane */
+    __shared__ uint2 sqb[8][3][32];                     /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q: the non-rotating k-steps 3w .. 3w + 2 times k_weight, in three BF16 pieces (hi, mid in
+     * registers, lo in sqb); the rotating pairs 8w + 2 tig + e of head grp in double */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+        /* this lane's rotation of offset 8i + grp: w cos, w sin of pairs 8w + 2 tig + e */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vp = v + g * hs + (begin + prow) * ts + pcol;
+    const int64_t ts4 = 4 * ts, tsT = T * ts;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[4]; /* V rows prow + 4u of the tile in flight */
+    auto load = [&](int64_t it) {
+        /* rows of this tile left for this thread, at most 16: 32-bit compares below */
+        const int left = (int)min(end - (begin + it * T + prow), (int64_t)T);
+        const __nv_bfloat16 *p0 = vp;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            r[u] = 4 * u < left ? gem_ld16(p0, pol) : zero4;
+            p0 += ts4;
+        }
+        vp += tsT;
+    };
+    /* shared-memory addresses: this thread's 16 bytes of a staged tile, its ldmatrix rows */
+    const uint32_t ring_s = gem_smem_addr(ring);
+    const uint32_t st_s = ring_s + 2u * (uint32_t)(prow * V4_ROW + pcol);
+    auto store = [&](int64_t it) {
+        const uint32_t a = st_s + (uint32_t)(it & 1) * (uint32_t)(V4_STAGE * 2);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a + 2u * 4u * u * V4_ROW),
+                         "r"(r[u].x), "r"(r[u].y), "r"(r[u].z), "r"(r[u].w)
+                         : "memory");
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of tile (it & ~3) + (lane >> 3), pair 8w + (lane & 7) */
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0 and the tables are staged */
+    /* ldmatrix rows: lane l gives the row of matrix l >> 3, row l & 7; the rotating block: matrix
+     * mi is tokens 8 (mi >> 1) + row of dims 8w (+ 256 for odd mi); a non-rotating k-step: dims
+     * base (+ 8 for odd mi); the V update's as in the library */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    const uint32_t rot_s = ring_s + 2u * (uint32_t)(mrow * V4_ROW + 8 * w + 256 * mhalf);
+    const uint32_t dot_s = ring_s + 2u * (uint32_t)(mrow * V4_ROW + 8 * mhalf);
+    const uint32_t upd_s = ring_s + 2u * (uint32_t)(vrow * V4_ROW + vcol);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const uint32_t boff = (uint32_t)(it & 1) * (uint32_t)(V4_STAGE * 2);
+        const int live_rows = (int)min(end - t0, (int64_t)T); /* rows of the tile that exist */
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * T, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+        /* RoPE_{-P}(q) of this tile's first position P, pairs 8w + 2 tig + e */
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4]; /* the rotating block: n-tile i's low dims rb[2i], their partners rb[2i + 1] */
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(rb[0]), "=r"(rb[1]), "=r"(rb[2]), "=r"(rb[3])
+                     : "r"(rot_s + boff)
+                     : "memory");
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(nb[st][0]), "=r"(nb[st][1]), "=r"(nb[st][2]), "=r"(nb[st][3])
+                         : "r"(dot_s + boff + 2u * (uint32_t)v4_step_dim(3 * w + st))
+                         : "memory");
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                             nb[st][2 * i + 1]);
+                gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                dmma(c[e], al[e], (double)kl);
+                dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1 */
+            rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+            rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1);
+        if (it + 2 < ntiles)
+            load(it + 2);
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t < live_rows ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        {
+            const float al2 = salpha[grp];
+            /* times 1 changes nothing: skipped when no head of the warp's rows moved its max */
+            if (__any_sync(0xffffffffu, al2 != 1.f)) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    acc[j][0] *= al2;
+                    acc[j][1] *= al2;
+                    acc[j][2] *= al2;
+                    acc[j][3] *= al2;
+                }
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4];
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                             : "r"(upd_s + boff + 2u * 16u * jj)
+                             : "memory");
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
 
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
 
@@ -1043,7 +1540,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[8], nv = 0, rounds = 10, f32 = 0;
+    int vs[10], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -1057,10 +1554,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 8) {
+        } else if (nv < 10) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 7) {
-                fprintf(stderr, "unknown version %s (1 .. 7)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 9) {
+                fprintf(stderr, "unknown version %s (1 .. 9)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && f32)) {
@@ -1072,8 +1569,8 @@ int main(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        const int bf[6] = {1, 2, 3, 4, 6, 7}, fl[3] = {1, 2, 5};
-        for (nv = 0; nv < (f32 ? 3 : 6); nv++)
+        const int bf[8] = {1, 2, 3, 4, 6, 7, 8, 9}, fl[3] = {1, 2, 5};
+        for (nv = 0; nv < (f32 ? 3 : 8); nv++)
             vs[nv] = f32 ? fl[nv] : bf[nv];
     }
     if (rounds < 1 || pos0 < 0)
@@ -1102,6 +1599,11 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * V4_STAGE * 2));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_async_first_pass<4>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * V4_STAGE * 2));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma_pipe_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   V8_BUFS * V4_STAGE * 2));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma_lean_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
     const gem_dtype kv_type = f32 ? GEM_DTYPE_F32 : GEM_DTYPE_BF16;
@@ -1185,7 +1687,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[8];
+        int valid[10];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3) {                                                                      \
@@ -1196,6 +1698,15 @@ int main(int argc, char **argv)
                     P, NQ, scale);                                                             \
             else if (vs[i] == 4)                                                               \
                 kfv_dmma_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(       \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
+            else if (vs[i] == 9)                                                               \
+                kfv_dmma_lean_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(  \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
+            else if (vs[i] == 8)                                                               \
+                kfv_dmma_pipe_first_pass<<<dim3((unsigned)P, NKV), 256,                        \
+                                           V8_BUFS * V4_STAGE * 2, stream>>>(                  \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
                     P, NQ, scale);                                                             \
             else if (vs[i] == 6)                                                               \
