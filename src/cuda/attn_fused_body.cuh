@@ -657,6 +657,120 @@ struct gem_mma_f16_elem {
 #define GEM_MMA_F16_P_SCALE 16384.f   /* F16 weights: p x 2^14 */
 #define GEM_MMA_F16_O_SCALE 0x1p-14f  /* and the partial's O back */
 
+/* The staged passes' online softmax of one tile (T = GEM_MMA_TILE tokens): warp w owns head w,
+ * lane t % T token t. a: the head's dot of token t, the warps' partials sred[ww][w][t] added in
+ * warp order; F16: taken with Q x 2^qe (qe of head w in lane 4w), exact back; tokens t >=
+ * live_rows (past the partition's end) get weight 0. Updates the running max m and sum s, and
+ * publishes the weights sp[w][t] and the rescale salpha[w] for gem_mma_tile_v_update. */
+template <class E>
+__device__ __forceinline__ void gem_mma_tile_softmax(
+    const float (*__restrict__ sred)[GEM_CU_GROUP][GEM_MMA_TILE], /* [8 warps][8 heads][T] */
+    float (*__restrict__ sp)[GEM_MMA_TILE], float *__restrict__ salpha, int w, int lane, int qe,
+    int live_rows, float scale, float &m, float &s)
+{
+    const int T = GEM_MMA_TILE;
+    const int t = lane & (T - 1);
+    float a = 0.f;
+#pragma unroll
+    for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+        a += sred[ww][w][t];
+    if constexpr (E::f16) /* head w's dots were taken with Q x 2^qe (exact back) */
+        a = ldexpf(a, -__shfl_sync(0xffffffffu, qe, 4 * w));
+    const float sc = t < live_rows ? a * scale : -INFINITY;
+    float mx = sc;
+#pragma unroll
+    for (int off = T / 2; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float mn = fmaxf(m, mx);
+    const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
+    const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+    float ps = e;
+#pragma unroll
+    for (int off = T / 2; off > 0; off >>= 1)
+        ps += __shfl_xor_sync(0xffffffffu, ps, off);
+    s = s * alpha + ps;
+    m = mn;
+    if (lane < T)
+        sp[w][lane] = e;
+    if (lane == 0)
+        salpha[w] = alpha;
+}
+
+/* The staged passes' V update of one tile: O (acc, head grp's n-tiles of dims 64w + 8j; rows
+ * 0-7 the weights' hi pieces, 8-15 their lo pieces) rescaled by salpha[grp], plus the weights
+ * sp[grp] (two 16-bit pieces; F16 x 2^14) times the tile's V rows, staged from vtile at
+ * GEM_MMA_ROW elements a row. */
+template <class E>
+__device__ __forceinline__ void gem_mma_tile_v_update(float (&acc)[8][4],
+                                                      const float (*__restrict__ sp)[GEM_MMA_TILE],
+                                                      const float *__restrict__ salpha,
+                                                      const typename E::elem *vtile, int w,
+                                                      int lane)
+{
+    typedef typename E::elem elem;
+    const int grp = lane >> 2, tig = lane & 3;
+    const float al = salpha[grp];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        acc[j][0] *= al;
+        acc[j][1] *= al;
+        acc[j][2] *= al;
+        acc[j][3] *= al;
+    }
+    const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+    const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+    float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+    elem ph[4], pl[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        if constexpr (E::f16)
+            pv[u] *= GEM_MMA_F16_P_SCALE; /* exact: p <= 1 */
+        ph[u] = E::piece(pv[u]);
+        pl[u] = E::piece(pv[u] - E::value(ph[u]));
+    }
+    const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
+                   a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
+    /* ldmatrix rows: matrix lane >> 3 is tokens (lane & 7) + 8 ((lane >> 3) & 1) of dims
+     * 64w + 8 (2jj + (lane >> 4)) */
+    const elem *vb = vtile + ((lane & 7) + 8 * ((lane >> 3) & 1)) * GEM_MMA_ROW + 64 * w +
+                     8 * (lane >> 4);
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
+        gem_ldsm_x4_trans(b, vb + 16 * jj);
+        E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+        E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+    }
+}
+
+/* The staged passes' partial (M, S, O) of head grp: n-tile j of acc is dims 64w + 8j + 2 tig,
+ * + 1 (F16: the weights were taken x 2^14); lane 0 of warp w writes head w's M and S. */
+template <class E>
+__device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], float m, float s,
+                                                      float *__restrict__ part_m,
+                                                      float *__restrict__ part_s,
+                                                      float *__restrict__ part_o, int64_t p,
+                                                      int64_t g, int64_t n_q_heads, int w,
+                                                      int lane)
+{
+    const int grp = lane >> 2, tig = lane & 3;
+    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
+    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+        if constexpr (E::f16) {
+            o.x *= GEM_MMA_F16_O_SCALE;
+            o.y *= GEM_MMA_F16_O_SCALE;
+        }
+        *reinterpret_cast<float2 *>(po + 8 * j) = o;
+    }
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
+        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
+    }
+}
+
 /* E: gem_mma_bf16_elem (the library's BF16 first passes) or gem_mma_f16_elem (measured in
  * dev/cuda/mma_decode.cu; the library's F16 first passes are the CUDA-core body). */
 template <int TS, class E = gem_mma_bf16_elem>
@@ -774,10 +888,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
         load(1);
     __syncthreads(); /* tile 0 is staged */
     /* ldmatrix rows: K, matrix lane >> 3 of n-tile i is dims 64w + 32h + 8 (lane >> 3) of token
-     * 8i + (lane & 7); V, matrix lane >> 3 is tokens (lane & 7) + 8 ((lane >> 3) & 1) of dims
-     * 64w + 8 (2jj + (lane >> 4)) */
+     * 8i + (lane & 7) (V: gem_mma_tile_v_update) */
     const int krow = lane & 7, kcol = 64 * w + 8 * (lane >> 3);
-    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
     for (int64_t it = 0; it < ntiles; it++) {
         const int64_t t0 = begin + it * T;
         const elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS;
@@ -807,83 +919,14 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
             store(it + 1); /* into the buffer tile it - 1 was read from */
         if (it + 2 < ntiles)
             load(it + 2);
-        {
-            const int t = lane & (T - 1);
-            float a = 0.f;
-#pragma unroll
-            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
-                a += sred[ww][w][t];
-            if constexpr (E::f16) /* head w's dots were taken with Q x 2^qe (exact back) */
-                a = ldexpf(a, -__shfl_sync(0xffffffffu, qe, 4 * w));
-            const float sc = t0 + t < end ? a * scale : -INFINITY;
-            float mx = sc;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float mn = fmaxf(m, mx);
-            const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
-            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
-            float ps = e;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                ps += __shfl_xor_sync(0xffffffffu, ps, off);
-            s = s * alpha + ps;
-            m = mn;
-            if (lane < T)
-                sp[w][lane] = e;
-            if (lane == 0)
-                salpha[w] = alpha;
-        }
+        gem_mma_tile_softmax<E>(sred, sp, salpha, w, lane, qe, (int)min(end - t0, (int64_t)T),
+                                scale, m, s);
         __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
-        {
-            const float al = salpha[grp];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] *= al;
-                acc[j][1] *= al;
-                acc[j][2] *= al;
-                acc[j][3] *= al;
-            }
-            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
-            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
-            float pv[4] = {p01.x, p01.y, p89.x, p89.y};
-            elem ph[4], pl[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                if constexpr (E::f16)
-                    pv[u] *= GEM_MMA_F16_P_SCALE; /* exact: p <= 1 */
-                ph[u] = E::piece(pv[u]);
-                pl[u] = E::piece(pv[u] - E::value(ph[u]));
-            }
-            const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
-                           a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
-                gem_ldsm_x4_trans(b, vs + vrow * GEM_MMA_ROW + vcol + 16 * jj);
-                E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
-                E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
-            }
-        }
+        gem_mma_tile_v_update<E>(acc, sp, salpha, vs, w, lane);
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
-    /* the partial: head grp, n-tile j is dims 64w + 8j + 2 tig, + 1 */
-    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
-    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
-        if constexpr (E::f16) { /* the weights were taken x 2^14 */
-            o.x *= GEM_MMA_F16_O_SCALE;
-            o.y *= GEM_MMA_F16_O_SCALE;
-        }
-        *reinterpret_cast<float2 *>(po + 8 * j) = o;
-    }
-    if (lane == 0) {
-        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
-        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
-    }
+    gem_mma_write_partial<E>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane);
 }
 
 /* ---- K rebuilt from a BF16 or F16 V cache on tensor cores -------------------------------- */
@@ -901,7 +944,7 @@ __device__ __forceinline__ void gem_dmma(double *d, double a, double b)
  * then [320, 512) */
 __device__ __forceinline__ int gem_kfv_step_dim(int s) { return s < 12 ? 64 + 16 * s : 320 + 16 * (s - 12); }
 
-#define GEM_KFV_ROW 520                            /* elements of a staged row (+ 16 bytes) */
+#define GEM_KFV_ROW GEM_MMA_ROW /* elements of a staged row (gem_mma_tile_v_update reads it) */
 #define GEM_KFV_TILE_ELEMS (GEM_MMA_TILE * GEM_KFV_ROW) /* one staged tile of V rows */
 #define GEM_KFV_STAGED_BYTES (2 * GEM_KFV_TILE_ELEMS * 2) /* two buffers: 33,280 bytes */
 
@@ -1050,10 +1093,9 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
         load(1);
     __syncthreads(); /* tile 0, scoef and sqb are written */
     /* ldmatrix rows (lane l: matrix l >> 3, row l & 7): matrix mi is tokens 8 (mi >> 1) + row,
-     * dims 8w (+ 256 for odd mi) in the rotating block, base (+ 8) in a k-step; the V update's
-     * as in the staged pass */
+     * dims 8w (+ 256 for odd mi) in the rotating block, base (+ 8) in a k-step (the V update's:
+     * gem_mma_tile_v_update) */
     const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
-    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
     for (int64_t it = 0; it < ntiles; it++) {
         const int64_t t0 = begin + it * T;
         const elem *vs = ring + (size_t)(it & 1) * GEM_KFV_TILE_ELEMS;
@@ -1111,81 +1153,16 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
             store(it + 1); /* into the buffer tile it - 1 was read from */
         if (it + 2 < ntiles)
             load(it + 2);
-        {
-            const int t = lane & (T - 1);
-            float a = 0.f;
-#pragma unroll
-            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
-                a += sred[ww][w][t];
-            const float sc = t0 + t < end ? a * scale : -INFINITY;
-            float mx = sc;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float mn = fmaxf(m, mx);
-            const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
-            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
-            float ps = e;
-#pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
-                ps += __shfl_xor_sync(0xffffffffu, ps, off);
-            s = s * alpha + ps;
-            m = mn;
-            if (lane < T)
-                sp[w][lane] = e;
-            if (lane == 0)
-                salpha[w] = alpha;
-        }
+        /* qe 0: the dots were brought back from F16's Q x 2^qe per warp, before the rotating
+         * dims were added */
+        gem_mma_tile_softmax<E>(sred, sp, salpha, w, lane, 0, (int)min(end - t0, (int64_t)T),
+                                scale, m, s);
         __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
-        {
-            const float al2 = salpha[grp];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] *= al2;
-                acc[j][1] *= al2;
-                acc[j][2] *= al2;
-                acc[j][3] *= al2;
-            }
-            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
-            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
-            float pv[4] = {p01.x, p01.y, p89.x, p89.y};
-            elem ph[4], pl[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                if constexpr (E::f16)
-                    pv[u] *= GEM_MMA_F16_P_SCALE; /* exact: p <= 1 */
-                ph[u] = E::piece(pv[u]);
-                pl[u] = E::piece(pv[u] - E::value(ph[u]));
-            }
-            const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
-                           a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                uint32_t b[4]; /* n-tile 2jj: b[0], b[1]; 2jj + 1: b[2], b[3] */
-                gem_ldsm_x4_trans(b, vs + vrow * GEM_KFV_ROW + vcol + 16 * jj);
-                E::mma(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
-                E::mma(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
-            }
-        }
+        gem_mma_tile_v_update<E>(acc, sp, salpha, vs, w, lane);
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
-    /* the partial: head grp, n-tile j is dims 64w + 8j + 2 tig, + 1 */
-    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
-    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
-        if constexpr (E::f16) { /* the weights were taken x 2^14 */
-            o.x *= GEM_MMA_F16_O_SCALE;
-            o.y *= GEM_MMA_F16_O_SCALE;
-        }
-        *reinterpret_cast<float2 *>(po + 8 * j) = o;
-    }
-    if (lane == 0) {
-        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
-        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
-    }
+    gem_mma_write_partial<E>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane);
 }
 
 /* Asks the L2 for the first ROWS rows of this first-pass block's K and V (partition
