@@ -132,7 +132,7 @@ GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16, gem_mma_f16_elem, GEM_CU_D)
 GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16_strided, gem_mma_f16_elem, 0)
 
 /* The K-from-V first passes (gem_k_from_v: the view holds V alone), one per element type, any
- * strides: the same body with K rebuilt from each V row as it arrives (attn_fused_body.cuh,
+ * strides. F32: the same body with K rebuilt from each V row as it arrives (attn_fused_body.cuh,
  * gem_kfv_elements). */
 #define GEM_FIRST_PASS_KFV(NAME, E)                                                            \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \

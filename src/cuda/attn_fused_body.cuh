@@ -52,25 +52,16 @@ __device__ __forceinline__ float gem_dot4(float4 a, float4 b)
  * evict-first under `pol` (each byte is used once), plain (not .nc) and volatile with a memory
  * clobber, so neither compiler nor assembler moves a load across the block's barriers: it
  * stays where the loop issues it, in flight through the tile. `f4` gives the four elements as
- * floats (exact for every type). K_AHEAD, V_AHEAD: how many tiles ahead the loads of K and V
- * go (F32: one each; 16-bit: K two, so that a thread keeps most of F32's bytes in flight, and
- * V one, which the 128-register budget of two blocks per SM leaves room for). */
-/* Scalar loads (L1 no-allocate, L2 under `pol`, volatile like the vector loads) for the
+ * floats (exact for every type). F32 serves the D512 CUDA-core body below (K_AHEAD, V_AHEAD:
+ * how many tiles ahead its loads of K and V go, one each; load4: the K-from-V pass's scattered
+ * elements); all three serve the D256 body (attn_fused_d256_body.cuh). */
+/* Scalar loads (L1 no-allocate, L2 under `pol`, volatile like the vector loads) for the F32
  * K-from-V first pass, whose thread owns four scattered elements of each row. */
 __device__ __forceinline__ float gem_ld_f32(const float *p, uint64_t pol)
 {
     float r;
     asm volatile("ld.global.L1::no_allocate.L2::cache_hint.f32 %0, [%1], %2;\n"
                  : "=f"(r)
-                 : "l"(p), "l"(pol)
-                 : "memory");
-    return r;
-}
-__device__ __forceinline__ unsigned gem_ld_u16(const uint16_t *p, uint64_t pol)
-{
-    unsigned short r;
-    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;\n"
-                 : "=h"(r)
                  : "l"(p), "l"(pol)
                  : "memory");
     return r;
@@ -110,22 +101,9 @@ __device__ __forceinline__ uint2 gem_ld_kv8(const uint2 *p, uint64_t pol)
     return r;
 }
 
-/* 16-bit elements o0, o1, o1 + 32, o1 + 64 of a row as one piece (the first in the low half
- * of x) */
-__device__ __forceinline__ uint2 gem_ld_u16x4(const uint16_t *row, int o0, int o1, uint64_t pol)
-{
-    return make_uint2(gem_ld_u16(row + o0, pol) | (gem_ld_u16(row + o1, pol) << 16),
-                      gem_ld_u16(row + o1 + 32, pol) | (gem_ld_u16(row + o1 + 64, pol) << 16));
-}
-
 struct gem_kv_bf16 {
     typedef uint2 piece;
     typedef uint16_t elem;
-    enum { K_AHEAD = 2, V_AHEAD = 1 };
-    static __device__ __forceinline__ piece load4(const elem *row, int o0, int o1, uint64_t pol)
-    {
-        return gem_ld_u16x4(row, o0, o1, pol);
-    }
     static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
     static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
     {
@@ -142,11 +120,6 @@ struct gem_kv_bf16 {
 struct gem_kv_f16 {
     typedef uint2 piece;
     typedef uint16_t elem;
-    enum { K_AHEAD = 2, V_AHEAD = 1 };
-    static __device__ __forceinline__ piece load4(const elem *row, int o0, int o1, uint64_t pol)
-    {
-        return gem_ld_u16x4(row, o0, o1, pol);
-    }
     static __device__ __forceinline__ piece zero(void) { return make_uint2(0u, 0u); }
     static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
     {
@@ -185,7 +158,8 @@ __device__ __forceinline__ void gem_rope_cs(int64_t pos, double f, float *c, flo
     sincospif((float)r, s, c);
 }
 
-/* E: the element type of K and V (gem_kv_f32, gem_kv_bf16, gem_kv_f16). Strides count
+/* E: the element type of K and V (gem_kv_f32: the 16-bit D512 passes are the tensor-core
+ * bodies further down). Strides count
  * pieces of four elements. TS4 > 0: the token stride of K and V is TS4 pieces (a compile-time
  * constant: the address of each row is a shift and an add); TS4 = 0: k_ts4 and v_ts4 at run
  * time. KFV: K is rebuilt from V (k is not read; kw and rope are used, gem_kfv_elements gives
