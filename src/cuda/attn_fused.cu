@@ -255,7 +255,8 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 static int gem_fused_staged(int t) { return t == GEM_DTYPE_BF16 || t == GEM_DTYPE_F16; }
 
 /* The BF16 and F16 first passes take GEM_MMA_STAGED_BYTES (66,560) of dynamic shared memory,
- * past the 48 KiB a kernel gets without asking: raise their limit on the current device, once
+ * their K-from-V passes GEM_KFV_STAGED_BYTES (33,280) beside 27 KiB of static, both past the
+ * 48 KiB a kernel gets without asking: raise their limits on the current device, once
  * per device (the first 64 devices are remembered; any other asks every time, which is
  * harmless). */
 cudaError_t gem_cu_fused_allow_staged_shared(void)

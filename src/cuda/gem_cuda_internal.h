@@ -113,9 +113,9 @@ typedef struct gem_cu_baseline_args {
  * gem_dtype order, then the three D256 / group-2 first passes (any strides) in gem_dtype
  * order; reducer (1, every head dimension). */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer);
-/* Raises the dynamic shared memory limit of the BF16 first passes (they are launched with
- * 66,560 bytes) on the current device; done once per device. Called before their launch and
- * before their occupancy is asked for. */
+/* Raises the dynamic shared memory limit of the BF16 and F16 first passes (launched with
+ * 66,560 bytes) and of their K-from-V passes (33,280) on the current device; done once per
+ * device. Called before their launch and before their occupancy is asked for. */
 cudaError_t gem_cu_fused_allow_staged_shared(void);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`: the D512 or
  * the D256 first pass by a->head_dim. GEM_ERR_PARAM for a geometry the grids cannot hold. */
