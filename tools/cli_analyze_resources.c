@@ -210,8 +210,11 @@ static int g2_baseline(const res_facts *f) { return baseline_ok(f, V2_BASELINE);
     FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),                  \
         FUSED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),    \
         FUSED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),      \
-        /* the sliding-window layers: D256, two query heads per KV head, one per cache type */ \
-        FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),                      \
+        ROLES_AFTER_KFV
+/* the roles after the three K-from-V first passes, the same in v2-v5 */
+#define ROLES_AFTER_KFV                                                                        \
+    /* the sliding-window layers: D256, two query heads per KV head, one per cache type */     \
+    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),                          \
         FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),            \
         FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),              \
         FUSED_ROLE("fused_reducer", "gem_fused_reducer"),                                      \
@@ -250,8 +253,11 @@ _Static_assert(NKEYS(v2_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds e
         FP_GATES("first_pass_strided", p1)
 #define GATES_AFTER_F16                                                                        \
     FP_GATES("first_pass_k_from_v", p6), FP_GATES("first_pass_k_from_v_bf16", p7),             \
-        FP_GATES("first_pass_k_from_v_f16", p8), FP_GATES("first_pass_d256", p9),              \
-        FP_GATES("first_pass_d256_bf16", p10), FP_GATES("first_pass_d256_f16", p11),           \
+        FP_GATES("first_pass_k_from_v_f16", p8), GATES_AFTER_KFV
+/* the gates after the three K-from-V first passes', the same in v2-v5 */
+#define GATES_AFTER_KFV                                                                        \
+    FP_GATES("first_pass_d256", p9), FP_GATES("first_pass_d256_bf16", p10),                    \
+        FP_GATES("first_pass_d256_f16", p11),                                                  \
         {"reducer_warp_size_32", r2_warp}, {"reducer_launchable_threads_ge_256", r2_launch},   \
         {"reducer_dispatched_256_threads_8_warps", r2_disp},                                   \
         {"reducer_no_dynamic_shared", r2_nodyn}, {"reducer_shared_within_32768", r2_shared},   \
@@ -279,15 +285,18 @@ _Static_assert(NKEYS(v2_gates) == 3 + 7 * V2_FIRST_PASSES + 7 + 1,
  * memory a block took 20% longer (dev/cuda/mma_decode.cu version 26, results/h200/run78). */
 #define V3_STAGED_BYTES 66560
 #define V3_STAGED_BUDGET 81920
-#define KGATES3(tag, i)                                                                        \
-    static int tag##_staged_dyn(const res_facts *f) { return f->k[i].dyn == V3_STAGED_BYTES; } \
+/* a staged first pass's two shared-memory gates: exactly `bytes` dynamic, within the budget */
+#define KGATES_STAGED(tag, i, bytes)                                                           \
+    static int tag##_staged_dyn(const res_facts *f) { return f->k[i].dyn == (bytes); }         \
     static int tag##_staged_shared(const res_facts *f)                                         \
     {                                                                                          \
         return f->k[i].stat + f->k[i].dyn <= V3_STAGED_BUDGET;                                 \
     }
+#define KGATES3(tag, i) KGATES_STAGED(tag, i, V3_STAGED_BYTES)
 KGATES3(p2, 2)
 KGATES3(p3, 3)
-#define STAGED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, V3_STAGED_BYTES, V3_STAGED_BUDGET}
+#define STAGED_ROLE_AT(r, n, bytes) {r, {n, NULL, NULL, NULL}, 1, 256, (bytes), V3_STAGED_BUDGET}
+#define STAGED_ROLE(r, n) STAGED_ROLE_AT(r, n, V3_STAGED_BYTES)
 static const res_role v3_roles[] = {
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
@@ -298,12 +307,13 @@ static const res_role v3_roles[] = {
 _Static_assert(NKEYS(v3_roles) == NKEYS(v2_roles), "v3 has v2's kernels");
 /* a staged first pass's seven gates: its dynamic shared bytes and the two-block budget in place
  * of no dynamic shared memory and the 32 KiB */
-#define FP_GATES_STAGED(pre, tag)                                                              \
+#define FP_GATES_STAGED_AT(pre, tag, bytes)                                                    \
     {pre "_warp_size_32", tag##_warp}, {pre "_launchable_threads_ge_256", tag##_launch},         \
         {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
-        {pre "_dynamic_shared_66560", tag##_staged_dyn},                                       \
+        {pre "_dynamic_shared_" bytes, tag##_staged_dyn},                                      \
         {pre "_shared_within_81920", tag##_staged_shared}, {pre "_zero_local_bytes", tag##_local}, \
         {pre "_two_blocks_per_sm", tag##_two}
+#define FP_GATES_STAGED(pre, tag) FP_GATES_STAGED_AT(pre, tag, "66560")
 static const res_gate v3_gates[] = {
     GATES_HEAD,
     FP_GATES_STAGED("first_pass_bf16", p2),
@@ -345,15 +355,9 @@ _Static_assert(NKEYS(v4_gates) == NKEYS(v2_gates), "v4 has v2's number of gates"
  * results/h200/run94: BF16 0.2432 ms at 128K against 0.5647 for the CUDA-core pass), within the
  * staged passes' 80 KiB budget. */
 #define V5_KFV_STAGED_BYTES 33280
-#define KGATES5(tag, i)                                                                        \
-    static int tag##_kfv_dyn(const res_facts *f) { return f->k[i].dyn == V5_KFV_STAGED_BYTES; } \
-    static int tag##_kfv_shared(const res_facts *f)                                            \
-    {                                                                                          \
-        return f->k[i].stat + f->k[i].dyn <= V3_STAGED_BUDGET;                                 \
-    }
-KGATES5(p7, 7)
-KGATES5(p8, 8)
-#define KFV_STAGED_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, V5_KFV_STAGED_BYTES, V3_STAGED_BUDGET}
+KGATES_STAGED(p7, 7, V5_KFV_STAGED_BYTES)
+KGATES_STAGED(p8, 8, V5_KFV_STAGED_BYTES)
+#define KFV_STAGED_ROLE(r, n) STAGED_ROLE_AT(r, n, V5_KFV_STAGED_BYTES)
 static const res_role v5_roles[] = {
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
@@ -364,22 +368,10 @@ static const res_role v5_roles[] = {
     FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
     KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
     KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
-    FUSED_ROLE("fused_first_pass_d256", "gem_fused_first_pass_d256"),
-    FUSED_ROLE("fused_first_pass_d256_bf16", "gem_fused_first_pass_d256_bf16"),
-    FUSED_ROLE("fused_first_pass_d256_f16", "gem_fused_first_pass_d256_f16"),
-    FUSED_ROLE("fused_reducer", "gem_fused_reducer"),
-    {"baseline_score", {"gem_baseline_score", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_normalize", {"gem_baseline_normalize", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_value", {"gem_baseline_value", NULL, NULL, NULL}, 0, 0, 0, 0},
-    {"baseline_reduce", {"gem_baseline_reduce", NULL, NULL, NULL}, 0, 0, 0, 0},
+    ROLES_AFTER_KFV,
 };
 _Static_assert(NKEYS(v5_roles) == NKEYS(v2_roles), "v5 has v2's kernels");
-#define FP_GATES_KFV_STAGED(pre, tag)                                                          \
-    {pre "_warp_size_32", tag##_warp}, {pre "_launchable_threads_ge_256", tag##_launch},         \
-        {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
-        {pre "_dynamic_shared_33280", tag##_kfv_dyn},                                          \
-        {pre "_shared_within_81920", tag##_kfv_shared}, {pre "_zero_local_bytes", tag##_local}, \
-        {pre "_two_blocks_per_sm", tag##_two}
+#define FP_GATES_KFV_STAGED(pre, tag) FP_GATES_STAGED_AT(pre, tag, "33280")
 static const res_gate v5_gates[] = {
     GATES_HEAD,
     FP_GATES_STAGED("first_pass_bf16", p2),
@@ -389,17 +381,7 @@ static const res_gate v5_gates[] = {
     FP_GATES("first_pass_k_from_v", p6),
     FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),
     FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),
-    FP_GATES("first_pass_d256", p9),
-    FP_GATES("first_pass_d256_bf16", p10),
-    FP_GATES("first_pass_d256_f16", p11),
-    {"reducer_warp_size_32", r2_warp},
-    {"reducer_launchable_threads_ge_256", r2_launch},
-    {"reducer_dispatched_256_threads_8_warps", r2_disp},
-    {"reducer_no_dynamic_shared", r2_nodyn},
-    {"reducer_shared_within_32768", r2_shared},
-    {"reducer_zero_local_bytes", r2_local},
-    {"reducer_resident", r2_resident},
-    {"baseline_kernels_launchable_no_local", g2_baseline},
+    GATES_AFTER_KFV,
 };
 _Static_assert(NKEYS(v5_gates) == NKEYS(v2_gates), "v5 has v2's number of gates");
 
