@@ -64,11 +64,15 @@ version 10 is the library's stored-K pass (version 2's) given V as its K: K and 
   Run 101: 0.2259 ms at 128K against 0.2420 (version 2) and 0.2422 (version 4); F32 0.4338
   against 0.4766. Half the DRAM bytes take 7-9% off: the staged pass's tile loop sets both
   passes' time.
+version 11 is version 4 with 32-token tiles (two 16-token halves for the dots and the rotating
+  dims, one softmax and one O rescale a tile, the V update in two k-steps; tiles copied by
+  cp.async into two buffers, as 32 rows would not fit in registers beside version 4's 128).
+  Predicted: the per-tile costs paid once every 32 tokens, about 0.20 ms at 128K.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-10)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-11)
 */
 #include <math.h>
 #include <stdio.h>
@@ -1307,6 +1311,237 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 }
 
 
+/* ---- version 11: version 4 with 32-token tiles -----------------------------------------------
+
+Run 101 put the staged pass's time in its tile loop, not its bytes: version 10 (half the DRAM
+bytes) took 7% off. Per 16 tokens the loop pays two barriers, a softmax over 16 lanes (the other
+16 repeat it), the O rescale (32 multiplies a thread) and the sred sums, whatever the tile's
+work. Here a tile is 32 tokens: the dots and the rotating dims run as version 4's on each half
+(h = 0, 1; RoPE_{-P}(q) at P = the half's first position, the same 16-offset table), the
+softmax takes one token a lane over 32 lanes, and the V update takes the tile as two k-steps of
+16 tokens after one rescale. A 32-row tile in registers (8 loads a thread) would not fit beside
+version 4's 128 registers, so the tiles are copied by cp.async into two buffers (66,560 bytes):
+tile it + 1 is asked for after tile it's first barrier and waited for at its end, three
+barriers a tile. */
+#define V11_T 32
+#define V11_STAGE (V11_T * V4_ROW)
+#define V11_SHARED (2 * V11_STAGE * 2) /* two buffers: 66,560 bytes, dynamic */
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    kfv_dmma32_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                          const __grid_constant__ gem_cu_rope rope,
+                          const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                          float *__restrict__ part_m, float *__restrict__ part_s,
+                          float *__restrict__ part_o, int64_t live, int64_t partitions,
+                          int64_t n_q_heads, float scale)
+{
+    const int T = V11_T, H = GEM_MMA_TILE; /* a tile, a half */
+    extern __shared__ __align__(128) unsigned char v11_tiles[]; /* V11_SHARED */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v11_tiles);
+    __shared__ __align__(16) float sred[8][GROUP][V11_T];
+    __shared__ __align__(16) float sp[GROUP][V11_T];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32]; /* warp, n-tile, pair, lane */
+    __shared__ uint2 sqb[8][3][32];                     /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q as in version 4 */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vsrc = v + g * hs + begin * ts + pcol;
+    /* tile it's rows prow + 4u into buffer it & 1 (rows past the end as zeros), one commit
+     * group a call */
+    auto issue = [&](int64_t it) {
+        if (it < ntiles) {
+            __nv_bfloat16 *dst = ring + (size_t)(it & 1) * V11_STAGE;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int row = prow + 4 * u;
+                const bool in = begin + it * T + row < end;
+                const __nv_bfloat16 *src = vsrc + (in ? (it * T + row) * ts : 0);
+                asm volatile(
+                    "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                        gem_smem_addr(dst + row * V4_ROW + pcol)),
+                    "l"(src), "r"(in ? 16 : 0), "l"(pol)
+                    : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of half 2 (it & ~1) + (lane >> 3), pair 8w + (lane & 7) */
+    issue(0);
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads(); /* tile 0 and the tables are staged */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *vs = ring + (size_t)(it & 1) * V11_STAGE;
+        if ((it & 1) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * H, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const __nv_bfloat16 *hv = vs + H * h * V4_ROW;
+            /* RoPE_{-P}(q) of this half's first position P, pairs 8w + 2 tig + e */
+            double al[2], ah[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int src = 8 * (2 * (int)(it & 1) + h) + 2 * tig + e;
+                const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+                const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+                al[e] = fma(ql[e], c, qh[e] * sn);
+                ah[e] = fma(qh[e], c, -(ql[e] * sn));
+            }
+            uint32_t rb[4];
+            gem_ldsm_x4(rb, hv + mrow * V4_ROW + 8 * w + 256 * mhalf);
+            uint32_t nb[3][4];
+#pragma unroll
+            for (int st = 0; st < 3; st++)
+                gem_ldsm_x4(nb[st], hv + mrow * V4_ROW + v4_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int st = 0; st < 3; st++) {
+                    const uint2 l = sqb[w][st][lane];
+                    gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                                 nb[st][2 * i + 1]);
+                    gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+                }
+                double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                    const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                    const float4 cf = scoef[w][i][e][lane];
+                    const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                    dmma(c[e], al[e], (double)kl);
+                    dmma(c[e], ah[e], (double)kh);
+                }
+                float2 rr; /* head grp, tokens 16h + 8i + 2 tig, + 1 */
+                rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+                rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+                *reinterpret_cast<float2 *>(&sred[w][grp][H * h + 8 * i + 2 * tig]) = rr;
+            }
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        issue(it + 1);   /* into the buffer tile it - 1 was read from */
+        {
+            float a = 0.f; /* token lane */
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][lane];
+            const float sc = t0 + lane < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads are published */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][H * kk + 2 * tig]);
+                const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][H * kk + 2 * tig + 8]);
+                const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+                __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    ph[u] = __float2bfloat16_rn(pv[u]);
+                    pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+                }
+                const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                               a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    uint32_t b[4];
+                    gem_ldsm_x4_trans(b, vs + (H * kk + vrow) * V4_ROW + vcol + 16 * jj);
+                    gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                    gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* tile it + 1 */
+        __syncthreads(); /* tile it + 1 is staged */
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
 
 An F32 V cache on the BF16 tensor cores would need V in three pieces on both sides. Here every
@@ -1547,7 +1782,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[11], nv = 0, rounds = 10, f32 = 0;
+    int vs[12], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -1561,10 +1796,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 11) {
+        } else if (nv < 12) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 10) {
-                fprintf(stderr, "unknown version %s (1 .. 10)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 11) {
+                fprintf(stderr, "unknown version %s (1 .. 11)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -1576,8 +1811,8 @@ int main(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        const int bf[8] = {1, 2, 3, 4, 6, 7, 8, 9}, fl[3] = {1, 2, 5};
-        for (nv = 0; nv < (f32 ? 3 : 8); nv++)
+        const int bf[9] = {1, 2, 3, 4, 6, 7, 8, 9, 11}, fl[3] = {1, 2, 5};
+        for (nv = 0; nv < (f32 ? 3 : 9); nv++)
             vs[nv] = f32 ? fl[nv] : bf[nv];
     }
     if (rounds < 1 || pos0 < 0)
@@ -1611,6 +1846,8 @@ int main(int argc, char **argv)
                                    V8_BUFS * V4_STAGE * 2));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_lean_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma32_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V11_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
     const gem_dtype kv_type = f32 ? GEM_DTYPE_F32 : GEM_DTYPE_BF16;
@@ -1697,7 +1934,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[10];
+        int valid[12];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -1708,6 +1945,10 @@ int main(int argc, char **argv)
                     P, NQ, scale);                                                             \
             else if (vs[i] == 4)                                                               \
                 kfv_dmma_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(       \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
+            else if (vs[i] == 11)                                                              \
+                kfv_dmma32_first_pass<<<dim3((unsigned)P, NKV), 256, V11_SHARED, stream>>>(    \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
                     P, NQ, scale);                                                             \
             else if (vs[i] == 9)                                                               \
