@@ -74,11 +74,14 @@ versions 12 and 13 are diagnostics, timed but not held to the reference: version
   it loads made in registers (no DRAM reads), and version 4 with its loads, stores and barriers
   alone (no arithmetic). Run 103 at 128K: 0.2160 ms without the reads, 0.1303 the reads alone,
   against 0.2434 for version 4: the arithmetic sets the time.
+version 14 is version 4 at three blocks an SM (__launch_bounds__(256, 3): 85 registers, 24
+  warps), for --partitions 99.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
-./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-13)
+./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
+  [versions...]
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-14)
 */
 #include <math.h>
 #include <stdio.h>
@@ -604,6 +607,230 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         part_s[p * n_q_heads + g * GROUP + w] = s;
     }
 }
+
+/* ---- version 14: version 4 at three blocks an SM ------------------------------------------
+
+Run 103 put version 4's time in its arithmetic (0.216 of 0.243 ms at 128K without the reads),
+issued at 0.55 instructions a cycle a scheduler by 15 warps an SM: two blocks of 256 threads at
+128 registers. The same code with __launch_bounds__(256, 3) gets at most 85 registers a thread
+(ptxas spills what does not fit) and 24 warps an SM, 60 KB of shared memory a block; run with
+--partitions 99 so that the grid (99 x 4 blocks) fills three blocks on 132 SMs. */
+extern "C" __global__ void __launch_bounds__(256, 3)
+    kfv_dmma3_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope,
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char v14_tiles[]; /* V4_SHARED */
+    __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(v14_tiles);
+    __shared__ __align__(16) float sred[8][GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GROUP];
+    __shared__ __align__(16) float4 scoef[8][2][2][32]; /* warp, n-tile, pair, lane */
+    __shared__ uint2 sqb[8][3][32];                     /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q: the non-rotating k-steps 3w .. 3w + 2 times k_weight, in three BF16 pieces (hi, mid in
+     * registers, lo in sqb); the rotating pairs 8w + 2 tig + e of head grp in double */
+    uint32_t qa[3][4];
+    double ql[2], qh[2];
+    {
+        const float *qg = q + (g * GROUP + grp) * D;
+#pragma unroll
+        for (int st = 0; st < 3; st++) {
+            const int base = v4_step_dim(3 * w + st) + 2 * tig;
+            __nv_bfloat16 hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int d = base + (u & 1) + 8 * (u >> 1);
+                split3_bf16(__ldg(qg + d) * __ldg(kw + d), &hi[u], &mid[u], &lo[u]);
+            }
+            qa[st][0] = gem_pack_bf16(hi[0], hi[1]);
+            qa[st][1] = gem_pack_bf16(mid[0], mid[1]);
+            qa[st][2] = gem_pack_bf16(hi[2], hi[3]);
+            qa[st][3] = gem_pack_bf16(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(gem_pack_bf16(lo[0], lo[1]), gem_pack_bf16(lo[2], lo[3]));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ql[e] = (double)__ldg(qg + 8 * w + 2 * tig + e);
+            qh[e] = (double)__ldg(qg + 256 + 8 * w + 2 * tig + e);
+        }
+        /* this lane's rotation of offset 8i + grp: w cos, w sin of pairs 8w + 2 tig + e */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = 8 * w + 2 * tig + e;
+                float c, s;
+                gem_rope_cs(8 * i + grp, rope.inv_freq[j], &c, &s);
+                const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+                scoef[w][i][e][lane] = make_float4(wl * c, wh * s, wl * s, wh * c);
+            }
+    }
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const __nv_bfloat16 *vp = v + g * hs + (begin + prow) * ts + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[4]; /* V rows prow + 4u of the tile in flight */
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            r[u] = t + 4 * u < end ? gem_ld16(vp + 4 * u * ts, pol) : zero4;
+        vp += T * ts;
+    };
+    auto store = [&](int64_t it) {
+        __nv_bfloat16 *vs = ring + (size_t)(it & 1) * V4_STAGE;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * V4_ROW + pcol) = r[u];
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    float cc = 1.f, ss = 0.f; /* cos, sin of tile (it & ~3) + (lane >> 3), pair 8w + (lane & 7) */
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0 and the tables are staged */
+    /* ldmatrix rows: lane l gives the row of matrix l >> 3, row l & 7; the rotating block: matrix
+     * mi is tokens 8 (mi >> 1) + row of dims 8w (+ 256 for odd mi); a non-rotating k-step: dims
+     * base (+ 8 for odd mi); the V update's as in the library */
+    const int mrow = (lane & 7) + 8 * (lane >> 4), mhalf = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 64 * w + 8 * (lane >> 4);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const __nv_bfloat16 *vs = ring + (size_t)(it & 1) * V4_STAGE;
+        if ((it & 3) == 0)
+            gem_rope_cs(rope.pos0 + t0 + (int64_t)(lane >> 3) * T, rope.inv_freq[8 * w + (lane & 7)],
+                        &cc, &ss);
+        /* RoPE_{-P}(q) of this tile's first position P, pairs 8w + 2 tig + e */
+        double al[2], ah[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int src = 8 * (int)(it & 3) + 2 * tig + e;
+            const double c = (double)__shfl_sync(0xffffffffu, cc, src);
+            const double sn = (double)__shfl_sync(0xffffffffu, ss, src);
+            al[e] = fma(ql[e], c, qh[e] * sn);
+            ah[e] = fma(qh[e], c, -(ql[e] * sn));
+        }
+        uint32_t rb[4]; /* the rotating block: n-tile i's low dims rb[2i], their partners rb[2i + 1] */
+        gem_ldsm_x4(rb, vs + mrow * V4_ROW + 8 * w + 256 * mhalf);
+        uint32_t nb[3][4];
+#pragma unroll
+        for (int st = 0; st < 3; st++)
+            gem_ldsm_x4(nb[st], vs + mrow * V4_ROW + v4_step_dim(3 * w + st) + 8 * mhalf);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 3; st++) {
+                const uint2 l = sqb[w][st][lane];
+                gem_mma_bf16(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], nb[st][2 * i],
+                             nb[st][2 * i + 1]);
+                gem_mma_bf16(d1, l.x, 0u, l.y, 0u, nb[st][2 * i], nb[st][2 * i + 1]);
+            }
+            double c[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float vl = e ? bf_hi(rb[2 * i]) : bf_lo(rb[2 * i]);
+                const float vh = e ? bf_hi(rb[2 * i + 1]) : bf_lo(rb[2 * i + 1]);
+                const float4 cf = scoef[w][i][e][lane];
+                const float kl = fmaf(cf.x, vl, -(cf.y * vh)), kh = fmaf(cf.z, vl, cf.w * vh);
+                dmma(c[e], al[e], (double)kl);
+                dmma(c[e], ah[e], (double)kh);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1 */
+            rr.x = ((d0[0] + d0[2]) + d1[0]) + (float)(c[0][0] + c[1][0]);
+            rr.y = ((d0[1] + d0[3]) + d1[1]) + (float)(c[0][1] + c[1][1]);
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1);
+        if (it + 2 < ntiles)
+            load(it + 2);
+        {
+            const int t = lane & (T - 1);
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < 8; ww++)
+                a += sred[ww][w][t];
+            const float sc = t0 + t < end ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);
+            const float alpha = expf(m - mn);
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            if (lane < T)
+                sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        {
+            const float al2 = salpha[grp];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] *= al2;
+                acc[j][1] *= al2;
+                acc[j][2] *= al2;
+                acc[j][3] *= al2;
+            }
+            const float2 p01 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig]);
+            const float2 p89 = *reinterpret_cast<const float2 *>(&sp[grp][2 * tig + 8]);
+            const float pv[4] = {p01.x, p01.y, p89.x, p89.y};
+            __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = __float2bfloat16_rn(pv[u]);
+                pl[u] = __float2bfloat16_rn(pv[u] - __bfloat162float(ph[u]));
+            }
+            const uint32_t a0 = gem_pack_bf16(ph[0], ph[1]), a1 = gem_pack_bf16(pl[0], pl[1]),
+                           a2 = gem_pack_bf16(ph[2], ph[3]), a3 = gem_pack_bf16(pl[2], pl[3]);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                uint32_t b[4];
+                gem_ldsm_x4_trans(b, vs + vrow * V4_ROW + vcol + 16 * jj);
+                gem_mma_bf16(acc[2 * jj], a0, a1, a2, a3, b[0], b[1]);
+                gem_mma_bf16(acc[2 * jj + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+    }
+    const int64_t row = p * n_q_heads + g * GROUP + grp;
+    float *po = part_o + row * D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        *reinterpret_cast<float2 *>(po + 8 * j) =
+            make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GROUP + w] = m;
+        part_s[p * n_q_heads + g * GROUP + w] = s;
+    }
+}
+
 
 /* ---- versions 12 and 13: version 4 without its DRAM reads, and without its arithmetic ------
 
@@ -2027,24 +2254,26 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[14], nv = 0, rounds = 10, f32 = 0;
-    int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0;
+    int vs[15], nv = 0, rounds = 10, f32 = 0;
+    int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--f32"))
             f32 = 1;
+        else if (!strcmp(argv[i], "--partitions") && i + 1 < argc)
+            P = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--pos0") && i + 1 < argc)
             pos0 = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 14) {
+        } else if (nv < 15) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 13) {
-                fprintf(stderr, "unknown version %s (1 .. 13)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 14) {
+                fprintf(stderr, "unknown version %s (1 .. 14)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -2060,7 +2289,7 @@ int main(int argc, char **argv)
         for (nv = 0; nv < (f32 ? 3 : 9); nv++)
             vs[nv] = f32 ? fl[nv] : bf[nv];
     }
-    if (rounds < 1 || pos0 < 0)
+    if (rounds < 1 || pos0 < 0 || P < 1 || P > 4096)
         return 2;
     gem_decode_ctx *ctx = NULL;
     if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
@@ -2094,6 +2323,8 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<1>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<2>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_dmma3_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma32_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V11_SHARED));
@@ -2170,7 +2401,6 @@ int main(int argc, char **argv)
         cudaCheck(cudaMalloc(&dq, NQ * D * sizeof(float)));
         cudaCheck(cudaMalloc(&dout, NQ * D * sizeof(float)));
         cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
-        const int64_t P = 64;
         const size_t ws_bytes = (size_t)P * NQ * (D + 2) * sizeof(float);
         void *dws;
         cudaCheck(cudaMalloc(&dws, ws_bytes));
@@ -2183,7 +2413,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[14];
+        int valid[15];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -2201,6 +2431,10 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
+            else if (vs[i] == 14)                                                              \
+                kfv_dmma3_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(      \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
             else if (vs[i] == 11)                                                              \
                 kfv_dmma32_first_pass<<<dim3((unsigned)P, NKV), 256, V11_SHARED, stream>>>(    \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
