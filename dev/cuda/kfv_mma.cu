@@ -75,7 +75,8 @@ versions 12 and 13 are diagnostics, timed but not held to the reference: version
   alone (no arithmetic). Run 103 at 128K: 0.2160 ms without the reads, 0.1303 the reads alone,
   against 0.2434 for version 4: the arithmetic sets the time.
 version 14 is version 4 at three blocks an SM (__launch_bounds__(256, 3): 85 registers, 24
-  warps), for --partitions 99.
+  warps), for --partitions 99. Run 104: exact, 280 bytes of spills, and 1.5-1.9x slower (0.4019
+  ms at 128K and 99 partitions against 0.2627 for version 4 there, 0.2443 at 64). A loser.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
