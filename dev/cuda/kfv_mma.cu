@@ -77,12 +77,14 @@ versions 12 and 13 are diagnostics, timed but not held to the reference: version
 version 14 is version 4 at three blocks an SM (__launch_bounds__(256, 3): 85 registers, 24
   warps), for --partitions 99. Run 104: exact, 280 bytes of spills, and 1.5-1.9x slower (0.4019
   ms at 128K and 99 partitions against 0.2627 for version 4 there, 0.2443 at 64). A loser.
+versions 15 and 16 are the view K = V (version 10's) on warpgroup MMAs: one warpgroup a block
+  takes 64-token tiles whole (see their comment), for --partitions 33 (one block an SM).
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-14)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-16)
 */
 #include <math.h>
 #include <stdio.h>
@@ -2015,6 +2017,257 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
 }
 
+/* ---- versions 15 and 16: V as its own K on warpgroup MMAs (wgmma) ------------------------------
+
+Runs 101-104 put the staged pass's time in its arithmetic: 8 warps a block each take 64 of the
+512 dims, so every 16 tokens the warps sum their partial dots through shared memory, pass two
+barriers, and issue about 450 instructions each. Here one warpgroup (128 threads, a block) takes
+a 64-token tile whole:
+  - the scores S (64 tokens x 24: 8 heads x Q's three BF16 pieces) = V tile (64 x 512, from
+    shared memory) x Q^T (512 x 24, from shared memory): 32 wgmma m64n24k16, the dims summed
+    inside the MMA; a thread holds 2 tokens x 2 heads x 3 pieces;
+  - the softmax: per head, the warp's max and sum by shuffles, the four warps' by shared memory
+    (two barriers a tile);
+  - the V update O^T (512 dims x 8 heads) += V^T (512 x 64, the same staged tile read
+    transposed) x P^T (64 x 8, the weights' hi and lo BF16 pieces in shared memory): 8 x 4 x 2
+    wgmma m64n8k16 into 32 accumulators a thread.
+The tile is staged by cp.async in the MMAs' canonical layout without swizzle: core matrices of
+8 tokens x 8 dims (128 contiguous bytes), dims-adjacent ones 128 bytes apart, token-adjacent
+ones 8,192 bytes apart; read as A (tokens x dims) it is K-major, read as A^T (dims x tokens) it
+is MN-major. Two stages (128 KiB) and Q^T (24 KiB): one block an SM, 33 partitions x 4 heads.
+This is the view K = V (version 10's, no k_weight, no rotation): whether the design reads at
+the bytes' speed before the rotating dims are added. Versions 15 and 16 differ only in which of
+the descriptor's two offsets takes the token stride of the transposed operand (its MN-major
+semantics checked by the reference). Needs sm_90a. */
+#define V15_T 64                                 /* tokens a tile */
+#define V15_STAGE_BYTES (V15_T * D * 2)          /* 65,536 */
+#define V15_QT_BYTES (24 * D * 2)                /* Q^T: 24 rows of 512, 24,576 */
+#define V15_P_BYTES (2 * GROUP * V15_T * 2)      /* P^T hi and lo: 2,048 */
+#define V15_SHARED (2 * V15_STAGE_BYTES + V15_QT_BYTES + V15_P_BYTES)
+#define V15_PARTITIONS 33
+
+/* a no-swizzle wgmma shared-memory descriptor: start, leading and stride byte offsets */
+__device__ __forceinline__ uint64_t v15_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32);
+}
+/* the byte offset of element (row r, col c) of a K-major operand stored as core matrices of 8
+ * rows x 8 elements: col-adjacent ones 128 bytes apart, row-adjacent ones `rs` apart */
+__device__ __forceinline__ uint32_t v15_at(int r, int c, uint32_t rs)
+{
+    return (uint32_t)(r >> 3) * rs + (uint32_t)(c >> 3) * 128u + (uint32_t)(r & 7) * 16u +
+           (uint32_t)(c & 7) * 2u;
+}
+__device__ __forceinline__ void v15_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void v15_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void v15_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void v15_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* S (m64 n24) = or += A (desc, K-major) B (desc, K-major) */
+__device__ __forceinline__ void v15_mma_s(float (&d)[12], uint64_t a, uint64_t b, int acc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, %12, %13, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+/* O (m64 n8) += A^T (desc, MN-major: transposed) B (desc, K-major) */
+__device__ __forceinline__ void v15_mma_o(float (&d)[4], uint64_t a, uint64_t b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3}, %4, %5, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(a), "l"(b));
+}
+
+template <bool SWAP>
+__global__ void __launch_bounds__(128, 1)
+    alias_wgmma_first_pass(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ v,
+                           int64_t hs, int64_t ts, float *__restrict__ part_m,
+                           float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                           int64_t partitions, int64_t n_q_heads, float scale)
+{
+    extern __shared__ __align__(128) unsigned char v15_smem[]; /* V15_SHARED */
+    const uint32_t s_base = gem_smem_addr(v15_smem);
+    const uint32_t s_qt = s_base + 2 * V15_STAGE_BYTES, s_p = s_qt + V15_QT_BYTES;
+    __nv_bfloat16 *const qt = reinterpret_cast<__nv_bfloat16 *>(v15_smem + 2 * V15_STAGE_BYTES);
+    __nv_bfloat16 *const pt = reinterpret_cast<__nv_bfloat16 *>(v15_smem + 2 * V15_STAGE_BYTES +
+                                                               V15_QT_BYTES);
+    __shared__ float smax[4][GROUP], ssum[4][GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + V15_T - 1) / V15_T;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+
+    /* Q^T: row n = 8 piece + head, K-major over the 512 dims (row-adjacent core matrices
+     * 8,192 bytes apart) */
+    for (int i = tid; i < GROUP * D; i += 128) {
+        const int h = i / D, d = i % D;
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + h) * D + d), &hi, &mid, &lo);
+        qt[v15_at(h, d, 8192u) / 2] = hi;
+        qt[v15_at(8 + h, d, 8192u) / 2] = mid;
+        qt[v15_at(16 + h, d, 8192u) / 2] = lo;
+    }
+    /* cp.async of tile it into stage it & 1: thread tid takes 16-byte column c = tid & 63 of
+     * rows (tid >> 6) + 2k, k = 0 .. 31 (rows past the end as zeros) */
+    const int ccol = tid & 63, crow0 = tid >> 6;
+    const __nv_bfloat16 *vsrc = v + g * hs + begin * ts + 8 * ccol;
+    auto issue = [&](int64_t it) {
+        if (it < ntiles) {
+            const uint32_t dst = s_base + (uint32_t)(it & 1) * V15_STAGE_BYTES;
+#pragma unroll 8
+            for (int k = 0; k < 32; k++) {
+                const int row = crow0 + 2 * k;
+                const bool in = begin + it * V15_T + row < end;
+                const __nv_bfloat16 *src = vsrc + (in ? (it * V15_T + row) * ts : 0);
+                asm volatile(
+                    "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                        dst + v15_at(row, 8 * ccol, 8192u)),
+                    "l"(src), "r"(in ? 16 : 0), "l"(pol)
+                    : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    float o[8][4]; /* m-block mb: dims 64 mb + 16 w + grp (+ 8), heads 2 tig, 2 tig + 1 */
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+        o[mb][0] = o[mb][1] = o[mb][2] = o[mb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, s[2] = {0.f, 0.f}; /* heads 2 tig + e */
+    issue(0);
+    const uint32_t tr_lbo = SWAP ? 8192u : 128u, tr_sbo = SWAP ? 128u : 8192u;
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * V15_T;
+        const uint32_t s_v = s_base + (uint32_t)(it & 1) * V15_STAGE_BYTES;
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* tile it (and Q^T) staged; every thread is past tile it - 1 */
+        issue(it + 1);
+        float sc[12];
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            sc[i] = 0.f;
+        v15_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+            v15_mma_s(sc, v15_desc(s_v + 256u * ks, 128u, 8192u),
+                      v15_desc(s_qt + 256u * ks, 128u, 8192u), ks > 0);
+        v15_commit();
+        v15_wait0();
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            v15_keep(sc[i]);
+        /* tokens r = 16 w + grp + 8 u, heads 2 tig + e: (hi + mid) + lo */
+        float x[2][2], mx[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const float a = (sc[2 * u + e] + sc[4 + 2 * u + e]) + sc[8 + 2 * u + e];
+                x[u][e] = t0 + 16 * w + grp + 8 * u < end ? a * scale : -INFINITY;
+            }
+            mx[e] = fmaxf(x[0][e], x[1][e]);
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
+        }
+        if (grp == 0) {
+            smax[w][2 * tig] = mx[0];
+            smax[w][2 * tig + 1] = mx[1];
+        }
+        __syncthreads(); /* the warps' maxima */
+        float alpha[2], ps[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            const float tm = fmaxf(fmaxf(smax[0][h], smax[1][h]), fmaxf(smax[2][h], smax[3][h]));
+            const float mn = fmaxf(m[e], tm);
+            alpha[e] = expf(m[e] - mn);
+            m[e] = mn;
+            ps[e] = 0.f;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const float pe = expf(x[u][e] - mn);
+                ps[e] += pe;
+                const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
+                const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
+                const int t = 16 * w + grp + 8 * u;
+                pt[v15_at(h, t, 0u) / 2] = hi;                       /* P^T hi: row h, col t */
+                pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo; /* then lo */
+            }
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
+        }
+        if (grp == 0) {
+            ssum[w][2 * tig] = ps[0];
+            ssum[w][2 * tig + 1] = ps[1];
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* the warps' sums and P^T */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            s[e] = s[e] * alpha[e] + (((ssum[0][h] + ssum[1][h]) + ssum[2][h]) + ssum[3][h]);
+        }
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++) {
+            o[mb][0] *= alpha[0];
+            o[mb][1] *= alpha[1];
+            o[mb][2] *= alpha[0];
+            o[mb][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+        v15_fence();
+#pragma unroll
+        for (int ks = 0; ks < V15_T / 16; ks++)
+#pragma unroll
+            for (int pc = 0; pc < 2; pc++) {
+                const uint64_t b =
+                    v15_desc(s_p + pc * (GROUP * V15_T * 2) + 256u * ks, 128u, 1024u);
+#pragma unroll
+                for (int mb = 0; mb < 8; mb++)
+                    v15_mma_o(o[mb], v15_desc(s_v + 16384u * ks + 1024u * mb, tr_lbo, tr_sbo), b);
+            }
+        v15_commit();
+        v15_wait0();
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    /* the partial: O of head 2 tig + e, dim 64 mb + 16 w + grp + 8 u is o[mb][2u + e] */
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
+                part_o[row * D + 64 * mb + 16 * w + grp + 8 * u] = o[mb][2 * u + e];
+            }
+    if (w == 0 && grp == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
+            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
+        }
+}
+
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
 
 An F32 V cache on the BF16 tensor cores would need V in three pieces on both sides. Here every
@@ -2255,7 +2508,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[15], nv = 0, rounds = 10, f32 = 0;
+    int vs[17], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -2271,10 +2524,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 15) {
+        } else if (nv < 17) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 14) {
-                fprintf(stderr, "unknown version %s (1 .. 14)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 16) {
+                fprintf(stderr, "unknown version %s (1 .. 16)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -2325,6 +2578,10 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(alias_wgmma_first_pass<false>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V15_SHARED));
+    cudaCheck(cudaFuncSetAttribute(alias_wgmma_first_pass<true>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V15_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma3_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma32_first_pass,
@@ -2414,7 +2671,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[15];
+        int valid[17];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -2432,6 +2689,11 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
+            else if (vs[i] == 15 || vs[i] == 16)                                               \
+                (vs[i] == 15 ? alias_wgmma_first_pass<false> : alias_wgmma_first_pass<true>)   \
+                    <<<dim3((unsigned)P, NKV), 128, V15_SHARED, stream>>>(                     \
+                        dq, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, P,    \
+                        NQ, scale);                                                            \
             else if (vs[i] == 14)                                                              \
                 kfv_dmma3_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(      \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
@@ -2489,7 +2751,9 @@ int main(int argc, char **argv)
         }                                                                                      \
     } while (0)
         for (int i = 0; i < nv; i++) {
-            const double *ref = vs[i] == 2 ? ref_stored : vs[i] == 10 ? ref_alias : ref_kfv;
+            const double *ref = vs[i] == 2                                   ? ref_stored
+                                : vs[i] == 10 || vs[i] == 15 || vs[i] == 16 ? ref_alias
+                                                                              : ref_kfv;
             valid[i] = 1;
             for (int rep = 0; rep < 2; rep++) {
                 cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream));
