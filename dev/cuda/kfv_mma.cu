@@ -77,14 +77,14 @@ versions 12 and 13 are diagnostics, timed but not held to the reference: version
 version 14 is version 4 at three blocks an SM (__launch_bounds__(256, 3): 85 registers, 24
   warps), for --partitions 99. Run 104: exact, 280 bytes of spills, and 1.5-1.9x slower (0.4019
   ms at 128K and 99 partitions against 0.2627 for version 4 there, 0.2443 at 64). A loser.
-versions 15 and 16 are the view K = V (version 10's) on warpgroup MMAs: one warpgroup a block
-  takes 64-token tiles whole (see their comment), for --partitions 33 (one block an SM).
+version 15 is the view K = V (version 10's) on warpgroup MMAs: one warpgroup a block takes
+  64-token tiles whole (see its comment), for --partitions 33 (one block an SM).
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-16)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-15)
 */
 #include <math.h>
 #include <stdio.h>
@@ -2017,7 +2017,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
 }
 
-/* ---- versions 15 and 16: V as its own K on warpgroup MMAs (wgmma) ------------------------------
+/* ---- version 15: V as its own K on warpgroup MMAs (wgmma) ------------------------------------
 
 Runs 101-104 put the staged pass's time in its arithmetic: 8 warps a block each take 64 of the
 512 dims, so every 16 tokens the warps sum their partial dots through shared memory, pass two
@@ -2036,9 +2036,10 @@ The tile is staged by cp.async in the MMAs' canonical layout without swizzle: co
 ones 8,192 bytes apart; read as A (tokens x dims) it is K-major, read as A^T (dims x tokens) it
 is MN-major. Two stages (128 KiB) and Q^T (24 KiB): one block an SM, 33 partitions x 4 heads.
 This is the view K = V (version 10's, no k_weight, no rotation): whether the design reads at
-the bytes' speed before the rotating dims are added. Versions 15 and 16 differ only in which of
-the descriptor's two offsets takes the token stride of the transposed operand (its MN-major
-semantics checked by the reference). Needs sm_90a. */
+the bytes' speed before the rotating dims are added. For the transposed (MN-major) operand the
+descriptor's stride offset is the distance between core matrices along MN (dims, 128 bytes) and
+its leading offset the distance along K (tokens, 8,192 bytes): run 105 tried them the other way
+round, and the MMAs read past the shared memory. Needs sm_90a. */
 #define V15_T 64                                 /* tokens a tile */
 #define V15_STAGE_BYTES (V15_T * D * 2)          /* 65,536 */
 #define V15_QT_BYTES (24 * D * 2)                /* Q^T: 24 rows of 512, 24,576 */
@@ -2084,7 +2085,6 @@ __device__ __forceinline__ void v15_mma_o(float (&d)[4], uint64_t a, uint64_t b)
                  : "l"(a), "l"(b));
 }
 
-template <bool SWAP>
 __global__ void __launch_bounds__(128, 1)
     alias_wgmma_first_pass(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ v,
                            int64_t hs, int64_t ts, float *__restrict__ part_m,
@@ -2143,7 +2143,6 @@ __global__ void __launch_bounds__(128, 1)
         o[mb][0] = o[mb][1] = o[mb][2] = o[mb][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, s[2] = {0.f, 0.f}; /* heads 2 tig + e */
     issue(0);
-    const uint32_t tr_lbo = SWAP ? 8192u : 128u, tr_sbo = SWAP ? 128u : 8192u;
     for (int64_t it = 0; it < ntiles; it++) {
         const int64_t t0 = begin + it * V15_T;
         const uint32_t s_v = s_base + (uint32_t)(it & 1) * V15_STAGE_BYTES;
@@ -2239,7 +2238,7 @@ __global__ void __launch_bounds__(128, 1)
                     v15_desc(s_p + pc * (GROUP * V15_T * 2) + 256u * ks, 128u, 1024u);
 #pragma unroll
                 for (int mb = 0; mb < 8; mb++)
-                    v15_mma_o(o[mb], v15_desc(s_v + 16384u * ks + 1024u * mb, tr_lbo, tr_sbo), b);
+                    v15_mma_o(o[mb], v15_desc(s_v + 16384u * ks + 1024u * mb, 8192u, 128u), b);
             }
         v15_commit();
         v15_wait0();
@@ -2508,7 +2507,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[17], nv = 0, rounds = 10, f32 = 0;
+    int vs[16], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -2524,10 +2523,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 17) {
+        } else if (nv < 16) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 16) {
-                fprintf(stderr, "unknown version %s (1 .. 16)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 15) {
+                fprintf(stderr, "unknown version %s (1 .. 15)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -2543,7 +2542,7 @@ int main(int argc, char **argv)
         for (nv = 0; nv < (f32 ? 3 : 9); nv++)
             vs[nv] = f32 ? fl[nv] : bf[nv];
     }
-    if (rounds < 1 || pos0 < 0 || P < 1 || P > 4096)
+    if (rounds < 1 || pos0 < 0 || P < 1 || P > GEM_DECODE_MAX_PARTITIONS)
         return 2;
     gem_decode_ctx *ctx = NULL;
     if (gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx) != GEM_OK)
@@ -2578,9 +2577,7 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
-    cudaCheck(cudaFuncSetAttribute(alias_wgmma_first_pass<false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V15_SHARED));
-    cudaCheck(cudaFuncSetAttribute(alias_wgmma_first_pass<true>,
+    cudaCheck(cudaFuncSetAttribute(alias_wgmma_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V15_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma3_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
@@ -2659,7 +2656,8 @@ int main(int argc, char **argv)
         cudaCheck(cudaMalloc(&dq, NQ * D * sizeof(float)));
         cudaCheck(cudaMalloc(&dout, NQ * D * sizeof(float)));
         cudaCheck(cudaMemcpy(dq, hq, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
-        const size_t ws_bytes = (size_t)P * NQ * (D + 2) * sizeof(float);
+        /* the partials of P partitions, or of the library's own count (versions 1, 2, 10) */
+        const size_t ws_bytes = (size_t)GEM_DECODE_MAX_PARTITIONS * NQ * (D + 2) * sizeof(float);
         void *dws;
         cudaCheck(cudaMalloc(&dws, ws_bytes));
         gem_k_from_v dev_rot = host_rot;
@@ -2671,7 +2669,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[17];
+        int valid[16];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -2689,11 +2687,10 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
-            else if (vs[i] == 15 || vs[i] == 16)                                               \
-                (vs[i] == 15 ? alias_wgmma_first_pass<false> : alias_wgmma_first_pass<true>)   \
-                    <<<dim3((unsigned)P, NKV), 128, V15_SHARED, stream>>>(                     \
-                        dq, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, P,    \
-                        NQ, scale);                                                            \
+            else if (vs[i] == 15)                                                              \
+                alias_wgmma_first_pass<<<dim3((unsigned)P, NKV), 128, V15_SHARED, stream>>>(   \
+                    dq, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,    \
+                    scale);                                                                    \
             else if (vs[i] == 14)                                                              \
                 kfv_dmma3_first_pass<<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(      \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
@@ -2752,7 +2749,7 @@ int main(int argc, char **argv)
     } while (0)
         for (int i = 0; i < nv; i++) {
             const double *ref = vs[i] == 2                                   ? ref_stored
-                                : vs[i] == 10 || vs[i] == 15 || vs[i] == 16 ? ref_alias
+                                : vs[i] == 10 || vs[i] == 15 ? ref_alias
                                                                               : ref_kfv;
             valid[i] = 1;
             for (int rep = 0; rep < 2; rep++) {
