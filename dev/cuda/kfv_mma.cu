@@ -2329,7 +2329,7 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
                 for (int k = 0; k < 32; k++)
                     asm volatile(
-                        "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(
+                        "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, 16, %2;\n" ::"r"(
                             dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
                         "l"(src + 2 * k * ts), "l"(pol)
                         : "memory");
