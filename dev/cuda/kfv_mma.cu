@@ -2316,32 +2316,24 @@ __global__ void __launch_bounds__(128, 1)
         qt[v15_at(16 + h, d, 8192u) / 2] = lo;
     }
     /* cp.async of tile it into stage it % NS: thread tid takes 16-byte column c = tid & 63 of
-     * rows (tid >> 6) + 2k, k = 0 .. 31; a whole tile without a check a row, the last one with
-     * rows past the end as zeros */
+     * rows (tid >> 6) + 2k, k = 0 .. 31 (rows past the end as zeros), at offsets stepped by
+     * constants */
     const int ccol = tid & 63, crow0 = tid >> 6;
     const __nv_bfloat16 *vsrc = v + g * hs + (begin + crow0) * ts + 8 * ccol;
+    const __nv_bfloat16 *vfirst = v + g * hs + begin * ts; /* a row that exists, for the zeros */
     const uint32_t cdst = v15_at(crow0, 8 * ccol, 8192u); /* row crow0 + 2k: + (k / 4) 8192 + (k % 4) 32 */
     auto issue = [&](int64_t it) {
         if (it < ntiles) {
             const uint32_t dst = s_base + (uint32_t)(it % NS) * V15_STAGE_BYTES + cdst;
             const __nv_bfloat16 *src = vsrc + it * V15_T * ts;
-            if (begin + (it + 1) * V15_T <= end) {
-#pragma unroll
-                for (int k = 0; k < 32; k++)
-                    asm volatile(
-                        "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, 16, %2;\n" ::"r"(
-                            dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
-                        "l"(src + 2 * k * ts), "l"(pol)
-                        : "memory");
-            } else {
-                for (int k = 0; k < 32; k++) {
-                    const bool in = begin + it * V15_T + crow0 + 2 * k < end;
-                    asm volatile(
-                        "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
-                            dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
-                        "l"(in ? src + 2 * k * ts : vsrc), "r"(in ? 16 : 0), "l"(pol)
-                        : "memory");
-                }
+#pragma unroll 8
+            for (int k = 0; k < 32; k++) {
+                const bool in = begin + it * V15_T + crow0 + 2 * k < end;
+                asm volatile(
+                    "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                        dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
+                    "l"(in ? src + 2 * k * ts : vfirst), "r"(in ? 16 : 0), "l"(pol)
+                    : "memory");
             }
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
