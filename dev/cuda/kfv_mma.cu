@@ -82,8 +82,9 @@ version 15 is the view K = V (version 10's) on warpgroup MMAs: one warpgroup a b
   exact (NMSE 1e-13 .. 1.7e-11), memcheck clean, 0.2659 ms at 128K against 0.2267 for version
   10 (the stored pass on the same view): 55.6 M instructions (half of version 4's), 0.24 issued
   a cycle a scheduler, waiting on its loads.
-versions 16 and 17 are version 15 with its descriptors and copies made once a tile, three and
-  two stages.
+versions 16 and 17 are version 15 with its descriptors made once a tile and its copies at
+  constant offsets, three and two stages. Run 106's two calls stopped on an illegal instruction
+  in the copies (other forms of them); this form is unmeasured.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
