@@ -84,7 +84,8 @@ version 15 is the view K = V (version 10's) on warpgroup MMAs: one warpgroup a b
   a cycle a scheduler, waiting on its loads.
 versions 16 and 17 are version 15 with its descriptors made once a tile and its copies at
   constant offsets, three and two stages. Run 106's two calls stopped on an illegal instruction
-  in the copies (other forms of them); this form is unmeasured.
+  in the copies (ptxas had put their L2 hint's descriptor in an odd uniform register); the copies
+  now go without the hint, unmeasured.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
@@ -2303,8 +2304,6 @@ __global__ void __launch_bounds__(128, 1)
     const int64_t chunk = (live + partitions - 1) / partitions;
     const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
     const int64_t ntiles = (end - begin + V15_T - 1) / V15_T;
-    uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 
     /* Q^T: row n = 8 piece + head, K-major over the 512 dims (row-adjacent core matrices
      * 8,192 bytes apart) */
@@ -2318,7 +2317,9 @@ __global__ void __launch_bounds__(128, 1)
     }
     /* cp.async of tile it into stage it % NS: thread tid takes 16-byte column c = tid & 63 of
      * rows (tid >> 6) + 2k, k = 0 .. 31 (rows past the end as zeros), at offsets stepped by
-     * constants */
+     * constants. Without the L2 evict-first hint: with it, ptxas 13.0 put the hint's 64-bit
+     * descriptor in an odd uniform register (LDGSTS ... desc[UR1], its SASS), which the H200
+     * stopped on as an illegal instruction (run 106's first two calls). */
     const int ccol = tid & 63, crow0 = tid >> 6;
     const __nv_bfloat16 *vsrc = v + g * hs + (begin + crow0) * ts + 8 * ccol;
     const __nv_bfloat16 *vfirst = v + g * hs + begin * ts; /* a row that exists, for the zeros */
@@ -2330,11 +2331,10 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll 8
             for (int k = 0; k < 32; k++) {
                 const bool in = begin + it * V15_T + crow0 + 2 * k < end;
-                asm volatile(
-                    "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
-                        dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
-                    "l"(in ? src + 2 * k * ts : vfirst), "r"(in ? 16 : 0), "l"(pol)
-                    : "memory");
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                 dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
+                             "l"(in ? src + 2 * k * ts : vfirst), "r"(in ? 16 : 0)
+                             : "memory");
             }
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
