@@ -86,12 +86,14 @@ versions 16 and 17 are version 15 with its descriptors made once a tile and its 
   constant offsets, three and two stages. Run 106's two calls stopped on an illegal instruction
   in the copies (ptxas had put their L2 hint's descriptor in an odd uniform register); the copies
   now go without the hint, unmeasured.
+version 18 is version 17 on the K-from-V view: the rotating dims on the F64 tensor cores while
+  the non-rotating scores' wgmma run (see its comment); for --partitions 33. Unmeasured.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-17)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-18)
 */
 #include <math.h>
 #include <stdio.h>
@@ -2473,6 +2475,275 @@ __global__ void __launch_bounds__(128, 1)
         }
 }
 
+/* ---- version 18: K from V on warpgroup MMAs ----------------------------------------------------
+
+Version 17 (two stages) with the K-from-V view of version 4 (K(t) = RoPE_{pos0 + t}(k_weight *
+V(t)), pairs (j, j + 256), j < 64 rotating):
+  - the 384 dims that do not rotate: k_weight folded into Q^T's three pieces, 24 of the 32
+    k-steps of the scores' wgmma (the 8 of the rotating dims are skipped);
+  - the 128 rotating dims on the F64 tensor cores while those wgmma run: warp w takes pairs
+    16w .. 16w + 15 of all 64 tokens, eight groups of 8 tokens; for group tg, P = pos0 + t0 +
+    8 tg and q . RoPE_{P + u}(w V) = RoPE_{-P}(q) . RoPE_u(w V) (u = 0 .. 7: a lane's u is its
+    row grp, so its four pairs' w cos and w sin of u sit in registers for the whole pass);
+    RoPE_{-P}(q) in double from exact angles at the tile's first group, then one 8-token
+    angle-addition step a group; mma.m8n8k4.f64 with A = RoPE_u(w V) (8 tokens x 4 pairs, F32
+    products made double) and B = RoPE_{-P}(q) (4 pairs x 8 heads), D = the group's partial
+    scores (token grp, heads 2 tig, 2 tig + 1), the layout of the wgmma scores' rows;
+  - the four warps' partial rotating scores meet in shared memory (8 KiB, one more barrier a
+    tile) and the token's owner adds them, in warp order, to its wgmma score.
+A lane's pairs in k-step kk: 16w + 8 (kk / 2) + 2 tig + kk % 2, so that one 32-bit load gives it
+the low dims of two k-steps (and one more their partners). Written after run 106, unmeasured.
+Needs sm_90a. */
+#define V18_ROT_BYTES (4 * V15_T * GROUP * 4) /* the warps' rotating partial scores */
+#define V18_SHARED (2 * V15_STAGE_BYTES + V15_QT_BYTES + V15_P_BYTES + V18_ROT_BYTES)
+
+__global__ void __launch_bounds__(128, 1)
+    kfv_wgmma_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                         const __grid_constant__ gem_cu_rope rope,
+                         const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                         float *__restrict__ part_m, float *__restrict__ part_s,
+                         float *__restrict__ part_o, int64_t live, int64_t partitions,
+                         int64_t n_q_heads, float scale)
+{
+    const int NS = 2;
+    extern __shared__ __align__(128) unsigned char v18_smem[]; /* V18_SHARED */
+    const uint32_t s_base = gem_smem_addr(v18_smem);
+    const uint32_t s_qt = s_base + NS * V15_STAGE_BYTES, s_p = s_qt + V15_QT_BYTES;
+    __nv_bfloat16 *const qt = reinterpret_cast<__nv_bfloat16 *>(v18_smem + NS * V15_STAGE_BYTES);
+    __nv_bfloat16 *const pt = reinterpret_cast<__nv_bfloat16 *>(v18_smem + NS * V15_STAGE_BYTES +
+                                                               V15_QT_BYTES);
+    /* srot[w][t][h]: warp w's partial rotating score of token t, head h */
+    float(*const srot)[V15_T][GROUP] = reinterpret_cast<float(*)[V15_T][GROUP]>(
+        v18_smem + NS * V15_STAGE_BYTES + V15_QT_BYTES + V15_P_BYTES);
+    __shared__ float smax[4][GROUP], ssum[4][GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + V15_T - 1) / V15_T;
+
+    /* Q^T: row n = 8 piece + head, the non-rotating dims times k_weight */
+    for (int i = tid; i < GROUP * 384; i += 128) {
+        const int h = i / 384, e = i % 384, d = e < 192 ? 64 + e : 320 + (e - 192);
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + h) * D + d) * __ldg(kw + d), &hi, &mid, &lo);
+        qt[v15_at(h, d, 8192u) / 2] = hi;
+        qt[v15_at(8 + h, d, 8192u) / 2] = mid;
+        qt[v15_at(16 + h, d, 8192u) / 2] = lo;
+    }
+    /* the rotating pairs of this lane: j(kk) = 16w + 8 (kk / 2) + 2 tig + kk % 2; q of head grp
+     * in double; w cos, w sin of offset grp; cos, sin of an 8-token step */
+    double ql[4], qh[4], c8[4], s8[4];
+    float4 cf[4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const int j = 16 * w + 8 * (kk >> 1) + 2 * tig + (kk & 1);
+        const float *qg = q + (g * GROUP + grp) * D;
+        ql[kk] = (double)__ldg(qg + j);
+        qh[kk] = (double)__ldg(qg + 256 + j);
+        float c, sn;
+        gem_rope_cs(grp, rope.inv_freq[j], &c, &sn);
+        const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+        cf[kk] = make_float4(wl * c, wh * sn, wl * sn, wh * c);
+        gem_rope_cs(8, rope.inv_freq[j], &c, &sn);
+        c8[kk] = (double)c;
+        s8[kk] = (double)sn;
+    }
+    const int ccol = tid & 63, crow0 = tid >> 6;
+    const __nv_bfloat16 *vsrc = v + g * hs + (begin + crow0) * ts + 8 * ccol;
+    const __nv_bfloat16 *vfirst = v + g * hs + begin * ts;
+    const uint32_t cdst = v15_at(crow0, 8 * ccol, 8192u);
+    auto issue = [&](int64_t it) { /* version 17's copies */
+        if (it < ntiles) {
+            const uint32_t dst = s_base + (uint32_t)(it % NS) * V15_STAGE_BYTES + cdst;
+            const __nv_bfloat16 *src = vsrc + it * V15_T * ts;
+#pragma unroll 8
+            for (int k = 0; k < 32; k++) {
+                const bool in = begin + it * V15_T + crow0 + 2 * k < end;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                 dst + (uint32_t)(k >> 2) * 8192u + (uint32_t)(k & 3) * 32u),
+                             "l"(in ? src + 2 * k * ts : vfirst), "r"(in ? 16 : 0)
+                             : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    float o[8][4];
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+        o[mb][0] = o[mb][1] = o[mb][2] = o[mb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, s[2] = {0.f, 0.f};
+    const uint64_t d_qt = v15_desc(s_qt, 128u, 8192u), d_p = v15_desc(s_p, 128u, 1024u);
+    issue(0);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * V15_T;
+        const uint32_t s_v = s_base + (uint32_t)(it % NS) * V15_STAGE_BYTES;
+        const unsigned char *tile = v18_smem + (size_t)(it % NS) * V15_STAGE_BYTES;
+        const uint64_t d_v = v15_desc(s_v, 128u, 8192u), d_vt = v15_desc(s_v, 8192u, 128u);
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* tile it (and Q^T) staged; every thread is past tile it - 1 */
+        issue(it + 1);
+        float sc[12];
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            sc[i] = 0.f;
+        v15_fence();
+#pragma unroll
+        for (int st = 0; st < 24; st++) { /* dims v4_step_dim(st): its byte offset / 16 */
+            const uint32_t d0 = (uint32_t)v4_step_dim(st);
+            v15_mma_s(sc, d_v + d0, d_qt + d0, st > 0);
+        }
+        v15_commit();
+        /* the rotating dims, while the MMAs run: RoPE_{-P}(q) of the tile's first group */
+        double cp_[4], sp_[4];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            float c, sn;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[16 * w + 8 * (kk >> 1) + 2 * tig + (kk & 1)],
+                        &c, &sn);
+            cp_[kk] = (double)c;
+            sp_[kk] = (double)sn;
+        }
+#pragma unroll 1
+        for (int tg = 0; tg < V15_T / 8; tg++) {
+            if (tg > 0)
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    const double cn = fma(cp_[kk], c8[kk], -(sp_[kk] * s8[kk]));
+                    sp_[kk] = fma(sp_[kk], c8[kk], cp_[kk] * s8[kk]);
+                    cp_[kk] = cn;
+                }
+            const int t = 8 * tg + grp; /* this lane's token of the group */
+            double c2[2] = {0.0, 0.0};
+#pragma unroll
+            for (int mm = 0; mm < 2; mm++) {
+                const int dl = 16 * w + 8 * mm + 2 * tig; /* dims dl, dl + 1 and 256 + them */
+                const uint32_t lo2 = *reinterpret_cast<const uint32_t *>(tile + v15_at(t, dl, 8192u));
+                const uint32_t hi2 =
+                    *reinterpret_cast<const uint32_t *>(tile + v15_at(t, 256 + dl, 8192u));
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int kk = 2 * mm + e;
+                    const float vl = e ? bf_hi(lo2) : bf_lo(lo2), vh = e ? bf_hi(hi2) : bf_lo(hi2);
+                    const float kl = fmaf(cf[kk].x, vl, -(cf[kk].y * vh));
+                    const float kh = fmaf(cf[kk].z, vl, cf[kk].w * vh);
+                    const double al = fma(ql[kk], cp_[kk], qh[kk] * sp_[kk]);
+                    const double ah = fma(qh[kk], cp_[kk], -(ql[kk] * sp_[kk]));
+                    dmma(c2, (double)kl, al);
+                    dmma(c2, (double)kh, ah);
+                }
+            }
+            *reinterpret_cast<float2 *>(&srot[w][t][2 * tig]) = make_float2((float)c2[0], (float)c2[1]);
+        }
+        __syncthreads(); /* the warps' rotating partial scores */
+        v15_wait0();
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            v15_keep(sc[i]);
+        /* tokens r = 16 w + grp + 8 u, heads 2 tig + e: ((hi + mid) + lo) + the rotating dims */
+        float x[2][2], mx[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int r = 16 * w + grp + 8 * u, h = 2 * tig + e;
+                const float rot = ((srot[0][r][h] + srot[1][r][h]) + srot[2][r][h]) + srot[3][r][h];
+                const float a = ((sc[2 * u + e] + sc[4 + 2 * u + e]) + sc[8 + 2 * u + e]) + rot;
+                x[u][e] = t0 + r < end ? a * scale : -INFINITY;
+            }
+            mx[e] = fmaxf(x[0][e], x[1][e]);
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
+        }
+        if (grp == 0) {
+            smax[w][2 * tig] = mx[0];
+            smax[w][2 * tig + 1] = mx[1];
+        }
+        __syncthreads(); /* the warps' maxima */
+        float alpha[2], ps[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            const float tm = fmaxf(fmaxf(smax[0][h], smax[1][h]), fmaxf(smax[2][h], smax[3][h]));
+            const float mn = fmaxf(m[e], tm);
+            alpha[e] = expf(m[e] - mn);
+            m[e] = mn;
+            ps[e] = 0.f;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const float pe = expf(x[u][e] - mn);
+                ps[e] += pe;
+                const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
+                const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
+                const int t = 16 * w + grp + 8 * u;
+                pt[v15_at(h, t, 0u) / 2] = hi;
+                pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo;
+            }
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
+        }
+        if (grp == 0) {
+            ssum[w][2 * tig] = ps[0];
+            ssum[w][2 * tig + 1] = ps[1];
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* the warps' sums and P^T */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            s[e] = s[e] * alpha[e] + (((ssum[0][h] + ssum[1][h]) + ssum[2][h]) + ssum[3][h]);
+        }
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++) {
+            o[mb][0] *= alpha[0];
+            o[mb][1] *= alpha[1];
+            o[mb][2] *= alpha[0];
+            o[mb][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+        v15_fence();
+#pragma unroll
+        for (int ks = 0; ks < V15_T / 16; ks++)
+#pragma unroll
+            for (int pc = 0; pc < 2; pc++) {
+                const uint64_t b = d_p + (uint64_t)(64 * pc + 16 * ks);
+#pragma unroll
+                for (int mb = 0; mb < 8; mb++)
+                    v15_mma_o(o[mb], d_vt + (uint64_t)(1024 * ks + 64 * mb), b);
+            }
+        v15_commit();
+        v15_wait0();
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
+                part_o[row * D + 64 * mb + 16 * w + grp + 8 * u] = o[mb][2 * u + e];
+            }
+    if (w == 0 && grp == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
+            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
+        }
+}
+
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
 
 An F32 V cache on the BF16 tensor cores would need V in three pieces on both sides. Here every
@@ -2713,7 +2984,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[18], nv = 0, rounds = 10, f32 = 0;
+    int vs[19], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -2729,10 +3000,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 18) {
+        } else if (nv < 19) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 17) {
-                fprintf(stderr, "unknown version %s (1 .. 17)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 18) {
+                fprintf(stderr, "unknown version %s (1 .. 18)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -2783,6 +3054,8 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_wgmma_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V18_SHARED));
     cudaCheck(cudaFuncSetAttribute(alias_wgmma_lean_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V16_SHARED(2)));
     cudaCheck(cudaFuncSetAttribute(alias_wgmma_lean_first_pass<3>,
@@ -2879,7 +3152,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[18];
+        int valid[19];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -2897,6 +3170,10 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
+            else if (vs[i] == 18)                                                              \
+                kfv_wgmma_first_pass<<<dim3((unsigned)P, NKV), 128, V18_SHARED, stream>>>(    \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
             else if (vs[i] == 16)                                                              \
                 alias_wgmma_lean_first_pass<3>                                                 \
                     <<<dim3((unsigned)P, NKV), 128, V16_SHARED(3), stream>>>(                  \
@@ -2969,7 +3246,7 @@ int main(int argc, char **argv)
     } while (0)
         for (int i = 0; i < nv; i++) {
             const double *ref = vs[i] == 2                                   ? ref_stored
-                                : vs[i] == 10 || vs[i] >= 15 ? ref_alias
+                                : vs[i] == 10 || (vs[i] >= 15 && vs[i] <= 17) ? ref_alias
                                                                               : ref_kfv;
             valid[i] = 1;
             for (int rep = 0; rep < 2; rep++) {
