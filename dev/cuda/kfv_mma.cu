@@ -84,8 +84,8 @@ version 15 is the view K = V (version 10's) on warpgroup MMAs: one warpgroup a b
   a cycle a scheduler, waiting on its loads.
 versions 16 and 17 are version 15 with its descriptors made once a tile and its copies at
   constant offsets, three and two stages. Run 106's two calls stopped on an illegal instruction
-  in the copies (ptxas had put their L2 hint's descriptor in an odd uniform register); the copies
-  now go without the hint, unmeasured.
+  in the copies, at an LDGSTS whose L2 hint descriptor ptxas had put in an odd uniform register;
+  the copies now go without the hint, unmeasured.
 version 18 is version 17 on the K-from-V view: the rotating dims on the F64 tensor cores while
   the non-rotating scores' wgmma run (see its comment); for --partitions 33. Unmeasured.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
@@ -2319,9 +2319,10 @@ __global__ void __launch_bounds__(128, 1)
     }
     /* cp.async of tile it into stage it % NS: thread tid takes 16-byte column c = tid & 63 of
      * rows (tid >> 6) + 2k, k = 0 .. 31 (rows past the end as zeros), at offsets stepped by
-     * constants. Without the L2 evict-first hint: with it, ptxas 13.0 put the hint's 64-bit
-     * descriptor in an odd uniform register (LDGSTS ... desc[UR1], its SASS), which the H200
-     * stopped on as an illegal instruction (run 106's first two calls). */
+     * constants. Without the L2 evict-first hint: run 106's first two calls stopped on an
+     * illegal instruction at an LDGSTS whose hint descriptor ptxas 13.0 had put in an odd
+     * uniform register (desc[UR1] in the SASS; every kernel that runs keeps its hints in even
+     * ones). Taken for the cause until a run of this form says otherwise. */
     const int ccol = tid & 63, crow0 = tid >> 6;
     const __nv_bfloat16 *vsrc = v + g * hs + (begin + crow0) * ts + 8 * ccol;
     const __nv_bfloat16 *vfirst = v + g * hs + begin * ts; /* a row that exists, for the zeros */
