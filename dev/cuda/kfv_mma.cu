@@ -2276,6 +2276,120 @@ __global__ void __launch_bounds__(128, 1)
         }
 }
 
+/* Versions 16-18's tile after its scores: x[u][e] is the scaled score of token 16w + grp + 8u
+ * of the tile, head 2 tig + e (-inf past the end). The heads' maxima and sums over the four
+ * warps (two barriers), the running (m, s) of heads 2 tig + e, P^T's hi and lo pieces at pt
+ * (descriptor d_p), the O rescale and the V update from the staged tile read transposed (d_vt):
+ * version 15's steps, in its order. */
+__device__ __forceinline__ void v16_tile_update(const float (&x)[2][2], float (&m)[2],
+                                                float (&s)[2], float (&o)[8][4],
+                                                float (*smax)[GROUP], float (*ssum)[GROUP],
+                                                __nv_bfloat16 *pt, uint64_t d_p, uint64_t d_vt,
+                                                int w, int grp, int tig)
+{
+    float mx[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        mx[e] = fmaxf(x[0][e], x[1][e]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1)
+            mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
+    }
+    if (grp == 0) {
+        smax[w][2 * tig] = mx[0];
+        smax[w][2 * tig + 1] = mx[1];
+    }
+    __syncthreads(); /* the warps' maxima */
+    float alpha[2], ps[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int h = 2 * tig + e;
+        const float tm = fmaxf(fmaxf(smax[0][h], smax[1][h]), fmaxf(smax[2][h], smax[3][h]));
+        const float mn = fmaxf(m[e], tm);
+        alpha[e] = expf(m[e] - mn);
+        m[e] = mn;
+        ps[e] = 0.f;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const float pe = expf(x[u][e] - mn);
+            ps[e] += pe;
+            const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
+            const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
+            const int t = 16 * w + grp + 8 * u;
+            pt[v15_at(h, t, 0u) / 2] = hi;                       /* P^T hi: row h, col t */
+            pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo; /* then lo */
+        }
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1)
+            ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
+    }
+    if (grp == 0) {
+        ssum[w][2 * tig] = ps[0];
+        ssum[w][2 * tig + 1] = ps[1];
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads(); /* the warps' sums and P^T */
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int h = 2 * tig + e;
+        s[e] = s[e] * alpha[e] + (((ssum[0][h] + ssum[1][h]) + ssum[2][h]) + ssum[3][h]);
+    }
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++) {
+        o[mb][0] *= alpha[0];
+        o[mb][1] *= alpha[1];
+        o[mb][2] *= alpha[0];
+        o[mb][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v15_keep(o[mb][i]);
+    v15_fence();
+#pragma unroll
+    for (int ks = 0; ks < V15_T / 16; ks++)
+#pragma unroll
+        for (int pc = 0; pc < 2; pc++) {
+            const uint64_t b = d_p + (uint64_t)(64 * pc + 16 * ks);
+#pragma unroll
+            for (int mb = 0; mb < 8; mb++)
+                v15_mma_o(o[mb], d_vt + (uint64_t)(1024 * ks + 64 * mb), b);
+        }
+    v15_commit();
+    v15_wait0();
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v15_keep(o[mb][i]);
+}
+
+/* Versions 16-18's partial (M, S, O): O of head 2 tig + e, dim 64 mb + 16 w + grp + 8 u is
+ * o[mb][2u + e]; the lanes of warp 0 with grp 0 write heads 2 tig + e's M and S. */
+__device__ __forceinline__ void v16_write_partial(const float (&o)[8][4], const float (&m)[2],
+                                                  const float (&s)[2], float *__restrict__ part_m,
+                                                  float *__restrict__ part_s,
+                                                  float *__restrict__ part_o, int64_t p, int64_t g,
+                                                  int64_t n_q_heads, int w, int grp, int tig)
+{
+#pragma unroll
+    for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
+                part_o[row * D + 64 * mb + 16 * w + grp + 8 * u] = o[mb][2 * u + e];
+            }
+    if (w == 0 && grp == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
+            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
+        }
+}
+
 /* ---- versions 16 and 17: version 15 with its descriptors and copies made once -----------------
 
 Version 15 (run 105) is exact but 0.2659 ms at 128K: 1,670 instructions a thread and tile
@@ -2375,7 +2489,7 @@ __global__ void __launch_bounds__(128, 1)
         for (int i = 0; i < 12; i++)
             v15_keep(sc[i]);
         /* tokens r = 16 w + grp + 8 u, heads 2 tig + e: (hi + mid) + lo */
-        float x[2][2], mx[2];
+        float x[2][2];
 #pragma unroll
         for (int e = 0; e < 2; e++) {
 #pragma unroll
@@ -2383,97 +2497,11 @@ __global__ void __launch_bounds__(128, 1)
                 const float a = (sc[2 * u + e] + sc[4 + 2 * u + e]) + sc[8 + 2 * u + e];
                 x[u][e] = t0 + 16 * w + grp + 8 * u < end ? a * scale : -INFINITY;
             }
-            mx[e] = fmaxf(x[0][e], x[1][e]);
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1)
-                mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
         }
-        if (grp == 0) {
-            smax[w][2 * tig] = mx[0];
-            smax[w][2 * tig + 1] = mx[1];
-        }
-        __syncthreads(); /* the warps' maxima */
-        float alpha[2], ps[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int h = 2 * tig + e;
-            const float tm = fmaxf(fmaxf(smax[0][h], smax[1][h]), fmaxf(smax[2][h], smax[3][h]));
-            const float mn = fmaxf(m[e], tm);
-            alpha[e] = expf(m[e] - mn);
-            m[e] = mn;
-            ps[e] = 0.f;
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const float pe = expf(x[u][e] - mn);
-                ps[e] += pe;
-                const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
-                const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
-                const int t = 16 * w + grp + 8 * u;
-                pt[v15_at(h, t, 0u) / 2] = hi;                       /* P^T hi: row h, col t */
-                pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo; /* then lo */
-            }
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1)
-                ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
-        }
-        if (grp == 0) {
-            ssum[w][2 * tig] = ps[0];
-            ssum[w][2 * tig + 1] = ps[1];
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads(); /* the warps' sums and P^T */
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int h = 2 * tig + e;
-            s[e] = s[e] * alpha[e] + (((ssum[0][h] + ssum[1][h]) + ssum[2][h]) + ssum[3][h]);
-        }
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++) {
-            o[mb][0] *= alpha[0];
-            o[mb][1] *= alpha[1];
-            o[mb][2] *= alpha[0];
-            o[mb][3] *= alpha[1];
-        }
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v15_keep(o[mb][i]);
-        v15_fence();
-#pragma unroll
-        for (int ks = 0; ks < V15_T / 16; ks++)
-#pragma unroll
-            for (int pc = 0; pc < 2; pc++) {
-                const uint64_t b = d_p + (uint64_t)(64 * pc + 16 * ks);
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++)
-                    v15_mma_o(o[mb], d_vt + (uint64_t)(1024 * ks + 64 * mb), b);
-            }
-        v15_commit();
-        v15_wait0();
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v15_keep(o[mb][i]);
+        v16_tile_update(x, m, s, o, smax, ssum, pt, d_p, d_vt, w, grp, tig);
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    /* the partial: O of head 2 tig + e, dim 64 mb + 16 w + grp + 8 u is o[mb][2u + e] */
-#pragma unroll
-    for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
-                part_o[row * D + 64 * mb + 16 * w + grp + 8 * u] = o[mb][2 * u + e];
-            }
-    if (w == 0 && grp == 0)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
-            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
-        }
+    v16_write_partial(o, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, grp, tig);
 }
 
 /* ---- version 18: K from V on warpgroup MMAs ----------------------------------------------------
@@ -2643,7 +2671,7 @@ __global__ void __launch_bounds__(128, 1)
         for (int i = 0; i < 12; i++)
             v15_keep(sc[i]);
         /* tokens r = 16 w + grp + 8 u, heads 2 tig + e: ((hi + mid) + lo) + the rotating dims */
-        float x[2][2], mx[2];
+        float x[2][2];
 #pragma unroll
         for (int e = 0; e < 2; e++) {
 #pragma unroll
@@ -2653,96 +2681,11 @@ __global__ void __launch_bounds__(128, 1)
                 const float a = ((sc[2 * u + e] + sc[4 + 2 * u + e]) + sc[8 + 2 * u + e]) + rot;
                 x[u][e] = t0 + r < end ? a * scale : -INFINITY;
             }
-            mx[e] = fmaxf(x[0][e], x[1][e]);
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1)
-                mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
         }
-        if (grp == 0) {
-            smax[w][2 * tig] = mx[0];
-            smax[w][2 * tig + 1] = mx[1];
-        }
-        __syncthreads(); /* the warps' maxima */
-        float alpha[2], ps[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int h = 2 * tig + e;
-            const float tm = fmaxf(fmaxf(smax[0][h], smax[1][h]), fmaxf(smax[2][h], smax[3][h]));
-            const float mn = fmaxf(m[e], tm);
-            alpha[e] = expf(m[e] - mn);
-            m[e] = mn;
-            ps[e] = 0.f;
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const float pe = expf(x[u][e] - mn);
-                ps[e] += pe;
-                const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
-                const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
-                const int t = 16 * w + grp + 8 * u;
-                pt[v15_at(h, t, 0u) / 2] = hi;
-                pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo;
-            }
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1)
-                ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
-        }
-        if (grp == 0) {
-            ssum[w][2 * tig] = ps[0];
-            ssum[w][2 * tig + 1] = ps[1];
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads(); /* the warps' sums and P^T */
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int h = 2 * tig + e;
-            s[e] = s[e] * alpha[e] + (((ssum[0][h] + ssum[1][h]) + ssum[2][h]) + ssum[3][h]);
-        }
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++) {
-            o[mb][0] *= alpha[0];
-            o[mb][1] *= alpha[1];
-            o[mb][2] *= alpha[0];
-            o[mb][3] *= alpha[1];
-        }
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v15_keep(o[mb][i]);
-        v15_fence();
-#pragma unroll
-        for (int ks = 0; ks < V15_T / 16; ks++)
-#pragma unroll
-            for (int pc = 0; pc < 2; pc++) {
-                const uint64_t b = d_p + (uint64_t)(64 * pc + 16 * ks);
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++)
-                    v15_mma_o(o[mb], d_vt + (uint64_t)(1024 * ks + 64 * mb), b);
-            }
-        v15_commit();
-        v15_wait0();
-#pragma unroll
-        for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v15_keep(o[mb][i]);
+        v16_tile_update(x, m, s, o, smax, ssum, pt, d_p, d_vt, w, grp, tig);
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#pragma unroll
-    for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
-                part_o[row * D + 64 * mb + 16 * w + grp + 8 * u] = o[mb][2 * u + e];
-            }
-    if (w == 0 && grp == 0)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
-            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
-        }
+    v16_write_partial(o, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, grp, tig);
 }
 
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
