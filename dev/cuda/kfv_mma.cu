@@ -88,12 +88,14 @@ versions 16 and 17 are version 15 with its descriptors made once a tile and its 
   the copies now go without the hint, unmeasured.
 version 18 is version 17 on the K-from-V view: the rotating dims on the F64 tensor cores while
   the non-rotating scores' wgmma run (see its comment); for --partitions 33. Unmeasured.
+version 19 is version 18 on two warpgroups a block (each half the dims of the scores and of O,
+  8 rotating pairs a warp); for --partitions 33. Unmeasured.
 Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
 repeats before it is timed (CUDA events, 10 ABBA rounds).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-18)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-19)
 */
 #include <math.h>
 #include <stdio.h>
@@ -2688,6 +2690,277 @@ __global__ void __launch_bounds__(128, 1)
     v16_write_partial(o, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, grp, tig);
 }
 
+/* ---- version 19: version 18 on two warpgroups --------------------------------------------------
+
+Version 15 issued 0.24 instructions a cycle a scheduler (run 105): one warp a scheduler waits
+out every latency. Here a block is two warpgroups (256 threads, 8 warps) on the same staged
+tile. Warpgroup g2 scores the non-rotating dims of its half of the row (k-steps 12 g2 .. 12 g2 +
+11: dims 64 .. 255, then 320 .. 511) and updates O for dims 256 g2 .. 256 g2 + 255 (16
+accumulators a thread); warp w (0 .. 7) takes the rotating pairs 8w .. 8w + 7 of all 64 tokens
+on the F64 tensor cores, as version 18 does with 16. The two halves' scores and the eight
+warps' rotating partials meet in shared memory; both warpgroups then add them in one order
+and run the same softmax (warpgroup 0 writes P^T). Four barriers a tile. Written after run
+106, unmeasured. Needs sm_90a. */
+#define V19_ROT_BYTES (8 * V15_T * GROUP * 4)  /* the eight warps' rotating partial scores */
+#define V19_HALF_BYTES (2 * V15_T * GROUP * 4) /* the two warpgroups' non-rotating scores */
+#define V19_SHARED                                                                             \
+    (2 * V15_STAGE_BYTES + V15_QT_BYTES + V15_P_BYTES + V19_ROT_BYTES + V19_HALF_BYTES)
+
+__global__ void __launch_bounds__(256, 1)
+    kfv_wgmma2_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                          const __grid_constant__ gem_cu_rope rope,
+                          const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                          float *__restrict__ part_m, float *__restrict__ part_s,
+                          float *__restrict__ part_o, int64_t live, int64_t partitions,
+                          int64_t n_q_heads, float scale)
+{
+    const int NS = 2;
+    extern __shared__ __align__(128) unsigned char v19_smem[]; /* V19_SHARED */
+    const uint32_t s_base = gem_smem_addr(v19_smem);
+    const uint32_t s_qt = s_base + NS * V15_STAGE_BYTES, s_p = s_qt + V15_QT_BYTES;
+    unsigned char *const extra = v19_smem + NS * V15_STAGE_BYTES;
+    __nv_bfloat16 *const qt = reinterpret_cast<__nv_bfloat16 *>(extra);
+    __nv_bfloat16 *const pt = reinterpret_cast<__nv_bfloat16 *>(extra + V15_QT_BYTES);
+    /* srot[w][t][h]: warp w's rotating partial score; shalf[g2][t][h]: warpgroup g2's */
+    float(*const srot)[V15_T][GROUP] =
+        reinterpret_cast<float(*)[V15_T][GROUP]>(extra + V15_QT_BYTES + V15_P_BYTES);
+    float(*const shalf)[V15_T][GROUP] = reinterpret_cast<float(*)[V15_T][GROUP]>(
+        extra + V15_QT_BYTES + V15_P_BYTES + V19_ROT_BYTES);
+    __shared__ float smax[2][4][GROUP], ssum[2][4][GROUP];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int g2 = w >> 2, wl = w & 3; /* warpgroup, warp within it */
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + V15_T - 1) / V15_T;
+
+    /* Q^T: row n = 8 piece + head, the non-rotating dims times k_weight */
+    for (int i = tid; i < GROUP * 384; i += 256) {
+        const int h = i / 384, e = i % 384, d = e < 192 ? 64 + e : 320 + (e - 192);
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + h) * D + d) * __ldg(kw + d), &hi, &mid, &lo);
+        qt[v15_at(h, d, 8192u) / 2] = hi;
+        qt[v15_at(8 + h, d, 8192u) / 2] = mid;
+        qt[v15_at(16 + h, d, 8192u) / 2] = lo;
+    }
+    /* this lane's rotating pairs j(kk) = 8w + 2 tig + kk: q of head grp in double, w cos and
+     * w sin of offset grp, cos and sin of an 8-token step */
+    double ql[2], qh[2], c8[2], s8[2];
+    float4 cf[2];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        const int j = 8 * w + 2 * tig + kk;
+        const float *qg = q + (g * GROUP + grp) * D;
+        ql[kk] = (double)__ldg(qg + j);
+        qh[kk] = (double)__ldg(qg + 256 + j);
+        float c, sn;
+        gem_rope_cs(grp, rope.inv_freq[j], &c, &sn);
+        const float wl_ = __ldg(kw + j), wh_ = __ldg(kw + 256 + j);
+        cf[kk] = make_float4(wl_ * c, wh_ * sn, wl_ * sn, wh_ * c);
+        gem_rope_cs(8, rope.inv_freq[j], &c, &sn);
+        c8[kk] = (double)c;
+        s8[kk] = (double)sn;
+    }
+    /* copies: thread tid takes 16-byte column tid & 63 of rows (tid >> 6) + 4k, k = 0 .. 15 */
+    const int ccol = tid & 63, crow0 = tid >> 6;
+    const __nv_bfloat16 *vsrc = v + g * hs + (begin + crow0) * ts + 8 * ccol;
+    const __nv_bfloat16 *vfirst = v + g * hs + begin * ts;
+    const uint32_t cdst = v15_at(crow0, 8 * ccol, 8192u); /* row crow0 + 4k: + (k / 2) 8192 + (k % 2) 64 */
+    auto issue = [&](int64_t it) {
+        if (it < ntiles) {
+            const uint32_t dst = s_base + (uint32_t)(it % NS) * V15_STAGE_BYTES + cdst;
+            const __nv_bfloat16 *src = vsrc + it * V15_T * ts;
+#pragma unroll 8
+            for (int k = 0; k < 16; k++) {
+                const bool in = begin + it * V15_T + crow0 + 4 * k < end;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                 dst + (uint32_t)(k >> 1) * 8192u + (uint32_t)(k & 1) * 64u),
+                             "l"(in ? src + 4 * k * ts : vfirst), "r"(in ? 16 : 0)
+                             : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    float o[4][4]; /* m-block 4 g2 + mb: dims 256 g2 + 64 mb + 16 wl + grp (+ 8), heads 2 tig (+ 1) */
+#pragma unroll
+    for (int mb = 0; mb < 4; mb++)
+        o[mb][0] = o[mb][1] = o[mb][2] = o[mb][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, s[2] = {0.f, 0.f};
+    const uint64_t d_qt = v15_desc(s_qt, 128u, 8192u), d_p = v15_desc(s_p, 128u, 1024u);
+    issue(0);
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * V15_T;
+        const uint32_t s_v = s_base + (uint32_t)(it % NS) * V15_STAGE_BYTES;
+        const unsigned char *tile = v19_smem + (size_t)(it % NS) * V15_STAGE_BYTES;
+        const uint64_t d_v = v15_desc(s_v, 128u, 8192u), d_vt = v15_desc(s_v, 8192u, 128u);
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* tile it (and Q^T) staged; every thread is past tile it - 1 */
+        issue(it + 1);
+        float sc[12];
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            sc[i] = 0.f;
+        v15_fence();
+#pragma unroll
+        for (int st = 0; st < 12; st++) {
+            const uint32_t d0 = (uint32_t)v4_step_dim(12 * g2 + st);
+            v15_mma_s(sc, d_v + d0, d_qt + d0, st > 0);
+        }
+        v15_commit();
+        /* the rotating pairs, while the MMAs run (version 18's, 8 pairs a warp) */
+        double cp_[2], sp_[2];
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            float c, sn;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[8 * w + 2 * tig + kk], &c, &sn);
+            cp_[kk] = (double)c;
+            sp_[kk] = (double)sn;
+        }
+#pragma unroll 2
+        for (int tg = 0; tg < V15_T / 8; tg++) {
+            if (tg > 0)
+#pragma unroll
+                for (int kk = 0; kk < 2; kk++) {
+                    const double cn = fma(cp_[kk], c8[kk], -(sp_[kk] * s8[kk]));
+                    sp_[kk] = fma(sp_[kk], c8[kk], cp_[kk] * s8[kk]);
+                    cp_[kk] = cn;
+                }
+            const int t = 8 * tg + grp;
+            const uint32_t lo2 = *reinterpret_cast<const uint32_t *>(tile + v15_at(t, 8 * w + 2 * tig, 8192u));
+            const uint32_t hi2 =
+                *reinterpret_cast<const uint32_t *>(tile + v15_at(t, 256 + 8 * w + 2 * tig, 8192u));
+            double c2[2] = {0.0, 0.0};
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                const float vl = kk ? bf_hi(lo2) : bf_lo(lo2), vh = kk ? bf_hi(hi2) : bf_lo(hi2);
+                const float kl = fmaf(cf[kk].x, vl, -(cf[kk].y * vh));
+                const float kh = fmaf(cf[kk].z, vl, cf[kk].w * vh);
+                dmma(c2, (double)kl, fma(ql[kk], cp_[kk], qh[kk] * sp_[kk]));
+                dmma(c2, (double)kh, fma(qh[kk], cp_[kk], -(ql[kk] * sp_[kk])));
+            }
+            *reinterpret_cast<float2 *>(&srot[w][t][2 * tig]) = make_float2((float)c2[0], (float)c2[1]);
+        }
+        v15_wait0();
+#pragma unroll
+        for (int i = 0; i < 12; i++)
+            v15_keep(sc[i]);
+        /* this warpgroup's half: tokens 16 wl + grp + 8 u, heads 2 tig + e, (hi + mid) + lo */
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            *reinterpret_cast<float2 *>(&shalf[g2][16 * wl + grp + 8 * u][2 * tig]) =
+                make_float2((sc[2 * u] + sc[4 + 2 * u]) + sc[8 + 2 * u],
+                            (sc[2 * u + 1] + sc[4 + 2 * u + 1]) + sc[8 + 2 * u + 1]);
+        __syncthreads(); /* both halves and the eight warps' rotating partials */
+        float x[2][2], mx[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int r = 16 * wl + grp + 8 * u, h = 2 * tig + e;
+                float rot = 0.f;
+#pragma unroll
+                for (int ww = 0; ww < 8; ww++)
+                    rot += srot[ww][r][h];
+                const float a = (shalf[0][r][h] + shalf[1][r][h]) + rot;
+                x[u][e] = t0 + r < end ? a * scale : -INFINITY;
+            }
+            mx[e] = fmaxf(x[0][e], x[1][e]);
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
+        }
+        if (grp == 0) {
+            smax[g2][wl][2 * tig] = mx[0];
+            smax[g2][wl][2 * tig + 1] = mx[1];
+        }
+        __syncthreads(); /* each warpgroup's maxima (the two hold the same values) */
+        float alpha[2], ps[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            const float tm = fmaxf(fmaxf(smax[g2][0][h], smax[g2][1][h]),
+                                   fmaxf(smax[g2][2][h], smax[g2][3][h]));
+            const float mn = fmaxf(m[e], tm);
+            alpha[e] = expf(m[e] - mn);
+            m[e] = mn;
+            ps[e] = 0.f;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const float pe = expf(x[u][e] - mn);
+                ps[e] += pe;
+                if (g2 == 0) { /* P^T, written once */
+                    const __nv_bfloat16 hi = __float2bfloat16_rn(pe);
+                    const __nv_bfloat16 lo = __float2bfloat16_rn(pe - __bfloat162float(hi));
+                    const int t = 16 * wl + grp + 8 * u;
+                    pt[v15_at(h, t, 0u) / 2] = hi;
+                    pt[(GROUP * V15_T * 2 + v15_at(h, t, 0u)) / 2] = lo;
+                }
+            }
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1)
+                ps[e] += __shfl_xor_sync(0xffffffffu, ps[e], off);
+        }
+        if (grp == 0) {
+            ssum[g2][wl][2 * tig] = ps[0];
+            ssum[g2][wl][2 * tig + 1] = ps[1];
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* the sums and P^T */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * tig + e;
+            s[e] = s[e] * alpha[e] +
+                   (((ssum[g2][0][h] + ssum[g2][1][h]) + ssum[g2][2][h]) + ssum[g2][3][h]);
+        }
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++) {
+            o[mb][0] *= alpha[0];
+            o[mb][1] *= alpha[1];
+            o[mb][2] *= alpha[0];
+            o[mb][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+        v15_fence();
+#pragma unroll
+        for (int ks = 0; ks < V15_T / 16; ks++)
+#pragma unroll
+            for (int pc = 0; pc < 2; pc++) {
+                const uint64_t b = d_p + (uint64_t)(64 * pc + 16 * ks);
+#pragma unroll
+                for (int mb = 0; mb < 4; mb++)
+                    v15_mma_o(o[mb], d_vt + (uint64_t)(1024 * ks + 64 * (4 * g2 + mb)), b);
+            }
+        v15_commit();
+        v15_wait0();
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v15_keep(o[mb][i]);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+    for (int mb = 0; mb < 4; mb++)
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t row = p * n_q_heads + g * GROUP + 2 * tig + e;
+                part_o[row * D + 256 * g2 + 64 * mb + 16 * wl + grp + 8 * u] = o[mb][2 * u + e];
+            }
+    if (w == 0 && grp == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            part_m[p * n_q_heads + g * GROUP + 2 * tig + e] = m[e];
+            part_s[p * n_q_heads + g * GROUP + 2 * tig + e] = s[e];
+        }
+}
+
 /* ---- version 5: F32 V, every product on the F64 tensor cores ---------------------------------
 
 An F32 V cache on the BF16 tensor cores would need V in three pieces on both sides. Here every
@@ -2928,7 +3201,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 int main(int argc, char **argv)
 {
-    int vs[19], nv = 0, rounds = 10, f32 = 0;
+    int vs[20], nv = 0, rounds = 10, f32 = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, pos0 = 0, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -2944,10 +3217,10 @@ int main(int argc, char **argv)
             nl = 0;
             for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
                 lengths[nl++] = atoll(t);
-        } else if (nv < 19) {
+        } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 18) {
-                fprintf(stderr, "unknown version %s (1 .. 18)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 19) {
+                fprintf(stderr, "unknown version %s (1 .. 19)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -2998,6 +3271,8 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_probe_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_wgmma2_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, V19_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_wgmma_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V18_SHARED));
     cudaCheck(cudaFuncSetAttribute(alias_wgmma_lean_first_pass<2>,
@@ -3096,7 +3371,7 @@ int main(int argc, char **argv)
         rope.pos0 = pos0;
         float *hout = (float *)malloc(NQ * D * sizeof(float));
         float *hfirst = (float *)malloc(NQ * D * sizeof(float));
-        int valid[19];
+        int valid[20];
 #define RUN(i)                                                                                 \
     do {                                                                                       \
         if (vs[i] >= 3 && vs[i] != 10) {                                                       \
@@ -3114,6 +3389,10 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
+            else if (vs[i] == 19)                                                              \
+                kfv_wgmma2_first_pass<<<dim3((unsigned)P, NKV), 256, V19_SHARED, stream>>>(    \
+                    dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
+                    P, NQ, scale);                                                             \
             else if (vs[i] == 18)                                                              \
                 kfv_wgmma_first_pass<<<dim3((unsigned)P, NKV), 128, V18_SHARED, stream>>>(    \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
