@@ -90,8 +90,9 @@ version 18 is version 17 on the K-from-V view: the rotating dims on the F64 tens
   the non-rotating scores' wgmma run (see its comment); for --partitions 33. Unmeasured.
 version 19 is version 18 on two warpgroups a block (each half the dims of the scores and of O,
   8 rotating pairs a warp); for --partitions 33. Unmeasured.
-Every version is held to NMSE <= 1e-10 against the double reference of its own view and bitwise
-repeats before it is timed (CUDA events, 10 ABBA rounds).
+Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
+reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
+The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
