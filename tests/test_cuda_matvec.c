@@ -23,8 +23,10 @@
  *     M_b W_b, M_b = max|x| and W_b = sum|w| over block b), also for x with outliers and
  *     tiny values; unit vectors exact; x = 0 gives 0; a NaN or an infinity in x gives no
  *     finite output; the same bits on a repeat, in gem_dmv_multi with a file-order
- *     matrix, and gem_dmv_geglu against gelu_tanh(gate) * up; gem_dmv_row bit for bit;
- *     shapes of 1 to 16 warps per tile and partial batches;
+ *     matrix, and gem_dmv_geglu against gelu_tanh(gate) * up; the prepared entries read
+ *     the scratch as it stands (the tiled products of the x it was made from, bit for bit,
+ *     while a file-order matrix reads the new x); gem_dmv_row bit for bit; shapes of 1 to
+ *     16 warps per tile and partial batches;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -687,6 +689,34 @@ static void check_tiles_properties(void)
             bad += !(fabs((double)got[r] - ref) <= 4e-6 * fabs((double)yq[r] * yu[r]) + 1e-35);
         }
         TCHECK(bad == 0);
+        /* prepared: xq holds xs's scratch from the GeGLU call; x is now zeros, which only the
+         * file-order matrix reads, so the tiled products are xs's, bit for bit */
+        float *gg = xmalloc((size_t)rows * 4);
+        memcpy(gg, got, (size_t)rows * 4);
+        memset(x, 0, (size_t)cols * 4);
+        upload(dx, x, (size_t)cols * 4);
+        TCHECK_STATUS(gem_dmv_multi_prepared(3, ws, dx, ys, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
+        download(got, dyu, (size_t)rows * 4);
+        TCHECK(memcmp(got, yu, (size_t)rows * 4) == 0);
+        download(got, dyr, 5 * 4);
+        bad = 0;
+        for (int i = 0; i < 5; i++)
+            bad += got[i] != 0.0f;
+        TCHECK(bad == 0);
+        TCHECK_STATUS(gem_dmv_geglu_prepared(&tw, &tu, dx, dy, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        TCHECK(memcmp(got, gg, (size_t)rows * 4) == 0);
+        /* the unprepared call makes the scratch of the zeros again */
+        TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        bad = 0;
+        for (int64_t r = 0; r < rows; r++)
+            bad += got[r] != 0.0f;
+        TCHECK(bad == 0);
+        upload(dx, xs, (size_t)cols * 4);
+        free(gg);
         free(got);
     }
     /* rows */

@@ -38,6 +38,7 @@
 #include "model_cuda.h"
 #include "cuda/gem_pdl.cuh"
 #include "model_internal.h"
+#include "tiles_arith.cuh"
 
 #define QKV_THREADS 256  /* threads of the q/k/v kernel's blocks */
 #define NORM_THREADS 1024 /* threads of the norm kernels' one block */
@@ -305,7 +306,8 @@ enum { ST_EMBED, ST_NORMS, ST_PROJ, ST_ATTN_SWA, ST_ATTN_FULL, ST_MLP, ST_LOGITS
 
 struct gem_session_dev {
     cudaStream_t stream;
-    float *x, *xn, *q, *k, *v, *att, *o, *h, *logits; /* device scratch */
+    float *x, *x2, *xn, *q, *k, *v, *att, *o, *h, *logits; /* device scratch; x and x2 the
+                                                                residual stream's two buffers */
     void *xq;           /* the products' x scratch (gem_dmv_xq_bytes of the widest input) */
     double *inv_freq;   /* (n_layers, max_half) on the device */
     int64_t max_half;
@@ -339,7 +341,7 @@ void gem_session_dev_free(gem_session *s)
         return;
     if (d->stream)
         cudaStreamSynchronize(d->stream);
-    float *dev_bufs[] = {d->x, d->xn, d->q, d->k, d->v, d->att, d->o, d->h, d->logits};
+    float *dev_bufs[] = {d->x, d->x2, d->xn, d->q, d->k, d->v, d->att, d->o, d->h, d->logits};
     for (size_t i = 0; i < sizeof dev_bufs / sizeof *dev_bufs; i++)
         gem_dev_free(dev_bufs[i]);
     gem_dev_free(d->inv_freq);
@@ -397,6 +399,7 @@ gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen)
         (st = gem_dev_alloc(gem_dmv_xq_bytes(max_in) + 16, &d->xq)) != GEM_OK ||
         (st = gem_dev_alloc(s->ws_bytes ? s->ws_bytes : 64, &s->ws)) != GEM_OK ||
         (st = gem_dev_alloc(E * 4, (void **)&d->x)) != GEM_OK ||
+        (st = gem_dev_alloc(E * 4, (void **)&d->x2)) != GEM_OK ||
         (st = gem_dev_alloc(E * 4, (void **)&d->xn)) != GEM_OK ||
         (st = gem_dev_alloc(E * 4, (void **)&d->o)) != GEM_OK ||
         (st = gem_dev_alloc((size_t)max_q * 4, (void **)&d->q)) != GEM_OK ||
@@ -504,10 +507,52 @@ __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD]
     return 1.0 / sqrt(ss / (double)n + eps);
 }
 
-/* out = rmsnorm(x) * w.  x, w, out (n <= NORM_MAX); one block of NORM_THREADS. */
+/* The norm kernels run norm_grid(n) blocks. Every block loads the whole vectors and computes
+ * the same sums in the same order (the same bits in each), and block j stores the elements of
+ * slice j (k = j: elements k NORM_THREADS .. + NORM_THREADS - 1): xn, the residual stream's
+ * new x when there is one, and, when xq is not NULL, the products' scratch of those elements,
+ * each warp one 32-element block of xn by gem_tiles_xq_block: the bits xq_kernel would write
+ * from xn, so the next product runs prepared, without its own scratch kernel (a launch and a
+ * dependent wait less, twice a layer). A block reads x, which another block's stores would
+ * change, so the residual stream moves between two buffers (x_in -> x_out). */
+__host__ __device__ constexpr unsigned norm_grid(int64_t n)
+{
+    return (unsigned)((n + NORM_THREADS - 1) / NORM_THREADS);
+}
+
+/* xn = v * r * w for the block's slice (and x_out = v, xq) as above; n <= NORM_MAX, and when
+ * xq is not NULL n is a multiple of 32. */
+__device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
+                                           const float (&w)[NORM_PER_THREAD], double r, int64_t n,
+                                           float *__restrict__ x_out, float *__restrict__ xn,
+                                           unsigned char *__restrict__ xq)
+{
+    const int k = (int)blockIdx.x;
+    float vk = 0.0f, wk = 0.0f; /* the slice's element, picked with constant indices */
+#pragma unroll
+    for (int kk = 0; kk < NORM_PER_THREAD; kk++)
+        if (kk == k) {
+            vk = v[kk];
+            wk = w[kk];
+        }
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    const float y = (float)((double)vk * r) * wk;
+    if (i < n) {
+        if (x_out)
+            x_out[i] = vk;
+        xn[i] = y;
+    }
+    /* the warp's block: the whole warp in or out, since n % 32 == 0 with a scratch */
+    const int64_t blk = ((int64_t)k * blockDim.x + (threadIdx.x & ~31u)) / 32;
+    if (xq && 32 * blk < n)
+        gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
+}
+
+/* xn = rmsnorm(x) * w (and its scratch in xq, unless NULL).  x, w, xn (n <= NORM_MAX);
+ * norm_grid(n) blocks of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n, double eps,
-                float *__restrict__ out)
+                float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wv[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -516,38 +561,17 @@ __global__ void __launch_bounds__(NORM_THREADS)
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(x, n, xv);
     const double r = norm_rms_inv(xv, n, eps, sh);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n)
-            out[i] = (float)((double)xv[k] * r) * wv[k];
-    }
+    norm_store(xv, wv, r, n, nullptr, xn, xq);
 }
 
-/* The residual stream's end of a post-norm kernel: x = xv and xn = rmsnorm(xv) * w, for the
- * thread's elements below n. */
-__device__ __forceinline__ void norm_residual_store(const float (&xv)[NORM_PER_THREAD],
-                                                   const float (&w)[NORM_PER_THREAD], int64_t n,
-                                                   double eps, double *sh, float *__restrict__ x,
-                                                   float *__restrict__ xn)
-{
-    const double r2 = norm_rms_inv(xv, n, eps, sh);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        if (i < n) {
-            x[i] = xv[k];
-            xn[i] = (float)((double)xv[k] * r2) * w[k];
-        }
-    }
-}
-
-/* After attention: x += rmsnorm(o) * w_post; xn = rmsnorm(x) * w_ffn.  (n <= NORM_MAX)
- * each; one block of NORM_THREADS. */
+/* After attention: x_out = x_in + rmsnorm(o) * w_post; xn = rmsnorm(x_out) * w_ffn (and its
+ * scratch in xq, unless NULL).  (n <= NORM_MAX) each, x_out apart from x_in; norm_grid(n)
+ * blocks of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
-                     float *__restrict__ x, const float *__restrict__ w_ffn, int64_t n, double eps,
-                     float *__restrict__ xn)
+                     const float *__restrict__ x_in, float *__restrict__ x_out,
+                     const float *__restrict__ w_ffn, int64_t n, double eps,
+                     float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -556,20 +580,22 @@ __global__ void __launch_bounds__(NORM_THREADS)
     norm_load(w_ffn, n, wf);
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
-    norm_load(x, n, xv);
+    norm_load(x_in, n, xv);
     const double r = norm_rms_inv(ov, n, eps, sh);
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] += (float)((double)ov[k] * r) * wp[k];
-    norm_residual_store(xv, wf, n, eps, sh, x, xn);
+    norm_store(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
 }
 
-/* After the MLP: x = (x + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x) * w_next (the next
- * layer's input norm, or the output norm).  (n <= NORM_MAX) each; one block of NORM_THREADS. */
+/* After the MLP: x_out = (x_in + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x_out) * w_next
+ * (the next layer's input norm, or the output norm; its scratch in xq, unless NULL).  (n <=
+ * NORM_MAX) each, x_out apart from x_in; norm_grid(n) blocks of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
-                    float *__restrict__ x, float scale, const float *__restrict__ w_next,
-                    int64_t n, double eps, float *__restrict__ xn)
+                    const float *__restrict__ x_in, float *__restrict__ x_out, float scale,
+                    const float *__restrict__ w_next, int64_t n, double eps,
+                    float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -578,12 +604,12 @@ __global__ void __launch_bounds__(NORM_THREADS)
     norm_load(w_next, n, wn);
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
-    norm_load(x, n, xv);
+    norm_load(x_in, n, xv);
     const double r = norm_rms_inv(ov, n, eps, sh);
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
-    norm_residual_store(xv, wn, n, eps, sh, x, xn);
+    norm_store(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
@@ -693,6 +719,16 @@ __global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, uns
 
 /* ---- one token ----------------------------------------------------------------------------- */
 
+/* 1 when the matrix is in tiles (its product reads the x scratch). */
+static int tiled(const gem_dmatrix *w) { return w->layout == GEM_DLAYOUT_Q4_0_TILES; }
+
+/* 1 when one of layer li's q, k, v products reads the x scratch. */
+static int qkv_tiled(const gem_model *m, int64_t li)
+{
+    const dev_layer *dl = &m->dev->layers[li];
+    return tiled(&dl->wq) || tiled(&dl->wk) || (!m->layers[li].k_eq_v && tiled(&dl->wv));
+}
+
 /* Closes the interval of `stage` with an event. */
 static gem_status mark(gem_session_dev *d, int stage)
 {
@@ -711,6 +747,10 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     cudaStream_t str = d->stream;
     const int64_t E = hp->n_embd, pos = s->pos;
     gem_status st;
+    /* the scratch of the next product's x, written by the norm kernel before it when a tiled
+     * matrix reads it (the product then runs prepared) */
+    unsigned char *const xq = static_cast<unsigned char *>(d->xq);
+    const unsigned ng = norm_grid(E);
     d->used_ev = 0;
 #define TRY(x)                                                                                    \
     do {                                                                                          \
@@ -727,8 +767,8 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     TRY(mark(d, ST_EMBED)); /* the start */
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     MARK(ST_EMBED);
-    TRY(cu_status(launch_pdl(norm_kernel, 1, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
-                             hp->eps, d->xn)));
+    TRY(cu_status(launch_pdl(norm_kernel, ng, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
+                             hp->eps, d->xn, qkv_tiled(m, 0) ? xq : nullptr)));
     MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
@@ -737,7 +777,9 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         {
             const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
             float *ys[3] = {d->q, d->k, d->v};
-            TRY(gem_dmv_multi(l->k_eq_v ? 2 : 3, mats, d->xn, ys, d->xq, str));
+            const int nm = l->k_eq_v ? 2 : 3;
+            TRY(qkv_tiled(m, li) ? gem_dmv_multi_prepared(nm, mats, d->xn, ys, d->xq, str)
+                                 : gem_dmv_multi(nm, mats, d->xn, ys, d->xq, str));
         }
         MARK(ST_PROJ);
         const int v_only = s->v_only[li];
@@ -757,19 +799,31 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         MARK(l->swa ? ST_ATTN_SWA : ST_ATTN_FULL);
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         MARK(ST_PROJ);
-        TRY(cu_status(launch_pdl(post_attn_kernel, 1, NORM_THREADS, str, d->o, dl->post_attn_norm,
-                                 d->x, dl->ffn_norm, E, hp->eps, d->xn)));
+        /* the residual stream: d->x -> d->x2 here, back to d->x after the MLP */
+        const int mlp_tiled = tiled(&dl->gate);
+        TRY(cu_status(launch_pdl(post_attn_kernel, ng, NORM_THREADS, str, d->o, dl->post_attn_norm,
+                                 d->x, d->x2, dl->ffn_norm, E, hp->eps, d->xn,
+                                 mlp_tiled ? xq : nullptr)));
         MARK(ST_NORMS);
-        TRY(gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
+        TRY(mlp_tiled ? gem_dmv_geglu_prepared(&dl->gate, &dl->up, d->xn, d->h, d->xq, str)
+                      : gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
         TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         MARK(ST_MLP);
-        const float *next = li + 1 < hp->n_layers ? w->layers[li + 1].attn_norm : w->output_norm;
-        TRY(cu_status(launch_pdl(post_ffn_kernel, 1, NORM_THREADS, str, d->o, dl->post_ffn_norm,
-                                 d->x, l->out_scale, next, E, hp->eps, d->xn)));
+        const int last = li + 1 == hp->n_layers;
+        const float *next = last ? w->output_norm : w->layers[li + 1].attn_norm;
+        const int next_tiled = last ? tiled(&w->output) : qkv_tiled(m, li + 1);
+        TRY(cu_status(launch_pdl(post_ffn_kernel, ng, NORM_THREADS, str, d->o, dl->post_ffn_norm,
+                                 d->x2, d->x, l->out_scale, next, E, hp->eps, d->xn,
+                                 next_tiled ? xq : nullptr)));
         MARK(ST_NORMS);
     }
     if (logits || argmax) {
-        TRY(gem_dmv(&w->output, d->xn, d->logits, d->xq, str));
+        {
+            const gem_dmatrix *head = &w->output;
+            float *ys[1] = {d->logits};
+            TRY(tiled(head) ? gem_dmv_multi_prepared(1, &head, d->xn, ys, d->xq, str)
+                            : gem_dmv(head, d->xn, d->logits, d->xq, str));
+        }
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));

@@ -1347,9 +1347,10 @@ MvMat mat_of(const gem_dmatrix *w, float *y)
     return MvMat{d, d + (size_t)w->rows * w->row_bytes, y, w->rows, (int64_t)w->row_bytes, 0};
 }
 
-/* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only). */
+/* gem_dmv_multi's body with row slots ns (1, 2 or 4; file-order rows only); xq_ready as
+ * gem_dmv_multi_prepared's. */
 gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
-                        void *xq, void *stream, int ns)
+                        void *xq, void *stream, int ns, bool xq_ready)
 {
     if (n < 1 || n > 3)
         return GEM_ERR_PARAM;
@@ -1397,7 +1398,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
                                                 y[k], w[k]->rows, 0};
                     done[k] = true;
                 }
-            if ((st = gem_tiles_launch(tp, x, false, s)) != GEM_OK)
+            if ((st = gem_tiles_launch(tp, x, false, xq_ready, s)) != GEM_OK)
                 return st;
             continue;
         }
@@ -1469,13 +1470,19 @@ gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
 
 gem_status gem_dmv(const gem_dmatrix *w, const float *x, float *y, void *xq, void *stream)
 {
-    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2);
+    return dmv_multi_ns(1, &w, x, &y, xq, stream, 2, false);
 }
 
 gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, float *const *y,
                          void *xq, void *stream)
 {
-    return dmv_multi_ns(n, w, x, y, xq, stream, 2);
+    return dmv_multi_ns(n, w, x, y, xq, stream, 2, false);
+}
+
+gem_status gem_dmv_multi_prepared(int n, const gem_dmatrix *const *w, const float *x,
+                                  float *const *y, void *xq, void *stream)
+{
+    return dmv_multi_ns(n, w, x, y, xq, stream, 2, true);
 }
 
 /* The product with `slots` rows per warp (1, 2 or 4; gem_dmv uses 2): for
@@ -1486,11 +1493,12 @@ gem_status gem_dmv_slots(const gem_dmatrix *w, const float *x, float *y, void *s
         return GEM_ERR_PARAM;
     if (w && tiled(w))
         return GEM_ERR_UNSUPPORTED; /* row slots are the file-order kernel's */
-    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots);
+    return dmv_multi_ns(1, &w, x, &y, NULL, stream, slots, false);
 }
 
-gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
-                         void *xq, void *stream)
+/* gem_dmv_geglu's body; xq_ready as gem_dmv_geglu_prepared's. */
+static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
+                            void *xq, void *stream, bool xq_ready)
 {
     gem_status st;
     if ((st = check_matrix(wg)) != GEM_OK || (st = check_matrix(wu)) != GEM_OK ||
@@ -1517,7 +1525,7 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
         tp.mat[1] = TileMat{static_cast<const unsigned char *>(wu->data), y, wu->rows, 0};
-        return gem_tiles_launch(tp, x, true, static_cast<cudaStream_t>(stream));
+        return gem_tiles_launch(tp, x, true, xq_ready, static_cast<cudaStream_t>(stream));
     }
     MvParams p;
     memset(&p, 0, sizeof p);
@@ -1537,6 +1545,18 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
         return st;
     p.mat[0] = mat_of(wu, y);
     return launch_type<2, kGegluUp>(wu->type, p, s);
+}
+
+gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
+                         void *xq, void *stream)
+{
+    return dmv_geglu(wg, wu, x, y, xq, stream, false);
+}
+
+gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
+                                  float *y, void *xq, void *stream)
+{
+    return dmv_geglu(wg, wu, x, y, xq, stream, true);
 }
 
 gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)

@@ -364,11 +364,12 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
     return launched();
 }
 
-gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s)
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
+                            cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
-    if (launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
-                   const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
+    if (!xq_ready && launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
+                                const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;
     }

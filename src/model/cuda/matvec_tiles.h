@@ -43,8 +43,10 @@ gem_status gem_tiles_from_rows(const unsigned char *src, size_t row_bytes, int64
 gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
                          float *y, cudaStream_t s);
 
-/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch,
- * then the tiles. */
-gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, cudaStream_t s);
+/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch
+ * (unless xq_ready: then p.xq already holds it, written by the caller's kernel with
+ * gem_tiles_xq_block from the same x, and x is not read), then the tiles. */
+gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
+                            cudaStream_t s);
 
 #endif /* GEM_MATVEC_TILES_H */

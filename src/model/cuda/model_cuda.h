@@ -82,6 +82,17 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream);
 
+/* gem_dmv_multi and gem_dmv_geglu for a caller whose own kernel, earlier on `stream`, wrote
+ * x's scratch into xq: gem_tiles_xq_block (tiles_arith.cuh) of every 32-element block of x,
+ * after it had finished writing x and no earlier product still read xq. The tiled matrices
+ * read xq as it stands, with no scratch kernel of their own, and give the same bits as the
+ * unprepared call on that x; the other matrices read x. x, w, y and xq as gem_dmv_multi's / gem_dmv_geglu's (x is still checked:
+ * it is the vector the scratch was made from). */
+gem_status gem_dmv_multi_prepared(int n, const gem_dmatrix *const *w, const float *x,
+                                  float *const *y, void *xq, void *stream);
+gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
+                                  float *y, void *xq, void *stream);
+
 /* Row `row` of w dequantized and multiplied by `scale` (the embedding lookup):
  * y (w->cols) F32 device, the same bits in either layout. GEM_ERR_RANGE for a row
  * outside the matrix. */
