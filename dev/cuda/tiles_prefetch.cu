@@ -27,6 +27,14 @@ allow (some 16-26 MB in flight at the 31B shapes, under the 50 MB L2), so the la
 move toward the head's 80% of the probe chained: q 13 -> ~8 us, down 27 -> ~17, gate+up 37 ->
 ~31; pf-tile no worse than pf-warp; the head unchanged.
 
+H200 run 107 (results/h200/run107): every variant equals the library bit for bit, and none is
+faster. Chained (us, library / pf-warp / pf-rest / pf-tile): q 13.1 / 12.8 / 12.6 / 13.1, k 8.5
+/ 8.8 / 8.6 / 9.0, o-swa 14.3 / 14.4 / 14.0 / 14.6, o-full 22.0 / 23.4 / 22.6 / 23.4, gate+up
+36.9 / 39.2 / 39.6 / 39.2, down 27.3 / 29.8 / 29.4 / 30.0, the head 213 / 212 / 214 / 215.
+Missed: the queue of requests to DRAM is not what holds the layer matrices at 31-76%; the
+extra requests cost 2-10% on the larger ones. What is left per call (about 6 us on q beyond
+80% of the probe) is the launch, the scratch kernel, the ramp and the tail, not the depth.
+
 Everything else is the library's: the tiled layout, the scratch kernel and the four MMAs per
 chunk (tiles_arith.cuh), the split of the chunks over the warps and the order of every
 addition, so the outputs must equal the library's bit for bit; tiles_bench.h checks that on
