@@ -5,8 +5,9 @@ shared memory, the Gemma 4 31B shapes, and the program around a variant launcher
 checked bit for bit against the library on two copies of each shape before anything is timed,
 then ABBA timing (0 .. nvar - 1, then back) of per-launch medians and of a chain of launches
 (events around the chain alone, as a decode loop runs them), rotating over copies of the
-matrices whose bytes exceed 4 x the 50 MiB L2; fractions of the library's read probe measured in
-the same process. --once runs every variant once per shape and exits (for a profiler).
+matrices whose bytes exceed 4 x the 50 MiB L2 (--hot: one copy, so that a matrix that fits
+stays in the L2 from call to call); fractions of the library's read probe measured in the same
+process. --once runs every variant once per shape and exits (for a profiler).
 */
 #ifndef GEM_DEV_CUDA_TILES_BENCH_H
 #define GEM_DEV_CUDA_TILES_BENCH_H
@@ -125,14 +126,16 @@ static int tiles_bench_run(int argc, char **argv, int nvar, const char *const *n
 {
     if (nvar < 1 || nvar > TILES_MAX_VARIANTS)
         return 2;
-    int reps = 100, once = 0;
+    int reps = 100, once = 0, hot = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--once"))
             once = 1;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = 1;
         else {
-            fprintf(stderr, "usage: %s [--reps R] [--once]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps R] [--once] [--hot]\n", argv[0]);
             return 2;
         }
     }
@@ -218,7 +221,7 @@ static int tiles_bench_run(int argc, char **argv, int nvar, const char *const *n
                 for (int r = 0; r < r_here; r++) {
                     if (pass == 1)
                         cudaCheck(cudaEventRecord(ev[r], 0));
-                    tiles_call(launch, v, s, sets[r % ncopies], dx, dy[v], xq);
+                    tiles_call(launch, v, s, sets[hot ? 0 : r % ncopies], dx, dy[v], xq);
                 }
                 if (pass)
                     cudaCheck(cudaEventRecord(ev[r_here], 0));
