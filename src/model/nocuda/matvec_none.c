@@ -67,6 +67,18 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
     return GEM_ERR_NO_DEVICE;
 }
 
+gem_status gem_dmv_multi_prepared(int n, const gem_dmatrix *const *w, const float *x,
+                                  float *const *y, void *xq, void *stream)
+{
+    return gem_dmv_multi(n, w, x, y, xq, stream);
+}
+
+gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x,
+                                  float *y, void *xq, void *stream)
+{
+    return gem_dmv_geglu(wg, wu, x, y, xq, stream);
+}
+
 gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)
 {
     (void)w;
