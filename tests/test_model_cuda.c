@@ -1,6 +1,8 @@
 /*
  * The Gemma 4 decoder on the GPU against the one on the CPU, on the synthetic
- * tiny model (both full-layer routes, every KV type, K rebuilt from V):
+ * tiny model (both full-layer routes, every KV type, K rebuilt from V), and on the tiny
+ * model in Q4_0 with a hidden size of 2,176 (every product in tiles; the norm kernels in
+ * three blocks, writing the products' scratch):
  *   - the same greedy tokens (12) and last-position logits within 1e-4 (F32
  *     caches); BF16 / F16 caches: logits within the bound their rounding allows;
  *   - the same bits on a repeat, and after gem_session_copy / gem_session_fill_repeat
@@ -234,6 +236,34 @@ out:
     gem_model_free(m3);
 }
 
+/* A model whose products all tile (Q4_0) and whose hidden size spans three slices of the norm
+ * kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm kernels, one block a
+ * slice, write the products' x scratch and the products run prepared. Agreement as above. */
+static void tiled_wide(void)
+{
+    const char *path = "test_model_cuda_wide_tmp.gguf";
+    gem_synth_spec spec;
+    char err[256];
+    TCHECK_STATUS(gem_synth_preset("tiny", &spec), GEM_OK);
+    spec.type = GEM_GGUF_Q4_0;
+    spec.n_embd = 2176;
+    spec.n_ff = 512;
+    spec.n_vocab = 1024;
+    TCHECK_STATUS(gem_synth_write(&spec, path, err, sizeof err), GEM_OK);
+    gem_model *m = NULL;
+    TCHECK_STATUS(gem_model_load(path, &m, err, sizeof err), GEM_OK);
+    if (m) {
+        const gem_status up = gem_model_upload(m, 0, err, sizeof err);
+        TCHECK_STATUS(up, GEM_OK);
+        if (up == GEM_OK) {
+            agree(m, GEM_ROUTE_FUSED, GEM_DTYPE_F32, 0, 1e-4);
+            agree(m, GEM_ROUTE_BASELINE, GEM_DTYPE_F32, 0, 1e-4);
+        }
+    }
+    gem_model_free(m);
+    remove(path);
+}
+
 int main(void)
 {
     const char *path = "test_model_cuda_tmp.gguf";
@@ -278,6 +308,7 @@ int main(void)
         agree(m, GEM_ROUTE_BASELINE, GEM_DTYPE_F32, 0, 1e-4);
         copy_and_fill(m);
         random_weights(path);
+        tiled_wide();
     }
     gem_model_free(m);
     remove(path);
