@@ -1,8 +1,10 @@
 /*
-What the Q4_0 tile experiments share (dev/cuda/tiles_bulk.cu, tiles_ring.cu): the library's
-constants and x scratch kernel, its split of a tile's chunks over warps, a launch with dynamic
-shared memory, the Gemma 4 31B shapes, and the program around a variant launcher: every variant
-checked bit for bit against the library on two copies of each shape before anything is timed,
+What the Q4_0 tile experiments share (dev/cuda/tiles_bulk.cu, tiles_ring.cu, tiles_prefetch.cu,
+tiles_streamk.cu): the library's constants and x scratch kernel, its split of a tile's chunks over
+warps, a launch with dynamic shared memory, the Gemma 4 31B shapes, and the program around a
+variant launcher: every variant checked bit for bit against the library (or, with
+tiles_bench_tol, within a tolerance) and against a repeat of itself on two copies of each shape
+before anything is timed,
 then ABBA timing (0 .. nvar - 1, then back) of per-launch medians and of a chain of launches
 (events around the chain alone, as a decode loop runs them), rotating over copies of the
 matrices whose bytes exceed 4 x the 50 MiB L2 (--hot: one copy, so that a matrix that fits
@@ -117,6 +119,11 @@ static void tiles_call(tiles_launch_fn launch, int v, const shape *s, gem_dmatri
     launch(v, p, dx, s->geglu != 0);
 }
 
+/* 0: every variant must equal the library bit for bit. > 0: a variant whose additions run in
+ * another order passes when every output is within tiles_bench_tol x the largest |output| of
+ * the library's (set by the program before tiles_bench_run). */
+static double tiles_bench_tol = 0.0;
+
 /* The program's main: argv (--reps R, --once), then per shape the checks and the ABBA timing of
  * the nvar variants (0 the library through gem_dmv / gem_dmv_geglu, v > 0 through launch(v, p,
  * x, geglu), which gets p with mat[].data, y, rows, nmat, cols and xq set). Returns the exit
@@ -197,8 +204,27 @@ static int tiles_bench_run(int argc, char **argv, int nvar, const char *const *n
                 cudaCheck(cudaMemcpy(ya, dy[0], (size_t)s->rows * 4, cudaMemcpyDeviceToHost));
                 cudaCheck(cudaMemcpy(yb, dy[v], (size_t)s->rows * 4, cudaMemcpyDeviceToHost));
                 int64_t bad = 0;
+                double ymax = 0.0, dmax = 0.0;
                 for (int64_t r = 0; r < s->rows; r++)
-                    bad += memcmp(&ya[r], &yb[r], 4) != 0;
+                    ymax = fmax(ymax, fabs((double)ya[r]));
+                for (int64_t r = 0; r < s->rows; r++) {
+                    const double d = fabs((double)ya[r] - (double)yb[r]);
+                    dmax = isnan(d) ? INFINITY : fmax(dmax, d);
+                    bad += tiles_bench_tol > 0 ? !(d <= tiles_bench_tol * ymax)
+                                               : memcmp(&ya[r], &yb[r], 4) != 0;
+                }
+                /* and a repeat gives the same bits */
+                tiles_call(launch, v, s, sets[c], dx, dy[v], xq);
+                cudaCheck(cudaDeviceSynchronize());
+                cudaCheck(cudaMemcpy(ya, dy[v], (size_t)s->rows * 4, cudaMemcpyDeviceToHost));
+                if (memcmp(ya, yb, (size_t)s->rows * 4) != 0) {
+                    printf("check %-8s %s copy %d: a repeat gave other bits: FAILED\n", s->name,
+                           names[v], c);
+                    failed = 1;
+                }
+                if (tiles_bench_tol > 0 && c == 0)
+                    printf("check %-8s %s: largest difference %.3g of the largest |y| %.3g\n",
+                           s->name, names[v], dmax, ymax);
                 if (bad) {
                     printf("check %-8s %s copy %d: %lld of %lld outputs differ from the library's: "
                            "FAILED\n", s->name, names[v], c, (long long)bad, (long long)s->rows);
@@ -206,7 +232,9 @@ static int tiles_bench_run(int argc, char **argv, int nvar, const char *const *n
                 }
             }
         if (!failed)
-            printf("check %-8s: every variant equals the library bit for bit\n", s->name);
+            printf(tiles_bench_tol > 0 ? "check %-8s: every variant within the tolerance\n"
+                                       : "check %-8s: every variant equals the library bit for bit\n",
+                   s->name);
         const double moved = (double)set_bytes + 4.0 * (double)s->cols + 4.0 * (double)s->rows;
         const int r_here = s->rows >= 100000 ? (reps < 30 ? reps : 30) : reps;
         /* ABBA over the variants: 0 .. nvar - 1, then back */
