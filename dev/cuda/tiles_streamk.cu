@@ -24,6 +24,14 @@ largest |y|) and a bitwise repeat.
 Prediction: the waves' tails go, not the per-call cost: down 27.3 -> ~20 us chained, q 13.1 ->
 ~11, k and the head unchanged; the extra kernel costs about 1 us a call.
 
+H200 run 111 (results/h200/run111, probe 4,536 GB/s): within 2.4e-7 of the largest |y| on
+every shape, bitwise repeats, memcheck clean; 4 blocks of 8 warps (8 of 4) an SM, 4,224 warps.
+Slower on every shape, chained (us, library / sk-8w / sk-4w): q 13.0 / 15.4 / 15.8, k 8.5 /
+14.0 / 14.1, o-swa 14.2 / 18.5 / 18.8, o-full 22.1 / 26.1 / 26.4, down 27.5 / 30.7 / 30.8,
+the head 213 / 215 / 218. Wrong: k, a single wave in the library too, lost the most (5.5 us),
+so the second kernel and the partials cost more than any tail the even split saves; the
+library's block a tile stays. Not ported.
+
 GeGLU (gate+up) runs the library's kernel in every variant here.
 
 ./tiles_streamk [--reps R] [--once] [--hot]
