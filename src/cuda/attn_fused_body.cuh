@@ -636,6 +636,27 @@ struct gem_mma_f16_elem {
  * warp order; F16: taken with Q x 2^qe (qe of head w in lane 4w), exact back; tokens t >=
  * live_rows (past the partition's end) get weight 0. Updates the running max m and sum s, and
  * publishes the weights sp[w][t] and the rescale salpha[w] for gem_mma_tile_v_update. */
+/* The F16 passes' scale of Q's pieces: mx is the largest |q| among a thread's elements of
+ * query head grp; over the thread's quad (lanes 4 grp + tig) and the block's warps it becomes
+ * the head's largest, and the result is 14 minus its binary exponent (0 for a head of zeros),
+ * so that |q| 2^qe < 2^14 and the pieces keep F16's range. w: the thread's warp. Contains a
+ * __syncthreads. */
+__device__ __forceinline__ int gem_mma_f16_q_exponent(float mx, int w, int grp, int tig)
+{
+    __shared__ float sqmax[GEM_CU_THREADS / 32][GEM_CU_GROUP];
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    if (tig == 0)
+        sqmax[w][grp] = mx;
+    __syncthreads();
+#pragma unroll
+    for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+        mx = fmaxf(mx, sqmax[ww][grp]);
+    int ex = 0;
+    (void)frexpf(mx, &ex);
+    return mx > 0.f ? 14 - ex : 0;
+}
+
 template <class E>
 __device__ __forceinline__ void gem_mma_tile_softmax(
     const float (*__restrict__ sred)[GEM_CU_GROUP][GEM_MMA_TILE], /* [8 warps][8 heads][T] */
@@ -783,24 +804,13 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     {
         const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D + 64 * w + 2 * tig;
         if constexpr (E::f16) {
-            __shared__ float sqmax[GEM_CU_THREADS / 32][GEM_CU_GROUP];
             float mx = 0.f;
 #pragma unroll
             for (int st = 0; st < 4; st++)
 #pragma unroll
                 for (int u = 0; u < 4; u++)
                     mx = fmaxf(mx, fabsf(__ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1))));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            if (tig == 0)
-                sqmax[w][grp] = mx;
-            __syncthreads();
-#pragma unroll
-            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
-                mx = fmaxf(mx, sqmax[ww][grp]);
-            int ex = 0;
-            (void)frexpf(mx, &ex);
-            qe = mx > 0.f ? 14 - ex : 0;
+            qe = gem_mma_f16_q_exponent(mx, w, grp, tig);
         }
 #pragma unroll
         for (int st = 0; st < 4; st++) {
@@ -983,24 +993,13 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
                 x[st][u] = __ldg(qg + d) * __ldg(kw + d);
             }
         if constexpr (E::f16) {
-            __shared__ float sqmax[GEM_CU_THREADS / 32][GEM_CU_GROUP];
             float mx = 0.f;
 #pragma unroll
             for (int st = 0; st < 3; st++)
 #pragma unroll
                 for (int u = 0; u < 4; u++)
                     mx = fmaxf(mx, fabsf(x[st][u]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            if (tig == 0)
-                sqmax[w][grp] = mx;
-            __syncthreads();
-#pragma unroll
-            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
-                mx = fmaxf(mx, sqmax[ww][grp]);
-            int ex = 0;
-            (void)frexpf(mx, &ex);
-            qe = mx > 0.f ? 14 - ex : 0;
+            qe = gem_mma_f16_q_exponent(mx, w, grp, tig);
         }
 #pragma unroll
         for (int st = 0; st < 3; st++) {
