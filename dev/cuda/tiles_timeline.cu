@@ -17,7 +17,11 @@ from the scratch kernel's first block start:
     max), and how many start after the first block has ended (a second wave);
   - the gap from the product's last block end to the next call's first scratch block start.
 The stamps do not change the arithmetic: every call's y is checked bit for bit against the
-library's gem_dmv on the same matrix first.
+library's gem_dmv on the same matrix first. Each stamp is stored when it is taken, and the
+product is held to 64 registers (16 bytes of spills) so that an SM holds as many of its blocks
+as of the library's (61-63 registers): run 113's first build had 77 and held fewer (4 blocks of
+6 warps an SM instead of 5, 1 of 16 warps instead of 2); its figures for o and down do not stand
+for the library's.
 
 ./tiles_timeline
 */
@@ -50,10 +54,12 @@ __global__ void xq_stamped(const float *__restrict__ x, int64_t nblk, unsigned c
 #define TL_BATCH 4
 
 /* The library's q4t_kernel (one matrix) with four stamps a block (module comment). */
-__global__ void __launch_bounds__(MAX_WARPS * 32) q4t_stamped(const TileParams p, uint64_t *st)
+__global__ void __launch_bounds__(MAX_WARPS * 32, 2) q4t_stamped(const TileParams p, uint64_t *st)
 {
     __shared__ float red[MAX_WARPS][TILE_ROWS];
-    const uint64_t t0 = gtimer();
+    uint64_t *const stb = st + 4 * blockIdx.x; /* each stamp stored when taken: no register held */
+    if (threadIdx.x == 0)
+        stb[0] = gtimer();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = g >> 2;
     const int64_t tile = blockIdx.x;
@@ -79,8 +85,8 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) q4t_stamped(const TileParams p
     pdl_trigger();
     load(cb);
     pdl_wait();
-    const uint64_t t1 = gtimer();
-    uint64_t t2 = 0;
+    if (threadIdx.x == 0)
+        stb[1] = gtimer();
     for (int64_t c0 = cb; c0 < ce; c0 += TL_BATCH) {
 #pragma unroll
         for (int k = 0; k < TL_BATCH; k++) {
@@ -89,8 +95,8 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) q4t_stamped(const TileParams p
                     p.xq + (size_t)(c0 + k) * XQ_CHUNK + (size_t)XQ_LANE * lane);
                 const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
                 gem_tiles_chunk(wq[k], dd[k], dg, cx, m0, a0);
-                if (c0 == cb && k == 0 && warp == 0)
-                    t2 = gtimer(); /* warp 0's first chunk has arrived and been computed */
+                if (c0 == cb && k == 0 && threadIdx.x == 0)
+                    stb[2] = gtimer(); /* warp 0's first chunk has arrived and been computed */
             }
         }
         if (c0 + TL_BATCH < ce)
@@ -114,13 +120,8 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) q4t_stamped(const TileParams p
         p.mat[0].y[(size_t)tile * TILE_ROWS + (size_t)r] = s;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        uint64_t *b = st + 4 * blockIdx.x;
-        b[0] = t0;
-        b[1] = t1;
-        b[2] = t2;
-        b[3] = gtimer();
-    }
+    if (threadIdx.x == 0)
+        stb[3] = gtimer();
 }
 
 /* One stamped call: the scratch kernel and the product, both programmatic dependents. */
