@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run 113 (second call; the first, with the stamped product at 77 registers, is first-try/): dev/cuda/tiles_timeline: the scratch kernel and the Q4_0 tile product of one call in
+# run 113: dev/cuda/tiles_timeline: the scratch kernel and the Q4_0 tile product of one call in
 # a chain, block by block (global timer stamps), at the 31B plain shapes.
 set -u -o pipefail
 export GEM_GIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
