@@ -42,6 +42,21 @@ process. --once runs every variant once per shape and exits (for a profiler).
 #define TILES_MAX_VARIANTS 8
 static const unsigned kFull = 0xffffffffu;
 
+/* cp.async of 16 bytes, global -> shared, cached in the L2 only; a group's commit; the wait
+ * until at most N groups are in flight (the rings of tiles_ring.cu and tiles_prefetch.cu). */
+__device__ __forceinline__ void cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* The library's x scratch kernel (matvec_tiles.cu's, on tiles_arith.cuh). */
 __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {

@@ -151,19 +151,6 @@ template <int PF> __global__ void __launch_bounds__(MAX_WARPS * 32) pf_kernel(co
 
 #define RING 4
 
-__device__ __forceinline__ void cp16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 template <int PF>
 __global__ void __launch_bounds__(MAX_WARPS * 32) pf_geglu_kernel(const TileParams p)
 {
