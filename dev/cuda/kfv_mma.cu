@@ -96,13 +96,27 @@ version 19 is version 18 on two warpgroups a block (each half the dims of the sc
   128K (126.5 M instructions, 0.35 a cycle a scheduler). The two versions' maps from lanes
   to tokens, pairs and heads in the rotating dims' F64 MMAs are checked on the host against the
   direct formula by dev/cuda/kfv_wgmma_rotation.py (relative error 2.4e-11, positions from 10^6).
+version 20 is the view K = V on warps that own whole 16-token tiles (see its comment: no
+  barrier inside the loop, the scores with the tokens as rows, O^T in registers), for
+  --partitions 33. Run 114: exact (NMSE <= 1.2e-12), memcheck and racecheck clean, 0.1562 ms at
+  128K against 0.2260 for version 10 (the stored pass on the same view): 779 instructions a warp
+  and tile where version 4's eight warps issue about 3,600.
+version 21 is K from V on version 20's warps, the rotating dims as version 4 takes them on the
+  F64 tensor cores, a whole tile's in each warp. Run 115: exact, 0.2119 ms at 128K against
+  0.2438 for version 4; slower at 8K (0.0348 against 0.0256).
+version 22 is version 21 with eight warps an SM of one stage each (the next tile's rows asked of
+  the L2). Run 116: 0.1966 ms at 128K against 0.2129 for version 21.
+version 23 is version 22 with its table of w cos, w sin built by each block in shared memory.
+  Run 117: exact (NMSE <= 1.4e-12, also from position 10^6), memcheck and racecheck clean,
+  0.1827 ms at 128K and 0.1085 at 64K against 0.2417 and 0.1277 for version 4; even at 32K,
+  slower below (8K 0.0341 against 0.0254).
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-19)
+(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-23)
 */
 #include <math.h>
 #include <stdio.h>
@@ -3203,6 +3217,530 @@ extern "C" __global__ void __launch_bounds__(256)
     gem_fused_reducer_body(part_m, part_s, part_o, out, partitions);
 }
 
+/* ---- version 20: warps that own whole 16-token tiles (the view K = V) -------------------------
+Versions 4-19 share each tile among the block's warps: the staged passes split the tile's dims
+over eight warps (so every tile pays for the warps' partial scores meeting in shared memory,
+two barriers, a softmax in every warp and an O rescale of every warp's dims), the wgmma passes
+run a tile's steps one after another in one warpgroup. Here each warp owns its tiles whole and
+never waits for another warp inside the loop:
+  - warp w of a block takes the block's 16-token tiles w, w + NW, ... and copies each into its
+    own two-stage ring in shared memory by cp.async (16 rows of 1,040 bytes), so a tile is in
+    flight while the warp computes the one before;
+  - scores with the tokens as rows: S^T (16 tokens x 8 heads) = K (16 x 512) Q^T, the A
+    fragments by ldmatrix from the staged rows, the B fragments (Q's three BF16 pieces, 8 heads
+    x 512 in shared memory, shared by the block) by ldmatrix: 32 k-steps x 3 pieces = 96 mma a
+    tile, the pieces and k-step parities in six accumulators added in a fixed order;
+  - the online softmax in the accumulators' layout: a lane holds tokens grp and grp + 8 of
+    heads 2 tig and 2 tig + 1, the head's maxima and sums over the 16 tokens by three xor
+    shuffles;
+  - the V update with the dims as rows: O^T (512 x 8) += V^T (512 x 16) P^T, the A fragments
+    by ldmatrix.trans from the same staged rows, the B fragments the weights' two BF16 pieces
+    (the tile's weights pass through 512 bytes of the warp's shared memory to the B layout):
+    32 m-tiles x 2 = 64 mma; O^T stays in 128 registers a lane whose heads (2 tig, 2 tig + 1)
+    are the softmax's, so the rescale needs no exchange; it is skipped when both alphas of every
+    lane are 1 (x * 1 = x: the same bits);
+  - at the end the block's warps merge (M, S, O) in warp order through shared memory and write
+    one partial (the library's reducer's layout), for --partitions 33 (one block of six warps
+    an SM at 4 KV heads; 227,712 bytes of shared memory).
+Per tile a warp issues 779 instructions (run 114's ncu) where version 4's eight warps issue about
+3,600.
+*/
+#define V20_WARPS 6
+#define V20_ROW 520 /* elements a staged row: 512 + 16 bytes, ldmatrix rows on distinct banks */
+#define V20_TILE (16 * V20_ROW)
+#define V20_QELEMS (3 * GROUP * V20_ROW)
+#define V20_SHARED                                                                              \
+    ((size_t)(V20_QELEMS + V20_WARPS * 2 * V20_TILE) * 2 + (size_t)V20_WARPS * 16 * GROUP * 4)
+
+__device__ __forceinline__ void v20_cp16(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gem_smem_addr(dst)),
+                 "l"(src), "r"(bytes)
+                 : "memory");
+}
+
+/* ---- versions 20-23: the parts their warps share ------------------------------------------- */
+
+/* A lane's part of the copy of the 16-token tile at row t0 of a block's range [begin, end) into
+ * st (the stage + 8 lane): 16 bytes of each half of each row, so a warp's instruction reads 512
+ * contiguous bytes; rows at or past end as zeros. vg: the KV head's rows, token stride ts. */
+__device__ __forceinline__ void warp_tile_copy(__nv_bfloat16 *st, const __nv_bfloat16 *vg,
+                                               int64_t t0, int64_t begin, int64_t end,
+                                               int64_t ts, int lane)
+{
+    const __nv_bfloat16 *src = vg + t0 * ts + 8 * lane;
+    if (t0 + 16 <= end) {
+#pragma unroll
+        for (int r = 0; r < 16; r++, src += ts) {
+            v20_cp16(st + r * V20_ROW, src, 16);
+            v20_cp16(st + r * V20_ROW + 256, src + 256, 16);
+        }
+    } else { /* the partition's last tile */
+        for (int r = 0; r < 16; r++, src += ts) {
+            const bool in = t0 + r < end;
+            const __nv_bfloat16 *s0 = in ? src : vg + begin * ts + 8 * lane;
+            v20_cp16(st + r * V20_ROW, s0, in ? 16 : 0);
+            v20_cp16(st + r * V20_ROW + 256, s0 + 256, in ? 16 : 0);
+        }
+    }
+}
+
+/* The online softmax and the V update of one tile: sv the scaled scores of tokens grp (0, 1)
+ * and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3); (m0, s0), (m1, s1) the running
+ * maximum and sum of those heads; o the lane's O^T accumulators; sp the warp's 512 bytes that
+ * take the weights to the B layout; st the staged tile, vrow the lane's ldmatrix.trans row. */
+__device__ __forceinline__ void warp_tile_update(float (&sv)[4], int64_t t0, int64_t end,
+                                                 float &m0, float &m1, float &s0, float &s1,
+                                                 float (&o)[32][4], float *sp,
+                                                 const __nv_bfloat16 *st, int vrow, int grp,
+                                                 int tig)
+{
+    if (t0 + grp >= end)
+        sv[0] = sv[1] = -INFINITY;
+    if (t0 + grp + 8 >= end)
+        sv[2] = sv[3] = -INFINITY;
+    float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1);
+    const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
+                e3 = expf(sv[3] - mn1);
+    float ps0 = e0 + e2, ps1 = e1 + e3;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
+        ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
+    }
+    s0 = s0 * al0 + ps0;
+    s1 = s1 * al1 + ps1;
+    m0 = mn0;
+    m1 = mn1;
+    /* the weights to the B layout: lane (grp, tig) takes tokens 2 tig, + 1, + 8, + 9 of head grp */
+    *reinterpret_cast<float2 *>(sp + grp * GROUP + 2 * tig) = make_float2(e0, e1);
+    *reinterpret_cast<float2 *>(sp + (grp + 8) * GROUP + 2 * tig) = make_float2(e2, e3);
+    __syncwarp();
+    const float pw[4] = {sp[(2 * tig) * GROUP + grp], sp[(2 * tig + 1) * GROUP + grp],
+                         sp[(2 * tig + 8) * GROUP + grp], sp[(2 * tig + 9) * GROUP + grp]};
+    __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        ph[u] = __float2bfloat16_rn(pw[u]);
+        pl[u] = __float2bfloat16_rn(pw[u] - __bfloat162float(ph[u]));
+    }
+    const uint32_t bh0 = gem_pack_bf16(ph[0], ph[1]), bh1 = gem_pack_bf16(ph[2], ph[3]),
+                   bl0 = gem_pack_bf16(pl[0], pl[1]), bl1 = gem_pack_bf16(pl[2], pl[3]);
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+        for (int mt = 0; mt < 32; mt++) {
+            o[mt][0] *= al0;
+            o[mt][1] *= al1;
+            o[mt][2] *= al0;
+            o[mt][3] *= al1;
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++) {
+        uint32_t a[4];
+        gem_ldsm_x4_trans(a, st + vrow + 16 * mt);
+        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bh0, bh1);
+        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bl0, bl1);
+    }
+}
+
+/* The block's NW warps' (M, S, O) merged in warp order through shared memory (sm: at least
+ * NW x (8 x 512 + 16) floats, free), one partial written for (partition p, KV head g). Contains
+ * __syncthreads. */
+template <int NW>
+__device__ __forceinline__ void warp_block_merge(float *sm, const float (&o)[32][4], float m0,
+                                                 float m1, float s0, float s1, int64_t p,
+                                                 int64_t g, int64_t n_q_heads,
+                                                 float *__restrict__ part_m,
+                                                 float *__restrict__ part_s,
+                                                 float *__restrict__ part_o)
+{
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    __syncthreads(); /* every warp is past its tiles: sm is free */
+    float *const so = sm;                         /* [w][8 heads][512] */
+    float *const smm = so + (size_t)NW * GROUP * D; /* [w][8] */
+    float *const sss = smm + NW * GROUP;            /* [w][8] */
+    float *ow = so + (size_t)w * GROUP * D;
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++) {
+        ow[(2 * tig) * D + 16 * mt + grp] = o[mt][0];
+        ow[(2 * tig + 1) * D + 16 * mt + grp] = o[mt][1];
+        ow[(2 * tig) * D + 16 * mt + grp + 8] = o[mt][2];
+        ow[(2 * tig + 1) * D + 16 * mt + grp + 8] = o[mt][3];
+    }
+    if (grp == 0) {
+        smm[w * GROUP + 2 * tig] = m0;
+        smm[w * GROUP + 2 * tig + 1] = m1;
+        sss[w * GROUP + 2 * tig] = s0;
+        sss[w * GROUP + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < GROUP * D; i += 32 * NW) {
+        const int h = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int ww = 0; ww < NW; ww++)
+            M = fmaxf(M, smm[ww * GROUP + h]);
+        float O = 0.f, S = 0.f;
+        for (int ww = 0; ww < NW; ww++) {
+            const float mw = smm[ww * GROUP + h];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M);
+            O += so[((size_t)ww * GROUP + h) * D + d] * f;
+            S += sss[ww * GROUP + h] * f;
+        }
+        const int64_t row = p * n_q_heads + g * GROUP + h;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
+    alias_warp_first_pass(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ v,
+                          int64_t hs, int64_t ts, float *__restrict__ part_m,
+                          float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                          int64_t partitions, int64_t n_q_heads, float scale)
+{
+    extern __shared__ __align__(128) unsigned char v20_sm[];
+    __nv_bfloat16 *const sq = reinterpret_cast<__nv_bfloat16 *>(v20_sm); /* [3][8][ROW] */
+    __nv_bfloat16 *const stiles = sq + V20_QELEMS; /* [warp][2][16][ROW] */
+    float *const spt = reinterpret_cast<float *>(stiles + V20_WARPS * 2 * V20_TILE); /* [w][16][8] */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + 15) / 16;
+    const int nmine = ntiles > w ? (int)((ntiles - w + V20_WARPS - 1) / V20_WARPS) : 0;
+
+    for (int i = tid; i < GROUP * D; i += 32 * V20_WARPS) {
+        const int h = i / D, d = i % D;
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + h) * D + d), &hi, &mid, &lo);
+        sq[(0 * GROUP + h) * V20_ROW + d] = hi;
+        sq[(1 * GROUP + h) * V20_ROW + d] = mid;
+        sq[(2 * GROUP + h) * V20_ROW + d] = lo;
+    }
+
+    __nv_bfloat16 *const mine = stiles + (size_t)w * 2 * V20_TILE;
+    const __nv_bfloat16 *const vg = v + g * hs;
+    /* own tile j into stage j & 1: a lane copies 16 bytes of each half of each row, so a
+     * warp's instruction reads 512 contiguous bytes */
+    auto issue = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(w + j * V20_WARPS) * 16;
+            __nv_bfloat16 *st = mine + (j & 1) * V20_TILE + 8 * lane;
+            warp_tile_copy(st, vg, t0, begin, end, ts, lane);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    issue(0);
+    issue(1);
+    __syncthreads(); /* Q's pieces */
+
+    float o[32][4];
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f; /* heads 2 tig, 2 tig + 1 */
+    float *const sp = spt + (size_t)w * 16 * GROUP;
+    /* ldmatrix row addresses: K as A (token (lane & 7) + 8 ((lane >> 3) & 1), dims + 8 (lane >> 4));
+     * Q as B (head lane & 7, dims + 8 (lane >> 3)); V^T as A, transposed (token (lane & 7) +
+     * 8 (lane >> 4), dims + 8 ((lane >> 3) & 1)) */
+    const int arow = ((lane & 7) + 8 * ((lane >> 3) & 1)) * V20_ROW + 8 * (lane >> 4);
+    const __nv_bfloat16 *const qrow = sq + (lane & 7) * V20_ROW + 8 * (lane >> 3);
+    const int vrow = ((lane & 7) + 8 * (lane >> 4)) * V20_ROW + 8 * ((lane >> 3) & 1);
+    for (int j = 0; j < nmine; j++) {
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* own tile j has landed */
+        __syncwarp();
+        const __nv_bfloat16 *st = mine + (j & 1) * V20_TILE;
+        const int64_t t0 = begin + (int64_t)(w + j * V20_WARPS) * 16;
+        float sa[6][4];
+#pragma unroll
+        for (int u = 0; u < 6; u++)
+            sa[u][0] = sa[u][1] = sa[u][2] = sa[u][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < 32; kk += 2) {
+            uint32_t a[4], a2[4];
+            gem_ldsm_x4(a, st + arow + 16 * kk);
+            gem_ldsm_x4(a2, st + arow + 16 * kk + 16);
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++) {
+                uint32_t b[4]; /* k-step kk: b[0], b[1]; kk + 1: b[2], b[3] */
+                gem_ldsm_x4(b, qrow + pc * GROUP * V20_ROW + 16 * kk);
+                gem_mma_bf16(sa[2 * pc], a[0], a[1], a[2], a[3], b[0], b[1]);
+                gem_mma_bf16(sa[2 * pc + 1], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+            }
+        }
+        /* tokens grp (0, 1) and grp + 8 (2, 3); heads 2 tig (0, 2) and 2 tig + 1 (1, 3) */
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            sv[r] = (((sa[0][r] + sa[1][r]) + (sa[2][r] + sa[3][r])) + (sa[4][r] + sa[5][r])) *
+                    scale;
+        warp_tile_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
+        __syncwarp(); /* every lane is past this stage and sp before they are rewritten */
+        issue(j + 2);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    warp_block_merge<V20_WARPS>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
+                        n_q_heads, part_m, part_s, part_o);
+}
+
+/* ---- version 21: version 20's warps on the K-from-V view ---------------------------------------
+Version 20's structure (each warp owns whole 16-token tiles, the scores with the tokens as rows,
+O^T in registers) with K(t) = RoPE_{pos0 + t}(k_weight * V(t)):
+  - the 384 dims that do not rotate: k_weight folded into Q's three BF16 pieces (version 4's
+    rule), 24 k-steps x 3 pieces = 72 mma a tile; Q's pieces are stored for those dims alone;
+  - the 128 rotating dims as version 4 takes them: q . RoPE_{P + u}(w V) = RoPE_{-P}(q) . RoPE_u(w
+    V), P the tile's first position, u its offset. The warp takes the tile's 64 angles P f_j
+    (two a lane, gem_rope_cs) into its own 512 bytes of shared memory; each lane forms
+    RoPE_{-P}(q) of head grp for its 16 pairs in double, and RoPE_u(w V) of tokens grp and
+    grp + 8 in F32 from its ldmatrix fragments of the rotating blocks and a table of w cos and
+    w sin of the 16 offsets (global memory, 16 KiB, read through the L1); both meet on the F64
+    tensor cores (m8n8k4: tokens x 4 pairs' dims times 4 dims x heads), 64 a tile, whose D has
+    the 16-bit scores' layout (tokens grp, heads 2 tig, 2 tig + 1).
+The softmax, the V update and the block's merge are version 20's. For --partitions 33.
+*/
+#define V21_QROW 392 /* Q's pieces of the 384 dims that do not rotate: 784-byte rows */
+#define V21_QELEMS (3 * GROUP * V21_QROW)
+#define V21_SHARED(NW, NS)                                                                      \
+    ((size_t)(V21_QELEMS + (NW) * (NS) * V20_TILE) * 2 + (size_t)(NW) * 16 * GROUP * 4 +           \
+     (size_t)GROUP * NPAIRS * 8 + (size_t)(NW) * NPAIRS * 8)
+
+template <int NW, int NS, bool SCOEF = false>
+__device__ __forceinline__ void kfv_warp_body(const float *__restrict__ q, const float *__restrict__ kw,
+                        const gem_cu_rope &rope,
+                        const float4 *__restrict__ coef, /* [16 offsets][64 pairs] */
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    extern __shared__ __align__(128) unsigned char v21_sm[];
+    __nv_bfloat16 *const sq = reinterpret_cast<__nv_bfloat16 *>(v21_sm); /* [3][8][QROW] */
+    __nv_bfloat16 *const stiles = sq + V21_QELEMS; /* [warp][2][16][ROW] */
+    float *const spt = reinterpret_cast<float *>(stiles + NW * NS * V20_TILE); /* [w][16][8] */
+    float2 *const sqr = reinterpret_cast<float2 *>(spt + NW * 16 * GROUP); /* [8][64] */
+    float2 *const scs = sqr + GROUP * NPAIRS; /* [w][64]: cos, sin of P f_j */
+    float4 *const scf = reinterpret_cast<float4 *>(scs + NW * NPAIRS); /* SCOEF: coef's copy */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + 15) / 16;
+    const int nmine = ntiles > w ? (int)((ntiles - w + NW - 1) / NW) : 0;
+
+    for (int i = tid; i < GROUP * 384; i += 32 * NW) {
+        const int h = i / 384, x = i % 384, d = gem_kfv_step_dim(x / 16) + x % 16;
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + h) * D + d) * __ldg(kw + d), &hi, &mid, &lo);
+        sq[(0 * GROUP + h) * V21_QROW + x] = hi;
+        sq[(1 * GROUP + h) * V21_QROW + x] = mid;
+        sq[(2 * GROUP + h) * V21_QROW + x] = lo;
+    }
+    for (int i = tid; i < GROUP * NPAIRS; i += 32 * NW) {
+        const int h = i / NPAIRS, j = i % NPAIRS;
+        const float *qh = q + (g * GROUP + h) * D;
+        sqr[i] = make_float2(__ldg(qh + j), __ldg(qh + 256 + j));
+    }
+    if (SCOEF) /* version 4's scoef rule for every offset u and pair j */
+        for (int i = tid; i < 16 * NPAIRS; i += 32 * NW) {
+            const int u = i / NPAIRS, j = i % NPAIRS;
+            float c, s;
+            gem_rope_cs(u, rope.inv_freq[j], &c, &s);
+            const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+            scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+        }
+
+    __nv_bfloat16 *const mine = stiles + (size_t)w * NS * V20_TILE;
+    const __nv_bfloat16 *const vg = v + g * hs;
+    auto issue = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
+            __nv_bfloat16 *st = mine + (NS == 2 ? (j & 1) : 0) * V20_TILE + 8 * lane;
+            warp_tile_copy(st, vg, t0, begin, end, ts, lane);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    /* NS == 1: the rows of own tile j + 1 asked of the L2 while tile j is copied and computed */
+    auto prefetch = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t t = t0 + 4 * i + (lane >> 3);
+                if (t < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * ts + 64 * (lane & 7)));
+            }
+        }
+    };
+    if (NS == 2) {
+        issue(0);
+        issue(1);
+    } else {
+        prefetch(0);
+    }
+    __syncthreads(); /* Q's pieces and rotating pairs */
+
+    float o[32][4];
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f;
+    float *const sp = spt + (size_t)w * 16 * GROUP;
+    float2 *const cs = scs + (size_t)w * NPAIRS;
+    const int arow = ((lane & 7) + 8 * ((lane >> 3) & 1)) * V20_ROW + 8 * (lane >> 4);
+    const __nv_bfloat16 *const qrow = sq + (lane & 7) * V21_QROW + 8 * (lane >> 3);
+    const int vrow = ((lane & 7) + 8 * (lane >> 4)) * V20_ROW + 8 * ((lane >> 3) & 1);
+    const float4 *const cf0 = (SCOEF ? scf : coef) + grp * NPAIRS,
+                        *const cf1 = (SCOEF ? scf : coef) + (grp + 8) * NPAIRS;
+    const float2 *const qr = sqr + grp * NPAIRS;
+    for (int j = 0; j < nmine; j++) {
+        const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
+        if (NS == 1) {
+            issue(j);
+            prefetch(j + 1);
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[lane + 32], &c, &s);
+            cs[lane + 32] = make_float2(c, s);
+        }
+        if (NS == 2)
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* own tile j has landed */
+        else
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncwarp();
+        const __nv_bfloat16 *st = mine + (NS == 2 ? (j & 1) : 0) * V20_TILE;
+        float sa[6][4];
+#pragma unroll
+        for (int u = 0; u < 6; u++)
+            sa[u][0] = sa[u][1] = sa[u][2] = sa[u][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 24; ks += 2) {
+            uint32_t a[4], a2[4];
+            gem_ldsm_x4(a, st + arow + gem_kfv_step_dim(ks));
+            gem_ldsm_x4(a2, st + arow + gem_kfv_step_dim(ks + 1));
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++) {
+                uint32_t b[4];
+                gem_ldsm_x4(b, qrow + pc * GROUP * V21_QROW + 16 * ks);
+                gem_mma_bf16(sa[2 * pc], a[0], a[1], a[2], a[3], b[0], b[1]);
+                gem_mma_bf16(sa[2 * pc + 1], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+            }
+        }
+        /* the rotating dims: block b's fragments (tokens grp, grp + 8 in regs 0/1 (dims 2 tig,
+         * + 1) and 2/3 (+ 8)), pair 16b + 2 tig + e + 8f */
+        double dr[2][2][2]; /* [token half][e][head 2 tig + h] */
+#pragma unroll
+        for (int x = 0; x < 2; x++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                dr[x][e][0] = dr[x][e][1] = 0.0;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            uint32_t lo[4], hi[4];
+            gem_ldsm_x4(lo, st + arow + 16 * b);
+            gem_ldsm_x4(hi, st + arow + 256 + 16 * b);
+#pragma unroll
+            for (int f = 0; f < 2; f++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int pr = 16 * b + 2 * tig + e + 8 * f;
+                    const float2 c = cs[pr], qq = qr[pr];
+                    const double al = fma((double)qq.x, (double)c.x, (double)qq.y * (double)c.y);
+                    const double ah = fma((double)qq.y, (double)c.x, -((double)qq.x * (double)c.y));
+#pragma unroll
+                    for (int x = 0; x < 2; x++) {
+                        const float vl = gem_mma_bf16_elem::half_value(lo[x + 2 * f], e);
+                        const float vh = gem_mma_bf16_elem::half_value(hi[x + 2 * f], e);
+                        const float4 k4 = SCOEF ? (x ? cf1 : cf0)[pr] : __ldg((x ? cf1 : cf0) + pr);
+                        const float kl = fmaf(k4.x, vl, -(k4.y * vh)), kh = fmaf(k4.z, vl, k4.w * vh);
+                        gem_dmma(dr[x][e], (double)kl, al);
+                        gem_dmma(dr[x][e], (double)kh, ah);
+                    }
+                }
+        }
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int x = r >> 1, h = r & 1;
+            sv[r] = ((((sa[0][r] + sa[1][r]) + (sa[2][r] + sa[3][r])) + (sa[4][r] + sa[5][r])) +
+                     (float)(dr[x][0][h] + dr[x][1][h])) *
+                    scale;
+        }
+        warp_tile_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
+        __syncwarp(); /* every lane is past this stage, sp and cs before they are rewritten */
+        if (NS == 2)
+            issue(j + 2);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    warp_block_merge<NW>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
+                        n_q_heads, part_m, part_s, part_o);
+}
+
+
+extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
+    kfv_warp_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope, const float4 *__restrict__ coef,
+                        const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    kfv_warp_body<V20_WARPS, 2>(q, kw, rope, coef, v, hs, ts, part_m, part_s, part_o, live,
+                                partitions, n_q_heads, scale);
+}
+
+/* ---- version 22: version 21 with eight warps and one stage each ------------------------------
+Version 21 holds six warps an SM (two stages of 16.6 KB each): 1.5 warps a scheduler, and ncu
+finds it waiting on its own dependences (wait 1.9, short scoreboard 1.2 stall cycles an
+instruction). With one stage a warp, eight fit (its 254 registers still do): a warp copies its
+tile at the top of the iteration, from the L2, where it asked for the tile's rows (prefetch.global.L2) while computing the
+tile before. For --partitions 33.
+*/
+#define V22_WARPS 8
+#define V23_SHARED (V21_SHARED(V22_WARPS, 1) + (size_t)16 * NPAIRS * 16)
+extern "C" __global__ void __launch_bounds__(32 * V22_WARPS, 1)
+    kfv_warp1_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                         const __grid_constant__ gem_cu_rope rope, const float4 *__restrict__ coef,
+                         const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                         float *__restrict__ part_m, float *__restrict__ part_s,
+                         float *__restrict__ part_o, int64_t live, int64_t partitions,
+                         int64_t n_q_heads, float scale)
+{
+    kfv_warp_body<V22_WARPS, 1>(q, kw, rope, coef, v, hs, ts, part_m, part_s, part_o, live,
+                                partitions, n_q_heads, scale);
+}
+
+/* ---- version 23: version 22 with its table of w cos, w sin in shared memory ------------------
+Each block builds the 16 x 64 entries by version 4's rule (gem_rope_cs of u f_j, times k_weight
+in F32) into 16 KiB of shared memory at its start, and the rotation reads them there: what the
+library needs (no table beside the view), and shared-memory loads where version 22 read the L1.
+For --partitions 33.
+*/
+extern "C" __global__ void __launch_bounds__(32 * V22_WARPS, 1)
+    kfv_warp1s_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                          const __grid_constant__ gem_cu_rope rope,
+                          const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                          float *__restrict__ part_m, float *__restrict__ part_s,
+                          float *__restrict__ part_o, int64_t live, int64_t partitions,
+                          int64_t n_q_heads, float scale)
+{
+    kfv_warp_body<V22_WARPS, 1, true>(q, kw, rope, nullptr, v, hs, ts, part_m, part_s, part_o,
+                                      live, partitions, n_q_heads, scale);
+}
+
 /* ---- host: inputs, references, versions ----------------------------------------------------- */
 
 
@@ -3226,8 +3764,8 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 19) {
-                fprintf(stderr, "unknown version %s (1 .. 19)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 23) {
+                fprintf(stderr, "unknown version %s (1 .. 23)\n", argv[i]);
                 return 2;
             }
             if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
@@ -3263,6 +3801,16 @@ int main(int argc, char **argv)
     float *dw;
     cudaCheck(cudaMalloc(&dw, sizeof hw));
     cudaCheck(cudaMemcpy(dw, hw, sizeof hw, cudaMemcpyHostToDevice));
+    /* version 21's table: w cos and w sin of offset u (0 .. 15) times f_j, as version 4's */
+    float4 hcoef[16 * NPAIRS];
+    for (int u = 0; u < 16; u++)
+        for (int j = 0; j < NPAIRS; j++) {
+            const float c = (float)cos(u * inv_freq[j]), sn = (float)sin(u * inv_freq[j]);
+            hcoef[u * NPAIRS + j] = make_float4(hw[j] * c, hw[j + 256] * sn, hw[j] * sn, hw[j + 256] * c);
+        }
+    float4 *dcoef;
+    cudaCheck(cudaMalloc(&dcoef, sizeof hcoef));
+    cudaCheck(cudaMemcpy(dcoef, hcoef, sizeof hcoef, cudaMemcpyHostToDevice));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma_async_first_pass<3>,
@@ -3292,6 +3840,16 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V4_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_dmma32_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V11_SHARED));
+    cudaCheck(cudaFuncSetAttribute(alias_warp_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V20_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_warp_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)V21_SHARED(V20_WARPS, 2)));
+    cudaCheck(cudaFuncSetAttribute(kfv_warp1_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)V21_SHARED(V22_WARPS, 1)));
+    cudaCheck(cudaFuncSetAttribute(kfv_warp1s_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V23_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
     const gem_dtype kv_type = f32 ? GEM_DTYPE_F32 : GEM_DTYPE_BF16;
@@ -3396,6 +3954,25 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 256, V4_SHARED, stream>>>(                      \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
+            else if (vs[i] == 21)                                                              \
+                kfv_warp_first_pass<<<dim3((unsigned)P, NKV), 32 * V20_WARPS,                  \
+                                      V21_SHARED(V20_WARPS, 2), stream>>>(                     \
+                    dq, dw, rope, dcoef, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, \
+                    live, P, NQ, scale);                                                       \
+            else if (vs[i] == 23)                                                              \
+                kfv_warp1s_first_pass<<<dim3((unsigned)P, NKV), 32 * V22_WARPS, V23_SHARED,    \
+                                        stream>>>(dq, dw, rope, (const __nv_bfloat16 *)dv,     \
+                                                  live * D, D, pm_, ps_, po_, live, P, NQ,     \
+                                                  scale);                                      \
+            else if (vs[i] == 22)                                                              \
+                kfv_warp1_first_pass<<<dim3((unsigned)P, NKV), 32 * V22_WARPS,                 \
+                                       V21_SHARED(V22_WARPS, 1), stream>>>(                    \
+                    dq, dw, rope, dcoef, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, \
+                    live, P, NQ, scale);                                                       \
+            else if (vs[i] == 20)                                                              \
+                alias_warp_first_pass<<<dim3((unsigned)P, NKV), 32 * V20_WARPS, V20_SHARED,    \
+                                        stream>>>(dq, (const __nv_bfloat16 *)dv, live * D, D,  \
+                                                  pm_, ps_, po_, live, P, NQ, scale);          \
             else if (vs[i] == 19)                                                              \
                 kfv_wgmma2_first_pass<<<dim3((unsigned)P, NKV), 256, V19_SHARED, stream>>>(    \
                     dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, live, \
@@ -3476,7 +4053,8 @@ int main(int argc, char **argv)
     } while (0)
         for (int i = 0; i < nv; i++) {
             const double *ref = vs[i] == 2                                   ? ref_stored
-                                : vs[i] == 10 || (vs[i] >= 15 && vs[i] <= 17) ? ref_alias
+                                : vs[i] == 10 || (vs[i] >= 15 && vs[i] <= 17) || vs[i] == 20
+                                    ? ref_alias
                                                                               : ref_kfv;
             valid[i] = 1;
             for (int rep = 0; rep < 2; rep++) {
@@ -3552,6 +4130,7 @@ int main(int argc, char **argv)
         free(hfirst);
     }
     cudaFree(dw);
+    cudaFree(dcoef);
     gem_decode_ctx_destroy(ctx);
     return failed;
 }
