@@ -19,16 +19,18 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-v5 resources-dev
+  resources-v5 resources-v6 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
 V5="$WORK/resources-v5.json"
+V6="$WORK/resources-v6.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
 A4() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v4"; }
 A5() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v5"; }
+A6() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v6"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -48,6 +50,7 @@ td() { tamper "$DEV" AD "$@"; } # td ...: the dev receipt
 t3() { tamper "$V3" A3 "$@"; }  # t3 ...: the v3 receipt
 t4() { tamper "$V4" A4 "$@"; }  # t4 ...: the v4 receipt
 t5() { tamper "$V5" A5 "$@"; }  # t5 ...: the v5 receipt
+t6() { tamper "$V6" A6 "$@"; }  # t6 ...: the v6 receipt
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -248,5 +251,32 @@ for i in (7, 8):
 json.dump(d, open(sys.argv[2], "w"))
 PY
 expect_fail v5-v4-kfv "wrong geometry" A5 "$WORK/v5-v4-kfv.json"
+
+# gem.resources.v6 (since the long BF16 K-from-V first pass ships): v5's kernels, then that
+# pass last with its own contract (128 threads, exactly 109,952 dynamic bytes within 112 KiB,
+# two blocks an SM) and seven gates; a v5 receipt of today's kernels, a v6 one without the pass,
+# with another launch or with its gates missing or flipped, is refused.
+expect_pass v6-good A6 "$V6" --out "$WORK/analysis-v6.json"
+check v6-analysis-schema grep -q '"gem.analysis.resources.v6"' "$WORK/analysis-v6.json"
+t6 v6-long-threads "figures disagree" set kernels.17.threads_dispatched 256
+t6 v6-long-no-dyn "wrong geometry" set kernels.17.dynamic_shared_bytes 33280
+check v6-long-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_k_from_v_bf16_long: 33280 dynamic shared bytes, the design fixes 109952" \
+  "$WORK/err.txt"
+t6 v6-long-over-budget "threshold not met" set kernels.17.static_shared_bytes 5000
+t6 v6-long-role "file swapped" set kernels.17.role '"fused_first_pass_k_from_v_bf16"'
+t6 v6-long-gate-missing "missing field" del gates.first_pass_kfv_bf16_long_two_blocks_per_sm
+t6 v6-long-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_kfv_bf16_long_zero_local_bytes false
+t6 v6-as-v5 "unexpected field" set schema '"gem.resources.v5"'
+python3 - "$V6" "$WORK/v6-no-long.json" <<'PY' # a v6 receipt without the long pass
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["kernels"].pop()
+for g in [g for g in d["gates"] if g.startswith("first_pass_kfv_bf16_long_")]:
+    del d["gates"][g]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_fail v6-no-long "missing field" A6 "$WORK/v6-no-long.json"
 
 summary test_analyze_resources_v2

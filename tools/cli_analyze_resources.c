@@ -15,7 +15,8 @@
  * passes staging their tiles in 66,560 bytes of dynamic shared memory (their launch contract
  * and two of their gates say so); gem.resources.v4 the same with the two F16 first passes
  * staged too; gem.resources.v5 the same with the BF16 and F16 K-from-V first passes on tensor
- * cores, staging their V tiles in 33,280 dynamic bytes.
+ * cores, staging their V tiles in 33,280 dynamic bytes; gem.resources.v6 the same and the BF16
+ * K-from-V first pass of long lengths (128 threads, 109,952 dynamic bytes) after the baseline's.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -385,6 +386,84 @@ static const res_gate v5_gates[] = {
 };
 _Static_assert(NKEYS(v5_gates) == NKEYS(v2_gates), "v5 has v2's number of gates");
 
+/* ---- gem.resources.v6: the kernels the library ships since the long BF16 K-from-V pass ---- */
+/* v5's seventeen kernels, then the first pass that rebuilds K from a BF16 V cache from 32,768
+ * rows on (index 17, after the baseline's four, so v5's order stays a prefix): warps that own
+ * whole tiles (src/cuda/attn_fused_body.cuh, gem_fused_first_pass_kfv_warp_body; dev/cuda/
+ * kfv_mma.cu version 23, results/h200/run117: 0.1827 ms at 128K against 0.2417 for the staged
+ * pass), 128 threads, 109,952 bytes of dynamic shared memory, within 112 KiB so that two blocks
+ * share an SM. */
+#define V6_LONG 17
+#define V6_LONG_BYTES 109952
+#define V6_LONG_BUDGET 114688
+static int l6_warp(const res_facts *f) { return f->k[V6_LONG].warp == 32; }
+static int l6_launch(const res_facts *f) { return f->k[V6_LONG].max_threads >= 128; }
+static int l6_disp(const res_facts *f)
+{
+    return f->k[V6_LONG].threads == 128 && f->k[V6_LONG].warps == 4;
+}
+static int l6_dyn(const res_facts *f) { return f->k[V6_LONG].dyn == V6_LONG_BYTES; }
+static int l6_shared(const res_facts *f)
+{
+    return f->k[V6_LONG].stat + f->k[V6_LONG].dyn <= V6_LONG_BUDGET;
+}
+static int l6_local(const res_facts *f) { return f->k[V6_LONG].local == 0; }
+static int l6_two(const res_facts *f) { return f->k[V6_LONG].active >= 2; }
+/* the baseline's four kernels alone (v5's rule reads to the end of the list) */
+static int g6_baseline(const res_facts *f)
+{
+    int ok = 1;
+    for (size_t i = V2_BASELINE; i < V2_BASELINE + 4 && i < f->n; i++)
+        ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
+              f->k[i].local == 0;
+    return ok && f->n >= V2_BASELINE + 4;
+}
+static const res_role v6_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
+    ROLES_AFTER_KFV,
+    {"fused_first_pass_kfv_bf16_long", {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL},
+     1, 128, V6_LONG_BYTES, V6_LONG_BUDGET},
+};
+_Static_assert(NKEYS(v6_roles) == NKEYS(v2_roles) + 1 && NKEYS(v6_roles) == V6_LONG + 1,
+               "v6 has v5's kernels and the long pass last");
+static const res_gate v6_gates[] = {
+    GATES_HEAD,
+    FP_GATES_STAGED("first_pass_bf16", p2),
+    FP_GATES_STAGED("first_pass_bf16_strided", p3),
+    FP_GATES_STAGED("first_pass_f16", p4),
+    FP_GATES_STAGED("first_pass_f16_strided", p5),
+    FP_GATES("first_pass_k_from_v", p6),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),
+    FP_GATES("first_pass_d256", p9),
+    FP_GATES("first_pass_d256_bf16", p10),
+    FP_GATES("first_pass_d256_f16", p11),
+    {"reducer_warp_size_32", r2_warp},
+    {"reducer_launchable_threads_ge_256", r2_launch},
+    {"reducer_dispatched_256_threads_8_warps", r2_disp},
+    {"reducer_no_dynamic_shared", r2_nodyn},
+    {"reducer_shared_within_32768", r2_shared},
+    {"reducer_zero_local_bytes", r2_local},
+    {"reducer_resident", r2_resident},
+    {"baseline_kernels_launchable_no_local", g6_baseline},
+    {"first_pass_kfv_bf16_long_warp_size_32", l6_warp},
+    {"first_pass_kfv_bf16_long_launchable_threads_ge_128", l6_launch},
+    {"first_pass_kfv_bf16_long_dispatched_128_threads_4_warps", l6_disp},
+    {"first_pass_kfv_bf16_long_dynamic_shared_109952", l6_dyn},
+    {"first_pass_kfv_bf16_long_shared_within_114688", l6_shared},
+    {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},
+    {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},
+};
+_Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7, "v6: v5's gates and seven for the long pass");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -415,8 +494,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
  * 1-8, the design's candidate in the library then) or from dev/cuda/fused_decode.cu's version
  * 1 (the candidate since), gem.resources.v2 (the kernels the library shipped up to the
  * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes),
- * gem.resources.v4 (up to the tensor-core K-from-V first passes) and gem.resources.v5 (the
- * kernels it ships). */
+ * gem.resources.v4 (up to the tensor-core K-from-V first passes), gem.resources.v5 (up to the
+ * long BF16 K-from-V first pass) and gem.resources.v6 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -431,6 +510,8 @@ static const res_schema schemas[] = {
      NKEYS(v4_roles), v4_gates, NKEYS(v4_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v5", "gem resources", "gem.analysis.resources.v5", 0, 8, 32768, v5_roles,
      NKEYS(v5_roles), v5_gates, NKEYS(v5_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v6", "gem resources", "gem.analysis.resources.v6", 0, 8, 32768, v6_roles,
+     NKEYS(v6_roles), v6_gates, NKEYS(v6_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */

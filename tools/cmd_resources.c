@@ -1,9 +1,9 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v5, docs/receipts-resources.md).
+ * ships (schema gem.resources.v6, docs/receipts-resources.md).
  *
- * For the fused first passes (the full-attention layers' D512 ones and the
- * sliding-window layers' D256 ones) and the reducer at the decode API's tuned
+ * For the fused first passes (the full-attention layers' D512 ones, the long BF16 K-from-V one
+ * and the sliding-window layers' D256 ones) and the reducer at the decode API's tuned
  * default for the production shape, and the four baseline kernels, it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
@@ -46,7 +46,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v5): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v6): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
@@ -183,6 +183,11 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
 /* The BF16 and F16 K-from-V first passes stage their V tiles alone: these dynamic bytes, within
  * the same budget. */
 #define KFV_STAGED_DYNAMIC_SHARED 33280
+/* The long BF16 K-from-V first pass (warps that own whole tiles): 128 threads, these dynamic
+ * bytes, within this budget, which still lets two blocks share an SM (2 x (112 KiB + 1 KiB
+ * reserved) of the 228 KiB); it copies its tiles by cp.async, past the L1. */
+#define KFV_LONG_DYNAMIC_SHARED 109952
+#define KFV_LONG_SHARED_BUDGET 114688
 
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
@@ -341,7 +346,7 @@ int gem_cmd_resources(int argc, char **argv)
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v5", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v6", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -415,11 +420,31 @@ int gem_cmd_resources(int argc, char **argv)
     }
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);
     int baseline_ok = 1;
-    for (size_t i = GEM_CUDA_FIRST_PASSES + 1; i < nk; i++)
+    for (size_t i = GEM_CUDA_FIRST_PASSES + 1; i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS;
+         i++)
         baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
                        ks[i].threads_dispatched <= ks[i].max_threads_per_block &&
                        ks[i].local_bytes == 0;
     json_object_set_new(gates, "baseline_kernels_launchable_no_local", json_boolean(baseline_ok));
+    {
+        /* the long BF16 K-from-V first pass: its own launch and budget, two blocks an SM */
+        const gem_cuda_kernel_info *k = &ks[GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS];
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_warp_size_32",
+                            json_boolean(k->warp_size == 32));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_launchable_threads_ge_128",
+                            json_boolean(k->max_threads_per_block >= 128));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_dispatched_128_threads_4_warps",
+                            json_boolean(k->threads_dispatched == 128 && k->warps_dispatched == 4));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_dynamic_shared_109952",
+                            json_boolean(k->dynamic_shared_bytes == KFV_LONG_DYNAMIC_SHARED));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_shared_within_114688",
+                            json_boolean(k->static_shared_bytes + k->dynamic_shared_bytes <=
+                                         KFV_LONG_SHARED_BUDGET));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_zero_local_bytes",
+                            json_boolean(k->local_bytes == 0));
+        json_object_set_new(gates, "first_pass_kfv_bf16_long_two_blocks_per_sm",
+                            json_boolean(k->max_active_blocks_per_sm >= 2));
+    }
     int all = 1;
     const char *k;
     json_t *v;

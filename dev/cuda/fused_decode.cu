@@ -1514,7 +1514,8 @@ static int write_resources_v1(const char *path)
     json_array_append_new(ks, kernel_json("gem_fused_reducer_v1", "fused_reducer",
                                           (const void *)gem_fused_reducer_v1, 0, THREADS,
                                           dev.warp_size));
-    for (int i = GEM_CUDA_FIRST_PASSES + 1; i < GEM_CUDA_KERNELS; i++)
+    for (int i = GEM_CUDA_FIRST_PASSES + 1; i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS;
+         i++)
         json_array_append_new(
             ks, json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:i}", "name",
                           base[i].name, "role", base[i].role, "max_threads_per_block",
@@ -1575,7 +1576,8 @@ static int write_resources_v1(const char *path)
 #undef KGATE
     }
     int base_ok = 1;
-    for (int i = GEM_CUDA_FIRST_PASSES + 1; i < GEM_CUDA_KERNELS; i++)
+    for (int i = GEM_CUDA_FIRST_PASSES + 1; i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS;
+         i++)
         base_ok &= base[i].warp_size == 32 && base[i].max_active_blocks_per_sm >= 1 &&
                    base[i].threads_dispatched <= base[i].max_threads_per_block &&
                    base[i].local_bytes == 0;

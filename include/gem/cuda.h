@@ -48,7 +48,7 @@ typedef struct gem_cuda_kernel_info {
                                   fused_first_pass_k_from_v[_bf16|_f16],
                                   fused_first_pass_d256[_bf16|_f16], fused_reducer,
                                   baseline_score, baseline_normalize, baseline_value,
-                                  baseline_reduce */
+                                  baseline_reduce, fused_first_pass_kfv_bf16_long */
     int max_threads_per_block; /* cudaFuncAttributes.maxThreadsPerBlock */
     size_t static_shared_bytes;
     size_t dynamic_shared_bytes; /* launched with */
@@ -62,9 +62,11 @@ typedef struct gem_cuda_kernel_info {
 } gem_cuda_kernel_info;
 
 /* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's twelve first
- * passes and its reducer, the baseline's four stages. */
-#define GEM_CUDA_KERNELS 17
+ * passes and its reducer, the baseline's four stages, then the fused route's first pass for
+ * BF16 K-from-V views of long lengths. */
+#define GEM_CUDA_KERNELS 18
 #define GEM_CUDA_FIRST_PASSES 12
+#define GEM_CUDA_BASELINE_KERNELS 4
 
 /* The shipped kernels, in this order: the fused route's first passes at `partitions` for F32,
  * BF16 and F16 K/V at D512 (eight query heads per KV head), each for dense rows (head-major,
@@ -75,8 +77,10 @@ typedef struct gem_cuda_kernel_info {
  * Gemma 4's sliding-window layers; any strides) for F32, BF16 and F16 K/V
  * (fused_first_pass_d256, ..._d256_bf16, ..._d256_f16), its reducer (every head dimension),
  * then the baseline's score, normalize, value and reduce at `baseline_partitions` value
- * partitions; grids for n_kv_heads KV heads and `live` tokens (each first pass:
- * n_kv_heads x partitions blocks; the reducer and the baseline at D512, x8 query heads).
+ * partitions, then the first pass that rebuilds K from a BF16 V cache from 32,768 rows on
+ * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM); grids for n_kv_heads KV
+ * heads and `live` tokens (each first pass: n_kv_heads x partitions blocks; the reducer and
+ * the baseline at D512, x8 query heads).
  * out (cap entries), *n = entries written (GEM_CUDA_KERNELS). GEM_ERR_PARAM for counts out of
  * range, GEM_ERR_RANGE when cap < GEM_CUDA_KERNELS. */
 gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t partitions,

@@ -171,6 +171,30 @@ GEM_FIRST_PASS_KFV(gem_fused_first_pass_k_from_v, gem_kv_f32)
 GEM_FIRST_PASS_KFV_MMA(gem_fused_first_pass_k_from_v_bf16, gem_mma_bf16_elem)
 GEM_FIRST_PASS_KFV_MMA(gem_fused_first_pass_k_from_v_f16, gem_mma_f16_elem)
 
+/* BF16 V from GEM_KFV_WARP_MIN_LIVE rows on: warps that own whole tiles
+ * (gem_fused_first_pass_kfv_warp_body), GEM_KFV_WARP_THREADS threads and GEM_KFV_WARP_BYTES of
+ * dynamic shared memory a block, two blocks an SM. dev/cuda/kfv_mma.cu version 23 (results/h200
+ * run 117) against version 4, the staged pass: even at 32K tokens, 15% less time at 64K, 24% at
+ * 128K, slower below (8K: 0.0341 against 0.0254 ms). */
+#define GEM_KFV_WARP_MIN_LIVE 32768
+extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
+    gem_fused_first_pass_k_from_v_bf16_long(const float *__restrict__ q,
+                                            const float *__restrict__ k_weight,
+                                            const __grid_constant__ gem_cu_rope rope,
+                                            const void *__restrict__ v, int64_t v_hs4,
+                                            int64_t v_ts4, float *__restrict__ part_m,
+                                            float *__restrict__ part_s, float *__restrict__ part_o,
+                                            int64_t live, int64_t partitions, int64_t n_q_heads,
+                                            float scale)
+{
+    const int64_t k_hs4 = 0, k_ts4 = 0;
+    GEM_FP_PROLOGUE(nullptr, v, GEM_CU_D, 2);
+    gem_fused_first_pass_kfv_warp_body(q, k_weight, &rope,
+                                       reinterpret_cast<const __nv_bfloat16 *>(v), 4 * v_hs4,
+                                       4 * v_ts4, part_m, part_s, part_o, live, partitions,
+                                       n_q_heads, scale);
+}
+
 typedef void (*gem_first_pass_kfv_fn)(const float *, const float *, const gem_cu_rope,
                                       const void *, int64_t, int64_t, float *, float *, float *,
                                       int64_t, int64_t, int64_t, float);
@@ -283,12 +307,22 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
                                       (int)GEM_KFV_STAGED_BYTES)) != cudaSuccess)
             return e;
     }
+    e = cudaFuncSetAttribute(gem_fused_first_pass_k_from_v_bf16_long,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_WARP_BYTES);
+    if (e != cudaSuccess)
+        return e;
     done.fetch_or(bit, std::memory_order_acq_rel);
     return cudaSuccess;
 }
 
-void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer)
+void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
+                          gem_cu_kernel_ref *kfv_long)
 {
+    kfv_long->func = (const void *)gem_fused_first_pass_k_from_v_bf16_long;
+    kfv_long->name = "gem_fused_first_pass_k_from_v_bf16_long";
+    kfv_long->role = "fused_first_pass_kfv_bf16_long";
+    kfv_long->dynamic_shared = GEM_KFV_WARP_BYTES;
+    kfv_long->threads = GEM_KFV_WARP_THREADS;
     for (int t = 0; t < GEM_DTYPE_COUNT; t++)
         for (int l = 0; l < 2; l++) {
             gem_cu_kernel_ref *r = &first[2 * t + l];
@@ -346,6 +380,13 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             gem_first_passes_d256[a->dtype].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k, a->k_hs4, a->k_ts4,
             a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, a->scale));
+    } else if (a->k_weight && a->dtype == GEM_DTYPE_BF16 && a->live >= GEM_KFV_WARP_MIN_LIVE) {
+        GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
+        GEM_CUDA_CHECK(launch_pdl_shared(
+            gem_fused_first_pass_k_from_v_bf16_long, grid1, GEM_KFV_WARP_THREADS,
+            (size_t)GEM_KFV_WARP_BYTES, stream, a->q, a->k_weight, a->rope, a->v, a->v_hs4,
+            a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions, n_q_heads,
+            a->scale));
     } else if (a->k_weight) {
         const size_t smem = gem_fused_staged(a->dtype) ? GEM_KFV_STAGED_BYTES : 0;
         if (smem)

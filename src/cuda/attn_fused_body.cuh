@@ -1138,6 +1138,384 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
     gem_mma_write_partial<E>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane);
 }
 
+/* ---- K rebuilt from a BF16 V cache by warps that own whole tiles ------------------------------
+ * The K-from-V first pass for BF16 V caches at long lengths (gem_cu_fused_launch: live >=
+ * GEM_KFV_WARP_MIN_LIVE; below it gem_fused_first_pass_kfv_mma_body is faster). Lineage:
+ * dev/cuda/kfv_mma.cu versions 20-23 (results/h200/runs 114-117): version 23, 0.1827 ms at 128K
+ * and 0.1085 at 64K against 0.2417 and 0.1277 for the staged pass (version 4), even at 32K,
+ * slower below; here one partition a block of four warps, two blocks an SM, where version 23 ran
+ * one block of eight warps an SM.
+ *
+ * The staged pass shares each 16-token tile among its eight warps (the dims split over them), so
+ * every tile pays for their partial scores meeting in shared memory, two barriers, a softmax in
+ * every warp and an O rescale of every warp's dims (about 3,600 warp instructions a tile). Here
+ * each warp owns whole tiles and waits for no other warp inside its loop (about 1,450):
+ *   - warp w of the block takes the partition's tiles w, w + 4, ...: it copies each into its own
+ *     stage in shared memory by cp.async (rows of GEM_MMA_ROW elements) at the top of the
+ *     iteration, from the L2, where it asked for the tile's rows (prefetch.global.L2) while it
+ *     computed the tile before (one stage a warp is what lets two blocks of four warps share an
+ *     SM: version 22's eight warps of one stage beat version 21's six of two, 0.197 against 0.213
+ *     ms);
+ *   - scores with the tokens as the MMA's rows: S^T (16 tokens x 8 heads) = K Q^T. The 384 dims
+ *     that do not rotate: K = k_weight * V, k_weight folded into Q (fl(q w) in three BF16 pieces,
+ *     stored for those dims alone, GEM_KFV_WARP_QROW elements a row), A fragments by ldmatrix
+ *     from the staged rows, 24 k-steps x 3 pieces = 72 mma. The 128 rotating dims: q .
+ *     RoPE_{P + u}(w V) = RoPE_{-P}(q) . RoPE_u(w V) as in the staged pass, P the tile's first
+ *     position and u its offset: the warp takes the 64 angles P f_j (two a lane, gem_rope_cs)
+ *     into its own 512 bytes, a lane forms RoPE_{-P}(q) of head grp for its 16 pairs in double
+ *     and RoPE_u(w V) of tokens grp and grp + 8 in F32 from its ldmatrix fragments of the
+ *     rotating blocks and the block's table of w cos and w sin of the 16 offsets (built at the
+ *     start by the staged pass's rule), and the two meet on the F64 tensor cores (gem_dmma:
+ *     tokens x 4 dims times 4 dims x heads, 64 a tile), whose D has the scores' layout;
+ *   - the online softmax in the accumulators' layout: a lane holds tokens grp and grp + 8 of
+ *     heads 2 tig and 2 tig + 1; maxima and sums over the 16 tokens by three xor shuffles;
+ *   - the V update with the dims as rows: O^T (512 x 8) += V^T (512 x 16) P^T, A fragments by
+ *     ldmatrix.trans from the same staged rows, B the weights' two BF16 pieces (they pass
+ *     through the warp's 512 bytes to the B layout): 32 m-tiles x 2 = 64 mma. O^T stays in 128
+ *     registers a lane, whose heads are the softmax's, so the rescale needs no exchange; it is
+ *     skipped when both alphas of every lane of the warp are 1 (x * 1 = x: the same bits);
+ *   - at the end the four warps merge (M, S, O) in warp order through shared memory and write
+ *     the block's partial in the reducer's layout.
+ * Exactness as the staged pass: products of BF16 values exact in F32, Q in three pieces, the
+ * weights in two, the rotating dims' products exact in F64. Bitwise repeats: every sum in a
+ * fixed order. Launched with GEM_KFV_WARP_BYTES of dynamic shared memory and
+ * GEM_KFV_WARP_THREADS threads; base pointer and strides multiples of 8 elements. */
+#define GEM_KFV_WARP_WARPS 4
+#define GEM_KFV_WARP_THREADS (32 * GEM_KFV_WARP_WARPS)
+#define GEM_KFV_WARP_QROW 392 /* 384 + 8: 784-byte rows, ldmatrix rows on distinct banks */
+#define GEM_KFV_WARP_Q_BYTES (3 * GEM_CU_GROUP * GEM_KFV_WARP_QROW * 2)             /* 18,816 */
+#define GEM_KFV_WARP_TILE_ELEMS (GEM_MMA_TILE * GEM_MMA_ROW)                         /* a stage */
+#define GEM_KFV_WARP_TILES_BYTES (GEM_KFV_WARP_WARPS * GEM_KFV_WARP_TILE_ELEMS * 2)  /* 66,560 */
+#define GEM_KFV_WARP_P_BYTES (GEM_KFV_WARP_WARPS * GEM_MMA_TILE * GEM_CU_GROUP * 4)  /* 2,048 */
+#define GEM_KFV_WARP_QR_BYTES (GEM_CU_GROUP * GEM_CU_ROPE_PAIRS * 8)                 /* 4,096 */
+#define GEM_KFV_WARP_CS_BYTES (GEM_KFV_WARP_WARPS * GEM_CU_ROPE_PAIRS * 8)           /* 2,048 */
+#define GEM_KFV_WARP_COEF_BYTES (GEM_MMA_TILE * GEM_CU_ROPE_PAIRS * 16)              /* 16,384 */
+#define GEM_KFV_WARP_BYTES                                                                      \
+    (GEM_KFV_WARP_Q_BYTES + GEM_KFV_WARP_TILES_BYTES + GEM_KFV_WARP_P_BYTES +                   \
+     GEM_KFV_WARP_QR_BYTES + GEM_KFV_WARP_CS_BYTES + GEM_KFV_WARP_COEF_BYTES) /* 109,952 */
+static_assert(GEM_KFV_WARP_WARPS * GEM_CU_GROUP * GEM_CU_D * 4 +
+                      2 * GEM_KFV_WARP_WARPS * GEM_CU_GROUP * 4 <=
+                  GEM_KFV_WARP_TILES_BYTES,
+              "the warps' states meet in their stages");
+
+/* 16 bytes global -> shared, L2 only; bytes 0 fills them with zeros */
+__device__ __forceinline__ void gem_cp16_zfill(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gem_smem_addr(dst)),
+                 "l"(src), "r"(bytes)
+                 : "memory");
+}
+
+/* A lane's part of the copy of the 16-token tile at row t0 of the partition [begin, end) into
+ * st (its stage + 8 lane): 16 bytes of each half of each row, so a warp's instruction reads 512
+ * contiguous bytes; rows at or past end as zeros. vg: the KV head's rows, token stride ts. */
+__device__ __forceinline__ void gem_kfv_warp_copy(__nv_bfloat16 *st, const __nv_bfloat16 *vg,
+                                                  int64_t t0, int64_t begin, int64_t end,
+                                                  int64_t ts, int lane)
+{
+    const __nv_bfloat16 *src = vg + t0 * ts + 8 * lane;
+    if (t0 + GEM_MMA_TILE <= end) {
+#pragma unroll
+        for (int r = 0; r < GEM_MMA_TILE; r++, src += ts) {
+            gem_cp16_zfill(st + r * GEM_MMA_ROW, src, 16);
+            gem_cp16_zfill(st + r * GEM_MMA_ROW + 256, src + 256, 16);
+        }
+    } else { /* the partition's last tile */
+        for (int r = 0; r < GEM_MMA_TILE; r++, src += ts) {
+            const bool in = t0 + r < end;
+            const __nv_bfloat16 *s0 = in ? src : vg + begin * ts + 8 * lane;
+            gem_cp16_zfill(st + r * GEM_MMA_ROW, s0, in ? 16 : 0);
+            gem_cp16_zfill(st + r * GEM_MMA_ROW + 256, s0 + 256, in ? 16 : 0);
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* The online softmax and the V update of one tile: sv the scaled scores of tokens grp (0, 1)
+ * and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3); (m0, s0), (m1, s1) the running
+ * maximum and sum of those heads; o the lane's O^T accumulators (m-tile mt: dims 16 mt + grp,
+ * + 8); sp the warp's 512 bytes that take the weights to the B layout; st the staged tile,
+ * vrow the lane's ldmatrix.trans row. */
+__device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, int64_t end,
+                                                    float &m0, float &m1, float &s0, float &s1,
+                                                    float (&o)[32][4], float *sp,
+                                                    const __nv_bfloat16 *st, int vrow, int grp,
+                                                    int tig)
+{
+    if (t0 + grp >= end)
+        sv[0] = sv[1] = -INFINITY;
+    if (t0 + grp + 8 >= end)
+        sv[2] = sv[3] = -INFINITY;
+    float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1); /* a tile has a row below end */
+    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1); /* m = -inf at first: 0 */
+    const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
+                e3 = expf(sv[3] - mn1);
+    float ps0 = e0 + e2, ps1 = e1 + e3;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
+        ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
+    }
+    s0 = s0 * al0 + ps0;
+    s1 = s1 * al1 + ps1;
+    m0 = mn0;
+    m1 = mn1;
+    /* the weights to the B layout: lane (grp, tig) takes tokens 2 tig, + 1, + 8, + 9 of head grp */
+    *reinterpret_cast<float2 *>(sp + grp * GEM_CU_GROUP + 2 * tig) = make_float2(e0, e1);
+    *reinterpret_cast<float2 *>(sp + (grp + 8) * GEM_CU_GROUP + 2 * tig) = make_float2(e2, e3);
+    __syncwarp();
+    const float pw[4] = {sp[(2 * tig) * GEM_CU_GROUP + grp], sp[(2 * tig + 1) * GEM_CU_GROUP + grp],
+                         sp[(2 * tig + 8) * GEM_CU_GROUP + grp],
+                         sp[(2 * tig + 9) * GEM_CU_GROUP + grp]};
+    __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        ph[u] = __float2bfloat16_rn(pw[u]);
+        pl[u] = __float2bfloat16_rn(pw[u] - __bfloat162float(ph[u])); /* exact difference */
+    }
+    const uint32_t bh0 = gem_pack_bf16(ph[0], ph[1]), bh1 = gem_pack_bf16(ph[2], ph[3]),
+                   bl0 = gem_pack_bf16(pl[0], pl[1]), bl1 = gem_pack_bf16(pl[2], pl[3]);
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+        for (int mt = 0; mt < 32; mt++) {
+            o[mt][0] *= al0;
+            o[mt][1] *= al1;
+            o[mt][2] *= al0;
+            o[mt][3] *= al1;
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++) {
+        uint32_t a[4];
+        gem_ldsm_x4_trans(a, st + vrow + 16 * mt);
+        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bh0, bh1);
+        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bl0, bl1);
+    }
+}
+
+/* The block's warps' (M, S, O) merged in warp order through sm (the warps' stages, free once
+ * every copy has landed), written as the partial of (partition p, KV head g). Contains
+ * __syncthreads. */
+__device__ __forceinline__ void gem_kfv_warp_merge(float *sm, const float (&o)[32][4], float m0,
+                                                   float m1, float s0, float s1, int64_t p,
+                                                   int64_t g, int64_t n_q_heads,
+                                                   float *__restrict__ part_m,
+                                                   float *__restrict__ part_s,
+                                                   float *__restrict__ part_o)
+{
+    const int NW = GEM_KFV_WARP_WARPS, G = GEM_CU_GROUP, D = GEM_CU_D;
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads(); /* every warp is past its tiles */
+    float *const so = sm;                   /* [w][8 heads][512] */
+    float *const smm = so + (size_t)NW * G * D; /* [w][8] */
+    float *const sss = smm + NW * G;            /* [w][8] */
+    float *ow = so + (size_t)w * G * D;
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++) {
+        ow[(2 * tig) * D + 16 * mt + grp] = o[mt][0];
+        ow[(2 * tig + 1) * D + 16 * mt + grp] = o[mt][1];
+        ow[(2 * tig) * D + 16 * mt + grp + 8] = o[mt][2];
+        ow[(2 * tig + 1) * D + 16 * mt + grp + 8] = o[mt][3];
+    }
+    if (grp == 0) {
+        smm[w * G + 2 * tig] = m0;
+        smm[w * G + 2 * tig + 1] = m1;
+        sss[w * G + 2 * tig] = s0;
+        sss[w * G + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += GEM_KFV_WARP_THREADS) {
+        const int h = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int ww = 0; ww < NW; ww++)
+            M = fmaxf(M, smm[ww * G + h]);
+        float O = 0.f, S = 0.f;
+        for (int ww = 0; ww < NW; ww++) {
+            const float mw = smm[ww * G + h];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M); /* a warp without tiles: 0 */
+            O += so[((size_t)ww * G + h) * D + d] * f;
+            S += sss[ww * G + h] * f;
+        }
+        const int64_t row = p * n_q_heads + g * G + h;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+__device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
+    const float *__restrict__ q,           /* (n_q_heads, 512) */
+    const float *__restrict__ kw,          /* (512) k_weight */
+    const gem_cu_rope *__restrict__ rope,  /* in the kernel's parameters */
+    const __nv_bfloat16 *__restrict__ v,   /* row (g, t) at element g*v_hs + t*v_ts */
+    int64_t v_hs, int64_t v_ts,
+    float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int NW = GEM_KFV_WARP_WARPS, G = GEM_CU_GROUP, T = GEM_MMA_TILE;
+    const int NP = GEM_CU_ROPE_PAIRS, HALF = GEM_CU_ROPE_HALF, QROW = GEM_KFV_WARP_QROW;
+    extern __shared__ __align__(128) unsigned char gem_kfv_warp_sm[]; /* GEM_KFV_WARP_BYTES */
+    unsigned char *smb = gem_kfv_warp_sm;
+    __nv_bfloat16 *const sq = reinterpret_cast<__nv_bfloat16 *>(smb); /* [3][8][QROW] */
+    smb += GEM_KFV_WARP_Q_BYTES;
+    __nv_bfloat16 *const stiles = reinterpret_cast<__nv_bfloat16 *>(smb); /* [w][16][ROW] */
+    smb += GEM_KFV_WARP_TILES_BYTES;
+    float *const spt = reinterpret_cast<float *>(smb); /* [w][16 tokens][8 heads] */
+    smb += GEM_KFV_WARP_P_BYTES;
+    float2 *const sqr = reinterpret_cast<float2 *>(smb); /* [8 heads][64]: q_j, q_{j+256} */
+    smb += GEM_KFV_WARP_QR_BYTES;
+    float2 *const scs = reinterpret_cast<float2 *>(smb); /* [w][64]: cos, sin of P f_j */
+    smb += GEM_KFV_WARP_CS_BYTES;
+    float4 *const scf = reinterpret_cast<float4 *>(smb); /* [16 offsets][64]: w cos, w sin */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    const int nmine = ntiles > w ? (int)((ntiles - w + NW - 1) / NW) : 0;
+    const __nv_bfloat16 *const vg = v + g * v_hs;
+    __nv_bfloat16 *const mine = stiles + (size_t)w * GEM_KFV_WARP_TILE_ELEMS + 8 * lane;
+    /* the rows of own tile j asked of the L2 (a line a lane a row group) */
+    auto prefetch = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(w + j * NW) * T;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t t = t0 + 4 * i + (lane >> 3);
+                if (t < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts + 64 * (lane & 7)));
+            }
+        }
+    };
+    if (nmine > 0) { /* own tile 0 while Q's pieces and the table are made */
+        gem_kfv_warp_copy(mine, vg, begin + (int64_t)w * T, begin, end, v_ts, lane);
+        prefetch(1);
+    }
+
+    const float *qg = q + g * G * GEM_CU_D;
+    for (int i = tid; i < G * 384; i += GEM_KFV_WARP_THREADS) {
+        const int h = i / 384, x = i % 384, d = gem_kfv_step_dim(x / 16) + x % 16;
+        const float y = __ldg(qg + h * GEM_CU_D + d) * __ldg(kw + d);
+        const __nv_bfloat16 hi = __float2bfloat16_rn(y);
+        const float r1 = y - __bfloat162float(hi); /* exact */
+        const __nv_bfloat16 mid = __float2bfloat16_rn(r1);
+        sq[(0 * G + h) * QROW + x] = hi;
+        sq[(1 * G + h) * QROW + x] = mid;
+        sq[(2 * G + h) * QROW + x] = __float2bfloat16_rn(r1 - __bfloat162float(mid));
+    }
+    for (int i = tid; i < G * NP; i += GEM_KFV_WARP_THREADS) {
+        const int h = i / NP, j = i % NP;
+        sqr[i] = make_float2(__ldg(qg + h * GEM_CU_D + j), __ldg(qg + h * GEM_CU_D + HALF + j));
+    }
+    for (int i = tid; i < T * NP; i += GEM_KFV_WARP_THREADS) { /* the staged pass's scoef rule */
+        const int u = i / NP, j = i % NP;
+        float c, s;
+        gem_rope_cs(u, rope->inv_freq[j], &c, &s);
+        const float wl = __ldg(kw + j), wh = __ldg(kw + HALF + j);
+        scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+    }
+    __syncthreads(); /* Q's pieces, the rotating pairs, the table */
+
+    float o[32][4];
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f; /* heads 2 tig, 2 tig + 1 */
+    float *const sp = spt + (size_t)w * T * G;
+    float2 *const cs = scs + (size_t)w * NP;
+    const __nv_bfloat16 *const st = stiles + (size_t)w * GEM_KFV_WARP_TILE_ELEMS;
+    /* ldmatrix rows: K as A (token (lane & 7) + 8 ((lane >> 3) & 1), dims + 8 (lane >> 4));
+     * Q as B (head lane & 7, dims + 8 (lane >> 3)); V^T as A, transposed (token (lane & 7) +
+     * 8 (lane >> 4), dims + 8 ((lane >> 3) & 1)) */
+    const int arow = ((lane & 7) + 8 * ((lane >> 3) & 1)) * GEM_MMA_ROW + 8 * (lane >> 4);
+    const __nv_bfloat16 *const qrow = sq + (lane & 7) * QROW + 8 * (lane >> 3);
+    const int vrow = ((lane & 7) + 8 * (lane >> 4)) * GEM_MMA_ROW + 8 * ((lane >> 3) & 1);
+    const float4 *const cf0 = scf + grp * NP, *const cf1 = scf + (grp + 8) * NP;
+    const float2 *const qr = sqr + grp * NP;
+    for (int j = 0; j < nmine; j++) {
+        const int64_t t0 = begin + (int64_t)(w + j * NW) * T;
+        if (j > 0) { /* tile 0 was copied before the loop */
+            gem_kfv_warp_copy(mine, vg, t0, begin, end, v_ts, lane);
+            prefetch(j + 1);
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope->pos0 + t0, rope->inv_freq[lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+            gem_rope_cs(rope->pos0 + t0, rope->inv_freq[lane + 32], &c, &s);
+            cs[lane + 32] = make_float2(c, s);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* own tile j has landed */
+        __syncwarp();
+        float sa[6][4]; /* pieces hi, mid, lo x k-step parity */
+#pragma unroll
+        for (int u = 0; u < 6; u++)
+            sa[u][0] = sa[u][1] = sa[u][2] = sa[u][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 24; ks += 2) {
+            uint32_t a[4], a2[4];
+            gem_ldsm_x4(a, st + arow + gem_kfv_step_dim(ks));
+            gem_ldsm_x4(a2, st + arow + gem_kfv_step_dim(ks + 1));
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++) {
+                uint32_t b[4]; /* k-step ks: b[0], b[1]; ks + 1: b[2], b[3] */
+                gem_ldsm_x4(b, qrow + pc * G * QROW + 16 * ks);
+                gem_mma_bf16(sa[2 * pc], a[0], a[1], a[2], a[3], b[0], b[1]);
+                gem_mma_bf16(sa[2 * pc + 1], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+            }
+        }
+        /* the rotating dims: block b's fragments (tokens grp, grp + 8 in regs 0 / 1 (dims
+         * 2 tig, + 1) and 2 / 3 (+ 8)), pair 16 b + 2 tig + e + 8 f: F64 k-step slot tig */
+        double dr[2][2][2] = {{{0.0, 0.0}, {0.0, 0.0}}, {{0.0, 0.0}, {0.0, 0.0}}};
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            uint32_t lo[4], hi[4];
+            gem_ldsm_x4(lo, st + arow + 16 * b);
+            gem_ldsm_x4(hi, st + arow + HALF + 16 * b);
+#pragma unroll
+            for (int f = 0; f < 2; f++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int pr = 16 * b + 2 * tig + e + 8 * f;
+                    const float2 c = cs[pr], qq = qr[pr];
+                    /* RoPE_{-P}(q) of head grp, pair pr */
+                    const double al = fma((double)qq.x, (double)c.x, (double)qq.y * (double)c.y);
+                    const double ah = fma((double)qq.y, (double)c.x, -((double)qq.x * (double)c.y));
+#pragma unroll
+                    for (int x = 0; x < 2; x++) { /* RoPE_u(w V) of token grp + 8 x */
+                        const float vl = gem_mma_bf16_elem::half_value(lo[x + 2 * f], e);
+                        const float vh = gem_mma_bf16_elem::half_value(hi[x + 2 * f], e);
+                        const float4 k4 = (x ? cf1 : cf0)[pr];
+                        const float kl = fmaf(k4.x, vl, -(k4.y * vh)), kh = fmaf(k4.z, vl, k4.w * vh);
+                        gem_dmma(dr[x][e], (double)kl, al);
+                        gem_dmma(dr[x][e], (double)kh, ah);
+                    }
+                }
+        }
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int x = r >> 1, h = r & 1;
+            sv[r] = ((((sa[0][r] + sa[1][r]) + (sa[2][r] + sa[3][r])) + (sa[4][r] + sa[5][r])) +
+                     (float)(dr[x][0][h] + dr[x][1][h])) *
+                    scale;
+        }
+        gem_kfv_warp_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
+        __syncwarp(); /* every lane is past the stage, sp and cs before they are rewritten */
+    }
+    gem_kfv_warp_merge(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g, n_q_heads,
+                       part_m, part_s, part_o);
+}
+
 /* Asks the L2 for the first ROWS rows of this first-pass block's K and V (partition
  * blockIdx.x, KV head blockIdx.y; the partition by gem_partition_range, chunk = ceil(live / P);
  * rows of ROW_BYTES bytes, a multiple of 128; strides in bytes; k NULL when the view holds V

@@ -761,13 +761,16 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
     gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
     const int F = GEM_CUDA_FIRST_PASSES;
-    gem_cu_fused_kernels(&refs[0], &refs[F]);
+    const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16 K-from-V first pass */
+    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 1 == GEM_CUDA_KERNELS, "the kernels' order");
+    gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L]);
     gem_cu_baseline_kernels(&refs[F + 1]);
     int64_t grids[GEM_CUDA_KERNELS];
     for (int i = 0; i < F; i++)
         grids[i] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
     grids[F] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
     gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[F + 1]);
+    grids[L] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)
