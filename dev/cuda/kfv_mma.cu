@@ -3252,156 +3252,11 @@ Per tile a warp issues 779 instructions (run 114's ncu) where version 4's eight 
 #define V20_SHARED                                                                              \
     ((size_t)(V20_QELEMS + V20_WARPS * 2 * V20_TILE) * 2 + (size_t)V20_WARPS * 16 * GROUP * 4)
 
-__device__ __forceinline__ void v20_cp16(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gem_smem_addr(dst)),
-                 "l"(src), "r"(bytes)
-                 : "memory");
-}
-
-/* ---- versions 20-23: the parts their warps share ------------------------------------------- */
-
-/* A lane's part of the copy of the 16-token tile at row t0 of a block's range [begin, end) into
- * st (the stage + 8 lane): 16 bytes of each half of each row, so a warp's instruction reads 512
- * contiguous bytes; rows at or past end as zeros. vg: the KV head's rows, token stride ts. */
-__device__ __forceinline__ void warp_tile_copy(__nv_bfloat16 *st, const __nv_bfloat16 *vg,
-                                               int64_t t0, int64_t begin, int64_t end,
-                                               int64_t ts, int lane)
-{
-    const __nv_bfloat16 *src = vg + t0 * ts + 8 * lane;
-    if (t0 + 16 <= end) {
-#pragma unroll
-        for (int r = 0; r < 16; r++, src += ts) {
-            v20_cp16(st + r * V20_ROW, src, 16);
-            v20_cp16(st + r * V20_ROW + 256, src + 256, 16);
-        }
-    } else { /* the partition's last tile */
-        for (int r = 0; r < 16; r++, src += ts) {
-            const bool in = t0 + r < end;
-            const __nv_bfloat16 *s0 = in ? src : vg + begin * ts + 8 * lane;
-            v20_cp16(st + r * V20_ROW, s0, in ? 16 : 0);
-            v20_cp16(st + r * V20_ROW + 256, s0 + 256, in ? 16 : 0);
-        }
-    }
-}
-
-/* The online softmax and the V update of one tile: sv the scaled scores of tokens grp (0, 1)
- * and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3); (m0, s0), (m1, s1) the running
- * maximum and sum of those heads; o the lane's O^T accumulators; sp the warp's 512 bytes that
- * take the weights to the B layout; st the staged tile, vrow the lane's ldmatrix.trans row. */
-__device__ __forceinline__ void warp_tile_update(float (&sv)[4], int64_t t0, int64_t end,
-                                                 float &m0, float &m1, float &s0, float &s1,
-                                                 float (&o)[32][4], float *sp,
-                                                 const __nv_bfloat16 *st, int vrow, int grp,
-                                                 int tig)
-{
-    if (t0 + grp >= end)
-        sv[0] = sv[1] = -INFINITY;
-    if (t0 + grp + 8 >= end)
-        sv[2] = sv[3] = -INFINITY;
-    float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1);
-    const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
-                e3 = expf(sv[3] - mn1);
-    float ps0 = e0 + e2, ps1 = e1 + e3;
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-        ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
-        ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
-    }
-    s0 = s0 * al0 + ps0;
-    s1 = s1 * al1 + ps1;
-    m0 = mn0;
-    m1 = mn1;
-    /* the weights to the B layout: lane (grp, tig) takes tokens 2 tig, + 1, + 8, + 9 of head grp */
-    *reinterpret_cast<float2 *>(sp + grp * GROUP + 2 * tig) = make_float2(e0, e1);
-    *reinterpret_cast<float2 *>(sp + (grp + 8) * GROUP + 2 * tig) = make_float2(e2, e3);
-    __syncwarp();
-    const float pw[4] = {sp[(2 * tig) * GROUP + grp], sp[(2 * tig + 1) * GROUP + grp],
-                         sp[(2 * tig + 8) * GROUP + grp], sp[(2 * tig + 9) * GROUP + grp]};
-    __nv_bfloat16 ph[4], pl[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        ph[u] = __float2bfloat16_rn(pw[u]);
-        pl[u] = __float2bfloat16_rn(pw[u] - __bfloat162float(ph[u]));
-    }
-    const uint32_t bh0 = gem_pack_bf16(ph[0], ph[1]), bh1 = gem_pack_bf16(ph[2], ph[3]),
-                   bl0 = gem_pack_bf16(pl[0], pl[1]), bl1 = gem_pack_bf16(pl[2], pl[3]);
-    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-#pragma unroll
-        for (int mt = 0; mt < 32; mt++) {
-            o[mt][0] *= al0;
-            o[mt][1] *= al1;
-            o[mt][2] *= al0;
-            o[mt][3] *= al1;
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < 32; mt++) {
-        uint32_t a[4];
-        gem_ldsm_x4_trans(a, st + vrow + 16 * mt);
-        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bh0, bh1);
-        gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bl0, bl1);
-    }
-}
-
-/* The block's NW warps' (M, S, O) merged in warp order through shared memory (sm: at least
- * NW x (8 x 512 + 16) floats, free), one partial written for (partition p, KV head g). Contains
- * __syncthreads. */
-template <int NW>
-__device__ __forceinline__ void warp_block_merge(float *sm, const float (&o)[32][4], float m0,
-                                                 float m1, float s0, float s1, int64_t p,
-                                                 int64_t g, int64_t n_q_heads,
-                                                 float *__restrict__ part_m,
-                                                 float *__restrict__ part_s,
-                                                 float *__restrict__ part_o)
-{
-    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
-    __syncthreads(); /* every warp is past its tiles: sm is free */
-    float *const so = sm;                         /* [w][8 heads][512] */
-    float *const smm = so + (size_t)NW * GROUP * D; /* [w][8] */
-    float *const sss = smm + NW * GROUP;            /* [w][8] */
-    float *ow = so + (size_t)w * GROUP * D;
-#pragma unroll
-    for (int mt = 0; mt < 32; mt++) {
-        ow[(2 * tig) * D + 16 * mt + grp] = o[mt][0];
-        ow[(2 * tig + 1) * D + 16 * mt + grp] = o[mt][1];
-        ow[(2 * tig) * D + 16 * mt + grp + 8] = o[mt][2];
-        ow[(2 * tig + 1) * D + 16 * mt + grp + 8] = o[mt][3];
-    }
-    if (grp == 0) {
-        smm[w * GROUP + 2 * tig] = m0;
-        smm[w * GROUP + 2 * tig + 1] = m1;
-        sss[w * GROUP + 2 * tig] = s0;
-        sss[w * GROUP + 2 * tig + 1] = s1;
-    }
-    __syncthreads();
-    for (int i = tid; i < GROUP * D; i += 32 * NW) {
-        const int h = i / D, d = i % D;
-        float M = -INFINITY;
-        for (int ww = 0; ww < NW; ww++)
-            M = fmaxf(M, smm[ww * GROUP + h]);
-        float O = 0.f, S = 0.f;
-        for (int ww = 0; ww < NW; ww++) {
-            const float mw = smm[ww * GROUP + h];
-            const float f = mw == -INFINITY ? 0.f : expf(mw - M);
-            O += so[((size_t)ww * GROUP + h) * D + d] * f;
-            S += sss[ww * GROUP + h] * f;
-        }
-        const int64_t row = p * n_q_heads + g * GROUP + h;
-        part_o[row * D + d] = O;
-        if (d == 0) {
-            part_m[row] = M;
-            part_s[row] = S;
-        }
-    }
-}
+/* ---- versions 20-23: the parts their warps share ---------------------------------------------
+The library's helpers of its long BF16 K-from-V pass (src/cuda/attn_fused_body.cuh, the port of
+version 23): a warp's tile copy (gem_kfv_warp_copy), the softmax and V update of a tile
+(gem_kfv_warp_update) and the block's merge (gem_kfv_warp_merge<NW>), so that the versions and
+the library compute the same bits. */
 
 extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
     alias_warp_first_pass(const float *__restrict__ q, const __nv_bfloat16 *__restrict__ v,
@@ -3431,15 +3286,15 @@ extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
 
     __nv_bfloat16 *const mine = stiles + (size_t)w * 2 * V20_TILE;
     const __nv_bfloat16 *const vg = v + g * hs;
-    /* own tile j into stage j & 1: a lane copies 16 bytes of each half of each row, so a
-     * warp's instruction reads 512 contiguous bytes */
+    /* own tile j into stage j & 1 (a group each, empty past the last) */
     auto issue = [&](int j) {
         if (j < nmine) {
             const int64_t t0 = begin + (int64_t)(w + j * V20_WARPS) * 16;
             __nv_bfloat16 *st = mine + (j & 1) * V20_TILE + 8 * lane;
-            warp_tile_copy(st, vg, t0, begin, end, ts, lane);
+            gem_kfv_warp_copy(st, vg, t0, begin, end, ts, lane);
+        } else {
+            asm volatile("cp.async.commit_group;\n" ::: "memory"); /* the counts stay uniform */
         }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     issue(0);
     issue(1);
@@ -3485,13 +3340,12 @@ extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
         for (int r = 0; r < 4; r++)
             sv[r] = (((sa[0][r] + sa[1][r]) + (sa[2][r] + sa[3][r])) + (sa[4][r] + sa[5][r])) *
                     scale;
-        warp_tile_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
+        gem_kfv_warp_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
         __syncwarp(); /* every lane is past this stage and sp before they are rewritten */
         issue(j + 2);
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    warp_block_merge<V20_WARPS>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
-                        n_q_heads, part_m, part_s, part_o);
+    gem_kfv_warp_merge<V20_WARPS>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
+                          n_q_heads, part_m, part_s, part_o);
 }
 
 /* ---- version 21: version 20's warps on the K-from-V view ---------------------------------------
@@ -3566,9 +3420,10 @@ __device__ __forceinline__ void kfv_warp_body(const float *__restrict__ q, const
         if (j < nmine) {
             const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
             __nv_bfloat16 *st = mine + (NS == 2 ? (j & 1) : 0) * V20_TILE + 8 * lane;
-            warp_tile_copy(st, vg, t0, begin, end, ts, lane);
+            gem_kfv_warp_copy(st, vg, t0, begin, end, ts, lane);
+        } else {
+            asm volatile("cp.async.commit_group;\n" ::: "memory"); /* the counts stay uniform */
         }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     /* NS == 1: the rows of own tile j + 1 asked of the L2 while tile j is copied and computed */
     auto prefetch = [&](int j) {
@@ -3679,14 +3534,13 @@ __device__ __forceinline__ void kfv_warp_body(const float *__restrict__ q, const
                      (float)(dr[x][0][h] + dr[x][1][h])) *
                     scale;
         }
-        warp_tile_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
+        gem_kfv_warp_update(sv, t0, end, m0, m1, s0, s1, o, sp, st, vrow, grp, tig);
         __syncwarp(); /* every lane is past this stage, sp and cs before they are rewritten */
         if (NS == 2)
             issue(j + 2);
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    warp_block_merge<NW>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
-                        n_q_heads, part_m, part_s, part_o);
+    gem_kfv_warp_merge<NW>(reinterpret_cast<float *>(stiles), o, m0, m1, s0, s1, p, g,
+                          n_q_heads, part_m, part_s, part_o);
 }
 
 

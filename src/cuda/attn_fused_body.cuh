@@ -1299,9 +1299,10 @@ __device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, 
     }
 }
 
-/* The block's warps' (M, S, O) merged in warp order through sm (the warps' stages, free once
- * every copy has landed), written as the partial of (partition p, KV head g). Contains
- * __syncthreads. */
+/* The block's NW warps' (M, S, O) merged in warp order through sm (at least NW x (8 x 512 +
+ * 16) floats: the warps' stages, free once every copy has landed), written as the partial of
+ * (partition p, KV head g). Contains __syncthreads. */
+template <int NW = GEM_KFV_WARP_WARPS>
 __device__ __forceinline__ void gem_kfv_warp_merge(float *sm, const float (&o)[32][4], float m0,
                                                    float m1, float s0, float s1, int64_t p,
                                                    int64_t g, int64_t n_q_heads,
@@ -1309,7 +1310,7 @@ __device__ __forceinline__ void gem_kfv_warp_merge(float *sm, const float (&o)[3
                                                    float *__restrict__ part_s,
                                                    float *__restrict__ part_o)
 {
-    const int NW = GEM_KFV_WARP_WARPS, G = GEM_CU_GROUP, D = GEM_CU_D;
+    const int G = GEM_CU_GROUP, D = GEM_CU_D;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncthreads(); /* every warp is past its tiles */
@@ -1331,7 +1332,7 @@ __device__ __forceinline__ void gem_kfv_warp_merge(float *sm, const float (&o)[3
         sss[w * G + 2 * tig + 1] = s1;
     }
     __syncthreads();
-    for (int i = tid; i < G * D; i += GEM_KFV_WARP_THREADS) {
+    for (int i = tid; i < G * D; i += 32 * NW) {
         const int h = i / D, d = i % D;
         float M = -INFINITY;
         for (int ww = 0; ww < NW; ww++)
