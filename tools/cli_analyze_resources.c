@@ -429,8 +429,9 @@ static const res_role v6_roles[] = {
     KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
     KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
     ROLES_AFTER_KFV,
-    {"fused_first_pass_kfv_bf16_long", {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL},
-     1, 128, V6_LONG_BYTES, V6_LONG_BUDGET},
+    {"fused_first_pass_kfv_bf16_long",
+     {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL}, 1, 128, V6_LONG_BYTES,
+     V6_LONG_BUDGET},
 };
 _Static_assert(NKEYS(v6_roles) == NKEYS(v2_roles) + 1 && NKEYS(v6_roles) == V6_LONG + 1,
                "v6 has v5's kernels and the long pass last");
@@ -462,7 +463,8 @@ static const res_gate v6_gates[] = {
     {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},
     {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},
 };
-_Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7, "v6: v5's gates and seven for the long pass");
+_Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7,
+               "v6: v5's gates and seven for the long pass");
 
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},

@@ -420,8 +420,8 @@ int gem_cmd_resources(int argc, char **argv)
     }
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);
     int baseline_ok = 1;
-    for (size_t i = GEM_CUDA_FIRST_PASSES + 1; i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS;
-         i++)
+    for (size_t i = GEM_CUDA_FIRST_PASSES + 1;
+         i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS; i++)
         baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
                        ks[i].threads_dispatched <= ks[i].max_threads_per_block &&
                        ks[i].local_bytes == 0;

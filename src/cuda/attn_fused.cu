@@ -37,7 +37,10 @@
  * K rebuilt from V (gem_k_from_v): F32 V on the CUDA-core body above; BF16 and F16 V on
  * gem_fused_first_pass_kfv_mma_body, the staged pass with V alone staged and the rotating dims
  * on the F64 tensor cores (dev/cuda/kfv_mma.cu version 4, results/h200/run94: BF16 0.2432 ms at
- * 128K against 0.5647 for the CUDA-core body; run96 through gem_decode: 0.2431).
+ * 128K against 0.5647 for the CUDA-core body; run96 through gem_decode: 0.2431); BF16 V from
+ * GEM_KFV_WARP_MIN_LIVE rows on, gem_fused_first_pass_kfv_warp_body, warps that own whole
+ * tiles (versions 20-23, runs 114-117; run118 through gem_decode: 0.1900 ms at 128K against
+ * 0.2451).
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs

@@ -1393,7 +1393,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
             for (int i = 0; i < 4; i++) {
                 const int64_t t = t0 + 4 * i + (lane >> 3);
                 if (t < end)
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts + 64 * (lane & 7)));
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts +
+                                                                     64 * (lane & 7)));
             }
         }
     };
@@ -1496,7 +1497,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
                         const float vl = gem_mma_bf16_elem::half_value(lo[x + 2 * f], e);
                         const float vh = gem_mma_bf16_elem::half_value(hi[x + 2 * f], e);
                         const float4 k4 = (x ? cf1 : cf0)[pr];
-                        const float kl = fmaf(k4.x, vl, -(k4.y * vh)), kh = fmaf(k4.z, vl, k4.w * vh);
+                        const float kl = fmaf(k4.x, vl, -(k4.y * vh));
+                        const float kh = fmaf(k4.z, vl, k4.w * vh);
                         gem_dmma(dr[x][e], (double)kl, al);
                         gem_dmma(dr[x][e], (double)kh, ah);
                     }

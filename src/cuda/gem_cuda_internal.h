@@ -117,7 +117,8 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
                           gem_cu_kernel_ref *kfv_long);
 /* Raises the dynamic shared memory limit of the BF16 and F16 first passes (launched with
  * 66,560 bytes), of their K-from-V passes (33,280) and of the long BF16 K-from-V pass
- * (109,952) on the current device; done once per device. Called before their launch and before their occupancy is asked for. */
+ * (109,952) on the current device; done once per device. Called before their launch and
+ * before their occupancy is asked for. */
 cudaError_t gem_cu_fused_allow_staged_shared(void);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`: the D512 or
  * the D256 first pass by a->head_dim. GEM_ERR_PARAM for a geometry the grids cannot hold. */
