@@ -7,8 +7,8 @@
 # (Python) computes; the attention total is the sum of the four stages, the
 # whole-token stages add up to the whole token and hold the ten calls. On the
 # tiny model (6 layers) the same profile is refused as a wrong geometry.
-# --stage-profile with --k-from-v (no baseline route) or over the model file
-# exits 2.
+# --stage-profile with --k-from-v or --fused-only (no baseline route) or over
+# the model file exits 2; --fused-only writes a record of the fused route alone.
 #   usage: bash test_stage_profile.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -82,7 +82,22 @@ check profile-tiny P --model "$WORK/tiny.gguf" --context 40 --prompt 20 \
 check tiny-written grep -q '"global_attention_calls": 2' "$WORK/tiny.json"
 expect_fail tiny-refused "wrong geometry" S "$WORK/tiny.json"
 
+# --fused-only: the fused route alone, K stored (for caches the baseline does not read): the
+# record holds that route alone.
+check profile-fused-only P --model "$WORK/tiny.gguf" --context 40 --prompt 20 --kv-dtype bf16 \
+  --fused-only --reps 2 --out "$WORK/fused-only.json" >"$WORK/fused-only.txt"
+check fused-only-record python3 - "$WORK/fused-only.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert sorted(d["routes"]) == ["fused"], d["routes"].keys()
+assert d["context"]["kv_dtype"] == "bf16" and d["context"]["k_from_v"] is False
+assert len(d["routes"]["fused"]["whole_token_ms"]) == 4
+EOF
+check fused-only-no-baseline-line sh -c "! grep -q '^baseline' '$WORK/fused-only.txt'"
+
 # Usage.
+expect_usage no-baseline-with-fused-only "--fused-only leaves out" \
+  P --model "$WORK/tiny.gguf" --context 40 --prompt 20 --fused-only --stage-profile "$WORK/x.json"
 expect_usage no-baseline-with-k-from-v "--k-from-v leaves out" \
   P --model "$WORK/tiny.gguf" --context 40 --prompt 20 --k-from-v --stage-profile "$WORK/x.json"
 expect_usage not-over-the-model "same file as the input" \

@@ -23,7 +23,8 @@
  *
  * --k-from-v: the full layers with K = V store V alone and the fused route rebuilds
  * K from it; the baseline route cannot read such a cache, so only the fused route
- * is timed, and the floor counts the V rows alone for those layers.
+ * is timed, and the floor counts the V rows alone for those layers. --fused-only
+ * times the fused route alone with K stored (for caches the baseline does not read).
  *
  * --stage-profile FILE: the ceiling screen's gem.stage_profile.v1
  * (docs/receipts-records.md) from the same baseline steps: the session's stage
@@ -90,12 +91,15 @@ static void help(void)
            "  --k-from-v      full layers with K = V store V alone and the fused route\n"
            "                  rebuilds K from it; times the fused route only (the baseline\n"
            "                  reads a stored K)\n"
+           "  --fused-only    times the fused route alone, with K stored: for caches the\n"
+           "                  baseline route does not read (on CUDA it reads F32 only)\n"
            "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
            "  --out FILE      write the gem.model_profile.v1 record\n"
            "  --stage-profile FILE\n"
            "                  also time the baseline route's stages (score, normalize, value,\n"
            "                  reduce) inside every full-attention call and write the ceiling\n"
-           "                  screen's gem.stage_profile.v1 (not with --k-from-v)\n"
+           "                  screen's gem.stage_profile.v1 (not with --k-from-v or\n"
+           "                  --fused-only)\n"
            "  -h, --help      this text\n");
 }
 
@@ -260,7 +264,7 @@ int gem_cmd_profile(int argc, char **argv)
     int64_t contexts[MAX_CONTEXTS] = {256};
     size_t n_ctx = 1;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
-    int k_from_v = 0;
+    int k_from_v = 0, fused_only = 0;
     gem_backend backend = GEM_BACKEND_CPU;
     uint64_t random_seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -271,6 +275,10 @@ int gem_cmd_profile(int argc, char **argv)
         }
         if (!strcmp(a, "--k-from-v")) {
             k_from_v = 1;
+            continue;
+        }
+        if (!strcmp(a, "--fused-only")) {
+            fused_only = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -349,8 +357,9 @@ int gem_cmd_profile(int argc, char **argv)
                   (long long)context);
         return 2;
     }
-    if (stage_out && k_from_v) {
-        cli_error(CMD, "--stage-profile times the baseline route, which --k-from-v leaves out");
+    if (stage_out && (k_from_v || fused_only)) {
+        cli_error(CMD, "--stage-profile times the baseline route, which %s leaves out",
+                  k_from_v ? "--k-from-v" : "--fused-only");
         return 2;
     }
     if (stage_out && reps * samples > STAGE_PROFILE_MAX_SAMPLES) {
@@ -432,10 +441,11 @@ int gem_cmd_profile(int argc, char **argv)
                   (long long)hp->context_length);
         goto out;
     }
-    /* the routes timed: both, or the fused one alone when K is rebuilt from V */
+    /* the routes timed: both, or the fused one alone when K is rebuilt from V or when asked */
     const gem_route all_routes[2] = {GEM_ROUTE_BASELINE, GEM_ROUTE_FUSED};
-    const gem_route *routes = k_from_v ? all_routes + 1 : all_routes;
-    const int n_routes = k_from_v ? 1 : 2;
+    const int fused_alone = k_from_v || fused_only;
+    const gem_route *routes = fused_alone ? all_routes + 1 : all_routes;
+    const int n_routes = fused_alone ? 1 : 2;
     gem_session_opts so = {threads, cap, routes[0], 0, 0, kv_dtype, k_from_v, backend};
     if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
         cli_error(CMD, "%s", err);
