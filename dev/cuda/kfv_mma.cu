@@ -3560,8 +3560,8 @@ extern "C" __global__ void __launch_bounds__(32 * V20_WARPS, 1)
 Version 21 holds six warps an SM (two stages of 16.6 KB each): 1.5 warps a scheduler, and ncu
 finds it waiting on its own dependences (wait 1.9, short scoreboard 1.2 stall cycles an
 instruction). With one stage a warp, eight fit (its 254 registers still do): a warp copies its
-tile at the top of the iteration, from the L2, where it asked for the tile's rows (prefetch.global.L2) while computing the
-tile before. For --partitions 33.
+tile at the top of the iteration, from the L2, where it asked for the tile's rows
+(prefetch.global.L2) while computing the tile before. For --partitions 33.
 */
 #define V22_WARPS 8
 #define V23_SHARED (V21_SHARED(V22_WARPS, 1) + (size_t)16 * NPAIRS * 16)
