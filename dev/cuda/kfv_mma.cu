@@ -110,13 +110,16 @@ version 23 is version 22 with its table of w cos, w sin built by each block in s
   Run 117: exact (NMSE <= 1.4e-12, also from position 10^6), memcheck and racecheck clean,
   0.1827 ms at 128K and 0.1085 at 64K against 0.2417 and 0.1277 for version 4; even at 32K,
   slower below (8K 0.0341 against 0.0254).
+versions 24 and 25 are an F32 V cache on version 22's warps, every product three TF32 MMAs (big
+  and small pieces, see their comment): five warps a block with the table in shared memory, and
+  six with version 21's table in global memory.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5 and 10; otherwise BF16, versions 1-4, 6-23)
+(--f32: an F32 V cache, versions 1, 2, 5, 10, 24 and 25; otherwise BF16, versions 1-4, 6-23)
 */
 #include <math.h>
 #include <stdio.h>
@@ -3595,6 +3598,389 @@ extern "C" __global__ void __launch_bounds__(32 * V22_WARPS, 1)
                                       live, partitions, n_q_heads, scale);
 }
 
+/* ---- versions 24 and 25: an F32 V cache on warps that own whole tiles, TF32 pieces ----------
+Version 22's design (each warp owns whole 16-token tiles, one stage a warp filled by cp.async
+from the L2 where the rows were asked for during the tile before, scores with the tokens as the
+MMA's rows, O^T in 128 registers a lane, the block's warps merged in warp order at the end) on
+an F32 V cache. Version 5 took F32 to the F64 tensor cores (0.48 ms at 128K); here every product
+is three TF32 MMAs (mma.m16n8k8.tf32): a value x is big + small, big = cvt.rn.tf32(x) (one F2FP)
+and small = x - big exactly (an FADD); a . b is big_a big_b + big_a small_b + small_a big_b,
+small_a small_b (about 2^-22 of the product) left out, and small given to the MMA as it is (it
+keeps 11 of its bits: about 2^-22 of x again, of either sign since big was rounded to nearest).
+So a product is good to about 2^-21 of itself, without bias: this is F32 arithmetic's accuracy,
+not exactness, and the output is held to the same NMSE <= 1e-10 and bitwise repeats.
+  - The stage: 16 rows of 512 floats (2,048 bytes, no padding), its 16-byte quads XOR-swizzled
+    by the row's token t: physical quad = logical quad ^ f(t), f(t) = 4 (t & 1) + (t & 2).
+  - Scores S^T = K Q^T: lane (grp, tig) owns the quads 4k + tig of tokens grp and grp + 8 (dims
+    16k + 4 tig + e), one ld.shared.v4 each giving two k-steps: k-step 2k takes e = 0 at slot
+    tig and e = 1 at slot tig + 4, k-step 2k + 1 e = 2 and 3. Q's B fragment of head grp is then
+    the same quad of fl(q w) (big and small, in shared memory swizzled by head). 24 quads do
+    not rotate: 48 k-steps x 3 = 144 MMAs.
+  - The rotating dims (quads 0-3 and their partners 16-19 in the same lane): q . RoPE_{P+u}(w V)
+    = RoPE_{-P}(q) . RoPE_u(w V) as in versions 4-23, RoPE_{-P}(q) in F32 from the tile's 64
+    angles (gem_rope_cs), RoPE_u(w V) in F32 from a table of w cos, w sin of the 16 offsets:
+    16 k-steps x 3 = 48 MMAs.
+  - V update O^T += V^T P^T: lane (grp, tig) owns quads 8k + grp of tokens tig, tig + 4, + 8,
+    + 12; m-tile 2k + h takes dims 32k + 4 grp + 2h (row grp) and + 1 (row grp + 8), so one
+    ld.shared.v4 feeds two m-tiles. 32 m-tiles x 2 k-steps x 3 = 192 MMAs. The swizzle makes
+    both patterns free of bank conflicts (a quarter warp's eight quads are distinct mod 8).
+  - Version 24: five warps a block and an SM, the table in shared memory in the lanes' order
+    (214,016 bytes); version 25: six warps, the table (version 21's, in global memory) read
+    through the L1 (231,424 bytes). For --partitions 33 (132 blocks at 4 KV heads).
+*/
+#define V24_STAGE (16 * D)   /* floats of a warp's stage */
+#define V24_QNR (GROUP * 384) /* floats of one piece of fl(q w): 8 heads x 96 quads */
+#define V24_SHARED(NW, SCOEF)                                                                   \
+    ((size_t)(NW) * V24_STAGE * 4 + (size_t)2 * V24_QNR * 4 + (size_t)GROUP * NPAIRS * 8 +      \
+     (size_t)(NW) * (16 * GROUP * 4 + NPAIRS * 8) + ((SCOEF) ? (size_t)16 * NPAIRS * 16 : 0))
+
+__device__ __forceinline__ int v24_swz(int t) { return ((t & 1) << 2) | (t & 2); }
+
+/* x = big + small: big rounded to TF32 (to nearest), small the exact rest */
+__device__ __forceinline__ void v24_split(float x, uint32_t &big, uint32_t &small)
+{
+    uint32_t b;
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(b) : "f"(x));
+    big = b;
+    small = __float_as_uint(x - __uint_as_float(b));
+}
+
+__device__ __forceinline__ void v24_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* the three products of one k-step into acc[0] (big big), acc[1] (big small), acc[2] (small
+ * big): a[0..3] the A values, b[0..1] the B values, as floats */
+__device__ __forceinline__ void v24_mma3(float (*acc)[4], float a0, float a1, float a2, float a3,
+                                         float b0, float b1)
+{
+    uint32_t ab[4], as[4], bb[2], bs[2];
+    v24_split(a0, ab[0], as[0]);
+    v24_split(a1, ab[1], as[1]);
+    v24_split(a2, ab[2], as[2]);
+    v24_split(a3, ab[3], as[3]);
+    v24_split(b0, bb[0], bs[0]);
+    v24_split(b1, bb[1], bs[1]);
+    v24_mma(acc[0], ab[0], ab[1], ab[2], ab[3], bb[0], bb[1]);
+    v24_mma(acc[1], ab[0], ab[1], ab[2], ab[3], bs[0], bs[1]);
+    v24_mma(acc[2], as[0], as[1], as[2], as[3], bb[0], bb[1]);
+}
+
+template <int NW, bool SCOEF>
+__device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const float *__restrict__ kw,
+                        const gem_cu_rope &rope,
+                        const float4 *__restrict__ coef, /* !SCOEF: [16 offsets][64 pairs] */
+                        const float *__restrict__ v, int64_t hs, int64_t ts,
+                        float *__restrict__ part_m, float *__restrict__ part_s,
+                        float *__restrict__ part_o, int64_t live, int64_t partitions,
+                        int64_t n_q_heads, float scale)
+{
+    extern __shared__ __align__(128) unsigned char v24_sm[];
+    float *const stiles = reinterpret_cast<float *>(v24_sm); /* [w][16][512], swizzled */
+    float *const sqb = stiles + (size_t)NW * V24_STAGE;      /* [8][96 quads] big, swizzled */
+    float *const sqs = sqb + V24_QNR;                        /* small */
+    float2 *const sqr = reinterpret_cast<float2 *>(sqs + V24_QNR); /* [8][64]: q_j, q_{j+256} */
+    float *const spt = reinterpret_cast<float *>(sqr + GROUP * NPAIRS); /* [w][16][8] */
+    float2 *const scs = reinterpret_cast<float2 *>(spt + NW * 16 * GROUP); /* [w][64] */
+    float4 *const scf = reinterpret_cast<float4 *>(scs + NW * NPAIRS); /* [2][4][4][32] */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + 15) / 16;
+    const int nmine = ntiles > w ? (int)((ntiles - w + NW - 1) / NW) : 0;
+    const float *const vg = v + g * hs;
+    float *const mine = stiles + (size_t)w * V24_STAGE;
+
+    auto copy = [&](int64_t t0) {
+        for (int r = 0; r < 16; r++) {
+            const bool in = t0 + r < end;
+            const float *src = vg + (in ? t0 + r : begin) * ts + 4 * lane;
+            float *dst = mine + r * D;
+            const int sw = v24_swz(r);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                gem_cp16_zfill(dst + 4 * ((lane + 32 * i) ^ sw), src + 128 * i, in ? 16 : 0);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    auto prefetch = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int64_t t = t0 + 2 * i + (lane >> 4);
+                if (t < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * ts + 32 * (lane & 15)));
+            }
+        }
+    };
+    if (nmine > 0) {
+        copy(begin + (int64_t)w * 16);
+        prefetch(1);
+    }
+
+    const float *qg = q + g * GROUP * D;
+    for (int i = tid; i < GROUP * 384; i += 32 * NW) {
+        const int h = i / 384, x = i % 384, d = x < 192 ? 64 + x : 128 + x;
+        const int kq = (d >> 4) - (d < 256 ? 4 : 8), t4 = (d >> 2) & 3;
+        const int at = h * 384 + 4 * ((4 * kq + t4) ^ v24_swz(h)) + (d & 3);
+        uint32_t b, s;
+        v24_split(__ldg(qg + h * D + d) * __ldg(kw + d), b, s);
+        sqb[at] = __uint_as_float(b);
+        sqs[at] = __uint_as_float(s);
+    }
+    for (int i = tid; i < GROUP * NPAIRS; i += 32 * NW) {
+        const int h = i / NPAIRS, j = i % NPAIRS;
+        sqr[i] = make_float2(__ldg(qg + h * D + j), __ldg(qg + h * D + 256 + j));
+    }
+    if (SCOEF) /* version 4's rule; entry ((x 4 + k) 4 + e) 32 + lane' for lane' (grp', tig') */
+        for (int i = tid; i < 16 * NPAIRS; i += 32 * NW) {
+            const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
+            const int u = (ln >> 2) + 8 * x, j = 16 * k + 4 * (ln & 3) + e;
+            float c, s;
+            gem_rope_cs(u, rope.inv_freq[j], &c, &s);
+            const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+            scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+        }
+    __syncthreads();
+
+    float o[32][4];
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f; /* heads 2 tig, 2 tig + 1 */
+    float *const sp = spt + (size_t)w * 16 * GROUP;
+    float2 *const cs = scs + (size_t)w * NPAIRS;
+    const int swg = v24_swz(grp), swt = v24_swz(tig);
+    const float *const ra = mine + grp * D, *const rb = mine + (grp + 8) * D;
+    const float *const qb = sqb + grp * 384, *const qs = sqs + grp * 384;
+    for (int jt = 0; jt < nmine; jt++) {
+        const int64_t t0 = begin + (int64_t)(w + jt * NW) * 16;
+        if (jt > 0) {
+            copy(t0);
+            prefetch(jt + 1);
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[lane + 32], &c, &s);
+            cs[lane + 32] = make_float2(c, s);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncwarp();
+        float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++)
+                sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
+        /* the rotating quads k and their partners k + 16 */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int lq = 4 * (((4 * k + tig) ^ swg)), hq = 4 * (((4 * (k + 16) + tig) ^ swg));
+            const float4 l0 = *reinterpret_cast<const float4 *>(ra + lq),
+                         l1 = *reinterpret_cast<const float4 *>(rb + lq),
+                         h0 = *reinterpret_cast<const float4 *>(ra + hq),
+                         h1 = *reinterpret_cast<const float4 *>(rb + hq);
+            const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+            const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
+            const int j0 = 16 * k + 4 * tig;
+            float al[4], ah[4], kl[2][4], kh[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 c = cs[j0 + e], qq = sqr[grp * NPAIRS + j0 + e];
+                al[e] = fmaf(qq.x, c.x, qq.y * c.y);     /* RoPE_{-P}(q), head grp */
+                ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
+#pragma unroll
+                for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8 x */
+                    const float4 k4 = SCOEF ? scf[((x * 4 + k) * 4 + e) * 32 + lane]
+                                            : __ldg(coef + (grp + 8 * x) * NPAIRS + j0 + e);
+                    kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
+                    kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
+                }
+            }
+            v24_mma3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            v24_mma3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            v24_mma3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            v24_mma3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+        }
+        /* the quads that do not rotate: k-steps 2k, 2k + 1 */
+#pragma unroll
+        for (int kq = 0; kq < 24; kq++) {
+            const int k = kq < 12 ? kq + 4 : kq + 8;
+            const int aq = 4 * ((4 * k + tig) ^ swg), bq = 4 * ((4 * kq + tig) ^ swg);
+            const float4 a0 = *reinterpret_cast<const float4 *>(ra + aq),
+                         a1 = *reinterpret_cast<const float4 *>(rb + aq),
+                         b = *reinterpret_cast<const float4 *>(qb + bq),
+                         bs = *reinterpret_cast<const float4 *>(qs + bq);
+            uint32_t ab[8], as[8];
+            v24_split(a0.x, ab[0], as[0]);
+            v24_split(a1.x, ab[1], as[1]);
+            v24_split(a0.y, ab[2], as[2]);
+            v24_split(a1.y, ab[3], as[3]);
+            v24_split(a0.z, ab[4], as[4]);
+            v24_split(a1.z, ab[5], as[5]);
+            v24_split(a0.w, ab[6], as[6]);
+            v24_split(a1.w, ab[7], as[7]);
+            const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
+                           b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
+            v24_mma(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            v24_mma(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
+            v24_mma(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            v24_mma(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            v24_mma(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
+            v24_mma(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+        }
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            sv[r] = ((sa[0][0][r] + sa[1][0][r]) + ((sa[0][1][r] + sa[1][1][r]) +
+                                                    (sa[0][2][r] + sa[1][2][r]))) *
+                    scale;
+        /* the online softmax (gem_kfv_warp_update's) */
+        if (t0 + grp >= end)
+            sv[0] = sv[1] = -INFINITY;
+        if (t0 + grp + 8 >= end)
+            sv[2] = sv[3] = -INFINITY;
+        float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1);
+        const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
+                    e3 = expf(sv[3] - mn1);
+        float ps0 = e0 + e2, ps1 = e1 + e3;
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
+            ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
+        }
+        s0 = s0 * al0 + ps0;
+        s1 = s1 * al1 + ps1;
+        m0 = mn0;
+        m1 = mn1;
+        /* the weights to the B layout: k-step ks takes tokens tig + 8 ks, + 4 of head grp */
+        *reinterpret_cast<float2 *>(sp + grp * GROUP + 2 * tig) = make_float2(e0, e1);
+        *reinterpret_cast<float2 *>(sp + (grp + 8) * GROUP + 2 * tig) = make_float2(e2, e3);
+        __syncwarp();
+        uint32_t pb[4], pls[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) /* tokens tig, tig + 4, tig + 8, tig + 12 */
+            v24_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+            for (int mt = 0; mt < 32; mt++) {
+                o[mt][0] *= al0;
+                o[mt][1] *= al1;
+                o[mt][2] *= al0;
+                o[mt][3] *= al1;
+            }
+        }
+        /* the V update: quads 8k + grp of tokens tig + 4u */
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const int vq = 4 * ((8 * k + grp) ^ swt);
+            float4 vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                vv[u] = *reinterpret_cast<const float4 *>(mine + (tig + 4 * u) * D + vq);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t ab[8], as[8]; /* ks 0: tokens tig, tig + 4; ks 1: + 8, + 12 */
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    v24_split(h ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
+                    v24_split(h ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
+                }
+                float *acc = o[2 * k + h];
+                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
+                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
+                v24_mma(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
+                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
+                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
+                v24_mma(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
+            }
+        }
+        __syncwarp(); /* every lane is past the stage, sp and cs before they are rewritten */
+    }
+
+    /* the block's merge (gem_kfv_warp_merge's, with this O^T's dims: m-tile 2k + h, row grp
+     * is dim 32k + 4 grp + 2h, row grp + 8 the next) */
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    float *const so = stiles;                   /* [w][8 heads][512] */
+    float *const smm = so + (size_t)NW * GROUP * D; /* [w][8] */
+    float *const sss = smm + NW * GROUP;
+    float *ow = so + (size_t)w * GROUP * D;
+#pragma unroll
+    for (int mt = 0; mt < 32; mt++) {
+        const int d = 32 * (mt >> 1) + 4 * grp + 2 * (mt & 1);
+        ow[(2 * tig) * D + d] = o[mt][0];
+        ow[(2 * tig + 1) * D + d] = o[mt][1];
+        ow[(2 * tig) * D + d + 1] = o[mt][2];
+        ow[(2 * tig + 1) * D + d + 1] = o[mt][3];
+    }
+    if (grp == 0) {
+        smm[w * GROUP + 2 * tig] = m0;
+        smm[w * GROUP + 2 * tig + 1] = m1;
+        sss[w * GROUP + 2 * tig] = s0;
+        sss[w * GROUP + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < GROUP * D; i += 32 * NW) {
+        const int h = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int ww = 0; ww < NW; ww++)
+            M = fmaxf(M, smm[ww * GROUP + h]);
+        float O = 0.f, S = 0.f;
+        for (int ww = 0; ww < NW; ww++) {
+            const float mw = smm[ww * GROUP + h];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M);
+            O += so[((size_t)ww * GROUP + h) * D + d] * f;
+            S += sss[ww * GROUP + h] * f;
+        }
+        const int64_t row = p * n_q_heads + g * GROUP + h;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(160, 1)
+    kfv_tf32_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                        const __grid_constant__ gem_cu_rope rope, const float *__restrict__ v,
+                        int64_t hs, int64_t ts, float *__restrict__ part_m,
+                        float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                        int64_t partitions, int64_t n_q_heads, float scale)
+{
+    kfv_tf32_body<5, true>(q, kw, rope, nullptr, v, hs, ts, part_m, part_s, part_o, live,
+                           partitions, n_q_heads, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(192, 1)
+    kfv_tf32g_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                         const __grid_constant__ gem_cu_rope rope, const float4 *__restrict__ coef,
+                         const float *__restrict__ v, int64_t hs, int64_t ts,
+                         float *__restrict__ part_m, float *__restrict__ part_s,
+                         float *__restrict__ part_o, int64_t live, int64_t partitions,
+                         int64_t n_q_heads, float scale)
+{
+    kfv_tf32_body<6, false>(q, kw, rope, coef, v, hs, ts, part_m, part_s, part_o, live,
+                            partitions, n_q_heads, scale);
+}
+
 /* ---- host: inputs, references, versions ----------------------------------------------------- */
 
 
@@ -3618,13 +4004,14 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 23) {
-                fprintf(stderr, "unknown version %s (1 .. 23)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 25) {
+                fprintf(stderr, "unknown version %s (1 .. 25)\n", argv[i]);
                 return 2;
             }
-            if ((vs[nv] == 5 && !f32) || (vs[nv] >= 3 && vs[nv] != 5 && vs[nv] != 10 && f32)) {
+            const bool f32_only = vs[nv] == 5 || vs[nv] >= 24;
+            if ((f32_only && !f32) || (vs[nv] >= 3 && !f32_only && vs[nv] != 10 && f32)) {
                 fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
-                        vs[nv], vs[nv] == 5 ? "F32" : "BF16");
+                        vs[nv], f32_only ? "F32" : "BF16");
                 return 2;
             }
             nv++;
@@ -3706,6 +4093,12 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V23_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)V24_SHARED(5, true)));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32g_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)V24_SHARED(6, false)));
     const gem_dtype kv_type = f32 ? GEM_DTYPE_F32 : GEM_DTYPE_BF16;
     const size_t esz = f32 ? 4 : 2; /* bytes of a cache element */
     printf("K rebuilt from V, %s V, scale 1.0, row 0 at position %lld\n", f32 ? "F32" : "BF16",
@@ -3813,6 +4206,15 @@ int main(int argc, char **argv)
                                       V21_SHARED(V20_WARPS, 2), stream>>>(                     \
                     dq, dw, rope, dcoef, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_, \
                     live, P, NQ, scale);                                                       \
+            else if (vs[i] == 24)                                                              \
+                kfv_tf32_first_pass<<<dim3((unsigned)P, NKV), 160, V24_SHARED(5, true),        \
+                                      stream>>>(dq, dw, rope, (const float *)dv, live * D, D,   \
+                                                pm_, ps_, po_, live, P, NQ, scale);             \
+            else if (vs[i] == 25)                                                              \
+                kfv_tf32g_first_pass<<<dim3((unsigned)P, NKV), 192, V24_SHARED(6, false),      \
+                                       stream>>>(dq, dw, rope, dcoef, (const float *)dv,        \
+                                                 live * D, D, pm_, ps_, po_, live, P, NQ,       \
+                                                 scale);                                        \
             else if (vs[i] == 23)                                                              \
                 kfv_warp1s_first_pass<<<dim3((unsigned)P, NKV), 32 * V22_WARPS, V23_SHARED,    \
                                         stream>>>(dq, dw, rope, (const __nv_bfloat16 *)dv,     \
