@@ -113,13 +113,17 @@ version 23 is version 22 with its table of w cos, w sin built by each block in s
 versions 24 and 25 are an F32 V cache on version 22's warps, every product three TF32 MMAs (big
   and small pieces, see their comment): five warps a block with the table in shared memory, and
   six with version 21's table in global memory.
+version 26 is version 24 with whole tiles copied a row an add from the last, and every shared
+  load a base and an immediate offset.
+version 27 is version 26 on pairs of warps that share a tile (each half the scores' dims and
+  half of O), ten warps an SM.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10, 24 and 25; otherwise BF16, versions 1-4, 6-23)
+(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-27; otherwise BF16, versions 1-4, 6-23)
 */
 #include <math.h>
 #include <stdio.h>
@@ -3671,7 +3675,14 @@ __device__ __forceinline__ void v24_mma3(float (*acc)[4], float a0, float a1, fl
     v24_mma(acc[2], as[0], as[1], as[2], as[3], bb[0], bb[1]);
 }
 
-template <int NW, bool SCOEF>
+/* 16 bytes global -> shared, L2 only */
+__device__ __forceinline__ void v26_cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(gem_smem_addr(dst)), "l"(src)
+                 : "memory");
+}
+
+template <int NW, bool SCOEF, bool LEAN = false>
 __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const float *__restrict__ kw,
                         const gem_cu_rope &rope,
                         const float4 *__restrict__ coef, /* !SCOEF: [16 offsets][64 pairs] */
@@ -3698,6 +3709,18 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
     float *const mine = stiles + (size_t)w * V24_STAGE;
 
     auto copy = [&](int64_t t0) {
+        if (LEAN && t0 + 16 <= end) { /* a whole tile: a row's address one add from the last */
+            const float *src = vg + t0 * ts + 4 * lane;
+#pragma unroll
+            for (int r = 0; r < 16; r++, src += ts) {
+                float *dst = mine + r * D + 4 * (lane ^ v24_swz(r)); /* (lane + 32 i) ^ sw */
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v26_cp16(dst + 128 * i, src + 128 * i);
+            }
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
+            return;
+        }
         for (int r = 0; r < 16; r++) {
             const bool in = t0 + r < end;
             const float *src = vg + (in ? t0 + r : begin) * ts + 4 * lane;
@@ -3760,6 +3783,14 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
     const int swg = v24_swz(grp), swt = v24_swz(tig);
     const float *const ra = mine + grp * D, *const rb = mine + (grp + 8) * D;
     const float *const qb = sqb + grp * 384, *const qs = sqs + grp * 384;
+    /* LEAN: quad (4k + tig) ^ swg is at floats 16 (k ^ s2) + lo: 16 k + lo + 16 s2 for even k,
+     * - 16 s2 for odd k, so every load is a base and an immediate offset */
+    const int lo = 4 * (tig ^ (swg & 3)), s2 = 16 * (swg >> 2);
+    const float *const rae = ra + lo + s2, *const rao = ra + lo - s2;
+    const float *const rbe = rb + lo + s2, *const rbo = rb + lo - s2;
+    const float *const qbe = qb + lo + s2, *const qbo = qb + lo - s2;
+    const float *const qse = qs + lo + s2, *const qso = qs + lo - s2;
+    const float *const vbase = mine + tig * D + 4 * (grp ^ swt);
     for (int jt = 0; jt < nmine; jt++) {
         const int64_t t0 = begin + (int64_t)(w + jt * NW) * 16;
         if (jt > 0) {
@@ -3785,10 +3816,14 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int lq = 4 * (((4 * k + tig) ^ swg)), hq = 4 * (((4 * (k + 16) + tig) ^ swg));
-            const float4 l0 = *reinterpret_cast<const float4 *>(ra + lq),
-                         l1 = *reinterpret_cast<const float4 *>(rb + lq),
-                         h0 = *reinterpret_cast<const float4 *>(ra + hq),
-                         h1 = *reinterpret_cast<const float4 *>(rb + hq);
+            const float *const ea = LEAN ? (k & 1 ? rao : rae) + 16 * k : ra + lq;
+            const float *const eb = LEAN ? (k & 1 ? rbo : rbe) + 16 * k : rb + lq;
+            const float *const fa = LEAN ? (k & 1 ? rao : rae) + 16 * (k + 16) : ra + hq;
+            const float *const fb = LEAN ? (k & 1 ? rbo : rbe) + 16 * (k + 16) : rb + hq;
+            const float4 l0 = *reinterpret_cast<const float4 *>(ea),
+                         l1 = *reinterpret_cast<const float4 *>(eb),
+                         h0 = *reinterpret_cast<const float4 *>(fa),
+                         h1 = *reinterpret_cast<const float4 *>(fb);
             const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
             const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
             const int j0 = 16 * k + 4 * tig;
@@ -3816,10 +3851,14 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
         for (int kq = 0; kq < 24; kq++) {
             const int k = kq < 12 ? kq + 4 : kq + 8;
             const int aq = 4 * ((4 * k + tig) ^ swg), bq = 4 * ((4 * kq + tig) ^ swg);
-            const float4 a0 = *reinterpret_cast<const float4 *>(ra + aq),
-                         a1 = *reinterpret_cast<const float4 *>(rb + aq),
-                         b = *reinterpret_cast<const float4 *>(qb + bq),
-                         bs = *reinterpret_cast<const float4 *>(qs + bq);
+            const float4 a0 = *reinterpret_cast<const float4 *>(
+                             LEAN ? (k & 1 ? rao : rae) + 16 * k : ra + aq),
+                         a1 = *reinterpret_cast<const float4 *>(
+                             LEAN ? (k & 1 ? rbo : rbe) + 16 * k : rb + aq),
+                         b = *reinterpret_cast<const float4 *>(
+                             LEAN ? (kq & 1 ? qbo : qbe) + 16 * kq : qb + bq),
+                         bs = *reinterpret_cast<const float4 *>(
+                             LEAN ? (kq & 1 ? qso : qse) + 16 * kq : qs + bq);
             uint32_t ab[8], as[8];
             v24_split(a0.x, ab[0], as[0]);
             v24_split(a1.x, ab[1], as[1]);
@@ -3893,7 +3932,8 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
             float4 vv[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                vv[u] = *reinterpret_cast<const float4 *>(mine + (tig + 4 * u) * D + vq);
+                vv[u] = *reinterpret_cast<const float4 *>(
+                    LEAN ? vbase + 4 * u * D + 32 * k : mine + (tig + 4 * u) * D + vq);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 uint32_t ab[8], as[8]; /* ks 0: tokens tig, tig + 4; ks 1: + 8, + 12 */
@@ -3981,6 +4021,340 @@ extern "C" __global__ void __launch_bounds__(192, 1)
                             partitions, n_q_heads, scale);
 }
 
+/* ---- version 27: version 26 on pairs of warps that share a tile -----------------------------
+Versions 24-26 hold five or six warps an SM (a 32 KiB stage each), and ncu finds version 24
+waiting on its own dependences: 1.25 warps a scheduler, 0.37 of them eligible a cycle. Here two
+warps share each stage, so ten fit: warp h (0, 1) of a pair copies rows 8h .. 8h + 7 of the
+tile, takes the scores over half the dims (rotating quads 2h, 2h + 1 and their partners, and
+the 12 quads 12h .. 12h + 11 of those that do not rotate), and after the pair's partial scores
+meet in shared memory (both warps add them in the same order, so both hold the same bits), both
+run the same online softmax and each updates O^T over its 256 dims (quads 8k + grp, k = 8h ..
+8h + 7: 64 registers a lane). Three 64-thread barriers a tile: the tile landed, the partial
+scores written, the stage free again. The merge at the end takes the pairs in order. Five
+pairs a block (320 threads), the table in shared memory. For --partitions 33.
+*/
+#define V27_PAIRS 5
+#define V27_SHARED                                                                              \
+    ((size_t)V27_PAIRS * V24_STAGE * 4 + (size_t)2 * V24_QNR * 4 + (size_t)GROUP * NPAIRS * 8 + \
+     (size_t)V27_PAIRS * 2 * (16 * GROUP * 4 + 32 * 8 + 32 * 16) + (size_t)16 * NPAIRS * 16)
+
+__device__ __forceinline__ void v27_pair_sync(int pair)
+{
+    asm volatile("bar.sync %0, 64;\n" ::"r"(pair + 1) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                             const __grid_constant__ gem_cu_rope rope,
+                             const float *__restrict__ v, int64_t hs, int64_t ts,
+                             float *__restrict__ part_m, float *__restrict__ part_s,
+                             float *__restrict__ part_o, int64_t live, int64_t partitions,
+                             int64_t n_q_heads, float scale)
+{
+    const int NPR = V27_PAIRS;
+    extern __shared__ __align__(128) unsigned char v27_sm[];
+    float *const stiles = reinterpret_cast<float *>(v27_sm); /* [pair][16][512], swizzled */
+    float *const sqb = stiles + (size_t)NPR * V24_STAGE;
+    float *const sqs = sqb + V24_QNR;
+    float2 *const sqr = reinterpret_cast<float2 *>(sqs + V24_QNR); /* [8][64] */
+    float *const spt = reinterpret_cast<float *>(sqr + GROUP * NPAIRS); /* [w][16][8] */
+    float2 *const scs = reinterpret_cast<float2 *>(spt + 2 * NPR * 16 * GROUP); /* [w][32] */
+    float4 *const sx = reinterpret_cast<float4 *>(scs + 2 * NPR * 32); /* [w][32]: partials */
+    float4 *const scf = sx + 2 * NPR * 32; /* [2][4][4][32] */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int pr = w >> 1, h = w & 1;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + 15) / 16;
+    const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
+    const float *const vg = v + g * hs;
+    float *const stage = stiles + (size_t)pr * V24_STAGE;
+
+    auto copy = [&](int64_t t0) { /* rows 8h .. 8h + 7 */
+        if (t0 + 16 <= end) {
+            const float *src = vg + (t0 + 8 * h) * ts + 4 * lane;
+#pragma unroll
+            for (int r = 0; r < 8; r++, src += ts) {
+                float *dst = stage + (8 * h + r) * D + 4 * (lane ^ v24_swz(r));
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v26_cp16(dst + 128 * i, src + 128 * i);
+            }
+        } else {
+            for (int r = 8 * h; r < 8 * h + 8; r++) {
+                const bool in = t0 + r < end;
+                const float *src = vg + (in ? t0 + r : begin) * ts + 4 * lane;
+                float *dst = stage + r * D;
+                const int sw = v24_swz(r);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    gem_cp16_zfill(dst + 4 * ((lane + 32 * i) ^ sw), src + 128 * i, in ? 16 : 0);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    auto prefetch = [&](int j) {
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(pr + j * NPR) * 16 + 8 * h;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t t = t0 + 2 * i + (lane >> 4);
+                if (t < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * ts + 32 * (lane & 15)));
+            }
+        }
+    };
+    if (nmine > 0) {
+        copy(begin + (int64_t)pr * 16);
+        prefetch(1);
+    }
+
+    const float *qg = q + g * GROUP * D;
+    for (int i = tid; i < GROUP * 384; i += 64 * NPR) {
+        const int hd = i / 384, x = i % 384, d = x < 192 ? 64 + x : 128 + x;
+        const int kq = (d >> 4) - (d < 256 ? 4 : 8), t4 = (d >> 2) & 3;
+        const int at = hd * 384 + 4 * ((4 * kq + t4) ^ v24_swz(hd)) + (d & 3);
+        uint32_t b, s;
+        v24_split(__ldg(qg + hd * D + d) * __ldg(kw + d), b, s);
+        sqb[at] = __uint_as_float(b);
+        sqs[at] = __uint_as_float(s);
+    }
+    for (int i = tid; i < GROUP * NPAIRS; i += 64 * NPR) {
+        const int hd = i / NPAIRS, j = i % NPAIRS;
+        sqr[i] = make_float2(__ldg(qg + hd * D + j), __ldg(qg + hd * D + 256 + j));
+    }
+    for (int i = tid; i < 16 * NPAIRS; i += 64 * NPR) {
+        const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
+        const int u = (ln >> 2) + 8 * x, j = 16 * k + 4 * (ln & 3) + e;
+        float c, s;
+        gem_rope_cs(u, rope.inv_freq[j], &c, &s);
+        const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+        scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+    }
+    __syncthreads();
+
+    float o[16][4]; /* m-tiles 2k + hh of k = 8h .. 8h + 7 */
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f;
+    float *const sp = spt + (size_t)w * 16 * GROUP;
+    float2 *const cs = scs + (size_t)w * 32; /* pairs 32h .. 32h + 31 */
+    float4 *const xmine = sx + (size_t)w * 32, *const xother = sx + (size_t)(w ^ 1) * 32;
+    const int swg = v24_swz(grp), swt = v24_swz(tig);
+    const int lo = 4 * (tig ^ (swg & 3)), s2 = 16 * (swg >> 2);
+    const float *const rae = stage + grp * D + lo + s2, *const rao = stage + grp * D + lo - s2;
+    const float *const rbe = rae + 8 * D, *const rbo = rao + 8 * D;
+    const float *const qbe = sqb + grp * 384 + lo + s2, *const qbo = sqb + grp * 384 + lo - s2;
+    const float *const qse = sqs + grp * 384 + lo + s2, *const qso = sqs + grp * 384 + lo - s2;
+    const float *const vbase = stage + tig * D + 4 * (grp ^ swt) + 256 * h;
+    for (int jt = 0; jt < nmine; jt++) {
+        const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * 16;
+        if (jt > 0) {
+            v27_pair_sync(pr); /* both warps are past the stage */
+            copy(t0);
+            prefetch(jt + 1);
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[32 * h + lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        v27_pair_sync(pr); /* both halves of the tile have landed; cs written */
+        float sa[2][3][4];
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++)
+                sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            const int k = 2 * h + kk; /* parity kk */
+            const float *const ea = (kk ? rao : rae) + 16 * k, *const eb = (kk ? rbo : rbe) + 16 * k;
+            const float4 l0 = *reinterpret_cast<const float4 *>(ea),
+                         l1 = *reinterpret_cast<const float4 *>(eb),
+                         h0 = *reinterpret_cast<const float4 *>(ea + 256),
+                         h1 = *reinterpret_cast<const float4 *>(eb + 256);
+            const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+            const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
+            const int j0 = 16 * k + 4 * tig;
+            float al[4], ah[4], kl[2][4], kh[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 c = cs[j0 + e - 32 * h], qq = sqr[grp * NPAIRS + j0 + e];
+                al[e] = fmaf(qq.x, c.x, qq.y * c.y);
+                ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
+#pragma unroll
+                for (int x = 0; x < 2; x++) {
+                    const float4 k4 = scf[((x * 4 + k) * 4 + e) * 32 + lane];
+                    kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
+                    kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
+                }
+            }
+            v24_mma3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            v24_mma3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            v24_mma3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            v24_mma3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+        }
+#pragma unroll
+        for (int kx = 0; kx < 12; kx++) {
+            const int kq = 12 * h + kx, k = kq < 12 ? kq + 4 : kq + 8; /* kq & 1 == k & 1 */
+            const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? rao : rae) + 16 * k),
+                         a1 = *reinterpret_cast<const float4 *>((kx & 1 ? rbo : rbe) + 16 * k),
+                         b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kq),
+                         bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kq);
+            uint32_t ab[8], as[8];
+            v24_split(a0.x, ab[0], as[0]);
+            v24_split(a1.x, ab[1], as[1]);
+            v24_split(a0.y, ab[2], as[2]);
+            v24_split(a1.y, ab[3], as[3]);
+            v24_split(a0.z, ab[4], as[4]);
+            v24_split(a1.z, ab[5], as[5]);
+            v24_split(a0.w, ab[6], as[6]);
+            v24_split(a1.w, ab[7], as[7]);
+            const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
+                           b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
+            v24_mma(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            v24_mma(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
+            v24_mma(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            v24_mma(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            v24_mma(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
+            v24_mma(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+        }
+        float part[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            part[r] = (sa[0][0][r] + sa[1][0][r]) + ((sa[0][1][r] + sa[1][1][r]) +
+                                                    (sa[0][2][r] + sa[1][2][r]));
+        xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+        v27_pair_sync(pr); /* both partials written */
+        const float4 xo = xother[lane];
+        const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) /* half 0's partial first in both warps */
+            sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
+        if (t0 + grp >= end)
+            sv[0] = sv[1] = -INFINITY;
+        if (t0 + grp + 8 >= end)
+            sv[2] = sv[3] = -INFINITY;
+        float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1);
+        const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
+                    e3 = expf(sv[3] - mn1);
+        float ps0 = e0 + e2, ps1 = e1 + e3;
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
+            ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
+        }
+        s0 = s0 * al0 + ps0;
+        s1 = s1 * al1 + ps1;
+        m0 = mn0;
+        m1 = mn1;
+        *reinterpret_cast<float2 *>(sp + grp * GROUP + 2 * tig) = make_float2(e0, e1);
+        *reinterpret_cast<float2 *>(sp + (grp + 8) * GROUP + 2 * tig) = make_float2(e2, e3);
+        __syncwarp();
+        uint32_t pb[4], pls[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            v24_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+            for (int mt = 0; mt < 16; mt++) {
+                o[mt][0] *= al0;
+                o[mt][1] *= al1;
+                o[mt][2] *= al0;
+                o[mt][3] *= al1;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) { /* quads 8 (8h + k) + grp */
+            float4 vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                vv[u] = *reinterpret_cast<const float4 *>(vbase + 4 * u * D + 32 * k);
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                uint32_t ab[8], as[8];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    v24_split(hh ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
+                    v24_split(hh ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
+                }
+                float *acc = o[2 * k + hh];
+                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
+                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
+                v24_mma(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
+                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
+                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
+                v24_mma(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
+            }
+        }
+    }
+
+    /* the merge over the pairs in order: pair pr's O (half h: dims 256h + 32k + 4 grp + 2hh) */
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    float *const so = stiles;                        /* [pair][8 heads][512] */
+    float *const smm = so + (size_t)NPR * GROUP * D; /* [pair][8] */
+    float *const sss = smm + NPR * GROUP;
+    float *ow = so + (size_t)pr * GROUP * D;
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++) {
+        const int d = 256 * h + 32 * (mt >> 1) + 4 * grp + 2 * (mt & 1);
+        ow[(2 * tig) * D + d] = o[mt][0];
+        ow[(2 * tig + 1) * D + d] = o[mt][1];
+        ow[(2 * tig) * D + d + 1] = o[mt][2];
+        ow[(2 * tig + 1) * D + d + 1] = o[mt][3];
+    }
+    if (grp == 0 && h == 0) {
+        smm[pr * GROUP + 2 * tig] = m0;
+        smm[pr * GROUP + 2 * tig + 1] = m1;
+        sss[pr * GROUP + 2 * tig] = s0;
+        sss[pr * GROUP + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < GROUP * D; i += 64 * NPR) {
+        const int hd = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int pp = 0; pp < NPR; pp++)
+            M = fmaxf(M, smm[pp * GROUP + hd]);
+        float O = 0.f, S = 0.f;
+        for (int pp = 0; pp < NPR; pp++) {
+            const float mw = smm[pp * GROUP + hd];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M);
+            O += so[((size_t)pp * GROUP + hd) * D + d] * f;
+            S += sss[pp * GROUP + hd] * f;
+        }
+        const int64_t row = p * n_q_heads + g * GROUP + hd;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(160, 1)
+    kfv_tf32_lean_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                             const __grid_constant__ gem_cu_rope rope, const float *__restrict__ v,
+                             int64_t hs, int64_t ts, float *__restrict__ part_m,
+                             float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                             int64_t partitions, int64_t n_q_heads, float scale)
+{
+    kfv_tf32_body<5, true, true>(q, kw, rope, nullptr, v, hs, ts, part_m, part_s, part_o, live,
+                                 partitions, n_q_heads, scale);
+}
+
 /* ---- host: inputs, references, versions ----------------------------------------------------- */
 
 
@@ -4004,8 +4378,8 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 25) {
-                fprintf(stderr, "unknown version %s (1 .. 25)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 27) {
+                fprintf(stderr, "unknown version %s (1 .. 27)\n", argv[i]);
                 return 2;
             }
             const bool f32_only = vs[nv] == 5 || vs[nv] >= 24;
@@ -4096,6 +4470,11 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)V24_SHARED(5, true)));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_lean_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)V24_SHARED(5, true)));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32g_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)V24_SHARED(6, false)));
@@ -4210,6 +4589,14 @@ int main(int argc, char **argv)
                 kfv_tf32_first_pass<<<dim3((unsigned)P, NKV), 160, V24_SHARED(5, true),        \
                                       stream>>>(dq, dw, rope, (const float *)dv, live * D, D,   \
                                                 pm_, ps_, po_, live, P, NQ, scale);             \
+            else if (vs[i] == 26)                                                              \
+                kfv_tf32_lean_first_pass<<<dim3((unsigned)P, NKV), 160, V24_SHARED(5, true),   \
+                                           stream>>>(dq, dw, rope, (const float *)dv, live * D, \
+                                                     D, pm_, ps_, po_, live, P, NQ, scale);     \
+            else if (vs[i] == 27)                                                              \
+                kfv_tf32_pair_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS, V27_SHARED, \
+                                           stream>>>(dq, dw, rope, (const float *)dv, live * D, \
+                                                     D, pm_, ps_, po_, live, P, NQ, scale);     \
             else if (vs[i] == 25)                                                              \
                 kfv_tf32g_first_pass<<<dim3((unsigned)P, NKV), 192, V24_SHARED(6, false),      \
                                        stream>>>(dq, dw, rope, dcoef, (const float *)dv,        \
