@@ -117,13 +117,14 @@ version 26 is version 24 with whole tiles copied a row an add from the last, and
   load a base and an immediate offset.
 version 27 is version 26 on pairs of warps that share a tile (each half the scores' dims and
   half of O), ten warps an SM.
+version 28 is version 27 with its barriers' ids and its shared loads' offsets immediate.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-27; otherwise BF16, versions 1-4, 6-23)
+(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-28; otherwise BF16, versions 1-4, 6-23)
 */
 #include <math.h>
 #include <stdio.h>
@@ -4043,9 +4044,26 @@ __device__ __forceinline__ void v27_pair_sync(int pair)
     asm volatile("bar.sync %0, 64;\n" ::"r"(pair + 1) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
-    kfv_tf32_pair_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
-                             const __grid_constant__ gem_cu_rope rope,
+/* LEAN2 (version 28): the barriers' ids immediate (one per pair), and the half's offsets folded
+ * into its base pointers, so every shared load is a base and an immediate offset */
+template <int ID> __device__ __forceinline__ void v28_bar()
+{
+    asm volatile("bar.sync %0, 64;\n" ::"n"(ID) : "memory");
+}
+__device__ __forceinline__ void v28_pair_sync(int pair)
+{
+    switch (pair) {
+    case 0: v28_bar<1>(); break;
+    case 1: v28_bar<2>(); break;
+    case 2: v28_bar<3>(); break;
+    case 3: v28_bar<4>(); break;
+    default: v28_bar<5>(); break;
+    }
+}
+
+template <bool LEAN2>
+__device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, const float *__restrict__ kw,
+                             const gem_cu_rope &rope,
                              const float *__restrict__ v, int64_t hs, int64_t ts,
                              float *__restrict__ part_m, float *__restrict__ part_s,
                              float *__restrict__ part_o, int64_t live, int64_t partitions,
@@ -4149,10 +4167,24 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
     const float *const qbe = sqb + grp * 384 + lo + s2, *const qbo = sqb + grp * 384 + lo - s2;
     const float *const qse = sqs + grp * 384 + lo + s2, *const qso = sqs + grp * 384 + lo - s2;
     const float *const vbase = stage + tig * D + 4 * (grp ^ swt) + 256 * h;
+    /* LEAN2: quad k = 2h + kk of the rotating ones, k = (h ? 20 : 4) + kx of the others, kq =
+     * 12h + kx of Q's */
+    const int rot0 = 32 * h, nr0 = 16 * (h ? 20 : 4), q0 = 16 * 12 * h;
+    const float *const hrae = rae + nr0, *const hrao = rao + nr0, *const hrbe = rbe + nr0,
+                      *const hrbo = rbo + nr0;
+    const float *const hqbe = qbe + q0, *const hqbo = qbo + q0, *const hqse = qse + q0,
+                      *const hqso = qso + q0;
+    const float2 *const hqr = sqr + grp * NPAIRS + rot0 + 4 * tig;
+    const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
+    const float *const rrae = rae + 32 * h, *const rrao = rao + 32 * h, *const rrbe = rbe + 32 * h,
+                      *const rrbo = rbo + 32 * h;
     for (int jt = 0; jt < nmine; jt++) {
         const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * 16;
         if (jt > 0) {
-            v27_pair_sync(pr); /* both warps are past the stage */
+            if (LEAN2)
+                v28_pair_sync(pr);
+            else
+                v27_pair_sync(pr); /* both warps are past the stage */
             copy(t0);
             prefetch(jt + 1);
         }
@@ -4162,7 +4194,10 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
             cs[lane] = make_float2(c, s);
         }
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-        v27_pair_sync(pr); /* both halves of the tile have landed; cs written */
+        if (LEAN2)
+            v28_pair_sync(pr);
+        else
+            v27_pair_sync(pr); /* both halves of the tile have landed; cs written */
         float sa[2][3][4];
 #pragma unroll
         for (int u = 0; u < 2; u++)
@@ -4172,7 +4207,8 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) {
             const int k = 2 * h + kk; /* parity kk */
-            const float *const ea = (kk ? rao : rae) + 16 * k, *const eb = (kk ? rbo : rbe) + 16 * k;
+            const float *const ea = LEAN2 ? (kk ? rrao : rrae) + 16 * kk : (kk ? rao : rae) + 16 * k,
+                        *const eb = LEAN2 ? (kk ? rrbo : rrbe) + 16 * kk : (kk ? rbo : rbe) + 16 * k;
             const float4 l0 = *reinterpret_cast<const float4 *>(ea),
                          l1 = *reinterpret_cast<const float4 *>(eb),
                          h0 = *reinterpret_cast<const float4 *>(ea + 256),
@@ -4183,12 +4219,14 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
             float al[4], ah[4], kl[2][4], kh[2][4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float2 c = cs[j0 + e - 32 * h], qq = sqr[grp * NPAIRS + j0 + e];
+                const float2 c = cs[16 * kk + 4 * tig + e],
+                             qq = LEAN2 ? hqr[16 * kk + e] : sqr[grp * NPAIRS + j0 + e];
                 al[e] = fmaf(qq.x, c.x, qq.y * c.y);
                 ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
 #pragma unroll
                 for (int x = 0; x < 2; x++) {
-                    const float4 k4 = scf[((x * 4 + k) * 4 + e) * 32 + lane];
+                    const float4 k4 = LEAN2 ? hcf[((x * 4 + kk) * 4 + e) * 32]
+                                            : scf[((x * 4 + k) * 4 + e) * 32 + lane];
                     kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
                     kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
                 }
@@ -4201,10 +4239,14 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
 #pragma unroll
         for (int kx = 0; kx < 12; kx++) {
             const int kq = 12 * h + kx, k = kq < 12 ? kq + 4 : kq + 8; /* kq & 1 == k & 1 */
-            const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? rao : rae) + 16 * k),
-                         a1 = *reinterpret_cast<const float4 *>((kx & 1 ? rbo : rbe) + 16 * k),
-                         b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kq),
-                         bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kq);
+            const float4 a0 = *reinterpret_cast<const float4 *>(
+                             LEAN2 ? (kx & 1 ? hrao : hrae) + 16 * kx : (kx & 1 ? rao : rae) + 16 * k),
+                         a1 = *reinterpret_cast<const float4 *>(
+                             LEAN2 ? (kx & 1 ? hrbo : hrbe) + 16 * kx : (kx & 1 ? rbo : rbe) + 16 * k),
+                         b = *reinterpret_cast<const float4 *>(
+                             LEAN2 ? (kx & 1 ? hqbo : hqbe) + 16 * kx : (kx & 1 ? qbo : qbe) + 16 * kq),
+                         bs = *reinterpret_cast<const float4 *>(
+                             LEAN2 ? (kx & 1 ? hqso : hqse) + 16 * kx : (kx & 1 ? qso : qse) + 16 * kq);
             uint32_t ab[8], as[8];
             v24_split(a0.x, ab[0], as[0]);
             v24_split(a1.x, ab[1], as[1]);
@@ -4229,7 +4271,10 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
             part[r] = (sa[0][0][r] + sa[1][0][r]) + ((sa[0][1][r] + sa[1][1][r]) +
                                                     (sa[0][2][r] + sa[1][2][r]));
         xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
-        v27_pair_sync(pr); /* both partials written */
+        if (LEAN2)
+            v28_pair_sync(pr);
+        else
+            v27_pair_sync(pr); /* both partials written */
         const float4 xo = xother[lane];
         const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
         float sv[4];
@@ -4344,6 +4389,31 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
     }
 }
 
+extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                             const __grid_constant__ gem_cu_rope rope,
+                             const float *__restrict__ v, int64_t hs, int64_t ts,
+                             float *__restrict__ part_m, float *__restrict__ part_s,
+                             float *__restrict__ part_o, int64_t live, int64_t partitions,
+                             int64_t n_q_heads, float scale)
+{
+    kfv_tf32_pair_body<false>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live, partitions,
+                              n_q_heads, scale);
+}
+
+/* ---- version 28: version 27 with immediate barrier ids and offsets (LEAN2 above) ---------- */
+extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_lean_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                                  const __grid_constant__ gem_cu_rope rope,
+                                  const float *__restrict__ v, int64_t hs, int64_t ts,
+                                  float *__restrict__ part_m, float *__restrict__ part_s,
+                                  float *__restrict__ part_o, int64_t live, int64_t partitions,
+                                  int64_t n_q_heads, float scale)
+{
+    kfv_tf32_pair_body<true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live, partitions,
+                             n_q_heads, scale);
+}
+
 extern "C" __global__ void __launch_bounds__(160, 1)
     kfv_tf32_lean_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
                              const __grid_constant__ gem_cu_rope rope, const float *__restrict__ v,
@@ -4378,8 +4448,8 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 27) {
-                fprintf(stderr, "unknown version %s (1 .. 27)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 28) {
+                fprintf(stderr, "unknown version %s (1 .. 28)\n", argv[i]);
                 return 2;
             }
             const bool f32_only = vs[nv] == 5 || vs[nv] >= 24;
@@ -4474,6 +4544,8 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)V24_SHARED(5, true)));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_lean_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32g_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -4597,6 +4669,11 @@ int main(int argc, char **argv)
                 kfv_tf32_pair_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS, V27_SHARED, \
                                            stream>>>(dq, dw, rope, (const float *)dv, live * D, \
                                                      D, pm_, ps_, po_, live, P, NQ, scale);     \
+            else if (vs[i] == 28)                                                              \
+                kfv_tf32_pair_lean_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS,         \
+                                                V27_SHARED, stream>>>(                          \
+                    dq, dw, rope, (const float *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,   \
+                    scale);                                                                    \
             else if (vs[i] == 25)                                                              \
                 kfv_tf32g_first_pass<<<dim3((unsigned)P, NKV), 192, V24_SHARED(6, false),      \
                                        stream>>>(dq, dw, rope, dcoef, (const float *)dv,        \
