@@ -118,13 +118,15 @@ version 26 is version 24 with whole tiles copied a row an add from the last, and
 version 27 is version 26 on pairs of warps that share a tile (each half the scores' dims and
   half of O), ten warps an SM.
 version 28 is version 27 with its barriers' ids and its shared loads' offsets immediate.
+version 29 is version 28 with the pairs meeting at the block's barrier (every pair the same
+  number of iterations), which racecheck can follow.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-28; otherwise BF16, versions 1-4, 6-23)
+(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-29; otherwise BF16, versions 1-4, 6-23)
 */
 #include <math.h>
 #include <stdio.h>
@@ -4061,7 +4063,10 @@ __device__ __forceinline__ void v28_pair_sync(int pair)
     }
 }
 
-template <bool LEAN2>
+/* SYNC0 (version 29): the pairs meet at the block's barrier (bar.sync 0) instead, every pair
+ * running the same number of iterations (those past its tiles empty), since racecheck reports
+ * hazards across the block's __syncthreads in versions 27 and 28 */
+template <bool LEAN2, bool SYNC0 = false>
 __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, const float *__restrict__ kw,
                              const gem_cu_rope &rope,
                              const float *__restrict__ v, int64_t hs, int64_t ts,
@@ -4086,8 +4091,17 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
     const int64_t ntiles = (end - begin + 15) / 16;
     const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
+    const int nall = (int)((ntiles + NPR - 1) / NPR); /* pair 0's count */
     const float *const vg = v + g * hs;
     float *const stage = stiles + (size_t)pr * V24_STAGE;
+    auto sync = [&]() {
+        if (SYNC0)
+            __syncthreads();
+        else if (LEAN2)
+            v28_pair_sync(pr);
+        else
+            v27_pair_sync(pr);
+    };
 
     auto copy = [&](int64_t t0) { /* rows 8h .. 8h + 7 */
         if (t0 + 16 <= end) {
@@ -4178,15 +4192,19 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
     const float *const rrae = rae + 32 * h, *const rrao = rao + 32 * h, *const rrbe = rbe + 32 * h,
                       *const rrbo = rbo + 32 * h;
-    for (int jt = 0; jt < nmine; jt++) {
+    for (int jt = 0; jt < (SYNC0 ? nall : nmine); jt++) {
         const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * 16;
         if (jt > 0) {
-            if (LEAN2)
-                v28_pair_sync(pr);
-            else
-                v27_pair_sync(pr); /* both warps are past the stage */
-            copy(t0);
-            prefetch(jt + 1);
+            sync(); /* both warps are past the stage */
+            if (!SYNC0 || jt < nmine) {
+                copy(t0);
+                prefetch(jt + 1);
+            }
+        }
+        if (SYNC0 && jt >= nmine) { /* the block's barriers of an iteration past own tiles */
+            __syncthreads();
+            __syncthreads();
+            continue;
         }
         {
             float c, s;
@@ -4194,10 +4212,7 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
             cs[lane] = make_float2(c, s);
         }
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-        if (LEAN2)
-            v28_pair_sync(pr);
-        else
-            v27_pair_sync(pr); /* both halves of the tile have landed; cs written */
+        sync(); /* both halves of the tile have landed; cs written */
         float sa[2][3][4];
 #pragma unroll
         for (int u = 0; u < 2; u++)
@@ -4271,10 +4286,7 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
             part[r] = (sa[0][0][r] + sa[1][0][r]) + ((sa[0][1][r] + sa[1][1][r]) +
                                                     (sa[0][2][r] + sa[1][2][r]));
         xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
-        if (LEAN2)
-            v28_pair_sync(pr);
-        else
-            v27_pair_sync(pr); /* both partials written */
+        sync(); /* both partials written */
         const float4 xo = xother[lane];
         const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
         float sv[4];
@@ -4401,6 +4413,19 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
                               n_q_heads, scale);
 }
 
+/* ---- version 29: version 28 with the block's barrier (SYNC0 above) ------------------------- */
+extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_sync0_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                                   const __grid_constant__ gem_cu_rope rope,
+                                   const float *__restrict__ v, int64_t hs, int64_t ts,
+                                   float *__restrict__ part_m, float *__restrict__ part_s,
+                                   float *__restrict__ part_o, int64_t live, int64_t partitions,
+                                   int64_t n_q_heads, float scale)
+{
+    kfv_tf32_pair_body<true, true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live,
+                                   partitions, n_q_heads, scale);
+}
+
 /* ---- version 28: version 27 with immediate barrier ids and offsets (LEAN2 above) ---------- */
 extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
     kfv_tf32_pair_lean_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
@@ -4448,8 +4473,8 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 28) {
-                fprintf(stderr, "unknown version %s (1 .. 28)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 29) {
+                fprintf(stderr, "unknown version %s (1 .. 29)\n", argv[i]);
                 return 2;
             }
             const bool f32_only = vs[nv] == 5 || vs[nv] >= 24;
@@ -4546,6 +4571,8 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_lean_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_sync0_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32g_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -4669,6 +4696,11 @@ int main(int argc, char **argv)
                 kfv_tf32_pair_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS, V27_SHARED, \
                                            stream>>>(dq, dw, rope, (const float *)dv, live * D, \
                                                      D, pm_, ps_, po_, live, P, NQ, scale);     \
+            else if (vs[i] == 29)                                                              \
+                kfv_tf32_pair_sync0_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS,        \
+                                                 V27_SHARED, stream>>>(                         \
+                    dq, dw, rope, (const float *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,   \
+                    scale);                                                                    \
             else if (vs[i] == 28)                                                              \
                 kfv_tf32_pair_lean_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS,         \
                                                 V27_SHARED, stream>>>(                          \
