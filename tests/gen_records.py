@@ -3,6 +3,7 @@
 
 usage: gen_records.py GEM OUTDIR [what ...]
   what: resources, resources-v2, resources-v3, resources-v4, resources-v5, resources-v6,
+        resources-v7,
         resources-dev, diffs,
         models, profiles (default: all)
 
@@ -24,6 +25,8 @@ resources-v4   the same under root-v4/ and OUTDIR/resources-v4.json, a
 resources-v5   the same under root-v5/ and OUTDIR/resources-v5.json, a
            gem.resources.v5 receipt: the BF16 and F16 K-from-V first passes staged
            in 33,280 bytes too.
+resources-v7   the same under root-v7/ and OUTDIR/resources-v7.json, a
+           gem.resources.v7 receipt: and the long F32 K-from-V first pass after it.
 resources-v6   the same under root-v6/ and OUTDIR/resources-v6.json, a
            gem.resources.v6 receipt: and the long BF16 K-from-V first pass last.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
@@ -152,18 +155,24 @@ STAGED = {2: (), 3: ("first_pass_bf16", "first_pass_bf16_strided"),
               "first_pass_f16_strided")}
 STAGED[5] = STAGED[4]
 STAGED[6] = STAGED[4]
+STAGED[7] = STAGED[4]
 # the K-from-V first passes staged in 33,280 dynamic bytes (V tiles alone), by schema version
 KFV_STAGED = {5: ("first_pass_k_from_v_bf16", "first_pass_k_from_v_f16")}
 KFV_STAGED[6] = KFV_STAGED[5]
+KFV_STAGED[7] = KFV_STAGED[5]
 LONG_GATES = ["first_pass_kfv_bf16_long_" + g for g in (
     "warp_size_32", "launchable_threads_ge_128", "dispatched_128_threads_4_warps",
     "dynamic_shared_109952", "shared_within_114688", "zero_local_bytes", "two_blocks_per_sm")]
+F32_LONG_GATES = ["first_pass_kfv_f32_long_" + g for g in (
+    "warp_size_32", "launchable_threads_ge_320", "dispatched_320_threads_10_warps",
+    "dynamic_shared_221696", "shared_within_232448", "zero_local_bytes", "resident")]
 
 
 def resources_v2(out, version=2):
     """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory), v4 (the
-    two F16 ones too), v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes) or v6 (and the
-    long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes)."""
+    two F16 ones too), v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes), v6 (and the
+    long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes) or v7 (and
+    the long F32 K-from-V one after it: 320 threads, 221,696 bytes)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -187,6 +196,8 @@ def resources_v2(out, version=2):
     gates.append("baseline_kernels_launchable_no_local")
     if version >= 6:
         gates += LONG_GATES
+    if version >= 7:
+        gates += F32_LONG_GATES
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
         "schema": "gem.resources.v%d" % version, "tool": tool("gem resources"), "device": DEVICE,
@@ -204,7 +215,10 @@ def resources_v2(out, version=2):
                    [kernel("gem_fused_reducer", "fused_reducer", 256, 0)] + BASELINE +
                    ([kernel("gem_fused_first_pass_k_from_v_bf16_long",
                             "fused_first_pass_kfv_bf16_long", 128, 109952, static=1024,
-                            regs=254)] if version >= 6 else []),
+                            regs=254)] if version >= 6 else []) +
+                   ([kernel("gem_fused_first_pass_k_from_v_f32_long",
+                            "fused_first_pass_kfv_f32_long", 320, 221696, static=1024,
+                            regs=168)] if version >= 7 else []),
         "sources": sources, "binary": binary,
         "gates": {g: True for g in gates}, "verdict": "pass",
     }
@@ -330,7 +344,7 @@ def profiles(out):
 def main():
     gem, out = sys.argv[1], sys.argv[2]
     what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
-                            "resources-v5", "resources-v6",
+                            "resources-v5", "resources-v6", "resources-v7",
                             "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
@@ -347,6 +361,8 @@ def main():
             resources_v2(out, 5)
         elif w == "resources-v6":
             resources_v2(out, 6)
+        elif w == "resources-v7":
+            resources_v2(out, 7)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

@@ -19,18 +19,20 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-v5 resources-v6 resources-dev
+  resources-v5 resources-v6 resources-v7 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
 V5="$WORK/resources-v5.json"
 V6="$WORK/resources-v6.json"
+V7="$WORK/resources-v7.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
 A4() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v4"; }
 A5() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v5"; }
 A6() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v6"; }
+A7() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v7"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -51,6 +53,7 @@ t3() { tamper "$V3" A3 "$@"; }  # t3 ...: the v3 receipt
 t4() { tamper "$V4" A4 "$@"; }  # t4 ...: the v4 receipt
 t5() { tamper "$V5" A5 "$@"; }  # t5 ...: the v5 receipt
 t6() { tamper "$V6" A6 "$@"; }  # t6 ...: the v6 receipt
+t7() { tamper "$V7" A7 "$@"; }  # t7 ...: the v7 receipt
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -278,5 +281,33 @@ for g in [g for g in d["gates"] if g.startswith("first_pass_kfv_bf16_long_")]:
 json.dump(d, open(sys.argv[2], "w"))
 PY
 expect_fail v6-no-long "missing field" A6 "$WORK/v6-no-long.json"
+
+
+# gem.resources.v7 (since the long F32 K-from-V first pass ships): v6's kernels, then that pass
+# last with its own contract (320 threads, exactly 221,696 dynamic bytes within 227 KiB, one block
+# an SM) and seven gates; a v6 receipt of today's kernels, a v7 one without the pass, with
+# another launch or with its gates missing or flipped, is refused.
+expect_pass v7-good A7 "$V7" --out "$WORK/analysis-v7.json"
+check v7-analysis-schema grep -q '"gem.analysis.resources.v7"' "$WORK/analysis-v7.json"
+t7 v7-long-threads "figures disagree" set kernels.18.threads_dispatched 256
+t7 v7-long-no-dyn "wrong geometry" set kernels.18.dynamic_shared_bytes 109952
+check v7-long-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_k_from_v_f32_long: 109952 dynamic shared bytes, the design fixes 221696" \
+  "$WORK/err.txt"
+t7 v7-long-over-budget "threshold not met" set kernels.18.static_shared_bytes 12000
+t7 v7-long-role "file swapped" set kernels.18.role '"fused_first_pass_kfv_bf16_long"'
+t7 v7-long-gate-missing "missing field" del gates.first_pass_kfv_f32_long_resident
+t7 v7-long-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_kfv_f32_long_zero_local_bytes false
+t7 v7-as-v6 "unexpected field" set schema '"gem.resources.v6"'
+python3 - "$V7" "$WORK/v7-no-long.json" <<'PY' # a v7 receipt without the long F32 pass
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["kernels"].pop()
+for g in [g for g in d["gates"] if g.startswith("first_pass_kfv_f32_long_")]:
+    del d["gates"][g]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_fail v7-no-long "missing field" A7 "$WORK/v7-no-long.json"
 
 summary test_analyze_resources_v2

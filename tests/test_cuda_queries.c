@@ -143,7 +143,8 @@ static void check_device(void)
         "gem_fused_first_pass_d256_f16",
         "gem_fused_reducer",         "gem_baseline_score",
         "gem_baseline_normalize",    "gem_baseline_value",
-        "gem_baseline_reduce",       "gem_fused_first_pass_k_from_v_bf16_long"};
+        "gem_baseline_reduce",       "gem_fused_first_pass_k_from_v_bf16_long",
+        "gem_fused_first_pass_k_from_v_f32_long"};
     static const char *roles[GEM_CUDA_KERNELS] = {
         "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
         "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
@@ -151,7 +152,8 @@ static void check_device(void)
         "fused_first_pass_k_from_v_f16",
         "fused_first_pass_d256", "fused_first_pass_d256_bf16", "fused_first_pass_d256_f16",
         "fused_reducer",         "baseline_score",           "baseline_normalize",
-        "baseline_value",        "baseline_reduce",          "fused_first_pass_kfv_bf16_long"};
+        "baseline_value",        "baseline_reduce",          "fused_first_pass_kfv_bf16_long",
+        "fused_first_pass_kfv_f32_long"};
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
@@ -159,9 +161,12 @@ static void check_device(void)
         /* the BF16 and F16 first passes stage two tiles of K and V rows in dynamic shared
          * memory, their K-from-V passes two tiles of V rows */
         const int staged = i >= 2 && i <= 5, kfv_staged = i == 7 || i == 8;
-        const int kfv_long = i == GEM_CUDA_KERNELS - 1;
-        TCHECK_EQ_I64(ks[i].dynamic_shared_bytes,
-                      staged ? 66560 : kfv_staged ? 33280 : kfv_long ? 109952 : 0);
+        const int kfv_long = i == GEM_CUDA_KERNELS - 2, kfv_f32_long = i == GEM_CUDA_KERNELS - 1;
+        TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, staged         ? 66560
+                                                  : kfv_staged   ? 33280
+                                                  : kfv_long     ? 109952
+                                                  : kfv_f32_long ? 221696
+                                                                 : 0);
         if (staged || kfv_staged)
             TCHECK(ks[i].static_shared_bytes + ks[i].dynamic_shared_bytes <= 81920);
     }
@@ -174,11 +179,19 @@ static void check_device(void)
     TCHECK_EQ_I64(ks[GEM_CUDA_FIRST_PASSES].grid_blocks, 32 * 2);
     /* the long BF16 K-from-V first pass: four warps, its shared memory within 112 KiB, and
      * still two blocks an SM; the fused route's grid */
-    const gem_cuda_kernel_info *kl = &ks[GEM_CUDA_KERNELS - 1];
+    const gem_cuda_kernel_info *kl = &ks[GEM_CUDA_KERNELS - 2];
     TCHECK(kl->threads_dispatched == 128 && kl->warps_dispatched == 4);
     TCHECK(kl->static_shared_bytes + kl->dynamic_shared_bytes <= 114688);
     TCHECK(kl->max_active_blocks_per_sm >= 2);
     TCHECK_EQ_I64(kl->grid_blocks, 4 * 64);
+    /* the long F32 K-from-V first pass: five pairs of warps, within the 227 KiB a block may
+     * take, resident (one block an SM); the fused route's grid */
+    const gem_cuda_kernel_info *kf = &ks[GEM_CUDA_KERNELS - 1];
+    TCHECK(kf->threads_dispatched == 320 && kf->warps_dispatched == 10);
+    TCHECK(kf->static_shared_bytes + kf->dynamic_shared_bytes <= 232448);
+    TCHECK(kf->max_active_blocks_per_sm >= 1);
+    TCHECK_EQ_I64(kf->local_bytes, 0);
+    TCHECK_EQ_I64(kf->grid_blocks, 4 * 64);
 
     gem_decode_ctx *c = NULL;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);

@@ -15,7 +15,9 @@
  * passes staging their tiles in 66,560 bytes of dynamic shared memory (their launch contract
  * and two of their gates say so); gem.resources.v4 the same with the two F16 first passes
  * staged too; gem.resources.v5 the same with the BF16 and F16 K-from-V first passes on tensor
- * cores, staging their V tiles in 33,280 dynamic bytes; gem.resources.v6 the same and the BF16
+ * cores, staging their V tiles in 33,280 dynamic bytes; gem.resources.v7 adds the F32 K-from-V
+ * first pass of long lengths (320 threads, 221,696 dynamic bytes) after v6's kernels;
+ * gem.resources.v6 the same as v5 and the BF16
  * K-from-V first pass of long lengths (128 threads, 109,952 dynamic bytes) after the baseline's.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
@@ -466,6 +468,87 @@ static const res_gate v6_gates[] = {
 _Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7,
                "v6: v5's gates and seven for the long pass");
 
+/* ---- gem.resources.v7: the kernels the library ships since the long F32 K-from-V pass ----- */
+/* v6's eighteen kernels, then the first pass that rebuilds K from an F32 V cache from 24,576
+ * rows on (index 18, so v6's order stays a prefix): pairs of warps that share each tile, every
+ * product three TF32 MMAs (src/cuda/attn_fused_body.cuh, gem_fused_first_pass_kfv_pair_body;
+ * dev/cuda/kfv_mma.cu version 29, results/h200/run125: 0.3508 ms at 128K against 0.5006 for
+ * the CUDA-core pass), 320 threads, 221,696 bytes of dynamic shared memory within the 227 KiB a
+ * block may take, one block an SM. */
+#define V7_LONG 18
+#define V7_LONG_BYTES 221696
+#define V7_LONG_BUDGET 232448
+static int l7_warp(const res_facts *f) { return f->k[V7_LONG].warp == 32; }
+static int l7_launch(const res_facts *f) { return f->k[V7_LONG].max_threads >= 320; }
+static int l7_disp(const res_facts *f)
+{
+    return f->k[V7_LONG].threads == 320 && f->k[V7_LONG].warps == 10;
+}
+static int l7_dyn(const res_facts *f) { return f->k[V7_LONG].dyn == V7_LONG_BYTES; }
+static int l7_shared(const res_facts *f)
+{
+    return f->k[V7_LONG].stat + f->k[V7_LONG].dyn <= V7_LONG_BUDGET;
+}
+static int l7_local(const res_facts *f) { return f->k[V7_LONG].local == 0; }
+static int l7_resident(const res_facts *f) { return f->k[V7_LONG].active >= 1; }
+static const res_role v7_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
+    ROLES_AFTER_KFV,
+    {"fused_first_pass_kfv_bf16_long",
+     {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL}, 1, 128, V6_LONG_BYTES,
+     V6_LONG_BUDGET},
+    {"fused_first_pass_kfv_f32_long",
+     {"gem_fused_first_pass_k_from_v_f32_long", NULL, NULL, NULL}, 1, 320, V7_LONG_BYTES,
+     V7_LONG_BUDGET},
+};
+_Static_assert(NKEYS(v7_roles) == NKEYS(v6_roles) + 1 && NKEYS(v7_roles) == V7_LONG + 1,
+               "v7 has v6's kernels and the long F32 pass last");
+static const res_gate v7_gates[] = {
+    GATES_HEAD,
+    FP_GATES_STAGED("first_pass_bf16", p2),
+    FP_GATES_STAGED("first_pass_bf16_strided", p3),
+    FP_GATES_STAGED("first_pass_f16", p4),
+    FP_GATES_STAGED("first_pass_f16_strided", p5),
+    FP_GATES("first_pass_k_from_v", p6),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),
+    FP_GATES("first_pass_d256", p9),
+    FP_GATES("first_pass_d256_bf16", p10),
+    FP_GATES("first_pass_d256_f16", p11),
+    {"reducer_warp_size_32", r2_warp},
+    {"reducer_launchable_threads_ge_256", r2_launch},
+    {"reducer_dispatched_256_threads_8_warps", r2_disp},
+    {"reducer_no_dynamic_shared", r2_nodyn},
+    {"reducer_shared_within_32768", r2_shared},
+    {"reducer_zero_local_bytes", r2_local},
+    {"reducer_resident", r2_resident},
+    {"baseline_kernels_launchable_no_local", g6_baseline},
+    {"first_pass_kfv_bf16_long_warp_size_32", l6_warp},
+    {"first_pass_kfv_bf16_long_launchable_threads_ge_128", l6_launch},
+    {"first_pass_kfv_bf16_long_dispatched_128_threads_4_warps", l6_disp},
+    {"first_pass_kfv_bf16_long_dynamic_shared_109952", l6_dyn},
+    {"first_pass_kfv_bf16_long_shared_within_114688", l6_shared},
+    {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},
+    {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},
+    {"first_pass_kfv_f32_long_warp_size_32", l7_warp},
+    {"first_pass_kfv_f32_long_launchable_threads_ge_320", l7_launch},
+    {"first_pass_kfv_f32_long_dispatched_320_threads_10_warps", l7_disp},
+    {"first_pass_kfv_f32_long_dynamic_shared_221696", l7_dyn},
+    {"first_pass_kfv_f32_long_shared_within_232448", l7_shared},
+    {"first_pass_kfv_f32_long_zero_local_bytes", l7_local},
+    {"first_pass_kfv_f32_long_resident", l7_resident},
+};
+_Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
+               "v7: v6's gates and seven for the long F32 pass");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -497,7 +580,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
  * 1 (the candidate since), gem.resources.v2 (the kernels the library shipped up to the
  * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes),
  * gem.resources.v4 (up to the tensor-core K-from-V first passes), gem.resources.v5 (up to the
- * long BF16 K-from-V first pass) and gem.resources.v6 (the kernels it ships). */
+ * long BF16 K-from-V first pass), gem.resources.v6 (up to the long F32 K-from-V first pass)
+ * and gem.resources.v7 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -514,6 +598,8 @@ static const res_schema schemas[] = {
      NKEYS(v5_roles), v5_gates, NKEYS(v5_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v6", "gem resources", "gem.analysis.resources.v6", 0, 8, 32768, v6_roles,
      NKEYS(v6_roles), v6_gates, NKEYS(v6_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v7", "gem resources", "gem.analysis.resources.v7", 0, 8, 32768, v7_roles,
+     NKEYS(v7_roles), v7_gates, NKEYS(v7_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */

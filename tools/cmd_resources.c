@@ -1,6 +1,6 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v6, docs/receipts-resources.md).
+ * ships (schema gem.resources.v7, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones, the long BF16 K-from-V one
  * and the sliding-window layers' D256 ones) and the reducer at the decode API's tuned
@@ -46,7 +46,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v6): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v7): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
@@ -188,6 +188,10 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
  * reserved) of the 228 KiB); it copies its tiles by cp.async, past the L1. */
 #define KFV_LONG_DYNAMIC_SHARED 109952
 #define KFV_LONG_SHARED_BUDGET 114688
+/* The long F32 K-from-V first pass (pairs of warps, TF32 pieces): 320 threads, these dynamic
+ * bytes, within the 227 KiB a block may take; one block an SM. */
+#define KFV_F32_LONG_DYNAMIC_SHARED 221696
+#define KFV_F32_LONG_SHARED_BUDGET 232448
 
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
@@ -346,7 +350,7 @@ int gem_cmd_resources(int argc, char **argv)
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v6", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v7", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -444,6 +448,26 @@ int gem_cmd_resources(int argc, char **argv)
                             json_boolean(k->local_bytes == 0));
         json_object_set_new(gates, "first_pass_kfv_bf16_long_two_blocks_per_sm",
                             json_boolean(k->max_active_blocks_per_sm >= 2));
+    }
+    {
+        /* the long F32 K-from-V first pass: its own launch and budget, resident */
+        const gem_cuda_kernel_info *k =
+            &ks[GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS + 1];
+        json_object_set_new(gates, "first_pass_kfv_f32_long_warp_size_32",
+                            json_boolean(k->warp_size == 32));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_launchable_threads_ge_320",
+                            json_boolean(k->max_threads_per_block >= 320));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_dispatched_320_threads_10_warps",
+                            json_boolean(k->threads_dispatched == 320 && k->warps_dispatched == 10));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_dynamic_shared_221696",
+                            json_boolean(k->dynamic_shared_bytes == KFV_F32_LONG_DYNAMIC_SHARED));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_shared_within_232448",
+                            json_boolean(k->static_shared_bytes + k->dynamic_shared_bytes <=
+                                         KFV_F32_LONG_SHARED_BUDGET));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_zero_local_bytes",
+                            json_boolean(k->local_bytes == 0));
+        json_object_set_new(gates, "first_pass_kfv_f32_long_resident",
+                            json_boolean(k->max_active_blocks_per_sm >= 1));
     }
     int all = 1;
     const char *k;

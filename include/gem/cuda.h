@@ -48,7 +48,8 @@ typedef struct gem_cuda_kernel_info {
                                   fused_first_pass_k_from_v[_bf16|_f16],
                                   fused_first_pass_d256[_bf16|_f16], fused_reducer,
                                   baseline_score, baseline_normalize, baseline_value,
-                                  baseline_reduce, fused_first_pass_kfv_bf16_long */
+                                  baseline_reduce, fused_first_pass_kfv_bf16_long,
+                                  fused_first_pass_kfv_f32_long */
     int max_threads_per_block; /* cudaFuncAttributes.maxThreadsPerBlock */
     size_t static_shared_bytes;
     size_t dynamic_shared_bytes; /* launched with */
@@ -62,9 +63,9 @@ typedef struct gem_cuda_kernel_info {
 } gem_cuda_kernel_info;
 
 /* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's twelve first
- * passes and its reducer, the baseline's four stages, then the fused route's first pass for
- * BF16 K-from-V views of long lengths. */
-#define GEM_CUDA_KERNELS 18
+ * passes and its reducer, the baseline's four stages, then the fused route's first passes for
+ * BF16 and F32 K-from-V views of long lengths. */
+#define GEM_CUDA_KERNELS 19
 #define GEM_CUDA_FIRST_PASSES 12
 #define GEM_CUDA_BASELINE_KERNELS 4
 
@@ -77,8 +78,9 @@ typedef struct gem_cuda_kernel_info {
  * Gemma 4's sliding-window layers; any strides) for F32, BF16 and F16 K/V
  * (fused_first_pass_d256, ..._d256_bf16, ..._d256_f16), its reducer (every head dimension),
  * then the baseline's score, normalize, value and reduce at `baseline_partitions` value
- * partitions, then the first pass that rebuilds K from a BF16 V cache from 32,768 rows on
- * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM); grids for n_kv_heads KV
+ * partitions, then the first passes that rebuild K from a BF16 V cache from 32,768 rows on
+ * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM) and from an F32 V cache from
+ * 24,576 rows on (fused_first_pass_kfv_f32_long: 320-thread blocks, one an SM); grids for n_kv_heads KV
  * heads and `live` tokens (each first pass: n_kv_heads x partitions blocks; the reducer and
  * the baseline at D512, x8 query heads).
  * out (cap entries), *n = entries written (GEM_CUDA_KERNELS). GEM_ERR_PARAM for counts out of

@@ -40,7 +40,9 @@
  * 128K against 0.5647 for the CUDA-core body; run96 through gem_decode: 0.2431); BF16 V from
  * GEM_KFV_WARP_MIN_LIVE rows on, gem_fused_first_pass_kfv_warp_body, warps that own whole
  * tiles (versions 20-23, runs 114-117; run118 through gem_decode: 0.1900 ms at 128K against
- * 0.2451).
+ * 0.2451); F32 V from GEM_KFV_PAIR_MIN_LIVE rows on, gem_fused_first_pass_kfv_pair_body, pairs
+ * of warps sharing each tile with every product three TF32 MMAs (versions 24-29, runs 122-125:
+ * 0.3508 ms at 128K against 0.5006 for the CUDA-core body).
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -198,6 +200,29 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
                                        n_q_heads, scale);
 }
 
+/* F32 V from GEM_KFV_PAIR_MIN_LIVE rows on: pairs of warps that share each tile, every product
+ * three TF32 MMAs (gem_fused_first_pass_kfv_pair_body), GEM_KFV_PAIR_THREADS threads and
+ * GEM_KFV_PAIR_BYTES of dynamic shared memory a block, one block an SM. dev/cuda/kfv_mma.cu
+ * version 29 (results/h200 run 125) against version 1, the CUDA-core pass: 8% less time at 24K
+ * tokens, 24% at 64K, 30% at 128K, slower at 16K and below (8K: 0.0514 against 0.0404 ms). */
+#define GEM_KFV_PAIR_MIN_LIVE 24576
+extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
+    gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
+                                           const float *__restrict__ k_weight,
+                                           const __grid_constant__ gem_cu_rope rope,
+                                           const void *__restrict__ v, int64_t v_hs4,
+                                           int64_t v_ts4, float *__restrict__ part_m,
+                                           float *__restrict__ part_s, float *__restrict__ part_o,
+                                           int64_t live, int64_t partitions, int64_t n_q_heads,
+                                           float scale)
+{
+    const int64_t k_hs4 = 0, k_ts4 = 0;
+    GEM_FP_PROLOGUE(nullptr, v, GEM_CU_D, 4);
+    gem_fused_first_pass_kfv_pair_body(q, k_weight, &rope, reinterpret_cast<const float *>(v),
+                                       4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o, live,
+                                       partitions, n_q_heads, scale);
+}
+
 typedef void (*gem_first_pass_kfv_fn)(const float *, const float *, const gem_cu_rope,
                                       const void *, int64_t, int64_t, float *, float *, float *,
                                       int64_t, int64_t, int64_t, float);
@@ -314,6 +339,10 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_WARP_BYTES);
     if (e != cudaSuccess)
         return e;
+    e = cudaFuncSetAttribute(gem_fused_first_pass_k_from_v_f32_long,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_PAIR_BYTES);
+    if (e != cudaSuccess)
+        return e;
     done.fetch_or(bit, std::memory_order_acq_rel);
     return cudaSuccess;
 }
@@ -326,6 +355,11 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
     kfv_long->role = "fused_first_pass_kfv_bf16_long";
     kfv_long->dynamic_shared = GEM_KFV_WARP_BYTES;
     kfv_long->threads = GEM_KFV_WARP_THREADS;
+    kfv_long[1].func = (const void *)gem_fused_first_pass_k_from_v_f32_long;
+    kfv_long[1].name = "gem_fused_first_pass_k_from_v_f32_long";
+    kfv_long[1].role = "fused_first_pass_kfv_f32_long";
+    kfv_long[1].dynamic_shared = GEM_KFV_PAIR_BYTES;
+    kfv_long[1].threads = GEM_KFV_PAIR_THREADS;
     for (int t = 0; t < GEM_DTYPE_COUNT; t++)
         for (int l = 0; l < 2; l++) {
             gem_cu_kernel_ref *r = &first[2 * t + l];
@@ -388,6 +422,13 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
         GEM_CUDA_CHECK(launch_pdl_shared(
             gem_fused_first_pass_k_from_v_bf16_long, grid1, GEM_KFV_WARP_THREADS,
             (size_t)GEM_KFV_WARP_BYTES, stream, a->q, a->k_weight, a->rope, a->v, a->v_hs4,
+            a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions, n_q_heads,
+            a->scale));
+    } else if (a->k_weight && a->dtype == GEM_DTYPE_F32 && a->live >= GEM_KFV_PAIR_MIN_LIVE) {
+        GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
+        GEM_CUDA_CHECK(launch_pdl_shared(
+            gem_fused_first_pass_k_from_v_f32_long, grid1, GEM_KFV_PAIR_THREADS,
+            (size_t)GEM_KFV_PAIR_BYTES, stream, a->q, a->k_weight, a->rope, a->v, a->v_hs4,
             a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions, n_q_heads,
             a->scale));
     } else if (a->k_weight) {

@@ -1519,6 +1519,463 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
                        part_m, part_s, part_o);
 }
 
+/* ---- K rebuilt from an F32 V cache by pairs of warps, products in TF32 pieces ------------------
+ * The K-from-V first pass for F32 V caches at long lengths (gem_cu_fused_launch: live >=
+ * GEM_KFV_PAIR_MIN_LIVE; below it the CUDA-core body, gem_fused_first_pass_body with KFV, is
+ * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-29 (results/h200/runs 122-125): version 29,
+ * 0.3508 ms at 128K and 0.1958 at 64K against 0.5006 and 0.2571 for the CUDA-core pass, even
+ * near 20K, slower below (8K: 0.0514 against 0.0404).
+ *
+ * Each product is three TF32 MMAs (mma.m16n8k8.tf32): a value x is big + small with big =
+ * cvt.rn.tf32(x) and small = x - big exactly; a . b takes big big + big small + small big, the
+ * small small term (about 2^-22 of the product) left out and small given to the MMA as it is (it
+ * keeps 11 of its bits, about 2^-22 of x, of either sign since big was rounded to nearest). So a
+ * product is good to about 2^-21 of itself, without bias: F32 arithmetic's accuracy, not the
+ * 16-bit passes' exact products; NMSE against the double reference 1e-13 .. 2e-12 (run 125).
+ *
+ * A block of GEM_KFV_PAIR_PAIRS pairs of warps takes one partition; pair pr takes the
+ * partition's 16-token tiles pr, pr + PAIRS, ...:
+ *   - the stage (one a pair): 16 rows of 512 floats, 2,048 bytes, their 16-byte quads swizzled
+ *     by the row's token t (physical quad = quad ^ (4 (t & 1) + (t & 2))); warp h of the pair
+ *     copies rows 8h .. 8h + 7 by cp.async at the top of the iteration, from the L2, where it
+ *     asked for them (prefetch.global.L2) during the tile before;
+ *   - scores S^T = K Q^T with the tokens as the MMA's rows: lane (grp, tig) of warp h owns the
+ *     quads 4k + tig of tokens grp and grp + 8 (dims 16k + 4 tig + e), one 16-byte load giving
+ *     two k-steps (e = 0, 1 at slots tig, tig + 4; then e = 2, 3), and Q's B fragment of head grp
+ *     is the same quad of fl(q w) (big and small in shared memory, swizzled by head). Warp h
+ *     takes the 12 quads that do not rotate 12h .. 12h + 11 of the 24 (k_weight folded into Q)
+ *     and the rotating quads 2h, 2h + 1 with their partners 16 quads on (pairs j and j + 256 in
+ *     one lane): q . RoPE_{P+u}(w V) = RoPE_{-P}(q) . RoPE_u(w V), RoPE_{-P}(q) in F32 from the
+ *     tile's angles (gem_rope_cs), RoPE_u(w V) in F32 from the block's table of w cos, w sin of
+ *     the 16 offsets (the staged pass's rule), in the lanes' order;
+ *   - the pair's partial scores meet in shared memory, both warps add them in the same order
+ *     (half 0's first) and run the same online softmax;
+ *   - the V update O^T += V^T P^T: warp h owns quads 8k + grp, k = 8h .. 8h + 7, of tokens tig,
+ *     + 4, + 8, + 12 (its 256 dims); m-tile 2k + hh takes dims 32k + 4 grp + 2 hh (row grp)
+ *     and + 1 (row grp + 8), so one 16-byte load feeds two m-tiles; O^T in 64 registers a lane;
+ *   - the pairs meet at the block's barrier three times a tile (the tile landed, the partial
+ *     scores written, the stage free again), every pair running the same number of iterations;
+ *     version 28's 64-thread named barriers took 9% less time, but racecheck reported hazards
+ *     across the block's barrier with them, so the library takes the barrier it can check;
+ *   - at the end the pairs merge (M, S, O) in pair order through shared memory and write the
+ *     block's partial in the reducer's layout.
+ * Bitwise repeats: every sum in a fixed order. Launched with GEM_KFV_PAIR_BYTES of dynamic shared
+ * memory and GEM_KFV_PAIR_THREADS threads, one block an SM; v, its strides multiples of 4
+ * floats. */
+#define GEM_KFV_PAIR_PAIRS 5
+#define GEM_KFV_PAIR_THREADS (64 * GEM_KFV_PAIR_PAIRS)
+#define GEM_KFV_PAIR_STAGE (GEM_MMA_TILE * GEM_CU_D)  /* floats of a stage */
+#define GEM_KFV_PAIR_QNR (GEM_CU_GROUP * 384)        /* floats of one piece of fl(q w) */
+#define GEM_KFV_PAIR_BYTES                                                                      \
+    (GEM_KFV_PAIR_PAIRS * GEM_KFV_PAIR_STAGE * 4 + 2 * GEM_KFV_PAIR_QNR * 4 +                   \
+     GEM_CU_GROUP * GEM_CU_ROPE_PAIRS * 8 +                                                     \
+     2 * GEM_KFV_PAIR_PAIRS * (GEM_MMA_TILE * GEM_CU_GROUP * 4 + 32 * 8 + 32 * 16) +            \
+     GEM_MMA_TILE * GEM_CU_ROPE_PAIRS * 16) /* 221,696 */
+static_assert(GEM_KFV_PAIR_PAIRS * (GEM_CU_GROUP * GEM_CU_D + 2 * GEM_CU_GROUP) <=
+                  GEM_KFV_PAIR_PAIRS * GEM_KFV_PAIR_STAGE,
+              "the pairs' states meet in their stages");
+
+/* the swizzle of a staged row of token t (and of Q's rows of head t): bits 1 and 2 of a quad */
+__device__ __forceinline__ int gem_tf32_swz(int t) { return ((t & 1) << 2) | (t & 2); }
+
+/* x = big + small: big rounded to TF32 (to nearest), small the exact rest */
+__device__ __forceinline__ void gem_tf32_split(float x, uint32_t &big, uint32_t &small)
+{
+    uint32_t b;
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(b) : "f"(x));
+    big = b;
+    small = __float_as_uint(x - __uint_as_float(b));
+}
+
+__device__ __forceinline__ void gem_mma_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One k-step's three products into acc[0] (big big), acc[1] (big small), acc[2] (small big):
+ * a0 .. a3 the A values, b0, b1 the B values */
+__device__ __forceinline__ void gem_mma_tf32x3(float (*acc)[4], float a0, float a1, float a2,
+                                               float a3, float b0, float b1)
+{
+    uint32_t ab[4], as[4], bb[2], bs[2];
+    gem_tf32_split(a0, ab[0], as[0]);
+    gem_tf32_split(a1, ab[1], as[1]);
+    gem_tf32_split(a2, ab[2], as[2]);
+    gem_tf32_split(a3, ab[3], as[3]);
+    gem_tf32_split(b0, bb[0], bs[0]);
+    gem_tf32_split(b1, bb[1], bs[1]);
+    gem_mma_tf32(acc[0], ab[0], ab[1], ab[2], ab[3], bb[0], bb[1]);
+    gem_mma_tf32(acc[1], ab[0], ab[1], ab[2], ab[3], bs[0], bs[1]);
+    gem_mma_tf32(acc[2], as[0], as[1], as[2], as[3], bb[0], bb[1]);
+}
+
+/* 16 bytes global -> shared, L2 only */
+__device__ __forceinline__ void gem_cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(gem_smem_addr(dst)), "l"(src)
+                 : "memory");
+}
+
+/* The online softmax and the V update of one tile in warp h of a pair: sv the scaled scores of
+ * tokens grp (0, 1) and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3), the same
+ * bits in both warps; (m0, s0), (m1, s1) the running maximum and sum of those heads; o the
+ * lane's O^T accumulators (m-tile 2k + hh: dims 256h + 32k + 4 grp + 2hh, + 1); sp the warp's
+ * 512 bytes that take the weights to the B layout; vbase the lane's first quad of the warp's
+ * dims in the stage (token tig). */
+__device__ __forceinline__ void gem_kfv_pair_update(float (&sv)[4], int64_t t0, int64_t end,
+                                                    float &m0, float &m1, float &s0, float &s1,
+                                                    float (&o)[16][4], float *sp,
+                                                    const float *vbase, int grp, int tig)
+{
+    const int G = GEM_CU_GROUP, D = GEM_CU_D;
+    if (t0 + grp >= end)
+        sv[0] = sv[1] = -INFINITY;
+    if (t0 + grp + 8 >= end)
+        sv[2] = sv[3] = -INFINITY;
+    float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1); /* a tile has a row below end */
+    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1); /* m = -inf at first: 0 */
+    const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
+                e3 = expf(sv[3] - mn1);
+    float ps0 = e0 + e2, ps1 = e1 + e3;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
+        ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
+    }
+    s0 = s0 * al0 + ps0;
+    s1 = s1 * al1 + ps1;
+    m0 = mn0;
+    m1 = mn1;
+    /* the weights to the B layout: k-step ks takes tokens tig + 8 ks and + 4 of head grp */
+    *reinterpret_cast<float2 *>(sp + grp * G + 2 * tig) = make_float2(e0, e1);
+    *reinterpret_cast<float2 *>(sp + (grp + 8) * G + 2 * tig) = make_float2(e2, e3);
+    __syncwarp();
+    uint32_t pb[4], pls[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) /* tokens tig, tig + 4, tig + 8, tig + 12 */
+        gem_tf32_split(sp[(tig + 4 * u) * G + grp], pb[u], pls[u]);
+    __syncwarp(); /* sp is read before the next tile writes it */
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) { /* x * 1 = x: the same bits */
+#pragma unroll
+        for (int mt = 0; mt < 16; mt++) {
+            o[mt][0] *= al0;
+            o[mt][1] *= al1;
+            o[mt][2] *= al0;
+            o[mt][3] *= al1;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float4 vv[4]; /* quad 8 (8h + k) + grp of tokens tig + 4u */
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            vv[u] = *reinterpret_cast<const float4 *>(vbase + 4 * u * D + 32 * k);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            uint32_t ab[8], as[8]; /* k-step 0: tokens tig, tig + 4; k-step 1: + 8, + 12 */
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                gem_tf32_split(hh ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
+                gem_tf32_split(hh ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
+            }
+            float *acc = o[2 * k + hh];
+            gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
+            gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
+            gem_mma_tf32(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
+            gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
+            gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
+            gem_mma_tf32(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
+        }
+    }
+}
+
+/* The block's pairs' (M, S, O) merged in pair order through sm (at least PAIRS x (8 x 512 + 16)
+ * floats: the pairs' stages, free once every copy has landed), written as the partial of
+ * (partition p, KV head g). Warp h of pair pr holds dims 256h + 32k + 4 grp + 2hh (+ 1) of
+ * m-tile 2k + hh. Contains __syncthreads. */
+__device__ __forceinline__ void gem_kfv_pair_merge(float *sm, const float (&o)[16][4], float m0,
+                                                   float m1, float s0, float s1, int64_t p,
+                                                   int64_t g, int64_t n_q_heads,
+                                                   float *__restrict__ part_m,
+                                                   float *__restrict__ part_s,
+                                                   float *__restrict__ part_o)
+{
+    const int NPR = GEM_KFV_PAIR_PAIRS, G = GEM_CU_GROUP, D = GEM_CU_D;
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int pr = w >> 1, h = w & 1;
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads(); /* every warp is past its tiles */
+    float *const so = sm;                        /* [pair][8 heads][512] */
+    float *const smm = so + (size_t)NPR * G * D; /* [pair][8] */
+    float *const sss = smm + NPR * G;            /* [pair][8] */
+    float *const ow = so + (size_t)pr * G * D;
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++) {
+        const int d = 256 * h + 32 * (mt >> 1) + 4 * grp + 2 * (mt & 1);
+        ow[(2 * tig) * D + d] = o[mt][0];
+        ow[(2 * tig + 1) * D + d] = o[mt][1];
+        ow[(2 * tig) * D + d + 1] = o[mt][2];
+        ow[(2 * tig + 1) * D + d + 1] = o[mt][3];
+    }
+    if (grp == 0 && h == 0) {
+        smm[pr * G + 2 * tig] = m0;
+        smm[pr * G + 2 * tig + 1] = m1;
+        sss[pr * G + 2 * tig] = s0;
+        sss[pr * G + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += GEM_KFV_PAIR_THREADS) {
+        const int hd = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int pp = 0; pp < NPR; pp++)
+            M = fmaxf(M, smm[pp * G + hd]);
+        float O = 0.f, S = 0.f;
+        for (int pp = 0; pp < NPR; pp++) {
+            const float mw = smm[pp * G + hd];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M); /* a pair without tiles: 0 */
+            O += so[((size_t)pp * G + hd) * D + d] * f;
+            S += sss[pp * G + hd] * f;
+        }
+        const int64_t row = p * n_q_heads + g * G + hd;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+__device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
+    const float *__restrict__ q,          /* (n_q_heads, 512) */
+    const float *__restrict__ kw,         /* (512) k_weight */
+    const gem_cu_rope *__restrict__ rope, /* in the kernel's parameters */
+    const float *__restrict__ v,          /* row (g, t) at element g*v_hs + t*v_ts */
+    int64_t v_hs, int64_t v_ts,
+    float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+{
+    const int NPR = GEM_KFV_PAIR_PAIRS, G = GEM_CU_GROUP, D = GEM_CU_D, T = GEM_MMA_TILE;
+    const int NP = GEM_CU_ROPE_PAIRS, HALF = GEM_CU_ROPE_HALF;
+    extern __shared__ __align__(128) unsigned char gem_kfv_pair_sm[]; /* GEM_KFV_PAIR_BYTES */
+    float *const stiles = reinterpret_cast<float *>(gem_kfv_pair_sm); /* [pair][16][512] */
+    float *const sqb = stiles + (size_t)NPR * GEM_KFV_PAIR_STAGE;      /* [8][384] big */
+    float *const sqs = sqb + GEM_KFV_PAIR_QNR;                         /* [8][384] small */
+    float2 *const sqr = reinterpret_cast<float2 *>(sqs + GEM_KFV_PAIR_QNR); /* [8][64] */
+    float *const spt = reinterpret_cast<float *>(sqr + G * NP);        /* [w][16][8] */
+    float2 *const scs = reinterpret_cast<float2 *>(spt + 2 * NPR * T * G); /* [w][32] */
+    float4 *const sx = reinterpret_cast<float4 *>(scs + 2 * NPR * 32); /* [w][32] partials */
+    float4 *const scf = sx + 2 * NPR * 32; /* [2][4][4][32]: w cos, w sin in the lanes' order */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int pr = w >> 1, h = w & 1;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
+    const int nall = (int)((ntiles + NPR - 1) / NPR); /* pair 0's count: every pair's iterations */
+    const float *const vg = v + g * v_hs;
+    float *const stage = stiles + (size_t)pr * GEM_KFV_PAIR_STAGE;
+
+    auto copy = [&](int64_t t0) { /* rows 8h .. 8h + 7 of the tile at t0; past end: zeros */
+        if (t0 + T <= end) {
+            const float *src = vg + (t0 + 8 * h) * v_ts + 4 * lane;
+#pragma unroll
+            for (int r = 0; r < 8; r++, src += v_ts) {
+                float *dst = stage + (8 * h + r) * D + 4 * (lane ^ gem_tf32_swz(r));
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    gem_cp16(dst + 128 * i, src + 128 * i);
+            }
+        } else { /* the partition's last tile */
+            for (int r = 8 * h; r < 8 * h + 8; r++) {
+                const bool in = t0 + r < end;
+                const float *src = vg + (in ? t0 + r : begin) * v_ts + 4 * lane;
+                float *dst = stage + r * D;
+                const int sw = gem_tf32_swz(r);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    gem_cp16_zfill(dst + 4 * ((lane + 32 * i) ^ sw), src + 128 * i, in ? 16 : 0);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    auto prefetch = [&](int j) { /* own rows of the pair's tile j asked of the L2 */
+        if (j < nmine) {
+            const int64_t t0 = begin + (int64_t)(pr + j * NPR) * T + 8 * h;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t t = t0 + 2 * i + (lane >> 4);
+                if (t < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts +
+                                                                     32 * (lane & 15)));
+            }
+        }
+    };
+    if (nmine > 0) {
+        copy(begin + (int64_t)pr * T);
+        prefetch(1);
+    }
+
+    const float *qg = q + g * G * D;
+    for (int i = tid; i < G * 384; i += GEM_KFV_PAIR_THREADS) {
+        const int hd = i / 384, x = i % 384, d = x < 192 ? 64 + x : 128 + x;
+        const int kq = (d >> 4) - (d < HALF ? 4 : 8), t4 = (d >> 2) & 3;
+        const int at = hd * 384 + 4 * ((4 * kq + t4) ^ gem_tf32_swz(hd)) + (d & 3);
+        uint32_t b, s;
+        gem_tf32_split(__ldg(qg + hd * D + d) * __ldg(kw + d), b, s);
+        sqb[at] = __uint_as_float(b);
+        sqs[at] = __uint_as_float(s);
+    }
+    for (int i = tid; i < G * NP; i += GEM_KFV_PAIR_THREADS) {
+        const int hd = i / NP, j = i % NP;
+        sqr[i] = make_float2(__ldg(qg + hd * D + j), __ldg(qg + hd * D + HALF + j));
+    }
+    for (int i = tid; i < T * NP; i += GEM_KFV_PAIR_THREADS) {
+        /* entry ((x 4 + k) 4 + e) 32 + lane' for lane' (grp', tig'): offset u = grp' + 8x, pair
+         * j = 16k + 4 tig' + e */
+        const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
+        const int u = (ln >> 2) + 8 * x, j = 16 * k + 4 * (ln & 3) + e;
+        float c, s;
+        gem_rope_cs(u, rope->inv_freq[j], &c, &s);
+        const float wl = __ldg(kw + j), wh = __ldg(kw + HALF + j);
+        scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+    }
+    __syncthreads(); /* Q's pieces, the rotating pairs, the table */
+
+    float o[16][4]; /* m-tiles 2k + hh of k = 8h .. 8h + 7 */
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f; /* heads 2 tig, 2 tig + 1 */
+    float *const sp = spt + (size_t)w * T * G;
+    float2 *const cs = scs + (size_t)w * 32; /* pairs 32h .. 32h + 31 */
+    float4 *const xmine = sx + (size_t)w * 32, *const xother = sx + (size_t)(w ^ 1) * 32;
+    /* quad (4k + tig) ^ swz(grp) of a row is at floats 16 (k ^ s2) + lo: 16k + lo + s2 for even
+     * k, 16k + lo - s2 for odd k, so every load below is a base and an immediate offset */
+    const int swg = gem_tf32_swz(grp), swt = gem_tf32_swz(tig);
+    const int lo = 4 * (tig ^ (swg & 3)), s2 = 16 * (swg >> 2);
+    const float *const rae = stage + grp * D + lo + s2, *const rao = stage + grp * D + lo - s2;
+    const float *const rbe = rae + 8 * D, *const rbo = rao + 8 * D; /* token grp + 8 */
+    const float *const rre = rae + 32 * h, *const rro = rao + 32 * h; /* rotating quads 2h, +1 */
+    const float *const rrbe = rbe + 32 * h, *const rrbo = rbo + 32 * h;
+    const int nr0 = 16 * (h ? 20 : 4), q0 = 16 * 12 * h; /* the quads that do not rotate */
+    const float *const nae = rae + nr0, *const nao = rao + nr0, *const nbe = rbe + nr0,
+                      *const nbo = rbo + nr0;
+    const float *const qbe = sqb + grp * 384 + lo + s2 + q0,
+                      *const qbo = sqb + grp * 384 + lo - s2 + q0;
+    const float *const qse = sqs + grp * 384 + lo + s2 + q0,
+                      *const qso = sqs + grp * 384 + lo - s2 + q0;
+    const float2 *const hqr = sqr + grp * NP + 32 * h + 4 * tig;
+    const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
+    const float *const vbase = stage + tig * D + 4 * (grp ^ swt) + 256 * h;
+    for (int jt = 0; jt < nall; jt++) {
+        const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * T;
+        if (jt > 0) {
+            __syncthreads(); /* every warp is past its stage */
+            if (jt < nmine) {
+                copy(t0);
+                prefetch(jt + 1);
+            }
+        }
+        if (jt >= nmine) { /* past the pair's tiles: the block's two other barriers */
+            __syncthreads();
+            __syncthreads();
+            continue;
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope->pos0 + t0, rope->inv_freq[32 * h + lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads(); /* both halves of every pair's tile have landed; cs written */
+        float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++)
+                sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) { /* rotating quad k = 2h + kk (parity kk), partner + 16 */
+            const float *const ea = (kk ? rro : rre) + 16 * kk, *const eb = (kk ? rrbo : rrbe) + 16 * kk;
+            const float4 l0 = *reinterpret_cast<const float4 *>(ea),
+                         l1 = *reinterpret_cast<const float4 *>(eb),
+                         h0 = *reinterpret_cast<const float4 *>(ea + HALF),
+                         h1 = *reinterpret_cast<const float4 *>(eb + HALF);
+            const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+            const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
+            float al[4], ah[4], kl[2][4], kh[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 c = cs[16 * kk + 4 * tig + e], qq = hqr[16 * kk + e];
+                al[e] = fmaf(qq.x, c.x, qq.y * c.y); /* RoPE_{-P}(q), head grp */
+                ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
+#pragma unroll
+                for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8x */
+                    const float4 k4 = hcf[((x * 4 + kk) * 4 + e) * 32];
+                    kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
+                    kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
+                }
+            }
+            gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+        }
+#pragma unroll
+        for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
+            const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
+                         a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
+                         b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kx),
+                         bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kx);
+            uint32_t ab[8], as[8];
+            gem_tf32_split(a0.x, ab[0], as[0]);
+            gem_tf32_split(a1.x, ab[1], as[1]);
+            gem_tf32_split(a0.y, ab[2], as[2]);
+            gem_tf32_split(a1.y, ab[3], as[3]);
+            gem_tf32_split(a0.z, ab[4], as[4]);
+            gem_tf32_split(a1.z, ab[5], as[5]);
+            gem_tf32_split(a0.w, ab[6], as[6]);
+            gem_tf32_split(a1.w, ab[7], as[7]);
+            const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
+                           b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
+            gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x),
+                         __float_as_uint(bs.y));
+            gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z),
+                         __float_as_uint(bs.w));
+            gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+        }
+        float part[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            part[r] = (sa[0][0][r] + sa[1][0][r]) +
+                      ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
+        xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+        __syncthreads(); /* every pair's partial scores written */
+        const float4 xo = xother[lane];
+        const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) /* half 0's partial first, in both warps */
+            sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
+        gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
+    }
+    gem_kfv_pair_merge(stiles, o, m0, m1, s0, s1, p, g, n_q_heads, part_m, part_s, part_o);
+}
+
 /* Asks the L2 for the first ROWS rows of this first-pass block's K and V (partition
  * blockIdx.x, KV head blockIdx.y; the partition by gem_partition_range, chunk = ceil(live / P);
  * rows of ROW_BYTES bytes, a multiple of 128; strides in bytes; k NULL when the view holds V

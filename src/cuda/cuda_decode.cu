@@ -761,8 +761,8 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
     gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
     const int F = GEM_CUDA_FIRST_PASSES;
-    const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16 K-from-V first pass */
-    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 1 == GEM_CUDA_KERNELS, "the kernels' order");
+    const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16, F32 K-from-V first passes */
+    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 == GEM_CUDA_KERNELS, "the kernels' order");
     gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L]);
     gem_cu_baseline_kernels(&refs[F + 1]);
     int64_t grids[GEM_CUDA_KERNELS];
@@ -770,7 +770,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
         grids[i] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
     grids[F] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
     gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[F + 1]);
-    grids[L] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    grids[L] = grids[L + 1] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)

@@ -111,13 +111,14 @@ typedef struct gem_cu_baseline_args {
  * first passes by element type in gem_dtype order, each for dense rows (token stride 512
  * elements) then for any other strides, then the three K-from-V first passes (any strides) in
  * gem_dtype order, then the three D256 / group-2 first passes (any strides) in gem_dtype
- * order; reducer (1, every head dimension); kfv_long (1): the BF16 K-from-V first pass of
- * long lengths (gem_cu_fused_launch picks it from GEM_KFV_WARP_MIN_LIVE rows on). */
+ * order; reducer (1, every head dimension); kfv_long (2): the BF16 and the F32 K-from-V first
+ * passes of long lengths (gem_cu_fused_launch picks them from GEM_KFV_WARP_MIN_LIVE and
+ * GEM_KFV_PAIR_MIN_LIVE rows on). */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
                           gem_cu_kernel_ref *kfv_long);
 /* Raises the dynamic shared memory limit of the BF16 and F16 first passes (launched with
- * 66,560 bytes), of their K-from-V passes (33,280) and of the long BF16 K-from-V pass
- * (109,952) on the current device; done once per device. Called before their launch and
+ * 66,560 bytes), of their K-from-V passes (33,280) and of the long BF16 and F32 K-from-V
+ * passes (109,952 and 221,696) on the current device; done once per device. Called before their launch and
  * before their occupancy is asked for. */
 cudaError_t gem_cu_fused_allow_staged_shared(void);
 /* Launches first pass + reducer (a programmatic dependent launch) on `stream`: the D512 or
