@@ -469,7 +469,7 @@ _Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7,
                "v6: v5's gates and seven for the long pass");
 
 /* ---- gem.resources.v7: the kernels the library ships since the long F32 K-from-V pass ----- */
-/* v6's eighteen kernels, then the first pass that rebuilds K from an F32 V cache from 24,576
+/* v6's eighteen kernels, then the first pass that rebuilds K from an F32 V cache from 32,768
  * rows on (index 18, so v6's order stays a prefix): pairs of warps that share each tile, every
  * product three TF32 MMAs (src/cuda/attn_fused_body.cuh, gem_fused_first_pass_kfv_pair_body;
  * dev/cuda/kfv_mma.cu version 29, results/h200/run125: 0.3508 ms at 128K against 0.5006 for

@@ -203,9 +203,12 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
 /* F32 V from GEM_KFV_PAIR_MIN_LIVE rows on: pairs of warps that share each tile, every product
  * three TF32 MMAs (gem_fused_first_pass_kfv_pair_body), GEM_KFV_PAIR_THREADS threads and
  * GEM_KFV_PAIR_BYTES of dynamic shared memory a block, one block an SM. dev/cuda/kfv_mma.cu
- * version 29 (results/h200 run 125) against version 1, the CUDA-core pass: 8% less time at 24K
- * tokens, 24% at 64K, 30% at 128K, slower at 16K and below (8K: 0.0514 against 0.0404 ms). */
-#define GEM_KFV_PAIR_MIN_LIVE 24576
+ * version 29 (results/h200 run 125, 33 partitions) against version 1, the CUDA-core pass: 8%
+ * less time at 24K tokens, 24% at 64K, 30% at 128K, slower at 16K and below (8K: 0.0514 against
+ * 0.0404 ms). At the default 64 partitions (two waves of one block an SM) the library's pass took
+ * 0.1045 ms at 24K, 0.1270 at 32K and 0.3758 at 128K (run 126), so it starts at 32K, where it
+ * is 5% faster than the CUDA-core pass. */
+#define GEM_KFV_PAIR_MIN_LIVE 32768
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
                                            const float *__restrict__ k_weight,

@@ -1907,7 +1907,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
                 sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) { /* rotating quad k = 2h + kk (parity kk), partner + 16 */
-            const float *const ea = (kk ? rro : rre) + 16 * kk, *const eb = (kk ? rrbo : rrbe) + 16 * kk;
+            const float *const ea = (kk ? rro : rre) + 16 * kk;
+            const float *const eb = (kk ? rrbo : rrbe) + 16 * kk;
             const float4 l0 = *reinterpret_cast<const float4 *>(ea),
                          l1 = *reinterpret_cast<const float4 *>(eb),
                          h0 = *reinterpret_cast<const float4 *>(ea + HALF),
