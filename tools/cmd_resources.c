@@ -2,8 +2,8 @@
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
  * ships (schema gem.resources.v7, docs/receipts-resources.md).
  *
- * For the fused first passes (the full-attention layers' D512 ones, the long BF16 K-from-V one
- * and the sliding-window layers' D256 ones) and the reducer at the decode API's tuned
+ * For the fused first passes (the full-attention layers' D512 ones, the long BF16 and F32
+ * K-from-V ones and the sliding-window layers' D256 ones) and the reducer at the decode API's tuned
  * default for the production shape, and the four baseline kernels, it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
