@@ -1231,16 +1231,15 @@ __device__ __forceinline__ void gem_kfv_warp_copy(__nv_bfloat16 *st, const __nv_
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-/* The online softmax and the V update of one tile: sv the scaled scores of tokens grp (0, 1)
- * and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3); (m0, s0), (m1, s1) the running
- * maximum and sum of those heads; o the lane's O^T accumulators (m-tile mt: dims 16 mt + grp,
- * + 8); sp the warp's 512 bytes that take the weights to the B layout; st the staged tile,
- * vrow the lane's ldmatrix.trans row. */
-__device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, int64_t end,
-                                                    float &m0, float &m1, float &s0, float &s1,
-                                                    float (&o)[32][4], float *sp,
-                                                    const __nv_bfloat16 *st, int vrow, int grp,
-                                                    int tig)
+/* The online softmax of one 16-token tile in a warp, shared by the long K-from-V passes: sv the
+ * scaled scores of tokens grp (0, 1) and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1
+ * (1, 3), rows at or past end masked; (m0, s0), (m1, s1) the running maximum and sum of those
+ * heads, updated; al0, al1 the factors of O's heads; the weights stored into sp [16 tokens][8
+ * heads] for the V update's B layout (followed by __syncwarp). */
+__device__ __forceinline__ void gem_kfv_tile_softmax(float (&sv)[4], int64_t t0, int64_t end,
+                                                     float &m0, float &m1, float &s0, float &s1,
+                                                     float &al0, float &al1, float *sp, int grp,
+                                                     int tig)
 {
     if (t0 + grp >= end)
         sv[0] = sv[1] = -INFINITY;
@@ -1253,7 +1252,8 @@ __device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, 
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
     }
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1); /* a tile has a row below end */
-    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1); /* m = -inf at first: 0 */
+    al0 = expf(m0 - mn0);                                   /* m = -inf at first: 0 */
+    al1 = expf(m1 - mn1);
     const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
                 e3 = expf(sv[3] - mn1);
     float ps0 = e0 + e2, ps1 = e1 + e3;
@@ -1266,10 +1266,25 @@ __device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, 
     s1 = s1 * al1 + ps1;
     m0 = mn0;
     m1 = mn1;
-    /* the weights to the B layout: lane (grp, tig) takes tokens 2 tig, + 1, + 8, + 9 of head grp */
     *reinterpret_cast<float2 *>(sp + grp * GEM_CU_GROUP + 2 * tig) = make_float2(e0, e1);
     *reinterpret_cast<float2 *>(sp + (grp + 8) * GEM_CU_GROUP + 2 * tig) = make_float2(e2, e3);
     __syncwarp();
+}
+
+/* The online softmax and the V update of one tile: sv the scaled scores of tokens grp (0, 1)
+ * and grp + 8 (2, 3) of heads 2 tig (0, 2) and 2 tig + 1 (1, 3); (m0, s0), (m1, s1) the running
+ * maximum and sum of those heads; o the lane's O^T accumulators (m-tile mt: dims 16 mt + grp,
+ * + 8); sp the warp's 512 bytes that take the weights to the B layout; st the staged tile,
+ * vrow the lane's ldmatrix.trans row. */
+__device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, int64_t end,
+                                                    float &m0, float &m1, float &s0, float &s1,
+                                                    float (&o)[32][4], float *sp,
+                                                    const __nv_bfloat16 *st, int vrow, int grp,
+                                                    int tig)
+{
+    float al0, al1;
+    gem_kfv_tile_softmax(sv, t0, end, m0, m1, s0, s1, al0, al1, sp, grp, tig);
+    /* the weights to the B layout: lane (grp, tig) takes tokens 2 tig, + 1, + 8, + 9 of head grp */
     const float pw[4] = {sp[(2 * tig) * GEM_CU_GROUP + grp], sp[(2 * tig + 1) * GEM_CU_GROUP + grp],
                          sp[(2 * tig + 8) * GEM_CU_GROUP + grp],
                          sp[(2 * tig + 9) * GEM_CU_GROUP + grp]};
@@ -1632,34 +1647,9 @@ __device__ __forceinline__ void gem_kfv_pair_update(float (&sv)[4], int64_t t0, 
                                                     const float *vbase, int grp, int tig)
 {
     const int G = GEM_CU_GROUP, D = GEM_CU_D;
-    if (t0 + grp >= end)
-        sv[0] = sv[1] = -INFINITY;
-    if (t0 + grp + 8 >= end)
-        sv[2] = sv[3] = -INFINITY;
-    float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1); /* a tile has a row below end */
-    const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1); /* m = -inf at first: 0 */
-    const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
-                e3 = expf(sv[3] - mn1);
-    float ps0 = e0 + e2, ps1 = e1 + e3;
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-        ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
-        ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
-    }
-    s0 = s0 * al0 + ps0;
-    s1 = s1 * al1 + ps1;
-    m0 = mn0;
-    m1 = mn1;
+    float al0, al1;
+    gem_kfv_tile_softmax(sv, t0, end, m0, m1, s0, s1, al0, al1, sp, grp, tig);
     /* the weights to the B layout: k-step ks takes tokens tig + 8 ks and + 4 of head grp */
-    *reinterpret_cast<float2 *>(sp + grp * G + 2 * tig) = make_float2(e0, e1);
-    *reinterpret_cast<float2 *>(sp + (grp + 8) * G + 2 * tig) = make_float2(e2, e3);
-    __syncwarp();
     uint32_t pb[4], pls[4];
 #pragma unroll
     for (int u = 0; u < 4; u++) /* tokens tig, tig + 4, tig + 8, tig + 12 */
