@@ -3648,49 +3648,9 @@ not exactness, and the output is held to the same NMSE <= 1e-10 and bitwise repe
     ((size_t)(NW) * V24_STAGE * 4 + (size_t)2 * V24_QNR * 4 + (size_t)GROUP * NPAIRS * 8 +      \
      (size_t)(NW) * (16 * GROUP * 4 + NPAIRS * 8) + ((SCOEF) ? (size_t)16 * NPAIRS * 16 : 0))
 
-__device__ __forceinline__ int v24_swz(int t) { return ((t & 1) << 2) | (t & 2); }
-
-/* x = big + small: big rounded to TF32 (to nearest), small the exact rest */
-__device__ __forceinline__ void v24_split(float x, uint32_t &big, uint32_t &small)
-{
-    uint32_t b;
-    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(b) : "f"(x));
-    big = b;
-    small = __float_as_uint(x - __uint_as_float(b));
-}
-
-__device__ __forceinline__ void v24_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* the three products of one k-step into acc[0] (big big), acc[1] (big small), acc[2] (small
- * big): a[0..3] the A values, b[0..1] the B values, as floats */
-__device__ __forceinline__ void v24_mma3(float (*acc)[4], float a0, float a1, float a2, float a3,
-                                         float b0, float b1)
-{
-    uint32_t ab[4], as[4], bb[2], bs[2];
-    v24_split(a0, ab[0], as[0]);
-    v24_split(a1, ab[1], as[1]);
-    v24_split(a2, ab[2], as[2]);
-    v24_split(a3, ab[3], as[3]);
-    v24_split(b0, bb[0], bs[0]);
-    v24_split(b1, bb[1], bs[1]);
-    v24_mma(acc[0], ab[0], ab[1], ab[2], ab[3], bb[0], bb[1]);
-    v24_mma(acc[1], ab[0], ab[1], ab[2], ab[3], bs[0], bs[1]);
-    v24_mma(acc[2], as[0], as[1], as[2], as[3], bb[0], bb[1]);
-}
-
-/* 16 bytes global -> shared, L2 only */
-__device__ __forceinline__ void v26_cp16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(gem_smem_addr(dst)), "l"(src)
-                 : "memory");
-}
+/* The TF32 pieces' helpers are the library's (src/cuda/attn_fused_body.cuh: gem_tf32_swz,
+ * gem_tf32_split, gem_mma_tf32, gem_mma_tf32x3, gem_cp16), so that these versions and the
+ * library's long F32 pass compute the same bits. */
 
 template <int NW, bool SCOEF, bool LEAN = false>
 __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const float *__restrict__ kw,
@@ -3723,10 +3683,10 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
             const float *src = vg + t0 * ts + 4 * lane;
 #pragma unroll
             for (int r = 0; r < 16; r++, src += ts) {
-                float *dst = mine + r * D + 4 * (lane ^ v24_swz(r)); /* (lane + 32 i) ^ sw */
+                float *dst = mine + r * D + 4 * (lane ^ gem_tf32_swz(r)); /* (lane + 32 i) ^ sw */
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    v26_cp16(dst + 128 * i, src + 128 * i);
+                    gem_cp16(dst + 128 * i, src + 128 * i);
             }
             asm volatile("cp.async.commit_group;\n" ::: "memory");
             return;
@@ -3735,7 +3695,7 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
             const bool in = t0 + r < end;
             const float *src = vg + (in ? t0 + r : begin) * ts + 4 * lane;
             float *dst = mine + r * D;
-            const int sw = v24_swz(r);
+            const int sw = gem_tf32_swz(r);
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 gem_cp16_zfill(dst + 4 * ((lane + 32 * i) ^ sw), src + 128 * i, in ? 16 : 0);
@@ -3762,9 +3722,9 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
     for (int i = tid; i < GROUP * 384; i += 32 * NW) {
         const int h = i / 384, x = i % 384, d = x < 192 ? 64 + x : 128 + x;
         const int kq = (d >> 4) - (d < 256 ? 4 : 8), t4 = (d >> 2) & 3;
-        const int at = h * 384 + 4 * ((4 * kq + t4) ^ v24_swz(h)) + (d & 3);
+        const int at = h * 384 + 4 * ((4 * kq + t4) ^ gem_tf32_swz(h)) + (d & 3);
         uint32_t b, s;
-        v24_split(__ldg(qg + h * D + d) * __ldg(kw + d), b, s);
+        gem_tf32_split(__ldg(qg + h * D + d) * __ldg(kw + d), b, s);
         sqb[at] = __uint_as_float(b);
         sqs[at] = __uint_as_float(s);
     }
@@ -3790,7 +3750,7 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
     float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f; /* heads 2 tig, 2 tig + 1 */
     float *const sp = spt + (size_t)w * 16 * GROUP;
     float2 *const cs = scs + (size_t)w * NPAIRS;
-    const int swg = v24_swz(grp), swt = v24_swz(tig);
+    const int swg = gem_tf32_swz(grp), swt = gem_tf32_swz(tig);
     const float *const ra = mine + grp * D, *const rb = mine + (grp + 8) * D;
     const float *const qb = sqb + grp * 384, *const qs = sqs + grp * 384;
     /* LEAN: quad (4k + tig) ^ swg is at floats 16 (k ^ s2) + lo: 16 k + lo + 16 s2 for even k,
@@ -3851,10 +3811,10 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
                     kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
                 }
             }
-            v24_mma3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
-            v24_mma3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
-            v24_mma3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
-            v24_mma3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+            gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
         }
         /* the quads that do not rotate: k-steps 2k, 2k + 1 */
 #pragma unroll
@@ -3870,22 +3830,22 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
                          bs = *reinterpret_cast<const float4 *>(
                              LEAN ? (kq & 1 ? qso : qse) + 16 * kq : qs + bq);
             uint32_t ab[8], as[8];
-            v24_split(a0.x, ab[0], as[0]);
-            v24_split(a1.x, ab[1], as[1]);
-            v24_split(a0.y, ab[2], as[2]);
-            v24_split(a1.y, ab[3], as[3]);
-            v24_split(a0.z, ab[4], as[4]);
-            v24_split(a1.z, ab[5], as[5]);
-            v24_split(a0.w, ab[6], as[6]);
-            v24_split(a1.w, ab[7], as[7]);
+            gem_tf32_split(a0.x, ab[0], as[0]);
+            gem_tf32_split(a1.x, ab[1], as[1]);
+            gem_tf32_split(a0.y, ab[2], as[2]);
+            gem_tf32_split(a1.y, ab[3], as[3]);
+            gem_tf32_split(a0.z, ab[4], as[4]);
+            gem_tf32_split(a1.z, ab[5], as[5]);
+            gem_tf32_split(a0.w, ab[6], as[6]);
+            gem_tf32_split(a1.w, ab[7], as[7]);
             const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
                            b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
-            v24_mma(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
-            v24_mma(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
-            v24_mma(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
-            v24_mma(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
-            v24_mma(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
-            v24_mma(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+            gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
+            gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
+            gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
         }
         float sv[4];
 #pragma unroll
@@ -3925,7 +3885,7 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
         uint32_t pb[4], pls[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) /* tokens tig, tig + 4, tig + 8, tig + 12 */
-            v24_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
+            gem_tf32_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
         if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
             for (int mt = 0; mt < 32; mt++) {
@@ -3949,16 +3909,16 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
                 uint32_t ab[8], as[8]; /* ks 0: tokens tig, tig + 4; ks 1: + 8, + 12 */
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    v24_split(h ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
-                    v24_split(h ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
+                    gem_tf32_split(h ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
+                    gem_tf32_split(h ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
                 }
                 float *acc = o[2 * k + h];
-                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
-                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
-                v24_mma(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
-                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
-                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
-                v24_mma(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
+                gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
+                gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
+                gem_mma_tf32(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
+                gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
+                gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
+                gem_mma_tf32(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
             }
         }
         __syncwarp(); /* every lane is past the stage, sp and cs before they are rewritten */
@@ -4115,17 +4075,17 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
             const float *src = vg + (t0 + 8 * h) * ts + 4 * lane;
 #pragma unroll
             for (int r = 0; r < 8; r++, src += ts) {
-                float *dst = stage + (8 * h + r) * D + 4 * (lane ^ v24_swz(r));
+                float *dst = stage + (8 * h + r) * D + 4 * (lane ^ gem_tf32_swz(r));
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    v26_cp16(dst + 128 * i, src + 128 * i);
+                    gem_cp16(dst + 128 * i, src + 128 * i);
             }
         } else {
             for (int r = 8 * h; r < 8 * h + 8; r++) {
                 const bool in = t0 + r < end;
                 const float *src = vg + (in ? t0 + r : begin) * ts + 4 * lane;
                 float *dst = stage + r * D;
-                const int sw = v24_swz(r);
+                const int sw = gem_tf32_swz(r);
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     gem_cp16_zfill(dst + 4 * ((lane + 32 * i) ^ sw), src + 128 * i, in ? 16 : 0);
@@ -4153,9 +4113,9 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     for (int i = tid; i < GROUP * 384; i += 64 * NPR) {
         const int hd = i / 384, x = i % 384, d = x < 192 ? 64 + x : 128 + x;
         const int kq = (d >> 4) - (d < 256 ? 4 : 8), t4 = (d >> 2) & 3;
-        const int at = hd * 384 + 4 * ((4 * kq + t4) ^ v24_swz(hd)) + (d & 3);
+        const int at = hd * 384 + 4 * ((4 * kq + t4) ^ gem_tf32_swz(hd)) + (d & 3);
         uint32_t b, s;
-        v24_split(__ldg(qg + hd * D + d) * __ldg(kw + d), b, s);
+        gem_tf32_split(__ldg(qg + hd * D + d) * __ldg(kw + d), b, s);
         sqb[at] = __uint_as_float(b);
         sqs[at] = __uint_as_float(s);
     }
@@ -4181,7 +4141,7 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     float *const sp = spt + (size_t)w * 16 * GROUP;
     float2 *const cs = scs + (size_t)w * 32; /* pairs 32h .. 32h + 31 */
     float4 *const xmine = sx + (size_t)w * 32, *const xother = sx + (size_t)(w ^ 1) * 32;
-    const int swg = v24_swz(grp), swt = v24_swz(tig);
+    const int swg = gem_tf32_swz(grp), swt = gem_tf32_swz(tig);
     const int lo = 4 * (tig ^ (swg & 3)), s2 = 16 * (swg >> 2);
     const float *const rae = stage + grp * D + lo + s2, *const rao = stage + grp * D + lo - s2;
     const float *const rbe = rae + 8 * D, *const rbo = rao + 8 * D;
@@ -4253,10 +4213,10 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
                     kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
                 }
             }
-            v24_mma3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
-            v24_mma3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
-            v24_mma3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
-            v24_mma3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+            gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
         }
 #pragma unroll
         for (int kx = 0; kx < 12; kx++) {
@@ -4270,22 +4230,22 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
                          bs = *reinterpret_cast<const float4 *>(
                              LEAN2 ? (kx & 1 ? hqso : hqse) + 16 * kx : (kx & 1 ? qso : qse) + 16 * kq);
             uint32_t ab[8], as[8];
-            v24_split(a0.x, ab[0], as[0]);
-            v24_split(a1.x, ab[1], as[1]);
-            v24_split(a0.y, ab[2], as[2]);
-            v24_split(a1.y, ab[3], as[3]);
-            v24_split(a0.z, ab[4], as[4]);
-            v24_split(a1.z, ab[5], as[5]);
-            v24_split(a0.w, ab[6], as[6]);
-            v24_split(a1.w, ab[7], as[7]);
+            gem_tf32_split(a0.x, ab[0], as[0]);
+            gem_tf32_split(a1.x, ab[1], as[1]);
+            gem_tf32_split(a0.y, ab[2], as[2]);
+            gem_tf32_split(a1.y, ab[3], as[3]);
+            gem_tf32_split(a0.z, ab[4], as[4]);
+            gem_tf32_split(a1.z, ab[5], as[5]);
+            gem_tf32_split(a0.w, ab[6], as[6]);
+            gem_tf32_split(a1.w, ab[7], as[7]);
             const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
                            b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
-            v24_mma(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
-            v24_mma(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
-            v24_mma(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
-            v24_mma(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
-            v24_mma(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
-            v24_mma(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+            gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x), __float_as_uint(bs.y));
+            gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z), __float_as_uint(bs.w));
+            gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
         }
         float part[4];
 #pragma unroll
@@ -4330,7 +4290,7 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
         uint32_t pb[4], pls[4];
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            v24_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
+            gem_tf32_split(sp[(tig + 4 * u) * GROUP + grp], pb[u], pls[u]);
         if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
             for (int mt = 0; mt < 16; mt++) {
@@ -4351,16 +4311,16 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
                 uint32_t ab[8], as[8];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    v24_split(hh ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
-                    v24_split(hh ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
+                    gem_tf32_split(hh ? vv[u].z : vv[u].x, ab[2 * u], as[2 * u]);
+                    gem_tf32_split(hh ? vv[u].w : vv[u].y, ab[2 * u + 1], as[2 * u + 1]);
                 }
                 float *acc = o[2 * k + hh];
-                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
-                v24_mma(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
-                v24_mma(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
-                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
-                v24_mma(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
-                v24_mma(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
+                gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pb[0], pb[1]);
+                gem_mma_tf32(acc, ab[0], ab[1], ab[2], ab[3], pls[0], pls[1]);
+                gem_mma_tf32(acc, as[0], as[1], as[2], as[3], pb[0], pb[1]);
+                gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pb[2], pb[3]);
+                gem_mma_tf32(acc, ab[4], ab[5], ab[6], ab[7], pls[2], pls[3]);
+                gem_mma_tf32(acc, as[4], as[5], as[6], as[7], pb[2], pb[3]);
             }
         }
     }
