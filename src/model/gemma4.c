@@ -794,6 +794,17 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
             s->inv_freq[i][j] = f;
         }
         const gem_decode_shape sh = gem_layer_decode_shape(l);
+        /* the route the layer takes must read this cache type (the CUDA baseline reads F32
+         * caches alone): refused here rather than at the first token */
+        const gem_route lroute = l->swa ? GEM_ROUTE_FUSED : s->full_cfg.route;
+        if ((st = gem_decode_supports_route(s->dctx, &sh, s->kv_dtype, s->kv_dtype, lroute)) !=
+            GEM_OK) {
+            mfail(err, errlen, st, "layer %lld: the %s route of the %s backend does not read %s "
+                                   "K/V caches (%s)",
+                  (long long)i, gem_route_name(lroute), gem_backend_name(o->backend),
+                  gem_dtype_name(s->kv_dtype), gem_status_str(st));
+            goto fail;
+        }
         if (s->v_only[i]) {
             s->kfv[i] = k_from_v_of(l, s->inv_freq[i], o->max_tokens);
             if ((st = gem_k_from_v_check(&s->kfv[i])) != GEM_OK ||
@@ -957,6 +968,16 @@ gem_status gem_session_set_route(gem_session *s, gem_route route)
         return GEM_ERR_PARAM;
     if (s->k_from_v && route != GEM_ROUTE_FUSED)
         return GEM_ERR_UNSUPPORTED; /* the V-only layers need the fused route */
+    for (int64_t i = 0; i < s->m->hp.n_layers; i++) { /* the full layers read this cache type */
+        const gem_layer *l = &s->m->layers[i];
+        if (l->swa)
+            continue;
+        const gem_decode_shape sh = gem_layer_decode_shape(l);
+        const gem_status st =
+            gem_decode_supports_route(s->dctx, &sh, s->kv_dtype, s->kv_dtype, route);
+        if (st != GEM_OK)
+            return st;
+    }
     if (route != s->full_cfg.route)
         s->full_cfg = (gem_decode_config){route, 0, 0};
     return GEM_OK;
