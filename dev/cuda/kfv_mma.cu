@@ -128,13 +128,16 @@ version 29 is version 28 with the pairs meeting at the block's barrier (every pa
   0.3508 ms at 128K and 0.1958 at 64K against 0.5006 and 0.2571 for version 1, even near 20K
   (24K 0.0944 against 0.1028, 16K 0.0744 against 0.0715). The library's long F32 pass.
 version 30 is version 28 with an mbarrier a pair instead of a named barrier: not yet run.
+versions 31 and 32 are version 23 (BF16) on pairs of warps (27-29's design), three pairs a block
+  and two blocks an SM, at the block's barrier (31) or an mbarrier a pair (32): not yet run.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds).
 The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-30; otherwise BF16, versions 1-4, 6-23)
+(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-30; otherwise BF16, versions 1-4, 6-23,
+31, 32)
 */
 #include <math.h>
 #include <stdio.h>
@@ -4462,6 +4465,319 @@ extern "C" __global__ void __launch_bounds__(160, 1)
                                  partitions, n_q_heads, scale);
 }
 
+/* ---- version 31: the BF16 pass (version 23, the library's) on pairs of warps -----------------
+Versions 27-29 took the F32 pass from 0.3675 to 0.3201 / 0.3508 ms at 128K by letting two warps
+share each tile (half the scores' dims and half of O each), so that ten warps fit an SM where
+five did. The BF16 pass (version 23 and the library's long pass) is bound by its own
+dependences at eight warps an SM with 254 registers, 128 of them O. Here: three pairs a block,
+two blocks an SM (twelve warps), the default 64 partitions in one wave:
+  - warp h of a pair copies rows 8h .. 8h + 7 of the pair's stage (16 rows of GEM_MMA_ROW) by
+    cp.async, from the L2, where it asked for them during the tile before;
+  - scores: the 12 k-steps 12h .. 12h + 11 of the 24 that do not rotate (Q's three pieces, as
+    the library's pass), the rotating blocks 2h, 2h + 1 on the F64 tensor cores (the same rule),
+    the warp's 32 angles; the pair's partial sums meet in shared memory and both warps add them
+    in the same order (half 0's first);
+  - the softmax (gem_kfv_tile_softmax) in both warps; each warp's V update takes the m-tiles
+    16h .. 16h + 15 (dims 256h .. 256h + 255): O^T in 64 registers a lane;
+  - the pairs meet at the block's barrier three times a tile (every pair the same number of
+    iterations) or, MBAR, at an mbarrier a pair (version 30's);
+  - at the end the pairs merge in pair order.
+Not yet run. */
+#define V31_PAIRS 3
+#define V31_STAGE (16 * GEM_MMA_ROW) /* elements of a pair's stage */
+#define V31_SHARED                                                                              \
+    ((size_t)3 * GROUP * V21_QROW * 2 + (size_t)V31_PAIRS * V31_STAGE * 2 +                     \
+     (size_t)2 * V31_PAIRS * (16 * GROUP * 4 + 32 * 8 + 32 * 16) + (size_t)GROUP * NPAIRS * 8 + \
+     (size_t)16 * NPAIRS * 16 + 64)
+static_assert((size_t)V31_PAIRS * (GROUP * D + 2 * GROUP) * 4 <= (size_t)V31_PAIRS * V31_STAGE * 2,
+              "the pairs' states meet in their stages");
+
+template <bool MBAR>
+__device__ __forceinline__ void kfv_bf16_pair_body(const float *__restrict__ q,
+                                                   const float *__restrict__ kw,
+                                                   const gem_cu_rope &rope,
+                                                   const __nv_bfloat16 *__restrict__ v,
+                                                   int64_t hs, int64_t ts,
+                                                   float *__restrict__ part_m,
+                                                   float *__restrict__ part_s,
+                                                   float *__restrict__ part_o, int64_t live,
+                                                   int64_t partitions, int64_t n_q_heads,
+                                                   float scale)
+{
+    const int NPR = V31_PAIRS, QROW = V21_QROW;
+    extern __shared__ __align__(128) unsigned char v31_sm[];
+    unsigned char *smb = v31_sm;
+    __nv_bfloat16 *const sq = reinterpret_cast<__nv_bfloat16 *>(smb); /* [3][8][QROW] */
+    smb += (size_t)3 * GROUP * QROW * 2;
+    __nv_bfloat16 *const stiles = reinterpret_cast<__nv_bfloat16 *>(smb); /* [pair][16][ROW] */
+    smb += (size_t)NPR * V31_STAGE * 2;
+    float *const spt = reinterpret_cast<float *>(smb); /* [w][16][8] */
+    smb += (size_t)2 * NPR * 16 * GROUP * 4;
+    float2 *const scs = reinterpret_cast<float2 *>(smb); /* [w][32]: cos, sin of P f_j */
+    smb += (size_t)2 * NPR * 32 * 8;
+    float4 *const sx = reinterpret_cast<float4 *>(smb); /* [w][32]: partial scores */
+    smb += (size_t)2 * NPR * 32 * 16;
+    float2 *const sqr = reinterpret_cast<float2 *>(smb); /* [8][64] */
+    smb += (size_t)GROUP * NPAIRS * 8;
+    float4 *const scf = reinterpret_cast<float4 *>(smb); /* [16][64]: w cos, w sin */
+    smb += (size_t)16 * NPAIRS * 16;
+    uint64_t *const sbar = reinterpret_cast<uint64_t *>(smb); /* MBAR: [pair] */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int pr = w >> 1, h = w & 1;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + 15) / 16;
+    const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
+    const int nall = (int)((ntiles + NPR - 1) / NPR);
+    const __nv_bfloat16 *const vg = v + g * hs;
+    __nv_bfloat16 *const stage = stiles + (size_t)pr * V31_STAGE;
+    const uint32_t bar = gem_smem_addr(sbar + pr);
+    uint32_t phase = 0;
+    if (MBAR && tid < NPR)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 64;\n" ::"r"(gem_smem_addr(sbar + tid))
+                     : "memory");
+    auto sync = [&]() {
+        if (MBAR)
+            v30_pair_sync(bar, phase);
+        else
+            __syncthreads();
+    };
+    auto copy = [&](int64_t t0) { /* rows 8h .. 8h + 7; past end: zeros */
+        for (int r = 8 * h; r < 8 * h + 8; r++) {
+            const bool in = t0 + r < end;
+            const __nv_bfloat16 *src = vg + (in ? t0 + r : begin) * ts + 8 * lane;
+            gem_cp16_zfill(stage + r * GEM_MMA_ROW + 8 * lane, src, in ? 16 : 0);
+            gem_cp16_zfill(stage + r * GEM_MMA_ROW + 256 + 8 * lane, src + 256, in ? 16 : 0);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    auto prefetch = [&](int j) {
+        if (j < nmine) {
+            const int64_t t = begin + (int64_t)(pr + j * NPR) * 16 + 8 * h + (lane >> 3);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                if (t + 4 * i < end)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + (t + 4 * i) * ts +
+                                                                     64 * (lane & 7)));
+        }
+    };
+    if (nmine > 0) {
+        copy(begin + (int64_t)pr * 16);
+        prefetch(1);
+    }
+    for (int i = tid; i < GROUP * 384; i += 64 * NPR) {
+        const int hd = i / 384, x = i % 384, d = gem_kfv_step_dim(x / 16) + x % 16;
+        __nv_bfloat16 hi, mid, lo;
+        split3_bf16(__ldg(q + (g * GROUP + hd) * D + d) * __ldg(kw + d), &hi, &mid, &lo);
+        sq[(0 * GROUP + hd) * QROW + x] = hi;
+        sq[(1 * GROUP + hd) * QROW + x] = mid;
+        sq[(2 * GROUP + hd) * QROW + x] = lo;
+    }
+    for (int i = tid; i < GROUP * NPAIRS; i += 64 * NPR) {
+        const int hd = i / NPAIRS, j = i % NPAIRS;
+        const float *qh = q + (g * GROUP + hd) * D;
+        sqr[i] = make_float2(__ldg(qh + j), __ldg(qh + 256 + j));
+    }
+    for (int i = tid; i < 16 * NPAIRS; i += 64 * NPR) { /* version 4's scoef rule */
+        const int u = i / NPAIRS, j = i % NPAIRS;
+        float c, s;
+        gem_rope_cs(u, rope.inv_freq[j], &c, &s);
+        const float wl = __ldg(kw + j), wh = __ldg(kw + 256 + j);
+        scf[i] = make_float4(wl * c, wh * s, wl * s, wh * c);
+    }
+    __syncthreads();
+
+    float o[16][4]; /* m-tiles 16h .. 16h + 15: dims 16 mt + grp, + 8 */
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++)
+        o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, s0 = 0.f, s1 = 0.f;
+    float *const sp = spt + (size_t)w * 16 * GROUP;
+    float2 *const cs = scs + (size_t)w * 32; /* pairs 32h .. 32h + 31 */
+    float4 *const xmine = sx + (size_t)w * 32, *const xother = sx + (size_t)(w ^ 1) * 32;
+    const int arow = ((lane & 7) + 8 * ((lane >> 3) & 1)) * GEM_MMA_ROW + 8 * (lane >> 4);
+    const __nv_bfloat16 *const qrow = sq + (lane & 7) * QROW + 8 * (lane >> 3);
+    const int vrow = ((lane & 7) + 8 * (lane >> 4)) * GEM_MMA_ROW + 8 * ((lane >> 3) & 1);
+    const float4 *const cf0 = scf + grp * NPAIRS, *const cf1 = scf + (grp + 8) * NPAIRS;
+    const float2 *const qr = sqr + grp * NPAIRS;
+    for (int jt = 0; jt < (MBAR ? nmine : nall); jt++) {
+        const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * 16;
+        if (jt > 0) {
+            sync(); /* both warps are past the stage */
+            if (jt < nmine) {
+                copy(t0);
+                prefetch(jt + 1);
+            }
+        }
+        if (!MBAR && jt >= nmine) { /* past the pair's tiles: the block's two other barriers */
+            __syncthreads();
+            __syncthreads();
+            continue;
+        }
+        {
+            float c, s;
+            gem_rope_cs(rope.pos0 + t0, rope.inv_freq[32 * h + lane], &c, &s);
+            cs[lane] = make_float2(c, s);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        sync(); /* both halves of the tile have landed; cs written */
+        float sa[6][4];
+#pragma unroll
+        for (int u = 0; u < 6; u++)
+            sa[u][0] = sa[u][1] = sa[u][2] = sa[u][3] = 0.f;
+#pragma unroll
+        for (int kx = 0; kx < 12; kx += 2) {
+            const int ks = 12 * h + kx;
+            uint32_t a[4], a2[4];
+            gem_ldsm_x4(a, stage + arow + gem_kfv_step_dim(ks));
+            gem_ldsm_x4(a2, stage + arow + gem_kfv_step_dim(ks + 1));
+#pragma unroll
+            for (int pc = 0; pc < 3; pc++) {
+                uint32_t b[4];
+                gem_ldsm_x4(b, qrow + pc * GROUP * QROW + 16 * ks);
+                gem_mma_bf16(sa[2 * pc], a[0], a[1], a[2], a[3], b[0], b[1]);
+                gem_mma_bf16(sa[2 * pc + 1], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+            }
+        }
+        double dr[2][2][2] = {{{0.0, 0.0}, {0.0, 0.0}}, {{0.0, 0.0}, {0.0, 0.0}}};
+#pragma unroll
+        for (int bb = 0; bb < 2; bb++) {
+            const int b = 2 * h + bb;
+            uint32_t lo[4], hi[4];
+            gem_ldsm_x4(lo, stage + arow + 16 * b);
+            gem_ldsm_x4(hi, stage + arow + 256 + 16 * b);
+#pragma unroll
+            for (int f = 0; f < 2; f++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int prr = 16 * b + 2 * tig + e + 8 * f;
+                    const float2 c = cs[prr - 32 * h], qq = qr[prr];
+                    const double al = fma((double)qq.x, (double)c.x, (double)qq.y * (double)c.y);
+                    const double ah = fma((double)qq.y, (double)c.x, -((double)qq.x * (double)c.y));
+#pragma unroll
+                    for (int x = 0; x < 2; x++) {
+                        const float vl = gem_mma_bf16_elem::half_value(lo[x + 2 * f], e);
+                        const float vh = gem_mma_bf16_elem::half_value(hi[x + 2 * f], e);
+                        const float4 k4 = (x ? cf1 : cf0)[prr];
+                        const float kl = fmaf(k4.x, vl, -(k4.y * vh)), kh = fmaf(k4.z, vl, k4.w * vh);
+                        gem_dmma(dr[x][e], (double)kl, al);
+                        gem_dmma(dr[x][e], (double)kh, ah);
+                    }
+                }
+        }
+        float part[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int x = r >> 1, hh = r & 1;
+            part[r] = (((sa[0][r] + sa[1][r]) + (sa[2][r] + sa[3][r])) + (sa[4][r] + sa[5][r])) +
+                      (float)(dr[x][0][hh] + dr[x][1][hh]);
+        }
+        xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+        sync(); /* both partials written */
+        const float4 xo = xother[lane];
+        const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
+        float sv[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
+        float al0, al1;
+        gem_kfv_tile_softmax(sv, t0, end, m0, m1, s0, s1, al0, al1, sp, grp, tig);
+        const float pw[4] = {sp[(2 * tig) * GROUP + grp], sp[(2 * tig + 1) * GROUP + grp],
+                             sp[(2 * tig + 8) * GROUP + grp], sp[(2 * tig + 9) * GROUP + grp]};
+        __nv_bfloat16 ph[4], pl[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            ph[u] = __float2bfloat16_rn(pw[u]);
+            pl[u] = __float2bfloat16_rn(pw[u] - __bfloat162float(ph[u]));
+        }
+        const uint32_t bh0 = gem_pack_bf16(ph[0], ph[1]), bh1 = gem_pack_bf16(ph[2], ph[3]),
+                       bl0 = gem_pack_bf16(pl[0], pl[1]), bl1 = gem_pack_bf16(pl[2], pl[3]);
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+            for (int mt = 0; mt < 16; mt++) {
+                o[mt][0] *= al0;
+                o[mt][1] *= al1;
+                o[mt][2] *= al0;
+                o[mt][3] *= al1;
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 16; mt++) {
+            uint32_t a[4];
+            gem_ldsm_x4_trans(a, stage + vrow + 16 * (16 * h + mt));
+            gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bh0, bh1);
+            gem_mma_bf16(o[mt], a[0], a[1], a[2], a[3], bl0, bl1);
+        }
+    }
+
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    float *const so = reinterpret_cast<float *>(stiles); /* [pair][8 heads][512] */
+    float *const smm = so + (size_t)NPR * GROUP * D;
+    float *const sss = smm + NPR * GROUP;
+    float *ow = so + (size_t)pr * GROUP * D;
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++) {
+        const int d = 16 * (16 * h + mt) + grp;
+        ow[(2 * tig) * D + d] = o[mt][0];
+        ow[(2 * tig + 1) * D + d] = o[mt][1];
+        ow[(2 * tig) * D + d + 8] = o[mt][2];
+        ow[(2 * tig + 1) * D + d + 8] = o[mt][3];
+    }
+    if (grp == 0 && h == 0) {
+        smm[pr * GROUP + 2 * tig] = m0;
+        smm[pr * GROUP + 2 * tig + 1] = m1;
+        sss[pr * GROUP + 2 * tig] = s0;
+        sss[pr * GROUP + 2 * tig + 1] = s1;
+    }
+    __syncthreads();
+    for (int i = tid; i < GROUP * D; i += 64 * NPR) {
+        const int hd = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int pp = 0; pp < NPR; pp++)
+            M = fmaxf(M, smm[pp * GROUP + hd]);
+        float O = 0.f, S = 0.f;
+        for (int pp = 0; pp < NPR; pp++) {
+            const float mw = smm[pp * GROUP + hd];
+            const float f = mw == -INFINITY ? 0.f : expf(mw - M);
+            O += so[((size_t)pp * GROUP + hd) * D + d] * f;
+            S += sss[pp * GROUP + hd] * f;
+        }
+        const int64_t row = p * n_q_heads + g * GROUP + hd;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(64 * V31_PAIRS, 2)
+    kfv_bf16_pair_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                             const __grid_constant__ gem_cu_rope rope,
+                             const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                             float *__restrict__ part_m, float *__restrict__ part_s,
+                             float *__restrict__ part_o, int64_t live, int64_t partitions,
+                             int64_t n_q_heads, float scale)
+{
+    kfv_bf16_pair_body<false>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live, partitions,
+                              n_q_heads, scale);
+}
+
+/* ---- version 32: version 31 with an mbarrier a pair (version 30's). Not yet run. ---------- */
+extern "C" __global__ void __launch_bounds__(64 * V31_PAIRS, 2)
+    kfv_bf16_pair_mbar_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                                  const __grid_constant__ gem_cu_rope rope,
+                                  const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                                  float *__restrict__ part_m, float *__restrict__ part_s,
+                                  float *__restrict__ part_o, int64_t live, int64_t partitions,
+                                  int64_t n_q_heads, float scale)
+{
+    kfv_bf16_pair_body<true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live, partitions,
+                             n_q_heads, scale);
+}
+
 /* ---- host: inputs, references, versions ----------------------------------------------------- */
 
 
@@ -4485,11 +4801,11 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 30) {
-                fprintf(stderr, "unknown version %s (1 .. 30)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 32) {
+                fprintf(stderr, "unknown version %s (1 .. 32)\n", argv[i]);
                 return 2;
             }
-            const bool f32_only = vs[nv] == 5 || vs[nv] >= 24;
+            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30);
             if ((f32_only && !f32) || (vs[nv] >= 3 && !f32_only && vs[nv] != 10 && f32)) {
                 fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
                         vs[nv], f32_only ? "F32" : "BF16");
@@ -4588,6 +4904,10 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_bf16_pair_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V31_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_bf16_pair_mbar_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V31_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32g_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)V24_SHARED(6, false)));
@@ -4710,6 +5030,11 @@ int main(int argc, char **argv)
                 kfv_tf32_pair_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS, V27_SHARED, \
                                            stream>>>(dq, dw, rope, (const float *)dv, live * D, \
                                                      D, pm_, ps_, po_, live, P, NQ, scale);     \
+            else if (vs[i] == 31 || vs[i] == 32)                                               \
+                (vs[i] == 31 ? kfv_bf16_pair_first_pass : kfv_bf16_pair_mbar_first_pass)       \
+                    <<<dim3((unsigned)P, NKV), 64 * V31_PAIRS, V31_SHARED, stream>>>(           \
+                        dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
+                        live, P, NQ, scale);                                                   \
             else if (vs[i] == 30)                                                              \
                 kfv_tf32_pair_mbar_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS,         \
                                                 V30_SHARED, stream>>>(                          \
