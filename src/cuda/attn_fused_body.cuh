@@ -1314,6 +1314,39 @@ __device__ __forceinline__ void gem_kfv_warp_update(float (&sv)[4], int64_t t0, 
     }
 }
 
+/* The block's N states (M, S, O of 8 heads each, in shared memory: so [N][8][512], smm and sss
+ * [N][8]) combined in order into the partial of (partition p, KV head g), by the block's THREADS
+ * threads: the long K-from-V passes' merge after their states are stored. */
+template <int N, int THREADS>
+__device__ __forceinline__ void gem_kfv_states_combine(const float *so, const float *smm,
+                                                       const float *sss, int64_t p, int64_t g,
+                                                       int64_t n_q_heads,
+                                                       float *__restrict__ part_m,
+                                                       float *__restrict__ part_s,
+                                                       float *__restrict__ part_o)
+{
+    const int G = GEM_CU_GROUP, D = GEM_CU_D;
+    for (int i = threadIdx.x; i < G * D; i += THREADS) {
+        const int h = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int n = 0; n < N; n++)
+            M = fmaxf(M, smm[n * G + h]);
+        float O = 0.f, S = 0.f;
+        for (int n = 0; n < N; n++) {
+            const float mn = smm[n * G + h];
+            const float f = mn == -INFINITY ? 0.f : expf(mn - M); /* a state without tiles: 0 */
+            O += so[((size_t)n * G + h) * D + d] * f;
+            S += sss[n * G + h] * f;
+        }
+        const int64_t row = p * n_q_heads + g * G + h;
+        part_o[row * D + d] = O;
+        if (d == 0) {
+            part_m[row] = M;
+            part_s[row] = S;
+        }
+    }
+}
+
 /* The block's NW warps' (M, S, O) merged in warp order through sm (at least NW x (8 x 512 +
  * 16) floats: the warps' stages, free once every copy has landed), written as the partial of
  * (partition p, KV head g). Contains __syncthreads. */
@@ -1347,25 +1380,7 @@ __device__ __forceinline__ void gem_kfv_warp_merge(float *sm, const float (&o)[3
         sss[w * G + 2 * tig + 1] = s1;
     }
     __syncthreads();
-    for (int i = tid; i < G * D; i += 32 * NW) {
-        const int h = i / D, d = i % D;
-        float M = -INFINITY;
-        for (int ww = 0; ww < NW; ww++)
-            M = fmaxf(M, smm[ww * G + h]);
-        float O = 0.f, S = 0.f;
-        for (int ww = 0; ww < NW; ww++) {
-            const float mw = smm[ww * G + h];
-            const float f = mw == -INFINITY ? 0.f : expf(mw - M); /* a warp without tiles: 0 */
-            O += so[((size_t)ww * G + h) * D + d] * f;
-            S += sss[ww * G + h] * f;
-        }
-        const int64_t row = p * n_q_heads + g * G + h;
-        part_o[row * D + d] = O;
-        if (d == 0) {
-            part_m[row] = M;
-            part_s[row] = S;
-        }
-    }
+    gem_kfv_states_combine<NW, 32 * NW>(so, smm, sss, p, g, n_q_heads, part_m, part_s, part_o);
 }
 
 __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
@@ -1724,25 +1739,8 @@ __device__ __forceinline__ void gem_kfv_pair_merge(float *sm, const float (&o)[1
         sss[pr * G + 2 * tig + 1] = s1;
     }
     __syncthreads();
-    for (int i = tid; i < G * D; i += GEM_KFV_PAIR_THREADS) {
-        const int hd = i / D, d = i % D;
-        float M = -INFINITY;
-        for (int pp = 0; pp < NPR; pp++)
-            M = fmaxf(M, smm[pp * G + hd]);
-        float O = 0.f, S = 0.f;
-        for (int pp = 0; pp < NPR; pp++) {
-            const float mw = smm[pp * G + hd];
-            const float f = mw == -INFINITY ? 0.f : expf(mw - M); /* a pair without tiles: 0 */
-            O += so[((size_t)pp * G + hd) * D + d] * f;
-            S += sss[pp * G + hd] * f;
-        }
-        const int64_t row = p * n_q_heads + g * G + hd;
-        part_o[row * D + d] = O;
-        if (d == 0) {
-            part_m[row] = M;
-            part_s[row] = S;
-        }
-    }
+    gem_kfv_states_combine<NPR, GEM_KFV_PAIR_THREADS>(so, smm, sss, p, g, n_q_heads, part_m,
+                                                      part_s, part_o);
 }
 
 __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
