@@ -3857,35 +3857,9 @@ __device__ __forceinline__ void kfv_tf32_body(const float *__restrict__ q, const
             sv[r] = ((sa[0][0][r] + sa[1][0][r]) + ((sa[0][1][r] + sa[1][1][r]) +
                                                     (sa[0][2][r] + sa[1][2][r]))) *
                     scale;
-        /* the online softmax (gem_kfv_warp_update's) */
-        if (t0 + grp >= end)
-            sv[0] = sv[1] = -INFINITY;
-        if (t0 + grp + 8 >= end)
-            sv[2] = sv[3] = -INFINITY;
-        float mx0 = fmaxf(sv[0], sv[2]), mx1 = fmaxf(sv[1], sv[3]);
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-        }
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float al0 = expf(m0 - mn0), al1 = expf(m1 - mn1);
-        const float e0 = expf(sv[0] - mn0), e1 = expf(sv[1] - mn1), e2 = expf(sv[2] - mn0),
-                    e3 = expf(sv[3] - mn1);
-        float ps0 = e0 + e2, ps1 = e1 + e3;
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-            ps0 += __shfl_xor_sync(0xffffffffu, ps0, off);
-            ps1 += __shfl_xor_sync(0xffffffffu, ps1, off);
-        }
-        s0 = s0 * al0 + ps0;
-        s1 = s1 * al1 + ps1;
-        m0 = mn0;
-        m1 = mn1;
-        /* the weights to the B layout: k-step ks takes tokens tig + 8 ks, + 4 of head grp */
-        *reinterpret_cast<float2 *>(sp + grp * GROUP + 2 * tig) = make_float2(e0, e1);
-        *reinterpret_cast<float2 *>(sp + (grp + 8) * GROUP + 2 * tig) = make_float2(e2, e3);
-        __syncwarp();
+        /* the online softmax (the library's), the weights into sp for the B layout */
+        float al0, al1;
+        gem_kfv_tile_softmax(sv, t0, end, m0, m1, s0, s1, al0, al1, sp, grp, tig);
         uint32_t pb[4], pls[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) /* tokens tig, tig + 4, tig + 8, tig + 12 */
