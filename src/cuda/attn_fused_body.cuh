@@ -1554,7 +1554,9 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
  * GEM_KFV_PAIR_MIN_LIVE; below it the CUDA-core body, gem_fused_first_pass_body with KFV, is
  * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-29 (results/h200/runs 122-125): version 29,
  * 0.3508 ms at 128K and 0.1958 at 64K against 0.5006 and 0.2571 for the CUDA-core pass, even
- * near 20K, slower below (8K: 0.0514 against 0.0404).
+ * near 20K, slower below (8K: 0.0514 against 0.0404). Its order of operations, with every
+ * pair at the same barrier instructions (run 130: synccheck reports version 29's pairs past
+ * their tiles, which wait at barriers of their own).
  *
  * Each product is three TF32 MMAs (mma.m16n8k8.tf32): a value x is big + small with big =
  * cvt.rn.tf32(x) and small = x - big exactly; a . b takes big big + big small + small big, the
@@ -1584,7 +1586,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
  *     + 4, + 8, + 12 (its 256 dims); m-tile 2k + hh takes dims 32k + 4 grp + 2 hh (row grp)
  *     and + 1 (row grp + 8), so one 16-byte load feeds two m-tiles; O^T in 64 registers a lane;
  *   - the pairs meet at the block's barrier three times a tile (the tile landed, the partial
- *     scores written, the stage free again), every pair running the same number of iterations;
+ *     scores written, the stage free again), every pair running the same number of iterations
+ *     and the same barrier instructions (a pair past its tiles skips the work between them);
  *     version 28's 64-thread named barriers took 9% less time, but racecheck reported hazards
  *     across the block's barrier with them, so the library takes the barrier it can check;
  *   - at the end the pairs merge (M, S, O) in pair order through shared memory and write the
@@ -1866,102 +1869,114 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
     const float2 *const hqr = sqr + grp * NP + 32 * h + 4 * tig;
     const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
     const float *const vbase = stage + tig * D + 4 * (grp ^ swt) + 256 * h;
-    for (int jt = 0; jt < nall; jt++) {
+    /* Every warp runs nall iterations and meets the others at the same three __syncthreads
+     * of each; a pair past its tiles (mine false, the same in both of its warps) skips the
+     * work between them. The barriers are never inside a branch: bar.sync (.aligned) asks
+     * that every thread of the block execute the same barrier instruction, and pairs waiting
+     * at barriers of their own (the lineage's form) are what synccheck reports as divergent
+     * threads (H200 run 130). Only the last iteration can find a pair past its tiles (nmine
+     * >= nall - 1), so the others run with mine a constant true: their shuffles and MMAs need
+     * no path for a divergent warp. */
+    auto iteration = [&](int jt, bool mine) {
         const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * T;
         if (jt > 0) {
             __syncthreads(); /* every warp is past its stage */
-            if (jt < nmine) {
+            if (mine) {
                 copy(t0);
                 prefetch(jt + 1);
             }
         }
-        if (jt >= nmine) { /* past the pair's tiles: the block's two other barriers */
-            __syncthreads();
-            __syncthreads();
-            continue;
-        }
-        {
+        if (mine) {
             float c, s;
             gem_rope_cs(rope->pos0 + t0, rope->inv_freq[32 * h + lane], &c, &s);
             cs[lane] = make_float2(c, s);
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         }
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); /* both halves of every pair's tile have landed; cs written */
-        float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
+        float part[4] = {0.f, 0.f, 0.f, 0.f};
+        if (mine) {
+            float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
 #pragma unroll
-        for (int u = 0; u < 2; u++)
+            for (int u = 0; u < 2; u++)
 #pragma unroll
-            for (int pc = 0; pc < 3; pc++)
-                sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
+                for (int pc = 0; pc < 3; pc++)
+                    sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < 2; kk++) { /* rotating quad k = 2h + kk (parity kk), partner + 16 */
-            const float *const ea = (kk ? rro : rre) + 16 * kk;
-            const float *const eb = (kk ? rrbo : rrbe) + 16 * kk;
-            const float4 l0 = *reinterpret_cast<const float4 *>(ea),
-                         l1 = *reinterpret_cast<const float4 *>(eb),
-                         h0 = *reinterpret_cast<const float4 *>(ea + HALF),
-                         h1 = *reinterpret_cast<const float4 *>(eb + HALF);
-            const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
-            const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
-            float al[4], ah[4], kl[2][4], kh[2][4];
+            /* rotating quad k = 2h + kk (parity kk), its partner + 16 */
+            for (int kk = 0; kk < 2; kk++) {
+                const float *const ea = (kk ? rro : rre) + 16 * kk;
+                const float *const eb = (kk ? rrbo : rrbe) + 16 * kk;
+                const float4 l0 = *reinterpret_cast<const float4 *>(ea),
+                             l1 = *reinterpret_cast<const float4 *>(eb),
+                             h0 = *reinterpret_cast<const float4 *>(ea + HALF),
+                             h1 = *reinterpret_cast<const float4 *>(eb + HALF);
+                const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+                const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
+                float al[4], ah[4], kl[2][4], kh[2][4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 c = cs[16 * kk + 4 * tig + e], qq = hqr[16 * kk + e];
-                al[e] = fmaf(qq.x, c.x, qq.y * c.y); /* RoPE_{-P}(q), head grp */
-                ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
+                for (int e = 0; e < 4; e++) {
+                    const float2 c = cs[16 * kk + 4 * tig + e], qq = hqr[16 * kk + e];
+                    al[e] = fmaf(qq.x, c.x, qq.y * c.y); /* RoPE_{-P}(q), head grp */
+                    ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
 #pragma unroll
-                for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8x */
-                    const float4 k4 = hcf[((x * 4 + kk) * 4 + e) * 32];
-                    kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
-                    kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
+                    for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8x */
+                        const float4 k4 = hcf[((x * 4 + kk) * 4 + e) * 32];
+                        kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
+                        kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
+                    }
                 }
+                gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+                gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+                gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+                gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
             }
-            gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
-            gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
-            gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
-            gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
-        }
 #pragma unroll
-        for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
-            const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
-                         a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
-                         b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kx),
-                         bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kx);
-            uint32_t ab[8], as[8];
-            gem_tf32_split(a0.x, ab[0], as[0]);
-            gem_tf32_split(a1.x, ab[1], as[1]);
-            gem_tf32_split(a0.y, ab[2], as[2]);
-            gem_tf32_split(a1.y, ab[3], as[3]);
-            gem_tf32_split(a0.z, ab[4], as[4]);
-            gem_tf32_split(a1.z, ab[5], as[5]);
-            gem_tf32_split(a0.w, ab[6], as[6]);
-            gem_tf32_split(a1.w, ab[7], as[7]);
-            const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
-                           b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
-            gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
-            gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x),
-                         __float_as_uint(bs.y));
-            gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
-            gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
-            gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z),
-                         __float_as_uint(bs.w));
-            gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
-        }
-        float part[4];
+            for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
+                const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
+                             a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
+                             b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kx),
+                             bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kx);
+                uint32_t ab[8], as[8];
+                gem_tf32_split(a0.x, ab[0], as[0]);
+                gem_tf32_split(a1.x, ab[1], as[1]);
+                gem_tf32_split(a0.y, ab[2], as[2]);
+                gem_tf32_split(a1.y, ab[3], as[3]);
+                gem_tf32_split(a0.z, ab[4], as[4]);
+                gem_tf32_split(a1.z, ab[5], as[5]);
+                gem_tf32_split(a0.w, ab[6], as[6]);
+                gem_tf32_split(a1.w, ab[7], as[7]);
+                const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
+                               b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
+                gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+                gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x),
+                             __float_as_uint(bs.y));
+                gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+                gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+                gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z),
+                             __float_as_uint(bs.w));
+                gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
+            }
 #pragma unroll
-        for (int r = 0; r < 4; r++)
-            part[r] = (sa[0][0][r] + sa[1][0][r]) +
-                      ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
-        xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+            for (int r = 0; r < 4; r++)
+                part[r] = (sa[0][0][r] + sa[1][0][r]) +
+                          ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
+            xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+        }
         __syncthreads(); /* every pair's partial scores written */
-        const float4 xo = xother[lane];
-        const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
-        float sv[4];
+        if (mine) {
+            const float4 xo = xother[lane];
+            const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
+            float sv[4];
 #pragma unroll
-        for (int r = 0; r < 4; r++) /* half 0's partial first, in both warps */
-            sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
-        gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
-    }
+            for (int r = 0; r < 4; r++) /* half 0's partial first, in both warps */
+                sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
+            gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
+        }
+    };
+    for (int jt = 0; jt < nall - 1; jt++)
+        iteration(jt, true);
+    if (nall > 0)
+        iteration(nall - 1, nall - 1 < nmine);
     gem_kfv_pair_merge(stiles, o, m0, m1, s0, s1, p, g, n_q_heads, part_m, part_s, part_o);
 }
 
