@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # h200-run.sh OUT: builds what ships on an H200 machine (CMake, Release, sm_90,
 # with the dev/cuda experiments), runs the whole test suite and the decode test
-# matrix with the long lengths, compute-sanitizer memcheck, racecheck and
-# synccheck over the matrix's small cases, `gem resources` (+ read, copy and nominal
+# matrix with the long lengths, compute-sanitizer memcheck, racecheck,
+# synccheck and initcheck over the matrix's small cases, `gem resources` (+ read, copy and nominal
 # bandwidth), `gem diff --backend cuda` at the boundary lengths, `gem bench
 # --backend cuda` of the default (the tuned fused route) against the baseline
 # with the read bandwidth measured in the same run, the dev/cuda programs
@@ -236,7 +236,7 @@ fi
 
 if has sanitize; then  # after the timed phases, so a slow sanitizer cannot cut them short
     step "compute-sanitizer over the matrix's small cases"
-    for tool in memcheck racecheck synccheck; do
+    for tool in memcheck racecheck synccheck initcheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_decode" --small \
             >"$REC/sanitizer-$tool.txt" 2>&1 || fail "compute-sanitizer $tool"
         tail -2 "$REC/sanitizer-$tool.txt"
@@ -495,14 +495,14 @@ if has cpu-perf; then
 fi
 if has model-sanitize && ! late; then
     step "compute-sanitizer over the CUDA decoder (tiny fixture), the Q4_0 tiles and the argmax"
-    # racecheck over the whole decoder test runs past 4 minutes: memcheck and synccheck there,
-    # every tool over the tiles' own test (the kernel with shared memory of its own)
-    for tool in memcheck synccheck; do
+    # racecheck over the whole decoder test runs past 4 minutes: the other tools there, every
+    # tool over the tiles' own test (the kernel with shared memory of its own)
+    for tool in memcheck synccheck initcheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_model_cuda" \
             >"$REC/sanitizer-model-$tool.txt" 2>&1 || fail "compute-sanitizer model $tool"
         tail -2 "$REC/sanitizer-model-$tool.txt"
     done
-    for tool in memcheck racecheck synccheck; do
+    for tool in memcheck racecheck synccheck initcheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_cuda_matvec" \
             --tiles >"$REC/sanitizer-tiles-$tool.txt" 2>&1 || fail "compute-sanitizer tiles $tool"
         tail -2 "$REC/sanitizer-tiles-$tool.txt"
