@@ -207,7 +207,8 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
  * less time at 24K tokens, 24% at 64K, 30% at 128K, slower at 16K and below (8K: 0.0514 against
  * 0.0404 ms). At the default 64 partitions (two waves of one block an SM) the library's pass took
  * 0.1045 ms at 24K, 0.1270 at 32K and 0.3758 at 128K (run 126), so it starts at 32K, where it
- * is 5% faster than the CUDA-core pass. */
+ * was 5% faster than the CUDA-core pass; its pairs at mbarriers of their own (version 30's form)
+ * took 10% off at 64K and 128K (run 133). */
 #define GEM_KFV_PAIR_MIN_LIVE 32768
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,

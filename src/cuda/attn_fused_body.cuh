@@ -1549,14 +1549,47 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
                        part_m, part_s, part_o);
 }
 
+/* ---- the mbarrier of a pair of warps -----------------------------------------------------------
+ * gem_mbar_init: one thread makes the 8-byte, 8-aligned shared word at addr (gem_smem_addr) an
+ * mbarrier that completes a phase when `count` threads have arrived; the block must meet at a
+ * __syncthreads before any thread uses it. gem_pair_sync: the calling thread arrives (release)
+ * and waits (acquire) until the barrier's phase of parity `parity` is complete; every one of the
+ * count threads calls it the same number of times, the n-th time (from 0) with parity n & 1.
+ *
+ * Where the words live: compute-sanitizer's racecheck (2025.3) places an mbarrier.init 1 KiB
+ * (the shared window's reserved bytes) below the address it reports for the block's ordinary
+ * loads and stores, so a word right after a table that the block writes before its barrier is
+ * reported as a write-after-write hazard against that table, which is not there
+ * (results/h200/run134: a minimal kernel, clean with its words at the start of shared memory,
+ * reported with them after its table). Words in static shared memory, which precedes the
+ * dynamic block, come out in the reserved bytes, which nothing writes. */
+__device__ __forceinline__ void gem_mbar_init(uint32_t addr, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void gem_pair_sync(uint32_t addr, uint32_t parity)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(addr)
+                 : "memory");
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(addr), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
 /* ---- K rebuilt from an F32 V cache by pairs of warps, products in TF32 pieces ------------------
  * The K-from-V first pass for F32 V caches at long lengths (gem_cu_fused_launch: live >=
  * GEM_KFV_PAIR_MIN_LIVE; below it the CUDA-core body, gem_fused_first_pass_body with KFV, is
- * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-29 (results/h200/runs 122-125): version 29,
- * 0.3508 ms at 128K and 0.1958 at 64K against 0.5006 and 0.2571 for the CUDA-core pass, even
- * near 20K, slower below (8K: 0.0514 against 0.0404). Its order of operations, with every
- * pair at the same barrier instructions (run 130: synccheck reports version 29's pairs past
- * their tiles, which wait at barriers of their own).
+ * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-30 (results/h200/runs 122-133): version 30,
+ * version 29's arithmetic in its order (the same bits) with each pair at an mbarrier of its own
+ * instead of the block's barrier: 0.3407 ms at 128K and 0.1867 at 64K at 64 partitions against
+ * 0.3785 and 0.2087 for version 29 (run 133), and 0.3508 / 0.1958 for version 29 at 33 against
+ * 0.5006 / 0.2571 for the CUDA-core pass (run 125), even near 20K, slower below (8K: 0.0514
+ * against 0.0404).
  *
  * Each product is three TF32 MMAs (mma.m16n8k8.tf32): a value x is big + small with big =
  * cvt.rn.tf32(x) and small = x - big exactly; a . b takes big big + big small + small big, the
@@ -1585,16 +1618,16 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
  *   - the V update O^T += V^T P^T: warp h owns quads 8k + grp, k = 8h .. 8h + 7, of tokens tig,
  *     + 4, + 8, + 12 (its 256 dims); m-tile 2k + hh takes dims 32k + 4 grp + 2 hh (row grp)
  *     and + 1 (row grp + 8), so one 16-byte load feeds two m-tiles; O^T in 64 registers a lane;
- *   - the pairs meet at the block's barrier three times a tile (the tile landed, the partial
- *     scores written, the stage free again), every pair running the same number of iterations
- *     and the same barrier instructions (a pair past its tiles skips the work between them);
- *     version 28's 64-thread named barriers took 9% less time, but racecheck reported hazards
- *     across the block's barrier with them, so the library takes the barrier it can check;
+ *   - the two warps of a pair meet at the pair's mbarrier (gem_pair_sync) three times a tile
+ *     (the tile landed, the partial scores written, the stage free again); each pair runs its
+ *     own tiles and the block meets only at the merge. Version 29 met at the block's barrier
+ *     (10% slower at 64 partitions); 64-thread named barriers (versions 27, 28) were as fast as
+ *     the mbarriers, but racecheck reports hazards with them that are not understood;
  *   - at the end the pairs merge (M, S, O) in pair order through shared memory and write the
  *     block's partial in the reducer's layout.
  * Bitwise repeats: every sum in a fixed order. Launched with GEM_KFV_PAIR_BYTES of dynamic shared
- * memory and GEM_KFV_PAIR_THREADS threads, one block an SM; v, its strides multiples of 4
- * floats. */
+ * memory (the pairs' mbarriers are 40 static bytes) and GEM_KFV_PAIR_THREADS threads, one block
+ * an SM; v, its strides multiples of 4 floats. */
 #define GEM_KFV_PAIR_PAIRS 5
 #define GEM_KFV_PAIR_THREADS (64 * GEM_KFV_PAIR_PAIRS)
 #define GEM_KFV_PAIR_STAGE (GEM_MMA_TILE * GEM_CU_D)  /* floats of a stage */
@@ -1773,9 +1806,13 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
     const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
     const int64_t ntiles = (end - begin + T - 1) / T;
     const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
-    const int nall = (int)((ntiles + NPR - 1) / NPR); /* pair 0's count: every pair's iterations */
     const float *const vg = v + g * v_hs;
     float *const stage = stiles + (size_t)pr * GEM_KFV_PAIR_STAGE;
+    /* the pairs' mbarriers, in static shared memory: see gem_pair_sync on where they live */
+    __shared__ __align__(8) uint64_t gem_kfv_pair_bars[GEM_KFV_PAIR_PAIRS];
+    const uint32_t bar = gem_smem_addr(gem_kfv_pair_bars + pr);
+    if (tid < NPR) /* published to the block by the prologue's __syncthreads */
+        gem_mbar_init(gem_smem_addr(gem_kfv_pair_bars + tid), 64);
 
     auto copy = [&](int64_t t0) { /* rows 8h .. 8h + 7 of the tile at t0; past end: zeros */
         if (t0 + T <= end) {
@@ -1869,32 +1906,26 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
     const float2 *const hqr = sqr + grp * NP + 32 * h + 4 * tig;
     const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
     const float *const vbase = stage + tig * D + 4 * (grp ^ swt) + 256 * h;
-    /* Every warp runs nall iterations and meets the others at the same three __syncthreads
-     * of each; a pair past its tiles (mine false, the same in both of its warps) skips the
-     * work between them. The barriers are never inside a branch: bar.sync (.aligned) asks
-     * that every thread of the block execute the same barrier instruction, and pairs waiting
-     * at barriers of their own (the lineage's form) are what synccheck reports as divergent
-     * threads (H200 run 130). Only the last iteration can find a pair past its tiles (nmine
-     * >= nall - 1), so the others run with mine a constant true: their shuffles and MMAs need
-     * no path for a divergent warp. */
-    auto iteration = [&](int jt, bool mine) {
+    /* The two warps of a pair meet at their own mbarrier three times a tile (twice in the
+     * first: the n-th meeting, from 0, waits for parity n & 1, so the meetings of tile jt have
+     * parities jt + 1, jt, jt + 1); the pairs run their own numbers of tiles and meet the
+     * block only at the merge's __syncthreads. */
+    for (int jt = 0; jt < nmine; jt++) {
         const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * T;
         if (jt > 0) {
-            __syncthreads(); /* every warp is past its stage */
-            if (mine) {
-                copy(t0);
-                prefetch(jt + 1);
-            }
+            gem_pair_sync(bar, (jt + 1) & 1); /* both warps are past the stage */
+            copy(t0);
+            prefetch(jt + 1);
         }
-        if (mine) {
+        {
             float c, s;
             gem_rope_cs(rope->pos0 + t0, rope->inv_freq[32 * h + lane], &c, &s);
             cs[lane] = make_float2(c, s);
-            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         }
-        __syncthreads(); /* both halves of every pair's tile have landed; cs written */
-        float part[4] = {0.f, 0.f, 0.f, 0.f};
-        if (mine) {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        gem_pair_sync(bar, jt & 1); /* both halves of the tile have landed; cs written */
+        float part[4];
+        {
             float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
 #pragma unroll
             for (int u = 0; u < 2; u++)
@@ -1930,7 +1961,9 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
                 gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
                 gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
             }
-#pragma unroll
+            /* unrolled by 6, not 12: fully unrolled, the pass needs 3 registers more than 168
+             * (the most for 320 threads an SM) and spills them */
+#pragma unroll 6
             for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
                 const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
                              a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
@@ -1962,8 +1995,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
                           ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
             xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
         }
-        __syncthreads(); /* every pair's partial scores written */
-        if (mine) {
+        gem_pair_sync(bar, (jt + 1) & 1); /* both partial scores written */
+        {
             const float4 xo = xother[lane];
             const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
             float sv[4];
@@ -1972,11 +2005,7 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
                 sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
             gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
         }
-    };
-    for (int jt = 0; jt < nall - 1; jt++)
-        iteration(jt, true);
-    if (nall > 0)
-        iteration(nall - 1, nall - 1 < nmine);
+    }
     gem_kfv_pair_merge(stiles, o, m0, m1, s0, s1, p, g, n_q_heads, part_m, part_s, part_o);
 }
 
