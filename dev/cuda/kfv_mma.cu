@@ -148,7 +148,7 @@ The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10 and 24-30; otherwise BF16, versions 1-4, 6-23,
+(--f32: an F32 V cache, versions 1, 2, 5, 10, 24-30 and 33; otherwise BF16, versions 1-4, 6-23,
 31, 32)
 */
 #include <math.h>
@@ -4041,7 +4041,7 @@ __device__ __forceinline__ void v30_pair_sync(uint32_t bar, uint32_t &phase)
 /* SYNC0 (version 29): the pairs meet at the block's barrier (bar.sync 0) instead, every pair
  * running the same number of iterations (those past its tiles empty), since racecheck reports
  * hazards across the block's __syncthreads in versions 27 and 28 */
-template <bool LEAN2, bool SYNC0 = false, bool MBAR = false>
+template <bool LEAN2, bool SYNC0 = false, bool MBAR = false, bool INVAL = false>
 __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, const float *__restrict__ kw,
                              const gem_cu_rope &rope,
                              const float *__restrict__ v, int64_t hs, int64_t ts,
@@ -4344,6 +4344,9 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     /* the merge over the pairs in order: pair pr's O (half h: dims 256h + 32k + 4 grp + 2hh) */
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
+    if (MBAR && INVAL && tid < NPR) /* version 33: every pair is past its mbarrier */
+        asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(gem_smem_addr(sbar + tid))
+                     : "memory");
     float *const so = stiles;                        /* [pair][8 heads][512] */
     float *const smm = so + (size_t)NPR * GROUP * D; /* [pair][8] */
     float *const sss = smm + NPR * GROUP;
@@ -4412,6 +4415,22 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
 {
     kfv_tf32_pair_body<true, false, true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o, live,
                                           partitions, n_q_heads, scale);
+}
+
+/* ---- version 33: version 30 with its mbarriers invalidated once the pairs are done --------
+Run 130 put version 30's racecheck hazards at its mbarriers' word in blocks without tiles,
+where the pairs initialise their mbarriers and never arrive; mbarrier.inval ends their lives
+before the block does. */
+extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_mbar_inval_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                                        const __grid_constant__ gem_cu_rope rope,
+                                        const float *__restrict__ v, int64_t hs, int64_t ts,
+                                        float *__restrict__ part_m, float *__restrict__ part_s,
+                                        float *__restrict__ part_o, int64_t live,
+                                        int64_t partitions, int64_t n_q_heads, float scale)
+{
+    kfv_tf32_pair_body<true, false, true, true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o,
+                                                live, partitions, n_q_heads, scale);
 }
 
 /* ---- version 29: version 28 with the block's barrier (SYNC0 above) ------------------------- */
@@ -4787,11 +4806,11 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 32) {
-                fprintf(stderr, "unknown version %s (1 .. 32)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 33) {
+                fprintf(stderr, "unknown version %s (1 .. 33)\n", argv[i]);
                 return 2;
             }
-            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30);
+            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30) || vs[nv] == 33;
             if ((f32_only && !f32) || (vs[nv] >= 3 && !f32_only && vs[nv] != 10 && f32)) {
                 fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
                         vs[nv], f32_only ? "F32" : "BF16");
@@ -4889,6 +4908,8 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_sync0_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V27_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_inval_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_bf16_pair_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V31_SHARED));
@@ -5022,8 +5043,10 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 64 * V31_PAIRS, V31_SHARED, stream>>>(           \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
-            else if (vs[i] == 30)                                                              \
-                kfv_tf32_pair_mbar_first_pass<<<dim3((unsigned)P, NKV), 64 * V27_PAIRS,         \
+            else if (vs[i] == 30 || vs[i] == 33)                                               \
+                (vs[i] == 30 ? kfv_tf32_pair_mbar_first_pass                                   \
+                             : kfv_tf32_pair_mbar_inval_first_pass)<<<dim3((unsigned)P, NKV),  \
+                                                                       64 * V27_PAIRS,         \
                                                 V30_SHARED, stream>>>(                          \
                     dq, dw, rope, (const float *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,   \
                     scale);                                                                    \
