@@ -207,9 +207,11 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
  * less time at 24K tokens, 24% at 64K, 30% at 128K, slower at 16K and below (8K: 0.0514 against
  * 0.0404 ms). At the default 64 partitions (two waves of one block an SM) the library's pass took
  * 0.1045 ms at 24K, 0.1270 at 32K and 0.3758 at 128K (run 126), so it starts at 32K, where it
- * was 5% faster than the CUDA-core pass; its pairs at mbarriers of their own (version 30's form)
- * took 10% off at 64K and 128K (run 133). */
-#define GEM_KFV_PAIR_MIN_LIVE 32768
+ * was 5% faster than the CUDA-core pass. Its pairs at mbarriers of their own (version 30's form)
+ * took 10% off at 32K to 128K (run 135: 0.1150 / 0.1868 / 0.3424 ms at 32K / 64K / 128K), and
+ * version 30 at 64 partitions took 0.0965 ms at 24K against 0.1035 for the CUDA-core pass,
+ * 0.0813 at 16K against 0.0713, so it starts at 24K. */
+#define GEM_KFV_PAIR_MIN_LIVE 24576
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
                                            const float *__restrict__ k_weight,
