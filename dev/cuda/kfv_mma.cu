@@ -134,13 +134,20 @@ Run 129 (version 1 the library's passes, 33 partitions for F32 and 64 for BF16):
 0.3177 ms at 128K against 0.3493 for version 29 (0.1786 / 0.1963 at 64K); version 31 0.2266
 and 32 0.2060 against 0.2034 for version 23 at 128K (64K: 0.1288, 0.1171, 0.1262; 8K: 0.0340,
 0.0332, 0.0476). All exact (NMSE <= 2.6e-12, also from position 10^6). Racecheck: 31 clean, 30
-and 32 report write-after-write hazards at the word after the table (run 130: the mbarriers'
-word; a minimal kernel of the same pattern, results/h200/run130/mbarrier_racecheck.cu, is
-clean in five variants). Synccheck (run 130): versions 27, 30 and 32 clean; version 29 (and so
-31, of the same form) reports divergent threads at the block's barrier, since a pair past its
-tiles meets the others at barrier instructions of its own, which bar.sync's .aligned form
-forbids; the library's pass keeps 29's order of operations with every pair at the same
-barrier instructions.
+and 32 report write-after-write hazards at the word after the table, where the mbarriers live
+(run 130). That is racecheck's: it places an mbarrier.init 1 KiB (the shared window's reserved
+bytes) below the addresses it gives ordinary stores, so the words after a table written before
+the block's barrier collide with the table's last KiB (run 134: a minimal kernel in version
+30's layout is reported, and clean with its words at the start of shared memory; at the same
+place run 133 found version 30 reported in blocks with and without tiles). Synccheck (run 130):
+versions 27, 30 and 32 clean; version 29 (and so 31, of the same form) reports divergent threads
+at the block's barrier, since a pair past its tiles meets the others at barrier instructions of
+its own, which bar.sync's .aligned form forbids.
+version 33 is version 30 with its mbarriers invalidated at the end (run 133: the same bits and
+time, racecheck as version 30). Run 133 at 64 partitions: version 30 0.3407 ms at 128K and
+0.1867 at 64K against 0.3785 / 0.2087 for version 29, the same bits. Version 30's form, its
+mbarriers in static shared memory, is the library's long F32 pass since (run 135: 0.3424 ms at
+128K through gem_decode).
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds);
 each version after the first prints whether its output has the first one's bits.
