@@ -473,8 +473,9 @@ _Static_assert(NKEYS(v6_gates) == NKEYS(v5_gates) + 7,
  * rows on (index 18, so v6's order stays a prefix): pairs of warps that share each tile, every
  * product three TF32 MMAs (src/cuda/attn_fused_body.cuh, gem_fused_first_pass_kfv_pair_body;
  * dev/cuda/kfv_mma.cu version 29, results/h200/run125: 0.3508 ms at 128K against 0.5006 for
- * the CUDA-core pass), 320 threads, 221,696 bytes of dynamic shared memory within the 227 KiB a
- * block may take, one block an SM. */
+ * the CUDA-core pass; version 30's form since run 135, its mbarriers in 128 static bytes), 320
+ * threads, 221,696 bytes of dynamic shared memory within the 227 KiB a block may take (static
+ * included), one block an SM. */
 #define V7_LONG 18
 #define V7_LONG_BYTES 221696
 #define V7_LONG_BUDGET 232448
