@@ -1626,7 +1626,7 @@ __device__ __forceinline__ void gem_pair_sync(uint32_t addr, uint32_t parity)
  *   - at the end the pairs merge (M, S, O) in pair order through shared memory and write the
  *     block's partial in the reducer's layout.
  * Bitwise repeats: every sum in a fixed order. Launched with GEM_KFV_PAIR_BYTES of dynamic shared
- * memory (the pairs' mbarriers are 40 static bytes) and GEM_KFV_PAIR_THREADS threads, one block
+ * memory (the pairs' mbarriers take 128 static bytes) and GEM_KFV_PAIR_THREADS threads, one block
  * an SM; v, its strides multiples of 4 floats. */
 #define GEM_KFV_PAIR_PAIRS 5
 #define GEM_KFV_PAIR_THREADS (64 * GEM_KFV_PAIR_PAIRS)
