@@ -1924,87 +1924,82 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
         }
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         gem_pair_sync(bar, jt & 1); /* both halves of the tile have landed; cs written */
-        float part[4];
-        {
-            float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
+        float sa[2][3][4]; /* k-step parity x (big big, big small, small big) */
 #pragma unroll
-            for (int u = 0; u < 2; u++)
+        for (int u = 0; u < 2; u++)
 #pragma unroll
-                for (int pc = 0; pc < 3; pc++)
-                    sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
+            for (int pc = 0; pc < 3; pc++)
+                sa[u][pc][0] = sa[u][pc][1] = sa[u][pc][2] = sa[u][pc][3] = 0.f;
 #pragma unroll
-            /* rotating quad k = 2h + kk (parity kk), its partner + 16 */
-            for (int kk = 0; kk < 2; kk++) {
-                const float *const ea = (kk ? rro : rre) + 16 * kk;
-                const float *const eb = (kk ? rrbo : rrbe) + 16 * kk;
-                const float4 l0 = *reinterpret_cast<const float4 *>(ea),
-                             l1 = *reinterpret_cast<const float4 *>(eb),
-                             h0 = *reinterpret_cast<const float4 *>(ea + HALF),
-                             h1 = *reinterpret_cast<const float4 *>(eb + HALF);
-                const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
-                const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
-                float al[4], ah[4], kl[2][4], kh[2][4];
+        for (int kk = 0; kk < 2; kk++) { /* rotating quad k = 2h + kk (parity kk), partner + 16 */
+            const float *const ea = (kk ? rro : rre) + 16 * kk;
+            const float *const eb = (kk ? rrbo : rrbe) + 16 * kk;
+            const float4 l0 = *reinterpret_cast<const float4 *>(ea),
+                         l1 = *reinterpret_cast<const float4 *>(eb),
+                         h0 = *reinterpret_cast<const float4 *>(ea + HALF),
+                         h1 = *reinterpret_cast<const float4 *>(eb + HALF);
+            const float vl[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+            const float vh[2][4] = {{h0.x, h0.y, h0.z, h0.w}, {h1.x, h1.y, h1.z, h1.w}};
+            float al[4], ah[4], kl[2][4], kh[2][4];
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float2 c = cs[16 * kk + 4 * tig + e], qq = hqr[16 * kk + e];
-                    al[e] = fmaf(qq.x, c.x, qq.y * c.y); /* RoPE_{-P}(q), head grp */
-                    ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
+            for (int e = 0; e < 4; e++) {
+                const float2 c = cs[16 * kk + 4 * tig + e], qq = hqr[16 * kk + e];
+                al[e] = fmaf(qq.x, c.x, qq.y * c.y); /* RoPE_{-P}(q), head grp */
+                ah[e] = fmaf(qq.y, c.x, -(qq.x * c.y));
 #pragma unroll
-                    for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8x */
-                        const float4 k4 = hcf[((x * 4 + kk) * 4 + e) * 32];
-                        kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
-                        kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
-                    }
+                for (int x = 0; x < 2; x++) { /* RoPE_u(w V), token grp + 8x */
+                    const float4 k4 = hcf[((x * 4 + kk) * 4 + e) * 32];
+                    kl[x][e] = fmaf(k4.x, vl[x][e], -(k4.y * vh[x][e]));
+                    kh[x][e] = fmaf(k4.z, vl[x][e], k4.w * vh[x][e]);
                 }
-                gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
-                gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
-                gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
-                gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
             }
-            /* unrolled by 6, not 12: fully unrolled, the pass needs 3 registers more than 168
-             * (the most for 320 threads an SM) and spills them */
+            gem_mma_tf32x3(sa[0], kl[0][0], kl[1][0], kl[0][1], kl[1][1], al[0], al[1]);
+            gem_mma_tf32x3(sa[1], kl[0][2], kl[1][2], kl[0][3], kl[1][3], al[2], al[3]);
+            gem_mma_tf32x3(sa[0], kh[0][0], kh[1][0], kh[0][1], kh[1][1], ah[0], ah[1]);
+            gem_mma_tf32x3(sa[1], kh[0][2], kh[1][2], kh[0][3], kh[1][3], ah[2], ah[3]);
+        }
+        /* unrolled by 6, not 12: fully unrolled, the pass needs 3 registers more than 168
+         * (the most for 320 threads an SM) and spills them */
 #pragma unroll 6
-            for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
-                const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
-                             a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
-                             b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kx),
-                             bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kx);
-                uint32_t ab[8], as[8];
-                gem_tf32_split(a0.x, ab[0], as[0]);
-                gem_tf32_split(a1.x, ab[1], as[1]);
-                gem_tf32_split(a0.y, ab[2], as[2]);
-                gem_tf32_split(a1.y, ab[3], as[3]);
-                gem_tf32_split(a0.z, ab[4], as[4]);
-                gem_tf32_split(a1.z, ab[5], as[5]);
-                gem_tf32_split(a0.w, ab[6], as[6]);
-                gem_tf32_split(a1.w, ab[7], as[7]);
-                const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
-                               b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
-                gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
-                gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x),
-                             __float_as_uint(bs.y));
-                gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
-                gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
-                gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z),
-                             __float_as_uint(bs.w));
-                gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                part[r] = (sa[0][0][r] + sa[1][0][r]) +
-                          ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
-            xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
+        for (int kx = 0; kx < 12; kx++) { /* quads that do not rotate: k-steps of parity 0, 1 */
+            const float4 a0 = *reinterpret_cast<const float4 *>((kx & 1 ? nao : nae) + 16 * kx),
+                         a1 = *reinterpret_cast<const float4 *>((kx & 1 ? nbo : nbe) + 16 * kx),
+                         b = *reinterpret_cast<const float4 *>((kx & 1 ? qbo : qbe) + 16 * kx),
+                         bs = *reinterpret_cast<const float4 *>((kx & 1 ? qso : qse) + 16 * kx);
+            uint32_t ab[8], as[8];
+            gem_tf32_split(a0.x, ab[0], as[0]);
+            gem_tf32_split(a1.x, ab[1], as[1]);
+            gem_tf32_split(a0.y, ab[2], as[2]);
+            gem_tf32_split(a1.y, ab[3], as[3]);
+            gem_tf32_split(a0.z, ab[4], as[4]);
+            gem_tf32_split(a1.z, ab[5], as[5]);
+            gem_tf32_split(a0.w, ab[6], as[6]);
+            gem_tf32_split(a1.w, ab[7], as[7]);
+            const uint32_t b0 = __float_as_uint(b.x), b1 = __float_as_uint(b.y),
+                           b2 = __float_as_uint(b.z), b3 = __float_as_uint(b.w);
+            gem_mma_tf32(sa[0][0], ab[0], ab[1], ab[2], ab[3], b0, b1);
+            gem_mma_tf32(sa[0][1], ab[0], ab[1], ab[2], ab[3], __float_as_uint(bs.x),
+                         __float_as_uint(bs.y));
+            gem_mma_tf32(sa[0][2], as[0], as[1], as[2], as[3], b0, b1);
+            gem_mma_tf32(sa[1][0], ab[4], ab[5], ab[6], ab[7], b2, b3);
+            gem_mma_tf32(sa[1][1], ab[4], ab[5], ab[6], ab[7], __float_as_uint(bs.z),
+                         __float_as_uint(bs.w));
+            gem_mma_tf32(sa[1][2], as[4], as[5], as[6], as[7], b2, b3);
         }
+        float part[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            part[r] = (sa[0][0][r] + sa[1][0][r]) +
+                      ((sa[0][1][r] + sa[1][1][r]) + (sa[0][2][r] + sa[1][2][r]));
+        xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
         gem_pair_sync(bar, (jt + 1) & 1); /* both partial scores written */
-        {
-            const float4 xo = xother[lane];
-            const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
-            float sv[4];
+        const float4 xo = xother[lane];
+        const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
+        float sv[4];
 #pragma unroll
-            for (int r = 0; r < 4; r++) /* half 0's partial first, in both warps */
-                sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
-            gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
-        }
+        for (int r = 0; r < 4; r++) /* half 0's partial first, in both warps */
+            sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
+        gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
     }
     gem_kfv_pair_merge(stiles, o, m0, m1, s0, s1, p, g, n_q_heads, part_m, part_s, part_o);
 }
