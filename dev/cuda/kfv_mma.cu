@@ -148,6 +148,10 @@ time, racecheck as version 30). Run 133 at 64 partitions: version 30 0.3407 ms a
 0.1867 at 64K against 0.3785 / 0.2087 for version 29, the same bits. Version 30's form, its
 mbarriers in static shared memory, is the library's long F32 pass since (run 135: 0.3424 ms at
 128K through gem_decode).
+versions 34 and 35 are version 30 with the next tile never asked of the L2 (34) or asked only
+after the tile's scores (35): run 137's ncu counted about 1.3 GB of DRAM reads for 1.07 GB of V,
+as if prefetched rows left the L2 before their copies. Not yet run; to be timed beside 1 and 30
+with ncu's dram__bytes_read.sum.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds);
 each version after the first prints whether its output has the first one's bits.
@@ -155,7 +159,7 @@ The program is built for sm_90a (versions 15-19 use wgmma).
 
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
-(--f32: an F32 V cache, versions 1, 2, 5, 10, 24-30 and 33; otherwise BF16, versions 1-4, 6-23,
+(--f32: an F32 V cache, versions 1, 2, 5, 10, 24-30 and 33-35; otherwise BF16, versions 1-4, 6-23,
 31, 32)
 */
 #include <math.h>
@@ -4048,7 +4052,7 @@ __device__ __forceinline__ void v30_pair_sync(uint32_t bar, uint32_t &phase)
 /* SYNC0 (version 29): the pairs meet at the block's barrier (bar.sync 0) instead, every pair
  * running the same number of iterations (those past its tiles empty), since racecheck reports
  * hazards across the block's __syncthreads in versions 27 and 28 */
-template <bool LEAN2, bool SYNC0 = false, bool MBAR = false, bool INVAL = false>
+template <bool LEAN2, bool SYNC0 = false, bool MBAR = false, bool INVAL = false, int PF = 1>
 __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, const float *__restrict__ kw,
                              const gem_cu_rope &rope,
                              const float *__restrict__ v, int64_t hs, int64_t ts,
@@ -4129,7 +4133,8 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
     };
     if (nmine > 0) {
         copy(begin + (int64_t)pr * 16);
-        prefetch(1);
+        if (PF != 0)
+            prefetch(1);
     }
 
     const float *qg = q + g * GROUP * D;
@@ -4188,7 +4193,8 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
             sync(); /* both warps are past the stage */
             if (!SYNC0 || jt < nmine) {
                 copy(t0);
-                prefetch(jt + 1);
+                if (PF == 1)
+                    prefetch(jt + 1);
             }
         }
         if (SYNC0 && jt >= nmine) { /* the block's barriers of an iteration past own tiles */
@@ -4277,6 +4283,8 @@ __device__ __forceinline__ void kfv_tf32_pair_body(const float *__restrict__ q, 
                                                     (sa[0][2][r] + sa[1][2][r]));
         xmine[lane] = make_float4(part[0], part[1], part[2], part[3]);
         sync(); /* both partials written */
+        if (PF == 2) /* the next tile asked of the L2 only now */
+            prefetch(jt + 1);
         const float4 xo = xother[lane];
         const float oth[4] = {xo.x, xo.y, xo.z, xo.w};
         float sv[4];
@@ -4438,6 +4446,24 @@ extern "C" __global__ void __launch_bounds__(64 * V27_PAIRS, 1)
 {
     kfv_tf32_pair_body<true, false, true, true>(q, kw, rope, v, hs, ts, part_m, part_s, part_o,
                                                 live, partitions, n_q_heads, scale);
+}
+
+/* ---- versions 34 and 35: version 30 with the next tile asked of the L2 never (34) or after the
+tile's scores instead of before them (35) ------------------------------------------------------
+Run 137: ncu counted DRAM at 81.6% of its peak during the library's pass (version 30's form),
+about 1.3 GB for the 1.07 GB of V at 128K. If the L2 drops prefetched rows before the copies
+read them, fewer rows waiting in the L2 would read less. Not yet run. */
+template <int PF>
+__global__ void __launch_bounds__(64 * V27_PAIRS, 1)
+    kfv_tf32_pair_mbar_pf_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                                     const __grid_constant__ gem_cu_rope rope,
+                                     const float *__restrict__ v, int64_t hs, int64_t ts,
+                                     float *__restrict__ part_m, float *__restrict__ part_s,
+                                     float *__restrict__ part_o, int64_t live, int64_t partitions,
+                                     int64_t n_q_heads, float scale)
+{
+    kfv_tf32_pair_body<true, false, true, false, PF>(q, kw, rope, v, hs, ts, part_m, part_s,
+                                                     part_o, live, partitions, n_q_heads, scale);
 }
 
 /* ---- version 29: version 28 with the block's barrier (SYNC0 above) ------------------------- */
@@ -4813,11 +4839,11 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 33) {
-                fprintf(stderr, "unknown version %s (1 .. 33)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 35) {
+                fprintf(stderr, "unknown version %s (1 .. 35)\n", argv[i]);
                 return 2;
             }
-            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30) || vs[nv] == 33;
+            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30) || vs[nv] >= 33;
             if ((f32_only && !f32) || (vs[nv] >= 3 && !f32_only && vs[nv] != 10 && f32)) {
                 fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
                         vs[nv], f32_only ? "F32" : "BF16");
@@ -4917,6 +4943,10 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_inval_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_pf_first_pass<0>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_tf32_pair_mbar_pf_first_pass<2>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V30_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_bf16_pair_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V31_SHARED));
@@ -5050,10 +5080,12 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 64 * V31_PAIRS, V31_SHARED, stream>>>(           \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
-            else if (vs[i] == 30 || vs[i] == 33)                                               \
-                (vs[i] == 30 ? kfv_tf32_pair_mbar_first_pass                                   \
-                             : kfv_tf32_pair_mbar_inval_first_pass)<<<dim3((unsigned)P, NKV),  \
-                                                                       64 * V27_PAIRS,         \
+            else if (vs[i] == 30 || vs[i] >= 33)                                               \
+                (vs[i] == 30   ? kfv_tf32_pair_mbar_first_pass                                 \
+                 : vs[i] == 33 ? kfv_tf32_pair_mbar_inval_first_pass                           \
+                 : vs[i] == 34 ? kfv_tf32_pair_mbar_pf_first_pass<0>                           \
+                               : kfv_tf32_pair_mbar_pf_first_pass<2>)<<<dim3((unsigned)P, NKV), \
+                                                                        64 * V27_PAIRS,        \
                                                 V30_SHARED, stream>>>(                          \
                     dq, dw, rope, (const float *)dv, live * D, D, pm_, ps_, po_, live, P, NQ,   \
                     scale);                                                                    \
