@@ -150,8 +150,12 @@ mbarriers in static shared memory, is the library's long F32 pass since (run 135
 128K through gem_decode).
 versions 34 and 35 are version 30 with the next tile never asked of the L2 (34) or asked only
 after the tile's scores (35): run 137's ncu counted about 1.3 GB of DRAM reads for 1.07 GB of V,
-as if prefetched rows left the L2 before their copies. Not yet run; to be timed beside 1 and 30
-with ncu's dram__bytes_read.sum.
+as if prefetched rows left the L2 before their copies. Run 138 at 64 partitions, the same bits
+as version 1: 128K 0.3339 (30), **0.2915** (34), 0.3164 ms (35), 64K 0.1821 / 0.1666 / 0.1810;
+ncu: version 30 read 1.31 GB of DRAM in 333 us, version 34 1.07 GB (V's bytes) in 289 us, the
+same L2 read sectors. The prefetch cost reads and time; the library's long F32 pass drops it.
+version 36 is version 23 (the BF16 pass's design) with the next tile never asked of the L2, the
+same question for BF16.
 Every version but the diagnostics 12 and 13 is held to NMSE <= 1e-10 against the double
 reference of its own view and bitwise repeats before it is timed (CUDA events, 10 ABBA rounds);
 each version after the first prints whether its output has the first one's bits.
@@ -160,7 +164,7 @@ The program is built for sm_90a (versions 15-19 use wgmma).
 ./kfv_mma [--f32] [--lengths 8192,65536,131072] [--rounds 10] [--pos0 N] [--partitions 64]
   [versions...]
 (--f32: an F32 V cache, versions 1, 2, 5, 10, 24-30 and 33-35; otherwise BF16, versions 1-4, 6-23,
-31, 32)
+31, 32, 36)
 */
 #include <math.h>
 #include <stdio.h>
@@ -3413,7 +3417,7 @@ The softmax, the V update and the block's merge are version 20's. For --partitio
     ((size_t)(V21_QELEMS + (NW) * (NS) * V20_TILE) * 2 + (size_t)(NW) * 16 * GROUP * 4 +           \
      (size_t)GROUP * NPAIRS * 8 + (size_t)(NW) * NPAIRS * 8)
 
-template <int NW, int NS, bool SCOEF = false>
+template <int NW, int NS, bool SCOEF = false, bool PF = true>
 __device__ __forceinline__ void kfv_warp_body(const float *__restrict__ q, const float *__restrict__ kw,
                         const gem_cu_rope &rope,
                         const float4 *__restrict__ coef, /* [16 offsets][64 pairs] */
@@ -3469,9 +3473,10 @@ __device__ __forceinline__ void kfv_warp_body(const float *__restrict__ q, const
             asm volatile("cp.async.commit_group;\n" ::: "memory"); /* the counts stay uniform */
         }
     };
-    /* NS == 1: the rows of own tile j + 1 asked of the L2 while tile j is copied and computed */
+    /* NS == 1: the rows of own tile j + 1 asked of the L2 while tile j is copied and computed
+     * (never without PF) */
     auto prefetch = [&](int j) {
-        if (j < nmine) {
+        if (PF && j < nmine) {
             const int64_t t0 = begin + (int64_t)(w + j * NW) * 16;
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -3637,6 +3642,23 @@ extern "C" __global__ void __launch_bounds__(32 * V22_WARPS, 1)
 {
     kfv_warp_body<V22_WARPS, 1, true>(q, kw, rope, nullptr, v, hs, ts, part_m, part_s, part_o,
                                       live, partitions, n_q_heads, scale);
+}
+
+/* ---- version 36: version 23 with the next tile never asked of the L2 --------------------------
+Run 138: version 34 (version 30, the F32 pass, without its prefetch.global.L2 of the next tile)
+read 1.07 GB from DRAM at 128K where version 30 read 1.31, and took 0.2915 ms against 0.3339.
+Version 23 (the BF16 pass's design) asks for its next tile the same way. For --partitions 33.
+*/
+extern "C" __global__ void __launch_bounds__(32 * V22_WARPS, 1)
+    kfv_warp1s_nopf_first_pass(const float *__restrict__ q, const float *__restrict__ kw,
+                               const __grid_constant__ gem_cu_rope rope,
+                               const __nv_bfloat16 *__restrict__ v, int64_t hs, int64_t ts,
+                               float *__restrict__ part_m, float *__restrict__ part_s,
+                               float *__restrict__ part_o, int64_t live, int64_t partitions,
+                               int64_t n_q_heads, float scale)
+{
+    kfv_warp_body<V22_WARPS, 1, true, false>(q, kw, rope, nullptr, v, hs, ts, part_m, part_s,
+                                             part_o, live, partitions, n_q_heads, scale);
 }
 
 /* ---- versions 24 and 25: an F32 V cache on warps that own whole tiles, TF32 pieces ----------
@@ -4839,11 +4861,12 @@ int main(int argc, char **argv)
                 lengths[nl++] = atoll(t);
         } else if (nv < 20) {
             vs[nv] = atoi(argv[i]);
-            if (vs[nv] < 1 || vs[nv] > 35) {
-                fprintf(stderr, "unknown version %s (1 .. 35)\n", argv[i]);
+            if (vs[nv] < 1 || vs[nv] > 36) {
+                fprintf(stderr, "unknown version %s (1 .. 36)\n", argv[i]);
                 return 2;
             }
-            const bool f32_only = vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30) || vs[nv] >= 33;
+            const bool f32_only =
+                vs[nv] == 5 || (vs[nv] >= 24 && vs[nv] <= 30) || (vs[nv] >= 33 && vs[nv] <= 35);
             if ((f32_only && !f32) || (vs[nv] >= 3 && !f32_only && vs[nv] != 10 && f32)) {
                 fprintf(stderr, "version %d reads a %s V cache (--f32 goes before the versions)\n",
                         vs[nv], f32_only ? "F32" : "BF16");
@@ -4925,6 +4948,8 @@ int main(int argc, char **argv)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)V21_SHARED(V22_WARPS, 1)));
     cudaCheck(cudaFuncSetAttribute(kfv_warp1s_first_pass,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V23_SHARED));
+    cudaCheck(cudaFuncSetAttribute(kfv_warp1s_nopf_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V23_SHARED));
     cudaCheck(cudaFuncSetAttribute(kfv_f64_first_pass,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SHARED));
@@ -5080,7 +5105,7 @@ int main(int argc, char **argv)
                     <<<dim3((unsigned)P, NKV), 64 * V31_PAIRS, V31_SHARED, stream>>>(           \
                         dq, dw, rope, (const __nv_bfloat16 *)dv, live * D, D, pm_, ps_, po_,   \
                         live, P, NQ, scale);                                                   \
-            else if (vs[i] == 30 || vs[i] >= 33)                                               \
+            else if (vs[i] == 30 || (vs[i] >= 33 && vs[i] <= 35))                              \
                 (vs[i] == 30   ? kfv_tf32_pair_mbar_first_pass                                 \
                  : vs[i] == 33 ? kfv_tf32_pair_mbar_inval_first_pass                           \
                  : vs[i] == 34 ? kfv_tf32_pair_mbar_pf_first_pass<0>                           \
@@ -5104,8 +5129,8 @@ int main(int argc, char **argv)
                                        stream>>>(dq, dw, rope, dcoef, (const float *)dv,        \
                                                  live * D, D, pm_, ps_, po_, live, P, NQ,       \
                                                  scale);                                        \
-            else if (vs[i] == 23)                                                              \
-                kfv_warp1s_first_pass<<<dim3((unsigned)P, NKV), 32 * V22_WARPS, V23_SHARED,    \
+            else if (vs[i] == 23 || vs[i] == 36)                                               \
+                (vs[i] == 23 ? kfv_warp1s_first_pass : kfv_warp1s_nopf_first_pass)<<<dim3((unsigned)P, NKV), 32 * V22_WARPS, V23_SHARED,    \
                                         stream>>>(dq, dw, rope, (const __nv_bfloat16 *)dv,     \
                                                   live * D, D, pm_, ps_, po_, live, P, NQ,     \
                                                   scale);                                      \
