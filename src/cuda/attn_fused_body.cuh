@@ -1584,8 +1584,10 @@ __device__ __forceinline__ void gem_pair_sync(uint32_t addr, uint32_t parity)
 /* ---- K rebuilt from an F32 V cache by pairs of warps, products in TF32 pieces ------------------
  * The K-from-V first pass for F32 V caches at long lengths (gem_cu_fused_launch: live >=
  * GEM_KFV_PAIR_MIN_LIVE; below it the CUDA-core body, gem_fused_first_pass_body with KFV, is
- * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-30 (results/h200/runs 122-133): version 30,
- * version 29's arithmetic in its order (the same bits) with each pair at an mbarrier of its own
+ * faster). Lineage: dev/cuda/kfv_mma.cu versions 24-34 (results/h200/runs 122-138): version 34,
+ * which is version 30 without its L2 prefetch of the next tile (0.2915 ms at 128K and 0.1666 at
+ * 64K at 64 partitions against 0.3339 / 0.1821 for version 30, run 138); version 30 is version
+ * 29's arithmetic in its order (the same bits) with each pair at an mbarrier of its own
  * instead of the block's barrier: 0.3407 ms at 128K and 0.1867 at 64K at 64 partitions against
  * 0.3785 and 0.2087 for version 29 (run 133), and 0.3508 / 0.1958 for version 29 at 33 against
  * 0.5006 / 0.2571 for the CUDA-core pass (run 125), even near 20K, slower below (8K: 0.0514
@@ -1602,8 +1604,10 @@ __device__ __forceinline__ void gem_pair_sync(uint32_t addr, uint32_t parity)
  * partition's 16-token tiles pr, pr + PAIRS, ...:
  *   - the stage (one a pair): 16 rows of 512 floats, 2,048 bytes, their 16-byte quads swizzled
  *     by the row's token t (physical quad = quad ^ (4 (t & 1) + (t & 2))); warp h of the pair
- *     copies rows 8h .. 8h + 7 by cp.async at the top of the iteration, from the L2, where it
- *     asked for them (prefetch.global.L2) during the tile before;
+ *     copies rows 8h .. 8h + 7 by cp.async at the top of the iteration, with nothing asked of
+ *     the L2 ahead: the form that asked for the next tile's rows (prefetch.global.L2) during the
+ *     tile before read 1.31 GB of DRAM for the 1.07 GB of V at 128K and took 0.3339 ms against
+ *     0.2915 without it (dev/cuda/kfv_mma versions 30 and 34, run 138);
  *   - scores S^T = K Q^T with the tokens as the MMA's rows: lane (grp, tig) of warp h owns the
  *     quads 4k + tig of tokens grp and grp + 8 (dims 16k + 4 tig + e), one 16-byte load giving
  *     two k-steps (e = 0, 1 at slots tig, tig + 4; then e = 2, 3), and Q's B fragment of head grp
@@ -1837,22 +1841,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
-    auto prefetch = [&](int j) { /* own rows of the pair's tile j asked of the L2 */
-        if (j < nmine) {
-            const int64_t t0 = begin + (int64_t)(pr + j * NPR) * T + 8 * h;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int64_t t = t0 + 2 * i + (lane >> 4);
-                if (t < end)
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts +
-                                                                     32 * (lane & 15)));
-            }
-        }
-    };
-    if (nmine > 0) {
+    if (nmine > 0)
         copy(begin + (int64_t)pr * T);
-        prefetch(1);
-    }
 
     const float *qg = q + g * G * D;
     for (int i = tid; i < G * 384; i += GEM_KFV_PAIR_THREADS) {
@@ -1915,7 +1905,6 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_pair_body(
         if (jt > 0) {
             gem_pair_sync(bar, (jt + 1) & 1); /* both warps are past the stage */
             copy(t0);
-            prefetch(jt + 1);
         }
         {
             float c, s;
