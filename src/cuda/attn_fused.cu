@@ -41,8 +41,8 @@
  * GEM_KFV_WARP_MIN_LIVE rows on, gem_fused_first_pass_kfv_warp_body, warps that own whole
  * tiles (versions 20-23, runs 114-117; run118 through gem_decode: 0.1900 ms at 128K against
  * 0.2451); F32 V from GEM_KFV_PAIR_MIN_LIVE rows on, gem_fused_first_pass_kfv_pair_body, pairs
- * of warps sharing each tile with every product three TF32 MMAs (versions 24-29, runs 122-125:
- * 0.3508 ms at 128K against 0.5006 for the CUDA-core body).
+ * of warps sharing each tile with every product three TF32 MMAs (versions 24-34, runs 122-139:
+ * 0.2944 ms at 128K through gem_decode against 0.5006 for the CUDA-core body).
  *
  * First pass: one 256-thread block per (sequence partition p, KV head g),
  * partitions by gem_partition_range (chunk = ceil(live / P)). Thread i belongs
@@ -210,8 +210,11 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
  * was 5% faster than the CUDA-core pass. Its pairs at mbarriers of their own (version 30's form)
  * took 10% off at 32K to 128K (run 135: 0.1150 / 0.1868 / 0.3424 ms at 32K / 64K / 128K), and
  * version 30 at 64 partitions took 0.0965 ms at 24K against 0.1035 for the CUDA-core pass,
- * 0.0813 at 16K against 0.0713, so it starts at 24K. */
-#define GEM_KFV_PAIR_MIN_LIVE 24576
+ * 0.0813 at 16K against 0.0713, so it started at 24K. Without its L2 prefetch of the next tile
+ * (version 34's form, run 139 at 64 partitions: 0.2944 ms at 128K, 0.1670 at 64K) it took 0.0800
+ * ms at 20K against 0.0860 for the CUDA-core pass, 0.0731 at 16K against 0.0702, so it starts
+ * at 20K. */
+#define GEM_KFV_PAIR_MIN_LIVE 20480
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
                                            const float *__restrict__ k_weight,

@@ -1152,10 +1152,11 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_mma_body(
  * each warp owns whole tiles and waits for no other warp inside its loop (about 1,450):
  *   - warp w of the block takes the partition's tiles w, w + 4, ...: it copies each into its own
  *     stage in shared memory by cp.async (rows of GEM_MMA_ROW elements) at the top of the
- *     iteration, from the L2, where it asked for the tile's rows (prefetch.global.L2) while it
- *     computed the tile before (one stage a warp is what lets two blocks of four warps share an
- *     SM: version 22's eight warps of one stage beat version 21's six of two, 0.197 against 0.213
- *     ms);
+ *     iteration (one stage a warp is what lets two blocks of four warps share an SM: version
+ *     22's eight warps of one stage beat version 21's six of two, 0.197 against 0.213 ms), with
+ *     nothing asked of the L2 ahead: version 36, version 23 without its prefetch.global.L2 of
+ *     the next tile's rows while it computed the tile before, took 0.1739 ms at 128K and 0.1024
+ *     at 64K against 0.1834 / 0.1081 (run 139);
  *   - scores with the tokens as the MMA's rows: S^T (16 tokens x 8 heads) = K Q^T. The 384 dims
  *     that do not rotate: K = k_weight * V, k_weight folded into Q (fl(q w) in three BF16 pieces,
  *     stored for those dims alone, GEM_KFV_WARP_QROW elements a row), A fragments by ldmatrix
@@ -1415,23 +1416,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
     const int nmine = ntiles > w ? (int)((ntiles - w + NW - 1) / NW) : 0;
     const __nv_bfloat16 *const vg = v + g * v_hs;
     __nv_bfloat16 *const mine = stiles + (size_t)w * GEM_KFV_WARP_TILE_ELEMS + 8 * lane;
-    /* the rows of own tile j asked of the L2 (a line a lane a row group) */
-    auto prefetch = [&](int j) {
-        if (j < nmine) {
-            const int64_t t0 = begin + (int64_t)(w + j * NW) * T;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int64_t t = t0 + 4 * i + (lane >> 3);
-                if (t < end)
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(vg + t * v_ts +
-                                                                     64 * (lane & 7)));
-            }
-        }
-    };
-    if (nmine > 0) { /* own tile 0 while Q's pieces and the table are made */
+    if (nmine > 0) /* own tile 0 while Q's pieces and the table are made */
         gem_kfv_warp_copy(mine, vg, begin + (int64_t)w * T, begin, end, v_ts, lane);
-        prefetch(1);
-    }
 
     const float *qg = q + g * G * GEM_CU_D;
     for (int i = tid; i < G * 384; i += GEM_KFV_WARP_THREADS) {
@@ -1475,10 +1461,8 @@ __device__ __forceinline__ void gem_fused_first_pass_kfv_warp_body(
     const float2 *const qr = sqr + grp * NP;
     for (int j = 0; j < nmine; j++) {
         const int64_t t0 = begin + (int64_t)(w + j * NW) * T;
-        if (j > 0) { /* tile 0 was copied before the loop */
+        if (j > 0) /* tile 0 was copied before the loop */
             gem_kfv_warp_copy(mine, vg, t0, begin, end, v_ts, lane);
-            prefetch(j + 1);
-        }
         {
             float c, s;
             gem_rope_cs(rope->pos0 + t0, rope->inv_freq[lane], &c, &s);
