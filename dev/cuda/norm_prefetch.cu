@@ -1,0 +1,340 @@
+/*
+norm_prefetch: the decoder's norm kernels asking the L2 for the next product's first weights,
+at Gemma 4 31B's sliding-layer shapes (Q4_0 in tiles), in a chain of layers as the decoder runs
+them.
+
+A layer's products each take about twice their bytes' time (docs/model-cuda.md), and between
+them the decoder runs small kernels on a few SMs (a norm kernel: 6 blocks for about 5 us) while
+DRAM idles. A product's first wave of blocks (660 tiles of q at 5 blocks of 6 warps an SM, 16
+MB) starts from DRAM after the norm before it; with the whole matrix in the L2 (run 109) q took
+11.1-11.9 us against 13.0. Here the norm kernel, before its programmatic-launch wait, asks the
+L2 for the first X bytes of the next product's weights (cp.async.bulk.prefetch.L2, the grid's
+threads an equal share each), so that DRAM works through the previous product's tail and the
+norm, and the next product's first wave finds its tiles in the L2.
+
+The chain, per layer (matrices of copy c = layer % copies, copies enough to pass 4 x the L2):
+  o (gem_dmv, 5376 x 8192)  ->  norm A (x += rmsnorm(o) w; xn = rmsnorm(x) w'; the x scratch)
+  ->  gate+up (gem_dmv_geglu_prepared, 2 x 21504 x 5376)  ->  down (gem_dmv, 5376 x 21504)
+  ->  norm B (as norm A)  ->  q, k, v (gem_dmv_multi_prepared, 8192 / 4096 / 4096 x 5376)
+the next layer's o reading q's first 8,192 outputs. Norm A asks for gate's and up's first X / 2
+bytes each, norm B for q's first X. The norm kernel is the library's post_attn_kernel
+(src/model/cuda/gemma4_cuda.cu: registers, sums of squares in double, the scratch of each
+32-element block by gem_tiles_xq_block) with the prefetch before its wait:
+
+  variant X = 0 (the library's), 8, 16, 32 MB
+
+The prefetch changes no arithmetic: every variant's final x must equal variant 0's bit for bit
+(checked before timing, exit 1 otherwise). Timing: chains of `--layers` layers (default 12),
+events around the chain alone, variants in order then reversed each round (A B C D D C B A),
+`--rounds` rounds (default 10); the median per layer and its spread.
+
+./norm_prefetch [--rounds R] [--layers L]
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "gem/gguf.h"
+#include "model/cuda/model_cuda.h"
+#include "cuda/gem_pdl.cuh"
+#include "model/cuda/tiles_arith.cuh"
+
+#define N_EMBD 5376
+#define N_FF 21504
+#define N_Q 8192
+#define N_KV 4096
+#define NORM_THREADS 1024
+#define NORM_PER_THREAD 8
+#define NVAR 4
+static const size_t kPrefetchMB[NVAR] = {0, 8, 16, 32};
+
+/* ---- the library's norm kernel (gemma4_cuda.cu's post_attn_kernel), with a prefetch -------- */
+
+__device__ double block_sum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+__device__ __forceinline__ void norm_load(const float *__restrict__ p, int64_t n,
+                                          float (&v)[NORM_PER_THREAD])
+{
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        v[k] = i < n ? p[i] : 0.0f;
+    }
+}
+
+__device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD], int64_t n,
+                                               double eps, double *sh)
+{
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++)
+        if (threadIdx.x + (int64_t)k * blockDim.x < n)
+            ss += (double)v[k] * (double)v[k];
+    ss = block_sum(ss, sh);
+    return 1.0 / sqrt(ss / (double)n + eps);
+}
+
+__device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
+                                           const float (&w)[NORM_PER_THREAD], double r, int64_t n,
+                                           float *__restrict__ x_out, float *__restrict__ xn,
+                                           unsigned char *__restrict__ xq)
+{
+    const int k = (int)blockIdx.x;
+    float vk = 0.0f, wk = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NORM_PER_THREAD; kk++)
+        if (kk == k) {
+            vk = v[kk];
+            wk = w[kk];
+        }
+    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+    const float y = (float)((double)vk * r) * wk;
+    if (i < n) {
+        x_out[i] = vk;
+        xn[i] = y;
+    }
+    const int64_t blk = ((int64_t)k * blockDim.x + (threadIdx.x & ~31u)) / 32;
+    if (32 * blk < n)
+        gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
+}
+
+/* The grid's threads ask the L2 for bytes [0, n0) of p0 and [0, n1) of p1 (16-byte multiples,
+ * 16-byte aligned), each thread one equal share of each. */
+__device__ __forceinline__ void l2_prefetch_share(const unsigned char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    const size_t nt = (size_t)gridDim.x * blockDim.x;
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
+    const size_t off = tid * per;
+    if (off < n) {
+        const size_t len = n - off < per ? n - off : per;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p + off),
+                     "r"((unsigned)len)
+                     : "memory");
+    }
+}
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    norm_pf_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
+                   const float *__restrict__ x_in, float *__restrict__ x_out,
+                   const float *__restrict__ w_ffn, int64_t n, double eps, float *__restrict__ xn,
+                   unsigned char *__restrict__ xq, const unsigned char *pf0, size_t pf0_bytes,
+                   const unsigned char *pf1, size_t pf1_bytes)
+{
+    __shared__ double sh[32];
+    float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    pdl_trigger();
+    l2_prefetch_share(pf0, pf0_bytes); /* weights: no kernel of the chain writes them */
+    l2_prefetch_share(pf1, pf1_bytes);
+    norm_load(w_post, n, wp);
+    norm_load(w_ffn, n, wf);
+    pdl_wait();
+    norm_load(o, n, ov);
+    norm_load(x_in, n, xv);
+    const double r = norm_rms_inv(ov, n, eps, sh);
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++)
+        xv[k] += (float)((double)ov[k] * r) * wp[k];
+    norm_store(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
+}
+
+/* ---- the chain ----------------------------------------------------------------------------- */
+
+enum { M_O, M_GATE, M_UP, M_DOWN, M_Q, M_K, M_V, M_COUNT };
+static const int64_t kRows[M_COUNT] = {N_EMBD, N_FF, N_FF, N_EMBD, N_Q, N_KV, N_KV};
+static const int64_t kCols[M_COUNT] = {N_Q, N_EMBD, N_EMBD, N_FF, N_EMBD, N_EMBD, N_EMBD};
+
+typedef struct chain {
+    int ncopies;
+    gem_dmatrix (*m)[M_COUNT];
+    float *x[2], *xn, *o_out, *act, *d_out, *yq, *yk, *yv, *w_post, *w_ffn;
+    void *xq_o, *xq_mlp, *xq_down, *xq_qkv;
+} chain;
+
+static size_t mat_bytes(const gem_dmatrix *m) { return (size_t)m->rows * m->row_bytes; }
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* One layer of the chain on copy c with X prefetched bytes; x[cur] -> x[cur ^ 1] twice. */
+static void layer(chain *ch, int c, size_t X)
+{
+    gem_dmatrix *m = ch->m[c];
+    GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, NULL));
+    const unsigned grid = (N_EMBD + NORM_THREADS - 1) / NORM_THREADS;
+    const size_t half = (X / 2) & ~(size_t)15;
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, 0, (const float *)ch->o_out,
+                         (const float *)ch->w_post, (const float *)ch->x[0], ch->x[1],
+                         (const float *)ch->w_ffn, (int64_t)N_EMBD, 1e-6, ch->xn,
+                         (unsigned char *)ch->xq_mlp, (const unsigned char *)m[M_GATE].data,
+                         min_sz(half, mat_bytes(&m[M_GATE])), (const unsigned char *)m[M_UP].data,
+                         min_sz(half, mat_bytes(&m[M_UP]))));
+    GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp, NULL));
+    GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, NULL));
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, 0, (const float *)ch->d_out,
+                         (const float *)ch->w_post, (const float *)ch->x[1], ch->x[0],
+                         (const float *)ch->w_ffn, (int64_t)N_EMBD, 1e-6, ch->xn,
+                         (unsigned char *)ch->xq_qkv, (const unsigned char *)m[M_Q].data,
+                         min_sz(X & ~(size_t)15, mat_bytes(&m[M_Q])),
+                         (const unsigned char *)NULL, (size_t)0));
+    const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
+    float *y3[3] = {ch->yq, ch->yk, ch->yv};
+    GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, NULL));
+}
+
+/* The chain's state from the same start: x, and q's outputs (the first o's input). */
+static void reset(chain *ch, const float *hx, const float *hq)
+{
+    cudaCheck(cudaMemcpy(ch->x[0], hx, N_EMBD * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(ch->yq, hq, N_Q * 4, cudaMemcpyHostToDevice));
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = 10, layers = 12;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layers = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--rounds R] [--layers L]\n", argv[0]);
+            return 2;
+        }
+    }
+    rounds = rounds < 2 ? 2 : rounds;
+    layers = layers < 1 ? 1 : layers;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20);
+
+    chain ch;
+    memset(&ch, 0, sizeof ch);
+    size_t layer_bytes = 0;
+    for (int i = 0; i < M_COUNT; i++) {
+        size_t rb = 0;
+        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, kCols[i], &rb));
+        layer_bytes += (size_t)kRows[i] * rb;
+    }
+    ch.ncopies = (int)(((size_t)4 * prop.l2CacheSize) / layer_bytes + 2);
+    ch.m = (gem_dmatrix(*)[M_COUNT])calloc((size_t)ch.ncopies, sizeof *ch.m);
+    void *tmp;
+    cudaCheck(cudaMalloc(&tmp, (size_t)N_FF * 21504)); /* >= the largest matrix's bytes */
+    for (int c = 0; c < ch.ncopies; c++)
+        for (int i = 0; i < M_COUNT; i++) {
+            size_t rb = 0;
+            GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, kCols[i], &rb));
+            gem_dmatrix *m = &ch.m[c][i];
+            *m = (gem_dmatrix){NULL, GEM_GGUF_Q4_0, kRows[i], kCols[i], rb, GEM_DLAYOUT_ROWS};
+            cudaCheck(cudaMalloc(&m->data, (size_t)kRows[i] * rb));
+            gem_dmatrix r = *m;
+            r.data = tmp;
+            GEM_TRY(gem_dmatrix_fill_random(&r, 11 + 7 * (uint64_t)c + (uint64_t)i,
+                                            1.0f / sqrtf((float)kCols[i]), NULL));
+            GEM_TRY(gem_dmatrix_tile(m, tmp, NULL));
+            cudaCheck(cudaDeviceSynchronize());
+        }
+    cudaCheck(cudaFree(tmp));
+    printf("%d copies of a layer's %.1f MB of weights\n", ch.ncopies, layer_bytes * 1e-6);
+    float **vecs[] = {&ch.x[0], &ch.x[1], &ch.xn, &ch.o_out, &ch.act, &ch.d_out, &ch.yq, &ch.yk,
+                      &ch.yv, &ch.w_post, &ch.w_ffn};
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+        cudaCheck(cudaMalloc((void **)vecs[i], (size_t)N_FF * 4));
+    void **xqs[] = {&ch.xq_o, &ch.xq_mlp, &ch.xq_down, &ch.xq_qkv};
+    for (size_t i = 0; i < sizeof xqs / sizeof xqs[0]; i++)
+        cudaCheck(cudaMalloc(xqs[i], gem_dmv_xq_bytes(N_FF) + 16));
+    float *hx = (float *)malloc(N_EMBD * 4), *hq = (float *)malloc(N_Q * 4),
+          *hw = (float *)malloc(N_EMBD * 4);
+    fill(hx, N_EMBD, 5);
+    fill(hq, N_Q, 6);
+    fill_uniform(hw, N_EMBD, 7, 0.5f, 1.5f);
+    cudaCheck(cudaMemcpy(ch.w_post, hw, N_EMBD * 4, cudaMemcpyHostToDevice));
+    fill_uniform(hw, N_EMBD, 8, 0.5f, 1.5f);
+    cudaCheck(cudaMemcpy(ch.w_ffn, hw, N_EMBD * 4, cudaMemcpyHostToDevice));
+
+    /* every variant's final x equals variant 0's, and a repeat its own */
+    float *ref = (float *)malloc(N_EMBD * 4), *got = (float *)malloc(N_EMBD * 4);
+    int failed = 0;
+    for (int v = 0; v < NVAR; v++)
+        for (int rep = 0; rep < 2; rep++) {
+            reset(&ch, hx, hq);
+            for (int l = 0; l < layers; l++)
+                layer(&ch, l % ch.ncopies, kPrefetchMB[v] << 20);
+            cudaCheck(cudaDeviceSynchronize());
+            cudaCheck(cudaMemcpy(v == 0 && rep == 0 ? ref : got, ch.x[0], N_EMBD * 4,
+                                 cudaMemcpyDeviceToHost));
+            if ((v || rep) && memcmp(ref, got, N_EMBD * 4) != 0) {
+                printf("check: prefetch %zu MB, repeat %d: x differs from the library's: FAILED\n",
+                       kPrefetchMB[v], rep);
+                failed = 1;
+            }
+        }
+    int finite = 1;
+    for (int i = 0; i < N_EMBD; i++)
+        finite &= isfinite(ref[i]) != 0;
+    if (!finite) {
+        printf("check: x is not finite after %d layers: FAILED\n", layers);
+        failed = 1;
+    }
+    if (failed)
+        return 1;
+    printf("check: every variant's x after %d layers equals the library's bit for bit\n", layers);
+
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    double *t = (double *)calloc((size_t)NVAR * 2 * rounds, sizeof(double));
+    int nt[NVAR] = {0};
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 2 * NVAR; k++) {
+            const int v = k < NVAR ? k : 2 * NVAR - 1 - k;
+            reset(&ch, hx, hq);
+            wait_kernel<<<1, 1>>>(20000000ull); /* the launches run ahead of the device */
+            cudaCheck(cudaGetLastError());
+            cudaCheck(cudaEventRecord(e0, 0));
+            for (int l = 0; l < layers; l++)
+                layer(&ch, (r + l) % ch.ncopies, kPrefetchMB[v] << 20);
+            cudaCheck(cudaEventRecord(e1, 0));
+            cudaCheck(cudaEventSynchronize(e1));
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+            t[(size_t)v * 2 * rounds + (size_t)nt[v]++] = ms * 1e3 / layers;
+        }
+    printf("\n%-12s %12s %10s %10s %10s\n", "prefetch", "us/layer", "p10", "p90", "vs 0");
+    double med0 = 0;
+    for (int v = 0; v < NVAR; v++) {
+        double *tv = t + (size_t)v * 2 * rounds;
+        qsort(tv, (size_t)nt[v], sizeof(double), cmp_double);
+        const double med = tv[nt[v] / 2];
+        if (v == 0)
+            med0 = med;
+        printf("%9zu MB %12.2f %10.2f %10.2f %9.3f\n", kPrefetchMB[v], med, tv[nt[v] / 10],
+               tv[nt[v] - 1 - nt[v] / 10], med / med0);
+    }
+    return 0;
+}
