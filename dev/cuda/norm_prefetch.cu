@@ -28,6 +28,13 @@ The prefetch changes no arithmetic: every variant's final x must equal variant 0
 events around the chain alone, variants in order then reversed each round (A B C D D C B A),
 `--rounds` rounds (default 10); the median per layer and its spread.
 
+H200 run 143 (L2 60 MB by the device's properties; two copies of a layer's 269.4 MB): every
+variant's x equal to the library's after 12 and 60 layers; us a layer, median of 20 chains (p10
+.. p90 within 0.6 us): 0 MB 114.59, 8 MB 117.15 (+2.2%), 16 MB 127.61 (+11.4%), 32 MB 143.29
+(+25.0%); 60 layers the same. Asking the L2 ahead costs time in proportion to what is asked,
+as it did in the long K-from-V passes (run 138) and in the products' own blocks (run 107): the
+library's norm kernels ask nothing.
+
 ./norm_prefetch [--rounds R] [--layers L]
 */
 #include <math.h>

@@ -25,6 +25,12 @@ before it times anything (exit 1 otherwise). GeGLU runs the library's kernel in 
 rotating copies past the L2, fractions of the read probe measured in the same process. --once
 runs every variant once per shape and exits (for a profiler).
 
+H200 run 138: bit-identical on every shape; chains (us) library / reg-ring / reg-ring-x: q 13.03
+/ 13.69 / 13.75, k 8.48 / 8.64 / 9.24, o-swa 14.20 / 13.62 / 14.24, o-full 21.88 / 23.03 / 22.55,
+down 27.20 / 28.52 / 29.32, the head 213.1 / 259.1 / 266.2 (80.3% -> 66.1% of the probe); the
+same with --hot. Loads spread among the MMAs lose, most of all on the head; the library keeps
+its batches.
+
 ./tiles_regring [--reps R] [--once] [--hot]
 */
 #include "tiles_bench.h"
