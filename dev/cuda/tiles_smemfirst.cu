@@ -24,6 +24,13 @@ cp.async ring already streams). Timing: ABBA (0 1 1 0), per-launch medians and c
 rotating copies past the L2, fractions of the read probe measured in the same process. --once
 runs every variant once per shape and exits (for a profiler).
 
+H200 run 144: bit-identical on every shape; chains (us) library / smem-first: q 13.08 / 14.43,
+k 8.55 / 8.78, o-swa 14.21 / 14.66, o-full 21.99 / 25.06, down 27.25 / 30.33, the head 214.1 /
+265.1 (80% -> 65% of the probe); with --hot closer (q 11.4-12.0 / 12.3, k 8.05 / 7.66) but no
+faster on the larger shapes. Asked for earlier, the weights arrive later: with run 138's
+register ring this is the second way of keeping more of a warp's chunks in flight that costs
+the head 15 points of the probe. The library keeps its batches.
+
 ./tiles_smemfirst [--reps R] [--once] [--hot]
 */
 #include "tiles_bench.h"
