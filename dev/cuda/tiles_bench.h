@@ -37,7 +37,8 @@ process. --once runs every variant once per shape and exits (for a profiler).
 #define CHUNK_BYTES 576
 #define XQ_LANE GEM_TILES_XQ_LANE_BYTES
 #define XQ_CHUNK GEM_TILES_XQ_CHUNK_BYTES
-#define CHUNKS_PER_WARP 8
+#define CHUNKS_PER_WARP 8        /* GeGLU's split */
+#define PLAIN_CHUNKS_PER_WARP 12 /* the plain product's (a power-of-two number of warps) */
 #define MAX_WARPS 16
 #define TILES_MAX_VARIANTS 8
 static const unsigned kFull = 0xffffffffu;
@@ -68,6 +69,22 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
     gem_tiles_xq_block(x[32 * b + (threadIdx.x & 31)], b, xq, threadIdx.x & 31);
 }
 
+/* The library's warps a tile (gem_tiles_launch): GeGLU at most CHUNKS_PER_WARP chunks a warp;
+ * the plain product at most PLAIN_CHUNKS_PER_WARP, the warps rounded up to a power of two;
+ * both up to MAX_WARPS. */
+static int64_t tiles_library_warps(int64_t nchunks, bool geglu)
+{
+    if (geglu) {
+        const int64_t w = (nchunks + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
+        return w > MAX_WARPS ? MAX_WARPS : w;
+    }
+    const int64_t need = (nchunks + PLAIN_CHUNKS_PER_WARP - 1) / PLAIN_CHUNKS_PER_WARP;
+    int64_t w = 1;
+    while (w < need && w < MAX_WARPS)
+        w *= 2;
+    return w;
+}
+
 /* The scratch kernel for x, then the library's split of p (nchunks, cpw, the matrices' tile0):
  * *grid tiles (GeGLU: of the gate matrix) and *warps warps a block. */
 static void tiles_prepare(TileParams *p, const float *x, bool geglu, unsigned *grid, int64_t *warps)
@@ -76,8 +93,7 @@ static void tiles_prepare(TileParams *p, const float *x, bool geglu, unsigned *g
     cudaCheck(launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, 0, x, nblk,
                          const_cast<unsigned char *>(p->xq)));
     p->nchunks = p->cols / CHUNK_ELEMS;
-    int64_t w = (p->nchunks + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
-    w = w > MAX_WARPS ? MAX_WARPS : w;
+    const int64_t w = tiles_library_warps(p->nchunks, geglu);
     p->cpw = (p->nchunks + w - 1) / w;
     int64_t tiles = 0;
     for (int i = 0; i < p->nmat; i++) {

@@ -23,6 +23,14 @@ anything is timed; GeGLU runs the library's kernel in every variant. Timing: ABB
 medians and chains, rotating copies past the L2, fractions of the read probe measured in the
 same process. --once runs every variant once per shape and exits (for a profiler).
 
+H200 run 146 ("library" then: at most 8 chunks a warp), chains in us, library / cpw-12 / cpw-16 /
+cpw-24, all within 2.4e-7 of the largest |y|: q 13.02 / 11.42 / 13.65 / 17.30, k 8.54 / 11.10 /
+12.30 / 16.00, o-swa 14.21 / 15.40 / 13.30 / 17.84, o-full 22.12 / 23.81 / 23.46 / 26.28, down
+27.31 / 26.66 / 29.13 / 30.80, the head 212.8 / 200.2 / 198.7 / 197.1 (82% -> 87-89% of the
+probe); --hot the same picture. The library's plain product takes at most 12 chunks a warp with
+a power-of-two number of warps (4 at 5376 columns; 8, 16 and 16 at 8192, 16384 and 21504, as
+before), so "library" is that since; this program's tiles_prepare gives the library's split.
+
 ./tiles_split [--reps R] [--once] [--hot]
 */
 #include "tiles_bench.h"

@@ -131,8 +131,7 @@ static void stamped_call(TileParams p, const float *x, uint64_t *sx, uint64_t *s
     cudaCheck(launch_pdl(xq_stamped, (unsigned)((nblk + 7) / 8), 256, 0, x, nblk,
                          const_cast<unsigned char *>(p.xq), sx));
     p.nchunks = p.cols / CHUNK_ELEMS;
-    int64_t w = (p.nchunks + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
-    w = w > MAX_WARPS ? MAX_WARPS : w;
+    const int64_t w = tiles_library_warps(p.nchunks, false);
     p.cpw = (p.nchunks + w - 1) / w;
     cudaCheck(launch_pdl(q4t_stamped, (unsigned)(p.mat[0].rows / TILE_ROWS), (unsigned)(32 * w), 0,
                          p, sp));
@@ -244,8 +243,7 @@ int main(void)
             st[b] = 1e-3 * ((double)P[4 * b] - (double)T);
         }
         const double us = 1e-3, MB = 1e-6 * (double)mbytes;
-        int64_t warps = (s->cols / CHUNK_ELEMS + CHUNKS_PER_WARP - 1) / CHUNKS_PER_WARP;
-        warps = warps > MAX_WARPS ? MAX_WARPS : warps;
+        const int64_t warps = tiles_library_warps(s->cols / CHUNK_ELEMS, false);
         int per_sm = 0;
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, q4t_stamped,
                                                                 (int)(32 * warps), 0));

@@ -58,7 +58,8 @@
  * chunk order; then the two of a row are added, the warp sums its lanes by the xor tree
  * 4, 8, 16, and the block's warps (a split of the chunks that depends only on cols) are
  * added in warp order by one thread per row. No atomics; the same bits on every call and
- * for a row in gem_dmv, gem_dmv_multi and gem_dmv_geglu.
+ * for a row in gem_dmv and gem_dmv_multi (GeGLU splits its chunks its own way: the same sums
+ * in another grouping).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -77,11 +78,20 @@ constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
 constexpr int kXqLaneBytes = GEM_TILES_XQ_LANE_BYTES;
 constexpr int kXqChunkBytes = GEM_TILES_XQ_CHUNK_BYTES;
-/* A warp's share of a row: at most 8 chunks (1024 columns), in blocks of up to 16 warps (the
- * split depends on cols alone, the same for the product and GeGLU). dev/cuda/model_matvec
- * measured 4 chunks a warp (one batch of loads, blocks of 11 warps at 5376 columns) slower:
- * fewer warps resident, GeGLU 49 -> 76 us, the head 217 -> 293 us (H200 runs 28 and 29). */
+/* GeGLU's split: a warp's share of a row is at most 8 chunks (1024 columns), in blocks of up to
+ * 16 warps. dev/cuda/model_matvec measured 4 chunks a warp (one batch of loads, blocks of 11
+ * warps at 5376 columns) slower: fewer warps resident, GeGLU 49 -> 76 us, the head 217 -> 293
+ * us (H200 runs 28 and 29). */
 constexpr int kChunksPerWarp = 8;
+/* The plain product's split: at most 12 chunks a warp, the warps of a block rounded up to a
+ * power of two (up to 16), so that blocks fill an SM's 32 warps at 64 registers. A warp's
+ * fixed work (its tile, addresses, the reduction) was a third of the product's instructions
+ * at 8 chunks a warp (ncu, H200 run 145: 92-98 a 576-byte chunk); dev/cuda/tiles_split (run
+ * 146, chained) at 5376 columns, 4 warps of 11 chunks where 8 chunks a warp made 6 warps of 7:
+ * q 13.02 -> 11.42 us, the head 212.8 -> 200.2 us (82% -> 87% of the read probe); at 8192,
+ * 16384 and 21504 columns this rule keeps 8, 16 and 16 warps, the 8-chunk split's. (k alone,
+ * 512 tiles, lost: 8.5 -> 11.1 us; the decoder runs it in one launch with q and v.) */
+constexpr int kPlainChunksPerWarp = 12;
 constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers */
 constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plain product) */
 /* GeGLU's shared-memory stages per warp, a chunk of both matrices each. dev/cuda/tiles_ring
@@ -239,8 +249,8 @@ template <int N> __device__ __forceinline__ void cp_wait()
 }
 
 /* GeGLU: y = gelu(gate x) * (up x); mat[0] the gate, mat[1] the up matrix; block = one tile
- * of both, warps = the split of its chunks (the plain product's). The weights come through a
- * ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a stage holding
+ * of both, warps = the split of its chunks (GeGLU's own, kChunksPerWarp). The weights come
+ * through a ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a stage holding
  * one chunk of each matrix: chunk i + kRing - 1 is issued as soon as chunk i has landed, so a
  * warp keeps two chunks of both matrices in flight while it computes, with no register
  * holding a load. Lane l copies (and alone reads) the 16 nibble bytes at 16 l; lanes 0-3 copy
@@ -374,10 +384,18 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
         return GEM_ERR_DEVICE;
     }
     p.nchunks = p.cols / kChunkElems;
-    /* the split depends on cols alone (and is the same for GeGLU's products), so a row has
-     * the same bits in every entry */
-    int64_t warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
-    warps = warps > kMaxWarps ? kMaxWarps : warps;
+    /* the split depends on cols alone, so a row has the same bits in gem_dmv and
+     * gem_dmv_multi */
+    int64_t warps;
+    if (geglu) {
+        warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
+        warps = warps > kMaxWarps ? kMaxWarps : warps;
+    } else {
+        const int64_t need = (p.nchunks + kPlainChunksPerWarp - 1) / kPlainChunksPerWarp;
+        warps = 1;
+        while (warps < need && warps < kMaxWarps)
+            warps *= 2;
+    }
     p.cpw = (p.nchunks + warps - 1) / warps;
     int64_t tiles = 0;
     for (int i = 0; i < p.nmat; i++) {
