@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# run 147: the plain Q4_0 product at up to 12 chunks a warp. The whole test suite and
+# compute-sanitizer memcheck over test_cuda_matvec on this tree (B); then the 31B dimensions
+# (Q4_0 weights generated on the GPU, F32 caches, the full layers' V alone) at 128K, this tree
+# against the tree before the change (A, build-a/a-tree.tgz at the commit in build-a/commit),
+# processes A B B A, and at 8K A B while time lasts.
+set -u -o pipefail
+T0=$(date +%s); left() { echo $((300 - ($(date +%s) - T0))); }
+R=/tmp/r147; mkdir -p $R/abba
+save() { (cd $R && tar czf $OUT/run147.tgz .); }
+CA=$(cat build-a/commit); CB=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "A=$CA B=$CB" | tee $R/commits.txt
+mkdir -p /tmp/a && tar xzf build-a/a-tree.tgz -C /tmp/a && ln -sfn $PWD/.deps /tmp/a/.deps
+GEM_GIT_COMMIT=$CA PHASES=build BUILD_TARGETS=gem JOBS=6 bash /tmp/a/scripts/h200-run.sh /tmp/a-out > $R/build-a.txt 2>&1 &
+GEM_GIT_COMMIT=$CB PHASES=build JOBS=10 bash scripts/h200-run.sh /tmp/b-out > $R/build-b.txt 2>&1
+wait
+for f in $R/build-a.txt $R/build-b.txt; do tail -n 1 $f; done
+GA=/tmp/a/build-h200/gem; B=build-h200; GB=$B/gem
+echo "build done at $(( $(date +%s) - T0 )) s"
+(cd $B && GEM_QUIET=1 timeout 70 ctest --output-on-failure -j8) > $R/ctest.txt 2>&1; echo "ctest rc=$?"; tail -n 3 $R/ctest.txt; grep -E "FAIL|failed" $R/ctest.txt | head -5
+save
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_matvec > $R/memcheck-matvec.txt 2>&1; echo "memcheck rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 2 $R/memcheck-matvec.txt
+save
+$GB synth --preset 31b --type q4_0 --no-matrices --context-length 262144 --out /tmp/m31.gguf > $R/synth-31b.txt 2>&1
+i=0
+for spec in A:131072 B:131072 B:131072 A:131072 A:8192 B:8192; do
+  X=${spec%%:*}; C=${spec##*:}; i=$((i+1)); [ $(left) -lt 22 ] && { echo "stop before process $i: $(left) s left"; break; }
+  G=$GA; [ $X = B ] && G=$GB
+  timeout 40 $G profile --model /tmp/m31.gguf --backend cuda --random-weights 1 --context $C --reps 1 --samples 5 --bw-mib 4096 --kv-dtype f32 --k-from-v --out $R/abba/$X-$i-$C.json > $R/abba/$X-$i-$C.txt 2>&1; echo "$X-$i ctx $C rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "whole token" $R/abba/$X-$i-$C.txt | head -1
+  save
+done
+grep -h -A9 "with every stage timed" $R/abba/B-2-131072.txt
+save
