@@ -250,11 +250,12 @@ template <int N> __device__ __forceinline__ void cp_wait()
 
 /* GeGLU: y = gelu(gate x) * (up x); mat[0] the gate, mat[1] the up matrix; block = one tile
  * of both, warps = the split of its chunks (GeGLU's own, kChunksPerWarp). The weights come
- * through a ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a stage holding
- * one chunk of each matrix: chunk i + kRing - 1 is issued as soon as chunk i has landed, so a
- * warp keeps two chunks of both matrices in flight while it computes, with no register
- * holding a load. Lane l copies (and alone reads) the 16 nibble bytes at 16 l; lanes 0-3 copy
- * the 64 bytes of scales, which every lane reads after the wait and a warp barrier. */
+ * through a ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a
+ * stage holding one chunk of each matrix: chunk i + kRing - 1 is issued as soon as chunk i
+ * has landed, so a warp keeps two chunks of both matrices in flight while it computes, with
+ * no register holding a load. Lane l copies (and alone reads) the 16 nibble bytes at 16 l;
+ * lanes 0-3 copy the 64 bytes of scales, which every lane reads after the wait and a warp
+ * barrier. */
 __global__ void __launch_bounds__(kMaxWarps * 32) q4t_geglu_kernel(const TileParams p)
 {
     extern __shared__ __align__(16) unsigned char ring_sm[];
