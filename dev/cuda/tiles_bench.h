@@ -106,6 +106,18 @@ static void tiles_prepare(TileParams *p, const float *x, bool geglu, unsigned *g
     *warps = w;
 }
 
+/* GeGLU over p's two tiled matrices (gate mat[0], up mat[1], y = mat[0].y) through the library's
+ * entry, for a variant that changes only the plain product. */
+static void tiles_library_geglu(const TileParams &p, const float *x)
+{
+    gem_dmatrix g = {const_cast<unsigned char *>(p.mat[0].data), GEM_GGUF_Q4_0, p.mat[0].rows,
+                     p.cols, 0, GEM_DLAYOUT_Q4_0_TILES};
+    GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, p.cols, &g.row_bytes));
+    gem_dmatrix u = g;
+    u.data = const_cast<unsigned char *>(p.mat[1].data);
+    GEM_TRY(gem_dmv_geglu(&g, &u, x, p.mat[0].y, const_cast<unsigned char *>(p.xq), NULL));
+}
+
 /* kernel k over p with programmatic stream serialization and `smem` bytes of dynamic shared
  * memory (raising the kernel's limit to it). */
 template <typename K> static void launch_smem(K k, unsigned grid, unsigned block, size_t smem, TileParams p)

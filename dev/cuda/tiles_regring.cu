@@ -123,13 +123,7 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) regring_kernel(const TileParam
 static void regring_launch(int v, TileParams p, const float *x, bool geglu)
 {
     if (geglu) {
-        gem_dmatrix g = {const_cast<unsigned char *>(p.mat[0].data), GEM_GGUF_Q4_0,
-                         p.mat[0].rows, p.cols, 0, GEM_DLAYOUT_Q4_0_TILES};
-        gem_dmatrix u = g;
-        u.data = const_cast<unsigned char *>(p.mat[1].data);
-        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, p.cols, &g.row_bytes));
-        u.row_bytes = g.row_bytes;
-        GEM_TRY(gem_dmv_geglu(&g, &u, x, p.mat[0].y, const_cast<unsigned char *>(p.xq), NULL));
+        tiles_library_geglu(p, x);
         return;
     }
     unsigned grid;

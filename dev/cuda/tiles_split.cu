@@ -109,13 +109,7 @@ static const int64_t kTarget[4] = {0, 12, 16, 24}; /* chunks a warp at most, by 
 static void split_launch(int v, TileParams p, const float *x, bool geglu)
 {
     if (geglu) {
-        gem_dmatrix g = {const_cast<unsigned char *>(p.mat[0].data), GEM_GGUF_Q4_0,
-                         p.mat[0].rows, p.cols, 0, GEM_DLAYOUT_Q4_0_TILES};
-        gem_dmatrix u = g;
-        u.data = const_cast<unsigned char *>(p.mat[1].data);
-        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, p.cols, &g.row_bytes));
-        u.row_bytes = g.row_bytes;
-        GEM_TRY(gem_dmv_geglu(&g, &u, x, p.mat[0].y, const_cast<unsigned char *>(p.xq), NULL));
+        tiles_library_geglu(p, x);
         return;
     }
     unsigned grid;
