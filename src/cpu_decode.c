@@ -308,7 +308,7 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
 const gem_decode_backend_ops gem_cpu_decode_ops = {
     create,          destroy,      threads_of,      device_of,    describe, supports,
     k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
-    check_finite,
+    check_finite,    NULL, /* the default does not depend on the view */
 };
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */

@@ -125,14 +125,46 @@ gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode
     return GEM_OK;
 }
 
-/* cfg (NULL = default) with every zero field replaced by the default, then
- * checked against the API's bounds and the backend's kernels. */
+/* The default at live, its partitions those of the view where the backend's default depends on
+ * it (kv NULL: the view-blind default; else a view gem_kv_view_check passed, live its live). */
+static void default_config(const gem_decode_ctx *ctx, const gem_decode_shape *shape, int64_t live,
+                           const gem_kv_view *kv, gem_decode_config *out)
+{
+    ctx->ops->config_default(ctx->impl, shape, live, out);
+    if (kv && ctx->ops->view_partitions) {
+        const int64_t p = ctx->ops->view_partitions(ctx->impl, shape, kv, out->partitions);
+        if (p >= 1 && p <= out->partitions) /* never more: the default's workspace fits */
+            out->partitions = p;
+    }
+}
+
+gem_status gem_decode_config_for_view(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                      const gem_kv_view *kv, gem_decode_config *out)
+{
+    if (!ctx || !shape || !kv || !out)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st == GEM_OK && kv->k_from_v)
+        st = gem_k_from_v_check(kv->k_from_v);
+    if (st != GEM_OK)
+        return st;
+    gem_decode_config c;
+    default_config(ctx, shape, kv->live, kv, &c);
+    *out = c;
+    return GEM_OK;
+}
+
+/* cfg (NULL = default) with every zero field replaced by the default (of the view kv, NULL for
+ * the view-blind one), then checked against the API's bounds and the backend's kernels. */
 static gem_status resolve_config(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
-                                 int64_t live, const gem_decode_config *cfg,
-                                 gem_decode_config *out)
+                                 int64_t live, const gem_kv_view *kv,
+                                 const gem_decode_config *cfg, gem_decode_config *out)
 {
     gem_decode_config def;
-    ctx->ops->config_default(ctx->impl, shape, live, &def);
+    default_config(ctx, shape, live, kv, &def);
     if (!cfg) {
         *out = def;
         return GEM_OK;
@@ -173,7 +205,7 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
     if (live < 1)
         return GEM_ERR_SHAPE;
     gem_decode_config c;
-    st = resolve_config(ctx, shape, live, cfg, &c);
+    st = resolve_config(ctx, shape, live, NULL, cfg, &c);
     if (st != GEM_OK)
         return st;
     return ctx->ops->workspace_bytes(ctx->impl, shape, live, &c, bytes);
@@ -203,7 +235,7 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
     st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, &a->k_bytes, &a->v_bytes);
     if (st != GEM_OK)
         return st;
-    st = resolve_config(ctx, shape, kv->live, cfg, &a->cfg);
+    st = resolve_config(ctx, shape, kv->live, kv, cfg, &a->cfg);
     if (st != GEM_OK)
         return st;
     st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype, a->cfg.route);

@@ -55,6 +55,10 @@ typedef struct gem_decode_backend_ops {
     /* the full finiteness scan of a validated q and view (with k_from_v: V and k_weight) */
     gem_status (*check_finite)(void *impl, const gem_decode_shape *shape, const float *q,
                                const gem_kv_view *kv, void *stream);
+    /* the default's partitions `def` (config_default at kv->live) for this checked view: at
+     * most def, at least 1; NULL when the backend's default does not depend on the view */
+    int64_t (*view_partitions)(const void *impl, const gem_decode_shape *shape,
+                               const gem_kv_view *kv, int64_t def);
 } gem_decode_backend_ops;
 
 extern const gem_decode_backend_ops gem_cpu_decode_ops;

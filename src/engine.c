@@ -437,7 +437,8 @@ gem_status gem_engine_resolve(const gem_engine *e, gem_route route,
         gem_decode_config def;
         const gem_decode_shape ds = {e->shape.n_q_heads, e->shape.n_kv_heads, e->shape.dk,
                                      e->shape.dv, e->shape.scale};
-        gem_status st = gem_decode_config_default(e->ctx, &ds, e->shape.live, &def);
+        const gem_kv_view kv = copy_view(e, -1); /* the loaded view: its dtypes, live, K = V */
+        gem_status st = gem_decode_config_for_view(e->ctx, &ds, &kv, &def);
         if (st != GEM_OK)
             return st;
         if (!p.partitions)

@@ -119,6 +119,39 @@ static void check_sliding(gem_decode_ctx *c, const gem_cuda_device_info *dev)
     TCHECK_STATUS(gem_decode_workspace_bytes(c, &sliding, 1024, &base, &bytes), GEM_OK);
 }
 
+/* gem_decode_config_for_view: an F32 V rebuilding K from 8,192 rows on takes one wave of the
+ * long pass (SMs / KV heads partitions, never more than the view-blind default); a BF16 V, a
+ * stored K or fewer rows take the default. No memory is read: the pointers only need to be set. */
+static void check_view_default(gem_decode_ctx *c, const gem_decode_shape *prod,
+                               const gem_cuda_device_info *dev)
+{
+    static float dummy[16];
+    const double inv_freq[1] = {1.0};
+    const gem_k_from_v rot = {dummy, inv_freq, 1, 256, 0};
+    const int64_t lives[] = {1, 8191, 8192, 20480, 131072};
+    for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
+        const int64_t live = lives[i];
+        gem_decode_config def, kfv32, kfv16, stored;
+        TCHECK_STATUS(gem_decode_config_default(c, prod, live, &def), GEM_OK);
+        gem_kv_view v = gem_kv_view_dense(NULL, dummy, 512, 512, live, live);
+        v.k_head_stride = v.k_token_stride = 0;
+        v.k_from_v = &rot;
+        TCHECK_STATUS(gem_decode_config_for_view(c, prod, &v, &kfv32), GEM_OK);
+        v.k_dtype = v.v_dtype = GEM_DTYPE_BF16;
+        TCHECK_STATUS(gem_decode_config_for_view(c, prod, &v, &kfv16), GEM_OK);
+        gem_kv_view s = gem_kv_view_dense(dummy, dummy, 512, 512, live, live);
+        TCHECK_STATUS(gem_decode_config_for_view(c, prod, &s, &stored), GEM_OK);
+        const int64_t wave = dev->sm_count / 4;
+        TCHECK_EQ_I64(kfv32.partitions,
+                      live >= 8192 ? (wave < def.partitions ? wave : def.partitions)
+                                    : def.partitions);
+        TCHECK(kfv32.partitions <= def.partitions && kfv32.route == def.route &&
+               kfv32.tile == def.tile);
+        TCHECK_EQ_I64(kfv16.partitions, def.partitions);
+        TCHECK_EQ_I64(stored.partitions, def.partitions);
+    }
+}
+
 static void check_device(void)
 {
     gem_cuda_device_info dev;
@@ -235,6 +268,7 @@ static void check_device(void)
     kfv.half = 128;
     TCHECK_STATUS(gem_decode_supports_k_from_v(c, &prod, GEM_DTYPE_F32, &kfv),
                   GEM_ERR_UNSUPPORTED);
+    check_view_default(c, &prod, &dev);
     check_sliding(c, &dev);
     gem_decode_ctx_destroy(c);
 }

@@ -218,6 +218,30 @@ static void check_queries(fixture *f)
         a = b;
     }
     TCHECK_STATUS(gem_decode_workspace_bytes(f->ctx, &f->shape, 0, NULL, &b), GEM_ERR_SHAPE);
+    /* the view's default: the CPU's does not depend on the view; bad views as gem_decode */
+    gem_decode_config vc, dc;
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &f->view, &vc), GEM_OK);
+    TCHECK_STATUS(gem_decode_config_default(f->ctx, &f->shape, f->view.live, &dc), GEM_OK);
+    TCHECK(vc.route == dc.route && vc.partitions == dc.partitions && vc.tile == dc.tile);
+    TCHECK_STATUS(gem_decode_config_for_view(NULL, &f->shape, &f->view, &vc), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, NULL, &f->view, &vc), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, NULL, &vc), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &f->view, NULL), GEM_ERR_NULL);
+    gem_kv_view bad = f->view;
+    bad.live = 0;
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &bad, &vc), GEM_ERR_SHAPE);
+    bad = f->view;
+    bad.live = bad.capacity + 1;
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &bad, &vc), GEM_ERR_SHAPE);
+    const double inv_freq[1] = {1.0};
+    gem_k_from_v rot = {f->q, inv_freq, 1, D / 2, 0};
+    bad = f->view;
+    bad.k = NULL;
+    bad.k_head_stride = bad.k_token_stride = 0;
+    bad.k_from_v = &rot;
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &bad, &vc), GEM_OK);
+    rot.n_pairs = D; /* more pairs than half */
+    TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &bad, &vc), GEM_ERR_PARAM);
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
     TCHECK_STATUS(gem_decode_supports_route(f->ctx, &f->shape, GEM_DTYPE_BF16, GEM_DTYPE_F16,
                                             GEM_ROUTE_BASELINE),

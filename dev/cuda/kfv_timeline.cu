@@ -18,15 +18,23 @@ version 3 is a copy of the library's body (the same arithmetic in the same order
   end of each warp's tiles.
 version 4 is version 3 with the prologue's loads of q and k_weight issued before the first
   tile's copy: the same bits. The prologue's loads otherwise queue behind the first tiles' copies
-  of every block (about 21 MB at once).
+  of every block (about 21 MB at once). Runs 148-149: the prologue 7.9 -> 6.4 us, the call 0.8%
+  shorter at 128K and 1.4-2.4% at 20K-64K (33 partitions). Not in the library: racecheck reported
+  hazards between the mbarriers' init and the stage copies in the library's body with versions 4
+  and 5's changes (run 149), which run 150 sorts out.
 version 5 is version 4 with a leaner merge of the pairs' states (the same bits): each (pair,
   head)'s weight, the maximum and the sum once by eight threads instead of once an output
   element (gem_kfv_states_combine computes 5 expf for each of the 4,096 outputs), the outputs
-  four at a time.
+  four at a time. Run 149: no shorter than version 4 (the merge, tiles to end, 2.3-2.6 us in
+  both); a loser.
 version 0 is gem_decode with the library's default config (below 20,480 rows the CUDA-core pass).
 Versions 0-2 are checked against the double reference of the view (NMSE <= 1e-10), versions 3-5
 bit for bit against version 2, and every version's repeat bit for bit, before anything is
 timed.
+
+Run 148 found the fixed time: the prologue (7.9 us), the spread of the blocks' ends (7-15 us),
+the merge (2-6 us), the reducer (3.6 us with its launch), and at 64 partitions a second wave of
+blocks that each pay all of it. The library takes one wave since (gem_decode_config_for_view).
 
 It prints, per length, partition count and version: the call's time (CUDA events, median of
 --rounds A B B A rounds, min and max) and, for versions 2-4, the median over 5 stamped calls of
@@ -34,7 +42,10 @@ It prints, per length, partition count and version: the call's time (CUDA events
 return, the prologue's end (median and last block), the end of the blocks' tiles (first, median,
 last), the blocks' end (median, last), and the reducer's first start and last end.
 
-./kfv_timeline [--rounds N] [--lengths 20480,32768,...] [--partitions 33,64]
+./kfv_timeline [--rounds N] [--lengths 20480,32768,...] [--partitions 33,64] [--versions 2,3,..]
+               [--check-only]
+--versions runs those versions (version 2, the bits' lead, always); --check-only checks them and
+times nothing (for compute-sanitizer).
 */
 #include <math.h>
 #include <stdio.h>
@@ -511,7 +522,7 @@ static const char *tl_names[TL_FIELDS] = {
 
 int main(int argc, char **argv)
 {
-    int rounds = 10;
+    int rounds = 10, check_only = 0, want[NV] = {1, 1, 1, 1, 1, 1};
     int64_t lengths[8] = {20480, 32768, 65536, 131072}, parts[4] = {33, 64};
     int nl = 4, np = 2;
     for (int i = 1; i < argc; i++) {
@@ -525,8 +536,23 @@ int main(int argc, char **argv)
             np = 0;
             for (char *t = strtok(argv[++i], ","); t && np < 4; t = strtok(NULL, ","))
                 parts[np++] = atoll(t);
+        } else if (!strcmp(argv[i], "--versions") && i + 1 < argc) {
+            for (int v = 0; v < NV; v++)
+                want[v] = 0;
+            for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ",")) {
+                const int v = atoi(t);
+                if (v < 0 || v >= NV) {
+                    fprintf(stderr, "unknown version %s (0 .. %d)\n", t, NV - 1);
+                    return 2;
+                }
+                want[v] = 1;
+            }
+            want[2] = 1; /* the bits' lead */
+        } else if (!strcmp(argv[i], "--check-only")) {
+            check_only = 1;
         } else {
-            fprintf(stderr, "usage: kfv_timeline [--rounds N] [--lengths a,b,..] [--partitions a,b]\n");
+            fprintf(stderr, "usage: kfv_timeline [--rounds N] [--lengths a,b,..] "
+                            "[--partitions a,b] [--versions a,b,..] [--check-only]\n");
             return 2;
         }
     }
@@ -653,7 +679,9 @@ int main(int argc, char **argv)
              * library's body); every version's repeat bit for bit against its first call */
             int valid[NV];
             for (int ver = 0; ver < NV; ver++) {
-                valid[ver] = 1;
+                valid[ver] = want[ver];
+                if (!want[ver])
+                    continue;
                 for (int rep = 0; rep < 2; rep++) {
                     cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream));
                     run(ver, false);
@@ -688,6 +716,8 @@ int main(int argc, char **argv)
                 }
                 failed |= !valid[ver];
             }
+            if (check_only)
+                continue;
             double *t = (double *)calloc((size_t)NV * 2 * rounds, sizeof(double));
             for (int wu = 0; wu < 3; wu++)
                 for (int ver = 0; ver < NV; ver++)

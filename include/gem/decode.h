@@ -22,8 +22,8 @@
  * plays the part of the stream (the stream argument must be NULL; the call
  * returns when the output is written).
  *
- * Routes: NULL config means the tuned default for the shape, live length and
- * device (gem_decode_config_default, a readable host-side function); an
+ * Routes: NULL config means the tuned default for the shape, view and device
+ * (gem_decode_config_for_view, a readable host-side function); an
  * explicit config picks the route (fused or the three-stage baseline) and its
  * parameters, and is validated, never adjusted.
  *
@@ -97,7 +97,7 @@ const char *gem_decode_ctx_describe(const gem_decode_ctx *ctx);
  * declared in gem/attn.h. */
 
 /* A route and its parameters. Zero in partitions or tile means "the tuned
- * default for this field" (gem_decode_config_default); a non-zero value is
+ * default for this field" (gem_decode_config_for_view); a non-zero value is
  * used as given or refused (GEM_ERR_PARAM), never adjusted. */
 typedef struct gem_decode_config {
     gem_route route;    /* GEM_ROUTE_FUSED or GEM_ROUTE_BASELINE */
@@ -138,6 +138,18 @@ gem_status gem_decode_supports_k_from_v(const gem_decode_ctx *ctx, const gem_dec
  * ctx, shape, out (1). GEM_ERR_SHAPE for live < 1 or a bad shape. */
 gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                      int64_t live, gem_decode_config *out);
+
+/* The config gem_decode takes for this view with a NULL config (and the partitions it takes for
+ * a zero field): gem_decode_config_default at kv->live, with fewer partitions where the view's
+ * kernel is measured faster with them. Never more partitions than gem_decode_config_default at
+ * the same live, so a workspace sized by gem_decode_workspace_bytes with a NULL config fits.
+ * CUDA: a view that rebuilds K from an F32 V (gem_k_from_v) from 20,480 rows on takes one wave
+ * of its one-block-an-SM first pass, SMs / n_kv_heads partitions (33 on an H200 at 4 KV heads;
+ * docs/k-from-v.md); every other view the default. CPU: the default. ctx, shape, kv, out (1).
+ * GEM_ERR_NULL, GEM_ERR_SHAPE / GEM_ERR_OVERFLOW / GEM_ERR_PARAM for a shape or view that
+ * gem_decode would refuse the same way (gem_kv_view_check, gem_k_from_v_check). */
+gem_status gem_decode_config_for_view(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                                      const gem_kv_view *kv, gem_decode_config *out);
 
 /* Workspace bytes gem_decode needs at `live` tokens with `cfg` (NULL = the
  * default config). Non-decreasing in live for a fixed cfg and for NULL, so

@@ -47,7 +47,7 @@ extern "C" {
 typedef struct gem_engine gem_engine;
 
 /* Parameters of a route. Zero means the tuned default of the decode API
- * (gem_decode_config_default) for fused, 16 for the baseline's value
+ * (gem_decode_config_for_view on the loaded view) for fused, 16 for the baseline's value
  * partitions, 32 for the online oracle's partitions; gem_engine_resolve says
  * what a run will use. */
 typedef struct gem_route_params {

@@ -213,8 +213,10 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
  * 0.0813 at 16K against 0.0713, so it started at 24K. Without its L2 prefetch of the next tile
  * (version 34's form, run 139 at 64 partitions: 0.2944 ms at 128K, 0.1670 at 64K) it took 0.0800
  * ms at 20K against 0.0860 for the CUDA-core pass, 0.0731 at 16K against 0.0702, so it starts
- * at 20K. */
-#define GEM_KFV_PAIR_MIN_LIVE 20480
+ * at 20K (GEM_KFV_PAIR_MIN_LIVE, gem_cuda_internal.h). At one wave (33 partitions, the view's
+ * default since run 149) it beats the CUDA-core pass at its default from 8K on (0.0376 ms against
+ * 0.0400 at 8K, 0.0545 against 0.0710 at 16K; dev/cuda/kfv_timeline.cu, results/h200/run149), so
+ * a grid of at most one block an SM takes it from 8,192 rows (GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE). */
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
                                            const float *__restrict__ k_weight,
@@ -433,7 +435,8 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             (size_t)GEM_KFV_WARP_BYTES, stream, a->q, a->k_weight, a->rope, a->v, a->v_hs4,
             a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions, n_q_heads,
             a->scale));
-    } else if (a->k_weight && a->dtype == GEM_DTYPE_F32 && a->live >= GEM_KFV_PAIR_MIN_LIVE) {
+    } else if (a->k_weight && a->dtype == GEM_DTYPE_F32 &&
+               gem_cu_kfv_f32_long(a->live, a->partitions, a->n_kv_heads, a->sm_count)) {
         GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
         GEM_CUDA_CHECK(launch_pdl_shared(
             gem_fused_first_pass_k_from_v_f32_long, grid1, GEM_KFV_PAIR_THREADS,

@@ -278,6 +278,24 @@ static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape 
     return GEM_OK;
 }
 
+/* The fused route's partitions for a view. The long F32 K-from-V pass holds one block an SM,
+ * so the default's 64 partitions at 4 KV heads are two waves (256 blocks on 132 SMs), each
+ * block paying its prologue and merge; one wave, SMs / KV heads partitions (33 on an H200 at 4
+ * KV heads), took 5% less time at 128K, 7% at 64K and 18% at 20K (dev/cuda/kfv_timeline.cu,
+ * results/h200/run148), and at one wave the pass beats the CUDA-core pass at its default from
+ * 8,192 rows on (0.0376 ms against 0.0400 at 8K, 0.0545 against 0.0710 at 16K; run149), so an
+ * F32 V rebuilding K takes one wave from GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE rows on. Other views:
+ * def. */
+static int64_t cu_view_partitions(const void *impl, const gem_decode_shape *s, const gem_kv_view *kv,
+                                  int64_t def)
+{
+    if (!kv->k_from_v || kv->v_dtype != GEM_DTYPE_F32 || !cu_shape_d512(s) ||
+        kv->live < GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE)
+        return def;
+    const int64_t one_wave = (int64_t)((const cu_decode *)impl)->sm_count / s->n_kv_heads;
+    return one_wave < 1 ? 1 : (one_wave < def ? one_wave : def);
+}
+
 static void cu_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
                               gem_decode_config *out)
 {
@@ -407,6 +425,7 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.live = kv->live;
         f.partitions = a->cfg.partitions;
         f.scale = a->shape->scale;
+        f.sm_count = c->sm_count;
         GEM_CU_ON_DEVICE(c, st, st = gem_cu_fused_launch(&f, stream));
     } else {
         gem_cu_baseline_args b;
@@ -569,7 +588,7 @@ extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
     cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
     cu_workspace_bytes, cu_check_memory,
-    cu_run,            cu_check_finite,
+    cu_run,            cu_check_finite,    cu_view_partitions,
 };
 
 /* ---- KV cache helper: device memory ---------------------------------------------------- */

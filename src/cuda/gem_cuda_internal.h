@@ -65,6 +65,18 @@ typedef struct gem_cu_kernel_ref {
  * an exact identity); row t at position pos0 + t. Passed by value (__grid_constant__). */
 #define GEM_CU_ROPE_PAIRS 64
 #define GEM_CU_ROPE_HALF 256
+/* An F32 V cache rebuilding K takes the long pass, gem_fused_first_pass_k_from_v_f32_long (one
+ * block an SM), from GEM_KFV_PAIR_MIN_LIVE rows at any partition count, and from
+ * GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE rows when its blocks are one wave (at most one an SM, as the
+ * view's default gives: gem_decode_config_for_view); attn_fused.cu says why. */
+#define GEM_KFV_PAIR_MIN_LIVE 20480
+#define GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE 8192
+static inline int gem_cu_kfv_f32_long(int64_t live, int64_t partitions, int64_t n_kv_heads,
+                                      int64_t sm_count)
+{
+    return live >= GEM_KFV_PAIR_MIN_LIVE ||
+           (live >= GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE && partitions * n_kv_heads <= sm_count);
+}
 typedef struct gem_cu_rope {
     double inv_freq[GEM_CU_ROPE_PAIRS];
     int64_t pos0;
@@ -88,6 +100,7 @@ typedef struct gem_cu_fused_args {
     int64_t live;
     int64_t partitions;
     float scale;
+    int64_t sm_count; /* the device's SMs: the long F32 K-from-V pass's choice */
 } gem_cu_fused_args;
 
 /* Device buffers of one baseline run. */

@@ -115,6 +115,7 @@ const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_describe,       none_supports,     none_k_from_v_supports, none_config_default,
     none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
+    NULL,
 };
 
 static gem_status none_alloc(size_t bytes, void **out)
