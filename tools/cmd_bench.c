@@ -207,7 +207,20 @@ static int bench_length(const bench_opts *o, gem_engine *e, double bw, double no
         cli_error(CMD, "load at %lld tokens: %s", (long long)live, gem_status_str(st));
         goto done;
     }
-    if (cli_route_bind(CMD, e, &ra_spec) || cli_route_bind(CMD, e, &rb_spec))
+    /* each route's defaults on the view it reads (a view of V alone may take other partitions:
+     * gem_decode_config_for_view) */
+    if (cli_route_bind(CMD, e, &ra_spec))
+        goto done;
+    if ((st = gem_engine_select_k_from_v(e, o->k_from_v)) != GEM_OK) {
+        cli_error(CMD, "select the view of V alone: %s", gem_status_str(st));
+        goto done;
+    }
+    const int bound_b = cli_route_bind(CMD, e, &rb_spec);
+    if ((st = gem_engine_select_k_from_v(e, 0)) != GEM_OK) {
+        cli_error(CMD, "select the view of K and V: %s", gem_status_str(st));
+        goto done;
+    }
+    if (bound_b)
         goto done;
     cli_route_label(&ra_spec, la, sizeof la);
     cli_route_label(&rb_spec, lb, sizeof lb);
