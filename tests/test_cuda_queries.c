@@ -119,7 +119,7 @@ static void check_sliding(gem_decode_ctx *c, const gem_cuda_device_info *dev)
     TCHECK_STATUS(gem_decode_workspace_bytes(c, &sliding, 1024, &base, &bytes), GEM_OK);
 }
 
-/* gem_decode_config_for_view: an F32 V rebuilding K from 8,192 rows on takes one wave of the
+/* gem_decode_config_for_view: an F32 V rebuilding K from 12,288 rows on takes one wave of the
  * long pass (SMs / KV heads partitions, never more than the view-blind default); a BF16 V, a
  * stored K or fewer rows take the default. No memory is read: the pointers only need to be set. */
 static void check_view_default(gem_decode_ctx *c, const gem_decode_shape *prod,
@@ -128,7 +128,7 @@ static void check_view_default(gem_decode_ctx *c, const gem_decode_shape *prod,
     static float dummy[16];
     const double inv_freq[1] = {1.0};
     const gem_k_from_v rot = {dummy, inv_freq, 1, 256, 0};
-    const int64_t lives[] = {1, 8191, 8192, 20480, 131072};
+    const int64_t lives[] = {1, 8193, 12287, 12288, 20480, 131072};
     for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
         const int64_t live = lives[i];
         gem_decode_config def, kfv32, kfv16, stored;
@@ -143,7 +143,7 @@ static void check_view_default(gem_decode_ctx *c, const gem_decode_shape *prod,
         TCHECK_STATUS(gem_decode_config_for_view(c, prod, &s, &stored), GEM_OK);
         const int64_t wave = dev->sm_count / 4;
         TCHECK_EQ_I64(kfv32.partitions,
-                      live >= 8192 ? (wave < def.partitions ? wave : def.partitions)
+                      live >= 12288 ? (wave < def.partitions ? wave : def.partitions)
                                     : def.partitions);
         TCHECK(kfv32.partitions <= def.partitions && kfv32.route == def.route &&
                kfv32.tile == def.tile);

@@ -226,12 +226,13 @@ static const dcase cases[] = {
     {DEF, 0, 0, PROD, 32768, 32772, TOKEN_MAJOR_PADDED, QKN, 0, 1, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_GEMMA_FAR},
     {F, 7, 0, PROD, 40001, 40008, HEAD_MAJOR, 0, 0, 1, GEM_DTYPE_BF16, GEM_DTYPE_BF16, KFV_GEMMA},
     /* F32: the long K-from-V first pass (pairs of warps, TF32 pieces) from 20,480 rows at any
-     * partition count (64: at the boundary and just below it), from 8,192 at one block an SM
-     * (the default's one wave: KFV_LENGTHS' 8,193; 33 partitions at 8,192 on 132 SMs), past
-     * them with an odd partition count and a partial last tile */
+     * partition count (64: at the boundary and just below it), from 12,288 at one block an SM
+     * (the default's one wave at 12,288 and 33 partitions just below it on 132 SMs), past them
+     * with an odd partition count and a partial last tile */
     {F, 64, 0, PROD, 20480, 20484, TOKEN_MAJOR_PADDED, QKN, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA_FAR},
     {F, 64, 0, PROD, 20479, 20480, HEAD_MAJOR, 0, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA},
-    {F, 33, 0, PROD, 8192, 8200, TOKEN_MAJOR, QKN, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA_FAR},
+    {DEF, 0, 0, PROD, 12288, 12296, TOKEN_MAJOR, QKN, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA_FAR},
+    {F, 33, 0, PROD, 12287, 12290, HEAD_MAJOR_PADDED, 0, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA},
     {DEF, 0, 0, PROD, 20480, 20484, HEAD_MAJOR_PADDED, 0, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA},
     {F, 7, 0, PROD, 40001, 40008, HEAD_MAJOR, 0, 0, 1, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA},
     {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, 0, 0, 0, GEM_DTYPE_F32, GEM_DTYPE_F32, KFV_GEMMA_FAR},

@@ -143,7 +143,7 @@ gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode
  * a zero field): gem_decode_config_default at kv->live, with fewer partitions where the view's
  * kernel is measured faster with them. Never more partitions than gem_decode_config_default at
  * the same live, so a workspace sized by gem_decode_workspace_bytes with a NULL config fits.
- * CUDA: a view that rebuilds K from an F32 V (gem_k_from_v) from 20,480 rows on takes one wave
+ * CUDA: a view that rebuilds K from an F32 V (gem_k_from_v) from 12,288 rows on takes one wave
  * of its one-block-an-SM first pass, SMs / n_kv_heads partitions (33 on an H200 at 4 KV heads;
  * docs/k-from-v.md); every other view the default. CPU: the default. ctx, shape, kv, out (1).
  * GEM_ERR_NULL, GEM_ERR_SHAPE / GEM_ERR_OVERFLOW / GEM_ERR_PARAM for a shape or view that

@@ -214,9 +214,10 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_WARP_THREADS, 2)
  * (version 34's form, run 139 at 64 partitions: 0.2944 ms at 128K, 0.1670 at 64K) it took 0.0800
  * ms at 20K against 0.0860 for the CUDA-core pass, 0.0731 at 16K against 0.0702, so it starts
  * at 20K (GEM_KFV_PAIR_MIN_LIVE, gem_cuda_internal.h). At one wave (33 partitions, the view's
- * default since run 149) it beats the CUDA-core pass at its default from 8K on (0.0376 ms against
- * 0.0400 at 8K, 0.0545 against 0.0710 at 16K; dev/cuda/kfv_timeline.cu, results/h200/run149), so
- * a grid of at most one block an SM takes it from 8,192 rows (GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE). */
+ * default since then) it beats the CUDA-core pass at its default from 12K on (0.0451 ms against
+ * 0.0559 at 12K, 0.0545 against 0.0710 at 16K; dev/cuda/kfv_timeline.cu, results/h200/run149;
+ * gem bench at 8K: 0.042 against 0.040, run 151), so a grid of at most one block an SM takes it
+ * from 12,288 rows (GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE). */
 extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     gem_fused_first_pass_k_from_v_f32_long(const float *__restrict__ q,
                                            const float *__restrict__ k_weight,

@@ -70,7 +70,7 @@ typedef struct gem_cu_kernel_ref {
  * GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE rows when its blocks are one wave (at most one an SM, as the
  * view's default gives: gem_decode_config_for_view); attn_fused.cu says why. */
 #define GEM_KFV_PAIR_MIN_LIVE 20480
-#define GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE 8192
+#define GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE 12288
 static inline int gem_cu_kfv_f32_long(int64_t live, int64_t partitions, int64_t n_kv_heads,
                                       int64_t sm_count)
 {
