@@ -66,7 +66,8 @@ times nothing (for compute-sanitizer).
 #define D 512
 #define NPAIRS 64
 #define NV 6     /* versions 0 .. 5 */
-#define NSLOT 16 /* stamps a block: 0 start, 1 wait return, 2 prologue end, 3-12 the warps' ends, 15 end */
+/* stamps a block: 0 start, 1 wait return, 2 prologue end, 3-12 the warps' ends, 15 end */
+#define NSLOT 16
 
 __device__ __forceinline__ uint64_t gtimer(void)
 {
@@ -359,7 +360,8 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
         }
         for (int i = tid; i < G * NP; i += GEM_KFV_PAIR_THREADS) {
             const int hd = i / NP, j = i % NP;
-            sqr[i] = make_float2(__ldg(qg + hd * GEM_CU_D + j), __ldg(qg + hd * GEM_CU_D + HALF + j));
+            sqr[i] = make_float2(__ldg(qg + hd * GEM_CU_D + j),
+                                 __ldg(qg + hd * GEM_CU_D + HALF + j));
         }
         for (int i = tid; i < T * NP; i += GEM_KFV_PAIR_THREADS) {
             const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
@@ -384,7 +386,8 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     float4 *const xmine = sx + (size_t)w * 32, *const xother = sx + (size_t)(w ^ 1) * 32;
     const int swg = gem_tf32_swz(grp), swt = gem_tf32_swz(tig);
     const int lo = 4 * (tig ^ (swg & 3)), s2 = 16 * (swg >> 2);
-    const float *const rae = stage + grp * GEM_CU_D + lo + s2, *const rao = stage + grp * GEM_CU_D + lo - s2;
+    const float *const rae = stage + grp * GEM_CU_D + lo + s2,
+                      *const rao = stage + grp * GEM_CU_D + lo - s2;
     const float *const rbe = rae + 8 * GEM_CU_D, *const rbo = rao + 8 * GEM_CU_D;
     const float *const rre = rae + 32 * h, *const rro = rao + 32 * h;
     const float *const rrbe = rbe + 32 * h, *const rrbo = rbo + 32 * h;
@@ -574,11 +577,14 @@ int main(int argc, char **argv)
     cudaCheck(cudaFuncSetAttribute(tl_library, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)GEM_KFV_PAIR_BYTES));
     cudaCheck(cudaFuncSetAttribute(tl_copy<false, false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_PAIR_BYTES));
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)GEM_KFV_PAIR_BYTES));
     cudaCheck(cudaFuncSetAttribute(tl_copy<true, false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_PAIR_BYTES));
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)GEM_KFV_PAIR_BYTES));
     cudaCheck(cudaFuncSetAttribute(tl_copy<true, true>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_PAIR_BYTES));
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)GEM_KFV_PAIR_BYTES));
     const float scale = 1.0f;
     const gem_decode_shape shape = {NQ, NKV, D, D, scale};
     double inv_freq[NPAIRS];
@@ -686,7 +692,8 @@ int main(int argc, char **argv)
                     cudaCheck(cudaMemsetAsync(dout, 0xFF, NQ * D * sizeof(float), stream));
                     run(ver, false);
                     cudaCheck(cudaStreamSynchronize(stream));
-                    cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float), cudaMemcpyDeviceToHost));
+                    cudaCheck(cudaMemcpy(hout, dout, NQ * D * sizeof(float),
+                                         cudaMemcpyDeviceToHost));
                     if (rep == 1) {
                         if (memcmp(hfirst, hout, NQ * D * sizeof(float)) != 0) {
                             printf("%-7lld P%-4lld v%d INVALID: the repeat differs\n",
@@ -756,7 +763,8 @@ int main(int argc, char **argv)
                     continue;
                 double f[TL_FIELDS][CALLS];
                 for (int c = 0; c < CALLS; c++) {
-                    cudaCheck(cudaMemsetAsync(dst, 0, (size_t)nb * NSLOT * sizeof(uint64_t), stream));
+                    cudaCheck(cudaMemsetAsync(dst, 0, (size_t)nb * NSLOT * sizeof(uint64_t),
+                                              stream));
                     run(ver, true);
                     cudaCheck(cudaStreamSynchronize(stream));
                     cudaCheck(cudaMemcpy(hst, dst, (size_t)nb * NSLOT * sizeof(uint64_t),

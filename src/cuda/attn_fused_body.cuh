@@ -1568,7 +1568,8 @@ __device__ __forceinline__ void gem_pair_sync(uint32_t addr, uint32_t parity)
 /* ---- K rebuilt from an F32 V cache by pairs of warps, products in TF32 pieces ------------------
  * The K-from-V first pass for F32 V caches at long lengths (gem_cu_fused_launch,
  * gem_cu_kfv_f32_long: from GEM_KFV_PAIR_MIN_LIVE rows, or GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE at one
- * block an SM; below them the CUDA-core body, gem_fused_first_pass_body with KFV, is faster). Lineage: dev/cuda/kfv_mma.cu versions 24-34 (results/h200/runs 122-138): version 34,
+ * block an SM; below them the CUDA-core body, gem_fused_first_pass_body with KFV, is faster).
+ * Lineage: dev/cuda/kfv_mma.cu versions 24-34 (results/h200/runs 122-138): version 34,
  * which is version 30 without its L2 prefetch of the next tile (0.2915 ms at 128K and 0.1666 at
  * 64K at 64 partitions against 0.3339 / 0.1821 for version 30, run 138); version 30 is version
  * 29's arithmetic in its order (the same bits) with each pair at an mbarrier of its own

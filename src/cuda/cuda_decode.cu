@@ -284,11 +284,11 @@ static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape 
  * KV heads), took 5% less time at 128K, 7% at 64K and 18% at 20K (dev/cuda/kfv_timeline.cu,
  * results/h200/run148). At one wave the pass beats the CUDA-core pass at its default from 12K
  * on (single calls, run 149: 0.0451 ms against 0.0559 at 12K, 0.0545 against 0.0710 at 16K;
- * gem bench, run 151: 0.059 against 0.071 at 16K) but not at 8K (gem bench: 0.042 against
+ * gem bench, runs 150-151: 0.059 against 0.071 at 16K) but not at 8K (gem bench: 0.042 against
  * 0.040), so an F32 V rebuilding K takes one wave from GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE (12,288)
  * rows on. Other views: def. */
-static int64_t cu_view_partitions(const void *impl, const gem_decode_shape *s, const gem_kv_view *kv,
-                                  int64_t def)
+static int64_t cu_view_partitions(const void *impl, const gem_decode_shape *s,
+                                  const gem_kv_view *kv, int64_t def)
 {
     if (!kv->k_from_v || kv->v_dtype != GEM_DTYPE_F32 || !cu_shape_d512(s) ||
         kv->live < GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE)
