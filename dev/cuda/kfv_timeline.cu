@@ -27,17 +27,25 @@ version 5 is version 4 with a leaner merge of the pairs' states (the same bits):
   element (gem_kfv_states_combine computes 5 expf for each of the 4,096 outputs), the outputs
   four at a time. Run 149: no shorter than version 4 (the merge, tiles to end, 2.3-2.6 us in
   both); a loser.
+version 6 is version 4 with the angles that depend on the kernel's parameters alone (the table's
+  and the first tile's) computed before the launch wait (the same bits): the candidate for the
+  library's body, not yet timed or sanitized on the H200.
+version 7 is version 3 counting, per warp, the cycles it waits for its tiles to land (the
+  wait_group and the pair's meeting after it) and for its pair's stage to be free (the meeting
+  before a copy), as fractions of its cycles in the tiles; its counters cost 8 bytes of spills.
 version 0 is gem_decode with the library's default config (below 20,480 rows the CUDA-core pass).
-Versions 0-2 are checked against the double reference of the view (NMSE <= 1e-10), versions 3-5
+Versions 0-2 are checked against the double reference of the view (NMSE <= 1e-10), versions 3-7
 bit for bit against version 2, and every version's repeat bit for bit, before anything is
-timed.
+timed. Every stamped version records its blocks' SM ids: at one wave (a block an SM) it prints
+each call's spread of the SMs' ends, the correlation of an SM's end between consecutive calls
+(is a late SM late again?) and the six latest SMs.
 
 Run 148 found the fixed time: the prologue (7.9 us), the spread of the blocks' ends (7-15 us),
 the merge (2-6 us), the reducer (3.6 us with its launch), and at 64 partitions a second wave of
 blocks that each pay all of it. The library takes one wave since (gem_decode_config_for_view).
 
 It prints, per length, partition count and version: the call's time (CUDA events, median of
---rounds A B B A rounds, min and max) and, for versions 2-4, the median over 5 stamped calls of
+--rounds A B B A rounds, min and max) and, for versions 2-7, the median over 5 stamped calls of
 (in us from the spin kernel's end): the first block start, the last block start, the last wait
 return, the prologue's end (median and last block), the end of the blocks' tiles (first, median,
 last), the blocks' end (median, last), and the reducer's first start and last end.
@@ -65,9 +73,22 @@ times nothing (for compute-sanitizer).
 #define NKV 4
 #define D 512
 #define NPAIRS 64
-#define NV 6     /* versions 0 .. 5 */
-/* stamps a block: 0 start, 1 wait return, 2 prologue end, 3-12 the warps' ends, 15 end */
-#define NSLOT 16
+#define NV 8     /* versions 0 .. 7 */
+/* stamps a block: 0 start, 1 wait return, 2 prologue end, 3-12 the warps' ends, 15 end;
+ * version 7: 16-25 the warps' cycles waiting for their tiles, 26-35 waiting for the stage to be
+ * free, 36-45 in their tiles; every version: 46 the SM's id */
+#define NSLOT 48
+#define SL_WAIT 16
+#define SL_FREE 26
+#define SL_LOOP 36
+#define SL_SMID 46
+
+__device__ __forceinline__ uint32_t smid(void)
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
 
 __device__ __forceinline__ uint64_t gtimer(void)
 {
@@ -95,8 +116,10 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
                float scale, uint64_t *__restrict__ st)
 {
     uint64_t *const my = st + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * NSLOT;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         my[0] = gtimer();
+        my[SL_SMID] = smid();
+    }
     gem_fp_prefetch_l2<GEM_CU_D * 4, 8>(nullptr, 0, 0, v, v_hs * 4, v_ts * 4, live, partitions);
     pdl_wait();
     if (threadIdx.x == 0)
@@ -211,7 +234,7 @@ __device__ __forceinline__ void tl_pair_merge_fast(float *sm, const float (&o)[1
 
 /* versions 3-5: gem_fused_first_pass_kfv_pair_body (attn_fused_body.cuh) with stamps;
  * LOADS_FIRST: the prologue's loads before the first tile's copy; MERGE_FAST: version 5's merge */
-template <bool LOADS_FIRST, bool MERGE_FAST>
+template <bool LOADS_FIRST, bool MERGE_FAST, bool HOIST, bool WAITCLK>
 __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     tl_copy(const float *__restrict__ q, const float *__restrict__ kw,
             const __grid_constant__ gem_cu_rope rope_p, const float *__restrict__ v, int64_t v_hs,
@@ -221,12 +244,16 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
 {
 /* the block's stamps, recomputed where used (no register held across the tiles) */
 #define MY (st + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * NSLOT)
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         MY[0] = gtimer();
+        MY[SL_SMID] = smid();
+    }
     gem_fp_prefetch_l2<GEM_CU_D * 4, 8>(nullptr, 0, 0, v, v_hs * 4, v_ts * 4, live, partitions);
-    pdl_wait();
-    if (threadIdx.x == 0)
-        MY[1] = gtimer();
+    if (!HOIST) {
+        pdl_wait();
+        if (threadIdx.x == 0)
+            MY[1] = gtimer();
+    }
     const gem_cu_rope *const rope = &rope_p;
     const int NPR = GEM_KFV_PAIR_PAIRS, G = GEM_CU_GROUP, T = GEM_MMA_TILE;
     const int NP = GEM_CU_ROPE_PAIRS, HALF = GEM_CU_ROPE_HALF;
@@ -276,6 +303,30 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
+    constexpr int NTB = (GEM_MMA_TILE * GEM_CU_ROPE_PAIRS + GEM_KFV_PAIR_THREADS - 1) /
+                        GEM_KFV_PAIR_THREADS;
+    float tc[NTB], ts[NTB];
+    if (HOIST) { /* the table's angles and the first tile's before the launch wait */
+#pragma unroll
+        for (int n = 0; n < NTB; n++) {
+            const int i = tid + n * GEM_KFV_PAIR_THREADS;
+            tc[n] = ts[n] = 0.f;
+            if (i < T * NP) {
+                const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
+                const int u = (ln >> 2) + 8 * x, j = 16 * k + 4 * (ln & 3) + e;
+                gem_rope_cs(u, rope->inv_freq[j], &tc[n], &ts[n]);
+            }
+        }
+        if (nmine > 0) {
+            float c, s;
+            gem_rope_cs(rope->pos0 + begin + (int64_t)pr * T, rope->inv_freq[32 * h + lane], &c,
+                        &s);
+            scs[(size_t)w * 32 + lane] = make_float2(c, s);
+        }
+        pdl_wait();
+        if (threadIdx.x == 0)
+            MY[1] = gtimer();
+    }
     if (!LOADS_FIRST && nmine > 0)
         copy(begin + (int64_t)pr * T);
 
@@ -284,8 +335,6 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
         /* every load of the thread's Q pieces, rotating pairs and table weights first */
         constexpr int NQP = (GEM_CU_GROUP * 384 + GEM_KFV_PAIR_THREADS - 1) / GEM_KFV_PAIR_THREADS;
         constexpr int NRP = (GEM_CU_GROUP * GEM_CU_ROPE_PAIRS + GEM_KFV_PAIR_THREADS - 1) /
-                            GEM_KFV_PAIR_THREADS;
-        constexpr int NTB = (GEM_MMA_TILE * GEM_CU_ROPE_PAIRS + GEM_KFV_PAIR_THREADS - 1) /
                             GEM_KFV_PAIR_THREADS;
         float lq[NQP], lw[NQP], lr0[NRP], lr1[NRP], tw0[NTB], tw1[NTB];
 #pragma unroll
@@ -344,7 +393,12 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
                 const int ln = i & 31, e = (i >> 5) & 3, k = (i >> 7) & 3, x = i >> 9;
                 const int u = (ln >> 2) + 8 * x, j = 16 * k + 4 * (ln & 3) + e;
                 float c, s;
-                gem_rope_cs(u, rope->inv_freq[j], &c, &s);
+                if (HOIST) {
+                    c = tc[n];
+                    s = ts[n];
+                } else {
+                    gem_rope_cs(u, rope->inv_freq[j], &c, &s);
+                }
                 scf[i] = make_float4(tw0[n] * c, tw1[n] * s, tw0[n] * s, tw1[n] * c);
             }
         }
@@ -401,19 +455,27 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     const float2 *const hqr = sqr + grp * NP + 32 * h + 4 * tig;
     const float4 *const hcf = scf + 2 * h * 4 * 32 + lane;
     const float *const vbase = stage + tig * GEM_CU_D + 4 * (grp ^ swt) + 256 * h;
+    unsigned cwait = 0, cfree = 0; /* 32-bit clocks: a call is far below 2^32 cycles */
+    const unsigned cloop = WAITCLK ? (unsigned)clock() : 0u;
     for (int jt = 0; jt < nmine; jt++) {
         const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * T;
         if (jt > 0) {
+            const unsigned c0 = WAITCLK ? (unsigned)clock() : 0u;
             gem_pair_sync(bar, (jt + 1) & 1);
+            if (WAITCLK)
+                cfree += (unsigned)clock() - c0;
             copy(t0);
         }
-        {
+        if (!HOIST || jt > 0) {
             float c, s;
             gem_rope_cs(rope->pos0 + t0, rope->inv_freq[32 * h + lane], &c, &s);
             cs[lane] = make_float2(c, s);
         }
+        const unsigned c1 = WAITCLK ? (unsigned)clock() : 0u;
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         gem_pair_sync(bar, jt & 1);
+        if (WAITCLK)
+            cwait += (unsigned)clock() - c1;
         float sa[2][3][4];
 #pragma unroll
         for (int u = 0; u < 2; u++)
@@ -489,8 +551,14 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
             sv[r] = (h ? oth[r] + part[r] : part[r] + oth[r]) * scale;
         gem_kfv_pair_update(sv, t0, end, m0, m1, s0, s1, o, sp, vbase, grp, tig);
     }
-    if (lane == 0)
+    if (lane == 0) {
         MY[3 + w] = gtimer();
+        if (WAITCLK) {
+            MY[SL_WAIT + w] = (uint64_t)cwait;
+            MY[SL_FREE + w] = (uint64_t)cfree;
+            MY[SL_LOOP + w] = (uint64_t)((unsigned)clock() - cloop);
+        }
+    }
     if (MERGE_FAST)
         tl_pair_merge_fast(stiles, o, m0, m1, s0, s1, p, g, n_q_heads, part_m, part_s, part_o);
     else
@@ -518,6 +586,42 @@ static double kth(const double *x, int n, int k)
     return r;
 }
 
+typedef void (*tl_fn)(const float *, const float *, const gem_cu_rope, const float *, int64_t,
+                      int64_t, float *, float *, float *, int64_t, int64_t, int64_t, float,
+                      uint64_t *);
+
+/* the stamped copies: 3 the library's body, 4 its prologue's loads first, 5 and
+ * the lean merge, 6 the loads first and the angles before the launch wait, 7 version 3 counting
+ * the cycles its warps wait */
+static tl_fn tl_version(int ver)
+{
+    switch (ver) {
+    case 3: return tl_copy<false, false, false, false>;
+    case 4: return tl_copy<true, false, false, false>;
+    case 5: return tl_copy<true, true, false, false>;
+    case 6: return tl_copy<true, false, true, false>;
+    default: return tl_copy<false, false, false, true>;
+    }
+}
+
+/* Pearson's correlation of x and y (n) */
+static double pearson(const double *x, const double *y, int n)
+{
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
+    mx /= n;
+    my /= n;
+    for (int i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0.0;
+}
+
 enum { TL_FIELDS = 12 };
 static const char *tl_names[TL_FIELDS] = {
     "first start", "last start", "last wait", "prologue med", "prologue last",
@@ -525,7 +629,7 @@ static const char *tl_names[TL_FIELDS] = {
 
 int main(int argc, char **argv)
 {
-    int rounds = 10, check_only = 0, want[NV] = {1, 1, 1, 1, 1, 1};
+    int rounds = 10, check_only = 0, want[NV] = {1, 1, 1, 1, 1, 1, 1, 1};
     int64_t lengths[8] = {20480, 32768, 65536, 131072}, parts[4] = {33, 64};
     int nl = 4, np = 2;
     for (int i = 1; i < argc; i++) {
@@ -576,15 +680,10 @@ int main(int argc, char **argv)
     cudaCheck(cudaEventCreate(&e1));
     cudaCheck(cudaFuncSetAttribute(tl_library, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)GEM_KFV_PAIR_BYTES));
-    cudaCheck(cudaFuncSetAttribute(tl_copy<false, false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)GEM_KFV_PAIR_BYTES));
-    cudaCheck(cudaFuncSetAttribute(tl_copy<true, false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)GEM_KFV_PAIR_BYTES));
-    cudaCheck(cudaFuncSetAttribute(tl_copy<true, true>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)GEM_KFV_PAIR_BYTES));
+    for (int ver = 3; ver < NV; ver++)
+        cudaCheck(cudaFuncSetAttribute(tl_version(ver),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)GEM_KFV_PAIR_BYTES));
     const float scale = 1.0f;
     const gem_decode_shape shape = {NQ, NKV, D, D, scale};
     double inv_freq[NPAIRS];
@@ -669,10 +768,7 @@ int main(int argc, char **argv)
                                                 (const float *)dv, live * D, (int64_t)D, pm, ps,
                                                 po, live, P, (int64_t)NQ, scale, dst));
                 else
-                    cudaCheck(launch_pdl_shared(ver == 3   ? tl_copy<false, false>
-                                                : ver == 4 ? tl_copy<true, false>
-                                                           : tl_copy<true, true>,
-                                                grid1,
+                    cudaCheck(launch_pdl_shared(tl_version(ver), grid1,
                                                 GEM_KFV_PAIR_THREADS, (size_t)GEM_KFV_PAIR_BYTES,
                                                 stream, (const float *)dq, (const float *)dw, rope,
                                                 (const float *)dv, live * D, (int64_t)D, pm, ps,
@@ -762,6 +858,11 @@ int main(int argc, char **argv)
                 if (!valid[ver])
                     continue;
                 double f[TL_FIELDS][CALLS];
+                /* per SM (one block an SM at one wave): each call's block end, by SM id */
+                enum { MAXSM = 1024 };
+                double *smend = (double *)calloc((size_t)CALLS * MAXSM, sizeof(double));
+                int one_each = 1, nsm = 0;
+                double wfrac[CALLS], ffrac[CALLS];
                 for (int c = 0; c < CALLS; c++) {
                     cudaCheck(cudaMemsetAsync(dst, 0, (size_t)nb * NSLOT * sizeof(uint64_t),
                                               stream));
@@ -786,6 +887,36 @@ int main(int argc, char **argv)
                             last = m[3 + w] > last ? m[3 + w] : last;
                         s3[b] = ver == 2 ? 0 : ((double)last - (double)hwait) * 1e-3;
                         s15[b] = ((double)m[15] - (double)hwait) * 1e-3;
+                    }
+                    {
+                        int seen[MAXSM] = {0};
+                        for (int b = 0; b < nb; b++) {
+                            const uint64_t id = hst[(size_t)b * NSLOT + SL_SMID];
+                            if (id >= MAXSM || seen[id]++) {
+                                one_each = 0;
+                                continue;
+                            }
+                            smend[(size_t)c * MAXSM + id] = s15[b];
+                            nsm = (int)id + 1 > nsm ? (int)id + 1 : nsm;
+                        }
+                    }
+                    if (ver == 7) { /* the warps' waits as fractions of their tiles' cycles */
+                        double *fw = (double *)malloc((size_t)nb * 10 * sizeof(double));
+                        double *ff = (double *)malloc((size_t)nb * 10 * sizeof(double));
+                        int k = 0;
+                        for (int b = 0; b < nb; b++)
+                            for (int w = 0; w < 2 * GEM_KFV_PAIR_PAIRS; w++) {
+                                const uint64_t *m = hst + (size_t)b * NSLOT;
+                                const double loop = (double)m[SL_LOOP + w];
+                                if (loop <= 0)
+                                    continue;
+                                fw[k] = (double)m[SL_WAIT + w] / loop;
+                                ff[k++] = (double)m[SL_FREE + w] / loop;
+                            }
+                        wfrac[c] = k ? kth(fw, k, k / 2) : 0;
+                        ffrac[c] = k ? kth(ff, k, k / 2) : 0;
+                        free(fw);
+                        free(ff);
                     }
                     uint64_t rs[NQ * 2], re[NQ * 2];
                     for (int b = 0; b < NQ * 2; b++) {
@@ -814,11 +945,62 @@ int main(int argc, char **argv)
                 }
                 printf("%-7lld P%-4lld v%d  stamps:", (long long)live, (long long)P, ver);
                 for (int k = 0; k < TL_FIELDS; k++) {
-                    if (ver == 2 && k >= 3 && k <= 7)
+                    if (ver == 2 && k >= 3 && k <= 7) /* no prologue stamps */
                         continue;
                     printf("  %s %.2f", tl_names[k], kth(f[k], CALLS, CALLS / 2));
                 }
                 printf("\n");
+                if (ver == 7)
+                    printf("%-7lld P%-4lld v%d  a warp's cycles in its tiles (median): waiting "
+                           "for a tile %.1f%%, for the stage %.1f%%\n",
+                           (long long)live, (long long)P, ver,
+                           100 * kth(wfrac, CALLS, CALLS / 2), 100 * kth(ffrac, CALLS, CALLS / 2));
+                if (one_each && nsm > 0) {
+                    /* is an SM that ends late in one call late in the next? */
+                    double *x = (double *)malloc((size_t)nsm * sizeof(double));
+                    double *y = (double *)malloc((size_t)nsm * sizeof(double));
+                    double mean[MAXSM] = {0};
+                    printf("%-7lld P%-4lld v%d  per SM: end spread", (long long)live,
+                           (long long)P, ver);
+                    for (int c = 0; c < CALLS; c++) {
+                        int k = 0;
+                        for (int id = 0; id < nsm; id++)
+                            if (smend[(size_t)c * MAXSM + id] > 0)
+                                x[k++] = smend[(size_t)c * MAXSM + id];
+                        printf(" %.1f", kth(x, k, k - 1) - kth(x, k, 0));
+                    }
+                    printf(" us; correlation of an SM's end between calls");
+                    for (int c = 1; c < CALLS; c++) {
+                        int k = 0;
+                        for (int id = 0; id < nsm; id++) {
+                            const double a = smend[(size_t)(c - 1) * MAXSM + id],
+                                         b = smend[(size_t)c * MAXSM + id];
+                            if (a > 0 && b > 0) {
+                                x[k] = a;
+                                y[k++] = b;
+                            }
+                        }
+                        printf(" %.2f", pearson(x, y, k));
+                    }
+                    for (int id = 0; id < nsm; id++)
+                        for (int c = 0; c < CALLS; c++)
+                            mean[id] += smend[(size_t)c * MAXSM + id] / CALLS;
+                    printf("; latest SMs (mean end us):");
+                    for (int r = 0; r < 6; r++) {
+                        int best = -1;
+                        for (int id = 0; id < nsm; id++)
+                            if (mean[id] > 0 && (best < 0 || mean[id] > mean[best]))
+                                best = id;
+                        if (best < 0)
+                            break;
+                        printf(" %d (%.1f)", best, mean[best]);
+                        mean[best] = 0;
+                    }
+                    printf("\n");
+                    free(x);
+                    free(y);
+                }
+                free(smend);
             }
         }
         cudaFree(dq);
