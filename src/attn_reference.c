@@ -8,7 +8,8 @@
  *
  * Loops run KV head by KV head so each K and V row is read once for all the
  * query heads that share it. Rows come through a KV view (any layout; BF16 and
- * F16 elements converted to float exactly). A view whose K is rebuilt from V
+ * F16 elements converted to float exactly; FP8 elements times their head's scale in
+ * double, exactly: 4 significant bits times 24). A view whose K is rebuilt from V
  * (gem_k_from_v) gets its K rows in double from the stored V: k_weight * V, then
  * the rotation with cos and sin in double (gem_k_from_v_row_f64).
  */
@@ -41,6 +42,8 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
     gem_status st = gem_decode_shape_check(shape);
     if (st == GEM_OK)
         st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st == GEM_OK)
+        st = gem_kv_view_scales_check(kv, shape->n_kv_heads);
     if (st != GEM_OK)
         return st;
     const int64_t hq = shape->n_q_heads, hkv = shape->n_kv_heads, group = hq / hkv;
@@ -81,6 +84,9 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
     }
     st = GEM_OK;
     for (int64_t g = 0; g < hkv && st == GEM_OK; g++) {
+        /* the head's FP8 scales (1 otherwise); K rebuilt from V has V's in krow */
+        const double sk = kfv ? 1.0 : gem_kv_head_scale(kv, 0, g);
+        const double sv = gem_kv_head_scale(kv, 1, g);
         /* Scores of the group's query heads; each K row read once. */
         for (int64_t t = 0; t < live && st == GEM_OK; t++) {
             if (kfv)
@@ -97,7 +103,7 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
                     for (int64_t i = 0; i < dk; i++)
                         d += (double)qh[i] * krow[i];
                 else
-                    d = dot_f64(qh, row, dk);
+                    d = dot_f64(qh, row, dk) * sk; /* sk factored out of the sum */
                 score[(size_t)j * (size_t)live + (size_t)t] = (double)shape->scale * d;
             }
         }
@@ -136,7 +142,7 @@ gem_status gem_attn_reference_kv(const gem_decode_shape *shape, const float *q,
             double *oh = out + (size_t)(g * group + j) * (size_t)dv;
             const double *aj = acc + (size_t)j * (size_t)dv;
             for (int64_t i = 0; i < dv; i++)
-                oh[i] = aj[i] / sum;
+                oh[i] = aj[i] / sum * sv; /* sv factored out of the sum */
         }
     }
     free(score);

@@ -26,6 +26,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
+#include "kv_view.h"
 #include "gem/cpu.h"
 
 #define SCORE_CHUNK 256 /* tokens per score item */
@@ -72,6 +73,7 @@ typedef struct baseline_job {
     int64_t ws_stride, n_q, n_kv, group, dk, dv, live, vparts, dim_tiles;
     int64_t k_hs, k_ts, v_hs, v_ts;
     float scale;
+    const gem_kv_view *kv; /* the view, for its FP8 heads' scales (gem_kv_head_scale) */
 } baseline_job;
 
 static void score_item(void *ctx, int64_t item, int64_t thread)
@@ -84,6 +86,8 @@ static void score_item(void *ctx, int64_t item, int64_t thread)
     const int64_t h0 = g * j->group, dk = j->dk;
     const char *kg = j->k + g * j->k_hs * j->k_es; /* within the view's extent */
     float *rows = j->scores + h0 * j->live;         /* (G, live) */
+    /* FP8 K: the head's scale joins the score's (the same float as scale otherwise) */
+    const float scale = (float)((double)j->scale * gem_kv_head_scale(j->kv, 0, g));
     for (int64_t t0 = begin; t0 < end; t0 += 4) {
         const int64_t n = end - t0 < 4 ? end - t0 : 4;
         cpu_dot_tile(j->q + h0 * dk, j->group, kg + t0 * j->k_ts * j->k_es, j->kt, j->k_ts, n, dk,
@@ -92,7 +96,7 @@ static void score_item(void *ctx, int64_t item, int64_t thread)
     for (int64_t hh = 0; hh < j->group; hh++) {
         float *r = rows + hh * j->live;
         for (int64_t t = begin; t < end; t++) {
-            const float s = j->scale * r[t];
+            const float s = scale * r[t];
             if (!(fabsf(s) <= FLT_MAX)) {
                 /* a non-finite input, or a score that overflowed float */
                 j->status[item] = cpu_score_status(j->q + (h0 + hh) * dk, 1,
@@ -175,6 +179,11 @@ static void reduce_item(void *ctx, int64_t h, int64_t thread)
         for (int64_t d = 0; d < dv; d++)
             o[d] += part[d];
     }
+    if (j->kv->v_scale) { /* FP8 V: the head's scale, after the sums */
+        const float sv = j->kv->v_scale[h / j->group];
+        for (int64_t d = 0; d < dv; d++)
+            o[d] *= sv;
+    }
     j->status[h] = GEM_OK;
 }
 
@@ -202,7 +211,7 @@ gem_status cpu_route_baseline(const cpu_run *r, const gem_decode_shape *shape, c
         .dk = shape->dk, .dv = shape->dv, .live = live, .vparts = VP,
         .dim_tiles = (shape->dv + GEM_BASELINE_DIM_TILE - 1) / GEM_BASELINE_DIM_TILE,
         .k_hs = kv->k_head_stride, .k_ts = kv->k_token_stride,
-        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale,
+        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale, .kv = kv,
     };
     j.scores = r->scratch;
     j.partials = j.scores + nq * live;

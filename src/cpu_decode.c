@@ -241,9 +241,19 @@ static int halves_finite(const uint16_t *p, int64_t n, uint16_t mask)
     return bad == 0;
 }
 
+/* FP8 E4M3 rows: S.1111.111 is NaN (there are no infinities). */
+static int fp8_finite(const uint8_t *p, int64_t n)
+{
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad |= (uint32_t)((p[i] & 0x7Fu) == 0x7Fu);
+    return bad == 0;
+}
+
 static int row_finite(const void *base, gem_dtype t, int64_t off, int64_t n)
 {
     switch (t) {
+    case GEM_DTYPE_FP8_E4M3: return fp8_finite((const uint8_t *)base + off, n);
     case GEM_DTYPE_BF16: return halves_finite((const uint16_t *)base + off, n, 0x7F80u);
     case GEM_DTYPE_F16: return halves_finite((const uint16_t *)base + off, n, 0x7C00u);
     default: return gem_cpu_floats_finite((const float *)base + off, n);

@@ -44,6 +44,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_routes.h"
+#include "kv_view.h"
 
 #ifndef PF_TOKENS
 /* How far ahead the kernels prefetch: one span, and at least this many
@@ -70,6 +71,7 @@ typedef struct fused_job {
     int64_t ws_stride, n_q, n_kv, group, dk, dv, live, partitions, tile;
     int64_t k_hs, k_ts, v_hs, v_ts;
     float scale;
+    const gem_kv_view *kv; /* the view, for its FP8 heads' scales (gem_kv_head_scale) */
 } fused_job;
 
 /* One K row rebuilt from its V row in place (r: the V row as floats, dk), the rule of the
@@ -142,6 +144,8 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     }
 
     const float *qg = j->q + h0 * dk;
+    /* FP8 K (or V rebuilding K): the head's scale joins the score's (scale itself otherwise) */
+    const float scale = (float)((double)j->scale * gem_kv_head_scale(j->kv, 0, g));
     /* byte offsets: within the view's extent, which fits int64 (gem_kv_view_check) */
     const char *kg = j->k + g * j->k_hs * j->k_es;
     const char *vg = j->v + g * j->v_hs * j->v_es;
@@ -172,7 +176,7 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
         }
         cpu_dot_tile_tm(qg, G, kt0, ktype, kstride, n, dk, sc, G, pk, pk ? pn : 0);
         for (int64_t u = 0; u < n; u += T) /* tile by tile, in token order */
-            if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, j->scale, m, s,
+            if (cpu_online_tile(sc + u * G, n - u < T ? n - u : T, G, scale, m, s,
                                 alpha + (u / T) * G) != 0) {
                 /* a non-finite input, or a score that overflowed float */
                 j->status[item] = cpu_score_status(
@@ -234,6 +238,11 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
                         j->po + (p * nq + h) * dv);
     if (st == GEM_OK)
         st = gem_online_finalize(dv, am, as, acc, j->out + h * dv);
+    if (st == GEM_OK && j->kv->v_scale) { /* FP8 V: the head's scale, after the division */
+        const float sv = j->kv->v_scale[h / j->group];
+        for (int64_t i = 0; i < dv; i++)
+            j->out[h * dv + i] *= sv;
+    }
     j->status[h] = st;
 }
 
@@ -252,7 +261,7 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
         .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
         .live = kv->live, .partitions = P, .tile = cfg->tile,
         .k_hs = kv->k_head_stride, .k_ts = kv->k_token_stride,
-        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale,
+        .v_hs = kv->v_head_stride, .v_ts = kv->v_token_stride, .scale = shape->scale, .kv = kv,
     };
     j.pm = r->scratch;
     j.ps = j.pm + P * nq;

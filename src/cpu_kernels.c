@@ -48,7 +48,10 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* Bytes of one element of a cache row type. */
-INLINE int64_t esize(const gem_dtype t) { return t == GEM_DTYPE_F32 ? 4 : 2; }
+INLINE int64_t esize(const gem_dtype t)
+{
+    return t == GEM_DTYPE_F32 ? 4 : (t == GEM_DTYPE_FP8_E4M3 ? 1 : 2);
+}
 
 /* Address of element i of a row of type t. */
 INLINE const void *elem(const void *p, int64_t i, const gem_dtype t)
@@ -70,6 +73,12 @@ void cpu_widen(const void *src, gem_dtype t, int64_t n, float *dst)
 {
     if (t == GEM_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    if (t == GEM_DTYPE_FP8_E4M3) {
+        const uint8_t *b = src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_fp8_e4m3_to_f32(b[i]);
         return;
     }
     const uint16_t *h = src;
@@ -143,6 +152,21 @@ INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
 {
     if (t == GEM_DTYPE_F32)
         return _mm512_loadu_ps((const float *)row + i);
+    if (t == GEM_DTYPE_FP8_E4M3) { /* gem_fp8_e4m3_to_f32's cases, 16 at a time */
+        const __m512i b =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)row + i)));
+        const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+        const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
+        /* normal: exponent rebiased by 120, mantissa on top; zero and subnormal: m * 2^-9 */
+        const __m512 nrm = _mm512_castsi512_ps(
+            _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23)));
+        const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(0x1p-9f));
+        __m512 r = _mm512_mask_blend_ps(_mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), nrm,
+                                        sub);
+        r = _mm512_mask_blend_ps(_mm512_cmpeq_epu32_mask(em, _mm512_set1_epi32(0x7F)), r,
+                                 _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+        return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+    }
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
 #if CPU_BF16_BY_SHUFFLE
     if (t == GEM_DTYPE_BF16) /* word 2m + 1 of the result = word m of h, word 2m = 0 */
@@ -390,6 +414,9 @@ void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64
 #if CPU_AVX512
     if (n % 16 == 0) {
         switch (kt) {
+        case GEM_DTYPE_FP8_E4M3:
+            dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_FP8_E4M3);
+            return;
         case GEM_DTYPE_BF16:
             dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_BF16);
             return;
@@ -414,6 +441,10 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const void *k, gem_dtype kt, in
 #if CPU_AVX512
     if (n % 16 == 0) {
         switch (kt) {
+        case GEM_DTYPE_FP8_E4M3:
+            dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt,
+                            GEM_DTYPE_FP8_E4M3);
+            return;
         case GEM_DTYPE_BF16:
             dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt, GEM_DTYPE_BF16);
             return;
@@ -839,6 +870,10 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
     if ((nh == 8 || nh == 4 || nh == 2 || nh == 1) && n % 16 == 0) {
 #define VALUE_TILE(NH)                                                                      \
     switch (vt) {                                                                           \
+    case GEM_DTYPE_FP8_E4M3:                                                                \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_FP8_E4M3,  \
+                      NH);                                                                  \
+        return;                                                                             \
     case GEM_DTYPE_BF16:                                                                    \
         value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16, NH); \
         return;                                                                             \
@@ -896,6 +931,9 @@ void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void 
 #if CPU_AVX512
     if (nh == 8 && w == 32) {
         switch (vt) {
+        case GEM_DTYPE_FP8_E4M3:
+            weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_FP8_E4M3);
+            return;
         case GEM_DTYPE_BF16:
             weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_BF16);
             return;
@@ -989,7 +1027,9 @@ gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype
     for (int64_t t = 0; t < nt; t++)
         for (int64_t i = 0; i < n; i++) {
             const int64_t e = t * ks + i;
-            const float x = kt == GEM_DTYPE_F32    ? ((const float *)k)[e]
+            const float x = kt == GEM_DTYPE_F32  ? ((const float *)k)[e]
+                            : kt == GEM_DTYPE_FP8_E4M3
+                                ? gem_fp8_e4m3_to_f32(((const uint8_t *)k)[e])
                             : kt == GEM_DTYPE_BF16 ? gem_bf16_to_f32(((const uint16_t *)k)[e])
                                                    : gem_f16_to_f32(((const uint16_t *)k)[e]);
             if (!isfinite(x))

@@ -5,15 +5,18 @@
  * same bits, and a result never depends on how the caller batched its calls.
  *
  * Element types. The kernels that read the cache (cpu_dot_tile, cpu_dot_tile_tm,
- * cpu_value_tile, cpu_weighted_rows) take K or V rows as F32, BF16 or F16
- * (gem_dtype; strides count elements of that type). In the rules below k[i] and
- * v[i] are the float each element stands for, converted exactly (BF16: the bits
- * shifted up 16; F16: the IEEE half's value, subnormals included; see
- * gem_bf16_to_f32 / gem_f16_to_f32). The arithmetic after the conversion is the
- * F32 rule unchanged, so a kernel on a 16-bit row gives bit for bit what it
- * gives on that row widened to F32. q, scores, weights and accumulators are F32.
- * The AVX-512 path converts as it loads (BF16: a 16-bit shift; F16: vcvtph2ps),
- * so the bytes it reads from the cache are the dtype's.
+ * cpu_value_tile, cpu_weighted_rows) take K or V rows as F32, BF16, F16 or FP8
+ * E4M3 (gem_dtype; strides count elements of that type). In the rules below k[i]
+ * and v[i] are the float each element stands for, converted exactly (BF16: the
+ * bits shifted up 16; F16: the IEEE half's value, subnormals included; FP8: the
+ * E4M3 value without its head's scale, which the routes apply per head; see
+ * gem_bf16_to_f32 / gem_f16_to_f32 / gem_fp8_e4m3_to_f32). The arithmetic after
+ * the conversion is the F32 rule unchanged, so a kernel on a 16-bit or FP8 row
+ * gives bit for bit what it gives on that row widened to F32. q, scores, weights
+ * and accumulators are F32. The AVX-512 path converts as it loads (BF16: a
+ * 16-bit shift; F16: vcvtph2ps; FP8: the exponent rebiased in integers, the
+ * subnormals through a convert), so the bytes it reads from the cache are the
+ * dtype's.
  */
 #ifndef GEM_CPU_KERNELS_H
 #define GEM_CPU_KERNELS_H

@@ -147,6 +147,8 @@ gem_status gem_decode_config_for_view(const gem_decode_ctx *ctx, const gem_decod
     if (st != GEM_OK)
         return st;
     st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st == GEM_OK)
+        st = gem_kv_view_scales_check(kv, shape->n_kv_heads);
     if (st == GEM_OK && kv->k_from_v)
         st = gem_k_from_v_check(kv->k_from_v);
     if (st != GEM_OK)
@@ -233,6 +235,8 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
         return st;
     memset(a, 0, sizeof *a);
     st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, &a->k_bytes, &a->v_bytes);
+    if (st == GEM_OK)
+        st = gem_kv_view_scales_check(kv, shape->n_kv_heads);
     if (st != GEM_OK)
         return st;
     st = resolve_config(ctx, shape, kv->live, kv, cfg, &a->cfg);
@@ -316,6 +320,8 @@ gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_s
     gem_status st = gem_decode_shape_check(shape);
     if (st == GEM_OK)
         st = gem_kv_view_check(kv, shape->n_kv_heads, shape->dk, shape->dv, NULL, NULL);
+    if (st == GEM_OK)
+        st = gem_kv_view_scales_check(kv, shape->n_kv_heads);
     if (st == GEM_OK && kv->k_from_v)
         st = gem_k_from_v_check(kv->k_from_v);
     if (st != GEM_OK)
@@ -403,6 +409,8 @@ gem_status gem_kv_cache_create(const gem_kv_cache_desc *desc, gem_kv_cache **out
         return GEM_ERR_PARAM;
     if (desc->n_kv_heads < 1 || desc->dk < 1 || desc->dv < 1 || desc->capacity < 1)
         return GEM_ERR_SHAPE;
+    if (desc->k_dtype == GEM_DTYPE_FP8_E4M3 || desc->v_dtype == GEM_DTYPE_FP8_E4M3)
+        return GEM_ERR_UNSUPPORTED; /* the helper holds no scales */
     size_t kb = 0, vb = 0;
     gem_status st = tensor_bytes(desc->n_kv_heads, desc->capacity, desc->dk, desc->k_dtype, &kb);
     if (st == GEM_OK)

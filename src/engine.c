@@ -5,6 +5,7 @@
  * copy, poisons output and workspace, calls gem_decode and times it; the CPU
  * oracles (reference, online) run on host copies.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ struct gem_engine {
     float *host_kw;           /* (dk) host copy */
     double *inv_freq;         /* (n_pairs) host */
     gem_k_from_v kfv_dev, kfv_host; /* the rotation with kw / host_kw */
+    float *k_scale, *v_scale; /* (n_kv_heads) host: the FP8 tensors' scales, else NULL */
 };
 
 gem_status gem_engine_create(gem_backend backend, int64_t threads, gem_engine **out)
@@ -102,6 +104,9 @@ static void free_inputs(gem_engine *e)
     free(e->inv_freq);
     e->host_kw = NULL;
     e->inv_freq = NULL;
+    free(e->k_scale);
+    free(e->v_scale);
+    e->k_scale = e->v_scale = NULL;
     e->kfv_loaded = e->kfv_on = 0;
     e->loaded = e->ran = 0;
     e->copies = e->next_copy = 0;
@@ -154,7 +159,7 @@ static gem_status place(gem_engine *e, const void *src, size_t n, size_t size, s
  * (*out, free()); GEM_ERR_NONFINITE when an element of rows [0, live) of the
  * head-major (heads, capacity, d) tensor becomes infinite. */
 static gem_status round_tensor(const float *src, size_t n, gem_dtype t, int64_t heads,
-                               int64_t capacity, int64_t live, int64_t d, uint16_t **out)
+                               int64_t capacity, int64_t live, int64_t d, void **out)
 {
     size_t bytes = 0;
     if (gem_mul_size(n, sizeof(uint16_t), &bytes) != GEM_OK)
@@ -174,6 +179,38 @@ static gem_status round_tensor(const float *src, size_t n, gem_dtype t, int64_t 
         return GEM_ERR_NONFINITE;
     }
     *out = h;
+    return GEM_OK;
+}
+
+/* The head-major (heads, capacity, d) F32 tensor src as FP8 E4M3 codes in new host memory
+ * (*out, free()) with a scale per head in *scale (heads floats, free()): a head's scale is
+ * the largest magnitude of its rows over 448 (1 for a head of zeros), rounded to float, and
+ * each element is the code nearest x / scale (the quotient in float; saturating at 448).
+ * src finite (checked by the caller). */
+static gem_status round_fp8(const float *src, int64_t heads, int64_t capacity, int64_t d,
+                            void **out, float **scale)
+{
+    const size_t per = (size_t)capacity * (size_t)d; /* heads * per fits: the tensor's size */
+    const size_t n = per * (size_t)heads;
+    uint8_t *b = malloc(n > 0 ? n : 1);
+    float *sc = malloc((size_t)heads * sizeof(float));
+    if (!b || !sc) {
+        free(b);
+        free(sc);
+        return GEM_ERR_NOMEM;
+    }
+    for (int64_t g = 0; g < heads; g++) {
+        const float *x = src + (size_t)g * per;
+        float amax = 0.0f;
+        for (size_t i = 0; i < per; i++)
+            amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+        sc[g] = s > 0.0f ? s : FLT_MIN; /* a subnormal amax / 448 can round to 0 */
+        for (size_t i = 0; i < per; i++)
+            b[(size_t)g * per + i] = gem_f32_to_fp8_e4m3(x[i] / sc[g]);
+    }
+    *out = b;
+    *scale = sc;
     return GEM_OK;
 }
 
@@ -205,13 +242,21 @@ gem_status gem_engine_load_kv(gem_engine *e, const gem_attn_shape *shape,
         (st = gem_mul_size(oe, sizeof(double), &ref_bytes)) != GEM_OK)
         return st;
     /* K and V as the routes will read them: the caller's F32, or rounded */
-    uint16_t *rk = NULL, *rv = NULL;
+    void *rk = NULL, *rv = NULL;
     const void *sk = in->k, *sv = in->v;
-    if (k_dtype != GEM_DTYPE_F32 &&
+    if (k_dtype == GEM_DTYPE_FP8_E4M3 &&
+        (st = round_fp8(in->k, shape->n_kv_heads, shape->capacity, shape->dk,
+                        &rk, &e->k_scale)) != GEM_OK)
+        goto fail;
+    if (v_dtype == GEM_DTYPE_FP8_E4M3 &&
+        (st = round_fp8(in->v, shape->n_kv_heads, shape->capacity, shape->dv,
+                        &rv, &e->v_scale)) != GEM_OK)
+        goto fail;
+    if (k_dtype != GEM_DTYPE_F32 && k_dtype != GEM_DTYPE_FP8_E4M3 &&
         (st = round_tensor(in->k, ke, k_dtype, shape->n_kv_heads, shape->capacity, shape->live,
                            shape->dk, &rk)) != GEM_OK)
         goto fail;
-    if (v_dtype != GEM_DTYPE_F32 &&
+    if (v_dtype != GEM_DTYPE_F32 && v_dtype != GEM_DTYPE_FP8_E4M3 &&
         (st = round_tensor(in->v, ve, v_dtype, shape->n_kv_heads, shape->capacity, shape->live,
                            shape->dv, &rv)) != GEM_OK)
         goto fail;
@@ -283,6 +328,8 @@ static gem_kv_view copy_view(const gem_engine *e, int64_t c)
     kv.v = c >= 0 ? e->v[c] : (e->host_v ? e->host_v : e->v[0]);
     kv.k_dtype = e->kt;
     kv.v_dtype = e->vt;
+    kv.k_scale = e->k_scale;
+    kv.v_scale = e->v_scale;
     if (e->kfv_on) {
         kv.k = NULL;
         kv.k_head_stride = kv.k_token_stride = 0;
@@ -307,6 +354,8 @@ gem_status gem_engine_load_k_from_v(gem_engine *e, const gem_attn_shape *shape,
         return GEM_ERR_SHAPE;
     if (gem_dtype_size(v_dtype) == 0 || copies < 1 || copies > MAX_COPIES)
         return GEM_ERR_PARAM;
+    if (v_dtype == GEM_DTYPE_FP8_E4M3)
+        return GEM_ERR_UNSUPPORTED; /* the explicit K beside it would be FP8 too */
     size_t qe = 0, ke = 0, ve = 0;
     if ((st = gem_attn_shape_elems(shape, &qe, &ke, &ve, NULL)) != GEM_OK)
         return st;

@@ -2,14 +2,15 @@
  * KV views: element types, the head geometry check, the stride and extent
  * rules of a cache described in place (gem_kv_view), and exact element loads.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "gem/attn.h"
 #include "kv_view.h"
 
-static const char *const dtype_names[GEM_DTYPE_COUNT] = {"f32", "bf16", "f16"};
-static const size_t dtype_sizes[GEM_DTYPE_COUNT] = {4, 2, 2};
+static const char *const dtype_names[GEM_DTYPE_COUNT] = {"f32", "bf16", "f16", "fp8_e4m3"};
+static const size_t dtype_sizes[GEM_DTYPE_COUNT] = {4, 2, 2, 1};
 
 const char *gem_dtype_name(gem_dtype t)
 {
@@ -101,6 +102,14 @@ gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t 
         return GEM_ERR_SHAPE;
     const gem_k_from_v *kfv = kv->k_from_v;
     gem_status st = GEM_OK;
+    /* a scale exactly where a tensor holds FP8; K rebuilt from V takes V's */
+    const int k_fp8 = kv->k_dtype == GEM_DTYPE_FP8_E4M3 && !kfv;
+    if ((kv->k_scale != NULL) != k_fp8 ||
+        (kv->v_scale != NULL) != (kv->v_dtype == GEM_DTYPE_FP8_E4M3))
+        return GEM_ERR_PARAM;
+    if ((uintptr_t)kv->k_scale % sizeof(float) != 0 ||
+        (uintptr_t)kv->v_scale % sizeof(float) != 0)
+        return GEM_ERR_ALIGN;
     if (kfv) {
         /* V alone: no K tensor, K rebuilt from V (gem_k_from_v) */
         if (kv->k || kv->k_head_stride != 0 || kv->k_token_stride != 0 || dk != dv)
@@ -124,6 +133,26 @@ gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t 
     return st;
 }
 
+gem_status gem_kv_view_scales_check(const gem_kv_view *kv, int64_t n_kv_heads)
+{
+    if (!kv)
+        return GEM_ERR_NULL;
+    for (int which = 0; which < 2; which++) {
+        const float *sc = which ? kv->v_scale : kv->k_scale;
+        /* finite, > 0, and every element's value (|e| <= 448) finite in float */
+        for (int64_t g = 0; sc && g < n_kv_heads; g++)
+            if (!(sc[g] > 0.0f) || !(sc[g] <= FLT_MAX / 448.0f))
+                return GEM_ERR_PARAM;
+    }
+    return GEM_OK;
+}
+
+double gem_kv_head_scale(const gem_kv_view *kv, int which, int64_t g)
+{
+    const float *sc = which || kv->k_from_v ? kv->v_scale : kv->k_scale;
+    return sc ? (double)sc[g] : 1.0;
+}
+
 gem_status gem_k_from_v_check(const gem_k_from_v *kfv)
 {
     if (!kfv)
@@ -139,8 +168,9 @@ void gem_k_from_v_row_f64(const gem_kv_view *kv, int64_t g, int64_t t, int64_t n
 {
     const gem_k_from_v *kfv = kv->k_from_v;
     gem_kv_row_f32(kv, 1, g, t, n, vrow);
+    const double sv = gem_kv_head_scale(kv, 1, g); /* FP8 V: exact, 24 + 4 + 24 bits */
     for (int64_t i = 0; i < n; i++)
-        dst[i] = (double)kfv->k_weight[i] * (double)vrow[i];
+        dst[i] = (double)kfv->k_weight[i] * (double)vrow[i] * sv;
     const double pos = (double)(kfv->pos0 + t); /* exact: below 2^40 */
     for (int64_t j = 0; j < kfv->n_pairs; j++) {
         const double th = pos * kfv->inv_freq[j], c = cos(th), s = sin(th);
@@ -196,6 +226,48 @@ float gem_f16_to_f32(uint16_t h)
     return f;
 }
 
+float gem_fp8_e4m3_to_f32(uint8_t b)
+{
+    const uint32_t sign = (uint32_t)(b >> 7) << 31;
+    const uint32_t e = (b >> 3) & 0xFu, m = b & 0x7u;
+    uint32_t bits;
+    if ((b & 0x7Fu) == 0x7Fu) { /* NaN (E4M3FN has no infinities) */
+        bits = sign | 0x7FC00000u;
+    } else if (e != 0) { /* normal: 2^(e - 7) (1 + m / 8) */
+        bits = sign | ((e + 120u) << 23) | (m << 20);
+    } else { /* zero or subnormal: m * 2^-9, exact in float */
+        const float f = (float)m * 0x1p-9f;
+        memcpy(&bits, &f, sizeof bits);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint8_t gem_f32_to_fp8_e4m3(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+    const uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) /* NaN */
+        return (uint8_t)(sign | 0x7Fu);
+    if (ax >= 0x43E00000u) /* >= 448 (infinity included): the largest finite, 448 */
+        return (uint8_t)(sign | 0x7Eu);
+    if (ax < 0x3C800000u) { /* below 2^-6, the smallest normal: m * 2^-9 */
+        float a;
+        memcpy(&a, &ax, sizeof a);
+        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 0x1p9f)); /* m = 8 is 2^-6's code */
+    }
+    /* normal: rebias the exponent, round the 20 dropped bits to nearest even */
+    uint32_t c = ((ax >> 23) - 120u) << 3 | ((ax >> 20) & 0x7u);
+    const uint32_t rest = ax & 0xFFFFFu;
+    if (rest > 0x80000u || (rest == 0x80000u && (c & 1u)))
+        c++;
+    return (uint8_t)(sign | (c > 0x7Eu ? 0x7Eu : c)); /* above 448 (464 and up excluded) */
+}
+
 float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i)
 {
     if (!which && kv->k_from_v) {
@@ -216,6 +288,9 @@ float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, i
     switch (dt) {
     case GEM_DTYPE_BF16: return gem_bf16_to_f32(((const uint16_t *)base)[off]);
     case GEM_DTYPE_F16: return gem_f16_to_f32(((const uint16_t *)base)[off]);
+    case GEM_DTYPE_FP8_E4M3:
+        return (float)((double)gem_fp8_e4m3_to_f32(((const uint8_t *)base)[off]) *
+                       gem_kv_head_scale(kv, which, g));
     default: return ((const float *)base)[off];
     }
 }
@@ -264,6 +339,12 @@ void gem_kv_row_f32(const gem_kv_view *kv, int which, int64_t g, int64_t t, int6
     const void *base = which ? kv->v : kv->k;
     if (dt == GEM_DTYPE_F32) {
         memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+        return;
+    }
+    if (dt == GEM_DTYPE_FP8_E4M3) {
+        const uint8_t *b = (const uint8_t *)base + off;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gem_fp8_e4m3_to_f32(b[i]);
         return;
     }
     const uint16_t *src = (const uint16_t *)base + off;

@@ -1,8 +1,9 @@
 /*
- * tdtype: 16-bit cache elements for the tests, written here independently of
+ * tdtype: 16-bit and FP8 cache elements for the tests, written here independently of
  * the library (which they check): rounding F32 to BF16 (by frexp and
- * nearbyint) and to F16 (by the compiler's _Float16, or F16C's vcvtps2ph where
- * the compiler has no _Float16, as clang before 15 on x86), the exact widening back,
+ * nearbyint), to F16 (by the compiler's _Float16, or F16C's vcvtps2ph where
+ * the compiler has no _Float16, as clang before 15 on x86) and to FP8 E4M3 (the
+ * nearest of the 127 magnitudes by search, ties to the even code), the exact widening back,
  * element stores and loads of any gem_dtype, and seeded random bit patterns
  * that reach the corners of each type (subnormals, zeros of both signs, the
  * widest exponents that keep a 512-term dot product finite).
@@ -70,27 +71,57 @@ static inline float tdt_from_16(uint16_t h, gem_dtype t)
 #endif
 }
 
-/* Stores x (rounded for 16-bit types) as element i of a tensor of type t. */
+/* The value of FP8 E4M3 code b (E4M3FN; its head's scale not applied): NaN for S.1111.111,
+ * else (-1)^s 2^(e - 7) (1 + m / 8), or m 2^-9 when e = 0. */
+static inline float tdt_from_fp8(uint8_t b)
+{
+    if ((b & 0x7Fu) == 0x7Fu)
+        return NAN;
+    const int e = (b >> 3) & 0xF, m = b & 7;
+    const float a = e ? ldexpf(1.0f + (float)m / 8.0f, e - 7) : ldexpf((float)m, -9);
+    return (b & 0x80u) ? -a : a;
+}
+
+/* x (finite) rounded to the nearest FP8 E4M3 code by searching every finite magnitude,
+ * ties to the even code, beyond 448 saturating to +-448. */
+static inline uint8_t tdt_to_fp8(float x)
+{
+    const float a = fabsf(x);
+    int best = 0;
+    for (int c = 1; c < 0x7F; c++) {
+        const float d = fabsf(tdt_from_fp8((uint8_t)c) - a), db = fabsf(tdt_from_fp8((uint8_t)best) - a);
+        if (d < db || (d == db && (c & 1) == 0 && (best & 1) == 1))
+            best = c;
+    }
+    return (uint8_t)((x < 0 || (x == 0 && signbit(x)) ? 0x80 : 0) | best);
+}
+
+/* Stores x (rounded for 16-bit and FP8 types) as element i of a tensor of type t. */
 static inline void tdt_store(void *base, gem_dtype t, int64_t i, float x)
 {
     if (t == GEM_DTYPE_F32)
         ((float *)base)[i] = x;
+    else if (t == GEM_DTYPE_FP8_E4M3)
+        ((uint8_t *)base)[i] = tdt_to_fp8(x);
     else
         ((uint16_t *)base)[i] = t == GEM_DTYPE_BF16 ? tdt_to_bf16(x) : tdt_to_f16(x);
 }
 
-/* Element i of a tensor of type t as float (exact). */
+/* Element i of a tensor of type t as float (exact; FP8: unscaled). */
 static inline float tdt_load(const void *base, gem_dtype t, int64_t i)
 {
-    return t == GEM_DTYPE_F32 ? ((const float *)base)[i]
-                              : tdt_from_16(((const uint16_t *)base)[i], t);
+    return t == GEM_DTYPE_F32        ? ((const float *)base)[i]
+           : t == GEM_DTYPE_FP8_E4M3 ? tdt_from_fp8(((const uint8_t *)base)[i])
+                                     : tdt_from_16(((const uint16_t *)base)[i], t);
 }
 
-/* The quiet NaN of type t as element i: 0x7FC00000, 0x7FC0 (BF16), 0x7E00 (F16). */
+/* The quiet NaN of type t as element i: 0x7FC00000, 0x7FC0 (BF16), 0x7E00 (F16), 0x7F (FP8). */
 static inline void tdt_store_nan(void *base, gem_dtype t, int64_t i)
 {
     if (t == GEM_DTYPE_F32)
         ((float *)base)[i] = NAN;
+    else if (t == GEM_DTYPE_FP8_E4M3)
+        ((uint8_t *)base)[i] = 0x7Fu;
     else
         ((uint16_t *)base)[i] = t == GEM_DTYPE_BF16 ? 0x7FC0u : 0x7E00u;
 }
@@ -98,12 +129,26 @@ static inline void tdt_store_nan(void *base, gem_dtype t, int64_t i)
 /* n elements of type t at dst from stream `seed`, and their exact floats at
  * wide (n): F32 uniform in [-1, 1); BF16 and F16 random finite patterns with
  * random signs and mantissas, one in eight subnormal or zero, the other
- * exponents BF16 2^-8 .. 2^4, F16 every normal one (up to 65504). */
+ * exponents BF16 2^-8 .. 2^4, F16 every normal one (up to 65504); FP8 every finite
+ * code (subnormals and zeros of both signs included, up to 448). */
 static inline void tdt_fill(uint64_t seed, gem_dtype t, int64_t n, void *dst, float *wide)
 {
     if (t == GEM_DTYPE_F32) {
         gem_fill_uniform(seed, -1.0f, 1.0f, wide, (size_t)n);
         memcpy(dst, wide, (size_t)n * sizeof(float));
+        return;
+    }
+    if (t == GEM_DTYPE_FP8_E4M3) {
+        uint8_t *b = dst;
+        for (int64_t i = 0; i < n; i++) {
+            float u;
+            gem_fill_uniform(seed * 3 + (uint64_t)i * 7919u, 0.0f, 1.0f, &u, 1);
+            uint8_t c = (uint8_t)(u * 256.0f);
+            if ((c & 0x7Fu) == 0x7Fu) /* NaN: the next code down */
+                c--;
+            b[i] = c;
+            wide[i] = tdt_from_fp8(c);
+        }
         return;
     }
     uint16_t *h = dst;

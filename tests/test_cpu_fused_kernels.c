@@ -26,7 +26,8 @@ static int same_bits(const float *a, const float *b, int64_t n)
     return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
 }
 
-static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
+static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16,
+                                   GEM_DTYPE_FP8_E4M3};
 
 /* Memory for n elements of the largest type (4 bytes). */
 static void *emalloc(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
@@ -41,7 +42,7 @@ static void check_dot_tm(void)
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
             for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++)
-                for (size_t e = 0; e < 3; e++) {
+                for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
                     const gem_dtype kt = dtypes[e];
                     const int64_t n = ns[a], nh = nhs[b], nt = nts[c], os = nh + 2;
                     const int64_t ks = n + (c % 2 ? 16 : 0); /* K rows dense or padded */
@@ -153,7 +154,7 @@ static void check_value_tile(void)
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
             for (size_t c = 0; c < sizeof nts / sizeof nts[0]; c++)
-                for (size_t e = 0; e < 3; e++) {
+                for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
                     const gem_dtype vt = dtypes[e];
                     const int64_t n = ns[a], nh = nhs[b], nt = nts[c], vs = n + 3;
                     float *w = fmalloc(nt * vs), *o1 = fmalloc(nh * n), *o2 = fmalloc(nh * n);
@@ -207,7 +208,7 @@ static void check_value_tiles(void)
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
             for (size_t c = 0; c < sizeof tiles / sizeof tiles[0]; c++)
-                for (size_t e = 0; e < 3; e++) {
+                for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
                     const gem_dtype vt = dtypes[e];
                     const size_t es = gem_dtype_size(vt);
                     const int64_t n = ns[a], nh = nhs[b], T = tiles[c][0], nt = tiles[c][1];

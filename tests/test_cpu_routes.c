@@ -9,6 +9,7 @@
 
 #include "cpu_kernels.h"
 #include "gem/check.h"
+#include "kv_view.h"
 #include "gem/engine.h"
 #include "tcheck.h"
 #include "tdtype.h"
@@ -179,10 +180,11 @@ static void check_rows_beyond_live(void)
  * the rule on their exact widening). */
 static void check_kernels(void)
 {
-    static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
+    static const gem_dtype dtypes[] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16,
+                                       GEM_DTYPE_FP8_E4M3};
     const int64_t ns[] = {512, 48, 13, 1, 33};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
-        for (size_t e = 0; e < 3; e++) {
+        for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
             const gem_dtype kt = dtypes[e];
             const int64_t n = ns[a], nh = 6, nt = 7, ks = n + 3; /* padded K rows */
             float *q = malloc((size_t)(nh * n) * sizeof(float));
@@ -207,7 +209,7 @@ static void check_kernels(void)
     /* weighted rows: 8 heads x 32 columns (the vector block) and a ragged block */
     const int64_t shapes[][2] = {{8, 32}, {3, 13}, {8, 16}};
     for (size_t a = 0; a < 3; a++)
-        for (size_t e = 0; e < 3; e++) {
+        for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
             const gem_dtype vt = dtypes[e];
             const int64_t nh = shapes[a][0], w = shapes[a][1], nt = 37, vs = w + 5, ps = nt + 2;
             float *p = malloc((size_t)(nh * ps) * sizeof(float));
@@ -361,10 +363,126 @@ static void check_engine_dtypes(void)
     gem_inputs_free(&in);
 }
 
+/* FP8 E4M3 against the test's own rules: every code's value, every code and every midpoint
+ * between neighbours (ties to the even code) back to its code, saturation, NaN, and 100,000
+ * random floats over the whole range. */
+static void check_fp8_conversions(void)
+{
+    int decode = 1, encode = 1;
+    for (int c = 0; c < 256; c++) {
+        const float want = tdt_from_fp8((uint8_t)c), got = gem_fp8_e4m3_to_f32((uint8_t)c);
+        decode &= isnan(want) ? isnan(got) : memcmp(&want, &got, sizeof got) == 0;
+        if (!isnan(want))
+            encode &= gem_f32_to_fp8_e4m3(want) == (uint8_t)c;
+    }
+    TCHECK(decode);
+    TCHECK(encode);
+    int mids = 1;
+    for (int c = 0; c + 1 < 0x7F; c++) { /* positive neighbours c, c + 1 */
+        const float a = tdt_from_fp8((uint8_t)c), b = tdt_from_fp8((uint8_t)(c + 1));
+        const float mid = 0.5f * (a + b); /* exact: one more bit than the codes */
+        const uint8_t even = (uint8_t)((c & 1) ? c + 1 : c);
+        mids &= gem_f32_to_fp8_e4m3(mid) == even && gem_f32_to_fp8_e4m3(-mid) == (0x80 | even);
+        mids &= gem_f32_to_fp8_e4m3(nextafterf(mid, 0.0f)) == c;
+        mids &= gem_f32_to_fp8_e4m3(nextafterf(mid, 1e9f)) == c + 1;
+    }
+    TCHECK(mids);
+    TCHECK(gem_f32_to_fp8_e4m3(448.0f) == 0x7E && gem_f32_to_fp8_e4m3(463.9f) == 0x7E &&
+           gem_f32_to_fp8_e4m3(464.0f) == 0x7E && gem_f32_to_fp8_e4m3(1e30f) == 0x7E &&
+           gem_f32_to_fp8_e4m3(INFINITY) == 0x7E && gem_f32_to_fp8_e4m3(-INFINITY) == 0xFE);
+    TCHECK((gem_f32_to_fp8_e4m3(NAN) & 0x7F) == 0x7F);
+    TCHECK(gem_f32_to_fp8_e4m3(0x1p-11f) == 0x00 && gem_f32_to_fp8_e4m3(0x1.0p-10f) == 0x00 &&
+           gem_f32_to_fp8_e4m3(0x1.8p-10f) == 0x01 && gem_f32_to_fp8_e4m3(-0.0f) == 0x80);
+    int rnd = 1;
+    for (int i = 0; i < 100000; i++) {
+        float u[2];
+        gem_fill_uniform(4242 + (uint64_t)i, 0.0f, 1.0f, u, 2);
+        const float x = (u[0] < 0.5f ? -1.0f : 1.0f) * ldexpf(0.5f + u[1], (i % 24) - 14);
+        rnd &= gem_f32_to_fp8_e4m3(x) == tdt_to_fp8(x);
+    }
+    TCHECK(rnd);
+}
+
+/* The engine with FP8 K and V (and F32 K with FP8 V): a scale per head, the largest
+ * magnitude of the head over 448; every element the code nearest x / scale; both routes
+ * within the reference's NMSE on those values (the reference multiplies them exactly), the
+ * same bits at 1 and 3 threads and for every rotation copy. */
+static void check_engine_fp8(void)
+{
+    const gem_attn_shape s = {16, 2, 64, 48, 300, 307, 1.0f};
+    static const gem_dtype pairs[][2] = {{GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3},
+                                         {GEM_DTYPE_F32, GEM_DTYPE_FP8_E4M3},
+                                         {GEM_DTYPE_FP8_E4M3, GEM_DTYPE_BF16}};
+    gem_owned_inputs in;
+    TCHECK_STATUS(gem_inputs_make(&s, 19, &in), GEM_OK);
+    size_t n = 0;
+    TCHECK_STATUS(gem_attn_shape_elems(&s, NULL, NULL, NULL, &n), GEM_OK);
+    const gem_decode_shape ds = {s.n_q_heads, s.n_kv_heads, s.dk, s.dv, s.scale};
+    gem_engine *e1 = NULL, *e3 = NULL;
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 1, &e1), GEM_OK);
+    TCHECK_STATUS(gem_engine_create(GEM_BACKEND_CPU, 3, &e3), GEM_OK);
+    double *ref = malloc(n * sizeof(double));
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0] && ref; p++) {
+        char label[96];
+        snprintf(label, sizeof label, "engine K %s V %s", gem_dtype_name(pairs[p][0]),
+                 gem_dtype_name(pairs[p][1]));
+        TCHECK_STATUS(gem_engine_load_kv(e1, &s, &in.in, pairs[p][0], pairs[p][1], 3), GEM_OK);
+        TCHECK_STATUS(gem_engine_load_kv(e3, &s, &in.in, pairs[p][0], pairs[p][1], 1), GEM_OK);
+        gem_kv_view kv;
+        TCHECK_STATUS(gem_engine_kv_host(e1, &kv), GEM_OK);
+        for (int which = 0; which < 2; which++) {
+            const gem_dtype t = which ? kv.v_dtype : kv.k_dtype;
+            const float *sc = which ? kv.v_scale : kv.k_scale;
+            if (!TCHECK((t == GEM_DTYPE_FP8_E4M3) == (sc != NULL)) || !sc)
+                continue;
+            const int64_t d = which ? s.dv : s.dk, per = s.capacity * d;
+            const float *x = which ? in.v : in.k;
+            const uint8_t *c = which ? kv.v : kv.k;
+            int ok = 1;
+            for (int64_t g = 0; g < s.n_kv_heads; g++) {
+                float amax = 0.0f;
+                for (int64_t i = 0; i < per; i++)
+                    amax = fmaxf(amax, fabsf(x[g * per + i]));
+                ok &= sc[g] == amax / 448.0f;
+                for (int64_t i = 0; i < per; i++)
+                    ok &= c[g * per + i] == tdt_to_fp8(x[g * per + i] / sc[g]);
+            }
+            if (!TCHECK(ok))
+                fprintf(stderr, "     %s: %s's scales or codes\n", label, which ? "V" : "K");
+        }
+        TCHECK_STATUS(gem_attn_reference_kv(&ds, in.q, &kv, ref, n), GEM_OK);
+        const gem_route routes[] = {GEM_ROUTE_FUSED, GEM_ROUTE_BASELINE};
+        for (int r = 0; r < 2; r++) {
+            const int64_t P = r == 0 ? 32 : 16, T = r == 0 ? 4 : 0;
+            result a[3], b;
+            int ok = 1;
+            for (int c = 0; c < 3; c++)
+                ok &= run_route(e1, routes[r], P, T, n, &a[c]) == 0;
+            ok &= run_route(e3, routes[r], P, T, n, &b) == 0;
+            if (!TCHECK(ok))
+                continue;
+            check_against(a[0].out, ref, n, label);
+            if (!TCHECK(!strcmp(a[0].sha, a[1].sha) && !strcmp(a[0].sha, a[2].sha) &&
+                        !strcmp(a[0].sha, b.sha)))
+                fprintf(stderr, "     %s %s: copies or threads differ\n", label,
+                        gem_route_name(routes[r]));
+            for (int c = 0; c < 3; c++)
+                free(a[c].out);
+            free(b.out);
+        }
+    }
+    free(ref);
+    gem_engine_destroy(e1);
+    gem_engine_destroy(e3);
+    gem_inputs_free(&in);
+}
+
 int main(void)
 {
     check_kernels();
+    check_fp8_conversions();
     check_engine_dtypes();
+    check_engine_fp8();
     check_shape(32, 4, 512, 512, 4097, 4097, 1);  /* production heads and dims */
     check_shape(8, 8, 13, 7, 13, 20, 2);          /* GQA ratio 1, odd dims, capacity > live */
     check_shape(4, 2, 24, 40, 1, 3, 3);           /* ratio 2, dk != dv, one token */

@@ -107,6 +107,9 @@ typedef struct dcase {
 #define K_F32_V_BF16 GEM_DTYPE_F32, GEM_DTYPE_BF16, 0
 #define K_BF16_V_F32 GEM_DTYPE_BF16, GEM_DTYPE_F32, 0
 #define K_F16_V_F32 GEM_DTYPE_F16, GEM_DTYPE_F32, 0
+#define KV_FP8 GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3, 0
+#define K_FP8_V_BF16 GEM_DTYPE_FP8_E4M3, GEM_DTYPE_BF16, 0
+#define K_F32_V_FP8 GEM_DTYPE_F32, GEM_DTYPE_FP8_E4M3, 0
 
 /* The design's lengths for one pair of element types: 1 and 13 (small), 4097
  * and 8191-8193 (normal), 65,536 and 131,072 (long); capacity > live; both
@@ -191,6 +194,18 @@ static const dcase cases[] = {
     {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_BF16_V_F32},
     {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F16_V_F32},
     {F, 300, 0, PROD, 8192, 8193, HEAD_MAJOR, 0, 0, 1, K_F32_V_BF16},
+    /* FP8 E4M3 with a scale per KV head (fp8_scales): the CPU runs it, CUDA refuses it */
+    DTYPE_LENGTHS(KV_FP8),
+    {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0, KV_FP8},     /* K = V, one buffer */
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_FP8_V_BF16},
+    {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F32_V_FP8},
+    {DEF, 0, 0, SWA, 1000, 1024, TOKEN_MAJOR, QKN, 0, 1, KV_FP8},
+    {F, 5, 3, 6, 3, 40, 24, 77, 100, HEAD_MAJOR_PADDED, 0, 0, 0, KV_FP8}, /* odd dims */
+    {B, 5, 0, 6, 3, 40, 24, 77, 100, TOKEN_MAJOR, 0, 0, 0, K_FP8_V_BF16},
+    {DEF, 0, 0, PROD, 4097, 4100, TOKEN_MAJOR_PADDED, 0, 0, 1, GEM_DTYPE_FP8_E4M3,
+     GEM_DTYPE_FP8_E4M3, KFV_GEMMA},
+    {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, GEM_DTYPE_FP8_E4M3,
+     GEM_DTYPE_FP8_E4M3, KFV_GEMMA_FAR},
     /* Gemma 4's sliding-window shape (D256, two query heads per KV head) */
     SWA_LENGTHS(KV_F32),
     SWA_LENGTHS(KV_BF16),
@@ -345,6 +360,16 @@ static float *widen_tensor(const void *p, gem_dtype t, int64_t elems)
     return w;
 }
 
+/* The scales of an FP8 tensor's heads (n <= MAX_FP8_HEADS): not powers of two, from 2^-6 to
+ * 2^4, different per head and between K (which = 0) and V (which = 1). */
+#define MAX_FP8_HEADS 64
+static void fp8_scales(int64_t n, int which, float *out)
+{
+    for (int64_t g = 0; g < n && g < MAX_FP8_HEADS; g++)
+        out[g] = ldexpf(1.0f + 0.37f * (float)(g % 3) + 0.0123f * (float)g,
+                        (int)((g * 7 + which * 3) % 11) - 6);
+}
+
 /* ---- one case on one backend ---------------------------------------------------------- */
 
 typedef struct case_out {
@@ -399,6 +424,11 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
         kv.k_head_stride = kv.k_token_stride = 0;
         kv.k_from_v = &kfv;
     }
+    float ksc[MAX_FP8_HEADS], vsc[MAX_FP8_HEADS]; /* host memory on either backend */
+    fp8_scales(c->nkv, 0, ksc);
+    fp8_scales(c->nkv, 1, vsc);
+    kv.k_scale = c->kt == GEM_DTYPE_FP8_E4M3 && !c->kfv ? ksc : NULL;
+    kv.v_scale = c->vt == GEM_DTYPE_FP8_E4M3 ? vsc : NULL;
     void *stream = m->ops->stream(m->hx);
     for (int rep = 0; rep < 2; rep++) {
         TCHECK(m->ops->poison(m->hx, dout, no, GEM_POISON_BITS, GEM_GUARD_BYTES) == GEM_OK);
@@ -499,7 +529,11 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
         layout_strides(c->lay, c->nkv, c->capacity, c->dv, (int64_t)gem_dtype_size(c->vt));
     const uint64_t seed = 7000 + (uint64_t)index * 131;
     const size_t no = (size_t)(c->nq * c->dv);
-    const int wide = c->kt != GEM_DTYPE_F32 || c->vt != GEM_DTYPE_F32;
+    /* a 16-bit cache against its F32 widening (FP8's scales apply per head, so not FP8) */
+    const int wide = (c->kt != GEM_DTYPE_F32 || c->vt != GEM_DTYPE_F32) &&
+                     c->kt != GEM_DTYPE_FP8_E4M3 && c->vt != GEM_DTYPE_FP8_E4M3;
+    if (!TCHECK(c->nkv <= MAX_FP8_HEADS)) /* a bad table entry */
+        return;
     float *q = malloc((size_t)(c->nq * c->dk) * sizeof(float));
     float *k_weight = c->kfv ? malloc((size_t)c->dk * sizeof(float)) : NULL;
     double inv_freq[KFV_MAX_PAIRS];
@@ -543,6 +577,11 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
         hv.k_head_stride = hv.k_token_stride = 0;
         hv.k_from_v = &kfv;
     }
+    float ksc[MAX_FP8_HEADS], vsc[MAX_FP8_HEADS]; /* the scales run_case gives the view */
+    fp8_scales(c->nkv, 0, ksc);
+    fp8_scales(c->nkv, 1, vsc);
+    hv.k_scale = c->kt == GEM_DTYPE_FP8_E4M3 && !c->kfv ? ksc : NULL;
+    hv.v_scale = c->vt == GEM_DTYPE_FP8_E4M3 ? vsc : NULL;
     TCHECK_STATUS(gem_attn_reference_kv(&shape, q, &hv, ref, no), GEM_OK);
     float *prev = NULL;
     const char *prev_name = NULL;

@@ -627,6 +627,95 @@ static void check_cache16(void)
     gem_kv_cache_destroy(c);
 }
 
+/* FP8 E4M3 views: a scale exactly where a tensor holds FP8, each > 0 and at most FLT_MAX / 448,
+ * aligned; every other view refused with its status and nothing written; the finiteness scan
+ * finds the E4M3 NaN codes; the cache helper refuses FP8. */
+static void check_fp8(fixture *f)
+{
+    uint8_t *b = malloc(2 * NKV * CAP * D + 1);
+    float sc[NKV + 1] = {0.5f, 0.003f, 1.0f};
+    if (!TCHECK(b != NULL))
+        return;
+    for (int i = 0; i < 2 * NKV * CAP * D; i++)
+        b[i] = (uint8_t)((i * 29) % 0x7E); /* every finite positive code */
+    gem_kv_view kv = f->view;
+    kv.k = b;
+    kv.v = b + NKV * CAP * D;
+    kv.k_dtype = kv.v_dtype = GEM_DTYPE_FP8_E4M3;
+    kv.k_scale = sc;
+    kv.v_scale = sc + 1;
+    expect(f, f->q, &kv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "fp8 good call");
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_OK);
+    gem_kv_view bad = kv;
+    bad.k_scale = NULL;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "fp8 K without a scale");
+    bad = kv;
+    bad.v_scale = NULL;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "fp8 V without a scale");
+    bad = f->view;
+    bad.k_scale = sc;
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "a scale for an f32 K");
+    bad = kv;
+    bad.v_scale = (const float *)(const void *)((const char *)sc + 2);
+    expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_ALIGN,
+           "fp8 V scale misaligned");
+    const float bads[] = {0.0f, -1.0f, NAN, INFINITY, FLT_MAX / 400.0f};
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        float s2[NKV] = {0.5f, bads[i]};
+        bad = kv;
+        bad.k_scale = s2;
+        expect(f, f->q, &bad, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+               "fp8 K scale out of range");
+        TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &bad, NULL),
+                      GEM_ERR_PARAM);
+        gem_decode_config cfg;
+        TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &bad, &cfg), GEM_ERR_PARAM);
+        double ref[NQ * D];
+        TCHECK_STATUS(gem_attn_reference_kv(&f->shape, f->q, &bad, ref, NQ * D), GEM_ERR_PARAM);
+    }
+    float s3[NKV] = {FLT_MAX / 448.0f, 1e-30f}; /* the bounds themselves */
+    bad = kv;
+    bad.k_scale = s3;
+    TCHECK_STATUS(gem_kv_view_scales_check(&bad, NKV), GEM_OK);
+    /* K rebuilt from an FP8 V takes V's scale alone */
+    float w[D];
+    for (int i = 0; i < D; i++)
+        w[i] = 1.0f;
+    const double inv[2] = {0.1, 0.01};
+    const gem_k_from_v rot = {w, inv, 2, D / 2, 0};
+    gem_kv_view kfv = kv;
+    kfv.k = NULL;
+    kfv.k_head_stride = kfv.k_token_stride = 0;
+    kfv.k_from_v = &rot;
+    kfv.k_scale = NULL;
+    expect(f, f->q, &kfv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_OK, "fp8 K from V");
+    kfv.k_scale = sc;
+    expect(f, f->q, &kfv, f->out, f->ws, f->ws_bytes, NULL, NULL, GEM_ERR_PARAM,
+           "fp8 K from V with a K scale");
+    /* the NaN codes S.1111.111 in live rows; past live they are not part of the view */
+    const int64_t live = kv.live;
+    b[(1 * CAP + live - 1) * D + 2] = 0x7Fu;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL),
+                  GEM_ERR_NONFINITE);
+    b[(1 * CAP + live - 1) * D + 2] = 0x10u;
+    b[NKV * CAP * D + 5] = 0xFFu;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL),
+                  GEM_ERR_NONFINITE);
+    b[NKV * CAP * D + 5] = 0x10u;
+    b[(0 * CAP + live) * D] = 0x7Fu;
+    TCHECK_STATUS(gem_decode_check_finite(f->ctx, &f->shape, f->q, &kv, NULL), GEM_OK);
+    /* the cache helper keeps no scales */
+    const gem_kv_cache_desc d8 = {GEM_BACKEND_CPU, NKV, D, D, CAP, GEM_DTYPE_FP8_E4M3,
+                                  GEM_DTYPE_F32, 0};
+    gem_kv_cache *c = NULL;
+    TCHECK_STATUS(gem_kv_cache_create(&d8, &c), GEM_ERR_UNSUPPORTED);
+    TCHECK(c == NULL);
+    free(b);
+}
+
 int main(void)
 {
     fixture f;
@@ -668,6 +757,7 @@ int main(void)
     check_cpu_default_partitions();
     check_finite_scan(&f);
     check_k_from_v(&f);
+    check_fp8(&f);
     check_score_status(&f);
     check_cache();
     check_cache16();

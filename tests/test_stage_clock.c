@@ -42,7 +42,8 @@ static gem_status decode_once(gem_decode_ctx *ctx, const gem_attn_shape *s,
 {
     const gem_decode_shape sh = {s->n_q_heads, s->n_kv_heads, s->dk, s->dv, s->scale};
     const gem_kv_view view = {k,        v,      kv, kv, s->capacity * s->dk, s->dk,
-                              s->capacity * s->dv, s->dv, s->live, s->capacity, NULL};
+                              s->capacity * s->dv, s->dv, s->live, s->capacity, NULL,
+                              NULL,     NULL};
     const gem_decode_config cfg = {route, 0, 0};
     size_t bytes = 0;
     gem_status st = gem_decode_workspace_bytes(ctx, &sh, s->live, &cfg, &bytes);

@@ -50,7 +50,8 @@ static void help(void)
            "  --ref-route R      reference route (default baseline)\n"
            "  --ref-partitions P reference route partitions (default 16 for baseline)\n"
            "  --ref-tile T       reference route tile (fused only)\n"
-           "  --kv-dtype T       K and V element type: f32, bf16 or f16 (default f32)\n"
+           "  --kv-dtype T       K and V element type: f32, bf16, f16 or fp8_e4m3 (a scale\n"
+           "                     per KV head; CPU only) (default f32)\n"
            "  --k-dtype T        K alone (after --kv-dtype)\n"
            "  --v-dtype T        V alone (after --kv-dtype)\n"
            "  --out DIR          where records go (default gem-diff; created)\n"
@@ -249,7 +250,7 @@ int gem_cmd_diff(int argc, char **argv)
         int bad_dtype = 0;
         if (cli_kv_dtype_option(a, v, &o.dt, &bad_dtype)) {
             if (bad_dtype) {
-                cli_error(CMD, "%s '%s' is not f32, bf16 or f16", a, v);
+                cli_error(CMD, "%s '%s' is not f32, bf16, f16 or fp8_e4m3", a, v);
                 return 2;
             }
         } else if (!strcmp(a, "--lengths")) {

@@ -318,8 +318,8 @@ int gem_cmd_profile(int argc, char **argv)
             if (cli_parse_random_weights(CMD, v, &random_seed))
                 return 2;
         } else if (!strcmp(a, "--kv-dtype")) {
-            if (gem_dtype_parse(v, &kv_dtype) != GEM_OK) {
-                cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16", v);
+            if (gem_dtype_parse(v, &kv_dtype) != GEM_OK || kv_dtype == GEM_DTYPE_FP8_E4M3) {
+                cli_error(CMD, "--kv-dtype '%s' is not f32, bf16 or f16 (the model's caches)", v);
                 return 2;
             }
         } else {

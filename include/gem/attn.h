@@ -71,17 +71,22 @@ typedef struct gem_attn_shape {
     float scale;        /* score = scale * dot(q, k); finite, given by the caller */
 } gem_attn_shape;
 
-/* Element types of a KV cache. Queries, outputs and accumulation are F32. */
+/* Element types of a KV cache. Queries, outputs and accumulation are F32.
+ * GEM_DTYPE_FP8_E4M3 is OCP FP8 E4M3 ("E4M3FN": 1 sign, 4 exponent bits of bias 7, 3
+ * mantissa bits; no infinities, S.1111.111 is NaN, the largest magnitude 448, subnormals
+ * m * 2^-9) with a scale per KV head: element (g, t, i) stands for its E4M3 value times the
+ * view's scale of head g (gem_kv_view.k_scale / v_scale). */
 typedef enum gem_dtype {
     GEM_DTYPE_F32 = 0,
     GEM_DTYPE_BF16,
     GEM_DTYPE_F16,
+    GEM_DTYPE_FP8_E4M3,
     GEM_DTYPE_COUNT
 } gem_dtype;
 
-/* "f32", "bf16", "f16"; NULL for an out-of-range value. */
+/* "f32", "bf16", "f16", "fp8_e4m3"; NULL for an out-of-range value. */
 const char *gem_dtype_name(gem_dtype t);
-/* Bytes per element (4, 2, 2); 0 for an out-of-range value. */
+/* Bytes per element (4, 2, 2, 1); 0 for an out-of-range value. */
 size_t gem_dtype_size(gem_dtype t);
 /* Parses a name as printed by gem_dtype_name. GEM_ERR_NULL / GEM_ERR_PARAM. */
 gem_status gem_dtype_parse(const char *name, gem_dtype *out);
@@ -141,7 +146,16 @@ typedef struct gem_k_from_v {
  *
  * K rebuilt from V (k_from_v not NULL, see gem_k_from_v): the view holds V alone;
  * k must be NULL, k_head_stride and k_token_stride 0, k_dtype equal to v_dtype, and
- * dk equal to dv. K is never read from memory. */
+ * dk equal to dv. K is never read from memory.
+ *
+ * FP8 (GEM_DTYPE_FP8_E4M3) tensors carry a scale per KV head: k_scale (n_kv_heads) when
+ * k_dtype is FP8, v_scale (n_kv_heads) when v_dtype is FP8, in host memory, read during the
+ * call; each > 0 and at most FLT_MAX / 448 (gem_kv_view_scales_check). Element (g, t, i) stands for e * scale[g], e its E4M3 value.
+ * Tensors of other types take no scale (NULL). With k_from_v, K is rebuilt from V's values
+ * e * v_scale[g] and k_scale is NULL. Routes compute with the exact E4M3 values and apply
+ * the scales per head: the scores' factor is (float)(scale * k_scale[g]) (v_scale[g] with
+ * k_from_v) and each output row is multiplied by v_scale[g] after the softmax's division;
+ * the double reference multiplies the values exactly. */
 typedef struct gem_kv_view {
     const void *k;
     const void *v;
@@ -152,6 +166,8 @@ typedef struct gem_kv_view {
     int64_t live;     /* rows that take part, 1 <= live <= capacity */
     int64_t capacity; /* rows per KV head the buffers hold */
     const gem_k_from_v *k_from_v; /* NULL: K is read from k; else K is rebuilt from V */
+    const float *k_scale; /* (n_kv_heads) host memory when k_dtype is FP8, else NULL */
+    const float *v_scale; /* (n_kv_heads) host memory when v_dtype is FP8, else NULL */
 } gem_kv_view;
 
 /* Validates a view for n_kv_heads heads of dk / dv elements: non-NULL k and v,
@@ -167,7 +183,9 @@ typedef struct gem_kv_view {
  * half or n_pairs out of range, pos0 < 0 or pos0 + capacity past
  * GEM_K_FROM_V_MAX_POS; GEM_ERR_SHAPE for the K fields or dk != dv); *k_bytes = 0.
  * The values of k_weight and inv_freq are checked where they are read
- * (gem_k_from_v_check). */
+ * (gem_k_from_v_check). Scales: GEM_ERR_PARAM when an FP8 tensor has none, a tensor of
+ * another type (or K rebuilt from V) has one; GEM_ERR_ALIGN when one is not aligned to
+ * float; their values are checked by gem_kv_view_scales_check. */
 gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t dk, int64_t dv,
                              size_t *k_bytes, size_t *v_bytes);
 
@@ -177,13 +195,20 @@ gem_status gem_kv_view_check(const gem_kv_view *kv, int64_t n_kv_heads, int64_t 
  * gem_kv_view_check. */
 gem_status gem_k_from_v_check(const gem_k_from_v *kfv);
 
+/* GEM_OK when every scale of an FP8 tensor of kv (k_scale, v_scale: n_kv_heads each) is
+ * > 0 and at most FLT_MAX / 448 (so every element's value is finite in float),
+ * GEM_ERR_PARAM otherwise (NaN and infinity included); GEM_OK for a view without FP8 tensors. kv
+ * validated by gem_kv_view_check for n_kv_heads heads. */
+gem_status gem_kv_view_scales_check(const gem_kv_view *kv, int64_t n_kv_heads);
+
 /* The dense head-major view of k (n_kv_heads, capacity, dk) and
  * v (n_kv_heads, capacity, dv), F32, with `live` rows taking part. */
 gem_kv_view gem_kv_view_dense(const float *k, const float *v, int64_t dk, int64_t dv,
                               int64_t live, int64_t capacity);
 
 /* Element (g, t, i) of a view's K (which = 0) or V (which = 1) as float (exact
- * for every dtype). No checks: the caller validated the view and the indices.
+ * for F32, BF16 and F16; FP8: e * scale[g] in double rounded once to float). No checks:
+ * the caller validated the view (and its scales) and the indices.
  * A view whose K is rebuilt from V (k_from_v) answers K in double arithmetic rounded
  * once to float. */
 float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i);

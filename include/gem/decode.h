@@ -249,8 +249,9 @@ typedef struct gem_kv_cache_desc {
 } gem_kv_cache_desc;
 
 /* Allocates the cache (device memory on CUDA, on the current device) with no live
- * rows. GEM_ERR_SHAPE / GEM_ERR_PARAM for a bad description, GEM_ERR_OVERFLOW,
- * GEM_ERR_NOMEM, GEM_ERR_NO_DEVICE. *out is NULL on error. */
+ * rows. GEM_ERR_SHAPE / GEM_ERR_PARAM for a bad description, GEM_ERR_UNSUPPORTED for an FP8
+ * type (the helper keeps no per-head scales: describe FP8 caches with a gem_kv_view),
+ * GEM_ERR_OVERFLOW, GEM_ERR_NOMEM, GEM_ERR_NO_DEVICE. *out is NULL on error. */
 gem_status gem_kv_cache_create(const gem_kv_cache_desc *desc, gem_kv_cache **out);
 
 /* Frees the cache; NULL is fine. On CUDA the caller must make sure no queued work

@@ -249,13 +249,14 @@ static int cu_shape_d256(const gem_decode_shape *s)
     return cu_shape_is(s, GEM_CU_D256, GEM_CU_D256_GROUP);
 }
 
-/* K and V of one element type (F32, BF16 or F16). D512, eight query heads per KV head: the
- * fused route, and the baseline for F32; D256, two query heads per KV head: the fused route. */
+/* K and V of one element type (F32, BF16 or F16; no FP8 kernels yet). D512, eight query heads
+ * per KV head: the fused route, and the baseline for F32; D256, two query heads per KV head: the
+ * fused route. */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
                               gem_dtype vt, gem_route route)
 {
     (void)impl;
-    if (kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT)
+    if (kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT || kt == GEM_DTYPE_FP8_E4M3)
         return GEM_ERR_UNSUPPORTED;
     if (cu_shape_d512(s))
         return route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32 ? GEM_ERR_UNSUPPORTED : GEM_OK;

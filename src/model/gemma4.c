@@ -650,7 +650,9 @@ gem_kv_view gem_session_layer_view(const gem_session *s, int64_t li)
                          ts,
                          s->pos + 1 < cap ? s->pos + 1 : cap,
                          cap,
-                         v_only ? &s->kfv[li] : NULL};
+                         v_only ? &s->kfv[li] : NULL,
+                         NULL,
+                         NULL};
 }
 
 /* Angles below this at every position are left out of a rebuilt K's rotation. */
