@@ -94,7 +94,9 @@ class GemKvView(ctypes.Structure):
                 ("k_dtype", ctypes.c_int), ("v_dtype", ctypes.c_int),
                 ("k_head_stride", ctypes.c_int64), ("k_token_stride", ctypes.c_int64),
                 ("v_head_stride", ctypes.c_int64), ("v_token_stride", ctypes.c_int64),
-                ("live", ctypes.c_int64), ("capacity", ctypes.c_int64)]
+                ("live", ctypes.c_int64), ("capacity", ctypes.c_int64),
+                ("k_from_v", ctypes.c_void_p),  # NULL: K is read from k
+                ("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p)]  # FP8 only
 
 
 class GemDecodeConfig(ctypes.Structure):
@@ -754,8 +756,8 @@ def run_cpu_check(args):
     # the ctypes mirror of the C structs: sizes and offsets as a C compiler lays them out
     check("struct gem_decode_shape", ctypes.sizeof(GemDecodeShape) == 40,
           f"{ctypes.sizeof(GemDecodeShape)} bytes (C: 4 x int64 + float, padded to 40)")
-    check("struct gem_kv_view", ctypes.sizeof(GemKvView) == 72 and GemKvView.live.offset == 56,
-          f"{ctypes.sizeof(GemKvView)} bytes, live at {GemKvView.live.offset} (C: 72, 56)")
+    check("struct gem_kv_view", ctypes.sizeof(GemKvView) == 96 and GemKvView.live.offset == 56,
+          f"{ctypes.sizeof(GemKvView)} bytes, live at {GemKvView.live.offset} (C: 96, 56)")
     lives = args.live
     receipt = {"schema": SCHEMA, "tool": "scripts/peers/decode_peers.py", "mode": "cpu-check",
                "command": [os.path.basename(sys.executable)] + sys.argv,
