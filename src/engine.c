@@ -331,6 +331,7 @@ static gem_kv_view copy_view(const gem_engine *e, int64_t c)
     kv.k_scale = e->k_scale;
     kv.v_scale = e->v_scale;
     if (e->kfv_on) {
+        kv.k_scale = NULL; /* K rebuilt from V takes V's scale */
         kv.k = NULL;
         kv.k_head_stride = kv.k_token_stride = 0;
         kv.k_dtype = e->vt;
@@ -354,8 +355,6 @@ gem_status gem_engine_load_k_from_v(gem_engine *e, const gem_attn_shape *shape,
         return GEM_ERR_SHAPE;
     if (gem_dtype_size(v_dtype) == 0 || copies < 1 || copies > MAX_COPIES)
         return GEM_ERR_PARAM;
-    if (v_dtype == GEM_DTYPE_FP8_E4M3)
-        return GEM_ERR_UNSUPPORTED; /* the explicit K beside it would be FP8 too */
     size_t qe = 0, ke = 0, ve = 0;
     if ((st = gem_attn_shape_elems(shape, &qe, &ke, &ve, NULL)) != GEM_OK)
         return st;
@@ -382,10 +381,23 @@ gem_status gem_engine_load_k_from_v(gem_engine *e, const gem_attn_shape *shape,
     st = GEM_ERR_NOMEM;
     if (!vr || !kb || !krow || !tmp)
         goto out;
-    for (size_t i = 0; i < ve; i++)
-        vr[i] = v_dtype == GEM_DTYPE_BF16  ? gem_bf16_to_f32(gem_f32_to_bf16(in->v[i]))
-                : v_dtype == GEM_DTYPE_F16 ? gem_f16_to_f32(gem_f32_to_f16(in->v[i]))
-                                           : in->v[i];
+    if (v_dtype == GEM_DTYPE_FP8_E4M3) { /* the codes times their head's scale, as floats */
+        void *codes = NULL;
+        float *sc = NULL;
+        if ((st = round_fp8(in->v, shape->n_kv_heads, shape->capacity, shape->dv, &codes,
+                            &sc)) != GEM_OK)
+            goto out;
+        const size_t per = (size_t)shape->capacity * (size_t)shape->dv;
+        for (size_t i = 0; i < ve; i++)
+            vr[i] = gem_fp8_e4m3_to_f32(((const uint8_t *)codes)[i]) * sc[i / per];
+        free(codes);
+        free(sc);
+    } else {
+        for (size_t i = 0; i < ve; i++)
+            vr[i] = v_dtype == GEM_DTYPE_BF16  ? gem_bf16_to_f32(gem_f32_to_bf16(in->v[i]))
+                    : v_dtype == GEM_DTYPE_F16 ? gem_f16_to_f32(gem_f32_to_f16(in->v[i]))
+                                               : in->v[i];
+    }
     hv.v = vr;
     for (int64_t g = 0; g < shape->n_kv_heads; g++)
         for (int64_t t = 0; t < shape->capacity; t++) {

@@ -204,7 +204,9 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
  * (shape or view: live < 1, live > capacity, strides that make rows overlap or
  * are negative), GEM_ERR_OVERFLOW (the view's extent does not fit), GEM_ERR_ALIGN,
  * GEM_ERR_PARAM also for a gem_k_from_v out of range (gem_kv_view_check,
- * gem_k_from_v_check) and GEM_ERR_UNSUPPORTED for one the backend or route lacks;
+ * gem_k_from_v_check) and GEM_ERR_UNSUPPORTED for one the backend or route lacks,
+ * GEM_ERR_PARAM for FP8 scales missing, misplaced or out of range
+ * (gem_kv_view_check, gem_kv_view_scales_check; misaligned: GEM_ERR_ALIGN);
  * GEM_ERR_OVERLAP, GEM_ERR_MEMSPACE, GEM_ERR_RANGE (workspace too small),
  * GEM_ERR_PARAM (config, stream on the CPU), GEM_ERR_UNSUPPORTED (shape or dtype
  * the backend has no kernel for), GEM_ERR_STATE (CPU context busy).

@@ -84,7 +84,10 @@ gem_status gem_engine_load(gem_engine *e, const gem_attn_shape *shape,
 /* gem_engine_load with K held as k_dtype and V as v_dtype: every element of the
  * F32 in->k and in->v (all `capacity` rows) is rounded to nearest even in its
  * type (gem_kv_cache_append's rounding; F16 keeps subnormals) before it is
- * placed, and every copy holds the same bytes. GEM_ERR_PARAM for an unknown
+ * placed, and every copy holds the same bytes. FP8 E4M3: a scale per KV head, the
+ * largest magnitude of the head's rows over 448 (1 for a head of zeros), and each
+ * element the code nearest x / scale (the quotient in float, saturating at 448); the
+ * views the engine gives carry the scales. GEM_ERR_PARAM for an unknown
  * dtype; GEM_ERR_NONFINITE also when a value of rows [0, live) rounds to
  * infinity. Host memory: the F32 inputs are not kept; on CUDA one rounded
  * host copy of K and V is (for gem_engine_kv_host). */
@@ -93,9 +96,10 @@ gem_status gem_engine_load_kv(gem_engine *e, const gem_attn_shape *shape,
                               int64_t copies);
 
 /* Inputs of a Gemma 4 full layer, whose keys are rebuilt from its values
- * (gem_k_from_v): V is in->v rounded to v_dtype (in->k is not read), and K is
- * built from that rounded V here, RoPE_{pos0+t}(k_weight * V) in double, rounded
- * to float and then to v_dtype, for every `capacity` row. Both are loaded as
+ * (gem_k_from_v): V is in->v rounded to v_dtype (in->k is not read; FP8: the codes
+ * times their heads' scales, as floats), and K is built from that rounded V here,
+ * RoPE_{pos0+t}(k_weight * V) in double, rounded to float and then to v_dtype, for
+ * every `capacity` row. Both are loaded as
  * gem_engine_load_kv loads K and V (the same copies), so a run reads either the
  * stored K and V, or, after gem_engine_select_k_from_v(e, 1), V alone with K
  * rebuilt from it by the route. k_weight (dk) host floats, finite; rot's fields
