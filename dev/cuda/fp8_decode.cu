@@ -1,0 +1,370 @@
+/*
+fp8_decode: the fused route's CUDA-core first pass on an FP8 E4M3 cache with a scale per KV head,
+at the Gemma 4 full-attention shape (32 query heads over 4 KV heads, D512, scale 1/sqrt(512)).
+
+Why: engines keep long caches in FP8 (E4M3 with a per-head or per-tensor scale); FlashInfer
+0.7.2's FP8 decode at this shape took 0.81-0.87 ms at 128K on the H200 (issue table). gem's CPU
+routes read FP8 since 6441c43; CUDA refuses it until a kernel is measured and sanitized. This is
+the first candidate: the library's D512 CUDA-core body (gem_fused_first_pass_body, the F32
+pass's arithmetic) with a fourth element type, four E4M3 codes in one 4-byte piece, widened
+exactly (cvt e4m3x2 -> f16x2 -> f32: every E4M3 value, subnormals included, is an F16 value).
+As on the CPU, K's head scale joins the score's, (float)(scale * k_scale[g]), and each output
+row is multiplied by v_scale[g] after the reducer's division (here by the reducer's own thread,
+right after it writes the element). Prediction: the CUDA-core body is bound by its instruction
+issue (about 0.47 ms at 128K for F32 and for BF16, results/h200 runs 9 and 19), which does not
+shrink with the bytes, so about 0.45 ms at 128K: 1.8x FlashInfer's FP8, 3.9x its floor.
+
+version 0 is the library's BF16 route through gem_decode on the same values rounded to BF16
+  (the tensor-core pass), the speed to beat.
+version 1 is the FP8 pass with K and V one tile ahead (the F32 pass's distances).
+version 2 is version 1 with K and V two tiles ahead (a piece is a quarter of F32's, so more
+  tiles in flight cost few registers).
+
+Every version is held to NMSE <= 1e-10 against the double reference of its own cache
+(gem_attn_reference_kv on the FP8 view with its scales, or on the BF16 view), every output
+element written and bitwise repeats, before it is timed: CUDA events, each call queued behind
+50 us of GPU work, versions interleaved A B .. B A over rotating copies of K and V (at least
+256 MiB of them, so the L2 holds none), medians and spreads. GB/s counts the bytes of each
+version's cache.
+
+./fp8_decode [--lengths 8192,65536,131072] [--rounds 10] [--partitions 64] [versions...]
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "common.h"
+
+#include "attn_fused_body.cuh"
+
+#include "gem/decode.h"
+
+#define NQ 32
+#define NKV 4
+#define NV 3 /* versions 0 .. 2 */
+
+/* Four E4M3 codes in one 4-byte piece (element 4i + j in byte j), K_AHEAD / V_AHEAD tiles
+ * ahead; loads as the F32 pass's (L1 no-allocate, L2 evict-first, volatile). */
+template <int KA, int VA> struct kv_fp8 {
+    typedef uint32_t piece;
+    typedef uint8_t elem;
+    enum { K_AHEAD = KA, V_AHEAD = VA };
+    static __device__ __forceinline__ piece zero(void) { return 0u; }
+    static __device__ __forceinline__ piece load(const piece *p, uint64_t pol)
+    {
+        uint32_t r;
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;\n"
+                     : "=r"(r)
+                     : "l"(p), "l"(pol)
+                     : "memory");
+        return r;
+    }
+    /* exact: E4M3 -> F16 (every E4M3 value is an F16 value) -> F32 */
+    static __device__ __forceinline__ float4 f4(piece r)
+    {
+        const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(r & 0xFFFFu),
+                                                          __NV_E4M3);
+        const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(r >> 16),
+                                                          __NV_E4M3);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&lo));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&hi));
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+};
+
+/* the heads' scales, in the launch */
+struct fp8_scales {
+    float k[NKV], v[NKV];
+};
+
+/* versions 1-2: head-major rows of 512 codes (128 pieces) */
+template <int KA, int VA>
+__global__ void __launch_bounds__(GEM_CU_THREADS, 2)
+    fp8_first_pass(const float *__restrict__ q, const void *__restrict__ k, const void *__restrict__ v,
+                   int64_t hs4, float *__restrict__ part_m, float *__restrict__ part_s,
+                   float *__restrict__ part_o, int64_t live, int64_t partitions,
+                   int64_t n_q_heads, float scale, const __grid_constant__ fp8_scales sc)
+{
+    const float sg = (float)((double)scale * (double)sc.k[blockIdx.y]);
+    gem_fused_first_pass_body<kv_fp8<KA, VA>, GEM_CU_D / 4, false>(
+        q, k, hs4, GEM_CU_D / 4, v, hs4, GEM_CU_D / 4, part_m, part_s, part_o, live, partitions,
+        n_q_heads, sg, nullptr, nullptr);
+}
+
+/* the library's reducer, then the element this thread wrote times its head's V scale */
+__global__ void __launch_bounds__(GEM_CU_THREADS)
+    fp8_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions,
+                const __grid_constant__ fp8_scales sc)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, GEM_CU_D, false);
+    const int64_t h = blockIdx.x, d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    out[h * GEM_CU_D + d] *= sc.v[h / (gridDim.x / NKV)];
+}
+
+/* x quantized per head (heads of `per` elements): scale = largest |x| / 448 (1 for zeros),
+ * code = the E4M3 nearest x / scale (round to nearest even, saturating) */
+static void quantize(const float *x, int64_t heads, size_t per, uint8_t *codes, float *scale)
+{
+    for (int64_t g = 0; g < heads; g++) {
+        float amax = 0.f;
+        for (size_t i = 0; i < per; i++)
+            amax = fmaxf(amax, fabsf(x[g * per + i]));
+        scale[g] = amax > 0.f ? amax / 448.0f : 1.0f;
+        for (size_t i = 0; i < per; i++)
+            codes[g * per + i] = (uint8_t)__nv_cvt_float_to_fp8(x[g * per + i] / scale[g],
+                                                                __NV_SATFINITE, __NV_E4M3);
+    }
+}
+
+/* x rounded to BF16 (the bits, and the value in place) */
+static void to_bf16(float *x, uint16_t *bits, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
+        x[i] = __bfloat162float(b);
+        bits[i] = *reinterpret_cast<const uint16_t *>(&b);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = 10, want[NV] = {1, 1, 1}, any = 0;
+    int64_t lengths[8] = {8192, 65536, 131072}, P = 64;
+    int nl = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--partitions") && i + 1 < argc) {
+            P = atoll(argv[++i]);
+        } else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
+            nl = 0;
+            for (char *t = strtok(argv[++i], ","); t && nl < 8; t = strtok(NULL, ","))
+                lengths[nl++] = atoll(t);
+        } else if (argv[i][0] >= '0' && argv[i][0] <= '9' && atoi(argv[i]) < NV) {
+            if (!any)
+                for (int v = 0; v < NV; v++)
+                    want[v] = 0;
+            any = 1;
+            want[atoi(argv[i])] = 1;
+        } else {
+            fprintf(stderr, "usage: fp8_decode [--lengths a,b,..] [--rounds N] "
+                            "[--partitions P] [versions 0-%d ...]\n", NV - 1);
+            return 2;
+        }
+    }
+    if (rounds < 1 || nl < 1 || P < 1 || P > 1024)
+        return 2;
+    for (int i = 0; i < nl; i++)
+        if (lengths[i] < 1 || lengths[i] > (1 << 20))
+            return 2;
+    gem_decode_ctx *ctx = NULL;
+    GEM_TRY(gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx));
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    const float scale = 1.0f / sqrtf((float)GEM_CU_D);
+    const gem_decode_shape shape = {NQ, NKV, GEM_CU_D, GEM_CU_D, scale};
+    const size_t nq = (size_t)NQ * GEM_CU_D;
+    printf("FP8 E4M3 K/V, a scale per KV head; %d query heads over %d KV heads, D%d, scale "
+           "1/sqrt(%d), %lld partitions; times in ms\n",
+           NQ, NKV, GEM_CU_D, GEM_CU_D, (long long)P);
+    int failed = 0;
+    for (int li = 0; li < nl; li++) {
+        const int64_t live = lengths[li];
+        const size_t per = (size_t)live * GEM_CU_D, n = (size_t)NKV * per;
+        float *hq = (float *)malloc(nq * sizeof(float));
+        float *hk = (float *)malloc(n * sizeof(float)), *hv = (float *)malloc(n * sizeof(float));
+        uint8_t *k8 = (uint8_t *)malloc(n), *v8 = (uint8_t *)malloc(n);
+        uint16_t *k16 = (uint16_t *)malloc(n * 2), *v16 = (uint16_t *)malloc(n * 2);
+        double *ref8 = (double *)malloc(nq * sizeof(double));
+        double *ref16 = (double *)malloc(nq * sizeof(double));
+        float *hout = (float *)malloc(nq * sizeof(float)), *hfirst = (float *)malloc(nq * 4);
+        if (!hq || !hk || !hv || !k8 || !v8 || !k16 || !v16 || !ref8 || !ref16 || !hout ||
+            !hfirst) {
+            fprintf(stderr, "out of host memory at %lld\n", (long long)live);
+            return 1;
+        }
+        fill(hq, nq, 11 + (uint64_t)live);
+        /* heads of different magnitudes, so that their scales differ */
+        for (int64_t g = 0; g < NKV; g++) {
+            fill_uniform(hk + g * per, per, 13 + (uint64_t)live + 7 * g, -0.3f * (g + 1),
+                         0.3f * (g + 1));
+            fill_uniform(hv + g * per, per, 17 + (uint64_t)live + 7 * g, -2.0f / (g + 1),
+                         2.0f / (g + 1));
+        }
+        fp8_scales sc;
+        quantize(hk, NKV, per, k8, sc.k);
+        quantize(hv, NKV, per, v8, sc.v);
+        to_bf16(hk, k16, n);
+        to_bf16(hv, v16, n);
+        gem_kv_view v8h, v16h;
+        memset(&v8h, 0, sizeof v8h);
+        v8h.k = k8;
+        v8h.v = v8;
+        v8h.k_dtype = v8h.v_dtype = GEM_DTYPE_FP8_E4M3;
+        v8h.k_head_stride = v8h.v_head_stride = (int64_t)per;
+        v8h.k_token_stride = v8h.v_token_stride = GEM_CU_D;
+        v8h.live = v8h.capacity = live;
+        v8h.k_scale = sc.k;
+        v8h.v_scale = sc.v;
+        v16h = v8h;
+        v16h.k = k16;
+        v16h.v = v16;
+        v16h.k_dtype = v16h.v_dtype = GEM_DTYPE_BF16;
+        v16h.k_scale = v16h.v_scale = NULL;
+        GEM_TRY(gem_attn_reference_kv(&shape, hq, &v8h, ref8, nq));
+        if (want[0])
+            GEM_TRY(gem_attn_reference_kv(&shape, hq, &v16h, ref16, nq));
+
+        /* rotating copies: at least 256 MiB of caches a version, at most 16 copies */
+        const size_t bytes16 = 2 * n * 2;
+        int copies = (int)((((size_t)256 << 20) + bytes16 - 1) / bytes16);
+        copies = copies < 1 ? 1 : (copies > 16 ? 16 : copies);
+        float *dq, *dout, *dws;
+        void *dk8[16], *dv8[16], *dk16[16], *dv16[16];
+        cudaCheck(cudaMalloc(&dq, nq * sizeof(float)));
+        cudaCheck(cudaMalloc(&dout, nq * sizeof(float)));
+        size_t ws_bytes = 0; /* version 0's default, or the FP8 passes' partials */
+        GEM_TRY(gem_decode_workspace_bytes(ctx, &shape, live, NULL, &ws_bytes));
+        const size_t ws_fp8 = (size_t)P * NQ * (GEM_CU_D + 2) * sizeof(float);
+        ws_bytes = ws_bytes > ws_fp8 ? ws_bytes : ws_fp8;
+        cudaCheck(cudaMalloc(&dws, ws_bytes));
+        cudaCheck(cudaMemcpy(dq, hq, nq * sizeof(float), cudaMemcpyHostToDevice));
+        for (int c = 0; c < copies; c++) {
+            cudaCheck(cudaMalloc(&dk8[c], n));
+            cudaCheck(cudaMalloc(&dv8[c], n));
+            cudaCheck(cudaMemcpy(dk8[c], k8, n, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(dv8[c], v8, n, cudaMemcpyHostToDevice));
+            if (want[0]) {
+                cudaCheck(cudaMalloc(&dk16[c], n * 2));
+                cudaCheck(cudaMalloc(&dv16[c], n * 2));
+                cudaCheck(cudaMemcpy(dk16[c], k16, n * 2, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(dv16[c], v16, n * 2, cudaMemcpyHostToDevice));
+            }
+        }
+        float *pm = dws, *ps = pm + P * NQ, *po = ps + P * NQ;
+        const dim3 grid1((unsigned)P, NKV), grid2(NQ, GEM_CU_D / GEM_CU_THREADS);
+        auto run = [&](int ver, int c) {
+            if (ver == 0) {
+                gem_kv_view kv = v16h;
+                kv.k = dk16[c];
+                kv.v = dv16[c];
+                GEM_TRY(gem_decode(ctx, &shape, dq, &kv, dout, dws, ws_bytes, NULL, stream));
+                return;
+            }
+            if (ver == 1)
+                fp8_first_pass<1, 1><<<grid1, GEM_CU_THREADS, 0, stream>>>(
+                    dq, dk8[c], dv8[c], (int64_t)per / 4, pm, ps, po, live, P, (int64_t)NQ,
+                    scale, sc);
+            else
+                fp8_first_pass<2, 2><<<grid1, GEM_CU_THREADS, 0, stream>>>(
+                    dq, dk8[c], dv8[c], (int64_t)per / 4, pm, ps, po, live, P, (int64_t)NQ,
+                    scale, sc);
+            cudaCheck(cudaGetLastError());
+            fp8_reducer<<<grid2, GEM_CU_THREADS, 0, stream>>>(pm, ps, po, dout, P, sc);
+            cudaCheck(cudaGetLastError());
+        };
+        /* each version against its reference, every element written, a bitwise repeat */
+        int valid[NV];
+        for (int ver = 0; ver < NV; ver++) {
+            valid[ver] = want[ver];
+            if (!want[ver])
+                continue;
+            for (int rep = 0; rep < 2; rep++) {
+                cudaCheck(cudaMemsetAsync(dout, 0xFF, nq * sizeof(float), stream));
+                run(ver, rep % copies);
+                cudaCheck(cudaStreamSynchronize(stream));
+                cudaCheck(cudaMemcpy(hout, dout, nq * sizeof(float), cudaMemcpyDeviceToHost));
+                if (rep == 1) {
+                    if (memcmp(hfirst, hout, nq * sizeof(float)) != 0) {
+                        printf("%-7lld v%d INVALID: the repeat differs\n", (long long)live, ver);
+                        valid[ver] = 0;
+                    }
+                    continue;
+                }
+                memcpy(hfirst, hout, nq * sizeof(float));
+                const double *ref = ver == 0 ? ref16 : ref8;
+                double num = 0, den = 0;
+                int finite = 1;
+                for (size_t j = 0; j < nq; j++) {
+                    finite &= isfinite(hout[j]);
+                    num += (hout[j] - ref[j]) * (hout[j] - ref[j]);
+                    den += ref[j] * ref[j];
+                }
+                printf("%-7lld v%d nmse %.3g against the double reference of its cache%s\n",
+                       (long long)live, ver, num / den, finite ? "" : " (NOT FINITE)");
+                if (!finite || !(num / den <= 1e-10))
+                    valid[ver] = 0;
+            }
+            failed |= !valid[ver];
+        }
+        double *t = (double *)calloc((size_t)NV * 2 * rounds, sizeof(double));
+        for (int wu = 0; wu < 3; wu++)
+            for (int ver = 0; ver < NV; ver++)
+                if (valid[ver])
+                    run(ver, wu % copies);
+        int c = 0;
+        for (int r = 0; r < rounds; r++)
+            for (int pass = 0; pass < 2; pass++)
+                for (int j = 0; j < NV; j++) {
+                    const int ver = pass == 0 ? j : NV - 1 - j;
+                    if (!valid[ver])
+                        continue;
+                    wait_kernel<<<1, 1, 0, stream>>>(50000);
+                    cudaCheck(cudaEventRecord(e0, stream));
+                    run(ver, c);
+                    c = (c + 1) % copies;
+                    cudaCheck(cudaEventRecord(e1, stream));
+                    cudaCheck(cudaEventSynchronize(e1));
+                    float ms = 0;
+                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+                    t[(size_t)ver * 2 * rounds + 2 * r + pass] = ms;
+                }
+        for (int ver = 0; ver < NV; ver++) {
+            if (!valid[ver])
+                continue;
+            double *ti = t + (size_t)ver * 2 * rounds;
+            qsort(ti, (size_t)2 * rounds, sizeof(double), cmp_double);
+            const double med = 0.5 * (ti[rounds - 1] + ti[rounds]);
+            const double bytes = (double)n * 2 * (ver == 0 ? 2 : 1);
+            printf("%-7lld v%d  min %.4f  median %.4f  max %.4f  %.1f GB/s (%s, %d copies)\n",
+                   (long long)live, ver, ti[0], med, ti[2 * rounds - 1], bytes / (med * 1e-3) / 1e9,
+                   ver == 0 ? "bf16" : "fp8_e4m3", copies);
+        }
+        free(t);
+        for (int cc = 0; cc < copies; cc++) {
+            cudaFree(dk8[cc]);
+            cudaFree(dv8[cc]);
+            if (want[0]) {
+                cudaFree(dk16[cc]);
+                cudaFree(dv16[cc]);
+            }
+        }
+        cudaFree(dq);
+        cudaFree(dout);
+        cudaFree(dws);
+        free(hq);
+        free(hk);
+        free(hv);
+        free(k8);
+        free(v8);
+        free(k16);
+        free(v16);
+        free(ref8);
+        free(ref16);
+        free(hout);
+        free(hfirst);
+    }
+    gem_decode_ctx_destroy(ctx);
+    printf("%s\n", failed ? "FAILED" : "all versions checked");
+    return failed;
+}
