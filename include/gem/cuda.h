@@ -80,9 +80,12 @@ typedef struct gem_cuda_kernel_info {
  * then the baseline's score, normalize, value and reduce at `baseline_partitions` value
  * partitions, then the first passes that rebuild K from a BF16 V cache from 32,768 rows on
  * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM) and from an F32 V cache from
- * 32,768 rows on (fused_first_pass_kfv_f32_long: 320-thread blocks, one an SM); grids for
- * n_kv_heads KV heads and `live` tokens (each first pass: n_kv_heads x partitions blocks; the
- * reducer and the baseline at D512, x8 query heads).
+ * 20,480 rows on, 12,288 at one block an SM (fused_first_pass_kfv_f32_long: 320-thread blocks,
+ * one an SM); grids for
+ * n_kv_heads KV heads and `live` tokens (each first pass: n_kv_heads x partitions blocks, but
+ * the long F32 K-from-V pass from 12,288 rows at most one wave, SMs / n_kv_heads partitions, as
+ * gem_decode_config_for_view gives such views; the reducer and the baseline at D512, x8 query
+ * heads).
  * out (cap entries), *n = entries written (GEM_CUDA_KERNELS). GEM_ERR_PARAM for counts out of
  * range, GEM_ERR_RANGE when cap < GEM_CUDA_KERNELS. */
 gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, int64_t partitions,

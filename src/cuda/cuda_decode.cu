@@ -288,14 +288,22 @@ static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape 
  * gem bench, runs 150-151: 0.059 against 0.071 at 16K) but not at 8K (gem bench: 0.042 against
  * 0.040), so an F32 V rebuilding K takes one wave from GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE (12,288)
  * rows on. Other views: def. */
+static int64_t cu_kfv_f32_partitions(int sm_count, int64_t n_kv_heads, int64_t live,
+                                     int64_t def)
+{
+    if (live < GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE)
+        return def;
+    const int64_t one_wave = (int64_t)sm_count / n_kv_heads;
+    return one_wave < 1 ? 1 : (one_wave < def ? one_wave : def);
+}
+
 static int64_t cu_view_partitions(const void *impl, const gem_decode_shape *s,
                                   const gem_kv_view *kv, int64_t def)
 {
-    if (!kv->k_from_v || kv->v_dtype != GEM_DTYPE_F32 || !cu_shape_d512(s) ||
-        kv->live < GEM_KFV_PAIR_MIN_LIVE_ONE_WAVE)
+    if (!kv->k_from_v || kv->v_dtype != GEM_DTYPE_F32 || !cu_shape_d512(s))
         return def;
-    const int64_t one_wave = (int64_t)((const cu_decode *)impl)->sm_count / s->n_kv_heads;
-    return one_wave < 1 ? 1 : (one_wave < def ? one_wave : def);
+    return cu_kfv_f32_partitions(((const cu_decode *)impl)->sm_count, s->n_kv_heads, kv->live,
+                                 def);
 }
 
 static void cu_config_default(const void *impl, const gem_decode_shape *s, int64_t live,
@@ -791,7 +799,10 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
         grids[i] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
     grids[F] = gem_cu_fused_reducer_blocks(n_kv_heads * GEM_CU_GROUP);
     gem_cu_baseline_blocks(n_kv_heads, live, baseline_partitions, &grids[F + 1]);
-    grids[L] = grids[L + 1] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    grids[L] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
+    /* the long F32 K-from-V pass at the partitions gem_decode gives its views by default */
+    grids[L + 1] = gem_cu_fused_first_blocks(
+        n_kv_heads, cu_kfv_f32_partitions(prop.multiProcessorCount, n_kv_heads, live, partitions));
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)
