@@ -152,6 +152,24 @@ INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
 {
     if (t == GEM_DTYPE_F32)
         return _mm512_loadu_ps((const float *)row + i);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    if (t == GEM_DTYPE_FP8_E4M3) {
+        /* through F16, which holds every E4M3 value: the code's exponent and mantissa moved
+         * under a half's (sign to bit 15, bits 0-6 to 7-13) stand for the value times 2^-8,
+         * the E4M3 subnormals as F16 subnormals, so vcvtph2ps and a multiply by 256 give it
+         * exactly; the NaN codes (exponent and mantissa all ones) by a compare. 9 operations
+         * for 16 elements against 13 for the integer rebiasing below. */
+        const __m256i w = _mm256_slli_epi16(
+            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)((const uint8_t *)row + i))),
+            8);
+        const __m256i h = _mm256_and_si256(_mm256_srai_epi16(w, 1),
+                                           _mm256_set1_epi16((short)0xBF80));
+        const __mmask16 nan = _mm256_cmpeq_epi16_mask(
+            _mm256_and_si256(h, _mm256_set1_epi16(0x3F80)), _mm256_set1_epi16(0x3F80));
+        return _mm512_mask_blend_ps(nan, _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)),
+                                    _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+    }
+#endif
     if (t == GEM_DTYPE_FP8_E4M3) { /* gem_fp8_e4m3_to_f32's cases, 16 at a time */
         const __m512i b =
             _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)row + i)));
