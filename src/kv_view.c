@@ -265,7 +265,7 @@ uint8_t gem_f32_to_fp8_e4m3(float f)
     const uint32_t rest = ax & 0xFFFFFu;
     if (rest > 0x80000u || (rest == 0x80000u && (c & 1u)))
         c++;
-    return (uint8_t)(sign | (c > 0x7Eu ? 0x7Eu : c)); /* above 448 (464 and up excluded) */
+    return (uint8_t)(sign | c); /* at most 0x7E: magnitudes from 448 on returned above */
 }
 
 float gem_kv_view_load(const gem_kv_view *kv, int which, int64_t g, int64_t t, int64_t i)
