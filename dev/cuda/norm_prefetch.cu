@@ -35,7 +35,15 @@ variant's x equal to the library's after 12 and 60 layers; us a layer, median of
 as it did in the long K-from-V passes (run 138) and in the products' own blocks (run 107): the
 library's norm kernels ask nothing.
 
-./norm_prefetch [--rounds R] [--layers L]
+Graphs (--graph): the chain without prefetch (variant 0) captured from its stream into CUDA
+graphs (one per copy offset; the launches' programmatic attribute becomes programmatic edges)
+and replayed, timed beside the variants: does the device lose time between the 6 launches of a
+layer (11 in the decoder's, with attention) that a graph's launch saves, when the host's
+launches already run ahead of it? The replay's x must equal variant 0's bit for bit.
+Prediction: 1-3 us a layer (1-3%) at most, since the programmatic launches already overlap each
+kernel's start with the one before; more would make graphs worth it for the decoder.
+
+./norm_prefetch [--rounds R] [--layers L] [--graph]
 */
 #include <math.h>
 #include <stdint.h>
@@ -181,6 +189,7 @@ typedef struct chain {
     gem_dmatrix (*m)[M_COUNT];
     float *x[2], *xn, *o_out, *act, *d_out, *yq, *yk, *yv, *w_post, *w_ffn;
     void *xq_o, *xq_mlp, *xq_down, *xq_qkv;
+    cudaStream_t st; /* every launch of the chain (a stream that can be captured) */
 } chain;
 
 static size_t mat_bytes(const gem_dmatrix *m) { return (size_t)m->rows * m->row_bytes; }
@@ -191,18 +200,18 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 static void layer(chain *ch, int c, size_t X)
 {
     gem_dmatrix *m = ch->m[c];
-    GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, NULL));
+    GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, ch->st));
     const unsigned grid = (N_EMBD + NORM_THREADS - 1) / NORM_THREADS;
     const size_t half = (X / 2) & ~(size_t)15;
-    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, 0, (const float *)ch->o_out,
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, ch->st, (const float *)ch->o_out,
                          (const float *)ch->w_post, (const float *)ch->x[0], ch->x[1],
                          (const float *)ch->w_ffn, (int64_t)N_EMBD, 1e-6, ch->xn,
                          (unsigned char *)ch->xq_mlp, (const unsigned char *)m[M_GATE].data,
                          min_sz(half, mat_bytes(&m[M_GATE])), (const unsigned char *)m[M_UP].data,
                          min_sz(half, mat_bytes(&m[M_UP]))));
-    GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp, NULL));
-    GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, NULL));
-    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, 0, (const float *)ch->d_out,
+    GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp, ch->st));
+    GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, ch->st));
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, ch->st, (const float *)ch->d_out,
                          (const float *)ch->w_post, (const float *)ch->x[1], ch->x[0],
                          (const float *)ch->w_ffn, (int64_t)N_EMBD, 1e-6, ch->xn,
                          (unsigned char *)ch->xq_qkv, (const unsigned char *)m[M_Q].data,
@@ -210,26 +219,54 @@ static void layer(chain *ch, int c, size_t X)
                          (const unsigned char *)NULL, (size_t)0));
     const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
     float *y3[3] = {ch->yq, ch->yk, ch->yv};
-    GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, NULL));
+    GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, ch->st));
 }
 
 /* The chain's state from the same start: x, and q's outputs (the first o's input). */
 static void reset(chain *ch, const float *hx, const float *hq)
 {
-    cudaCheck(cudaMemcpy(ch->x[0], hx, N_EMBD * 4, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(ch->yq, hq, N_Q * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaStreamSynchronize(ch->st));
+    cudaCheck(cudaMemcpyAsync(ch->x[0], hx, N_EMBD * 4, cudaMemcpyHostToDevice, ch->st));
+    cudaCheck(cudaMemcpyAsync(ch->yq, hq, N_Q * 4, cudaMemcpyHostToDevice, ch->st));
+    cudaCheck(cudaStreamSynchronize(ch->st));
+}
+
+/* The chain of `layers` layers from copy o captured into a graph (the launches' programmatic
+ * attribute becomes the graph's programmatic edges); NULL and a line when the runtime refuses. */
+static cudaGraphExec_t capture(chain *ch, int o, int layers)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaError_t e = cudaStreamBeginCapture(ch->st, cudaStreamCaptureModeRelaxed);
+    if (e == cudaSuccess) {
+        for (int l = 0; l < layers; l++)
+            layer(ch, (o + l) % ch->ncopies, 0);
+        e = cudaStreamEndCapture(ch->st, &g);
+    }
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&ge, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        printf("graph: capture or instantiation refused: %s\n", cudaGetErrorString(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    return ge;
 }
 
 int main(int argc, char **argv)
 {
-    int rounds = 10, layers = 12;
+    int rounds = 10, layers = 12, want_graph = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--graph"))
+            want_graph = 1;
         else {
-            fprintf(stderr, "usage: %s [--rounds R] [--layers L]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rounds R] [--layers L] [--graph]\n", argv[0]);
             return 2;
         }
     }
@@ -242,6 +279,7 @@ int main(int argc, char **argv)
 
     chain ch;
     memset(&ch, 0, sizeof ch);
+    cudaCheck(cudaStreamCreateWithFlags(&ch.st, cudaStreamNonBlocking));
     size_t layer_bytes = 0;
     for (int i = 0; i < M_COUNT; i++) {
         size_t rb = 0;
@@ -301,6 +339,21 @@ int main(int argc, char **argv)
                 failed = 1;
             }
         }
+    /* the graph variant: the same chain (prefetch 0) replayed from graphs, one per copy offset */
+    cudaGraphExec_t *graphs = (cudaGraphExec_t *)calloc((size_t)ch.ncopies, sizeof *graphs);
+    int graph_ok = want_graph;
+    for (int o = 0; o < ch.ncopies && graph_ok; o++)
+        graph_ok = (graphs[o] = capture(&ch, o, layers)) != NULL;
+    for (int rep = 0; rep < 2 && graph_ok; rep++) {
+        reset(&ch, hx, hq);
+        cudaCheck(cudaGraphLaunch(graphs[0], ch.st));
+        cudaCheck(cudaStreamSynchronize(ch.st));
+        cudaCheck(cudaMemcpy(got, ch.x[0], N_EMBD * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(ref, got, N_EMBD * 4) != 0) {
+            printf("check: the graph's replay %d: x differs from the library's: FAILED\n", rep);
+            failed = 1;
+        }
+    }
     int finite = 1;
     for (int i = 0; i < N_EMBD; i++)
         finite &= isfinite(ref[i]) != 0;
@@ -310,23 +363,30 @@ int main(int argc, char **argv)
     }
     if (failed)
         return 1;
-    printf("check: every variant's x after %d layers equals the library's bit for bit\n", layers);
+    printf("check: every variant's x after %d layers equals the library's bit for bit%s\n", layers,
+           graph_ok ? " (the graph's too)" : "");
 
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    double *t = (double *)calloc((size_t)NVAR * 2 * rounds, sizeof(double));
-    int nt[NVAR] = {0};
+    const int NV = NVAR + 1; /* the prefetch variants, then the graph */
+    double *t = (double *)calloc((size_t)NV * 2 * rounds, sizeof(double));
+    int nt[NVAR + 1] = {0};
     for (int r = 0; r < rounds; r++)
-        for (int k = 0; k < 2 * NVAR; k++) {
-            const int v = k < NVAR ? k : 2 * NVAR - 1 - k;
+        for (int k = 0; k < 2 * NV; k++) {
+            const int v = k < NV ? k : 2 * NV - 1 - k;
+            if (v == NVAR && !graph_ok)
+                continue;
             reset(&ch, hx, hq);
-            wait_kernel<<<1, 1>>>(20000000ull); /* the launches run ahead of the device */
+            wait_kernel<<<1, 1, 0, ch.st>>>(20000000ull); /* the launches run ahead */
             cudaCheck(cudaGetLastError());
-            cudaCheck(cudaEventRecord(e0, 0));
-            for (int l = 0; l < layers; l++)
-                layer(&ch, (r + l) % ch.ncopies, kPrefetchMB[v] << 20);
-            cudaCheck(cudaEventRecord(e1, 0));
+            cudaCheck(cudaEventRecord(e0, ch.st));
+            if (v == NVAR)
+                cudaCheck(cudaGraphLaunch(graphs[r % ch.ncopies], ch.st));
+            else
+                for (int l = 0; l < layers; l++)
+                    layer(&ch, (r + l) % ch.ncopies, kPrefetchMB[v] << 20);
+            cudaCheck(cudaEventRecord(e1, ch.st));
             cudaCheck(cudaEventSynchronize(e1));
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
@@ -334,14 +394,20 @@ int main(int argc, char **argv)
         }
     printf("\n%-12s %12s %10s %10s %10s\n", "prefetch", "us/layer", "p10", "p90", "vs 0");
     double med0 = 0;
-    for (int v = 0; v < NVAR; v++) {
+    for (int v = 0; v < NV; v++) {
+        if (nt[v] == 0)
+            continue;
         double *tv = t + (size_t)v * 2 * rounds;
         qsort(tv, (size_t)nt[v], sizeof(double), cmp_double);
         const double med = tv[nt[v] / 2];
         if (v == 0)
             med0 = med;
-        printf("%9zu MB %12.2f %10.2f %10.2f %9.3f\n", kPrefetchMB[v], med, tv[nt[v] / 10],
-               tv[nt[v] - 1 - nt[v] / 10], med / med0);
+        if (v == NVAR)
+            printf("%12s %12.2f %10.2f %10.2f %9.3f\n", "graph, 0 MB", med, tv[nt[v] / 10],
+                   tv[nt[v] - 1 - nt[v] / 10], med / med0);
+        else
+            printf("%9zu MB %12.2f %10.2f %10.2f %9.3f\n", kPrefetchMB[v], med, tv[nt[v] / 10],
+                   tv[nt[v] - 1 - nt[v] / 10], med / med0);
     }
     return 0;
 }
