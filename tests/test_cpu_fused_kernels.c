@@ -2,8 +2,9 @@
  * The fused route's token-major kernels (cpu_dot_tile_tm, cpu_online_tile,
  * cpu_value_tile) against their scalar rules, bit for bit, on block-aligned
  * and ragged head / token / dimension counts, with and without prefetch rows,
- * with K and V rows in F32, BF16 and F16 (a 16-bit row against the rule on its
- * exact widening, with subnormals and both zeros among the elements);
+ * with K and V rows in F32, BF16, F16 and FP8 E4M3 (a narrow row against the rule on its
+ * exact widening, with subnormals and both zeros among the elements; FP8 rows with every
+ * code, NaN included);
  * then the fused route at large and ragged tiles (tile > partition, live not a
  * multiple of the tile, P > live) against the double reference and across
  * thread counts; and the read probe's sums, with and without prefetches.
@@ -257,6 +258,82 @@ static void check_value_tiles(void)
                 }
 }
 
+/* FP8 E4M3 rows holding every code, the two NaN codes in rows of their own: the dot and value
+ * kernels and cpu_weighted_rows against their rules on the widened rows, bit for bit (the
+ * results a NaN reaches carry the rule's NaN bits), at 512 columns (32 a step) and 48 (a step of
+ * 32, then 16). tdt_fill never draws a NaN code; these rows do. */
+static void check_fp8_every_code(void)
+{
+    const int64_t ns[] = {512, 48};
+    const int64_t nt = 8, nhs[] = {8, 4, 1};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        const int64_t n = ns[a];
+        uint8_t *k = malloc((size_t)(nt * n));
+        float *wide = fmalloc(nt * n), *q = fmalloc(8 * n), *out = fmalloc(nt * 8);
+        float *o1 = fmalloc(8 * n), *o2 = fmalloc(8 * n), *p = fmalloc(nt * 8), al[8];
+        if (!TCHECK(k && wide && q && out && o1 && o2 && p))
+            return;
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t i = 0; i < n; i++) {
+                uint8_t c = (uint8_t)((t * 64 + i * 5) & 255); /* 5 is odd: every code */
+                if ((c & 0x7F) == 0x7F)
+                    c ^= 1; /* 0x7E / 0xFE: NaN only where placed below */
+                k[t * n + i] = c;
+            }
+        k[5 * n + 7] = 0x7F;     /* in a 32-column step */
+        k[6 * n + n - 3] = 0xFF; /* the tail's 16 columns at n = 48 */
+        for (int64_t i = 0; i < nt * n; i++)
+            wide[i] = tdt_from_fp8(k[i]);
+        gem_fill_uniform(1200 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(8 * n));
+        gem_fill_uniform(1300 + (uint64_t)a, 0.0f, 1.0f, p, (size_t)(nt * 8));
+        gem_fill_uniform(1400 + (uint64_t)a, 0.0f, 1.0f, al, 8);
+        for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++) {
+            const int64_t nh = nhs[b];
+            int ok = 1;
+            cpu_dot_tile_tm(q, nh, k, GEM_DTYPE_FP8_E4M3, n, nt, n, out, nh, NULL, 0);
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t h = 0; h < nh; h++) {
+                    const float want = cpu_dot_portable(q + h * n, wide + t * n, n);
+                    ok &= memcmp(&want, &out[t * nh + h], sizeof want) == 0;
+                    ok &= (t == 5 || t == 6) == (isnan(want) != 0);
+                }
+            gem_fill_uniform(1500 + (uint64_t)a, -1.0f, 1.0f, o1, (size_t)(nh * n));
+            memcpy(o2, o1, (size_t)(nh * n) * sizeof(float));
+            cpu_value_tile(o1, nh, n, nt, al, p, k, GEM_DTYPE_FP8_E4M3, nt, n, NULL, 0);
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t d = 0; d < n; d++) {
+                    float acc = o2[h * n + d] * al[h];
+                    for (int64_t t = 0; t < nt; t++)
+                        acc = fmaf(p[t * nh + h], wide[t * n + d], acc);
+                    o2[h * n + d] = acc;
+                }
+            ok &= same_bits(o1, o2, nh * n) && isnan(o1[7]) && !isnan(o1[8]);
+            if (nh == 8) /* the baseline's weighted rows, 32 columns from column 0 and 16 */
+                for (int64_t c0 = 0; c0 + 32 <= n; c0 += 16) {
+                    memset(o1, 0, 8 * 32 * sizeof(float));
+                    memset(o2, 0, 8 * 32 * sizeof(float));
+                    cpu_weighted_rows(p, nt, 8, k + c0, GEM_DTYPE_FP8_E4M3, n, nt, 32, o1);
+                    for (int64_t t = 0; t < nt; t++)
+                        for (int64_t h = 0; h < 8; h++)
+                            for (int64_t d = 0; d < 32; d++)
+                                o2[h * 32 + d] =
+                                    fmaf(p[h * nt + t], wide[t * n + c0 + d], o2[h * 32 + d]);
+                    ok &= same_bits(o1, o2, 8 * 32);
+                }
+            if (!TCHECK(ok))
+                fprintf(stderr, "     fp8 every code n%lld nh%lld\n", (long long)n,
+                        (long long)nh);
+        }
+        free(k);
+        free(wide);
+        free(q);
+        free(out);
+        free(o1);
+        free(o2);
+        free(p);
+    }
+}
+
 /* The fused route at tiles beyond the register blocks and the partitions:
  * against the double reference, bitwise equal for 1, 2 and 3 threads and on a
  * repeat. */
@@ -347,6 +424,7 @@ int main(void)
     check_online_tile();
     check_value_tile();
     check_value_tiles();
+    check_fp8_every_code();
     check_route_tiles(32, 4, 512, 1003, 21); /* production heads, ragged live */
     check_route_tiles(16, 2, 48, 301, 22);   /* group 8, dims a multiple of 16 */
     check_route_tiles(6, 2, 13, 45, 23);     /* group 3, odd dims, P = 512 > live */
