@@ -283,6 +283,64 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
     free(xq.buf);
 }
 
+/* Products large enough for the pool (past the bytes run on the caller): every split, prefetch
+ * distance and prefetch target gives the bits of mv_rows on one thread, packed or not. The
+ * library's default distance depends on the processor (none on AMD), so both must hold. */
+static void check_tunings(cpu_pool *p3)
+{
+    static const gem_gguf_type types[] = {GEM_GGUF_Q8_0, GEM_GGUF_Q4_K, GEM_GGUF_F16};
+    const int64_t rows = 1024, cols = 512;
+    float *src = malloc((size_t)(rows * cols) * 4), *x = malloc((size_t)cols * 4);
+    float *y1 = malloc((size_t)rows * 4), *y = malloc((size_t)rows * 4);
+    uint8_t *q = malloc((size_t)(rows * cols) * 2);
+    void *pk = aligned_alloc(64, (size_t)(rows * cols) * 2);
+    mv_scratch xq = {aligned_alloc(64, mv_xq_bytes(cols)), mv_xq_bytes(cols)};
+    if (!TCHECK(src && x && y1 && y && q && pk && xq.buf))
+        return;
+    for (int64_t i = 0; i < rows * cols; i++)
+        src[i] = sinf((float)i * 0.613f) * (float)(1 + i % 3);
+    for (int64_t i = 0; i < cols; i++)
+        x[i] = cosf((float)i * 0.29f);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        size_t rb = 0;
+        TCHECK_STATUS(gem_gguf_row_bytes(types[k], cols, &rb), GEM_OK);
+        TCHECK(rows * rb > ((size_t)256 << 10)); /* past MV_INLINE_BYTES: the pool runs it */
+        for (int64_t r = 0; r < rows; r++)
+            gem_gguf_quantize(types[k], src + r * cols, q + (size_t)r * rb, cols);
+        gem_matrix w = {q, types[k], rows, cols, rb, NULL};
+        if (mv_packable(&w)) {
+            mv_pack(&w, pk);
+            w.packed = pk;
+        }
+        TCHECK_STATUS(mv_rows(&w, x, &xq, y1, 0, rows), GEM_OK);
+        static const int64_t parts[] = {1, 4, 64}, ahead[] = {0, 4096, 16384};
+        int bad = 0;
+        for (size_t a = 0; a < 3; a++)
+            for (size_t b = 0; b < 3; b++)
+                for (int into = 0; into < 3; into++) {
+                    const mv_tuning t = {parts[a], ahead[b], into};
+                    const gem_matrix *wp = &w;
+                    const float *xp = x;
+                    float *yp = y;
+                    memset(y, 0x5A, (size_t)rows * 4);
+                    TCHECK_STATUS(mv_batch_tuned(p3, 1, &wp, &xp, &xq, &yp, &t), GEM_OK);
+                    bad += memcmp(y, y1, (size_t)rows * 4) != 0;
+                }
+        if (!TCHECK(bad == 0))
+            fprintf(stderr, "     tunings %s%s: %d of 27 differ from mv_rows\n",
+                    gem_gguf_type_name(types[k]), w.packed ? " packed" : "", bad);
+        TCHECK_STATUS(mv(p3, &w, x, &xq, y), GEM_OK); /* the default tuning */
+        TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0);
+    }
+    free(src);
+    free(x);
+    free(y1);
+    free(y);
+    free(q);
+    free(pk);
+    free(xq.buf);
+}
+
 int main(void)
 {
     static const gem_gguf_type types[] = {GEM_GGUF_F32,  GEM_GGUF_F16,  GEM_GGUF_BF16,
@@ -339,6 +397,7 @@ int main(void)
         gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL};
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
+    check_tunings(p3);
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);
     free(src);

@@ -20,6 +20,9 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "matvec.h"
 
@@ -29,10 +32,41 @@
 /* The library's mv_tuning, from dev/cpu/mv_split on the H200 host's 16-core Xeon (run 49, a
  * token of the 2gb preset's products, 2.0 GB of Q8_0): 4 ranges a thread, each thread asking
  * for the row 4 KiB ahead into L2: 23.7 ms against 33.6 for one range and no prefetch (71%
- * against 50% of the probe). One core from DRAM: 347 -> 254 ms at 16 KiB (run 48). */
+ * against 50% of the probe). One core from DRAM: 347 -> 254 ms at 16 KiB (run 48).
+ * Q8_0 on AMD processors takes no prefetch (mv_prefetch_bytes): on the AMD EPYC (Zen 4)
+ * development VM's 2 cores, whose integer Q8_0 product computes 37 GB/s in the L2 and so waits
+ * on memory, the same program read 35.2 GB/s without it against 33.0 with it, and whole tokens
+ * of the 2gb preset took 0.78-0.99 of the time (processes A B B A, contexts 64 and 1,024, both
+ * routes, five sets; a process's products took 32-35 ms, or 46-49 while the shared host was busy, against
+ * 44-52 for every process with the prefetch); the arithmetic-heavier types lost without it,
+ * Q4_0 1.05, Q4_K 1.13-1.14, Q6_K 1.83-1.89 (results/cpu/model/speed/prefetch-amd). */
 #define MV_PARTS_PER_THREAD 4
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
+
+/* 1 on a processor whose CPUID vendor is AuthenticAMD, else 0; asked once (CPUID traps to the
+ * hypervisor on a virtual machine). Two threads that ask at once store the same answer. */
+static int mv_amd(void)
+{
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v >= 0)
+        return v;
+    v = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d))
+        v = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u; /* "Auth" "enti" "cAMD" */
+#endif
+    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+/* The default prefetch distance of a product of type t on this processor (bytes; 0: none). */
+static int64_t mv_prefetch_bytes(gem_gguf_type t)
+{
+    return t == GEM_GGUF_Q8_0 && mv_amd() ? 0 : MV_PREFETCH_BYTES;
+}
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -976,7 +1010,7 @@ typedef struct mv_job {
     float *const *y;
     size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
     int64_t parts;        /* items: contiguous byte ranges of the batch */
-    int64_t prefetch_bytes;
+    int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
 } mv_job;
 
@@ -1005,11 +1039,11 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         u1 = u1 < units ? u1 : units;
         if (u0 >= u1)
             continue;
+        const int64_t pf = j->prefetch_bytes < 0 ? mv_prefetch_bytes(w->type) : j->prefetch_bytes;
         if (packed)
-            mv_groups(w, j->xq[k], j->y[k], u0, u1, j->prefetch_bytes, j->prefetch_into);
+            mv_groups(w, j->xq[k], j->y[k], u0, u1, pf, j->prefetch_into);
         else
-            mv_rows_ahead(w, j->x[k], j->y[k], u0, u1, rows_ahead(w, j->prefetch_bytes),
-                          j->prefetch_into);
+            mv_rows_ahead(w, j->x[k], j->y[k], u0, u1, rows_ahead(w, pf), j->prefetch_into);
     }
 }
 
@@ -1045,7 +1079,8 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
     if (r0 >= r1)
         return GEM_OK;
     if (!w->packed) {
-        mv_rows_ahead(w, x, y, r0, r1, rows_ahead(w, MV_PREFETCH_BYTES), MV_PREFETCH_INTO);
+        mv_rows_ahead(w, x, y, r0, r1, rows_ahead(w, mv_prefetch_bytes(w->type)),
+                      MV_PREFETCH_INTO);
         return GEM_OK;
     }
     const xq_block *xq;
@@ -1058,7 +1093,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
     for (int64_t g = g0; g < g1; g++) {
         const int64_t lo = g * GROUP_ROWS;
         if (lo >= r0 && lo + GROUP_ROWS <= r1) {
-            mv_groups(w, xq, y, g, g + 1, MV_PREFETCH_BYTES, MV_PREFETCH_INTO);
+            mv_groups(w, xq, y, g, g + 1, mv_prefetch_bytes(w->type), MV_PREFETCH_INTO);
             continue;
         }
         float tmp[GROUP_ROWS];
@@ -1074,7 +1109,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, MV_PREFETCH_BYTES, MV_PREFETCH_INTO};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO};
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
@@ -1085,8 +1120,9 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
         return GEM_ERR_PARAM;
     half_init();
     const int64_t pf_max = (int64_t)1 << 30;
-    const int64_t pf =
-        t->prefetch_bytes < 0 ? 0 : (t->prefetch_bytes > pf_max ? pf_max : t->prefetch_bytes);
+    const int64_t pf = t->prefetch_bytes < 0 ? -1 /* each matrix its default */
+                                             : (t->prefetch_bytes > pf_max ? pf_max
+                                                                           : t->prefetch_bytes);
     mv_job j = {.n = n, .w = w, .x = x, .y = y, .prefetch_bytes = pf,
                 .prefetch_into = t->prefetch_into};
     gem_status st = quantize_batch(n, w, x, s, j.xq);

@@ -89,10 +89,11 @@ gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float 
 /* How a batch runs (dev/cpu/mv_split measures both; neither changes a bit of the result):
  * its bytes split into threads * parts_per_thread contiguous ranges (items taken in turn
  * from the pool's counter), and each thread asking for the rows that start prefetch_bytes
- * past the row it computes (0: no prefetch). */
+ * past the row it computes (0: no prefetch; negative: the library's default for each
+ * matrix's type on this processor, what mv_batch takes). */
 typedef struct mv_tuning {
     int64_t parts_per_thread; /* [1, 64] */
-    int64_t prefetch_bytes;   /* [0, 2^30] */
+    int64_t prefetch_bytes;   /* [0, 2^30], or negative for the default */
     int prefetch_into;        /* 1: L1 (prefetcht0), 2: L2 (prefetcht1), 0: non-temporal */
 } mv_tuning;
 
