@@ -43,7 +43,15 @@ launches already run ahead of it? The replay's x must equal variant 0's bit for 
 Prediction: 1-3 us a layer (1-3%) at most, since the programmatic launches already overlap each
 kernel's start with the one before; more would make graphs worth it for the decoder.
 
-./norm_prefetch [--rounds R] [--layers L] [--graph]
+Bound (--bounds): the same chain without its two norm kernels (o, gate+up, down, q/k/v back to
+back; the products read the x scratch the checked chains left, so the numbers stay finite but
+are not the model's). Not a candidate and not checked bit for bit: its time is what the products
+alone take in the chain, so variant 0 minus it is the most that computing the norms inside the
+next product's blocks (each block reducing the 5,376 values itself, from the L2) could save.
+Prediction: 10-18 us of variant 0's 114.6 us a layer (a norm kernel about 5 us of 6 SMs, plus
+the next product's start from DRAM after it).
+
+./norm_prefetch [--rounds R] [--layers L] [--graph] [--bounds]
 */
 #include <math.h>
 #include <stdint.h>
@@ -222,6 +230,18 @@ static void layer(chain *ch, int c, size_t X)
     GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, ch->st));
 }
 
+/* The layer's products alone (the --bounds variant): no norm kernels between them. */
+static void layer_products(chain *ch, int c)
+{
+    gem_dmatrix *m = ch->m[c];
+    GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, ch->st));
+    GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp, ch->st));
+    GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, ch->st));
+    const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
+    float *y3[3] = {ch->yq, ch->yk, ch->yv};
+    GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, ch->st));
+}
+
 /* The chain's state from the same start: x, and q's outputs (the first o's input). */
 static void reset(chain *ch, const float *hx, const float *hq)
 {
@@ -257,7 +277,7 @@ static cudaGraphExec_t capture(chain *ch, int o, int layers)
 
 int main(int argc, char **argv)
 {
-    int rounds = 10, layers = 12, want_graph = 0;
+    int rounds = 10, layers = 12, want_graph = 0, want_bounds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
@@ -265,8 +285,11 @@ int main(int argc, char **argv)
             layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--graph"))
             want_graph = 1;
+        else if (!strcmp(argv[i], "--bounds"))
+            want_bounds = 1;
         else {
-            fprintf(stderr, "usage: %s [--rounds R] [--layers L] [--graph]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rounds R] [--layers L] [--graph] [--bounds]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -369,13 +392,13 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    const int NV = NVAR + 1; /* the prefetch variants, then the graph */
+    const int NV = NVAR + 2; /* the prefetch variants, the graph, the products alone */
     double *t = (double *)calloc((size_t)NV * 2 * rounds, sizeof(double));
-    int nt[NVAR + 1] = {0};
+    int nt[NVAR + 2] = {0};
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < 2 * NV; k++) {
             const int v = k < NV ? k : 2 * NV - 1 - k;
-            if (v == NVAR && !graph_ok)
+            if ((v == NVAR && !graph_ok) || (v == NVAR + 1 && !want_bounds))
                 continue;
             reset(&ch, hx, hq);
             wait_kernel<<<1, 1, 0, ch.st>>>(20000000ull); /* the launches run ahead */
@@ -383,6 +406,9 @@ int main(int argc, char **argv)
             cudaCheck(cudaEventRecord(e0, ch.st));
             if (v == NVAR)
                 cudaCheck(cudaGraphLaunch(graphs[r % ch.ncopies], ch.st));
+            else if (v == NVAR + 1)
+                for (int l = 0; l < layers; l++)
+                    layer_products(&ch, (r + l) % ch.ncopies);
             else
                 for (int l = 0; l < layers; l++)
                     layer(&ch, (r + l) % ch.ncopies, kPrefetchMB[v] << 20);
@@ -402,8 +428,9 @@ int main(int argc, char **argv)
         const double med = tv[nt[v] / 2];
         if (v == 0)
             med0 = med;
-        if (v == NVAR)
-            printf("%12s %12.2f %10.2f %10.2f %9.3f\n", "graph, 0 MB", med, tv[nt[v] / 10],
+        if (v >= NVAR)
+            printf("%12s %12.2f %10.2f %10.2f %9.3f\n",
+                   v == NVAR ? "graph, 0 MB" : "no norms", med, tv[nt[v] / 10],
                    tv[nt[v] - 1 - nt[v] / 10], med / med0);
         else
             printf("%9zu MB %12.2f %10.2f %10.2f %9.3f\n", kPrefetchMB[v], med, tv[nt[v] / 10],
