@@ -22,7 +22,7 @@ sliding shape at live 64 35.4 (P 1) / 33.2 (P 4). The library's default keeps 16
 (src/cpu_decode.c). Token-major rows cost the same as head-major ones at live 64 (run 55).
 
 usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16,32]
-                  [--rounds R] [--calls C] [--layouts head,token]
+                  [--rounds R] [--calls C] [--layouts head,token] [--shapes sliding,full]
 */
 #include <math.h>
 #include <stdint.h>
@@ -95,7 +95,7 @@ typedef struct shape_case {
 int main(int argc, char **argv)
 {
     int64_t threads = 0, lengths[MAX_LIST] = {64, 256, 1024}, parts[MAX_LIST] = {1, 2, 4, 8, 16, 32};
-    int nl = 3, np = 6, rounds = 7, calls = 40, layouts[2] = {1, 1}; /* head, token */
+    int nl = 3, np = 6, rounds = 7, calls = 40, layouts[2] = {1, 1}, want_shape[2] = {1, 1}; /* head, token; sliding, full */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -111,14 +111,20 @@ int main(int argc, char **argv)
             const char *a = argv[++i];
             layouts[0] = strstr(a, "head") != NULL;
             layouts[1] = strstr(a, "token") != NULL;
+        } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
+            const char *a = argv[++i];
+            want_shape[0] = strstr(a, "sliding") != NULL;
+            want_shape[1] = strstr(a, "full") != NULL;
         }
         else {
             fprintf(stderr, "usage: small_live [--threads N] [--lengths L,..] [--partitions P,..] "
-                            "[--rounds R] [--calls C] [--layouts head,token]\n");
+                            "[--rounds R] [--calls C] [--layouts head,token] "
+                            "[--shapes sliding,full]\n");
             return 2;
         }
     }
-    if (nl < 1 || np < 1 || rounds < 1 || calls < 1 || threads < 0 || !(layouts[0] || layouts[1])) {
+    if (nl < 1 || np < 1 || rounds < 1 || calls < 1 || threads < 0 || !(layouts[0] || layouts[1]) ||
+        !(want_shape[0] || want_shape[1])) {
         fprintf(stderr, "small_live: bad argument\n");
         return 2;
     }
@@ -136,6 +142,8 @@ int main(int argc, char **argv)
            "cache", "threads", "min us", "median us", "max us", "GB/s");
     int failed = 0;
     for (int si = 0; si < 2; si++) {
+        if (!want_shape[si])
+            continue;
         const gem_decode_shape *sh = &shapes[si].shape;
         for (int tm = 0; tm < 2; tm++)
         for (int li = 0; li < nl; li++) {
