@@ -179,11 +179,13 @@ INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
         const __m512 nrm = _mm512_castsi512_ps(
             _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23)));
         const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(0x1p-9f));
-        __m512 r = _mm512_mask_blend_ps(_mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), nrm,
-                                        sub);
-        r = _mm512_mask_blend_ps(_mm512_cmpeq_epu32_mask(em, _mm512_set1_epi32(0x7F)), r,
-                                 _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
-        return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+        const __m512 r = _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(_mm512_mask_blend_ps(
+                _mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), nrm, sub)),
+            sign));
+        /* the NaN codes: the positive quiet NaN, whatever their sign (gem_fp8_e4m3_to_f32) */
+        return _mm512_mask_blend_ps(_mm512_cmpeq_epu32_mask(em, _mm512_set1_epi32(0x7F)), r,
+                                    _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
     }
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
 #if CPU_BF16_BY_SHUFFLE

@@ -231,8 +231,9 @@ float gem_fp8_e4m3_to_f32(uint8_t b)
     const uint32_t sign = (uint32_t)(b >> 7) << 31;
     const uint32_t e = (b >> 3) & 0xFu, m = b & 0x7u;
     uint32_t bits;
-    if ((b & 0x7Fu) == 0x7Fu) { /* NaN (E4M3FN has no infinities) */
-        bits = sign | 0x7FC00000u;
+    if ((b & 0x7Fu) == 0x7Fu) { /* NaN (E4M3FN has no infinities): the positive quiet NaN
+                                 * for both codes, as every widening of the kernels gives */
+        bits = 0x7FC00000u;
     } else if (e != 0) { /* normal: 2^(e - 7) (1 + m / 8) */
         bits = sign | ((e + 120u) << 23) | (m << 20);
     } else { /* zero or subnormal: m * 2^-9, exact in float */

@@ -15,7 +15,7 @@ float gem_bf16_to_f32(uint16_t h);
 float gem_f16_to_f32(uint16_t h);
 
 /* The float an FP8 E4M3 (E4M3FN) code stands for, its head's scale not applied (exact;
- * S.1111.111 gives a quiet NaN). */
+ * S.1111.111, either sign, gives the positive quiet NaN 0x7FC00000). */
 float gem_fp8_e4m3_to_f32(uint8_t b);
 
 /* f rounded to nearest even as an FP8 E4M3 code, saturating: magnitudes from 448 on
