@@ -2,7 +2,8 @@
  * tdtype: 16-bit and FP8 cache elements for the tests, written here independently of
  * the library (which they check): rounding F32 to BF16 (by frexp and
  * nearbyint), to F16 (by the compiler's _Float16, or F16C's vcvtps2ph where
- * the compiler has no _Float16, as clang before 15 on x86) and to FP8 E4M3 (the
+ * the compiler has no _Float16, as clang before 15 on x86, or by frexp and nearbyint where it
+ * has neither, as clang 14 without -march=native) and to FP8 E4M3 (the
  * nearest of the 127 magnitudes by search, ties to the even code), the exact widening back,
  * element stores and loads of any gem_dtype, and seeded random bit patterns
  * that reach the corners of each type (subnormals, zeros of both signs, the
@@ -18,13 +19,56 @@
 #include "gem/attn.h"
 #include "gem/check.h"
 
-#if !defined(__FLT16_MAX__)
+#if !defined(__FLT16_MAX__) && !defined(TDT_F16_SOFT)
 #if defined(__F16C__)
 #include <immintrin.h>
 #define TDT_F16C 1
 #else
-#error "the tests' F16 rounding needs _Float16 or F16C (-mf16c)"
+#define TDT_F16_SOFT 1 /* neither: by frexp and nearbyint, as BF16 below */
 #endif
+#endif
+
+#ifdef TDT_F16_SOFT
+/* x (finite or not) rounded to the nearest even IEEE half by arithmetic alone: 11 significant
+ * bits by frexp and nearbyint, multiples of 2^-24 below 2^-14 (the subnormals), infinity from
+ * 65520 on (half way between 65504 and the next binade's first value), 0x7E00 for a NaN. */
+static inline uint16_t tdt_soft_to_f16(float x)
+{
+    if (isnan(x))
+        return 0x7E00u;
+    const uint16_t sign = signbit(x) ? 0x8000u : 0;
+    float a = fabsf(x);
+    if (a >= 65520.0f)
+        return (uint16_t)(sign | 0x7C00u);
+    if (a < 0x1p-14f) { /* a subnormal or zero half, or 2^-14 by rounding up */
+        const float n = nearbyintf(a * 0x1p24f); /* exact scaling, then ties to even */
+        if (n < 1024.0f)
+            return (uint16_t)(sign | (uint16_t)n);
+        return (uint16_t)(sign | 0x0400u); /* 2^-14 */
+    }
+    int e = 0;
+    const float m = frexpf(a, &e);                   /* a = m 2^e, m in [0.5, 1) */
+    a = ldexpf(nearbyintf(m * 2048.0f), e - 11);     /* 11 significant bits */
+    if (a > 65504.0f)
+        return (uint16_t)(sign | 0x7C00u);
+    const float f = frexpf(a, &e);                   /* again: the rounding may carry */
+    const uint16_t mant = (uint16_t)(f * 2048.0f - 1024.0f), ex = (uint16_t)(e - 1 + 15);
+    return (uint16_t)(sign | (uint16_t)(ex << 10) | mant);
+}
+
+/* The float half pattern h stands for (exact). */
+static inline float tdt_soft_from_f16(uint16_t h)
+{
+    const int e = (h >> 10) & 31, m = h & 1023;
+    float a;
+    if (e == 0)
+        a = ldexpf((float)m, -24);
+    else if (e == 31)
+        a = m ? NAN : INFINITY;
+    else
+        a = ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000u) ? -a : a;
+}
 #endif
 
 /* x rounded to nearest even bfloat16 (finite x below BF16's overflow bound):
@@ -43,7 +87,9 @@ static inline uint16_t tdt_to_bf16(float x)
 /* x rounded to nearest even IEEE half (subnormals kept), by _Float16. */
 static inline uint16_t tdt_to_f16(float x)
 {
-#ifdef TDT_F16C
+#if defined(TDT_F16_SOFT)
+    return tdt_soft_to_f16(x);
+#elif defined(TDT_F16C)
     return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
 #else
     const _Float16 h = (_Float16)x;
@@ -62,7 +108,9 @@ static inline float tdt_from_16(uint16_t h, gem_dtype t)
         memcpy(&f, &bits, sizeof f);
         return f;
     }
-#ifdef TDT_F16C
+#if defined(TDT_F16_SOFT)
+    return tdt_soft_from_f16(h);
+#elif defined(TDT_F16C)
     return _cvtsh_ss(h);
 #else
     _Float16 x;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# portable-check.sh: the CPU backend's portable C path, built without -march=native (so the
+# AVX-512 kernels are compiled out) by clang-14 (which has no _Float16 there, so the tests round
+# to F16 by their own arithmetic), and the tests that hold the kernels, the routes and the
+# products to their definitions bit for bit. Needs clang-14 (scripts/clang-check.sh installs
+# it). Build folder: build-portable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "portable-check.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+CC=$(command -v clang-14 || command -v clang || true)
+if [ -z "$CC" ]; then
+  echo "portable-check: clang-14 not found (scripts/clang-check.sh installs it)" >&2
+  exit 1
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+tests=(test_core test_online test_cpu_fused_kernels test_cpu_routes test_matvec)
+echo "portable-check: building the portable CPU path with $("$CC" --version | head -1)"
+cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+  -DGEM_CUDA=OFF -DGEM_NATIVE=OFF >/dev/null
+cmake --build build-portable -j"$jobs" --target "${tests[@]}" >/dev/null
+(cd build-portable && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
+echo "portable-check: passed"
