@@ -20,6 +20,10 @@ version 1 is the FP8 pass with K and V one tile ahead (the F32 pass's distances)
 version 2 is version 1 with K and V two tiles ahead (a piece is a quarter of F32's, so more
   tiles in flight cost few registers).
 
+NaN codes: the CPU widens both (S.1111.111) to the positive quiet NaN 0x7FC00000
+(gem_fp8_e4m3_to_f32); what cvt e4m3x2 -> f16x2 gives for them is not checked here (the random
+caches hold no NaN code), and a library kernel made from this must give the CPU's bits.
+
 Every version is held to NMSE <= 1e-10 against the double reference of its own cache
 (gem_attn_reference_kv on the FP8 view with its scales, or on the BF16 view), every output
 element written and bitwise repeats, before it is timed: CUDA events, each call queued behind
