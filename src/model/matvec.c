@@ -37,9 +37,9 @@
  * development VM's 2 cores, whose integer Q8_0 product computes 37 GB/s in the L2 and so waits
  * on memory, the same program read 35.2 GB/s without it against 33.0 with it, and whole tokens
  * of the 2gb preset took 0.78-0.99 of the time (processes A B B A, contexts 64 and 1,024, both
- * routes, five sets; a process's products took 32-35 ms, or 46-49 while the shared host was busy, against
- * 44-52 for every process with the prefetch); the arithmetic-heavier types lost without it,
- * Q4_0 1.05, Q4_K 1.13-1.14, Q6_K 1.83-1.89 (results/cpu/model/speed/prefetch-amd). */
+ * routes, five sets; a process's products took 32-35 ms, or 46-49 while the shared host was
+ * busy, against 44-52 for every process with the prefetch); the arithmetic-heavier types lost
+ * without it, Q4_0 1.05, Q4_K 1.13-1.14, Q6_K 1.83-1.89 (results/cpu/model/speed/prefetch-amd). */
 #define MV_PARTS_PER_THREAD 4
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
