@@ -26,11 +26,15 @@ libdir=$(pkg-config --variable=libdir gem) || fail "pkg-config --variable=libdir
 cflags=$(pkg-config --cflags gem) || fail "pkg-config --cflags gem"
 libs=$(pkg-config --libs gem) || fail "pkg-config --libs gem"
 extra=()
-# a sanitizer build's library needs the same runtime in the program
-if grep -q '^GEM_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+cc=cc
+# a sanitizer build's library (GEM_SANITIZE, or GEM_FUZZ's instrumented one) needs the same
+# runtime in the program, from the compiler that instrumented it
+if grep -qE '^GEM_(SANITIZE|FUZZ):BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
     extra=(-fsanitize=address,undefined)
+    built_with=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | head -n 1)
+    [ -n "$built_with" ] && cc=$built_with
 fi
-cc -std=c11 -O2 "${extra[@]}" "$src/examples/decode_loop.c" $cflags $libs -lm \
+"$cc" -std=c11 -O2 "${extra[@]}" "$src/examples/decode_loop.c" $cflags $libs -lm \
     -o "$tmp/decode_loop" 2>"$tmp/cc.log" || { cat "$tmp/cc.log"; fail "building the example (shared)"; }
 LD_LIBRARY_PATH=$libdir "$tmp/decode_loop" 48 >"$tmp/run.log" 2>&1 ||
     { cat "$tmp/run.log"; fail "the example (shared libgem)"; }
@@ -42,7 +46,7 @@ if command -v ldd >/dev/null; then
 fi
 # static: libgem.a and the private libraries gem.pc lists
 static_libs=$(pkg-config --static --libs gem | sed 's/-lgem/-Wl,-Bstatic -lgem -Wl,-Bdynamic/')
-cc -std=c11 -O2 "${extra[@]}" "$src/examples/decode_loop.c" $cflags $static_libs -lm \
+"$cc" -std=c11 -O2 "${extra[@]}" "$src/examples/decode_loop.c" $cflags $static_libs -lm \
     -o "$tmp/decode_loop_static" 2>"$tmp/cc2.log" || { cat "$tmp/cc2.log"; fail "building the example (static)"; }
 "$tmp/decode_loop_static" 16 >"$tmp/run2.log" 2>&1 || { cat "$tmp/run2.log"; fail "the example (static libgem)"; }
 grep -q "16 steps, worst NMSE .*: agree" "$tmp/run2.log" || { cat "$tmp/run2.log"; fail "static output"; }
