@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# run 154: where the CPU decoder's products lose to the read probe on the H200 host's Xeon
+# (issue 10: the 2gb preset's products at 66-71% of the probe, runs 64-66, cause not found).
+# dev/cpu/mv_chain times the same 2.0 GB of packed Q8_0 weights as the decoder's 240 product
+# dispatches a token, as one product a layer, as one product, as plain reads split like the
+# products and in one dispatch, and as empty dispatches; then per kind of dispatch the read's
+# item stamps (wake, busy share, tail, return). 16 threads (the default), then 8; the reads
+# 4 KiB ahead (the products' choice on this processor), then none. CPU only: no GPU work.
+set -u -o pipefail
+T0=$(date +%s)
+R=/tmp/r154; mkdir -p $R
+save() { (cd $R && tar czf $OUT/run154.tgz .); }
+CB=$(cat results/h200/run154/commit 2>/dev/null || echo unknown)
+echo "tree $CB" > $R/commits.txt
+lscpu > $R/lscpu.txt 2>&1; nproc >> $R/lscpu.txt
+GEM_GIT_COMMIT=$CB PHASES=build JOBS=16 BUILD_TARGETS="gem dev_mv_chain" \
+  bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
+tail -n 1 $R/build.txt; echo "build done at $(( $(date +%s) - T0 )) s"
+D=build-h200/dev
+for A in "--rounds 5" "--rounds 5 --ahead 0" "--rounds 5 --threads 8"; do
+  N=$(echo "$A" | tr -d ' -' | tr -c 'a-z0-9\n' _)
+  timeout 150 $D/mv_chain --layers 60 $A > $R/mv_chain-$N.txt 2>&1; echo "mv_chain $A rc=$? at $(( $(date +%s) - T0 )) s"
+  sed -n '3,30p' $R/mv_chain-$N.txt
+  save
+done
+echo "done at $(( $(date +%s) - T0 )) s"
