@@ -5,7 +5,9 @@
 # dispatches a token, as one product a layer, as one product, as plain reads split like the
 # products and in one dispatch, and as empty dispatches; then per kind of dispatch the read's
 # item stamps (wake, busy share, tail, return). 16 threads (the default), then 8; the reads
-# 4 KiB ahead (the products' choice on this processor), then none. CPU only: no GPU work.
+# 4 KiB ahead (the products' choice on this processor), then none. Then dev/cpu/mv_wide: the
+# packed Q8_0 product of wide matrices (the preset's o and down, the 31B's q and down) in the
+# library's layout against column chunks, on 16 threads and one. CPU only: no GPU work.
 set -u -o pipefail
 T0=$(date +%s)
 R=/tmp/r154; mkdir -p $R
@@ -13,7 +15,7 @@ save() { (cd $R && tar czf $OUT/run154.tgz .); }
 CB=$(cat results/h200/run154/commit 2>/dev/null || echo unknown)
 echo "tree $CB" > $R/commits.txt
 lscpu > $R/lscpu.txt 2>&1; nproc >> $R/lscpu.txt
-GEM_GIT_COMMIT=$CB PHASES=build JOBS=16 BUILD_TARGETS="gem dev_mv_chain" \
+GEM_GIT_COMMIT=$CB PHASES=build JOBS=16 BUILD_TARGETS="gem dev_mv_chain dev_mv_wide" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build done at $(( $(date +%s) - T0 )) s"
 D=build-h200/dev
@@ -21,6 +23,14 @@ for A in "--rounds 5" "--rounds 5 --ahead 0" "--rounds 5 --threads 8"; do
   N=$(echo "$A" | tr -d ' -' | tr -c 'a-z0-9\n' _)
   timeout 150 $D/mv_chain --layers 60 $A > $R/mv_chain-$N.txt 2>&1; echo "mv_chain $A rc=$? at $(( $(date +%s) - T0 )) s"
   sed -n '3,30p' $R/mv_chain-$N.txt
+  save
+done
+for A in "--threads 0,1 --shapes 1024x8192,1024x2048 --chunks 1024,2048" \
+         "--threads 0,1 --shapes 8192x5376,5376x21504 --chunks 768,1024" \
+         "--threads 0 --parts-per-thread 1 --shapes 1024x8192,8192x5376 --chunks 768,1024"; do
+  N=$(echo "$A" | tr -d ' -' | tr -c 'a-z0-9\n' _ | cut -c1-60)
+  timeout 150 $D/mv_wide --rounds 5 $A > $R/mv_wide-$N.txt 2>&1; echo "mv_wide $A rc=$? at $(( $(date +%s) - T0 )) s"
+  grep -E "shape|threads|GB/s" $R/mv_wide-$N.txt
   save
 done
 echo "done at $(( $(date +%s) - T0 )) s"
