@@ -141,8 +141,10 @@ static float ref_int(gem_gguf_type t, const uint8_t *row, const float *x, int64_
 }
 
 /* The packed checks on a rows x cols matrix of type t (Q8_0, Q4_0, Q4_K or Q6_K; rows a
- * multiple of 16). */
-static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols)
+ * multiple of 16) packed with span `span` (mv_pack): every span must give the definition's
+ * bits. */
+static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols,
+                         int64_t span)
 {
     size_t rb = 0;
     TCHECK_STATUS(gem_gguf_row_bytes(t, cols, &rb), GEM_OK);
@@ -162,7 +164,7 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
                 src[r * cols + c] = 0.0f;
     for (int64_t r = 0; r < rows; r++)
         gem_gguf_quantize(t, src + r * cols, q + (size_t)r * rb, cols);
-    gem_matrix w = {q, t, rows, cols, rb, NULL};
+    gem_matrix w = {q, t, rows, cols, rb, NULL, span};
     TCHECK(mv_packable(&w));
     mv_pack(&w, pk);
     w.packed = pk;
@@ -224,17 +226,20 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
             }
             const double tol = (double)(8 * (cols / 32) + 4) * ldexp(1.0, -24) * mag_sum + rep;
             if (!(fabs((double)y[r] - exact) <= tol) && bound++ == 0)
-                fprintf(stderr, "     packed %lldx%lld pass %d row %lld: %.9g vs %.9g, tol %.3g\n",
-                        (long long)rows, (long long)cols, pass, (long long)r, (double)y[r], exact,
-                        tol);
+                fprintf(stderr, "     packed %lldx%lld span %lld pass %d row %lld: %.9g vs %.9g, "
+                                "tol %.3g\n",
+                        (long long)rows, (long long)cols, (long long)span, pass, (long long)r,
+                        (double)y[r], exact, tol);
         }
         if (!TCHECK(bad_bits == 0))
-            fprintf(stderr, "     packed %s %lldx%lld pass %d: %d rows differ from the definition\n",
-                    gem_gguf_type_name(t), (long long)rows, (long long)cols, pass, bad_bits);
+            fprintf(stderr, "     packed %s %lldx%lld span %lld pass %d: %d rows differ from the "
+                            "definition\n",
+                    gem_gguf_type_name(t), (long long)rows, (long long)cols, (long long)span, pass,
+                    bad_bits);
         TCHECK(bound == 0);
         TCHECK(nan_rows == (pass == 2 ? rows : 0));
         /* any row range gives the same bits, and writes nothing outside it */
-        const int64_t ranges[][2] = {{5, 37}, {16, 32}, {0, 1}, {rows - 3, rows}};
+        const int64_t ranges[][2] = {{5, 37}, {16, 32}, {0, 1}, {rows - 3, rows}, {40, 150}};
         for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
             const int64_t r0 = ranges[k][0], r1 = ranges[k][1] < rows ? ranges[k][1] : rows;
             memset(part, 0x5A, (size_t)rows * 4);
@@ -268,9 +273,9 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
         TCHECK_STATUS(mv(p1, &w, x, NULL, y), GEM_ERR_RANGE);
     }
     /* not packable: rows not a multiple of 16, or another type */
-    gem_matrix odd = {q, t, rows - 1, cols, rb, NULL};
+    gem_matrix odd = {q, t, rows - 1, cols, rb, NULL, 0};
     TCHECK(!mv_packable(&odd));
-    gem_matrix f32 = {src, GEM_GGUF_F32, rows, cols, (size_t)cols * 4, NULL};
+    gem_matrix f32 = {src, GEM_GGUF_F32, rows, cols, (size_t)cols * 4, NULL, 0};
     TCHECK(!mv_packable(&f32));
     free(src);
     free(x);
@@ -307,7 +312,7 @@ static void check_tunings(cpu_pool *p3)
         TCHECK(rows * rb > ((size_t)256 << 10)); /* past MV_INLINE_BYTES: the pool runs it */
         for (int64_t r = 0; r < rows; r++)
             gem_gguf_quantize(types[k], src + r * cols, q + (size_t)r * rb, cols);
-        gem_matrix w = {q, types[k], rows, cols, rb, NULL};
+        gem_matrix w = {q, types[k], rows, cols, rb, NULL, 0};
         if (mv_packable(&w)) {
             mv_pack(&w, pk);
             w.packed = pk;
@@ -366,7 +371,7 @@ int main(void)
                 continue; /* 500 is not a multiple of a quantized block */
             for (int64_t r = 0; r < rows; r++)
                 gem_gguf_quantize(types[k], src + r * cols, q + (size_t)r * rb, cols);
-            gem_matrix w = {q, types[k], rows, cols, rb, NULL};
+            gem_matrix w = {q, types[k], rows, cols, rb, NULL, 0};
             TCHECK_STATUS(mv(p1, &w, x, NULL, y), GEM_OK);
             int bad = 0;
             for (int64_t r = 0; r < rows; r++) {
@@ -389,12 +394,31 @@ int main(void)
     for (int k = 0; k < 4; k++) {
         const gem_gguf_type t = packed_types[k];
         const int k_quant = t == GEM_GGUF_Q4_K || t == GEM_GGUF_Q6_K;
-        check_packed(p1, p3, t, 48, 512);
-        check_packed(p1, p3, t, 32, k_quant ? 1280 : 1088);
-        check_packed(p1, p3, t, 512, 2048); /* large enough for the pool (256 KiB and up) */
+        check_packed(p1, p3, t, 48, 512, 1);
+        check_packed(p1, p3, t, 32, k_quant ? 1280 : 1088, 1);
+        check_packed(p1, p3, t, 512, 2048, 1); /* large enough for the pool (256 KiB and up) */
+        /* spans of column chunks: 11 groups (the last span short for 2, 4 and 8) over 81 blocks
+         * of 32 or 11 super-blocks (chunks of 1,024 columns, the last narrower) */
+        for (int64_t span = 2; span <= MV_SPAN_MAX; span *= 2)
+            check_packed(p1, p3, t, 176, k_quant ? 2816 : 2592, span);
+        check_packed(p1, p3, t, 512, 4096, 8); /* on the pool */
+        check_packed(p1, p3, t, 48, 512, 8);   /* one chunk: the span changes nothing */
     }
     {
-        gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL};
+        /* mv_span_for: the widest span that leaves a span for each of threads x 4 ranges */
+        gem_matrix o = {NULL, GEM_GGUF_Q8_0, 1024, 8192, 8192 / 32 * 34, NULL, 0};
+        TCHECK(mv_span_for(&o, 2) == 8);  /* 64 groups, 8 ranges */
+        TCHECK(mv_span_for(&o, 4) == 4);  /* 16 ranges */
+        TCHECK(mv_span_for(&o, 8) == 2);  /* 32 ranges */
+        TCHECK(mv_span_for(&o, 16) == 1); /* 64 ranges */
+        TCHECK(mv_span_for(&o, 0) == 8);
+        gem_matrix narrow = {NULL, GEM_GGUF_Q8_0, 8192, 1024, 1024 / 32 * 34, NULL, 0};
+        TCHECK(mv_span_for(&narrow, 1) == 1); /* one chunk */
+        gem_matrix f16 = {NULL, GEM_GGUF_F16, 1024, 8192, 8192 * 2, NULL, 0};
+        TCHECK(mv_span_for(&f16, 1) == 1); /* not packable */
+    }
+    {
+        gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL, 0};
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
     check_tunings(p3);

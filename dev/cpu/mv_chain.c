@@ -12,7 +12,8 @@ times the same bytes under different structures:
 
   products   the decoder's four products a layer: mv_batch of q, k, v (8192, 4096, 4096 x 1024),
              mv of o (1024 x 8192), mv_batch of gate and up (2048 x 1024 each), mv of down
-             (1024 x 2048); 33.4 MB a layer, the library's split and prefetch
+             (1024 x 2048); 33.4 MB a layer, the library's split, prefetch and span
+             (mv_span_for: o and down in spans of 8 on 2 threads, 1 on 16)
   layer      the same bytes as one product a layer (a 30,720 x 1,024 packed matrix over the
              layer's region): one dispatch a layer
   flat       the same bytes as one product (30,720 L x 1,024): one dispatch
@@ -42,7 +43,8 @@ Reading it: if "flat" runs near the probe and "products" not, the dispatches cos
 difference, and "read" against "read-flat" says whether the bytes alone pay it too; if "flat"
 is as slow as "products", the products' own loop is what holds them.
 
-This VM (AMD EPYC Zen 4, 2 threads, probe 65.4 GB/s in a quiet spell; 60 layers, 5 rounds):
+This VM (AMD EPYC Zen 4, 2 threads, probe 65.4 GB/s in a quiet spell; 60 layers, 5 rounds;
+before the spans):
 products 39.7 ms (77% of the probe), layer 31.5 (97%), flat 30.6 (100%), read 54.8 (56%: the
 4 KiB prefetch, which this processor's products no longer ask for, and the integer sum), empty
 0.8 us a dispatch; per call q/k/v 64 GB/s, o 39, gate/up 56, down 37. Here the dispatches cost
@@ -104,7 +106,7 @@ static size_t matrix_bytes(int m) { return (size_t)shape[m][0] * (size_t)(shape[
 /* The packed matrix of shape `m` at p (its bytes already in the packed layout). */
 static gem_matrix packed_at(const uint8_t *p, int64_t rows, int64_t cols)
 {
-    return (gem_matrix){p, GEM_GGUF_Q8_0, rows, cols, (size_t)(cols / 32) * 34, p};
+    return (gem_matrix){p, GEM_GGUF_Q8_0, rows, cols, (size_t)(cols / 32) * 34, p, 0};
 }
 
 /* ---- the read: the products' ranges with no arithmetic ------------------------------- */
@@ -400,8 +402,11 @@ int main(int argc, char **argv)
     const int64_t layer_rows = (int64_t)(c.layer_bytes / ((size_t)(COLS / 32) * 34));
     for (int64_t l = 0; l < layers; l++) {
         const uint8_t *lb = c.region + (size_t)l * c.layer_bytes;
-        for (int m = 0; m < 7; m++)
+        for (int m = 0; m < 7; m++) {
             c.m[l][m] = packed_at(lb + c.offset[m], shape[m][0], shape[m][1]);
+            /* the span the decoder packs with (random blocks read as any span are valid) */
+            c.m[l][m].packed_span = mv_span_for(&c.m[l][m], c.threads);
+        }
         c.layer[l] = packed_at(lb, layer_rows, COLS);
     }
     c.flat = packed_at(c.region, layer_rows * layers, COLS);

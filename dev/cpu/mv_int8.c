@@ -81,7 +81,7 @@ static void q_pair(int64_t rows, int64_t cols, gem_matrix m[2])
         gem_gguf_quantize(type, src, d + (size_t)r * rb, cols);
     }
     free(src);
-    m[0] = (gem_matrix){d, type, rows, cols, rb, NULL};
+    m[0] = (gem_matrix){d, type, rows, cols, rb, NULL, 0};
     m[1] = m[0];
     void *pk = must_alloc(bytes);
     mv_pack(&m[0], pk);

@@ -103,7 +103,7 @@ static gem_matrix q8_matrix(int64_t rows, int64_t cols)
                     blk[2 + j + k] = (uint8_t)((int)(v % 255) - 127);
             }
         }
-    return (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb, NULL};
+    return (gem_matrix){d, GEM_GGUF_Q8_0, rows, cols, rb, NULL, 0};
 }
 
 typedef struct layer {

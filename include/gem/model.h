@@ -46,6 +46,9 @@ typedef struct gem_matrix {
     /* NULL, or the same weights laid out for the CPU's integer products (16-row groups,
      * src/model/matvec.h); set by the model when its first CPU session is created */
     const void *packed;
+    /* the packed layout's span: how many 16-row groups lie together in 1,024-column chunks
+     * (0 or 1: one; at most 8); set with packed */
+    int64_t packed_span;
 } gem_matrix;
 
 /* One decoder layer. Vectors are dequantized to F32 at load time. */

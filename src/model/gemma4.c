@@ -489,7 +489,9 @@ static void pack_item(void *ctx, int64_t i, int64_t thread)
 
 /* Packs every packable matrix of the model for the CPU's integer products (matvec.h), once,
  * one matrix an item on the session's pool: the packed copy is a cache of the file's weights,
- * so a const model takes it under its lock. One allocation, freed with the model. */
+ * so a const model takes it under its lock. One allocation, freed with the model. The layout's
+ * span suits the first session's thread count (mv_span_for); later sessions with other counts
+ * compute the same bits from it. */
 static gem_status model_cpu_pack(const gem_model *cm, cpu_pool *pool, char *err, size_t errlen)
 {
     gem_model *m = (gem_model *)(uintptr_t)cm;
@@ -533,6 +535,8 @@ static gem_status model_cpu_pack(const gem_model *cm, cpu_pool *pool, char *err,
     for (int64_t k = 0; k < n; k++) {
         dst[k] = (unsigned char *)mem + at;
         at += (size_t)list[k]->rows * list[k]->row_bytes;
+        /* the layout's span for this session's pool (the same bits under any span) */
+        list[k]->packed_span = mv_span_for(list[k], cpu_pool_threads(pool));
     }
     cpu_pool_run(pool, n, pack_item, &(pack_job){list, dst});
     int64_t max_cols = 0;

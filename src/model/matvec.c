@@ -596,6 +596,53 @@ static size_t pack_block_bytes(gem_gguf_type t)
                                 : 3360;
 }
 
+/* Columns of a packed block: 32 for Q8_0 and Q4_0, a 256-column super-block for Q4_K and Q6_K. */
+static int64_t pack_block_cols(gem_gguf_type t)
+{
+    return t == GEM_GGUF_Q8_0 || t == GEM_GGUF_Q4_0 ? 32 : 256;
+}
+
+/* The packed layout of w (matvec.h, mv_pack): its block's bytes and columns, blocks a row,
+ * blocks a chunk, groups, and the span. */
+typedef struct pk_geom {
+    size_t pb;
+    int64_t bc, nb, cb, groups, span;
+} pk_geom;
+
+static pk_geom geom_of(const gem_matrix *w)
+{
+    pk_geom g;
+    g.pb = pack_block_bytes(w->type);
+    g.bc = pack_block_cols(w->type);
+    g.nb = w->cols / g.bc;
+    g.cb = MV_CHUNK_COLS / g.bc;
+    g.groups = w->rows / GROUP_ROWS;
+    g.span = w->packed_span < 1 ? 1
+             : w->packed_span > MV_SPAN_MAX ? MV_SPAN_MAX
+                                           : w->packed_span;
+    return g;
+}
+
+/* Where group grp's blocks of chunk c begin (bytes from the packed base): its span's groups
+ * s0 .. s0 + ss - 1 hold s0 * nb blocks before them, the span's earlier chunks cb blocks a
+ * group each, and the chunk's earlier groups its width cw each. Every term is below the
+ * matrix's bytes (rows * row_bytes, a size_t). */
+static size_t pk_offset(const pk_geom *g, int64_t grp, int64_t c)
+{
+    const int64_t s0 = grp / g->span * g->span;
+    const int64_t ss = g->groups - s0 < g->span ? g->groups - s0 : g->span;
+    const int64_t cw = g->nb - c * g->cb < g->cb ? g->nb - c * g->cb : g->cb;
+    return ((size_t)s0 * (size_t)g->nb + (size_t)c * (size_t)g->cb * (size_t)ss +
+            (size_t)(grp - s0) * (size_t)cw) *
+           g->pb;
+}
+
+/* Block b of group grp in the packed copy at dst. */
+static uint8_t *pk_block(void *dst, const pk_geom *g, int64_t grp, int64_t b)
+{
+    return (uint8_t *)dst + pk_offset(g, grp, b / g->cb) + (size_t)(b % g->cb) * g->pb;
+}
+
 int mv_packable(const gem_matrix *w)
 {
     const gem_gguf_type t = w->type;
@@ -640,13 +687,14 @@ static void pack_q4_k(const uint8_t *rows, size_t rb, int64_t sb, uint8_t *o)
 
 void mv_pack(const gem_matrix *w, void *dst)
 {
-    const size_t rb = w->row_bytes, pb = pack_block_bytes(w->type);
+    const size_t rb = w->row_bytes;
+    const pk_geom geo = geom_of(w);
     if (w->type == GEM_GGUF_Q4_K || w->type == GEM_GGUF_Q6_K) {
         const int64_t nsb = w->cols / 256;
         for (int64_t g = 0; g < w->rows / GROUP_ROWS; g++)
             for (int64_t sb = 0; sb < nsb; sb++) {
                 const uint8_t *rows = (const uint8_t *)w->data + (size_t)g * GROUP_ROWS * rb;
-                uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * pb;
+                uint8_t *o = pk_block(dst, &geo, g, sb);
                 if (w->type == GEM_GGUF_Q4_K)
                     pack_q4_k(rows, rb, sb, o);
                 else
@@ -660,7 +708,7 @@ void mv_pack(const gem_matrix *w, void *dst)
     for (int64_t g = 0; g < w->rows / GROUP_ROWS; g++) {
         const uint8_t *rows = (const uint8_t *)w->data + (size_t)g * GROUP_ROWS * rb;
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nb + (size_t)b) * pb;
+            uint8_t *o = pk_block(dst, &geo, g, b);
             for (int r = 0; r < GROUP_ROWS; r++) {
                 const uint8_t *blk = rows + (size_t)r * rb + (size_t)b * bb;
                 memcpy(o + 2 * r, blk, 2);
@@ -673,6 +721,28 @@ void mv_pack(const gem_matrix *w, void *dst)
             }
         }
     }
+}
+
+/* From dev/cpu/mv_wide and whole tokens on the 2-core AMD EPYC VM (results/cpu/model/speed/
+ * spans): one thread, Q8_0 at the 31B's q shape (8192 x 5376) and o's (1024 x 8192), spans of
+ * 2 / 4 / 8 took 0.91-0.92 / 0.88 / 0.80-0.82 of span 1's time; two threads 0.86-0.97 at 8 while
+ * the host read fast, 1.0 while it read slowly (then its memory bounds every product); six
+ * layers of the 31B's dimensions in Q8_0, whole tokens 0.80 (fused) / 0.84 (baseline). The
+ * span's groups must not starve the split: a copy of the kernel over whole-matrix column chunks
+ * (each range's groups chunk by chunk, its bytes then short runs far apart) took 1.22-1.65 the
+ * time once a range held 1-4 groups, so a span never leaves a range without one. */
+int64_t mv_span_for(const gem_matrix *w, int64_t threads)
+{
+    if (!mv_packable(w) || w->cols <= MV_CHUNK_COLS)
+        return 1;
+    const int64_t groups = w->rows / GROUP_ROWS;
+    const int64_t cap = (int64_t)1 << 20; /* keeps threads x 4 far from overflow */
+    const int64_t t = threads < 1 ? 1 : (threads > cap ? cap : threads);
+    const int64_t items = t * MV_PARTS_PER_THREAD;
+    for (int64_t s = MV_SPAN_MAX; s > 1; s /= 2)
+        if ((groups + s - 1) / s >= items)
+            return s;
+    return 1;
 }
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -695,19 +765,20 @@ static inline __m512i digits4(const int8_t *p)
 }
 #endif
 
-/* One group of a packed matrix of type t: y[0..15] of the 16 rows whose blocks start at p
- * (nb blocks), asking for the bytes `ahead` past each block while they lie before `end`.
+/* One group of a packed matrix of type t over nb consecutive blocks at p (x's digits from xb):
+ * y[0..15] of its 16 rows, their sums carried on from y[0..15] when `carry` (a later chunk of
+ * the same rows), asking for the bytes `ahead` past each block while they lie before `end`.
  * Both types as (unsigned byte u) x (digit a) sums: Q8_0 u = q + 128, Q4_0 u = n, so
  * S_j = sum u a_j - off A_j with off 128 or 8. */
 static inline __attribute__((always_inline)) void
-group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahead,
-          const uint8_t *end, const int locality, const gem_gguf_type t)
+group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, const int carry,
+          size_t ahead, const uint8_t *end, const int locality, const gem_gguf_type t)
 {
     const int q8 = t == GEM_GGUF_Q8_0;
     const int32_t off = q8 ? 128 : 8;
     const size_t pb = q8 ? 544 : 288;
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++, p += pb) {
         prefetch_packed(p, pb, ahead, end, locality);
@@ -740,6 +811,8 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahe
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
+    if (carry)
+        memcpy(acc, y, sizeof acc);
     for (int64_t b = 0; b < nb; b++, p += pb) {
         const xq_block *x = xb + b;
         for (int r = 0; r < GROUP_ROWS; r++) {
@@ -762,14 +835,15 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, size_t ahe
 #endif
 }
 
-/* Q4_K: one group's nsb super-blocks at p into y[0..15] (matvec.h: per sub-block s of 32,
+/* Q4_K: one group's nsb consecutive super-blocks at p into y[0..15], carried on from y when
+ * `carry` (group_int) (matvec.h: per sub-block s of 32,
  * weights d1 n - dm1 with d1 = d sc_s, dm1 = dmin m_s; acc takes fmaf(d1 2^(E - 7j), S_j, acc)
  * for j = 0..3, S_j = sum n a_j, then fmaf(-dm1, sum_x, acc)). */
-static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y, size_t ahead,
-                       const uint8_t *end, const int locality)
+static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y,
+                       const int carry, size_t ahead, const uint8_t *end, const int locality)
 {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8) {
@@ -826,6 +900,8 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
+    if (carry)
+        memcpy(acc, y, sizeof acc);
     for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8)
         for (int r = 0; r < GROUP_ROWS; r++) {
             const float d = half_table[rd16(p + 2 * r)], dmin = half_table[rd16(p + 32 + 2 * r)];
@@ -853,15 +929,16 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 #endif
 }
 
-/* Q6_K: one group's nsb super-blocks at p into y[0..15] (matvec.h: per 32-element block
+/* Q6_K: one group's nsb consecutive super-blocks at p into y[0..15], carried on from y when
+ * `carry` (group_int) (matvec.h: per 32-element block
  * (half h, quarter k of a super-block), per 16-element half e of it with scale sc_i:
  * acc = fmaf((d * sc_i) 2^(E - 7j), S_j, acc) for j = 0..3, S_j = sum (u - 32) a_j over the
  * 16, u the 6-bit quant). */
-static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y, size_t ahead,
-                       const uint8_t *end, const int locality)
+static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y,
+                       const int carry, size_t ahead, const uint8_t *end, const int locality)
 {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8) {
         prefetch_packed(p, 3360, ahead, end, locality);
@@ -903,6 +980,8 @@ static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
+    if (carry)
+        memcpy(acc, y, sizeof acc);
     for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8)
         for (int r = 0; r < GROUP_ROWS; r++) {
             const float d = half_table[rd16(p + 2 * r)];
@@ -931,29 +1010,47 @@ static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 #endif
 }
 
-static void group_of(const gem_matrix *w, const uint8_t *p, const xq_block *xb, float *y,
-                     size_t ahead, const uint8_t *end, int locality)
+/* One group of w over n consecutive packed blocks at p (group_int's contract). */
+static void group_of(const gem_matrix *w, const uint8_t *p, int64_t n, const xq_block *xb,
+                     float *y, int carry, size_t ahead, const uint8_t *end, int locality)
 {
     if (w->type == GEM_GGUF_Q8_0)
-        group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q8_0);
+        group_int(p, n, xb, y, carry, ahead, end, locality, GEM_GGUF_Q8_0);
     else if (w->type == GEM_GGUF_Q4_0)
-        group_int(p, w->cols / 32, xb, y, ahead, end, locality, GEM_GGUF_Q4_0);
+        group_int(p, n, xb, y, carry, ahead, end, locality, GEM_GGUF_Q4_0);
     else if (w->type == GEM_GGUF_Q4_K)
-        group_q4_k(p, w->cols / 256, xb, y, ahead, end, locality);
+        group_q4_k(p, n, xb, y, carry, ahead, end, locality);
     else
-        group_q6_k(p, w->cols / 256, xb, y, ahead, end, locality);
+        group_q6_k(p, n, xb, y, carry, ahead, end, locality);
 }
 
-/* Groups [g0, g1) of a packed w into y (rows 16 g0 ..), xb: x's digits. */
-static void mv_groups(const gem_matrix *w, const xq_block *xb, float *y, int64_t g0, int64_t g1,
-                      int64_t ahead_bytes, int into)
+/* Span s of a packed w (mv_pack) into out (16 rows a group of the span), xb: x's digits; chunk
+ * by chunk, each group's sums carried in out from one chunk to the next, so each row takes its
+ * blocks in column order as one group over every column would (the same bits for any span). */
+static void span_into(const gem_matrix *w, const pk_geom *g, const xq_block *xb, int64_t s,
+                      float *out, size_t ahead, int loc)
+{
+    const uint8_t *base = w->packed;
+    const uint8_t *end = base + (size_t)g->groups * (size_t)g->nb * g->pb;
+    const int64_t g0 = s * g->span, g1 = g0 + g->span < g->groups ? g0 + g->span : g->groups;
+    const int64_t xpb = g->bc / 32; /* x's digit blocks a packed block */
+    for (int64_t c = 0; c * g->cb < g->nb; c++) {
+        const int64_t cw = g->nb - c * g->cb < g->cb ? g->nb - c * g->cb : g->cb;
+        for (int64_t grp = g0; grp < g1; grp++)
+            group_of(w, base + pk_offset(g, grp, c), cw, xb + c * g->cb * xpb,
+                     out + GROUP_ROWS * (grp - g0), c > 0, ahead, end, loc);
+    }
+}
+
+/* Spans [s0, s1) of a packed w into y (rows 16 span g0 ..), xb: x's digits. */
+static void mv_spans(const gem_matrix *w, const xq_block *xb, float *y, int64_t s0, int64_t s1,
+                     int64_t ahead_bytes, int into)
 {
     half_init();
-    const size_t gb = GROUP_ROWS * w->row_bytes; /* a group packs its rows' bytes */
-    const uint8_t *base = w->packed, *end = base + (size_t)(w->rows / GROUP_ROWS) * gb;
+    const pk_geom g = geom_of(w);
     const int loc = into == 1 ? 3 : (into == 0 ? 0 : 2);
-    for (int64_t g = g0; g < g1; g++)
-        group_of(w, base + (size_t)g * gb, xb, y + GROUP_ROWS * g, (size_t)ahead_bytes, end, loc);
+    for (int64_t s = s0; s < s1; s++)
+        span_into(w, &g, xb, s, y + GROUP_ROWS * s * g.span, (size_t)ahead_bytes, loc);
 }
 
 /* mv_rows asking, before each row, for the lines of the row `ahead` rows later (ahead 0: none;
@@ -1031,8 +1128,10 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         const gem_matrix *w = j->w[k];
         const int packed = j->xq[k] != NULL;
         const size_t start = j->first_byte[k];
-        const size_t ub = packed ? GROUP_ROWS * w->row_bytes : w->row_bytes;
-        const int64_t units = packed ? w->rows / GROUP_ROWS : w->rows;
+        /* a packed matrix's units are its spans (the last may hold fewer groups) */
+        const int64_t span = packed ? geom_of(w).span : 1;
+        const size_t ub = packed ? (size_t)span * GROUP_ROWS * w->row_bytes : w->row_bytes;
+        const int64_t units = packed ? (w->rows / GROUP_ROWS + span - 1) / span : w->rows;
         /* units u with start + u * ub in [b0, b1): u in [ceil((b0 - start) / ub), ...) */
         const int64_t u0 = b0 <= start ? 0 : (int64_t)((b0 - start + ub - 1) / ub);
         int64_t u1 = b1 <= start ? 0 : (int64_t)((b1 - start + ub - 1) / ub);
@@ -1041,7 +1140,7 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
             continue;
         const int64_t pf = j->prefetch_bytes < 0 ? mv_prefetch_bytes(w->type) : j->prefetch_bytes;
         if (packed)
-            mv_groups(w, j->xq[k], j->y[k], u0, u1, pf, j->prefetch_into);
+            mv_spans(w, j->xq[k], j->y[k], u0, u1, pf, j->prefetch_into);
         else
             mv_rows_ahead(w, j->x[k], j->y[k], u0, u1, rows_ahead(w, pf), j->prefetch_into);
     }
@@ -1087,20 +1186,21 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
     gem_status st = quantize_batch(1, &w, &x, s, &xq);
     if (st != GEM_OK)
         return st;
-    /* whole groups in place; a group cut by r0 or r1 through a buffer (a row's bits do not
-     * depend on the other rows of its group) */
-    const int64_t g0 = r0 / GROUP_ROWS, g1 = (r1 + GROUP_ROWS - 1) / GROUP_ROWS;
-    for (int64_t g = g0; g < g1; g++) {
-        const int64_t lo = g * GROUP_ROWS;
-        if (lo >= r0 && lo + GROUP_ROWS <= r1) {
-            mv_groups(w, xq, y, g, g + 1, mv_prefetch_bytes(w->type), MV_PREFETCH_INTO);
+    /* whole spans in place; a span cut by r0 or r1 through a buffer (a row's bits do not
+     * depend on the other rows of its span) */
+    half_init();
+    const pk_geom g = geom_of(w);
+    const int64_t span_rows = g.span * GROUP_ROWS;
+    const int64_t s0 = r0 / span_rows, s1 = (r1 + span_rows - 1) / span_rows;
+    for (int64_t sp = s0; sp < s1; sp++) {
+        const int64_t lo = sp * span_rows, hi = lo + span_rows < w->rows ? lo + span_rows : w->rows;
+        if (lo >= r0 && hi <= r1) {
+            mv_spans(w, xq, y, sp, sp + 1, mv_prefetch_bytes(w->type), MV_PREFETCH_INTO);
             continue;
         }
-        float tmp[GROUP_ROWS];
-        const size_t gb = GROUP_ROWS * w->row_bytes;
-        half_init();
-        group_of(w, (const uint8_t *)w->packed + (size_t)g * gb, xq, tmp, 0, NULL, 2);
-        for (int64_t r = lo > r0 ? lo : r0; r < lo + GROUP_ROWS && r < r1; r++)
+        float tmp[MV_SPAN_MAX * GROUP_ROWS];
+        span_into(w, &g, xq, sp, tmp, 0, 2);
+        for (int64_t r = lo > r0 ? lo : r0; r < hi && r < r1; r++)
             y[r] = tmp[r - lo];
     }
     return GEM_OK;

@@ -56,9 +56,15 @@ typedef struct mv_scratch {
  * of 16. */
 int mv_packable(const gem_matrix *w);
 
-/* The packed layout of a packable w into dst (w->rows * w->row_bytes bytes, 64-byte aligned):
- * group g (rows 16g .. 16g + 15), block b (columns 32b .. 32b + 31) at byte
- * (g * cols / 32 + b) * B: the 16 rows' f16 scales d (32 bytes, row order), then vectors of
+/* The packed layout of a packable w into dst (w->rows * w->row_bytes bytes, 64-byte aligned),
+ * its span S = w->packed_span (0 taken as 1, at most MV_SPAN_MAX): the groups of 16 rows lie
+ * in spans of S (the last may hold fewer), span after span; within a span, the columns in
+ * chunks of MV_CHUNK_COLS (the last may be narrower), chunk after chunk, and within a chunk
+ * the span's groups one after another, each its blocks of the chunk in column order. A
+ * product then reads a span's bytes in order while each chunk of x's digits (6.5 KB) serves
+ * every group of the span from the L1. With S = 1, or at most MV_CHUNK_COLS columns, group g
+ * (rows 16g .. 16g + 15), block b (columns 32b .. 32b + 31) lies at byte (g * cols / 32 + b) *
+ * B. A block: the 16 rows' f16 scales d (32 bytes, row order), then vectors of
  * 64 bytes, vector k holding at bytes 4r .. 4r + 3 row r's bytes 4k .. 4k + 3 of the block's
  * quants. Q8_0 (B = 544): 8 vectors, each quant plus 128 as an unsigned byte. Q4_0 (B = 288):
  * 4 vectors of the file's bytes (low nibbles elements 4k .. 4k + 3, high nibbles 16 + 4k ..
@@ -70,6 +76,17 @@ int mv_packable(const gem_matrix *w);
  * 64 bytes of ql (16 vectors at 288 + 1024h) and the 32 of qh (8 vectors at 2336 + 512h). The
  * caller then sets w->packed = dst. */
 void mv_pack(const gem_matrix *w, void *dst);
+
+/* Spans of groups (mv_pack) and chunks of columns of the packed layout. */
+#define MV_SPAN_MAX 8
+#define MV_CHUNK_COLS 1024
+
+/* The span to pack w with when its products run on a pool of `threads` threads: the widest of
+ * 8, 4, 2 and 1 that still gives every range of the product's split (threads x the library's
+ * ranges a thread) a span of its own; 1 when w has at most MV_CHUNK_COLS columns (one chunk:
+ * the spans change nothing). Any span gives the same bits; this one the most reuse of x's
+ * digits without idle threads. */
+int64_t mv_span_for(const gem_matrix *w, int64_t threads);
 
 /* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). GEM_ERR_RANGE
  * when w is packed and s holds less than mv_xq_bytes(w->cols) (nothing written). */
