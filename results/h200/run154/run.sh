@@ -6,8 +6,8 @@
 # products and in one dispatch, and as empty dispatches; then per kind of dispatch the read's
 # item stamps (wake, busy share, tail, return). 16 threads (the default), then 8; the reads
 # 4 KiB ahead (the products' choice on this processor), then none. Then dev/cpu/mv_wide: the
-# packed Q8_0 product of wide matrices (the preset's o and down, the 31B's q and down) in the
-# library's layout against column chunks, on 16 threads and one. CPU only: no GPU work.
+# library's packed product of wide matrices (the preset's o, the 31B's q and down; Q8_0 and
+# Q4_K) at spans 1, 2, 4, 8 and mv_span_for's, on 16 threads and one. CPU only: no GPU work.
 set -u -o pipefail
 T0=$(date +%s)
 R=/tmp/r154; mkdir -p $R
@@ -25,9 +25,9 @@ for A in "--rounds 5" "--rounds 5 --ahead 0" "--rounds 5 --threads 8"; do
   sed -n '3,30p' $R/mv_chain-$N.txt
   save
 done
-for A in "--threads 0,1 --shapes 1024x8192,1024x2048 --chunks 1024,2048" \
-         "--threads 0,1 --shapes 8192x5376,5376x21504 --chunks 768,1024" \
-         "--threads 0 --parts-per-thread 1 --shapes 1024x8192,8192x5376 --chunks 768,1024"; do
+for A in "--threads 0,1 --shapes 1024x8192,8192x5376,5376x21504" \
+         "--threads 0 --type q4_k --shapes 8192x5376,5376x21504" \
+         "--threads 0 --parts-per-thread 1 --shapes 1024x8192,8192x5376"; do
   N=$(echo "$A" | tr -d ' -' | tr -c 'a-z0-9\n' _ | cut -c1-60)
   timeout 150 $D/mv_wide --rounds 5 $A > $R/mv_wide-$N.txt 2>&1; echo "mv_wide $A rc=$? at $(( $(date +%s) - T0 )) s"
   grep -E "shape|threads|GB/s" $R/mv_wide-$N.txt
