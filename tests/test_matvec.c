@@ -152,8 +152,10 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
     float *y = malloc((size_t)rows * 4), *y3 = malloc((size_t)rows * 4);
     float *part = malloc((size_t)rows * 4), *row = malloc((size_t)cols * 4);
     uint8_t *q = malloc((size_t)rows * rb);
-    void *pk = aligned_alloc(64, (size_t)rows * rb);
-    mv_scratch xq = {aligned_alloc(64, 2 * mv_xq_bytes(cols)), 2 * mv_xq_bytes(cols)};
+    /* aligned_alloc takes whole multiples of the alignment */
+    void *pk = aligned_alloc(64, ((size_t)rows * rb + 63) / 64 * 64);
+    mv_scratch xq = {aligned_alloc(64, (2 * mv_xq_bytes(cols) + 63) / 64 * 64),
+                     2 * mv_xq_bytes(cols)};
     for (int64_t i = 0; i < rows * cols; i++)
         src[i] = sinf((float)i * 0.917f) * (float)(1 + i % 7);
     /* the columns where x is near the largest float (below) have zero weights, so the sums

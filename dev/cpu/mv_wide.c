@@ -179,7 +179,7 @@ int main(int argc, char **argv)
         uint8_t *file = malloc(bytes * (size_t)copies);
         float *x = malloc((size_t)C * sizeof *x), *y = malloc((size_t)R * sizeof *y);
         float *yr = malloc((size_t)R * sizeof *yr);
-        mv_scratch xs = {aligned_alloc(64, mv_xq_bytes(C)), mv_xq_bytes(C)};
+        mv_scratch xs = {aligned_alloc(64, (mv_xq_bytes(C) + 63) / 64 * 64), mv_xq_bytes(C)};
         if (!file || !x || !y || !yr || !xs.buf) {
             fprintf(stderr, "mv_wide: out of memory\n");
             return 1;
