@@ -2,7 +2,18 @@
 #ifndef GEM_DEV_CPU_COMMON_H
 #define GEM_DEV_CPU_COMMON_H
 
+#include <stdint.h>
 #include <time.h>
+
+/* xorshift64 (shifts 13, 7, 17): advances *state (non-zero) and returns it. */
+static inline uint64_t dev_xorshift(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
 
 /* Seconds on the monotonic clock. */
 static inline double now_s(void)

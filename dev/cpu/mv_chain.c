@@ -86,13 +86,7 @@ static const int64_t shape[7][2] = {{8192, 1024}, {4096, 1024}, {4096, 1024}, {1
 static const int first_matrix[KINDS + 1] = {0, 3, 4, 6, 7};
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_u64(void) { return dev_xorshift(&rng); }
 
 static int64_t now_ns(void)
 {

@@ -41,13 +41,7 @@ usage: mv_int8 [--threads N] [--rounds R] [--mib M] [--layers L] [--type q8_0|q4
 #include "matvec.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_u64(void) { return dev_xorshift(&rng); }
 
 static void *must_alloc(size_t bytes)
 {

@@ -61,13 +61,7 @@ H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 #define MAX_LIST 8
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_u64(void) { return dev_xorshift(&rng); }
 
 static int huge_pages; /* --alloc huge */
 static int packed = 1; /* --layout packed (the library's for these shapes) or file */

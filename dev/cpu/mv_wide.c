@@ -46,13 +46,7 @@ usage: mv_wide [--threads 0,1] [--shapes 1024x8192,8192x5376] [--spans 2,4,8]
 enum { MAX_LIST = 8, MAX_ROUNDS = 16 };
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_u64(void) { return dev_xorshift(&rng); }
 
 /* A file block of type t: its bytes, and where its f16 scales lie (-1: none). */
 static void block_shape(gem_gguf_type t, size_t *bytes, int *f16a, int *f16b)

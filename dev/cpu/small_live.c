@@ -38,13 +38,7 @@ usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16
 #define MAX_LIST 16
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float next_f(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)(rng >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
+static float next_f(void) { return (float)(dev_xorshift(&rng) >> 40) * 0x1p-24f * 2.0f - 1.0f; }
 
 static int parse_list(const char *s, int64_t *out)
 {
