@@ -33,6 +33,7 @@ for A in "--rounds 5" "--rounds 5 --ahead 0" "--rounds 5 --threads 8"; do
 done
 for A in "--threads 0,1 --shapes 1024x8192,8192x5376,5376x21504" \
          "--threads 0 --type q4_k --shapes 8192x5376,5376x21504" \
+         "--threads 0,1 --type q6_k --shapes 8192x5376" \
          "--threads 0 --parts-per-thread 1 --shapes 1024x8192,8192x5376"; do
   N=$(echo "$A" | tr -d ' -' | tr -c 'a-z0-9\n' _ | cut -c1-60)
   timeout 150 $D/mv_wide --rounds 5 $A > $R/mv_wide-$N.txt 2>&1; echo "mv_wide $A rc=$? at $(( $(date +%s) - T0 )) s"
