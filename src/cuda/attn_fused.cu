@@ -239,10 +239,13 @@ typedef void (*gem_first_pass_kfv_fn)(const float *, const float *, const gem_cu
                                       const void *, int64_t, int64_t, float *, float *, float *,
                                       int64_t, int64_t, int64_t, float);
 
+static_assert(GEM_DTYPE_F32 == 0 && GEM_DTYPE_BF16 == 1 && GEM_DTYPE_F16 == 2,
+              "the kernel tables follow gem_dtype's order");
+
 static const struct {
     gem_first_pass_kfv_fn fn;
     const char *name, *role;
-} gem_first_passes_kfv[GEM_DTYPE_COUNT] = {
+} gem_first_passes_kfv[GEM_CU_DTYPES] = {
     {gem_fused_first_pass_k_from_v, "gem_fused_first_pass_k_from_v", "fused_first_pass_k_from_v"},
     {gem_fused_first_pass_k_from_v_bf16, "gem_fused_first_pass_k_from_v_bf16",
      "fused_first_pass_k_from_v_bf16"},
@@ -278,7 +281,7 @@ GEM_FIRST_PASS_D256(gem_fused_first_pass_d256_f16, gem_kv_f16)
 static const struct {
     gem_first_pass_fn fn;
     const char *name, *role;
-} gem_first_passes_d256[GEM_DTYPE_COUNT] = {
+} gem_first_passes_d256[GEM_CU_DTYPES] = {
     {gem_fused_first_pass_d256, "gem_fused_first_pass_d256", "fused_first_pass_d256"},
     {gem_fused_first_pass_d256_bf16, "gem_fused_first_pass_d256_bf16",
      "fused_first_pass_d256_bf16"},
@@ -291,7 +294,7 @@ static const struct {
 static const struct {
     gem_first_pass_fn fn;
     const char *name, *role;
-} gem_first_passes[GEM_DTYPE_COUNT][2] = {
+} gem_first_passes[GEM_CU_DTYPES][2] = {
     {{gem_fused_first_pass, "gem_fused_first_pass", "fused_first_pass"},
      {gem_fused_first_pass_strided, "gem_fused_first_pass_strided", "fused_first_pass_strided"}},
     {{gem_fused_first_pass_bf16, "gem_fused_first_pass_bf16", "fused_first_pass_bf16"},
@@ -333,7 +336,7 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
     const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
     if (bit && (done.load(std::memory_order_acquire) & bit))
         return cudaSuccess;
-    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
+    for (int t = 0; t < GEM_CU_DTYPES; t++) {
         for (int l = 0; l < 2 && gem_fused_staged(t); l++) {
             e = cudaFuncSetAttribute(gem_first_passes[t][l].fn,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -372,7 +375,7 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
     kfv_long[1].role = "fused_first_pass_kfv_f32_long";
     kfv_long[1].dynamic_shared = GEM_KFV_PAIR_BYTES;
     kfv_long[1].threads = GEM_KFV_PAIR_THREADS;
-    for (int t = 0; t < GEM_DTYPE_COUNT; t++)
+    for (int t = 0; t < GEM_CU_DTYPES; t++)
         for (int l = 0; l < 2; l++) {
             gem_cu_kernel_ref *r = &first[2 * t + l];
             r->func = (const void *)gem_first_passes[t][l].fn;
@@ -381,16 +384,16 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
             r->dynamic_shared = gem_fused_staged(t) ? GEM_MMA_STAGED_BYTES : 0;
             r->threads = GEM_CU_THREADS;
         }
-    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
-        gem_cu_kernel_ref *r = &first[2 * GEM_DTYPE_COUNT + t];
+    for (int t = 0; t < GEM_CU_DTYPES; t++) {
+        gem_cu_kernel_ref *r = &first[2 * GEM_CU_DTYPES + t];
         r->func = (const void *)gem_first_passes_kfv[t].fn;
         r->name = gem_first_passes_kfv[t].name;
         r->role = gem_first_passes_kfv[t].role;
         r->dynamic_shared = gem_fused_staged(t) ? GEM_KFV_STAGED_BYTES : 0;
         r->threads = GEM_CU_THREADS;
     }
-    for (int t = 0; t < GEM_DTYPE_COUNT; t++) {
-        gem_cu_kernel_ref *r = &first[3 * GEM_DTYPE_COUNT + t];
+    for (int t = 0; t < GEM_CU_DTYPES; t++) {
+        gem_cu_kernel_ref *r = &first[3 * GEM_CU_DTYPES + t];
         r->func = (const void *)gem_first_passes_d256[t].fn;
         r->name = gem_first_passes_d256[t].name;
         r->role = gem_first_passes_d256[t].role;
@@ -420,7 +423,7 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
     const int64_t group = d256 ? GEM_CU_D256_GROUP : GEM_CU_GROUP;
     if ((a->head_dim != GEM_CU_D && !d256) || a->partitions < 1 || a->partitions > 65535 ||
         a->n_kv_heads < 1 || a->n_kv_heads > 65535 / group ||
-        (unsigned)a->dtype >= GEM_DTYPE_COUNT || (d256 && a->k_weight))
+        (unsigned)a->dtype >= GEM_CU_DTYPES || (d256 && a->k_weight))
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * group;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);

@@ -256,7 +256,7 @@ static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_d
                               gem_dtype vt, gem_route route)
 {
     (void)impl;
-    if (kt != vt || (unsigned)kt >= GEM_DTYPE_COUNT || kt == GEM_DTYPE_FP8_E4M3)
+    if (kt != vt || (unsigned)kt >= GEM_CU_DTYPES)
         return GEM_ERR_UNSUPPORTED;
     if (cu_shape_d512(s))
         return route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32 ? GEM_ERR_UNSUPPORTED : GEM_OK;
@@ -792,6 +792,8 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     const int F = GEM_CUDA_FIRST_PASSES;
     const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16, F32 K-from-V first passes */
     static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 == GEM_CUDA_KERNELS, "the kernels' order");
+    static_assert(GEM_CUDA_FIRST_PASSES == 4 * GEM_CU_DTYPES,
+                  "two D512, a K-from-V and a D256 first pass for each type the kernels read");
     gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L]);
     gem_cu_baseline_kernels(&refs[F + 1]);
     int64_t grids[GEM_CUDA_KERNELS];

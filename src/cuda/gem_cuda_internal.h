@@ -29,6 +29,9 @@ extern "C" {
 #define GEM_CU_D256 256
 #define GEM_CU_D256_GROUP 2
 #define GEM_CU_THREADS 256 /* every kernel of both routes runs 256-thread blocks */
+/* The element types the CUDA kernels read: gem_dtype's first three, F32, BF16 and F16 (the
+ * tables of kernels by type have this many entries; FP8 E4M3 has no CUDA kernel yet) */
+#define GEM_CU_DTYPES 3
 #define GEM_CU_ROW_F4 (GEM_CU_D / 4) /* float4 per 512-float row: 128 */
 
 /* Baseline geometry (the design's selector 19). */
@@ -120,7 +123,7 @@ typedef struct gem_cu_baseline_args {
                                   the four stages (the stage clock) */
 } gem_cu_baseline_args;
 
-/* The fused route's kernels: first (GEM_CUDA_FIRST_PASSES = 4 * GEM_DTYPE_COUNT): the D512
+/* The fused route's kernels: first (GEM_CUDA_FIRST_PASSES = 4 * GEM_CU_DTYPES): the D512
  * first passes by element type in gem_dtype order, each for dense rows (token stride 512
  * elements) then for any other strides, then the three K-from-V first passes (any strides) in
  * gem_dtype order, then the three D256 / group-2 first passes (any strides) in gem_dtype
