@@ -228,8 +228,10 @@ extern "C" __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
                                            int64_t live, int64_t partitions, int64_t n_q_heads,
                                            float scale)
 {
-    const int64_t k_hs4 = 0, k_ts4 = 0;
-    GEM_FP_PROLOGUE(nullptr, v, GEM_CU_D, 4);
+    /* GEM_FP_PROLOGUE's L2 prefetch; the body waits for the grid before itself, after the
+     * angles that depend on the parameters alone */
+    gem_fp_prefetch_l2<GEM_CU_D * 4, GEM_FP_PREFETCH_ROWS>(nullptr, 0, 0, v, v_hs4 * 16,
+                                                          v_ts4 * 16, live, partitions);
     gem_fused_first_pass_kfv_pair_body(q, k_weight, &rope, reinterpret_cast<const float *>(v),
                                        4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o, live,
                                        partitions, n_q_heads, scale);
