@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run 153: the long F32 K-from-V pass with its prologue's loads first and its angles before the
-# launch wait (751228c): dev/cuda/kfv_timeline versions 1-4, 6, 7 at one wave (33 partitions);
-# the four sanitizers over the library's pass (kfv_timeline versions 1 and 2, --check-only, at
-# 100, 12,293 and 20,480 rows); test_cuda_queries and test_decode; gem bench --k-from-v (F32);
-# then the 31B dimensions at 128K with F32 V alone, A B B A, A = build-a (6998c02: 64 partitions,
-# the prologue before) against this tree, while time lasts.
+# launch wait (branch kfv-prologue-hoist): dev/cuda/kfv_timeline versions 1-4, 6, 7 at one wave
+# (33 partitions); the four sanitizers over the library's pass (kfv_timeline versions 1 and 2,
+# --check-only, at 100, 12,293 and 20,480 rows); test_cuda_queries and test_decode; gem bench
+# --k-from-v (F32); dev/cuda/fp8_decode (the FP8 candidate) while time lasts; then the 31B
+# dimensions at 128K with F32 V alone, A B B A, A = build-a (6998c02: 64 partitions, the
+# prologue before) against this tree, while time lasts.
 set -u -o pipefail
 T0=$(date +%s); left() { echo $((570 - ($(date +%s) - T0))); }
 R=/tmp/r153; mkdir -p $R/abba
@@ -14,7 +15,7 @@ echo "A=$CA B=$CB" > $R/commits.txt
 mkdir -p /tmp/a && tar xzf build-a/a-tree.tgz -C /tmp/a && ln -sfn $PWD/.deps /tmp/a/.deps
 (GEM_GIT_COMMIT=$CA PHASES=build BUILD_TARGETS=gem JOBS=6 bash /tmp/a/scripts/h200-run.sh /tmp/a-out > $R/build-a.txt 2>&1) &
 GEM_GIT_COMMIT=$CB PHASES=build JOBS=12 \
-  BUILD_TARGETS="gem dev_kfv_timeline test_decode test_cuda_queries" \
+  BUILD_TARGETS="gem dev_kfv_timeline dev_fp8_decode test_decode test_cuda_queries" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build done at $(( $(date +%s) - T0 )) s"
 B=build-h200; TL=$B/dev/kfv_timeline
@@ -31,6 +32,10 @@ done
 save
 timeout 60 $B/gem bench --backend cuda --a fused --b fused --k-from-v --kv-dtype f32 --lengths 12288,16384,32768,65536,131072 --rounds 10 --bw-mib 4096 --bw-reps 10 --out $R/bench-kfv-f32.json > $R/bench-kfv-f32.txt 2>&1; echo "bench f32 rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "^[0-9 ]|A/B" $R/bench-kfv-f32.txt | grep -v "host time\|nominal"
 save
+if [ $(left) -gt 260 ]; then
+  timeout 90 $B/dev/fp8_decode --lengths 8192,65536,131072 --rounds 10 > $R/fp8_decode.txt 2>&1; echo "fp8_decode rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "v[0-9] " $R/fp8_decode.txt | grep -v nmse
+  save
+fi
 wait
 tail -1 $R/build-a.txt
 GA=/tmp/a/build-h200/gem; GB=$B/gem
