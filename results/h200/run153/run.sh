@@ -3,7 +3,8 @@
 # launch wait (branch kfv-prologue-hoist): dev/cuda/kfv_timeline versions 1-4, 6, 7 at one wave
 # (33 partitions); the four sanitizers over the library's pass (kfv_timeline versions 1 and 2,
 # --check-only, at 100, 12,293 and 20,480 rows); test_cuda_queries and test_decode; gem bench
-# --k-from-v (F32); dev/cuda/fp8_decode (the FP8 candidate) while time lasts; then the 31B
+# --k-from-v (F32); dev/cuda/fp8_decode (the FP8 candidate) and norm_prefetch --graph (a 31B
+# layer chain from CUDA graphs) while time lasts; then the 31B
 # dimensions at 128K with F32 V alone, A B B A, A = build-a (6998c02: 64 partitions, the
 # prologue before) against this tree, while time lasts.
 set -u -o pipefail
@@ -15,7 +16,7 @@ echo "A=$CA B=$CB" > $R/commits.txt
 mkdir -p /tmp/a && tar xzf build-a/a-tree.tgz -C /tmp/a && ln -sfn $PWD/.deps /tmp/a/.deps
 (GEM_GIT_COMMIT=$CA PHASES=build BUILD_TARGETS=gem JOBS=6 bash /tmp/a/scripts/h200-run.sh /tmp/a-out > $R/build-a.txt 2>&1) &
 GEM_GIT_COMMIT=$CB PHASES=build JOBS=12 \
-  BUILD_TARGETS="gem dev_kfv_timeline dev_fp8_decode test_decode test_cuda_queries" \
+  BUILD_TARGETS="gem dev_kfv_timeline dev_fp8_decode dev_norm_prefetch test_decode test_cuda_queries" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build done at $(( $(date +%s) - T0 )) s"
 B=build-h200; TL=$B/dev/kfv_timeline
@@ -34,6 +35,10 @@ timeout 60 $B/gem bench --backend cuda --a fused --b fused --k-from-v --kv-dtype
 save
 if [ $(left) -gt 260 ]; then
   timeout 90 $B/dev/fp8_decode --lengths 8192,65536,131072 --rounds 10 > $R/fp8_decode.txt 2>&1; echo "fp8_decode rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "v[0-9] " $R/fp8_decode.txt | grep -v nmse
+  save
+fi
+if [ $(left) -gt 220 ]; then
+  timeout 60 $B/dev/norm_prefetch --graph --rounds 10 > $R/norm_prefetch-graph.txt 2>&1; echo "norm_prefetch --graph rc=$? at $(( $(date +%s) - T0 )) s"; tail -7 $R/norm_prefetch-graph.txt
   save
 fi
 wait
