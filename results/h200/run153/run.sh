@@ -3,8 +3,8 @@
 # launch wait (branch kfv-prologue-hoist): dev/cuda/kfv_timeline versions 1-4, 6, 7 at one wave
 # (33 partitions); the four sanitizers over the library's pass (kfv_timeline versions 1 and 2,
 # --check-only, at 100, 12,293 and 20,480 rows); test_cuda_queries and test_decode; gem bench
-# --k-from-v (F32); dev/cuda/fp8_decode (the FP8 candidate) and norm_prefetch --graph (a 31B
-# layer chain from CUDA graphs) while time lasts; then the 31B
+# --k-from-v (F32); dev/cuda/fp8_decode (the FP8 candidate) and norm_prefetch --graph --bounds
+# (a 31B layer chain from CUDA graphs, and without its norm kernels) while time lasts; then the 31B
 # dimensions at 128K with F32 V alone, A B B A, A = build-a (6998c02: 64 partitions, the
 # prologue before) against this tree, while time lasts.
 set -u -o pipefail
@@ -38,7 +38,7 @@ if [ $(left) -gt 260 ]; then
   save
 fi
 if [ $(left) -gt 220 ]; then
-  timeout 60 $B/dev/norm_prefetch --graph --rounds 10 > $R/norm_prefetch-graph.txt 2>&1; echo "norm_prefetch --graph rc=$? at $(( $(date +%s) - T0 )) s"; tail -7 $R/norm_prefetch-graph.txt
+  timeout 75 $B/dev/norm_prefetch --graph --bounds --rounds 10 > $R/norm_prefetch-graph.txt 2>&1; echo "norm_prefetch --graph rc=$? at $(( $(date +%s) - T0 )) s"; tail -8 $R/norm_prefetch-graph.txt
   save
 fi
 wait
