@@ -81,11 +81,11 @@ void mv_pack(const gem_matrix *w, void *dst);
 #define MV_SPAN_MAX 8
 #define MV_CHUNK_COLS 1024
 
-/* The span to pack w with when its products run on a pool of `threads` threads: the widest of
- * 8, 4, 2 and 1 that still gives every range of the product's split (threads x the library's
- * ranges a thread) a span of its own; 1 when w has at most MV_CHUNK_COLS columns (one chunk:
- * the spans change nothing). Any span gives the same bits; this one the most reuse of x's
- * digits without idle threads. */
+/* The span to pack w with when its products run on a pool of `threads` threads: on an AMD
+ * processor (CPUID vendor AuthenticAMD) the widest of 8, 4, 2 and 1 that still gives every range
+ * of the product's split (threads x the library's ranges a thread) a span of its own; 1 when w
+ * has at most MV_CHUNK_COLS columns (one chunk: the spans change nothing) and on every other
+ * processor (measured slower on the Intel Xeon). Any span gives the same bits. */
 int64_t mv_span_for(const gem_matrix *w, int64_t threads);
 
 /* y[r] = sum_i W[r, i] * x[i] for r in [r0, r1).  x (w->cols), y (w->rows). GEM_ERR_RANGE
