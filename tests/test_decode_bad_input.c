@@ -255,7 +255,7 @@ static void check_queries(fixture *f)
                   GEM_ERR_PARAM);
     TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)-1, GEM_DTYPE_F32),
                   GEM_ERR_PARAM);
-    /* the CPU runs all nine pairs */
+    /* the CPU runs every pair of the four element types */
     for (int kt = 0; kt < GEM_DTYPE_COUNT; kt++)
         for (int vt = 0; vt < GEM_DTYPE_COUNT; vt++)
             TCHECK_STATUS(gem_decode_supports(f->ctx, &f->shape, (gem_dtype)kt, (gem_dtype)vt),
