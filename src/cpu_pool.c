@@ -26,6 +26,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,11 @@
  * sleeping (nanoseconds). */
 #define CPU_POOL_POLL_NS 500000
 
+/* The counters every thread writes during a run (the item counter at each claim, the busy
+ * count at each worker's end) lie on cache lines of their own: on a line shared with the
+ * generation, which idle workers poll, every claim took the line from every poller. */
+#define CPU_POOL_LINE 64
+
 struct cpu_pool {
     int64_t threads;       /* workers + the caller */
     pthread_t *workers;    /* (threads - 1) */
@@ -43,14 +49,14 @@ struct cpu_pool {
     pthread_cond_t wake;   /* sleeping workers wait here for a new generation */
     pthread_cond_t done;   /* a sleeping caller waits here for the last worker */
     atomic_uint_least64_t generation; /* bumped by every run (release) */
-    atomic_int_least64_t busy;        /* workers still inside the current run */
     atomic_int quit;
     int poll;              /* 1: wait by polling first (threads <= online processors) */
     /* the current run: written before the generation's release, read after its acquire */
     cpu_pool_fn fn;
     void *ctx;
     int64_t n_items;
-    atomic_int_least64_t next;
+    _Alignas(CPU_POOL_LINE) atomic_int_least64_t next; /* the next item to claim */
+    _Alignas(CPU_POOL_LINE) atomic_int_least64_t busy; /* workers still inside the current run */
 };
 
 typedef struct worker_arg {
@@ -152,9 +158,11 @@ gem_status cpu_pool_create(int64_t threads, cpu_pool **out)
     *out = NULL;
     if (threads < 1 || threads > 4096)
         return GEM_ERR_PARAM;
-    cpu_pool *pool = calloc(1, sizeof *pool);
+    /* sizeof is a multiple of the struct's alignment, CPU_POOL_LINE */
+    cpu_pool *pool = aligned_alloc(CPU_POOL_LINE, sizeof *pool);
     if (!pool)
         return GEM_ERR_NOMEM;
+    memset(pool, 0, sizeof *pool);
     pool->threads = threads;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     pool->poll = online < 1 || threads <= (int64_t)online;
