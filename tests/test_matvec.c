@@ -328,7 +328,7 @@ static void check_tunings(cpu_pool *p3)
         for (size_t a = 0; a < 3; a++)
             for (size_t b = 0; b < 3; b++)
                 for (int into = 0; into < 3; into++) {
-                    const mv_tuning t = {parts[a], ahead[b], into};
+                    const mv_tuning t = {parts[a], ahead[b], into, 0};
                     const gem_matrix *wp = &w;
                     const float *xp = x;
                     float *yp = y;
@@ -339,6 +339,19 @@ static void check_tunings(cpu_pool *p3)
         if (!TCHECK(bad == 0))
             fprintf(stderr, "     tunings %s%s: %d of 27 differ from mv_rows\n",
                     gem_gguf_type_name(types[k]), w.packed ? " packed" : "", bad);
+        /* tapered splits, down to ranges shorter than a row (they hold no row) */
+        static const int64_t tapers[] = {2, 3, 5, 8};
+        for (size_t a = 0; a < sizeof tapers / sizeof tapers[0]; a++) {
+            const mv_tuning t = {1, -1, 2, tapers[a]};
+            const gem_matrix *wp = &w;
+            const float *xp = x;
+            float *yp = y;
+            memset(y, 0x5A, (size_t)rows * 4);
+            TCHECK_STATUS(mv_batch_tuned(p3, 1, &wp, &xp, &xq, &yp, &t), GEM_OK);
+            if (!TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0))
+                fprintf(stderr, "     taper %d levels %s%s differs from mv_rows\n",
+                        (int)tapers[a], gem_gguf_type_name(types[k]), w.packed ? " packed" : "");
+        }
         TCHECK_STATUS(mv(p3, &w, x, &xq, y), GEM_OK); /* the default tuning */
         TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0);
     }

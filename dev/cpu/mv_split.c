@@ -13,7 +13,9 @@ median token time and its rate against a streaming read of as many bytes on as m
 Versions (S:D:I, every triple of --splits S, --prefetch D and --into I):
   S  the contiguous ranges a thread's share is cut into: 1, one range per thread (each core
      streams its rows in order); 2, 4, 8 ranges taken in turn from the pool's counter (a thread
-     that finishes early takes the next, at the cost of a stream that restarts more often)
+     that finishes early takes the next, at the cost of a stream that restarts more often);
+     tL a tapered split of L levels (mv_tuning's taper_levels: ranges of half a thread's share,
+     then a quarter, ..., so that the ranges left at the end are short)
   D  bytes ahead: before each row a thread asks (prefetcht1) for the lines of the row that
      starts D bytes on; 0 none. In L3 one core computes the Q8_0 product at 18 GB/s; from DRAM
      it streams 6-7 GB/s against the probe's 15-17 (run 46): compute and loads do not overlap.
@@ -37,7 +39,7 @@ layout, the only one then.
 Every split is checked first: its outputs must be the bits of mv_rows on one thread (a row is
 always computed whole by one item). Then rounds of all versions in A B ... B A order.
 
-usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4] [--prefetch 0,4096]
+usage: mv_split [--threads N] [--layers L] [--rounds R] [--splits 1,4,t6] [--prefetch 0,4096]
                 [--into 2] [--alloc malloc|huge|file] [--gap-us 0,10] [--layout packed|file]
 H200 host (Intel Xeon, 16 cores), results/h200/run46: see that run's COMMAND.md.
 */
@@ -186,6 +188,18 @@ static void map_into_file(layer *L, int64_t nl)
     }
 }
 
+/* "S:D:I:gap", S a count of ranges a thread or tL */
+static void version_name(const mv_tuning *v, double gap, char *name, size_t size)
+{
+    char split[24];
+    if (v->taper_levels)
+        snprintf(split, sizeof split, "t%lld", (long long)v->taper_levels);
+    else
+        snprintf(split, sizeof split, "%lld", (long long)v->parts_per_thread);
+    snprintf(name, size, "%s:%lld:%d:%g", split, (long long)v->prefetch_bytes, v->prefetch_into,
+             gap);
+}
+
 int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
@@ -202,7 +216,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
             nsp = 0;
             for (char *t = strtok(argv[++i], ","); t && nsp < MAX_LIST; t = strtok(NULL, ","))
-                splits[nsp++] = atoll(t);
+                splits[nsp++] = t[0] == 't' ? -atoll(t + 1) : atoll(t); /* tL: -L */
         } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
             nin = 0;
             for (char *t = strtok(argv[++i], ","); t && nin < MAX_LIST; t = strtok(NULL, ","))
@@ -225,7 +239,7 @@ int main(int argc, char **argv)
             packed = !strcmp(argv[++i], "packed");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
-                            "[--splits 1,4] [--prefetch 0,4096] [--into 2] "
+                            "[--splits 1,4,t6] [--prefetch 0,4096] [--into 2] "
                             "[--alloc malloc|huge|file] [--gap-us 0,10] "
                             "[--layout packed|file]\n");
             return 2;
@@ -247,14 +261,16 @@ int main(int argc, char **argv)
     for (int a = 0; a < nsp; a++)
         for (int c = 0; c < npf; c++)
             for (int d = 0; d < nin; d++) {
-                if (splits[a] < 1 || splits[a] > 64 || pfs[c] < 0 ||
+                if (splits[a] == 0 || splits[a] > 64 || splits[a] < -8 || splits[a] == -1 ||
+                    pfs[c] < 0 ||
                     pfs[c] > ((int64_t)1 << 30) || intos[d] < 0 || intos[d] > 2) {
-                    fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread, a prefetch "
-                                    "0 to 2^30 bytes, into 0, 1 or 2\n");
+                    fprintf(stderr, "mv_split: a split is 1 to 64 ranges a thread or t2 to t8 "
+                                    "levels, a prefetch 0 to 2^30 bytes, into 0, 1 or 2\n");
                     return 2;
                 }
                 vgap[ns] = gaps[g];
-                v[ns++] = (mv_tuning){splits[a], pfs[c], (int)intos[d]};
+                v[ns++] = splits[a] > 0 ? (mv_tuning){splits[a], pfs[c], (int)intos[d], 0}
+                                        : (mv_tuning){1, pfs[c], (int)intos[d], -splits[a]};
             }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;
@@ -326,10 +342,10 @@ int main(int argc, char **argv)
             memset(got, 0xFF, 8192 * sizeof(float));
             mv_batch_tuned(pool, 1, &m0[k], &x, &xq, &got, &v[s]);
             if (memcmp(want, got, (size_t)m0[k]->rows * sizeof(float)) != 0) {
-                fprintf(stderr,
-                        "mv_split: version %lld:%lld:%d differs from mv_rows on matrix %d\n",
-                        (long long)v[s].parts_per_thread, (long long)v[s].prefetch_bytes,
-                        v[s].prefetch_into, k);
+                char name[48];
+                version_name(&v[s], 0.0, name, sizeof name);
+                fprintf(stderr, "mv_split: version %s differs from mv_rows on matrix %d\n", name,
+                        k);
                 return 1;
             }
         }
@@ -362,8 +378,7 @@ int main(int argc, char **argv)
         qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
         const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
         char name[48];
-        snprintf(name, sizeof name, "%lld:%lld:%d:%g", (long long)v[s].parts_per_thread,
-                 (long long)v[s].prefetch_bytes, v[s].prefetch_into, vgap[s]);
+        version_name(&v[s], vgap[s], name, sizeof name);
         printf("%-13s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
                u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }

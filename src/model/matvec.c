@@ -41,6 +41,11 @@
  * busy, against 44-52 for every process with the prefetch); the arithmetic-heavier types lost
  * without it, Q4_0 1.05, Q4_K 1.13-1.14, Q6_K 1.83-1.89 (results/cpu/model/speed/prefetch-amd). */
 #define MV_PARTS_PER_THREAD 4
+/* The split is tapered (mv_tuning): 6 levels, ranges of 1/2, 1/4, .., 1/32, 1/32 of a thread's
+ * share. Run 154 (dev/cpu/mv_chain on the Xeon) found each dispatch of 4 equal ranges a thread
+ * ending ragged: threads busy 79-85% of it, the last ending 37 us after the median one in
+ * q/k/v's 154 us, about one range's time. */
+#define MV_TAPER_LEVELS 6
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
 
@@ -1111,23 +1116,46 @@ typedef struct mv_job {
     float *const *y;
     size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
     int64_t parts;        /* items: contiguous byte ranges of the batch */
+    int64_t threads;      /* the pool's, for a tapered split */
+    int64_t taper;        /* 0: parts equal ranges; else levels of a tapered split */
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
 } mv_job;
 
+/* Where range `item` of a split of B bytes starts, in units of B / den: equal ranges
+ * (item of parts), or the tapered split of mv_tuning: T ranges of 2^(L-2) units, T of
+ * 2^(L-3), ..., two levels of 1 unit, with den = T * 2^(L-1). item in [0, parts]. */
+static size_t split_start(const mv_job *j, int64_t item, size_t *den)
+{
+    if (!j->taper) {
+        *den = (size_t)j->parts;
+        return (size_t)item;
+    }
+    const int64_t T = j->threads, L = j->taper;
+    const int64_t level = item / T, k = item % T;
+    *den = (size_t)T << (L - 1);
+    if (level >= L - 1) /* the last level, or item == parts (level L, k 0) */
+        return *den - (size_t)T + (size_t)(item - (L - 1) * T);
+    /* levels before `level` hold T * (2^(L-1) - 2^(L-1-level)) units */
+    return ((size_t)T << (L - 1)) - ((size_t)T << (L - 1 - level)) +
+           (size_t)k * ((size_t)1 << (L - 2 - level));
+}
+
 /* Item `item` of the batch: the units (rows, or 16-row groups of a packed matrix) whose
- * first byte lies in [item * B / parts, (item + 1) * B / parts) of the products' units laid
- * end to end (B bytes), so every unit is computed by exactly one item, whole, and each item
- * streams one contiguous range. */
+ * first byte lies in [start(item) * B / den, start(item + 1) * B / den) of the products' units
+ * laid end to end (B bytes; split_start), so every unit is computed by exactly one item, whole,
+ * and each item streams one contiguous range. */
 static void mv_item(void *ctx, int64_t item, int64_t thread)
 {
     (void)thread;
     const mv_job *j = ctx;
     const size_t B = j->first_byte[j->n];
-    /* item * B fits: B is at most the bytes of 8 mapped matrices (below 2^40), parts at most
-     * 4096 threads x 64 */
-    const size_t b0 = (size_t)item * B / (size_t)j->parts;
-    const size_t b1 = (size_t)(item + 1) * B / (size_t)j->parts;
+    /* start * B fits: B is at most the bytes of 8 mapped matrices (below 2^40), den at most
+     * 4096 threads x 128 */
+    size_t den = 1;
+    const size_t s0 = split_start(j, item, &den), s1 = split_start(j, item + 1, &den);
+    const size_t b0 = s0 * B / den;
+    const size_t b1 = s1 * B / den;
     for (int k = 0; k < j->n; k++) {
         const gem_matrix *w = j->w[k];
         const int packed = j->xq[k] != NULL;
@@ -1213,7 +1241,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS};
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
@@ -1245,7 +1273,9 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
      * 60% of the read bandwidth), and one that finishes early takes the next range. */
     const int64_t ppt =
         t->parts_per_thread < 1 ? 1 : (t->parts_per_thread > 64 ? 64 : t->parts_per_thread);
-    j.parts = cpu_pool_threads(p) * ppt;
+    j.threads = cpu_pool_threads(p);
+    j.taper = t->taper_levels < 2 ? 0 : (t->taper_levels > 8 ? 8 : t->taper_levels);
+    j.parts = j.threads * (j.taper ? j.taper : ppt);
     cpu_pool_run(p, j.parts, mv_item, &j);
     return GEM_OK;
 }

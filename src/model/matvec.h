@@ -103,7 +103,7 @@ gem_status mv(cpu_pool *p, const gem_matrix *w, const float *x, const mv_scratch
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y);
 
-/* How a batch runs (dev/cpu/mv_split measures both; neither changes a bit of the result):
+/* How a batch runs (dev/cpu/mv_split measures these; none changes a bit of the result):
  * its bytes split into threads * parts_per_thread contiguous ranges (items taken in turn
  * from the pool's counter), and each thread asking for the rows that start prefetch_bytes
  * past the row it computes (0: no prefetch; negative: the library's default for each
@@ -112,6 +112,11 @@ typedef struct mv_tuning {
     int64_t parts_per_thread; /* [1, 64] */
     int64_t prefetch_bytes;   /* [0, 2^30], or negative for the default */
     int prefetch_into;        /* 1: L1 (prefetcht0), 2: L2 (prefetcht1), 0: non-temporal */
+    /* 0: the parts_per_thread equal ranges. L in [2, 8]: a tapered split of threads * L
+     * ranges instead, taken in this order: threads ranges of half a thread's share, threads of
+     * a quarter, ..., the last two levels equal (a share / 2^(L-1) each), so the ranges left
+     * when the counter runs out are short and the threads end together. */
+    int64_t taper_levels;
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
