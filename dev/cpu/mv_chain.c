@@ -19,8 +19,9 @@ times the same bytes under different structures:
   flat       the same bytes as one product (30,720 L x 1,024): one dispatch
   read       the products' bytes read with no arithmetic (64-bit integer sums, the four lines
              --ahead bytes on asked for into L2 at every 256-byte step, as the products ask on
-             an Intel processor), split exactly as the products split them: 4 dispatches a
-             layer, threads x 4 contiguous ranges a dispatch, 16-row groups whole
+             an Intel processor), split as the products were split up to run 156: 4
+             dispatches a layer, threads x 4 equal contiguous ranges a dispatch, 16-row groups
+             whole (the products' split is tapered since: mv_tuning)
   read-flat  the whole region read in one dispatch of threads x 4 ranges
   empty      4 L dispatches of threads x 4 items that do nothing
 
