@@ -1150,12 +1150,13 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
     (void)thread;
     const mv_job *j = ctx;
     const size_t B = j->first_byte[j->n];
-    /* start * B fits: B is at most the bytes of 8 mapped matrices (below 2^40), den at most
-     * 4096 threads x 128 */
+    /* floor(s * B / den) as s * (B / den) + floor(s * (B % den) / den), which cannot overflow:
+     * s <= den <= 4096 threads x 128, so s * (B % den) < 2^38, and s * (B / den) <= B */
     size_t den = 1;
     const size_t s0 = split_start(j, item, &den), s1 = split_start(j, item + 1, &den);
-    const size_t b0 = s0 * B / den;
-    const size_t b1 = s1 * B / den;
+    const size_t bq = B / den, br = B % den;
+    const size_t b0 = s0 * bq + s0 * br / den;
+    const size_t b1 = s1 * bq + s1 * br / den;
     for (int k = 0; k < j->n; k++) {
         const gem_matrix *w = j->w[k];
         const int packed = j->xq[k] != NULL;
