@@ -1137,7 +1137,7 @@ static size_t split_start(const mv_job *j, int64_t item, size_t *den)
     if (level >= L - 1) /* the last level, or item == parts (level L, k 0) */
         return *den - (size_t)T + (size_t)(item - (L - 1) * T);
     /* levels before `level` hold T * (2^(L-1) - 2^(L-1-level)) units */
-    return ((size_t)T << (L - 1)) - ((size_t)T << (L - 1 - level)) +
+    return *den - ((size_t)T << (L - 1 - level)) +
            (size_t)k * ((size_t)1 << (L - 2 - level));
 }
 
