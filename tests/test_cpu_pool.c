@@ -3,12 +3,18 @@
  * thread index in range, and the run returns only after all of them; whether the workers are
  * polling (runs back to back) or asleep (runs more than the polling window apart, so that the
  * wake-up path of both sides is taken); for runs of 1 item, fewer items than threads and many
- * more; a pool destroyed while its workers poll and while they sleep; bad arguments.
+ * more; a pool destroyed while its workers poll and while they sleep; bad arguments. Runs
+ * with owned items (cpu_pool_run_owned) likewise, for every owned count from none to more
+ * than the run has. The idle work: called with a thread index in range, the current argument
+ * and sequence number, never again for a sequence number once it said it was done, again for
+ * a new argument, and never once cpu_pool_set_idle(NULL) has returned.
  */
+#define _DEFAULT_SOURCE 1 /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cpu_pool.h"
 #include "tcheck.h"
@@ -42,8 +48,9 @@ static void count_item(void *ctx, int64_t item, int64_t thread)
     atomic_fetch_sub(&j->running, 1);
 }
 
-/* One run of n items; 1 when every item ran once on a valid thread and none is still running. */
-static int one_run(cpu_pool *pool, int64_t threads, int64_t n, int *max_running)
+/* One run of n items, [0, owned) owned (-1: cpu_pool_run); 1 when every item ran once on a
+ * valid thread and none is still running. */
+static int owned_run(cpu_pool *pool, int64_t threads, int64_t n, int64_t owned, int *max_running)
 {
     run_job j;
     j.threads = threads;
@@ -53,7 +60,10 @@ static int one_run(cpu_pool *pool, int64_t threads, int64_t n, int *max_running)
     atomic_init(&j.max_running, 0);
     for (int64_t i = 0; i < n; i++)
         atomic_init(&j.hits[i], 0);
-    cpu_pool_run(pool, n, count_item, &j);
+    if (owned < 0)
+        cpu_pool_run(pool, n, count_item, &j);
+    else
+        cpu_pool_run_owned(pool, n, owned, count_item, &j);
     int ok = atomic_load(&j.bad_thread) == 0 && atomic_load(&j.running) == 0;
     for (int64_t i = 0; i < n; i++)
         ok &= atomic_load(&j.hits[i]) == 1;
@@ -61,6 +71,46 @@ static int one_run(cpu_pool *pool, int64_t threads, int64_t n, int *max_running)
         *max_running = atomic_load(&j.max_running);
     free(j.hits);
     return ok;
+}
+
+static int one_run(cpu_pool *pool, int64_t threads, int64_t n, int *max_running)
+{
+    return owned_run(pool, threads, n, -1, max_running);
+}
+
+#define IDLE_STEPS 5 /* calls a thread's idle function wants for one argument */
+
+typedef struct idle_job {
+    int64_t threads;
+    atomic_uint arg, seq; /* what the test last set: arg, and seq once known */
+    atomic_int calls, bad, after_stop, stopped;
+    struct {
+        _Alignas(64) uint32_t seq;
+        int steps; /* calls for seq */
+    } per[8];
+} idle_job;
+
+static int idle_fn(void *ctx, uint32_t arg, uint32_t seq, int64_t thread)
+{
+    idle_job *j = ctx;
+    atomic_fetch_add(&j->calls, 1);
+    if (atomic_load(&j->stopped))
+        atomic_fetch_add(&j->after_stop, 1);
+    if (thread < 0 || thread >= j->threads) {
+        atomic_fetch_add(&j->bad, 1);
+        return 0;
+    }
+    /* the argument of this seq: the test sets arg before it asks for the next seq, and a
+     * thread may still be at the previous one for one more call */
+    if (arg != atomic_load(&j->arg) && seq == atomic_load(&j->seq))
+        atomic_fetch_add(&j->bad, 1);
+    if (j->per[thread].seq != seq) {
+        j->per[thread].seq = seq;
+        j->per[thread].steps = 0;
+    }
+    if (++j->per[thread].steps > IDLE_STEPS) /* called again after it said done */
+        atomic_fetch_add(&j->bad, 1);
+    return j->per[thread].steps < IDLE_STEPS;
 }
 
 int main(void)
@@ -87,6 +137,27 @@ int main(void)
             }
         TCHECK(all);
         TCHECK(most <= threads); /* never more items at once than threads */
+        /* owned items: none, some, one a thread, several a thread, all, more than the run has */
+        all = 1, most = 0;
+        for (int rep = 0; rep < 30; rep++)
+            for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+                const int64_t owned[] = {0, 1, threads, 3 * threads, sizes[k], sizes[k] + 5,
+                                         1000000};
+                for (size_t o = 0; o < sizeof owned / sizeof owned[0]; o++) {
+                    int m = 0;
+                    all &= owned_run(p, threads, sizes[k], owned[o], &m);
+                    most = m > most ? m : most;
+                }
+            }
+        TCHECK(all);
+        TCHECK(most <= threads);
+        /* owned runs after the workers have gone to sleep: the caller may take them all */
+        all = 1;
+        for (int rep = 0; rep < 4; rep++) {
+            sleep_us(2000);
+            all &= owned_run(p, threads, 4 * threads, 2 * threads, NULL);
+        }
+        TCHECK(all);
         /* runs further apart than the polling window (0.5 ms): the workers and the caller sleep
          * on their condition variables and are woken */
         all = 1;
@@ -97,6 +168,38 @@ int main(void)
         TCHECK(all);
         cpu_pool_destroy(p); /* workers asleep */
         p = NULL;
+    }
+    /* the idle work, on pools of 2 and 5 threads whose workers poll between runs */
+    for (int64_t threads = 2; threads <= 5; threads += 3) {
+        TCHECK_STATUS(cpu_pool_create(threads, &p), GEM_OK);
+        idle_job *ij = aligned_alloc(64, sizeof *ij);
+        memset(ij, 0, sizeof *ij);
+        ij->threads = threads;
+        const cpu_pool_idle idle = {idle_fn, ij};
+        cpu_pool_set_idle(p, &idle);
+        int all = 1;
+        for (uint32_t arg = 1; arg <= 20; arg++) {
+            atomic_store(&ij->arg, arg);
+            atomic_store(&ij->seq, 0xFFFFFFFFu); /* not known until the call returns */
+            cpu_pool_idle_arg(p, arg);
+            atomic_store(&ij->seq, (uint32_t)(arg + 1)); /* set_idle took seq 1 */
+            for (int rep = 0; rep < 20; rep++)
+                all &= one_run(p, threads, threads + 1, NULL);
+        }
+        TCHECK(all);
+        /* the waiting threads did call it, where they poll (no more threads than processors) */
+        if (threads <= sysconf(_SC_NPROCESSORS_ONLN))
+            TCHECK(atomic_load(&ij->calls) > 0);
+        TCHECK_EQ_I64(atomic_load(&ij->bad), 0);
+        cpu_pool_set_idle(p, NULL);
+        atomic_store(&ij->stopped, 1);
+        cpu_pool_idle_arg(p, 99);
+        for (int rep = 0; rep < 50; rep++)
+            all &= one_run(p, threads, threads + 1, NULL);
+        TCHECK(all);
+        TCHECK_EQ_I64(atomic_load(&ij->after_stop), 0);
+        cpu_pool_destroy(p);
+        free(ij);
     }
     /* destroyed right after a run, while the workers still poll */
     TCHECK_STATUS(cpu_pool_create(3, &p), GEM_OK);

@@ -293,6 +293,64 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
     free(xq.buf);
 }
 
+/* Bytes one thread's preload of plan a asks for in steps of `step` bytes (to the end). */
+static size_t ahead_total(const mv_ahead *a, int64_t thread, size_t step)
+{
+    size_t done = 0, sum = 0, got;
+    while ((got = mv_ahead_step(a, thread, &done, step)) > 0)
+        sum += got;
+    return sum == done ? sum : (size_t)-1;
+}
+
+/* The preload plan of a batch of w twice (mv_ahead): its threads' owned items are the first
+ * owned_levels levels of the tapered split, which end at a fraction 1 - 2^-owned_levels of the
+ * batch's bytes, so together the threads ask for the bytes of every unit (row, or 16-row group
+ * when packed) whose first byte lies below that, each once; steps of any size ask for the same
+ * bytes; a budget caps each thread. */
+static void check_ahead(const gem_matrix *w)
+{
+    const gem_matrix *ws[2] = {w, w};
+    mv_ahead a;
+    TCHECK_STATUS(mv_ahead_plan(&a, 0, ws, 3), GEM_ERR_PARAM);
+    TCHECK_STATUS(mv_ahead_plan(&a, 9, ws, 3), GEM_ERR_PARAM);
+    TCHECK_STATUS(mv_ahead_plan(&a, 2, ws, 0), GEM_ERR_PARAM);
+    TCHECK_STATUS(mv_ahead_plan(&a, 2, ws, 1), GEM_OK); /* one thread: nothing to preload */
+    size_t done = 0;
+    TCHECK(mv_ahead_step(&a, 0, &done, 4096) == 0 && done == 0);
+    const int64_t T = 3;
+    TCHECK_STATUS(mv_ahead_plan(&a, 2, ws, T), GEM_OK);
+    if (!TCHECK(a.budget > 0 && a.owned_levels >= 1 && a.owned_levels <= a.taper))
+        return;
+    const size_t mb = (size_t)w->rows * w->row_bytes, B = 2 * mb;
+    const size_t den = (size_t)T << (a.taper - 1);
+    const size_t s_end = den - ((size_t)T << (a.taper - 1 - a.owned_levels));
+    const size_t b_end = s_end * B / den; /* no overflow at these sizes */
+    const size_t ub = w->packed ? 16 * w->row_bytes : w->row_bytes;
+    size_t want = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t u = 0; u * ub < mb; u++)
+            if (k * mb + u * ub < b_end)
+                want += (u + 1) * ub < mb ? ub : mb - u * ub;
+    a.budget = (size_t)-1 / 2;
+    size_t sum = 0, own[3];
+    int same = 1;
+    for (int64_t t = 0; t < T; t++) {
+        own[t] = ahead_total(&a, t, 4096);
+        same &= ahead_total(&a, t, 1000) == own[t] && ahead_total(&a, t, 64) == own[t];
+        sum += own[t];
+    }
+    TCHECK(same);
+    if (!TCHECK(sum == want))
+        fprintf(stderr, "     preload of %s%s: %zu bytes asked for, %zu owned\n",
+                gem_gguf_type_name(w->type), w->packed ? " packed" : "", sum, want);
+    TCHECK(mv_ahead_step(&a, T, &done, 4096) == 0); /* a thread the plan does not have */
+    a.budget = 10000;
+    int capped = 1;
+    for (int64_t t = 0; t < T; t++)
+        capped &= ahead_total(&a, t, 4096) == (own[t] < 10000 ? own[t] : 10000);
+    TCHECK(capped);
+}
+
 /* Products large enough for the pool (past the bytes run on the caller): every split, prefetch
  * distance and prefetch target gives the bits of mv_rows on one thread, packed or not. The
  * library's default distance depends on the processor (none on AMD), so both must hold. */
@@ -328,7 +386,7 @@ static void check_tunings(cpu_pool *p3)
         for (size_t a = 0; a < 3; a++)
             for (size_t b = 0; b < 3; b++)
                 for (int into = 0; into < 3; into++) {
-                    const mv_tuning t = {parts[a], ahead[b], into, 0};
+                    const mv_tuning t = {parts[a], ahead[b], into, 0, 0};
                     const gem_matrix *wp = &w;
                     const float *xp = x;
                     float *yp = y;
@@ -342,7 +400,7 @@ static void check_tunings(cpu_pool *p3)
         /* tapered splits, down to ranges shorter than a row (they hold no row) */
         static const int64_t tapers[] = {2, 3, 5, 8};
         for (size_t a = 0; a < sizeof tapers / sizeof tapers[0]; a++) {
-            const mv_tuning t = {1, -1, 2, tapers[a]};
+            const mv_tuning t = {1, -1, 2, tapers[a], 0};
             const gem_matrix *wp = &w;
             const float *xp = x;
             float *yp = y;
@@ -352,6 +410,19 @@ static void check_tunings(cpu_pool *p3)
                 fprintf(stderr, "     taper %d levels %s%s differs from mv_rows\n",
                         (int)tapers[a], gem_gguf_type_name(types[k]), w.packed ? " packed" : "");
         }
+        /* owned levels of a tapered split (cpu_pool_run_owned) */
+        for (int64_t ol = 1; ol <= 7; ol++) {
+            const mv_tuning t = {1, -1, 2, 6, ol};
+            const gem_matrix *wp = &w;
+            const float *xp = x;
+            float *yp = y;
+            memset(y, 0x5A, (size_t)rows * 4);
+            TCHECK_STATUS(mv_batch_tuned(p3, 1, &wp, &xp, &xq, &yp, &t), GEM_OK);
+            if (!TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0))
+                fprintf(stderr, "     %d owned levels %s%s differ from mv_rows\n", (int)ol,
+                        gem_gguf_type_name(types[k]), w.packed ? " packed" : "");
+        }
+        check_ahead(&w);
         TCHECK_STATUS(mv(p3, &w, x, &xq, y), GEM_OK); /* the default tuning */
         TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0);
     }

@@ -269,8 +269,8 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 vgap[ns] = gaps[g];
-                v[ns++] = splits[a] > 0 ? (mv_tuning){splits[a], pfs[c], (int)intos[d], 0}
-                                        : (mv_tuning){1, pfs[c], (int)intos[d], -splits[a]};
+                v[ns++] = splits[a] > 0 ? (mv_tuning){splits[a], pfs[c], (int)intos[d], 0, 0}
+                                        : (mv_tuning){1, pfs[c], (int)intos[d], -splits[a], 0};
             }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;

@@ -565,6 +565,61 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The idle work of the session's pool: thread `thread` preloads its owned items of plan
+ * `arg` (gem_session's ahead), a step of 4 KiB a call. */
+static int ahead_idle(void *ctx, uint32_t arg, uint32_t seq, int64_t thread)
+{
+    gem_session *s = ctx;
+    gem_ahead_pos *p = &s->ahead_pos[thread];
+    if (p->seq != seq) {
+        p->seq = seq;
+        p->done = 0;
+    }
+    return mv_ahead_step(&s->ahead[arg], thread, &p->done, 4096) > 0;
+}
+
+/* The next product whose owned items the waiting threads preload (a plan of s->ahead). */
+static void ahead_next(gem_session *s, int64_t plan)
+{
+    if (s->ahead)
+        cpu_pool_idle_arg(s->pool, (uint32_t)plan);
+}
+
+static void *alloc64(size_t bytes);
+
+/* The CPU session's preload plans (gem_session's ahead) and the pool's idle work; none on a
+ * pool of one thread. */
+static gem_status session_ahead(gem_session *s)
+{
+    const int64_t T = cpu_pool_threads(s->pool), L = s->m->hp.n_layers;
+    if (T < 2)
+        return GEM_OK;
+    s->ahead = calloc((size_t)(4 * L + 1), sizeof *s->ahead);
+    s->ahead_pos = alloc64((size_t)T * sizeof *s->ahead_pos);
+    if (!s->ahead || !s->ahead_pos)
+        return GEM_ERR_NOMEM;
+    memset(s->ahead_pos, 0, (size_t)T * sizeof *s->ahead_pos);
+    gem_status st = GEM_OK;
+    for (int64_t li = 0; li < L && st == GEM_OK; li++) {
+        const gem_layer *l = &s->m->layers[li];
+        const gem_matrix *qkv[3] = {&l->wq, &l->wk, &l->wv}, *o = &l->wo,
+                         *gu[2] = {&l->w_gate, &l->w_up}, *down = &l->w_down;
+        if ((st = mv_ahead_plan(&s->ahead[4 * li], l->k_eq_v ? 2 : 3, qkv, T)) == GEM_OK &&
+            (st = mv_ahead_plan(&s->ahead[4 * li + 1], 1, &o, T)) == GEM_OK &&
+            (st = mv_ahead_plan(&s->ahead[4 * li + 2], 2, gu, T)) == GEM_OK)
+            st = mv_ahead_plan(&s->ahead[4 * li + 3], 1, &down, T);
+    }
+    const gem_matrix *head = &s->m->output;
+    if (st == GEM_OK)
+        st = mv_ahead_plan(&s->ahead[4 * L], 1, &head, T);
+    if (st != GEM_OK)
+        return st;
+    s->idle = (cpu_pool_idle){ahead_idle, s};
+    cpu_pool_set_idle(s->pool, &s->idle);
+    ahead_next(s, 0); /* the first layer's q/k/v */
+    return GEM_OK;
+}
+
 static void *alloc64(size_t bytes)
 {
     size_t r = (bytes + 63) / 64 * 64;
@@ -627,6 +682,10 @@ void gem_session_free(gem_session *s)
     free(s->up);
     free(s->lg);
     free(s->xq);
+    if (s->ahead)
+        cpu_pool_set_idle(s->pool, NULL); /* no thread inside ahead_idle from here on */
+    free(s->ahead);
+    free(s->ahead_pos);
     gem_decode_ctx_destroy(s->dctx);
     gem_decode_ctx_destroy(s->dctx1);
     free(s);
@@ -884,6 +943,10 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     if (!s->xq || !s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
         !s->up || !s->kr || !s->vr || !s->lg)
         goto nomem;
+    if ((st = session_ahead(s)) != GEM_OK) {
+        mfail(err, errlen, st, "the products' preload plans: %s", gem_status_str(st));
+        goto fail;
+    }
     *out = s;
     return GEM_OK;
 nomem:
@@ -1351,6 +1414,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const int64_t hd = l->head_dim, nkv = l->n_head_kv;
         rmsnorm(s->x, l->attn_norm, E, hp->eps, s->xn);
         LAP(norms);
+        ahead_next(s, 4 * li + 1); /* q/k/v's and the attention's waits preload o */
         {
             const gem_matrix *w[3] = {&l->wq, &l->wk, &l->wv};
             const float *xs[3] = {s->xn, s->xn, s->xn};
@@ -1419,6 +1483,10 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         const gem_decode_shape sh = gem_layer_decode_shape(l);
         /* Cache rows this call reads: below 1 MiB one thread does it. */
         const size_t kv_bytes = (size_t)live * (size_t)(nkv * hd) * (v_only ? 1 : 2) * s->kv_es;
+        /* a call that reads more than a quarter of an L2 a thread evicts what the threads
+         * preloaded before it: o's preload starts over for the call's end */
+        if (s->ahead && kv_bytes / (size_t)cpu_pool_threads(s->pool) > s->ahead[4 * li + 1].budget / 4)
+            ahead_next(s, 4 * li + 1);
         st =
             gem_decode(kv_bytes < ((size_t)1 << 20) ? s->dctx1 : s->dctx, &sh, s->q, &view, s->att,
                        s->ws, s->ws_bytes, l->swa ? NULL : &s->full_cfg, NULL);
@@ -1428,6 +1496,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             LAP(attn_swa);
         else
             LAP(attn_full);
+        ahead_next(s, 4 * li + 2); /* gate/up */
         if ((st = mv(s->pool, &l->wo, s->att, &xq, s->o)) != GEM_OK)
             return st;
         LAP(proj);
@@ -1436,6 +1505,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             s->x[i] += s->o[i];
         rmsnorm(s->x, l->ffn_norm, E, hp->eps, s->xn);
         LAP(norms);
+        ahead_next(s, 4 * li + 3); /* down */
         {
             const gem_matrix *w[2] = {&l->w_gate, &l->w_up};
             const float *xs[2] = {s->xn, s->xn};
@@ -1444,6 +1514,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
                 return st;
         }
         elementwise(s->pool, l->n_ff, &(ew_job){geglu_range, s->gate, s->up, 0.0, 0, 0});
+        ahead_next(s, 4 * (li + 1)); /* the next layer's q/k/v, after the last the head */
         if ((st = mv(s->pool, &l->w_down, s->gate, &xq, s->o)) != GEM_OK)
             return st;
         LAP(mlp);
@@ -1455,6 +1526,8 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
     rmsnorm(s->x, m->output_norm, E, hp->eps, s->xn);
     LAP(norms);
     s->pos++;
+    if (!logits)
+        ahead_next(s, 0); /* the next token's first q/k/v (not the head) */
     if (logits) {
         if ((st = mv(s->pool, &m->output, s->xn, &xq, logits)) != GEM_OK)
             return st;
@@ -1462,6 +1535,7 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
             elementwise(s->pool, hp->n_vocab,
                         &(ew_job){softcap_range, logits, NULL, hp->softcap, 0, 0});
         LAP(logits);
+        ahead_next(s, 0); /* the next token's first q/k/v */
         if (!gem_cpu_floats_finite(logits, hp->n_vocab))
             return GEM_ERR_NONFINITE;
     }

@@ -14,8 +14,11 @@
  * general register and ran the four digits' chains one after the other, had Q8_0 at
  * 27.0 and Q4_0 at 14.0 (results/cpu/model/speed/int8-products).
  */
+#define _DEFAULT_SOURCE 1 /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -46,6 +49,10 @@
  * ending ragged: threads busy 79-85% of it, the last ending 37 us after the median one in
  * q/k/v's 154 us, about one range's time. */
 #define MV_TAPER_LEVELS 6
+/* The first 2 levels (3/4 of the bytes) of a product's split have owners, so that a thread can
+ * preload its items into its L2 while it waits (mv_ahead_step). */
+#define MV_OWNED_LEVELS 2
+int mv_x_owned_levels = MV_OWNED_LEVELS; /* EXPERIMENT: dev/cpu/token_ahead sets it */
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
 
@@ -1108,6 +1115,13 @@ void mv_row_f32(const gem_matrix *w, int64_t r, float *dst)
         dq(w->type, row, e, w->cols - e < ch ? w->cols - e : ch, dst + e);
 }
 
+/* How a batch's bytes are split into items. */
+typedef struct mv_split {
+    int64_t parts;   /* items: contiguous byte ranges of the batch */
+    int64_t threads; /* the pool's, for a tapered split */
+    int64_t taper;   /* 0: parts equal ranges; else levels of a tapered split */
+} mv_split;
+
 typedef struct mv_job {
     int n;
     const gem_matrix *const *w;
@@ -1115,9 +1129,7 @@ typedef struct mv_job {
     const xq_block *xq[8]; /* x's digits for packed w[k] */
     float *const *y;
     size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
-    int64_t parts;        /* items: contiguous byte ranges of the batch */
-    int64_t threads;      /* the pool's, for a tapered split */
-    int64_t taper;        /* 0: parts equal ranges; else levels of a tapered split */
+    mv_split sp;
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
 } mv_job;
@@ -1125,7 +1137,7 @@ typedef struct mv_job {
 /* Where range `item` of a split of B bytes starts, in units of B / den: equal ranges
  * (item of parts), or the tapered split of mv_tuning: T ranges of 2^(L-2) units, T of
  * 2^(L-3), ..., two levels of 1 unit, with den = T * 2^(L-1). item in [0, parts]. */
-static size_t split_start(const mv_job *j, int64_t item, size_t *den)
+static size_t split_start(const mv_split *j, int64_t item, size_t *den)
 {
     if (!j->taper) {
         *den = (size_t)j->parts;
@@ -1141,6 +1153,33 @@ static size_t split_start(const mv_job *j, int64_t item, size_t *den)
            (size_t)k * ((size_t)1 << (L - 2 - level));
 }
 
+/* The bytes [*b0, *b1) of a batch of B bytes that item `item` of the split covers. */
+static void item_bytes(const mv_split *sp, size_t B, int64_t item, size_t *b0, size_t *b1)
+{
+    /* floor(s * B / den) as s * (B / den) + floor(s * (B % den) / den), which cannot overflow:
+     * s <= den <= 4096 threads x 128, so s * (B % den) < 2^38, and s * (B / den) <= B */
+    size_t den = 1;
+    const size_t s0 = split_start(sp, item, &den), s1 = split_start(sp, item + 1, &den);
+    const size_t bq = B / den, br = B % den;
+    *b0 = s0 * bq + s0 * br / den;
+    *b1 = s1 * bq + s1 * br / den;
+}
+
+/* The units [*u0, *u1) of w (rows, or spans of 16-row groups when packed; the last span may
+ * hold fewer groups) whose first byte lies in [b0, b1) of the batch, w's rows starting at
+ * byte `start`; *ub the bytes of a unit. */
+static void range_units(const gem_matrix *w, int packed, size_t start, size_t b0, size_t b1,
+                        int64_t *u0, int64_t *u1, size_t *ub)
+{
+    const int64_t span = packed ? geom_of(w).span : 1;
+    *ub = packed ? (size_t)span * GROUP_ROWS * w->row_bytes : w->row_bytes;
+    const int64_t units = packed ? (w->rows / GROUP_ROWS + span - 1) / span : w->rows;
+    /* units u with start + u * ub in [b0, b1): u in [ceil((b0 - start) / ub), ...) */
+    *u0 = b0 <= start ? 0 : (int64_t)((b0 - start + *ub - 1) / *ub);
+    *u1 = b1 <= start ? 0 : (int64_t)((b1 - start + *ub - 1) / *ub);
+    *u1 = *u1 < units ? *u1 : units;
+}
+
 /* Item `item` of the batch: the units (rows, or 16-row groups of a packed matrix) whose
  * first byte lies in [start(item) * B / den, start(item + 1) * B / den) of the products' units
  * laid end to end (B bytes; split_start), so every unit is computed by exactly one item, whole,
@@ -1149,26 +1188,14 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
 {
     (void)thread;
     const mv_job *j = ctx;
-    const size_t B = j->first_byte[j->n];
-    /* floor(s * B / den) as s * (B / den) + floor(s * (B % den) / den), which cannot overflow:
-     * s <= den <= 4096 threads x 128, so s * (B % den) < 2^38, and s * (B / den) <= B */
-    size_t den = 1;
-    const size_t s0 = split_start(j, item, &den), s1 = split_start(j, item + 1, &den);
-    const size_t bq = B / den, br = B % den;
-    const size_t b0 = s0 * bq + s0 * br / den;
-    const size_t b1 = s1 * bq + s1 * br / den;
+    size_t b0, b1;
+    item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
     for (int k = 0; k < j->n; k++) {
         const gem_matrix *w = j->w[k];
         const int packed = j->xq[k] != NULL;
-        const size_t start = j->first_byte[k];
-        /* a packed matrix's units are its spans (the last may hold fewer groups) */
-        const int64_t span = packed ? geom_of(w).span : 1;
-        const size_t ub = packed ? (size_t)span * GROUP_ROWS * w->row_bytes : w->row_bytes;
-        const int64_t units = packed ? (w->rows / GROUP_ROWS + span - 1) / span : w->rows;
-        /* units u with start + u * ub in [b0, b1): u in [ceil((b0 - start) / ub), ...) */
-        const int64_t u0 = b0 <= start ? 0 : (int64_t)((b0 - start + ub - 1) / ub);
-        int64_t u1 = b1 <= start ? 0 : (int64_t)((b1 - start + ub - 1) / ub);
-        u1 = u1 < units ? u1 : units;
+        int64_t u0, u1;
+        size_t ub;
+        range_units(w, packed, j->first_byte[k], b0, b1, &u0, &u1, &ub);
         if (u0 >= u1)
             continue;
         const int64_t pf = j->prefetch_bytes < 0 ? mv_prefetch_bytes(w->type) : j->prefetch_bytes;
@@ -1242,7 +1269,8 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
+                         mv_x_owned_levels};
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
@@ -1265,7 +1293,7 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
         j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     /* Small products are not worth waking the pool for (the same bits either way). */
     if (j.first_byte[n] < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
-        j.parts = 1;
+        j.sp.parts = 1;
         mv_item(&j, 0, 0);
         return GEM_OK;
     }
@@ -1274,11 +1302,94 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
      * 60% of the read bandwidth), and one that finishes early takes the next range. */
     const int64_t ppt =
         t->parts_per_thread < 1 ? 1 : (t->parts_per_thread > 64 ? 64 : t->parts_per_thread);
-    j.threads = cpu_pool_threads(p);
-    j.taper = t->taper_levels < 2 ? 0 : (t->taper_levels > 8 ? 8 : t->taper_levels);
-    j.parts = j.threads * (j.taper ? j.taper : ppt);
-    cpu_pool_run(p, j.parts, mv_item, &j);
+    j.sp.threads = cpu_pool_threads(p);
+    j.sp.taper = t->taper_levels < 2 ? 0 : (t->taper_levels > 8 ? 8 : t->taper_levels);
+    j.sp.parts = j.sp.threads * (j.sp.taper ? j.sp.taper : ppt);
+    const int64_t owned_levels =
+        !j.sp.taper || t->owned_levels < 0
+            ? 0
+            : (t->owned_levels > j.sp.taper ? j.sp.taper : t->owned_levels);
+    cpu_pool_run_owned(p, j.sp.parts, owned_levels * j.sp.threads, mv_item, &j);
     return GEM_OK;
+}
+
+/* Half of a core's L2 (sysconf), 512 KiB where the system does not say; the rest holds what
+ * the thread computes meanwhile. */
+static size_t ahead_budget(void)
+{
+    static size_t known;
+    size_t b = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (b)
+        return b;
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    b = l2 >= (64 << 10) && l2 <= (64 << 20) ? (size_t)l2 / 2 : (size_t)512 << 10;
+    __atomic_store_n(&known, b, __ATOMIC_RELAXED);
+    return b;
+}
+
+gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads)
+{
+    if (!a || !w || n < 1 || n > 8 || threads < 1)
+        return GEM_ERR_PARAM;
+    memset(a, 0, sizeof *a);
+    a->n = n;
+    a->threads = threads;
+    for (int k = 0; k < n; k++) {
+        a->w[k] = w[k];
+        a->first_byte[k + 1] = a->first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
+    }
+    /* as mv_batch runs it: inline (nothing to preload) or the library's tapered split */
+    if (a->first_byte[n] < MV_INLINE_BYTES || threads == 1)
+        return GEM_OK;
+    a->taper = MV_TAPER_LEVELS;
+    a->owned_levels = MV_OWNED_LEVELS;
+    a->budget = ahead_budget();
+    return GEM_OK;
+}
+
+size_t mv_ahead_step(const mv_ahead *a, int64_t thread, size_t *done, size_t step)
+{
+    if (!a || thread < 0 || thread >= a->threads || *done >= a->budget)
+        return 0;
+    const size_t before = *done;
+    const mv_split sp = {a->threads * a->taper, a->threads, a->taper};
+    size_t skip = *done; /* bytes of the thread's owned items already asked for */
+    size_t left = step < a->budget - *done ? step : a->budget - *done;
+    for (int64_t lv = 0; lv < a->owned_levels && left > 0; lv++) {
+        size_t b0, b1;
+        item_bytes(&sp, a->first_byte[a->n], lv * a->threads + thread, &b0, &b1);
+        for (int k = 0; k < a->n && left > 0; k++) {
+            const gem_matrix *w = a->w[k];
+            const int packed = w->packed != NULL;
+            int64_t u0, u1;
+            size_t ub;
+            range_units(w, packed, a->first_byte[k], b0, b1, &u0, &u1, &ub);
+            if (u0 >= u1)
+                continue;
+            /* the units' bytes: spans lie one after another in the packed copy, rows in the
+             * file's order; the last span may be short */
+            const size_t total = (size_t)w->rows * w->row_bytes;
+            const size_t lo = (size_t)u0 * ub;
+            const size_t hi = (size_t)u1 * ub < total ? (size_t)u1 * ub : total;
+            if (skip >= hi - lo) {
+                skip -= hi - lo;
+                continue;
+            }
+            const uint8_t *base = (const uint8_t *)(packed ? w->packed : w->data) + lo + skip;
+            const size_t n = hi - lo - skip < left ? hi - lo - skip : left;
+            /* a load a line, kept by the empty asm: on the AMD EPYC VM a burst of prefetcht1 or
+             * prefetcht0 over 512 KiB left a later read of it as slow as a cold one (24.8 /
+             * 24.3 us against 21.9), the loads at 10.2 (one thread, 200 us between) */
+            unsigned acc = 0;
+            for (size_t o = 0; o < n; o += 64)
+                acc += base[o];
+            __asm__ __volatile__("" : : "r"(acc));
+            *done += n;
+            left -= n;
+            skip = 0;
+        }
+    }
+    return *done - before;
 }
 
 gem_status mv(cpu_pool *p, const gem_matrix *w, const float *x, const mv_scratch *s, float *y)

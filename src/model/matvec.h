@@ -117,11 +117,39 @@ typedef struct mv_tuning {
      * a quarter, ..., the last two levels equal (a share / 2^(L-1) each), so the ranges left
      * when the counter runs out are short and the threads end together. */
     int64_t taper_levels;
+    /* With a tapered split, its first owned_levels levels (0 to the taper's levels) have
+     * owners: thread t computes items t, T + t, .. of them first (cpu_pool_run_owned), the
+     * bytes mv_ahead_step preloads into thread t's cache while it waits. */
+    int64_t owned_levels;
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
 gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                           const mv_scratch *s, float *const *y, const mv_tuning *t);
+
+/* Which bytes of a batch each thread's owned items read (mv_batch on a pool of `threads`
+ * threads with the library's tuning): the preload plan of the batch, filled by mv_ahead_plan. */
+typedef struct mv_ahead {
+    int n;
+    const gem_matrix *w[8];
+    size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
+    int64_t threads, taper, owned_levels;
+    size_t budget; /* the most bytes a thread preloads */
+} mv_ahead;
+
+/* The plan of the batch w (n in [1, 8]) for a pool of `threads` threads; GEM_ERR_PARAM for
+ * a bad n or threads < 1. A batch that mv_batch runs on the calling thread (small, or one
+ * thread) gets an empty plan. */
+gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads);
+
+/* Asks for the next at most `step` bytes that thread's owned items of the batch read (their
+ * units' bytes, item after item, in memory order), from byte *done of them on and below the
+ * plan's budget, into the core's caches (a load of one byte a line; reads and writes nothing
+ * else) and adds them to *done. Returns the bytes asked for: 0 when none are left. */
+size_t mv_ahead_step(const mv_ahead *a, int64_t thread, size_t *done, size_t step);
+
+/* EXPERIMENT: the owned levels mv_batch takes (dev/cpu/token_ahead switches them). */
+extern int mv_x_owned_levels;
 
 /* Row r of w dequantized into dst (w->cols). */
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);

@@ -13,6 +13,7 @@
 #include "gem/decode.h"
 #include "gem/model.h"
 #include "cpu_pool.h"
+#include "matvec.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,12 @@ struct gem_model {
     size_t packed_bytes;
     int64_t packed_max_cols; /* the widest packed matrix: the sessions' digit scratch */
 };
+
+/* Where a pool thread stands in its preload (mv_ahead_step), on a line of its own. */
+typedef struct gem_ahead_pos {
+    _Alignas(64) uint32_t seq; /* the idle argument's sequence number it is for */
+    size_t done;               /* bytes of that plan asked for */
+} gem_ahead_pos;
 
 struct gem_session {
     const gem_model *m;
@@ -82,6 +89,12 @@ struct gem_session {
     size_t xq_bytes;
     gem_stage_times t;
     int whole_only;       /* gem_session_time_stages(s, 0): only the whole token is timed */
+    /* CPU: while a pool thread waits, it preloads its owned items of the next product into its
+     * L2 (mv_ahead): plans per layer (q/k/v, o, gate/up, down: 4 l + kind), then the head's
+     * (4 n_layers); NULL on a pool of one thread */
+    mv_ahead *ahead;
+    gem_ahead_pos *ahead_pos; /* (the pool's threads) */
+    cpu_pool_idle idle;
     gem_backend backend;  /* where the caches live and the token runs */
     gem_session_dev *dev; /* CUDA: the device state; kc / vc are device memory */
 };
