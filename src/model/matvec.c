@@ -1377,9 +1377,9 @@ size_t mv_ahead_step(const mv_ahead *a, int64_t thread, size_t *done, size_t ste
             }
             const uint8_t *base = (const uint8_t *)(packed ? w->packed : w->data) + lo + skip;
             const size_t n = hi - lo - skip < left ? hi - lo - skip : left;
-            /* a load a line, kept by the empty asm: on the AMD EPYC VM a burst of prefetcht1 or
-             * prefetcht0 over 512 KiB left a later read of it as slow as a cold one (24.8 /
-             * 24.3 us against 21.9), the loads at 10.2 (one thread, 200 us between) */
+            /* a load a line, kept by the empty asm: on the AMD EPYC VM a later read of 512 KiB
+             * took 18.5 us after a burst of prefetcht1 over it, 13.3 after prefetcht0, 6.9
+             * after the loads and 26.2 after nothing (dev/cpu/prefetch_burst) */
             unsigned acc = 0;
             for (size_t o = 0; o < n; o += 64)
                 acc += base[o];
