@@ -397,30 +397,21 @@ static void check_tunings(cpu_pool *p3)
         if (!TCHECK(bad == 0))
             fprintf(stderr, "     tunings %s%s: %d of 27 differ from mv_rows\n",
                     gem_gguf_type_name(types[k]), w.packed ? " packed" : "", bad);
-        /* tapered splits, down to ranges shorter than a row (they hold no row) */
-        static const int64_t tapers[] = {2, 3, 5, 8};
+        /* tapered splits, down to ranges shorter than a row (they hold no row), then 6 levels
+         * with 1-7 of them owned (cpu_pool_run_owned; 7 clamps to 6): {taper, owned} */
+        static const int64_t tapers[][2] = {{2, 0}, {3, 0}, {5, 0}, {8, 0}, {6, 1}, {6, 2},
+                                            {6, 3}, {6, 4}, {6, 5}, {6, 6}, {6, 7}};
         for (size_t a = 0; a < sizeof tapers / sizeof tapers[0]; a++) {
-            const mv_tuning t = {1, -1, 2, tapers[a], 0};
+            const mv_tuning t = {1, -1, 2, tapers[a][0], tapers[a][1]};
             const gem_matrix *wp = &w;
             const float *xp = x;
             float *yp = y;
             memset(y, 0x5A, (size_t)rows * 4);
             TCHECK_STATUS(mv_batch_tuned(p3, 1, &wp, &xp, &xq, &yp, &t), GEM_OK);
             if (!TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0))
-                fprintf(stderr, "     taper %d levels %s%s differs from mv_rows\n",
-                        (int)tapers[a], gem_gguf_type_name(types[k]), w.packed ? " packed" : "");
-        }
-        /* owned levels of a tapered split (cpu_pool_run_owned) */
-        for (int64_t ol = 1; ol <= 7; ol++) {
-            const mv_tuning t = {1, -1, 2, 6, ol};
-            const gem_matrix *wp = &w;
-            const float *xp = x;
-            float *yp = y;
-            memset(y, 0x5A, (size_t)rows * 4);
-            TCHECK_STATUS(mv_batch_tuned(p3, 1, &wp, &xp, &xq, &yp, &t), GEM_OK);
-            if (!TCHECK(memcmp(y, y1, (size_t)rows * 4) == 0))
-                fprintf(stderr, "     %d owned levels %s%s differ from mv_rows\n", (int)ol,
-                        gem_gguf_type_name(types[k]), w.packed ? " packed" : "");
+                fprintf(stderr, "     taper %d levels, %d owned, %s%s differs from mv_rows\n",
+                        (int)tapers[a][0], (int)tapers[a][1], gem_gguf_type_name(types[k]),
+                        w.packed ? " packed" : "");
         }
         check_ahead(&w);
         TCHECK_STATUS(mv(p3, &w, x, &xq, y), GEM_OK); /* the default tuning */
