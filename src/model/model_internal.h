@@ -45,9 +45,15 @@ struct gem_model {
     int64_t packed_max_cols; /* the widest packed matrix: the sessions' digit scratch */
 };
 
-/* Where a pool thread stands in its preload (mv_ahead_step), on a line of its own. */
+/* Where a pool thread stands in its preload (mv_ahead_step), on a line of its own. (The
+ * header is also read by the CUDA sources, compiled as C++.) */
+#ifdef __cplusplus
+#define GEM_ALIGN_LINE alignas(64)
+#else
+#define GEM_ALIGN_LINE _Alignas(64)
+#endif
 typedef struct gem_ahead_pos {
-    _Alignas(64) uint32_t seq; /* the idle argument's sequence number it is for */
+    GEM_ALIGN_LINE uint32_t seq; /* the idle argument's sequence number it is for */
     size_t done;               /* bytes of that plan asked for */
 } gem_ahead_pos;
 
