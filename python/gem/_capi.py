@@ -1,0 +1,127 @@
+"""libgem through ctypes: the library, its structures and the signatures of the functions the
+package calls (include/gem/attn.h and include/gem/decode.h; the fields below are theirs, in
+their order)."""
+
+import ctypes
+import glob
+import os
+
+c_int64_p = ctypes.POINTER(ctypes.c_int64)
+
+GEM_OK = 0
+
+# gem_dtype, gem_route, gem_backend (attn.h)
+DTYPES = {"f32": 0, "bf16": 1, "f16": 2, "fp8_e4m3": 3}
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "fp8_e4m3": 1}
+ROUTES = {"baseline": 2, "fused": 3}
+ROUTE_NAMES = {2: "baseline", 3: "fused"}
+BACKEND_CPU = 0
+
+WORKSPACE_ALIGN = 64  # GEM_DECODE_WORKSPACE_ALIGN
+
+
+class DecodeShape(ctypes.Structure):
+    _fields_ = [("n_q_heads", ctypes.c_int64), ("n_kv_heads", ctypes.c_int64),
+                ("dk", ctypes.c_int64), ("dv", ctypes.c_int64), ("scale", ctypes.c_float)]
+
+
+class KFromV(ctypes.Structure):
+    _fields_ = [("k_weight", ctypes.c_void_p), ("inv_freq", ctypes.POINTER(ctypes.c_double)),
+                ("n_pairs", ctypes.c_int64), ("half", ctypes.c_int64), ("pos0", ctypes.c_int64)]
+
+
+class KVView(ctypes.Structure):
+    _fields_ = [("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("k_dtype", ctypes.c_int), ("v_dtype", ctypes.c_int),
+                ("k_head_stride", ctypes.c_int64), ("k_token_stride", ctypes.c_int64),
+                ("v_head_stride", ctypes.c_int64), ("v_token_stride", ctypes.c_int64),
+                ("live", ctypes.c_int64), ("capacity", ctypes.c_int64),
+                ("k_from_v", ctypes.POINTER(KFromV)),
+                ("k_scale", ctypes.POINTER(ctypes.c_float)),
+                ("v_scale", ctypes.POINTER(ctypes.c_float))]
+
+
+class DecodeConfig(ctypes.Structure):
+    _fields_ = [("route", ctypes.c_int), ("partitions", ctypes.c_int64), ("tile", ctypes.c_int64)]
+
+
+class KVCacheDesc(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_int), ("n_kv_heads", ctypes.c_int64),
+                ("dk", ctypes.c_int64), ("dv", ctypes.c_int64), ("capacity", ctypes.c_int64),
+                ("k_dtype", ctypes.c_int), ("v_dtype", ctypes.c_int), ("ring", ctypes.c_int)]
+
+
+def _library_path():
+    """GEM_LIBRARY when set (a libgem.so of a build tree), else the libgem.so installed with
+    the package."""
+    path = os.environ.get("GEM_LIBRARY")
+    if path:
+        if not os.path.isfile(path):
+            raise ImportError(f"gem: GEM_LIBRARY={path!r} is not a file")
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libgem.so*")))
+    if not found:
+        raise ImportError(
+            f"gem: no libgem.so in {here}: install the package with `pip install .` from the "
+            "repository root, or set GEM_LIBRARY to the libgem.so of a build")
+    return found[0]
+
+
+def _declare(lib):
+    P = ctypes.POINTER
+    vp = ctypes.c_void_p
+    sigs = {
+        "gem_status_str": (ctypes.c_char_p, [ctypes.c_int]),
+        "gem_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "gem_decode_ctx_create": (ctypes.c_int, [ctypes.c_int, ctypes.c_int64, P(vp)]),
+        "gem_decode_ctx_destroy": (None, [vp]),
+        "gem_decode_ctx_threads": (ctypes.c_int64, [vp]),
+        "gem_decode_ctx_describe": (ctypes.c_char_p, [vp]),
+        "gem_decode_shape_check": (ctypes.c_int, [P(DecodeShape)]),
+        "gem_decode_supports": (ctypes.c_int, [vp, P(DecodeShape), ctypes.c_int, ctypes.c_int]),
+        "gem_decode_config_for_view": (ctypes.c_int,
+                                       [vp, P(DecodeShape), P(KVView), P(DecodeConfig)]),
+        "gem_decode_workspace_bytes": (ctypes.c_int, [vp, P(DecodeShape), ctypes.c_int64,
+                                                      P(DecodeConfig), P(ctypes.c_size_t)]),
+        "gem_decode": (ctypes.c_int, [vp, P(DecodeShape), vp, P(KVView), vp, vp, ctypes.c_size_t,
+                                      P(DecodeConfig), vp]),
+        "gem_decode_check_finite": (ctypes.c_int, [vp, P(DecodeShape), vp, P(KVView), vp]),
+        "gem_attn_reference_kv": (ctypes.c_int, [P(DecodeShape), vp, P(KVView), vp,
+                                                 ctypes.c_size_t]),
+        "gem_kv_view_check": (ctypes.c_int, [P(KVView), ctypes.c_int64, ctypes.c_int64,
+                                             ctypes.c_int64, P(ctypes.c_size_t),
+                                             P(ctypes.c_size_t)]),
+        "gem_kv_cache_create": (ctypes.c_int, [P(KVCacheDesc), P(vp)]),
+        "gem_kv_cache_destroy": (None, [vp]),
+        "gem_kv_cache_append": (ctypes.c_int, [vp, vp, vp, ctypes.c_int64, vp]),
+        "gem_kv_cache_view": (ctypes.c_int, [vp, P(KVView)]),
+        "gem_kv_cache_live": (ctypes.c_int64, [vp]),
+        "gem_kv_cache_appended": (ctypes.c_int64, [vp]),
+        "gem_kv_cache_reset": (ctypes.c_int, [vp, vp]),
+        "gem_kv_cache_check": (ctypes.c_int, [vp, vp]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+lib = ctypes.CDLL(_library_path())
+_declare(lib)
+
+
+class GemError(RuntimeError):
+    """A status other than GEM_OK from libgem. `status` is its stable name ("shape",
+    "align", "overlap", ...: gem_status_name), `code` its number; the message says which call
+    failed and libgem's one-line description of the status."""
+
+    def __init__(self, call, code):
+        self.code = int(code)
+        self.status = lib.gem_status_name(self.code).decode()
+        super().__init__(f"{call}: {lib.gem_status_str(self.code).decode()} ({self.status})")
+
+
+def check(call, code):
+    if code != GEM_OK:
+        raise GemError(call, code)
