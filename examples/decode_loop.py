@@ -3,8 +3,9 @@ Python).
 
 One attention layer of the Gemma 4 full-attention shape (32 query heads over 4 KV heads, head
 dimension 512, scale 1.0) decodes `steps` tokens: each step appends the new token's K and V
-rows to a gem.KVCache, then decodes on the cache in place with the tuned default route, and
-every 16th step checks the output against gem.reference (float64).
+rows to a gem.KVCache, writes the new query into q, then runs a step bound once to q, the cache
+and out (Decoder.bind: the arrays in place, the tuned default route), and every 16th step
+checks the output against gem.reference (float64).
 
     pip install .[numpy]                 # from the repository root
     python examples/decode_loop.py [steps] [--threads N]
@@ -36,14 +37,16 @@ def main():
     with gem.Decoder(threads=args.threads) as dec, \
             gem.KVCache(NKV, D, capacity=args.steps) as cache:
         print(f"decode_loop: {dec.description}")
+        q = np.empty((NQ, D), dtype=np.float32)
         out = np.empty((NQ, D), dtype=np.float32)
+        decode = dec.bind(q, cache=cache, out=out, scale=1.0)
         for step in range(1, args.steps + 1):
-            # the new token's rows, token-major as a projection writes them
+            # the new token's rows, token-major as a projection writes them, and its query
             cache.append(rng.uniform(-1, 1, (1, NKV, D)).astype(np.float32),
                          rng.uniform(-1, 1, (1, NKV, D)).astype(np.float32))
-            q = rng.uniform(-1, 1, (NQ, D)).astype(np.float32)
+            q[:] = rng.uniform(-1, 1, (NQ, D))
             t0 = time.perf_counter()
-            dec.decode(q, cache=cache, scale=1.0, out=out)
+            decode()
             times.append(time.perf_counter() - t0)
             if step % 16 == 0 or step == args.steps:
                 ref = gem.reference(q, cache=cache, scale=1.0)
@@ -52,6 +55,7 @@ def main():
                 print(f"step {step:5d}: {cache.live} tokens in the cache, NMSE against double "
                       f"{err:.2e}, decode {np.median(times[-16:]) * 1e3:.3f} ms (median of the "
                       "last 16)")
+        decode.close()  # lets q, out and the cache go
     ok = worst <= 1e-10
     print(f"decode_loop: {args.steps} steps, worst NMSE {worst:.2e}: "
           f"{'agree' if ok else 'DISAGREE'}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the Python package adds to a decode step: gem.Decoder.decode against the same
-gem_decode call made bare through ctypes (the arguments built once, outside the timing), on
-the same arrays, in A B B A blocks.
+"""What the Python package adds to a decode step: gem.Decoder.decode, and a step bound once
+(Decoder.bind), against the same gem_decode call made bare through ctypes (the arguments built
+once, outside the timing), on the same arrays, in A B C C B A blocks.
 
     python scripts/python-overhead.py [--lives 1,1024,8192] [--rounds 5] [--out FILE.json]
 
@@ -77,29 +77,32 @@ def main():
 
             def pkg():
                 dec.decode(q, k, v, out=out, scale=1.0)
-            bare()
-            first = out.copy()
-            pkg()
-            if out.tobytes() != first.tobytes():
-                sys.exit("python-overhead: the package's output differs from the bare call's")
+            bound = dec.bind(q, k, v, out=out, scale=1.0)
+            first = None
+            for fn in (bare, pkg, bound):
+                fn()
+                if first is None:
+                    first = out.tobytes()
+                elif out.tobytes() != first:
+                    sys.exit("python-overhead: the package's output differs from the bare call's")
             calls = max(20, int(200000 / (live * n_kv)))
-            for fn in (bare, pkg):  # warm
+            for fn in (bare, pkg, bound):  # warm
                 per_call_us(fn, calls)
-            s_bare, s_pkg = [], []
+            s = {"bare": [], "decode": [], "bound": []}
             for _ in range(a.rounds):
-                s_bare.append(per_call_us(bare, calls))
-                s_pkg.append(per_call_us(pkg, calls))
-                s_pkg.append(per_call_us(pkg, calls))
-                s_bare.append(per_call_us(bare, calls))
-            mb, mp = statistics.median(s_bare), statistics.median(s_pkg)
+                for name in ("bare", "decode", "bound", "bound", "decode", "bare"):
+                    s[name].append(per_call_us({"bare": bare, "decode": pkg,
+                                                "bound": bound}[name], calls))
+            bound.close()
+            med = {name: statistics.median(x) for name, x in s.items()}
             row = {"live": live, "n_q_heads": n_q, "n_kv_heads": n_kv, "d": d, "calls": calls,
-                   "bare_us": s_bare, "package_us": s_pkg, "bare_median_us": mb,
-                   "package_median_us": mp, "added_us": mp - mb, "added_fraction": (mp - mb) / mb}
+                   "samples_us": s, "median_us": med,
+                   "added_us": {n: med[n] - med["bare"] for n in ("decode", "bound")}}
             report["lengths"].append(row)
-            print(f"live {live:6d} ({n_q}/{n_kv} heads, d {d}): bare {mb:9.2f} us "
-                  f"[{min(s_bare):.2f}-{max(s_bare):.2f}], package {mp:9.2f} us "
-                  f"[{min(s_pkg):.2f}-{max(s_pkg):.2f}]: +{mp - mb:.2f} us "
-                  f"({100 * (mp - mb) / mb:+.1f}%)")
+            text = ", ".join(f"{n} {med[n]:.2f} us [{min(s[n]):.2f}-{max(s[n]):.2f}]"
+                             + ("" if n == "bare" else f" {med[n] - med['bare']:+.2f}")
+                             for n in ("bare", "decode", "bound"))
+            print(f"live {live:6d} ({n_q}/{n_kv} heads, d {d}): {text}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(report, f, indent=1)

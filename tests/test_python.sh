@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package (python/gem) on this build's libgem: its tests with the standard library
-# alone, and those that need numpy where numpy is installed (CI's package stage installs it;
-# scripts/python-check.sh). In a sanitizer build the runtimes are preloaded into Python, so
+# alone, and those that need numpy, ml_dtypes, JAX or torch where they are installed (CI's
+# package stage installs numpy and ml_dtypes; scripts/python-check.sh). In a sanitizer build the runtimes are preloaded into Python, so
 # the library's calls from Python run under ASan and UBSan too.
 # Arguments (from CTest): the gem binary, the source tree.
 set -euo pipefail
@@ -30,6 +30,7 @@ if ! (cd "$src/python/tests" &&
 fi
 summary=$(grep -E '^(Ran|OK)' "$log" | tr '\n' ' ')
 echo "test_python: $summary"
-skipped=$(grep -c "skipped 'numpy is not installed'" "$log" || true)
-[ "$skipped" = 0 ] || echo "test_python: $skipped numpy tests skipped: numpy is not installed for $(command -v python3)"
+skips=$(grep -oE "skipped '[a-z_]+ is not installed'" "$log" | sort | uniq -c |
+        sed -E "s/ *([0-9]+) skipped '([a-z_]+) is not installed'/\1 (\2)/" | tr '\n' ' ' || true)
+[ -z "$skips" ] || echo "test_python: skipped, their library not installed for $(command -v python3): $skips"
 echo "test_python: pass"

@@ -55,18 +55,20 @@ class _DLManagedTensor(ctypes.Structure):
 _DL_CPU, _DL_CUDA_HOST = 1, 3
 _DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed",
                     14: "oneAPI"}
-# (type code, bits) -> element kind: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4
-_DL_KINDS = {(2, 32): "f32", (2, 16): "f16", (4, 16): "bf16", (2, 64): "f64",
+# (type code, bits) -> element kind: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
+# kDLFloat8_e4m3fn 10
+_DL_KINDS = {(2, 32): "f32", (2, 16): "f16", (4, 16): "bf16", (10, 8): "fp8", (2, 64): "f64",
              (1, 16): "u16", (1, 8): "u8", (0, 16): "i16", (0, 8): "i8", (0, 32): "i32"}
 # struct-module format characters (after a byte-order mark) -> element kind
 _FORMAT_KINDS = {"f": "f32", "e": "f16", "d": "f64", "H": "u16", "B": "u8", "h": "i16",
                  "b": "i8", "i": "i32"}
-
-
 # numpy's typestr (after the byte order) -> element kind
 _TYPESTR_KINDS = {"f4": "f32", "f2": "f16", "f8": "f64", "u2": "u16", "u1": "u8", "i2": "i16",
                   "i1": "i8", "i4": "i32"}
-_KIND_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
+# numpy dtypes of ml_dtypes by name -> element kind
+_ML_DTYPES_KINDS = {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}
+_KIND_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn",
+               "f64": "float64",
                "u16": "uint16", "u8": "uint8", "i16": "int16", "i8": "int8", "i32": "int32"}
 
 
@@ -127,7 +129,10 @@ def _from_array_interface(obj, ai, name, writable):
     order, code = typestr[0], typestr[1:]
     if order == ">" or (order == "<" and sys.byteorder != "little"):
         raise ValueError(f"{name} holds big-endian elements; gem reads the machine's order")
-    kind = _TYPESTR_KINDS.get(code, f"typestr {typestr!r}")
+    kind = _TYPESTR_KINDS.get(code)
+    if kind is None:  # ml_dtypes' types (JAX's numpy arrays) are void in the array interface
+        kind = _ML_DTYPES_KINDS.get(getattr(getattr(obj, "dtype", None), "name", None),
+                                    f"typestr {typestr!r}")
     itemsize = int(code[1:]) if code[1:].isdigit() else 1
     shape = tuple(ai["shape"])
     strides = ai.get("strides")
@@ -137,11 +142,13 @@ def _from_array_interface(obj, ai, name, writable):
 
 
 class Borrowed:
-    """Arrays held for one call: `take` borrows one, leaving the `with` block lets them all go."""
+    """Arrays held for one call (or a bound step's life): `take` borrows one, leaving the
+    `with` block lets them all go."""
 
     def __init__(self):
         self._buffers = []
         self._capsules = []
+        self._objects = []  # the arrays themselves, alive while borrowed
 
     def __enter__(self):
         return self
@@ -151,19 +158,21 @@ class Borrowed:
             _release_buffer(ctypes.byref(b))
         self._buffers.clear()
         self._capsules.clear()  # an unconsumed capsule's destructor calls the deleter
+        self._objects.clear()
         return False
 
     def take(self, obj, name, writable=False):
         """The Array of obj: numpy's array interface, else the buffer protocol, else DLPack.
         TypeError when obj has none of them, ValueError when it is not in host memory or
         cannot be written."""
+        self._objects.append(obj)
         ai = getattr(obj, "__array_interface__", None)
         if ai is not None and isinstance(ai.get("data"), tuple) and ai.get("mask") is None:
             return _from_array_interface(obj, ai, name, writable)
         try:
             memoryview(obj).release()
             has_buffer = True
-        except TypeError:
+        except (TypeError, BufferError):  # none, or none for this element type (JAX's bf16)
             has_buffer = False
         if has_buffer:
             return self._take_buffer(obj, name, writable)

@@ -303,6 +303,54 @@ class Decode(unittest.TestCase):
         self.assertEqual(len(got), 80)
         self.assertTrue(all(g == want for g in got))
 
+    def test_bound_step_is_decode(self):
+        """A step bound once gives, at every live length, decode's bits on what the arrays hold
+        at the call; it holds the arrays until it is closed."""
+        q, k, v = problem(13)
+        out = array.array("f", bytes(4 * H * D))
+        qv, kv_, vv = views(q, k, v)
+        with self.dec.bind(qv, kv_, vv, out=out, scale=0.5) as step:
+            for live in (1, 2, 17, T, None):
+                self.assertIs(step(live), out)
+                self.assertEqual(bits(out), bits(self.dec.decode(qv, kv_, vv, scale=0.5,
+                                                                 live=live)))
+            q[3] = 7.0  # the arrays in place: the next step reads the new value
+            k[(1 * T + 5) * D + 9] = -3.0
+            step(T)
+            self.assertEqual(bits(out), bits(self.dec.decode(qv, kv_, vv, scale=0.5)))
+            with self.assertRaisesRegex(ValueError, f"live={T + 1}"):
+                step(T + 1)
+        with self.assertRaisesRegex(ValueError, "closed"):
+            step(3)
+        # the step holds what it borrowed (array.array cannot move its memory), until closed
+        k2 = array.array("f", k)
+        step = self.dec.bind(qv, shaped(k2, (G, T, D)), vv)
+        with self.assertRaises(BufferError):
+            k2.append(0.0)
+        step.close()
+        k2.append(0.0)
+        # bound to routes and to a cache that grows between steps
+        with gem.KVCache(G, D, capacity=T) as c, \
+                self.dec.bind(qv, cache=c, route="baseline", partitions=3) as step:
+            with self.assertRaisesRegex(ValueError, "no rows"):
+                step()
+            for t in range(4):
+                rows_k = array.array("f", [float(t + 1)] * (G * D))
+                c.append(shaped(rows_k, (G, D)), shaped(rows_k, (G, D)))
+                got = bits(step())
+                self.assertEqual(got, bits(self.dec.decode(qv, cache=c, route="baseline",
+                                                           partitions=3)))
+            with self.assertRaisesRegex(ValueError, "from the cache"):
+                step(2)
+        # the arrays stay alive with the step alone holding them
+        step = self.dec.bind(shaped(array.array("f", q), (H, D)),
+                             shaped(array.array("f", k[:G * T * D]), (G, T, D)),
+                             shaped(array.array("f", v), (G, T, D)))
+        again = bits(step(T))
+        for _ in range(3):
+            self.assertEqual(bits(step(T)), again)
+        step.close()
+
     def test_output_in_place(self):
         q, k, v = problem(12)
         out = array.array("f", bytes(4 * H * D))
