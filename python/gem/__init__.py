@@ -310,6 +310,16 @@ class _Call:
         return out, oa
 
 
+def _aligned_buffer(nbytes):
+    """Host memory for a workspace of nbytes, with room to align it (_aligned_address)."""
+    return ctypes.create_string_buffer(nbytes + _capi.WORKSPACE_ALIGN)
+
+
+def _aligned_address(buf):
+    base = ctypes.addressof(buf)
+    return base + (-base) % _capi.WORKSPACE_ALIGN
+
+
 class Decoder:
     """A decode context on the CPU: a pool of `threads` worker threads (0: one per online
     core). One step at a time runs on a context (concurrent calls from several Python threads
@@ -348,16 +358,19 @@ class Decoder:
         return _capi.DecodeConfig(route=_capi.ROUTES[name], partitions=int(partitions),
                                   tile=int(tile))
 
-    def _workspace(self, call, cfg):
+    def _workspace_bytes(self, shape, live, cfg):
+        """gem_decode_workspace_bytes: what a step at `live` rows needs (non-decreasing in live)."""
         need = ctypes.c_size_t()
         check("gem_decode_workspace_bytes", _capi.lib.gem_decode_workspace_bytes(
-            self._handle(), ctypes.byref(call.shape), call.view.live,
-            ctypes.byref(cfg) if cfg else None, ctypes.byref(need)))
-        if need.value > self._ws_bytes:
-            self._ws = ctypes.create_string_buffer(need.value + _capi.WORKSPACE_ALIGN)
-            self._ws_bytes = need.value
-        base = ctypes.addressof(self._ws)
-        return base + (-base) % _capi.WORKSPACE_ALIGN, self._ws_bytes
+            self._handle(), ctypes.byref(shape), live, ctypes.byref(cfg) if cfg else None,
+            ctypes.byref(need)))
+        return need.value
+
+    def _workspace(self, call, cfg):
+        need = self._workspace_bytes(call.shape, call.view.live, cfg)
+        if need > self._ws_bytes:
+            self._ws, self._ws_bytes = _aligned_buffer(need), need
+        return _aligned_address(self._ws), self._ws_bytes
 
     def decode(self, q, k=None, v=None, *, scale=None, live=None, out=None, cache=None,
                route=None, partitions=0, tile=0, k_dtype=None, v_dtype=None, k_scale=None,
@@ -418,12 +431,10 @@ class Decoder:
             check("gem_decode_config_for_view", _capi.lib.gem_decode_config_for_view(
                 self._handle(), ctypes.byref(call.shape), ctypes.byref(call.view),
                 ctypes.byref(cfg)))
-            need = ctypes.c_size_t()
-            check("gem_decode_workspace_bytes", _capi.lib.gem_decode_workspace_bytes(
-                self._handle(), ctypes.byref(call.shape), call.view.live, None, ctypes.byref(need)))
+            need = self._workspace_bytes(call.shape, call.view.live, None)
         return {"route": _capi.ROUTE_NAMES.get(cfg.route, str(cfg.route)),
                 "partitions": int(cfg.partitions), "tile": int(cfg.tile),
-                "workspace_bytes": int(need.value)}
+                "workspace_bytes": need}
 
     def check_finite(self, q, k=None, v=None, *, cache=None, live=None, k_dtype=None,
                      v_dtype=None, k_scale=None, v_scale=None, k_from_v=None):
@@ -476,19 +487,14 @@ class BoundStep:
             self.out, oa = call.output(self._b, out, "f32", "f")
             self._cfg = dec._config(route, partitions, tile)
             self.capacity = cache.capacity if cache is not None else call.view.capacity
-            need = ctypes.c_size_t()
-            check("gem_decode_workspace_bytes", _capi.lib.gem_decode_workspace_bytes(
-                dec._handle(), ctypes.byref(call.shape), self.capacity,
-                ctypes.byref(self._cfg) if self._cfg else None, ctypes.byref(need)))
-            self._ws = ctypes.create_string_buffer(need.value + _capi.WORKSPACE_ALIGN)
-            base = ctypes.addressof(self._ws)
-            base += (-base) % _capi.WORKSPACE_ALIGN
+            need = dec._workspace_bytes(call.shape, self.capacity, self._cfg)
+            self._ws = _aligned_buffer(need)
         except BaseException:
             self._b.__exit__(None, None, None)
             raise
         self._dec, self._call, self._cache = dec, call, cache
         self._args = [dec._handle(), ctypes.byref(call.shape), call.q.ptr,
-                      ctypes.byref(call.view), oa.ptr, base, need.value,
+                      ctypes.byref(call.view), oa.ptr, _aligned_address(self._ws), need,
                       ctypes.byref(self._cfg) if self._cfg else None, None]
         self._open = True
 

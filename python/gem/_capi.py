@@ -6,13 +6,11 @@ import ctypes
 import glob
 import os
 
-c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
 GEM_OK = 0
 
 # gem_dtype, gem_route, gem_backend (attn.h)
 DTYPES = {"f32": 0, "bf16": 1, "f16": 2, "fp8_e4m3": 3}
-DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "fp8_e4m3": 1}
 ROUTES = {"baseline": 2, "fused": 3}
 ROUTE_NAMES = {2: "baseline", 3: "fused"}
 BACKEND_CPU = 0
@@ -78,8 +76,6 @@ def _declare(lib):
         "gem_decode_ctx_destroy": (None, [vp]),
         "gem_decode_ctx_threads": (ctypes.c_int64, [vp]),
         "gem_decode_ctx_describe": (ctypes.c_char_p, [vp]),
-        "gem_decode_shape_check": (ctypes.c_int, [P(DecodeShape)]),
-        "gem_decode_supports": (ctypes.c_int, [vp, P(DecodeShape), ctypes.c_int, ctypes.c_int]),
         "gem_decode_config_for_view": (ctypes.c_int,
                                        [vp, P(DecodeShape), P(KVView), P(DecodeConfig)]),
         "gem_decode_workspace_bytes": (ctypes.c_int, [vp, P(DecodeShape), ctypes.c_int64,
@@ -89,9 +85,6 @@ def _declare(lib):
         "gem_decode_check_finite": (ctypes.c_int, [vp, P(DecodeShape), vp, P(KVView), vp]),
         "gem_attn_reference_kv": (ctypes.c_int, [P(DecodeShape), vp, P(KVView), vp,
                                                  ctypes.c_size_t]),
-        "gem_kv_view_check": (ctypes.c_int, [P(KVView), ctypes.c_int64, ctypes.c_int64,
-                                             ctypes.c_int64, P(ctypes.c_size_t),
-                                             P(ctypes.c_size_t)]),
         "gem_kv_cache_create": (ctypes.c_int, [P(KVCacheDesc), P(vp)]),
         "gem_kv_cache_destroy": (None, [vp]),
         "gem_kv_cache_append": (ctypes.c_int, [vp, vp, vp, ctypes.c_int64, vp]),
@@ -99,7 +92,6 @@ def _declare(lib):
         "gem_kv_cache_live": (ctypes.c_int64, [vp]),
         "gem_kv_cache_appended": (ctypes.c_int64, [vp]),
         "gem_kv_cache_reset": (ctypes.c_int, [vp, vp]),
-        "gem_kv_cache_check": (ctypes.c_int, [vp, vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
