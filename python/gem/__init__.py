@@ -166,6 +166,7 @@ class KVCache:
 
     @property
     def appended(self):
+        """Rows appended since creation or the last reset (a ring keeps the last capacity)."""
         return int(_capi.lib.gem_kv_cache_appended(self._handle()))
 
     def reset(self):
@@ -179,6 +180,7 @@ class KVCache:
         return view
 
     def close(self):
+        """Frees the cache's memory; a step bound to it answers "closed" afterwards."""
         if self._h:
             _capi.lib.gem_kv_cache_destroy(self._h)
             self._h = None
@@ -342,6 +344,7 @@ class Decoder:
 
     @property
     def threads(self):
+        """The pool's worker threads."""
         return int(_capi.lib.gem_decode_ctx_threads(self._handle()))
 
     @property
