@@ -86,6 +86,23 @@ def _scales(values, n, field):
     return (ctypes.c_float * n)(*vals)
 
 
+class _Closable:
+    """A context manager whose exit, and whose collection, call close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # half made, or the interpreter is shutting down and libgem is gone
+            pass
+
+
 class KFromV:
     """K rebuilt from V (Gemma 4's full layers, where K = V before the norms):
     K(g, t, i) = RoPE_{pos0 + t}(k_weight * V(g, t))(i), elements j and j + half rotating by
@@ -103,7 +120,7 @@ class KFromV:
         return (f"KFromV(n_pairs={len(self.inv_freq)}, half={self.half}, pos0={self.pos0})")
 
 
-class KVCache:
+class KVCache(_Closable):
     """A head-major cache in memory libgem owns, for callers without a cache of their own:
     rows appended as float32 in token order and stored as `k_dtype` / `v_dtype` ("f32",
     "bf16" or "f16", rounded to nearest even). ring=True keeps the last `capacity` rows (a
@@ -184,20 +201,6 @@ class KVCache:
         if self._h:
             _capi.lib.gem_kv_cache_destroy(self._h)
             self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            if getattr(self, "_h", None):
-                self.close()
-        except Exception:  # the interpreter is shutting down and the library may be gone
-            pass
 
     def __repr__(self):
         state = f"live={self.live}" if self._h else "closed"
@@ -322,7 +325,7 @@ def _aligned_address(buf):
     return base + (-base) % _capi.WORKSPACE_ALIGN
 
 
-class Decoder:
+class Decoder(_Closable):
     """A decode context on the CPU: a pool of `threads` worker threads (0: one per online
     core). One step at a time runs on a context (concurrent calls from several Python threads
     wait their turn); the GIL is released while a step runs."""
@@ -460,25 +463,11 @@ class Decoder:
             _capi.lib.gem_decode_ctx_destroy(self._h)
             self._h = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            if getattr(self, "_h", None):
-                self.close()
-        except Exception:  # the interpreter is shutting down and the library may be gone
-            pass
-
     def __repr__(self):
         return f"Decoder({self.description!r})" if self._h else "Decoder(closed)"
 
 
-class BoundStep:
+class BoundStep(_Closable):
     """Decoder.bind's result: call it with the live length for one step (returns out)."""
 
     def __init__(self, dec, q, k, v, out, scale, cache, route, partitions, tile, k_dtype,
@@ -530,19 +519,6 @@ class BoundStep:
         if self._open:
             self._open = False
             self._b.__exit__(None, None, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # the interpreter is shutting down
-            pass
 
 
 def reference(q, k=None, v=None, *, scale=None, live=None, out=None, cache=None, k_dtype=None,
