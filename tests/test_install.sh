@@ -44,17 +44,17 @@ if command -v ldd >/dev/null; then
     deps=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/decode_loop") # whole, so no grep -q cuts the pipe
     grep -q "libgem.so" <<<"$deps" || fail "not linked to libgem.so"
 fi
-# the shared library exports gem_ names alone (src/libgem.map), every function of the installed
-# headers among them
+# the shared library exports the functions the installed headers declare, and nothing else
 so=$(find "$libdir" -name 'libgem.so*' -type f | head -n 1)
 if command -v nm >/dev/null && [ -n "$so" ]; then
-    exported=$(nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }')
-    others=$( (grep -v '^gem_' <<<"$exported" || true) | head -n 5 | tr '\n' ' ')
-    [ -z "$others" ] || fail "libgem.so exports names outside gem_: $others"
-    public=$(cat "$src"/include/gem/{attn,decode,cpu,cuda}.h | sed 's|/\*.*\*/||' |
-             grep -oE '^[a-z0-9_ ]*[ *]gem_[a-z0-9_]+\(' | sed -E 's/.*(gem_[a-z0-9_]+)\($/\1/' | sort -u)
+    exported=$(nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }' | sort -u)
+    public=$(cat "$tmp"/prefix/include/gem/{attn,decode,cpu,cuda}.h | sed 's|/\*.*\*/||' |
+             grep -oE '^[a-z0-9_ ]*[ *]gem_[a-z0-9_]+\(' | sed -E 's/.*(gem_[a-z0-9_]+)\($/\1/' |
+             sort -u)
     [ -n "$public" ] || fail "no function declarations found in the installed headers"
-    missing=$(comm -23 <(echo "$public") <(sort -u <<<"$exported") | tr '\n' ' ')
+    unexpected=$(comm -13 <(echo "$public") <(echo "$exported") | head -n 5 | tr '\n' ' ')
+    [ -z "$unexpected" ] || fail "libgem.so exports names its headers do not declare: $unexpected"
+    missing=$(comm -23 <(echo "$public") <(echo "$exported") | tr '\n' ' ')
     [ -z "$missing" ] || fail "libgem.so lacks functions its headers declare: $missing"
 fi
 # static: libgem.a and the private libraries gem.pc lists
