@@ -47,4 +47,7 @@ fi
 "$venv/bin/python" examples/decode_loop.py 32 >build-python/decode_loop.log 2>&1 ||
   { cat build-python/decode_loop.log; echo "python-check: examples/decode_loop.py failed" >&2; exit 1; }
 tail -n 1 build-python/decode_loop.log
-echo "python-check: the installed package passes its tests (numpy's included) and runs the example"
+"$venv/bin/python" examples/generate.py -n 16 >build-python/generate.log 2>&1 ||
+  { cat build-python/generate.log; echo "python-check: examples/generate.py failed" >&2; exit 1; }
+tail -n 1 build-python/generate.log
+echo "python-check: the installed package passes its tests (numpy's included) and runs the examples"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The Python package (python/gem) on this build's libgem: its tests with the standard library
-# alone, and those that need numpy, ml_dtypes, JAX or torch where they are installed (CI's
-# package stage installs numpy and ml_dtypes; scripts/python-check.sh). In a sanitizer build the runtimes are preloaded into Python, so
-# the library's calls from Python run under ASan and UBSan too.
+# The Python package (python/gem) on this build's libgem and libgemmodel: its tests with the
+# standard library alone, and those that need numpy, ml_dtypes, JAX or torch where they are
+# installed (CI's package stage installs numpy and ml_dtypes; scripts/python-check.sh). In a
+# sanitizer build the runtimes are preloaded into Python, so the libraries' calls from Python
+# run under ASan and UBSan too.
 # Arguments (from CTest): the gem binary, the source tree.
 set -euo pipefail
 gem=$1
@@ -10,7 +11,9 @@ src=$2
 build=$(dirname "$gem")
 fail() { echo "test_python: FAIL: $*"; exit 1; }
 command -v python3 >/dev/null || fail "python3 not found (scripts/setup.sh installs it)"
-[ -e "$build/libgem.so" ] || fail "no libgem.so in $build"
+for lib in libgem.so libgemmodel.so; do
+    [ -e "$build/$lib" ] || fail "no $lib in $build"
+done
 preload=()
 if grep -qE '^GEM_(SANITIZE|FUZZ):BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
     cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | head -n 1)

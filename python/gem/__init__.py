@@ -27,11 +27,11 @@ import ctypes
 
 from . import _capi
 from ._arrays import _KIND_NAMES, Borrowed
-from ._capi import GemError, check
+from ._capi import Closable, GemError, check
 
 __version__ = "0.1.0"
-__all__ = ["Decoder", "BoundStep", "KVCache", "KFromV", "GemError", "reference",
-           "__version__"]
+__all__ = ["Decoder", "BoundStep", "KVCache", "KFromV", "GemError", "reference", "Model",
+           "Session", "synth", "__version__"]
 
 try:  # numpy is optional: with it the outputs gem allocates are numpy arrays
     import numpy as _np
@@ -86,23 +86,6 @@ def _scales(values, n, field):
     return (ctypes.c_float * n)(*vals)
 
 
-class _Closable:
-    """A context manager whose exit, and whose collection, call close()."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # half made, or the interpreter is shutting down and libgem is gone
-            pass
-
-
 class KFromV:
     """K rebuilt from V (Gemma 4's full layers, where K = V before the norms):
     K(g, t, i) = RoPE_{pos0 + t}(k_weight * V(g, t))(i), elements j and j + half rotating by
@@ -120,7 +103,7 @@ class KFromV:
         return (f"KFromV(n_pairs={len(self.inv_freq)}, half={self.half}, pos0={self.pos0})")
 
 
-class KVCache(_Closable):
+class KVCache(Closable):
     """A head-major cache in memory libgem owns, for callers without a cache of their own:
     rows appended as float32 in token order and stored as `k_dtype` / `v_dtype` ("f32",
     "bf16" or "f16", rounded to nearest even). ring=True keeps the last `capacity` rows (a
@@ -133,7 +116,7 @@ class KVCache(_Closable):
         for field, t in (("k_dtype", k_dtype), ("v_dtype", v_dtype)):
             if t not in ("f32", "bf16", "f16"):
                 raise ValueError(f"{field}={t!r}: the cache stores f32, bf16 or f16")
-        desc = _capi.KVCacheDesc(backend=_capi.BACKEND_CPU, n_kv_heads=int(n_kv_heads),
+        desc = _capi.KVCacheDesc(backend=_capi.BACKENDS["cpu"], n_kv_heads=int(n_kv_heads),
                                  dk=int(dk), dv=int(dk if dv is None else dv),
                                  capacity=int(capacity), k_dtype=_capi.DTYPES[k_dtype],
                                  v_dtype=_capi.DTYPES[v_dtype], ring=1 if ring else 0)
@@ -325,7 +308,7 @@ def _aligned_address(buf):
     return base + (-base) % _capi.WORKSPACE_ALIGN
 
 
-class Decoder(_Closable):
+class Decoder(Closable):
     """A decode context on the CPU: a pool of `threads` worker threads (0: one per online
     core). One step at a time runs on a context (concurrent calls from several Python threads
     wait their turn); the GIL is released while a step runs."""
@@ -333,7 +316,7 @@ class Decoder(_Closable):
     def __init__(self, threads=0):
         handle = ctypes.c_void_p()
         check("gem_decode_ctx_create",
-              _capi.lib.gem_decode_ctx_create(_capi.BACKEND_CPU, int(threads),
+              _capi.lib.gem_decode_ctx_create(_capi.BACKENDS["cpu"], int(threads),
                                               ctypes.byref(handle)))
         self._h = handle
         self._lock = threading.Lock()
@@ -467,7 +450,7 @@ class Decoder(_Closable):
         return f"Decoder({self.description!r})" if self._h else "Decoder(closed)"
 
 
-class BoundStep(_Closable):
+class BoundStep(Closable):
     """Decoder.bind's result: call it with the live length for one step (returns out)."""
 
     def __init__(self, dec, q, k, v, out, scale, cache, route, partitions, tile, k_dtype,
@@ -533,3 +516,6 @@ def reference(q, k=None, v=None, *, scale=None, live=None, out=None, cache=None,
         check("gem_attn_reference_kv", _capi.lib.gem_attn_reference_kv(
             ctypes.byref(call.shape), call.q.ptr, ctypes.byref(call.view), oa.ptr, call.n_out))
     return out
+
+
+from .model import Model, Session, synth  # noqa: E402 (the model harness, libgemmodel.so)

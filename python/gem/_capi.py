@@ -13,7 +13,7 @@ GEM_OK = 0
 DTYPES = {"f32": 0, "bf16": 1, "f16": 2, "fp8_e4m3": 3}
 ROUTES = {"baseline": 2, "fused": 3}
 ROUTE_NAMES = {2: "baseline", 3: "fused"}
-BACKEND_CPU = 0
+BACKENDS = {"cpu": 0, "cuda": 1}
 
 WORKSPACE_ALIGN = 64  # GEM_DECODE_WORKSPACE_ALIGN
 
@@ -101,19 +101,57 @@ def _declare(lib):
 
 lib = ctypes.CDLL(_library_path())
 _declare(lib)
+_model_lib = None
+
+
+def model_lib():
+    """libgemmodel.so (the Gemma 4 model harness), from the directory libgem.so came from;
+    loaded on first use."""
+    global _model_lib
+    if _model_lib is None:
+        path = os.path.join(os.path.dirname(lib._name), "libgemmodel.so")
+        if not os.path.isfile(path):
+            raise ImportError(f"gem: no libgemmodel.so beside {lib._name} (the model harness is "
+                              "built with libgem: pip install ., or a CMake build's directory)")
+        _model_lib = ctypes.CDLL(path)
+    return _model_lib
+
+
+def status_text(code):
+    """libgem's one-line description of a status."""
+    return lib.gem_status_str(int(code)).decode()
 
 
 class GemError(RuntimeError):
     """A status other than GEM_OK from libgem. `status` is its stable name ("shape",
     "align", "overlap", ...: gem_status_name), `code` its number; the message says which call
-    failed and libgem's one-line description of the status."""
+    failed and why: the call's own line where it writes one (the model's loader), else libgem's
+    description of the status."""
 
-    def __init__(self, call, code):
+    def __init__(self, call, code, detail=None):
         self.code = int(code)
         self.status = lib.gem_status_name(self.code).decode()
-        super().__init__(f"{call}: {lib.gem_status_str(self.code).decode()} ({self.status})")
+        why = detail or status_text(self.code)
+        super().__init__(f"{call}: {why} ({self.status})")
 
 
-def check(call, code):
+class Closable:
+    """A context manager whose exit, and whose collection, call close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # half made, or the interpreter is shutting down and libgem is gone
+            pass
+
+
+def check(call, code, detail=None):
     if code != GEM_OK:
-        raise GemError(call, code)
+        raise GemError(call, code, detail)
