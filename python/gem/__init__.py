@@ -129,11 +129,6 @@ class KVCache(Closable):
         self.ring = bool(ring)
         self._lock = threading.Lock()
 
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the KVCache is closed")
-        return self._h
-
     def append(self, k, v):
         """Appends n tokens: k (n, n_kv_heads, dk) and v (n, n_kv_heads, dv) float32,
         row-major (as a projection writes them; (n_kv_heads, d) for one token). Raises
@@ -322,11 +317,6 @@ class Decoder(Closable):
         self._lock = threading.Lock()
         self._ws = None
         self._ws_bytes = 0
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the Decoder is closed")
-        return self._h
 
     @property
     def threads(self):

@@ -136,7 +136,13 @@ class GemError(RuntimeError):
 
 
 class Closable:
-    """A context manager whose exit, and whose collection, call close()."""
+    """A context manager whose exit, and whose collection, call close(); `_h` is the libgem
+    handle, None once closed."""
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError(f"the {type(self).__name__} is closed")
+        return self._h
 
     def __enter__(self):
         return self

@@ -129,11 +129,6 @@ class Model(_capi.Closable):
         self.hparams = {name: (getattr(hp, name).decode(errors="replace") if name == "name"
                                else getattr(hp, name)) for name, _ in _Hparams._fields_}
 
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the Model is closed")
-        return self._h
-
     def _tokenizer(self):
         self._handle()
         return self._tok
@@ -266,11 +261,6 @@ class Session(_capi.Closable):
         self.model = model
         self.max_tokens = int(max_tokens)
         model._sessions.add(self)
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the Session is closed")
-        return self._h
 
     @property
     def pos(self):
