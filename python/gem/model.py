@@ -5,6 +5,7 @@ random-weight files (gem synth). The same code as `gem generate`: the same logit
 import array
 import codecs
 import ctypes
+import os
 import weakref
 
 from . import _capi
@@ -88,11 +89,6 @@ def _lib():
     return m
 
 
-def _path(path):
-    import os
-    return os.fsencode(path)
-
-
 def synth(path, preset="tiny", *, seed=None):
     """Writes a seeded random-weight Gemma 4 GGUF (`gem synth --preset`): "tiny" (the test
     model: 6 layers, hidden 64, the real full-layer attention shape), "diff" (60 layers in
@@ -103,7 +99,7 @@ def synth(path, preset="tiny", *, seed=None):
     if seed is not None:
         spec.seed = int(seed)
     err = ctypes.create_string_buffer(_ERR_BYTES)
-    st = _lib().gem_synth_write(ctypes.byref(spec), _path(path), err, _ERR_BYTES)
+    st = _lib().gem_synth_write(ctypes.byref(spec), os.fsencode(path), err, _ERR_BYTES)
     check("gem_synth_write", st,
           f"{path}: {err.value.decode(errors='replace') or _capi.status_text(st)}")
     return path
@@ -118,7 +114,7 @@ class Model(_capi.Closable):
         self._h = None
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERR_BYTES)
-        st = _lib().gem_model_load(_path(path), ctypes.byref(handle), err, _ERR_BYTES)
+        st = _lib().gem_model_load(os.fsencode(path), ctypes.byref(handle), err, _ERR_BYTES)
         check("gem_model_load", st,
               f"{path}: {err.value.decode(errors='replace') or _capi.status_text(st)}")
         self._h = handle
