@@ -315,10 +315,32 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
     return st;
 }
 
+/* Host memory in whole lines of the workspace's alignment (aligned_alloc's rule). */
+static gem_status workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    (void)impl;
+    const size_t a = GEM_DECODE_WORKSPACE_ALIGN;
+    if (bytes > SIZE_MAX - (a - 1))
+        return GEM_ERR_OVERFLOW;
+    void *p = aligned_alloc(a, (bytes + a - 1) / a * a);
+    if (!p)
+        return GEM_ERR_NOMEM;
+    *out = p;
+    return GEM_OK;
+}
+
+/* gem_decode returns when its output is written: nothing is queued on the memory. */
+static void workspace_free(void *impl, void *p)
+{
+    (void)impl;
+    free(p);
+}
+
 const gem_decode_backend_ops gem_cpu_decode_ops = {
     create,          destroy,      threads_of,      device_of,    describe, supports,
     k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
     check_finite,    NULL, /* the default does not depend on the view */
+    workspace_alloc, workspace_free,
 };
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */

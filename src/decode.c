@@ -213,6 +213,24 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
     return ctx->ops->workspace_bytes(ctx->impl, shape, live, &c, bytes);
 }
 
+gem_status gem_decode_workspace_alloc(const gem_decode_ctx *ctx, size_t bytes, void **out)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    if (!ctx)
+        return GEM_ERR_NULL;
+    if (bytes == 0)
+        return GEM_ERR_PARAM;
+    return ctx->ops->workspace_alloc(ctx->impl, bytes, out);
+}
+
+void gem_decode_workspace_free(const gem_decode_ctx *ctx, void *p)
+{
+    if (ctx && p)
+        ctx->ops->workspace_free(ctx->impl, p);
+}
+
 /* 1 when [a, a + an) and [b, b + bn) share a byte. */
 static int overlaps(const void *a, size_t an, const void *b, size_t bn)
 {

@@ -59,6 +59,11 @@ typedef struct gem_decode_backend_ops {
      * most def, at least 1; NULL when the backend's default does not depend on the view */
     int64_t (*view_partitions)(const void *impl, const gem_decode_shape *shape,
                                const gem_kv_view *kv, int64_t def);
+    /* bytes >= 1 of workspace in the backend's memory (on CUDA the context's device),
+     * GEM_DECODE_WORKSPACE_ALIGN-aligned; its release (p not NULL) once the work queued on it
+     * is done */
+    gem_status (*workspace_alloc)(void *impl, size_t bytes, void **out);
+    void (*workspace_free)(void *impl, void *p);
 } gem_decode_backend_ops;
 
 extern const gem_decode_backend_ops gem_cpu_decode_ops;

@@ -164,6 +164,19 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
 /* Alignment gem_decode requires of the workspace, in bytes (64). */
 #define GEM_DECODE_WORKSPACE_ALIGN 64
 
+/* A workspace for callers without an allocator of their own (the Python package): `bytes`
+ * (>= 1) in the context's memory, host memory on the CPU, device memory of the context's
+ * device on CUDA (whatever device is current on the calling thread), at least
+ * GEM_DECODE_WORKSPACE_ALIGN-aligned, contents unspecified. GEM_ERR_NULL, GEM_ERR_PARAM for
+ * 0 bytes, GEM_ERR_OVERFLOW, GEM_ERR_NOMEM, GEM_ERR_DEVICE for another CUDA failure. *out is
+ * NULL on error. ctx, out (1). */
+gem_status gem_decode_workspace_alloc(const gem_decode_ctx *ctx, size_t bytes, void **out);
+
+/* Frees what gem_decode_workspace_alloc returned for this context; NULL is fine. CUDA: waits
+ * first for all work queued on the context's device (cudaDeviceSynchronize), so a step still
+ * reading the workspace on any stream completes before the memory goes. */
+void gem_decode_workspace_free(const gem_decode_ctx *ctx, void *p);
+
 /* ---- the decode step -------------------------------------------------------------- */
 
 /* K rebuilt from V. A view with k_from_v set (gem/attn.h: gem_k_from_v) holds V alone and

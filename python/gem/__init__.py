@@ -21,9 +21,10 @@ CPU backend (include/gem/decode.h); docs/python.md in the repository describes i
 """
 
 import array
+import ctypes
 import math
 import threading
-import ctypes
+import weakref
 
 from . import _capi
 from ._arrays import _KIND_NAMES, Borrowed
@@ -107,16 +108,23 @@ class KVCache(Closable):
     """A head-major cache in memory libgem owns, for callers without a cache of their own:
     rows appended as float32 in token order and stored as `k_dtype` / `v_dtype` ("f32",
     "bf16" or "f16", rounded to nearest even). ring=True keeps the last `capacity` rows (a
-    sliding window). Pass it to Decoder.decode as `cache=`."""
+    sliding window). backend="cuda" keeps it in the memory of the CUDA device current at
+    creation, and its appends take device tensors. Pass it to Decoder.decode as `cache=`."""
 
     def __init__(self, n_kv_heads, dk, capacity, *, dv=None, dtype="f32", k_dtype=None,
-                 v_dtype=None, ring=False):
+                 v_dtype=None, ring=False, backend="cpu"):
+        if backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend={backend!r}: 'cpu' or 'cuda'")
         k_dtype = k_dtype or dtype
         v_dtype = v_dtype or dtype
         for field, t in (("k_dtype", k_dtype), ("v_dtype", v_dtype)):
             if t not in ("f32", "bf16", "f16"):
                 raise ValueError(f"{field}={t!r}: the cache stores f32, bf16 or f16")
-        desc = _capi.KVCacheDesc(backend=_capi.BACKENDS["cpu"], n_kv_heads=int(n_kv_heads),
+        self.backend, self.cuda_device = backend, None
+        if backend == "cuda":  # the device it lands on, which appends must come from
+            with Decoder(backend="cuda") as probe:
+                self.cuda_device = probe.cuda_device
+        desc = _capi.KVCacheDesc(backend=_capi.BACKENDS[backend], n_kv_heads=int(n_kv_heads),
                                  dk=int(dk), dv=int(dk if dv is None else dv),
                                  capacity=int(capacity), k_dtype=_capi.DTYPES[k_dtype],
                                  v_dtype=_capi.DTYPES[v_dtype], ring=1 if ring else 0)
@@ -129,13 +137,17 @@ class KVCache(Closable):
         self.ring = bool(ring)
         self._lock = threading.Lock()
 
-    def append(self, k, v):
+    def append(self, k, v, stream=None):
         """Appends n tokens: k (n, n_kv_heads, dk) and v (n, n_kv_heads, dv) float32,
         row-major (as a projection writes them; (n_kv_heads, d) for one token). Raises
-        GemError "nonfinite" for NaN, infinity or a value the cache's type cannot hold (nothing
-        is written), "range" when the rows do not fit a cache that is not a ring."""
+        GemError "range" when the rows do not fit a cache that is not a ring. CPU: GemError
+        "nonfinite" for NaN, infinity or a value the cache's type cannot hold (nothing is
+        written). CUDA: device tensors, the copy queued on `stream` (as for decode); a
+        non-finite row is recorded for check()."""
+        handle = _stream_handle(stream, self.cuda_device is not None)
         with Borrowed() as b, self._lock:
-            ka, va = b.take(k, "k"), b.take(v, "v")
+            ka = b.take(k, "k", cuda_device=self.cuda_device, stream=handle)
+            va = b.take(v, "v", cuda_device=self.cuda_device, stream=handle)
             n = None
             for a, d in ((ka, self.dk), (va, self.dv)):
                 shape = a.shape if len(a.shape) == 3 else (1,) + a.shape
@@ -152,7 +164,7 @@ class KVCache(Closable):
             if n < 1:
                 raise ValueError("append takes at least one token")
             check("gem_kv_cache_append",
-                  _capi.lib.gem_kv_cache_append(self._handle(), ka.ptr, va.ptr, n, None))
+                  _capi.lib.gem_kv_cache_append(self._handle(), ka.ptr, va.ptr, n, handle or None))
 
     @property
     def live(self):
@@ -164,10 +176,23 @@ class KVCache(Closable):
         """Rows appended since creation or the last reset (a ring keeps the last capacity)."""
         return int(_capi.lib.gem_kv_cache_appended(self._handle()))
 
-    def reset(self):
-        """Forgets every row."""
+    def reset(self, stream=None):
+        """Forgets every row (and the non-finite record)."""
+        handle = _stream_handle(stream, self.cuda_device is not None)
         with self._lock:
-            check("gem_kv_cache_reset", _capi.lib.gem_kv_cache_reset(self._handle(), None))
+            check("gem_kv_cache_reset",
+                  _capi.lib.gem_kv_cache_reset(self._handle(), handle or None))
+
+    def check(self, stream=None):
+        """True when every row appended since creation or the last reset was finite (CUDA:
+        waits for `stream`)."""
+        handle = _stream_handle(stream, self.cuda_device is not None)
+        st = _capi.lib.gem_kv_cache_check(self._handle(), handle or None)
+        if st == _capi.GEM_OK:
+            return True
+        if _capi.lib.gem_status_name(st).decode() == "nonfinite":
+            return False
+        raise GemError("gem_kv_cache_check", st)
 
     def _view(self):
         view = _capi.KVView()
@@ -184,15 +209,20 @@ class KVCache(Closable):
         state = f"live={self.live}" if self._h else "closed"
         return (f"KVCache(n_kv_heads={self.n_kv_heads}, dk={self.dk}, dv={self.dv}, "
                 f"capacity={self.capacity}, k_dtype={self.k_dtype!r}, v_dtype={self.v_dtype!r}, "
-                f"ring={self.ring}, {state})")
+                f"ring={self.ring}, backend={self.backend!r}, {state})")
 
 
 class _Call:
     """The C arguments of one step, built from the caller's arrays (borrowed by `b`)."""
 
     def __init__(self, b, q, k, v, cache, scale, live, k_dtype, v_dtype, k_scale, v_scale,
-                 k_from_v, bound=False):
-        qa = b.take(q, "q")
+                 k_from_v, bound=False, cuda_device=None, stream=0):
+        self.cuda_device, self.stream = cuda_device, stream
+
+        def take(obj, name, writable=False):
+            return b.take(obj, name, writable, cuda_device, stream)
+        self.take = take
+        qa = take(q, "q")
         if len(qa.shape) != 2 or qa.kind != "f32" or not qa.contiguous():
             raise ValueError(f"q must be a row-major float32 (n_q_heads, dk) array (it is "
                              f"{qa.type_name()} of shape {qa.shape}, strides {qa.strides})")
@@ -204,6 +234,9 @@ class _Call:
                                            k_from_v)):
                 raise ValueError("with cache=, pass no k, v, live, dtypes, scales or k_from_v: "
                                  "the cache describes itself")
+            if cache.backend != ("cpu" if cuda_device is None else "cuda"):
+                raise ValueError(f"the cache is in {cache.backend} memory and the Decoder runs "
+                                 f"on the {'CPU' if cuda_device is None else 'GPU'}")
             if cache.live >= 1:
                 self.view = cache._view()
             elif bound:  # a bound step reads the cache's view at each call
@@ -215,7 +248,7 @@ class _Call:
         else:
             if v is None:
                 raise ValueError("decode needs v (and k, unless k_from_v rebuilds it)")
-            va = b.take(v, "v")
+            va = take(v, "v")
             _cache_tensor(va, "dv")
             n_kv_heads, capacity, dv = va.shape
             v_t = _dtype_name(va, v_dtype, "v_dtype")
@@ -231,7 +264,7 @@ class _Call:
                     raise ValueError("with k_from_v, K has V's type")
                 kd = dv
                 view.k_dtype = view.v_dtype
-                wa = b.take(k_from_v.k_weight, "k_from_v.k_weight")
+                wa = take(k_from_v.k_weight, "k_from_v.k_weight")
                 if wa.shape != (dv,) or wa.kind != "f32" or not wa.contiguous():
                     raise ValueError(f"k_from_v.k_weight must be a contiguous float32 ({dv},) "
                                      f"array (it is {wa.type_name()} of shape {wa.shape})")
@@ -244,7 +277,7 @@ class _Call:
             else:
                 if k is None:
                     raise ValueError("decode needs k (or k_from_v, which rebuilds K from v)")
-                ka = b.take(k, "k")
+                ka = take(k, "k")
                 _cache_tensor(ka, "dk")
                 if ka.shape[:2] != (n_kv_heads, capacity):
                     raise ValueError(f"k is {ka.shape} and v {va.shape}: they need the same KV "
@@ -275,15 +308,19 @@ class _Call:
         self.n_out = n_q_heads * dv
 
     def output(self, b, out, kind, code):
-        """The caller's out (checked), or a new (n_q_heads, dv) array of `kind` ("f32", "f64")."""
+        """The caller's out (checked), or a new (n_q_heads, dv) array of `kind` ("f32", "f64")
+        in host memory."""
         n_q_heads, dv = self.shape.n_q_heads, self.shape.dv
+        if out is None and self.cuda_device is not None:
+            raise ValueError(f"on CUDA pass out=: a float32 ({n_q_heads}, {dv}) tensor on GPU "
+                             f"{self.cuda_device} (gem allocates no device arrays)")
         if out is None:
             if _np is not None:
                 out = _np.empty((n_q_heads, dv),
                                 dtype=_np.float32 if kind == "f32" else _np.float64)
             else:
                 out = array.array(code, bytes(self.n_out * (4 if kind == "f32" else 8)))
-        oa = b.take(out, "out", writable=True)
+        oa = self.take(out, "out", writable=True)
         if (oa.kind != kind or not oa.contiguous()
                 or oa.shape not in ((n_q_heads, dv), (self.n_out,))):
             want = "float32" if kind == "f32" else "float64"
@@ -293,30 +330,70 @@ class _Call:
         return out, oa
 
 
-def _aligned_buffer(nbytes):
-    """Host memory for a workspace of nbytes, with room to align it (_aligned_address)."""
-    return ctypes.create_string_buffer(nbytes + _capi.WORKSPACE_ALIGN)
+class _Workspace:
+    """Memory from the context's allocator (gem_decode_workspace_alloc: host memory, or device
+    memory of the context's GPU), grown on demand; freeing it on CUDA waits for the device."""
+
+    def __init__(self, dec):
+        self.dec, self.ptr, self.bytes = dec, None, 0
+
+    def ensure(self, need):
+        if need > self.bytes:
+            self.release()
+            p = ctypes.c_void_p()
+            check("gem_decode_workspace_alloc", _capi.lib.gem_decode_workspace_alloc(
+                self.dec._handle(), max(1, need), ctypes.byref(p)))
+            self.ptr, self.bytes = p.value, need
+        return self.ptr, self.bytes
+
+    def release(self):
+        if self.ptr:
+            _capi.lib.gem_decode_workspace_free(self.dec._h, self.ptr)
+            self.ptr, self.bytes = None, 0
 
 
-def _aligned_address(buf):
-    base = ctypes.addressof(buf)
-    return base + (-base) % _capi.WORKSPACE_ALIGN
+def _stream_handle(stream, cuda):
+    """The cudaStream_t of `stream` as an int: None (0, the legacy default stream), an int, or
+    an object with `cuda_stream` (torch.cuda.Stream) or `ptr` (cupy.cuda.Stream)."""
+    if stream is None:
+        return 0
+    if not cuda:
+        raise ValueError("stream= is for a CUDA Decoder; on the CPU a step runs on the "
+                         "Decoder's threads and returns when out is written")
+    handle = stream
+    if not isinstance(handle, int):
+        handle = getattr(stream, "cuda_stream", getattr(stream, "ptr", None))
+    if not isinstance(handle, int) or handle < 0:
+        raise TypeError(f"stream={stream!r}: a cudaStream_t as an int, or a torch or CuPy "
+                        "stream")
+    return handle
 
 
 class Decoder(Closable):
-    """A decode context on the CPU: a pool of `threads` worker threads (0: one per online
-    core). One step at a time runs on a context (concurrent calls from several Python threads
-    wait their turn); the GIL is released while a step runs."""
+    """A decode context. backend="cpu" (the default): a pool of `threads` worker threads (0:
+    one per online core); a step returns when out is written. backend="cuda": the CUDA device
+    current on the calling thread (threads must be 0); arrays are device tensors passed through
+    DLPack and a step is queued on `stream` without waiting. One call at a time runs on a
+    context (concurrent calls from several Python threads wait their turn); the GIL is
+    released while libgem runs."""
 
-    def __init__(self, threads=0):
+    def __init__(self, threads=0, backend="cpu"):
+        if backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend={backend!r}: 'cpu' or 'cuda'")
         handle = ctypes.c_void_p()
-        check("gem_decode_ctx_create",
-              _capi.lib.gem_decode_ctx_create(_capi.BACKENDS["cpu"], int(threads),
-                                              ctypes.byref(handle)))
+        check("gem_decode_ctx_create", _capi.lib.gem_decode_ctx_create(
+            _capi.BACKENDS[backend], int(threads), ctypes.byref(handle)))
         self._h = handle
+        self.backend = backend
+        self.cuda_device = (int(_capi.lib.gem_decode_ctx_device(handle))
+                            if backend == "cuda" else None)
         self._lock = threading.Lock()
-        self._ws = None
-        self._ws_bytes = 0
+        self._ws = {}  # stream -> _Workspace: steps on one stream are ordered, others are not
+        self._steps = weakref.WeakSet()
+
+    def _where(self, stream):
+        return {"cuda_device": self.cuda_device,
+                "stream": _stream_handle(stream, self.cuda_device is not None)}
 
     @property
     def threads(self):
@@ -346,14 +423,14 @@ class Decoder(Closable):
         return need.value
 
     def _workspace(self, call, cfg):
-        need = self._workspace_bytes(call.shape, call.view.live, cfg)
-        if need > self._ws_bytes:
-            self._ws, self._ws_bytes = _aligned_buffer(need), need
-        return _aligned_address(self._ws), self._ws_bytes
+        ws = self._ws.get(call.stream)
+        if ws is None:
+            ws = self._ws[call.stream] = _Workspace(self)
+        return ws.ensure(self._workspace_bytes(call.shape, call.view.live, cfg))
 
     def decode(self, q, k=None, v=None, *, scale=None, live=None, out=None, cache=None,
                route=None, partitions=0, tile=0, k_dtype=None, v_dtype=None, k_scale=None,
-               v_scale=None, k_from_v=None):
+               v_scale=None, k_from_v=None, stream=None):
         """One decode step; returns out (n_q_heads, dv) float32.
 
         q        (n_q_heads, dk) float32, row-major
@@ -370,6 +447,10 @@ class Decoder(Closable):
         k_dtype, v_dtype   for arrays of raw bits: "bf16" or "f16" (uint16), "fp8_e4m3" (uint8)
         k_scale, v_scale   FP8 E4M3 tensors' scale per KV head (n_kv_heads floats)
         k_from_v a KFromV: K rebuilt from V, the cache holding V alone
+        stream   CUDA: where the step is queued (None: the legacy default stream; an int
+                 cudaStream_t, a torch.cuda.Stream or a cupy.cuda.Stream); the arrays' producers
+                 are asked (DLPack) to make them ready on it, and out is valid once the stream
+                 reaches the step. out is required on CUDA.
 
         Raises ValueError / TypeError for arrays of the wrong shape, type or kind, and
         GemError for what libgem refuses (status "align", "overlap", "param", "nonfinite" for
@@ -377,35 +458,39 @@ class Decoder(Closable):
         out is then not (or only partly) written."""
         with Borrowed() as b:
             call = _Call(b, q, k, v, cache, scale, live, k_dtype, v_dtype, k_scale, v_scale,
-                         k_from_v)
+                         k_from_v, **self._where(stream))
             out, oa = call.output(b, out, "f32", "f")
             cfg = self._config(route, partitions, tile)
             with self._lock:
                 ws, ws_bytes = self._workspace(call, cfg)
                 check("gem_decode", _capi.lib.gem_decode(
                     self._handle(), ctypes.byref(call.shape), call.q.ptr, ctypes.byref(call.view),
-                    oa.ptr, ws, ws_bytes, ctypes.byref(cfg) if cfg else None, None))
+                    oa.ptr, ws, ws_bytes, ctypes.byref(cfg) if cfg else None,
+                    call.stream or None))
         return out
 
     def bind(self, q, k=None, v=None, *, out=None, scale=None, cache=None, route=None,
              partitions=0, tile=0, k_dtype=None, v_dtype=None, k_scale=None, v_scale=None,
-             k_from_v=None):
+             k_from_v=None, stream=None):
         """A decode step bound to these arrays, for a decode loop: the arrays are borrowed once
         (and held until the step is closed), the C arguments and a workspace for the whole
         capacity are built once, and each call `step(live)` runs gem_decode on what the arrays
         hold then, writing out. Arguments as for decode (no live: each call gives it; with
-        cache=, the cache's live rows at the call). About 3 us a call of Python against 17 for
-        decode (docs/python.md). Close it (or use `with`) to let the arrays go."""
-        return BoundStep(self, q, k, v, out, scale, cache, route, partitions, tile, k_dtype,
-                         v_dtype, k_scale, v_scale, k_from_v)
+        cache=, the cache's live rows at the call; on CUDA every step is queued on `stream`,
+        with a workspace of its own). About 0.5 us a call of Python against 16 for decode
+        (docs/python.md). Close it (or use `with`) to let the arrays go."""
+        step = BoundStep(self, q, k, v, out, scale, cache, route, partitions, tile, k_dtype,
+                         v_dtype, k_scale, v_scale, k_from_v, stream)
+        self._steps.add(step)
+        return step
 
     def plan(self, q, k=None, v=None, *, cache=None, live=None, k_dtype=None, v_dtype=None,
-             k_scale=None, v_scale=None, k_from_v=None):
+             k_scale=None, v_scale=None, k_from_v=None, stream=None):
         """What decode runs with route=None for these arrays: {"route", "partitions", "tile",
         "workspace_bytes"}."""
         with Borrowed() as b:
             call = _Call(b, q, k, v, cache, None, live, k_dtype, v_dtype, k_scale, v_scale,
-                         k_from_v)
+                         k_from_v, **self._where(stream))
             cfg = _capi.DecodeConfig()
             check("gem_decode_config_for_view", _capi.lib.gem_decode_config_for_view(
                 self._handle(), ctypes.byref(call.shape), ctypes.byref(call.view),
@@ -416,14 +501,15 @@ class Decoder(Closable):
                 "workspace_bytes": need}
 
     def check_finite(self, q, k=None, v=None, *, cache=None, live=None, k_dtype=None,
-                     v_dtype=None, k_scale=None, v_scale=None, k_from_v=None):
+                     v_dtype=None, k_scale=None, v_scale=None, k_from_v=None, stream=None):
         """True when q and the live rows of K and V hold no NaN or infinity (the scan decode
-        leaves out, since it would read the cache twice)."""
+        leaves out, since it would read the cache twice). CUDA: runs on `stream` and waits."""
         with Borrowed() as b:
             call = _Call(b, q, k, v, cache, None, live, k_dtype, v_dtype, k_scale, v_scale,
-                         k_from_v)
+                         k_from_v, **self._where(stream))
             st = _capi.lib.gem_decode_check_finite(self._handle(), ctypes.byref(call.shape),
-                                                   call.q.ptr, ctypes.byref(call.view), None)
+                                                   call.q.ptr, ctypes.byref(call.view),
+                                                   call.stream or None)
         if st == _capi.GEM_OK:
             return True
         if _capi.lib.gem_status_name(st).decode() == "nonfinite":
@@ -431,8 +517,14 @@ class Decoder(Closable):
         raise GemError("gem_decode_check_finite", st)
 
     def close(self):
-        """Joins the worker threads; the context cannot be used afterwards."""
+        """Closes the steps bound to it, frees the workspaces (on CUDA after the device's
+        queued work), joins the worker threads; the context cannot be used afterwards."""
         if self._h:
+            for step in list(self._steps):
+                step.close()
+            for ws in self._ws.values():
+                ws.release()
+            self._ws.clear()
             _capi.lib.gem_decode_ctx_destroy(self._h)
             self._h = None
 
@@ -444,23 +536,26 @@ class BoundStep(Closable):
     """Decoder.bind's result: call it with the live length for one step (returns out)."""
 
     def __init__(self, dec, q, k, v, out, scale, cache, route, partitions, tile, k_dtype,
-                 v_dtype, k_scale, v_scale, k_from_v):
+                 v_dtype, k_scale, v_scale, k_from_v, stream):
         self._b = Borrowed()
+        self._ws = _Workspace(dec)
+        self._open = False
         try:
             call = _Call(self._b, q, k, v, cache, scale, None, k_dtype, v_dtype, k_scale,
-                         v_scale, k_from_v, bound=True)
+                         v_scale, k_from_v, bound=True, **dec._where(stream))
             self.out, oa = call.output(self._b, out, "f32", "f")
             self._cfg = dec._config(route, partitions, tile)
             self.capacity = cache.capacity if cache is not None else call.view.capacity
-            need = dec._workspace_bytes(call.shape, self.capacity, self._cfg)
-            self._ws = _aligned_buffer(need)
+            ws, need = self._ws.ensure(dec._workspace_bytes(call.shape, self.capacity,
+                                                            self._cfg))
         except BaseException:
+            self._ws.release()
             self._b.__exit__(None, None, None)
             raise
         self._dec, self._call, self._cache = dec, call, cache
         self._args = [dec._handle(), ctypes.byref(call.shape), call.q.ptr,
-                      ctypes.byref(call.view), oa.ptr, _aligned_address(self._ws), need,
-                      ctypes.byref(self._cfg) if self._cfg else None, None]
+                      ctypes.byref(call.view), oa.ptr, ws, need,
+                      ctypes.byref(self._cfg) if self._cfg else None, call.stream or None]
         self._open = True
 
     def __call__(self, live=None):
@@ -488,9 +583,11 @@ class BoundStep(Closable):
         return self.out
 
     def close(self):
-        """Lets the arrays go (their buffers and DLPack capsules)."""
+        """Lets the arrays go (their buffers and DLPack capsules) and frees the workspace (on
+        CUDA after the device's queued work)."""
         if self._open:
             self._open = False
+            self._ws.release()
             self._b.__exit__(None, None, None)
 
 

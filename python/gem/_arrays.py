@@ -52,7 +52,7 @@ class _DLManagedTensor(ctypes.Structure):
                 ("deleter", ctypes.c_void_p)]
 
 
-_DL_CPU, _DL_CUDA_HOST = 1, 3
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
 _DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed",
                     14: "oneAPI"}
 # (type code, bits) -> element kind: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
@@ -161,11 +161,15 @@ class Borrowed:
         self._objects.clear()
         return False
 
-    def take(self, obj, name, writable=False):
-        """The Array of obj: numpy's array interface, else the buffer protocol, else DLPack.
-        TypeError when obj has none of them, ValueError when it is not in host memory or
-        cannot be written."""
+    def take(self, obj, name, writable=False, cuda_device=None, stream=None):
+        """The Array of obj. Host memory (cuda_device None): numpy's array interface, else the
+        buffer protocol, else DLPack. Device memory (cuda_device, the ordinal of the CUDA
+        device the caller runs on): DLPack, the producer asked to make obj ready on `stream`
+        (a cudaStream_t as an int, 0 for the legacy default stream). TypeError when obj has
+        none of these, ValueError when it is in the wrong memory or cannot be written."""
         self._objects.append(obj)
+        if cuda_device is not None:
+            return self._take_device(obj, name, cuda_device, stream)
         ai = getattr(obj, "__array_interface__", None)
         if ai is not None and isinstance(ai.get("data"), tuple) and ai.get("mask") is None:
             return _from_array_interface(obj, ai, name, writable)
@@ -207,20 +211,34 @@ class Borrowed:
             raise ValueError(f"{name} is an indirect (suboffset) buffer")
         return Array(name, b.buf or 0, shape, strides, kind, b.itemsize, bool(b.readonly))
 
-    def _take_dlpack(self, obj, name):
-        if hasattr(obj, "__dlpack_device__"):
+    def _take_device(self, obj, name, ordinal, stream):
+        if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+            raise ValueError(f"{name} is in host memory (a {type(obj).__name__}); a CUDA Decoder "
+                             "reads device memory: pass a DLPack tensor on the GPU (torch, CuPy, "
+                             "JAX)")
+        dev_type, dev_id = (int(x) for x in obj.__dlpack_device__())
+        if (dev_type, dev_id) != (_DL_CUDA, ordinal):
+            where = _DL_DEVICE_NAMES.get(dev_type, f"DLPack device type {dev_type}")
+            raise ValueError(f"{name} is in {where} memory (device {dev_id}); this Decoder runs on "
+                             f"CUDA device {ordinal}")
+        # DLPack's stream argument on CUDA: None for the legacy default stream, else the handle
+        return self._take_dlpack(obj, name, (_DL_CUDA,), stream=stream or None)
+
+    def _take_dlpack(self, obj, name, memory=(_DL_CPU, _DL_CUDA_HOST), stream=None):
+        if hasattr(obj, "__dlpack_device__") and memory != (_DL_CUDA,):
             dev_type, dev_id = obj.__dlpack_device__()
-            if int(dev_type) not in (_DL_CPU, _DL_CUDA_HOST):
+            if int(dev_type) not in memory:
                 where = _DL_DEVICE_NAMES.get(int(dev_type), f"DLPack device type {int(dev_type)}")
-                raise ValueError(f"{name} is in {where} memory (device {int(dev_id)}); the Python "
-                                 "package runs the CPU backend on host memory")
-        capsule = obj.__dlpack__()
+                raise ValueError(f"{name} is in {where} memory (device {int(dev_id)}); a CPU "
+                                 "Decoder reads host memory (Decoder(backend='cuda') reads the "
+                                 "GPU's)")
+        capsule = obj.__dlpack__() if stream is None else obj.__dlpack__(stream=stream)
         self._capsules.append(capsule)
         addr = _get_capsule(capsule, b"dltensor")
         t = _DLManagedTensor.from_address(addr).dl_tensor
-        if t.device.device_type not in (_DL_CPU, _DL_CUDA_HOST):
-            raise ValueError(f"{name} is not in host memory (DLPack device type "
-                             f"{t.device.device_type})")
+        if t.device.device_type not in memory:
+            raise ValueError(f"{name} is not in the memory this Decoder reads (DLPack device "
+                             f"type {t.device.device_type})")
         if t.dtype.lanes != 1:
             raise ValueError(f"{name} has vector elements ({t.dtype.lanes} lanes)")
         kind = _DL_KINDS.get((t.dtype.code, t.dtype.bits),

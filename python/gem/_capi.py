@@ -75,6 +75,9 @@ def _declare(lib):
         "gem_decode_ctx_create": (ctypes.c_int, [ctypes.c_int, ctypes.c_int64, P(vp)]),
         "gem_decode_ctx_destroy": (None, [vp]),
         "gem_decode_ctx_threads": (ctypes.c_int64, [vp]),
+        "gem_decode_ctx_device": (ctypes.c_int, [vp]),
+        "gem_decode_workspace_alloc": (ctypes.c_int, [vp, ctypes.c_size_t, P(vp)]),
+        "gem_decode_workspace_free": (None, [vp, vp]),
         "gem_decode_ctx_describe": (ctypes.c_char_p, [vp]),
         "gem_decode_config_for_view": (ctypes.c_int,
                                        [vp, P(DecodeShape), P(KVView), P(DecodeConfig)]),
@@ -92,6 +95,7 @@ def _declare(lib):
         "gem_kv_cache_live": (ctypes.c_int64, [vp]),
         "gem_kv_cache_appended": (ctypes.c_int64, [vp]),
         "gem_kv_cache_reset": (ctypes.c_int, [vp, vp]),
+        "gem_kv_cache_check": (ctypes.c_int, [vp, vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

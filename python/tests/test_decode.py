@@ -459,6 +459,20 @@ class Errors(unittest.TestCase):
         self.assertEqual(e.exception.status, "param")
         self.assertRegex(str(e.exception), r"^gem_decode_ctx_create: ")
 
+    def test_backends_and_streams(self):
+        with self.assertRaisesRegex(ValueError, "backend='tpu'"):
+            gem.Decoder(backend="tpu")
+        with self.assertRaisesRegex(ValueError, "backend='tpu'"):
+            gem.KVCache(G, D, capacity=4, backend="tpu")
+        with self.assertRaisesRegex(ValueError, "stream= is for a CUDA Decoder"):
+            self.dec.decode(self.qv, self.kv_, self.vv, stream=1)
+        with self.assertRaisesRegex(ValueError, "stream= is for a CUDA Decoder"):
+            self.dec.bind(self.qv, self.kv_, self.vv, stream=1)
+        try:  # where there is no GPU (or no CUDA in this libgem), one clear status
+            gem.Decoder(backend="cuda").close()
+        except gem.GemError as e:
+            self.assertEqual(e.status, "no_device")
+
     def test_closed_objects(self):
         d = gem.Decoder(threads=1)
         d.close()

@@ -594,11 +594,45 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
     return st;
 }
 
+/* Device memory of the context's device (cudaMalloc aligns to 256 bytes). */
+static gem_status cu_workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = GEM_OK;
+    void *p = NULL;
+    GEM_CU_ON_DEVICE(c, st, {
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError(); /* not sticky: clear it */
+            st = GEM_ERR_NOMEM;
+        } else if (e != cudaSuccess) {
+            st = gem_cuda_fail(e, "cudaMalloc", __FILE__, __LINE__);
+        }
+    });
+    if (st == GEM_OK)
+        *out = p;
+    return st;
+}
+
+/* Waits for the device's queued work (any stream may still read the memory), then frees. */
+static void cu_workspace_free(void *impl, void *p)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = GEM_OK;
+    GEM_CU_ON_DEVICE(c, st, {
+        (void)cudaDeviceSynchronize();
+        (void)cudaFree(p);
+    });
+    if (st != GEM_OK) /* the device could not be made current (gem_cuda_fail said why) */
+        return;
+}
+
 extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
     cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
     cu_workspace_bytes, cu_check_memory,
     cu_run,            cu_check_finite,    cu_view_partitions,
+    cu_workspace_alloc, cu_workspace_free,
 };
 
 /* ---- KV cache helper: device memory ---------------------------------------------------- */

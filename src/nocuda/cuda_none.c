@@ -110,12 +110,25 @@ static gem_status none_check_finite(void *impl, const gem_decode_shape *s, const
     return GEM_ERR_NO_DEVICE;
 }
 
+static gem_status none_workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    (void)impl;
+    (void)bytes;
+    (void)out;
+    return GEM_ERR_NO_DEVICE;
+}
+static void none_workspace_free(void *impl, void *p)
+{
+    (void)impl;
+    (void)p;
+}
+
 const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_create,         none_destroy,      none_threads,         none_device,
     none_describe,       none_supports,     none_k_from_v_supports, none_config_default,
     none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
-    NULL,
+    NULL,                 none_workspace_alloc, none_workspace_free,
 };
 
 static gem_status none_alloc(size_t bytes, void **out)
