@@ -61,6 +61,8 @@ def _lib():
             "gem_model_hparams": (P(_Hparams), [vp]),
             "gem_model_tokenizer": (vp, [vp]),
             "gem_model_weight_bytes_per_token": (ctypes.c_size_t, [vp]),
+            "gem_model_upload": (ctypes.c_int, [vp, ctypes.c_uint64] + err),
+            "gem_model_device_bytes": (ctypes.c_size_t, [vp]),
             "gem_tokenizer_n_vocab": (ctypes.c_int64, [vp]),
             "gem_tokenizer_bos": (ctypes.c_int32, [vp]),
             "gem_tokenizer_eos": (ctypes.c_int32, [vp]),
@@ -182,13 +184,24 @@ class Model(_capi.Closable):
         """The text of `tokens` (UTF-8; a broken sequence becomes U+FFFD)."""
         return b"".join(self.piece(t) for t in tokens).decode(errors="replace")
 
+    def upload(self, random_seed=0):
+        """Puts the weights on the current CUDA device for sessions with backend="cuda"
+        (once per model): the file's weights, or with a seed other than 0 seeded random
+        matrices of the file's types and shapes (for timing the real dimensions from a file
+        written without its matrices). Returns the device bytes they hold."""
+        err = ctypes.create_string_buffer(_ERR_BYTES)
+        st = _lib().gem_model_upload(self._handle(), int(random_seed), err, _ERR_BYTES)
+        check("gem_model_upload", st, err.value.decode(errors="replace") or None)
+        return int(_lib().gem_model_device_bytes(self._handle()))
+
     def session(self, max_tokens=4096, *, threads=0, route="fused", kv_dtype="f32",
-                k_from_v=False):
-        """A sequence's KV caches and scratch on the CPU: max_tokens positions, `threads`
-        (0: one per core), the full layers' route ("fused", the production route, or
-        "baseline"), the caches' element type ("f32", "bf16" or "f16"), and k_from_v (the
-        full K = V layers store V alone and rebuild K)."""
-        return Session(self, max_tokens, threads, route, kv_dtype, k_from_v)
+                k_from_v=False, backend="cpu"):
+        """A sequence's KV caches and scratch: max_tokens positions, `threads` (CPU; 0: one per
+        core), the full layers' route ("fused", the production route, or "baseline"), the
+        caches' element type ("f32", "bf16" or "f16"), k_from_v (the full K = V layers store V
+        alone and rebuild K), and the backend ("cpu", or "cuda": the whole token on the
+        current GPU after upload(), threads 0)."""
+        return Session(self, max_tokens, threads, route, kv_dtype, k_from_v, backend)
 
     def generate(self, prompt=None, n=32, *, prompt_tokens=None, session=None,
                  stop_at_eog=True):
@@ -239,15 +252,17 @@ _ROUTES = {"fused": _capi.ROUTES["fused"], "baseline": _capi.ROUTES["baseline"]}
 class Session(_capi.Closable):
     """One sequence on a Model (Model.session): eval one token at the next position."""
 
-    def __init__(self, model, max_tokens, threads, route, kv_dtype, k_from_v):
+    def __init__(self, model, max_tokens, threads, route, kv_dtype, k_from_v, backend):
         self._h = None
+        if backend not in _capi.BACKENDS:
+            raise ValueError(f"backend={backend!r}: 'cpu' or 'cuda'")
         if route not in _ROUTES:
             raise ValueError(f"route={route!r}: 'fused' or 'baseline'")
         if kv_dtype not in ("f32", "bf16", "f16"):
             raise ValueError(f"kv_dtype={kv_dtype!r}: 'f32', 'bf16' or 'f16'")
         opts = _SessionOpts(threads=int(threads), max_tokens=int(max_tokens),
                             full_route=_ROUTES[route], kv_dtype=_capi.DTYPES[kv_dtype],
-                            k_from_v=1 if k_from_v else 0, backend=_capi.BACKENDS["cpu"])
+                            k_from_v=1 if k_from_v else 0, backend=_capi.BACKENDS[backend])
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERR_BYTES)
         st = _lib().gem_session_create(model._handle(), ctypes.byref(opts), ctypes.byref(handle),

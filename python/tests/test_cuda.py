@@ -1,7 +1,8 @@
 """The package on a CUDA device, with torch's tensors: F32, BF16 and F16 caches against libgem's
 double reference on host copies, bitwise repeats, a torch stream of the caller's, token-major
 views, bound steps, the cache helper in device memory, K rebuilt from V at Gemma 4's full-layer
-shape, the sliding-window shape, and the errors of device arrays. Skipped where torch sees no
+shape, the sliding-window shape, the errors of device arrays, and the tiny model's whole token
+on the GPU against the CPU's. Skipped where torch sees no
 GPU or libgem has no CUDA backend (the pip build is the CPU backend's)."""
 
 import unittest
@@ -145,6 +146,29 @@ class Cuda(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertLessEqual(nmse(out, gem.reference(host(q), host(k), host(v), scale=1.0)),
                              NMSE_GATE)
+
+    def test_model_on_the_gpu_meets_the_cpu(self):
+        """The tiny model's whole token on the GPU: the CPU's greedy tokens and logits within
+        1e-4 (the CUDA model issue's agreement gate)."""
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = gem.synth(os.path.join(tmp, "tiny.gguf"), "tiny")
+            with gem.Model(path) as m:
+                self.assertGreater(m.upload(), 0)
+                prompt = m.tokenize("The quick brown fox jumps over the lazy dog.")
+                got = {}
+                for backend in ("cpu", "cuda"):
+                    with m.session(len(prompt) + 12, backend=backend) as s:
+                        for t in prompt[:-1]:
+                            s.eval(t, logits=False)
+                        logits = s.eval(prompt[-1])
+                        toks = [int(logits.argmax())]
+                        for _ in range(11):
+                            toks.append(s.next_token(toks[-1]))
+                        got[backend] = (logits, toks)
+                self.assertEqual(got["cuda"][1], got["cpu"][1])
+                self.assertLess(float(abs(got["cuda"][0] - got["cpu"][0]).max()), 1e-4)
 
     def test_device_errors(self):
         q, k, v = self.inputs(seed=7, t=64)

@@ -152,6 +152,15 @@ class Model(unittest.TestCase):
                 s.eval(2, logits=bytearray(10))
         with self.assertRaisesRegex(ValueError, "kv_dtype='f64'"):
             self.model.session(8, kv_dtype="f64")
+        with self.assertRaisesRegex(ValueError, "backend='tpu'"):
+            self.model.session(8, backend="tpu")
+        with self.assertRaises(gem.GemError) as e:  # CUDA sessions need the weights uploaded
+            self.model.session(8, backend="cuda")
+        self.assertEqual(e.exception.status, "state")
+        try:  # where there is no GPU (or no CUDA in this build), one clear status
+            gem.Model(self.path).upload()
+        except gem.GemError as e:
+            self.assertEqual(e.status, "no_device")
         with self.assertRaisesRegex(ValueError, "prompt or prompt_tokens"):
             next(self.model.generate())
         m = gem.Model(self.path)

@@ -11,7 +11,7 @@ R=/tmp/r161; mkdir -p $R
 save() { (cd $R && tar czf $OUT/run161.tgz .); }
 el() { echo $(( $(date +%s) - T0 )); }
 GEM_GIT_COMMIT=$(cat results/h200/run161/commit) PHASES=build JOBS=16 \
-  BUILD_TARGETS="gemlib_shared test_decode test_decode_bad_input" \
+  BUILD_TARGETS="gemlib_shared gemmodel_shared test_decode test_decode_bad_input" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build done at $(el) s"
 for t in test_decode_bad_input test_decode; do
@@ -24,7 +24,7 @@ python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", nump
 cat $R/python.txt
 (cd python/tests && GEM_LIBRARY=$SRC/build-h200/libgem.so PYTHONPATH=$SRC/python \
   PYTHONUNBUFFERED=1 timeout 240 python3 -m unittest -v test_cuda test_decode test_numpy \
-  test_interop) > $R/unittest.txt 2>&1
+  test_interop test_model) > $R/unittest.txt 2>&1
 echo "unittest rc=$? at $(el) s"; grep -E "^(Ran|OK|FAILED)|skipped|Error" $R/unittest.txt | head -20
 save
 [ $(el) -gt 420 ] && { echo "no time for memcheck"; exit 0; }
