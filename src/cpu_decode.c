@@ -197,7 +197,8 @@ static gem_status run(void *impl, const gem_decode_args *a)
         if (c->stage_clock_on)
             r.stage_clock = &c->stage_seconds;
         if (a->cfg.route == GEM_ROUTE_FUSED)
-            st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
+            st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->state ? NULL : a->out,
+                                 a->state ? a->out : NULL);
         else
             st = cpu_route_baseline(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
     }
@@ -336,11 +337,26 @@ static void workspace_free(void *impl, void *p)
     free(p);
 }
 
+static gem_status merge(void *impl, const gem_decode_shape *shape, const float *states,
+                        int64_t n, float *out, void *stream)
+{
+    cpu_decode *c = impl;
+    if (stream)
+        return GEM_ERR_PARAM;
+    if ((uintptr_t)states % sizeof(float) != 0 || (uintptr_t)out % sizeof(float) != 0)
+        return GEM_ERR_ALIGN;
+    if (atomic_flag_test_and_set(&c->busy))
+        return GEM_ERR_STATE;
+    gem_status st = cpu_merge_states(c->pool, shape, states, n, out);
+    atomic_flag_clear(&c->busy);
+    return st;
+}
+
 const gem_decode_backend_ops gem_cpu_decode_ops = {
     create,          destroy,      threads_of,      device_of,    describe, supports,
     k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
     check_finite,    NULL, /* the default does not depend on the view */
-    workspace_alloc, workspace_free,
+    workspace_alloc, workspace_free, merge,
 };
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */

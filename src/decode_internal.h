@@ -19,7 +19,9 @@ typedef struct gem_decode_args {
     const gem_decode_shape *shape;
     const float *q;           /* (n_q_heads, dk) */
     const gem_kv_view *kv;
-    float *out;               /* (n_q_heads, dv) */
+    float *out;               /* (n_q_heads, dv), or with state set the state */
+    int state;                /* 1: gem_decode_state: out receives the state of the rows,
+                                 GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats (fused route) */
     void *workspace;          /* (workspace_bytes) */
     size_t workspace_bytes;
     gem_decode_config cfg;    /* resolved */
@@ -64,6 +66,11 @@ typedef struct gem_decode_backend_ops {
      * is done */
     gem_status (*workspace_alloc)(void *impl, size_t bytes, void **out);
     void (*workspace_free)(void *impl, void *p);
+    /* gem_decode_merge after the shared checks: states (n, GEM_DECODE_STATE_FLOATS(n_q_heads,
+     * dv)), out (n_q_heads, dv), both checked against each other; the backend checks its
+     * stream, alignment and memory space */
+    gem_status (*merge)(void *impl, const gem_decode_shape *shape, const float *states,
+                        int64_t n, float *out, void *stream);
 } gem_decode_backend_ops;
 
 extern const gem_decode_backend_ops gem_cpu_decode_ops;

@@ -245,6 +245,62 @@ gem_status gem_decode_validate(const gem_decode_ctx *ctx, const gem_decode_shape
 gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                    const float *q, const gem_kv_view *kv, void *stream);
 
+/* ---- attention states: one decode over pieces of a cache -------------------------------
+ * Softmax attention over a union of token ranges is the merge of each range's state, exactly
+ * (gem/attn.h's online softmax). gem_decode_state runs the fused route over one piece (a view
+ * of any rows: a block of a paged cache, a shared prefix, the part of a long context that
+ * lives on another GPU) and stops before the division; gem_decode_merge combines the pieces'
+ * states in index order and divides. Everything is F32 with a fixed order: the same bits on
+ * every call for the same pieces, for any thread count.
+ *
+ * A state is GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats, one block per query head's row:
+ *   m (n_q_heads)       the largest scaled score of the piece
+ *   s (n_q_heads)       sum_t e^(score_t - m)
+ *   o (n_q_heads, dv)   sum_t e^(score_t - m) V[t, :]   (times the head's scale for FP8 V)
+ * and n states are (n, GEM_DECODE_STATE_FLOATS) floats, state i at i * STATE_FLOATS.
+ * A state's bytes do not depend on live, so a state travels (a copy between GPUs, host and
+ * device) in one piece of n_q_heads * (dv + 2) * 4 bytes.
+ *
+ * gem_decode_merge of the single state of a whole view is gem_decode of that view with the same
+ * config, bit for bit (both backends; FP8 V, whose scale the state holds in o, differs by one
+ * rounding). The merge of several pieces' states is the exact identity in F32 arithmetic, not
+ * the same bits as one call over the joined rows (that call merges its own partitions). */
+#define GEM_DECODE_STATE_FLOATS(n_q_heads, dv) ((n_q_heads) * ((dv) + 2))
+
+/* Bytes of n states for this shape: n * n_q_heads * (dv + 2) * 4. GEM_ERR_SHAPE for a bad
+ * shape, GEM_ERR_PARAM for n < 1, GEM_ERR_OVERFLOW. shape, bytes (1). */
+gem_status gem_decode_state_bytes(const gem_decode_shape *shape, int64_t n, size_t *bytes);
+
+/* The state of the rows [0, kv->live) of one piece: gem_decode's contract (the same arguments,
+ * checks, statuses, workspace and asynchrony) with `state` (GEM_DECODE_STATE_FLOATS(n_q_heads,
+ * dv) floats, in the backend's memory, aligned to float, overlapping nothing) in
+ * the place of out, and the fused route only: a config with the baseline route answers
+ * GEM_ERR_UNSUPPORTED. On the CPU a state whose sums overflow float answers GEM_ERR_STATE. */
+gem_status gem_decode_state(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *q, const gem_kv_view *kv, float *state,
+                            void *workspace, size_t workspace_bytes,
+                            const gem_decode_config *cfg, void *stream);
+
+/* out[h, :] = the merge of states 0 .. n_states - 1 of head h, in index order, divided by its
+ * sum: the attention over the union of the pieces' rows (any order of pieces gives the same
+ * attention; the index order fixes the bits).
+ *   states  (n_states, GEM_DECODE_STATE_FLOATS(n_q_heads, dv)) floats in the backend's memory
+ *           (CUDA: of the context's device), aligned to float, n_states >= 1, written by
+ *           gem_decode_state (on this device or copied from another) or by the caller with
+ *           the same meaning; an empty piece is m = -inf, s = 0, o = 0
+ *   out     (n_q_heads, dv) F32 in the backend's memory, aligned to float, not overlapping
+ *           states
+ *   stream  as for gem_decode (CUDA: asynchronous, ordered after the work queued on it)
+ * No workspace. shape's dk and scale are not used (dv and the heads are). CPU: each state is
+ * validated as it is merged (gem_online_state_check's rules: GEM_ERR_STATE, also when every
+ * state is empty or the result overflows; out may then hold partial sums). CUDA: the states
+ * are not read on the host; invalid ones give NaN or infinity in out.
+ * Errors before any work: GEM_ERR_NULL, GEM_ERR_SHAPE, GEM_ERR_PARAM (n_states < 1, a stream
+ * on the CPU), GEM_ERR_OVERFLOW, GEM_ERR_ALIGN, GEM_ERR_MEMSPACE, GEM_ERR_OVERLAP,
+ * GEM_ERR_STATE (CPU context busy); after: GEM_ERR_DEVICE. */
+gem_status gem_decode_merge(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *states, int64_t n_states, float *out, void *stream);
+
 /* ---- KV cache helper ------------------------------------------------------------------
  * For callers that do not own their cache memory: a head-major cache
  * (n_kv_heads, capacity, d) in the backend's memory, rows appended in token order. */

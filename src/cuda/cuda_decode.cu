@@ -362,8 +362,10 @@ static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
 {
     const cu_decode *c = (const cu_decode *)impl;
     const gem_kv_view *kv = a->kv;
-    /* 16-byte loads of q and the partials, 4-element pieces of K and V rows */
-    if (misaligned16(a->q) || misaligned16(a->out) || view_misaligned(kv))
+    /* 16-byte loads of q and the partials, 4-element pieces of K and V rows; a state (whose
+     * stores are single floats) only float-aligned, so states stack at any shape */
+    if (misaligned16(a->q) || (a->state ? ((uintptr_t)a->out & 3u) != 0 : misaligned16(a->out)) ||
+        view_misaligned(kv))
         return GEM_ERR_ALIGN;
     /* K rebuilt from V: k_weight in the place of k */
     const void *ptrs[5] = {a->q, a->out, kv->k_from_v ? (const void *)kv->k_from_v->k_weight : kv->k,
@@ -423,12 +425,14 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.part_m = (float *)a->workspace;
         f.part_s = f.part_m + ms;
         f.part_o = f.part_m + 2 * ms;
-        f.out = a->out;
+        /* gem_decode_state: m and s first, then o where the output would be */
+        f.state_ms = a->state ? a->out : NULL;
+        f.out = a->state ? a->out + 2 * a->shape->n_q_heads : a->out;
         f.head_dim = a->shape->dk; /* GEM_CU_D or GEM_CU_D256: cu_supports passed the shape */
         if (!cu_shape_d512(a->shape) && !cu_shape_d256(a->shape)) { /* the general kernel */
             GEM_CU_ON_DEVICE(c, st,
-                             st = gem_cu_general_launch(a->shape, a->q, kv, a->out, a->workspace,
-                                                        a->cfg.partitions, stream));
+                             st = gem_cu_general_launch(a->shape, a->q, kv, f.out, f.state_ms,
+                                                        a->workspace, a->cfg.partitions, stream));
             return st;
         }
         f.n_kv_heads = a->shape->n_kv_heads;
@@ -627,12 +631,33 @@ static void cu_workspace_free(void *impl, void *p)
         return;
 }
 
+static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *states, int64_t n,
+                           float *out, void *stream)
+{
+    cu_decode *c = (cu_decode *)impl;
+    if (((uintptr_t)states & 3u) != 0 || ((uintptr_t)out & 3u) != 0)
+        return GEM_ERR_ALIGN; /* the merge loads and stores single floats */
+    gem_status st = gem_cu_check_pointer(states, c->device);
+    if (st == GEM_OK)
+        st = gem_cu_check_pointer(out, c->device);
+    if (st != GEM_OK)
+        return st;
+    const int64_t nq = s->n_q_heads, d = s->dv;
+    if (nq > INT32_MAX)
+        return GEM_ERR_UNSUPPORTED; /* one block per head */
+    GEM_CU_ON_DEVICE(c, st,
+                     st = d % GEM_CU_THREADS == 0 && d / GEM_CU_THREADS <= 65535
+                              ? gem_cu_fused_merge(states, n, nq, d, out, (cudaStream_t)stream)
+                              : gem_cu_general_merge(states, n, nq, d, out, (cudaStream_t)stream));
+    return st;
+}
+
 extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
     cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
     cu_workspace_bytes, cu_check_memory,
     cu_run,            cu_check_finite,    cu_view_partitions,
-    cu_workspace_alloc, cu_workspace_free,
+    cu_workspace_alloc, cu_workspace_free, cu_merge,
 };
 
 /* ---- KV cache helper: device memory ---------------------------------------------------- */

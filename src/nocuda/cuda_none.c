@@ -122,6 +122,17 @@ static void none_workspace_free(void *impl, void *p)
     (void)impl;
     (void)p;
 }
+static gem_status none_merge(void *impl, const gem_decode_shape *s, const float *states,
+                             int64_t n, float *out, void *stream)
+{
+    (void)impl;
+    (void)s;
+    (void)states;
+    (void)n;
+    (void)out;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
 
 const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_create,         none_destroy,      none_threads,         none_device,
@@ -129,6 +140,7 @@ const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
     NULL,                 none_workspace_alloc, none_workspace_free,
+    none_merge,
 };
 
 static gem_status none_alloc(size_t bytes, void **out)
