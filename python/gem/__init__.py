@@ -469,6 +469,79 @@ class Decoder(Closable):
                     call.stream or None))
         return out
 
+    def state(self, q, k=None, v=None, *, out=None, scale=None, live=None, cache=None,
+              partitions=0, tile=0, k_dtype=None, v_dtype=None, k_scale=None, v_scale=None,
+              k_from_v=None, stream=None):
+        """The attention state of one piece of a cache (gem_decode_state): decode's arguments
+        and checks (the fused route), stopping before the division. Returns out, a float32
+        array of n_q_heads * (dv + 2) elements: m (n_q_heads), the largest scaled score of the
+        piece's rows; s (n_q_heads), the sum of e^(score - m); o (n_q_heads, dv), the sum of
+        e^(score - m) V (times V's scale for FP8). `merge` combines the states of pieces into
+        the attention over all their rows: a cache in pages, a shared prefix, a long context
+        split across GPUs (each GPU its piece, the states copied to one). out: any writable
+        contiguous float32 array of that many elements (required on CUDA); None: a new one.
+        With K rebuilt from V, the piece's KFromV has pos0 = the position of its first row."""
+        with Borrowed() as b:
+            call = _Call(b, q, k, v, cache, scale, live, k_dtype, v_dtype, k_scale, v_scale,
+                         k_from_v, **self._where(stream))
+            n = call.shape.n_q_heads * (call.shape.dv + 2)
+            if out is None and call.cuda_device is not None:
+                raise ValueError(f"on CUDA pass out=: a float32 tensor of {n} elements on GPU "
+                                 f"{call.cuda_device} (gem allocates no device arrays)")
+            if out is None:
+                out = (_np.empty(n, dtype=_np.float32) if _np is not None
+                       else array.array("f", bytes(4 * n)))
+            oa = call.take(out, "out", writable=True)
+            if oa.kind != "f32" or not oa.contiguous() or math.prod(oa.shape) != n:
+                raise ValueError(f"out must be a writable contiguous float32 array of "
+                                 f"n_q_heads * (dv + 2) = {n} elements (it is {oa.type_name()} "
+                                 f"of shape {oa.shape})")
+            cfg = self._config("fused", partitions, tile)
+            with self._lock:
+                ws, ws_bytes = self._workspace(call, cfg)
+                check("gem_decode_state", _capi.lib.gem_decode_state(
+                    self._handle(), ctypes.byref(call.shape), call.q.ptr, ctypes.byref(call.view),
+                    oa.ptr, ws, ws_bytes, ctypes.byref(cfg), call.stream or None))
+        return out
+
+    def merge(self, states, n_q_heads, *, out=None, stream=None):
+        """The attention over the union of pieces from their states (gem_decode_merge): states
+        is a contiguous float32 array (n, n_q_heads * (dv + 2)) (or one state, 1-D), merged in
+        index order; returns out (n_q_heads, dv) float32 (required on CUDA; None: a new array).
+        An empty piece's state is m = -inf, s = 0, o = 0. The merge of the one state of a whole
+        cache is decode's output, bit for bit. CPU: GemError "state" for an invalid state."""
+        n_q_heads = int(n_q_heads)
+        cuda = self.cuda_device is not None
+        where = self._where(stream)
+        with Borrowed() as b:
+            sa = b.take(states, "states", False, where["cuda_device"], where["stream"])
+            if sa.kind != "f32" or not sa.contiguous() or len(sa.shape) not in (1, 2):
+                raise ValueError(f"states must be a contiguous float32 array of one or two "
+                                 f"dimensions (it is {sa.type_name()} of shape {sa.shape})")
+            n, per = (1, sa.shape[0]) if len(sa.shape) == 1 else sa.shape
+            if n_q_heads < 1 or n < 1 or per % n_q_heads or per // n_q_heads < 3:
+                raise ValueError(f"states of shape {sa.shape} do not hold states of {n_q_heads} "
+                                 "query heads (each n_q_heads * (dv + 2) floats, dv >= 1)")
+            dv = per // n_q_heads - 2
+            if out is None and cuda:
+                raise ValueError(f"on CUDA pass out=: a float32 ({n_q_heads}, {dv}) tensor on "
+                                 f"GPU {self.cuda_device} (gem allocates no device arrays)")
+            if out is None:
+                out = (_np.empty((n_q_heads, dv), dtype=_np.float32) if _np is not None
+                       else array.array("f", bytes(4 * n_q_heads * dv)))
+            oa = b.take(out, "out", True, where["cuda_device"], where["stream"])
+            if (oa.kind != "f32" or not oa.contiguous()
+                    or oa.shape not in ((n_q_heads, dv), (n_q_heads * dv,))):
+                raise ValueError(f"out must be a writable row-major float32 array of shape "
+                                 f"({n_q_heads}, {dv}) (it is {oa.type_name()} of shape "
+                                 f"{oa.shape})")
+            shape = _capi.DecodeShape(n_q_heads=n_q_heads, n_kv_heads=1, dk=1, dv=dv, scale=1.0)
+            with self._lock:
+                check("gem_decode_merge", _capi.lib.gem_decode_merge(
+                    self._handle(), ctypes.byref(shape), sa.ptr, n, oa.ptr,
+                    where["stream"] or None))
+        return out
+
     def bind(self, q, k=None, v=None, *, out=None, scale=None, cache=None, route=None,
              partitions=0, tile=0, k_dtype=None, v_dtype=None, k_scale=None, v_scale=None,
              k_from_v=None, stream=None):

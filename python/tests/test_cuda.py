@@ -104,6 +104,37 @@ class Cuda(unittest.TestCase):
                 torch.cuda.synchronize()
                 self.assertTrue(torch.equal(out, want), f"live {live}")
 
+    def test_states_of_pieces_merge_to_the_whole(self):
+        """Pieces of a device cache (slices along the rows) give states whose merge is the
+        attention over all of them; the whole's one state merges to decode's bits; states
+        made on the host merge on the GPU."""
+        q, k, v = self.inputs(seed=9, t=3000, dtype=torch.bfloat16)
+        n = 32 * (512 + 2)
+        whole = torch.empty(32, 512, device=self.dev)
+        self.dec.decode(q, k, v, out=whole, scale=1.0)
+        one = torch.empty(n, device=self.dev)
+        self.dec.state(q, k, v, out=one, scale=1.0)
+        merged = torch.empty_like(whole)
+        self.dec.merge(one, 32, out=merged)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(merged, whole))
+        cuts = [(0, 1000), (1000, 1001), (1001, 3000)]
+        states = torch.empty(len(cuts), n, device=self.dev)
+        for i, (a, b) in enumerate(cuts):
+            self.dec.state(q, k[:, a:b], v[:, a:b], out=states[i], scale=1.0)
+        self.dec.merge(states, 32, out=merged)
+        torch.cuda.synchronize()
+        ref = gem.reference(host(q), host(k), host(v), scale=1.0)
+        self.assertLessEqual(nmse(merged, ref), NMSE_GATE)
+        with gem.Decoder(threads=2) as cpu:  # the CPU's states, merged on the GPU
+            hs = np.stack([cpu.state(host(q), host(k)[:, a:b], host(v)[:, a:b], scale=1.0)
+                           for a, b in cuts])
+        self.dec.merge(torch.from_numpy(hs).to(self.dev), 32, out=merged)
+        torch.cuda.synchronize()
+        self.assertLessEqual(nmse(merged, ref), NMSE_GATE)
+        with self.assertRaisesRegex(ValueError, "pass out="):
+            self.dec.merge(states, 32)
+
     def test_cache_in_device_memory(self):
         q, k, v = self.inputs(seed=4, t=700)
         dense = torch.empty(32, 512, device=self.dev)

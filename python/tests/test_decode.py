@@ -303,6 +303,57 @@ class Decode(unittest.TestCase):
         self.assertEqual(len(got), 80)
         self.assertTrue(all(g == want for g in got))
 
+    def test_states_of_pieces_merge_to_the_whole(self):
+        """Decoder.state over pieces of a cache (byte-offset views of its rows), merged, is the
+        attention over all of them; the one state of the whole merges to decode's bits; an
+        empty state changes no bit; invalid states and arrays are refused."""
+        q, k, v = problem(12)
+        n = H * (D + 2)
+        whole = self.dec.decode(*views(q, k, v))
+        one = self.dec.state(*views(q, k, v))
+        self.assertEqual(len(flat(one)), n)
+        self.assertEqual(bits(self.dec.merge(one, H)), bits(whole))
+        cuts = [(0, 10), (10, 11), (11, T)]
+        states = array.array("f", bytes(4 * n * len(cuts)))
+        for i, (a, b) in enumerate(cuts):
+            kp = DLPackTensor(k, (G, b - a, D), (T * D, D, 1), KDL_FLOAT, 32, byte_offset=4 * a * D)
+            vp = DLPackTensor(v, (G, b - a, D), (T * D, D, 1), KDL_FLOAT, 32, byte_offset=4 * a * D)
+            got = self.dec.state(shaped(q, (H, D)), kp, vp,
+                                 out=memoryview(states)[i * n:(i + 1) * n])
+            self.assertEqual(len(got), n)
+        merged = self.dec.merge(shaped(states, (len(cuts), n)), H)
+        want = attention64(q, head_major(k, G, T, D), head_major(v, G, T, D), H, G, D, D, T,
+                           1 / math.sqrt(D))
+        self.assertLessEqual(nmse(merged, want), NMSE_GATE)
+        empty = array.array("f", [-math.inf] * H + [0.0] * (n - H))
+        self.assertEqual(bits(self.dec.merge(shaped(empty + states, (4, n)), H)), bits(merged))
+        # the same bits on a repeat and with another thread count
+        with gem.Decoder(threads=3) as other:
+            again = array.array("f", bytes(4 * n))
+            a, b = cuts[2]
+            kp = DLPackTensor(k, (G, b - a, D), (T * D, D, 1), KDL_FLOAT, 32, byte_offset=4 * a * D)
+            vp = DLPackTensor(v, (G, b - a, D), (T * D, D, 1), KDL_FLOAT, 32, byte_offset=4 * a * D)
+            other.state(shaped(q, (H, D)), kp, vp, out=again)
+            self.assertEqual(bits(again), bits(memoryview(states)[2 * n:]))
+            self.assertEqual(bits(other.merge(shaped(states, (3, n)), H)), bits(merged))
+        # refusals
+        bad = array.array("f", states)
+        bad[n + 1] = math.nan  # M of head 1 in the second state
+        with self.assertRaises(gem.GemError) as e:
+            self.dec.merge(shaped(bad, (3, n)), H)
+        self.assertEqual(e.exception.status, "state")
+        with self.assertRaises(gem.GemError) as e:
+            self.dec.merge(empty, H)  # an empty state alone has no softmax
+        self.assertEqual(e.exception.status, "state")
+        with self.assertRaisesRegex(ValueError, "do not hold states of 7"):
+            self.dec.merge(states, 7)
+        with self.assertRaisesRegex(ValueError, "contiguous float32"):
+            self.dec.merge(array.array("d", [0.0] * n), H)
+        with self.assertRaisesRegex(ValueError, r"n_q_heads \* \(dv \+ 2\)"):
+            self.dec.state(*views(q, k, v), out=array.array("f", bytes(4 * (n - 1))))
+        with self.assertRaisesRegex(ValueError, "read-only"):
+            self.dec.merge(states, H, out=bytes(4 * H * D))
+
     def test_bound_step_is_decode(self):
         """A step bound once gives, at every live length, decode's bits on what the arrays hold
         at the call; it holds the arrays until it is closed."""
