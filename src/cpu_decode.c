@@ -338,13 +338,15 @@ static void workspace_free(void *impl, void *p)
 }
 
 static gem_status merge(void *impl, const gem_decode_shape *shape, const float *states,
-                        int64_t n, float *out, void *stream)
+                        int64_t n, float *out, void *stream, int do_run)
 {
     cpu_decode *c = impl;
     if (stream)
         return GEM_ERR_PARAM;
     if ((uintptr_t)states % sizeof(float) != 0 || (uintptr_t)out % sizeof(float) != 0)
         return GEM_ERR_ALIGN;
+    if (!do_run)
+        return GEM_OK;
     if (atomic_flag_test_and_set(&c->busy))
         return GEM_ERR_STATE;
     gem_status st = cpu_merge_states(c->pool, shape, states, n, out);
@@ -352,11 +354,28 @@ static gem_status merge(void *impl, const gem_decode_shape *shape, const float *
     return st;
 }
 
+/* The pieces one after another on their contexts' pools, each state into its place, then the
+ * merge on the leader's. */
+static gem_status across(void *leader, const gem_decode_shape *shape, void *const *impls,
+                         const gem_decode_args *args, int64_t n, float *states, float *out,
+                         void *stream)
+{
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(shape->n_q_heads, shape->dv);
+    for (int64_t i = 0; i < n; i++) {
+        gem_status st = run(impls[i], &args[i]);
+        if (st != GEM_OK)
+            return st;
+        if (args[i].out != states + i * sf)
+            memcpy(states + i * sf, args[i].out, (size_t)sf * sizeof(float));
+    }
+    return merge(leader, shape, states, n, out, stream, 1);
+}
+
 const gem_decode_backend_ops gem_cpu_decode_ops = {
     create,          destroy,      threads_of,      device_of,    describe, supports,
     k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
     check_finite,    NULL, /* the default does not depend on the view */
-    workspace_alloc, workspace_free, merge,
+    workspace_alloc, workspace_free, merge, across,
 };
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */

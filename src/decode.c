@@ -385,7 +385,55 @@ gem_status gem_decode_merge(const gem_decode_ctx *ctx, const gem_decode_shape *s
     const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
     if (overlaps(out, out_bytes, states, states_bytes))
         return GEM_ERR_OVERLAP;
-    return ctx->ops->merge(ctx->impl, shape, states, n_states, out, stream);
+    return ctx->ops->merge(ctx->impl, shape, states, n_states, out, stream, 1);
+}
+
+gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_piece *pieces,
+                             int64_t n_pieces, const gem_decode_ctx *leader, float *states,
+                             float *out, void *stream)
+{
+    if (!shape || !pieces || !leader || !states || !out)
+        return GEM_ERR_NULL;
+    if (n_pieces < 1 || n_pieces > GEM_DECODE_MAX_PIECES)
+        return GEM_ERR_PARAM;
+    gem_decode_args args[GEM_DECODE_MAX_PIECES];
+    void *impls[GEM_DECODE_MAX_PIECES];
+    size_t states_bytes = 0, sf_bytes = 0;
+    gem_status st = gem_decode_state_bytes(shape, n_pieces, &states_bytes);
+    if (st == GEM_OK)
+        st = gem_decode_state_bytes(shape, 1, &sf_bytes);
+    if (st != GEM_OK)
+        return st;
+    for (int64_t i = 0; i < n_pieces; i++) {
+        const gem_decode_piece *p = &pieces[i];
+        if (!p->ctx)
+            return GEM_ERR_NULL;
+        if (p->ctx->backend != leader->backend)
+            return GEM_ERR_UNSUPPORTED;
+        st = validate(p->ctx, shape, p->q, p->kv, p->state, p->workspace, p->workspace_bytes,
+                      NULL, p->stream, 1, &args[i]);
+        if (st != GEM_OK)
+            return st;
+        impls[i] = p->ctx->impl;
+        /* a piece's state: its own place in states, or memory apart from states, out and the
+         * other pieces' states (one address space: host memory, or CUDA's unified one) */
+        const float *place = states + (size_t)i * (sf_bytes / sizeof(float));
+        if (p->state != place && overlaps(p->state, sf_bytes, states, states_bytes))
+            return GEM_ERR_OVERLAP;
+        if (overlaps(p->state, sf_bytes, out, (size_t)shape->n_q_heads * (size_t)shape->dv *
+                                                  sizeof(float)))
+            return GEM_ERR_OVERLAP;
+        for (int64_t j = 0; j < i; j++)
+            if (overlaps(p->state, sf_bytes, pieces[j].state, sf_bytes))
+                return GEM_ERR_OVERLAP;
+    }
+    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
+    if (overlaps(out, out_bytes, states, states_bytes))
+        return GEM_ERR_OVERLAP;
+    st = leader->ops->merge(leader->impl, shape, states, n_pieces, out, stream, 0);
+    if (st != GEM_OK)
+        return st;
+    return leader->ops->across(leader->impl, shape, impls, args, n_pieces, states, out, stream);
 }
 
 gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,

@@ -68,9 +68,15 @@ typedef struct gem_decode_backend_ops {
     void (*workspace_free)(void *impl, void *p);
     /* gem_decode_merge after the shared checks: states (n, GEM_DECODE_STATE_FLOATS(n_q_heads,
      * dv)), out (n_q_heads, dv), both checked against each other; the backend checks its
-     * stream, alignment and memory space */
+     * stream, alignment and memory space, then (run != 0) merges */
     gem_status (*merge)(void *impl, const gem_decode_shape *shape, const float *states,
-                        int64_t n, float *out, void *stream);
+                        int64_t n, float *out, void *stream, int run);
+    /* gem_decode_across after every check: piece i's state (args[i], state set, validated on
+     * the context impls[i] of this backend), then its copy to states + i * STATE_FLOATS (none
+     * where args[i].out is that place), then the merge on `leader` and its stream */
+    gem_status (*across)(void *leader, const gem_decode_shape *shape, void *const *impls,
+                         const gem_decode_args *args, int64_t n, float *states, float *out,
+                         void *stream);
 } gem_decode_backend_ops;
 
 extern const gem_decode_backend_ops gem_cpu_decode_ops;

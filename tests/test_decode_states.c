@@ -320,6 +320,180 @@ done:
     free(host2);
 }
 
+/* gem_decode_across on the CPU: the pieces on alternating contexts (1 and 3 threads), piece 0's
+ * state written straight into its place, the others into buffers of their own; the result is
+ * the merge of the same states, bit for bit. */
+static void check_across_cpu(const scase *c, const host_case *h, target *ta, target *tb,
+                             const result *want)
+{
+    const gem_decode_shape *s = &h->shape;
+    const int np = n_pieces(c);
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(c->nq, c->dv), nout = c->nq * c->dv;
+    float *states = malloc((size_t)(np * sf) * sizeof(float));
+    float *own = malloc((size_t)(np * sf) * sizeof(float));
+    float *out = malloc((size_t)nout * sizeof(float));
+    void *ws[MAX_PIECES] = {NULL};
+    gem_decode_piece pieces[MAX_PIECES];
+    gem_kv_view views[MAX_PIECES];
+    gem_k_from_v kfv[MAX_PIECES];
+    int ok = TCHECK(states && own && out);
+    for (int i = 0; ok && i < np; i++) {
+        const target *t = i % 2 ? tb : ta;
+        int64_t a, b;
+        piece_range(c, i, &a, &b);
+        kfv[i] = h->kfv;
+        kfv[i].pos0 = h->kfv.pos0 + a;
+        views[i] = piece_view(c, h, h->k, h->v, c->kfv ? &kfv[i] : NULL, a, b);
+        size_t ws_bytes = 0; /* the context's: the CPU's temporaries are per thread */
+        ok = TCHECK(gem_decode_workspace_bytes(t->ctx, s, b - a, NULL, &ws_bytes) == GEM_OK &&
+                    gem_decode_workspace_alloc(t->ctx, ws_bytes, &ws[i]) == GEM_OK);
+        pieces[i] = (gem_decode_piece){t->ctx, h->q, &views[i], i == 0 ? states : own + i * sf,
+                                       ws[i], ws_bytes, NULL};
+    }
+    if (ok) {
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, NULL), GEM_OK);
+        if (!TCHECK(memcmp(out, want->merged, (size_t)nout * sizeof(float)) == 0))
+            fprintf(stderr, "     %s: gem_decode_across on the CPU != the merge\n", c->name);
+        /* refusals, nothing run: a piece's state inside another's place, out in the states,
+         * too many pieces, a stream on the CPU */
+        gem_decode_piece bad = pieces[1];
+        pieces[1].state = states + 2;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, NULL),
+                      GEM_ERR_OVERLAP);
+        pieces[1] = bad;
+        pieces[1].state = pieces[0].state;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, NULL),
+                      GEM_ERR_OVERLAP);
+        pieces[1] = bad;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, states + sf, NULL),
+                      GEM_ERR_OVERLAP);
+        TCHECK_STATUS(gem_decode_across(s, pieces, 0, ta->ctx, states, out, NULL),
+                      GEM_ERR_PARAM);
+        TCHECK_STATUS(gem_decode_across(s, pieces, GEM_DECODE_MAX_PIECES + 1, ta->ctx, states,
+                                        out, NULL),
+                      GEM_ERR_PARAM);
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, (void *)1),
+                      GEM_ERR_PARAM);
+        pieces[1].stream = (void *)1;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, NULL),
+                      GEM_ERR_PARAM);
+        pieces[1] = bad;
+        pieces[1].ctx = NULL;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, ta->ctx, states, out, NULL),
+                      GEM_ERR_NULL);
+        pieces[1] = bad;
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, NULL, states, out, NULL), GEM_ERR_NULL);
+    }
+    for (int i = 0; i < np; i++)
+        gem_decode_workspace_free(i % 2 ? tb->ctx : ta->ctx, ws[i]);
+    free(states);
+    free(own);
+    free(out);
+}
+
+/* gem_decode_across on CUDA: piece i on device i % devices, its rows alone uploaded there (a
+ * tensor of capacity b - a), its own stream; the leader device 0 on the target's stream. The
+ * result is the merge of the states that target computed with the whole cache on one device,
+ * bit for bit. */
+static void check_across_cuda(const scase *c, const host_case *h, target *t, const result *want,
+                              int devices)
+{
+    const gem_decode_shape *s = &h->shape;
+    const int np = n_pieces(c);
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(c->nq, c->dv), nout = c->nq * c->dv;
+    const int64_t es = (int64_t)gem_dtype_size(c->t);
+    gem_decode_ctx *ctx[MAX_PIECES] = {NULL};
+    void *hx[MAX_PIECES] = {NULL}, *mem[MAX_PIECES][5] = {{NULL}};
+    gem_decode_piece pieces[MAX_PIECES];
+    gem_kv_view views[MAX_PIECES];
+    gem_k_from_v kfv[MAX_PIECES];
+    size_t ws_bytes = 0;
+    TCHECK_STATUS(gem_decode_workspace_bytes(t->ctx, s, c->live, NULL, &ws_bytes), GEM_OK);
+    int ok = 1;
+    for (int i = 0; ok && i < np; i++) {
+        int64_t a, b;
+        piece_range(c, i, &a, &b);
+        const int64_t rows = b - a;
+        ok = TCHECK(gem_harness_cuda_use(i % devices) == GEM_OK) &&
+             TCHECK(gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx[i]) == GEM_OK) &&
+             TCHECK(t->ops->open(&hx[i]) == GEM_OK);
+        /* the piece's rows of K and V, head-major with capacity rows */
+        const size_t kb = c->kfv ? 0 : (size_t)(c->nkv * rows * c->dk * es);
+        const size_t vb = (size_t)(c->nkv * rows * c->dv * es);
+        char *kh = kb ? malloc(kb) : NULL, *vh = malloc(vb);
+        ok = ok && TCHECK((kh || !kb) && vh);
+        for (int64_t g = 0; ok && g < c->nkv; g++) {
+            if (kh)
+                memcpy(kh + g * rows * c->dk * es,
+                       (const char *)h->k + (g * c->live + a) * c->dk * es,
+                       (size_t)(rows * c->dk * es));
+            memcpy(vh + g * rows * c->dv * es,
+                   (const char *)h->v + (g * c->live + a) * c->dv * es,
+                   (size_t)(rows * c->dv * es));
+        }
+        if (ok) {
+            mem[i][0] = put(t, h->q, (size_t)(c->nq * c->dk) * sizeof(float));
+            mem[i][1] = kh ? put(t, kh, kb) : NULL;
+            mem[i][2] = put(t, vh, vb);
+            mem[i][3] = put(t, NULL, (size_t)sf * sizeof(float));
+            mem[i][4] = c->kfv ? put(t, h->k_weight, (size_t)c->dk * sizeof(float)) : NULL;
+            ok = TCHECK(mem[i][0] && (mem[i][1] || c->kfv) && mem[i][2] && mem[i][3] &&
+                        (mem[i][4] || !c->kfv));
+        }
+        free(kh);
+        free(vh);
+        void *ws = NULL;
+        if (ok)
+            ok = TCHECK(gem_decode_workspace_alloc(ctx[i], ws_bytes, &ws) == GEM_OK);
+        kfv[i] = h->kfv;
+        kfv[i].k_weight = mem[i][4];
+        kfv[i].pos0 = h->kfv.pos0 + a;
+        memset(&views[i], 0, sizeof views[i]);
+        views[i].k = mem[i][1];
+        views[i].v = mem[i][2];
+        views[i].k_dtype = views[i].v_dtype = c->t;
+        views[i].k_head_stride = c->kfv ? 0 : rows * c->dk;
+        views[i].k_token_stride = c->kfv ? 0 : c->dk;
+        views[i].v_head_stride = rows * c->dv;
+        views[i].v_token_stride = c->dv;
+        views[i].live = views[i].capacity = rows;
+        views[i].k_from_v = c->kfv ? &kfv[i] : NULL;
+        pieces[i] = (gem_decode_piece){ctx[i], mem[i][0], &views[i], mem[i][3], ws, ws_bytes,
+                                       hx[i] ? t->ops->stream(hx[i]) : NULL};
+    }
+    TCHECK(gem_harness_cuda_use(0) == GEM_OK);
+    float *states = put(t, NULL, (size_t)(np * sf) * sizeof(float));
+    float *out = put(t, NULL, (size_t)nout * sizeof(float)), *host = malloc((size_t)nout * 4);
+    if (ok && TCHECK(states && out && host)) {
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, t->ctx, states, out,
+                                        t->ops->stream(t->hx)),
+                      GEM_OK);
+        TCHECK(t->ops->download(host, out, (size_t)nout * sizeof(float)) == GEM_OK);
+        if (!TCHECK(memcmp(host, want->merged, (size_t)nout * sizeof(float)) == 0))
+            fprintf(stderr, "     %s: gem_decode_across over %d device(s) != the merge "
+                            "(NMSE %.3e)\n", c->name, devices, nmse(host, h->ref, nout));
+        /* the leader refuses host memory before anything runs */
+        TCHECK_STATUS(gem_decode_across(s, pieces, np, t->ctx, states, host,
+                                        t->ops->stream(t->hx)),
+                      GEM_ERR_MEMSPACE);
+    }
+    t->ops->free(states);
+    t->ops->free(out);
+    free(host);
+    for (int i = 0; i < np; i++) {
+        if (ctx[i]) {
+            TCHECK(gem_harness_cuda_use(i % devices) == GEM_OK);
+            if (hx[i])
+                t->ops->close(hx[i]); /* waits for its stream */
+            gem_decode_workspace_free(ctx[i], i < np && ok ? pieces[i].workspace : NULL);
+            for (int m = 0; m < 5; m++)
+                t->ops->free(mem[i][m]);
+            gem_decode_ctx_destroy(ctx[i]);
+        }
+    }
+    TCHECK(gem_harness_cuda_use(0) == GEM_OK);
+}
+
 static void result_free(result *r)
 {
     free(r->decode);
@@ -500,7 +674,14 @@ int main(void)
             printf("test_decode_states: no CUDA device here; the CUDA cases did not run\n");
         }
     }
-    int ran_cuda = 0;
+    int ran_cuda = 0, devices = 0, peers = 0;
+    if (nt == 3) {
+        TCHECK(gem_harness_cuda_devices(&devices) == GEM_OK && devices >= 1);
+        TCHECK(gem_harness_cuda_enable_peers(&peers) == GEM_OK);
+        printf("test_decode_states: %d CUDA device(s), peer access between %d ordered pair(s)\n",
+               devices, peers);
+        devices = devices < 1 ? 1 : devices;
+    }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const scase *c = &cases[i];
         host_case h;
@@ -509,6 +690,7 @@ int main(void)
             continue;
         }
         result r[3];
+        memset(r, 0, sizeof r);
         for (int t = 0; t < nt; t++)
             check_target(c, &h, &targets[t], &r[t], &r[0]);
         /* 1 and 3 CPU threads: the same states and the same merge */
@@ -520,6 +702,11 @@ int main(void)
                    0);
         }
         TCHECK(r[0].ran); /* the CPU runs every case */
+        if (nt >= 2 && r[0].ran)
+            check_across_cpu(c, &h, &targets[0], &targets[1], &r[0]);
+        for (int t = 0; t < nt; t++)
+            if (targets[t].backend == GEM_BACKEND_CUDA && r[t].ran)
+                check_across_cuda(c, &h, &targets[t], &r[t], devices);
         for (int t = 0; t < nt; t++) {
             if (targets[t].backend == GEM_BACKEND_CUDA && r[t].ran)
                 ran_cuda++;

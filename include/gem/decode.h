@@ -301,6 +301,53 @@ gem_status gem_decode_state(const gem_decode_ctx *ctx, const gem_decode_shape *s
 gem_status gem_decode_merge(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                             const float *states, int64_t n_states, float *out, void *stream);
 
+/* ---- decode across devices -------------------------------------------------------------
+ * A cache split by rows across GPUs (each holding a piece: its capacity, or its share of the
+ * read bandwidth): every device computes its piece's state on its own stream, the states travel
+ * to one device (cudaMemcpyPeerAsync: kilobytes, not the cache) and are merged there, all
+ * queued without a host wait. The result is gem_decode_merge of the pieces' states, bit for
+ * bit, whichever devices computed them (the same kernels give the same bits on every sm_90
+ * device). Peer copies take the direct path between devices where the caller has enabled peer
+ * access (cudaDeviceEnablePeerAccess), and are staged through the host otherwise; gem enables
+ * nothing itself. On the CPU the same call runs the pieces one after another on their
+ * contexts' pools (a cache in pieces in host memory). */
+
+/* One piece: its context (every piece's and the leader's of one backend), the query and the
+ * piece's rows, where its state goes and its workspace, all in that context's memory (CUDA: of
+ * its device), and the stream to queue its work on (CUDA; NULL on the CPU). */
+typedef struct gem_decode_piece {
+    const gem_decode_ctx *ctx;
+    const float *q;        /* (n_q_heads, dk) */
+    const gem_kv_view *kv; /* the piece's rows, kv->live >= 1 */
+    float *state;          /* GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats */
+    void *workspace;       /* at least gem_decode_workspace_bytes(ctx, shape, kv->live, NULL) */
+    size_t workspace_bytes;
+    void *stream;
+} gem_decode_piece;
+
+/* The most pieces one gem_decode_across takes. */
+#define GEM_DECODE_MAX_PIECES 64
+
+/* out = the attention over the union of the pieces' rows, with the default config for each
+ * piece: each piece's gem_decode_state, its state copied to states[i] on the leader's device,
+ * then gem_decode_merge of states on the leader's context and stream.
+ *   pieces  (n_pieces) pieces, 1 <= n_pieces <= GEM_DECODE_MAX_PIECES, each checked as
+ *           gem_decode_state checks its arguments
+ *   leader  the context that merges; states (n_pieces, GEM_DECODE_STATE_FLOATS(n_q_heads, dv))
+ *           floats and out (n_q_heads, dv) in its memory, as for gem_decode_merge
+ *   stream  the leader's stream (CUDA); out is valid once it reaches the merge
+ * CUDA: asynchronous. Each piece's stream runs its state and its copy; the leader's stream
+ * waits for those copies (events) and runs the merge; piece i's stream may be the leader's.
+ * A piece's state and states[i] are not to be touched until the leader's stream has passed
+ * the merge. The caller's current device is restored before the call returns.
+ * Every argument is checked before anything runs (nothing is launched on an error):
+ * GEM_ERR_NULL, GEM_ERR_PARAM (n_pieces out of range, a stream on the CPU),
+ * GEM_ERR_UNSUPPORTED (contexts of two backends), and each piece's and the merge's own
+ * statuses. After: GEM_ERR_DEVICE, and on the CPU the statuses of gem_decode_state. */
+gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_piece *pieces,
+                             int64_t n_pieces, const gem_decode_ctx *leader, float *states,
+                             float *out, void *stream);
+
 /* ---- KV cache helper ------------------------------------------------------------------
  * For callers that do not own their cache memory: a head-major cache
  * (n_kv_heads, capacity, d) in the backend's memory, rows appended in token order. */

@@ -632,7 +632,7 @@ static void cu_workspace_free(void *impl, void *p)
 }
 
 static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *states, int64_t n,
-                           float *out, void *stream)
+                           float *out, void *stream, int run)
 {
     cu_decode *c = (cu_decode *)impl;
     if (((uintptr_t)states & 3u) != 0 || ((uintptr_t)out & 3u) != 0)
@@ -645,6 +645,8 @@ static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *s
     const int64_t nq = s->n_q_heads, d = s->dv;
     if (nq > INT32_MAX)
         return GEM_ERR_UNSUPPORTED; /* one block per head */
+    if (!run)
+        return GEM_OK;
     GEM_CU_ON_DEVICE(c, st,
                      st = d % GEM_CU_THREADS == 0 && d / GEM_CU_THREADS <= 65535
                               ? gem_cu_fused_merge(states, n, nq, d, out, (cudaStream_t)stream)
@@ -652,12 +654,63 @@ static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *s
     return st;
 }
 
+/* On the piece's device (current): its state's copy to `place` on the leader's device, queued
+ * on the piece's stream ps (none where the state is already there), and unless ps is the
+ * leader's stream ls, an event after it that ls waits for. The event is destroyed at once:
+ * CUDA keeps it until its work completes. */
+static cudaError_t cu_piece_to_leader(float *place, int leader_device, const float *state,
+                                      int device, size_t bytes, cudaStream_t ps, cudaStream_t ls)
+{
+    cudaError_t e = cudaSuccess;
+    if (state != place)
+        e = device == leader_device
+                ? cudaMemcpyAsync(place, state, bytes, cudaMemcpyDeviceToDevice, ps)
+                : cudaMemcpyPeerAsync(place, leader_device, state, device, bytes, ps);
+    if (e != cudaSuccess || (ps == ls && device == leader_device))
+        return e;
+    cudaEvent_t ev = NULL;
+    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+        return e;
+    e = cudaEventRecord(ev, ps);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(ls, ev, 0);
+    const cudaError_t d = cudaEventDestroy(ev);
+    return e == cudaSuccess ? d : e;
+}
+
+/* Piece by piece: its state on its device and stream (cu_run), then its way to the leader
+ * (cu_piece_to_leader); then the merge on the leader's stream. */
+static gem_status cu_across(void *leader, const gem_decode_shape *shape, void *const *impls,
+                            const gem_decode_args *args, int64_t n, float *states, float *out,
+                            void *stream)
+{
+    cu_decode *l = (cu_decode *)leader;
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(shape->n_q_heads, shape->dv);
+    const size_t bytes = (size_t)sf * sizeof(float);
+    for (int64_t i = 0; i < n; i++) {
+        cu_decode *c = (cu_decode *)impls[i];
+        gem_status st = cu_run(c, &args[i]);
+        if (st != GEM_OK)
+            return st;
+        cudaError_t e = cudaSuccess;
+        GEM_CU_ON_DEVICE(c, st,
+                         e = cu_piece_to_leader(states + i * sf, l->device, args[i].out,
+                                                c->device, bytes, (cudaStream_t)args[i].stream,
+                                                (cudaStream_t)stream));
+        if (st == GEM_OK && e != cudaSuccess)
+            st = gem_cuda_fail(e, "gem_decode_across", __FILE__, __LINE__);
+        if (st != GEM_OK)
+            return st;
+    }
+    return cu_merge(leader, shape, states, n, out, stream, 1);
+}
+
 extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
     cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
     cu_workspace_bytes, cu_check_memory,
     cu_run,            cu_check_finite,    cu_view_partitions,
-    cu_workspace_alloc, cu_workspace_free, cu_merge,
+    cu_workspace_alloc, cu_workspace_free, cu_merge, cu_across,
 };
 
 /* ---- KV cache helper: device memory ---------------------------------------------------- */

@@ -123,12 +123,28 @@ static void none_workspace_free(void *impl, void *p)
     (void)p;
 }
 static gem_status none_merge(void *impl, const gem_decode_shape *s, const float *states,
-                             int64_t n, float *out, void *stream)
+                             int64_t n, float *out, void *stream, int run)
 {
+    (void)run;
     (void)impl;
     (void)s;
     (void)states;
     (void)n;
+    (void)out;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+static gem_status none_across(void *leader, const gem_decode_shape *s, void *const *impls,
+                              const gem_decode_args *args, int64_t n, float *states, float *out,
+                              void *stream)
+{
+    (void)leader;
+    (void)s;
+    (void)impls;
+    (void)args;
+    (void)n;
+    (void)states;
     (void)out;
     (void)stream;
     return GEM_ERR_NO_DEVICE;
@@ -140,7 +156,7 @@ const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
     NULL,                 none_workspace_alloc, none_workspace_free,
-    none_merge,
+    none_merge,          none_across,
 };
 
 static gem_status none_alloc(size_t bytes, void **out)
