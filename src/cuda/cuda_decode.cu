@@ -655,26 +655,30 @@ static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *s
 }
 
 /* On the piece's device (current): its state's copy to `place` on the leader's device, queued
- * on the piece's stream ps (none where the state is already there), and unless ps is the
- * leader's stream ls, an event after it that ls waits for. The event is destroyed at once:
- * CUDA keeps it until its work completes. */
+ * on the piece's stream ps (none where the state is already there), and where ev is not NULL
+ * an event recorded after it for the leader's stream to wait for. */
 static cudaError_t cu_piece_to_leader(float *place, int leader_device, const float *state,
-                                      int device, size_t bytes, cudaStream_t ps, cudaStream_t ls)
+                                      int device, size_t bytes, cudaStream_t ps, cudaEvent_t *ev)
 {
     cudaError_t e = cudaSuccess;
     if (state != place)
         e = device == leader_device
                 ? cudaMemcpyAsync(place, state, bytes, cudaMemcpyDeviceToDevice, ps)
                 : cudaMemcpyPeerAsync(place, leader_device, state, device, bytes, ps);
-    if (e != cudaSuccess || (ps == ls && device == leader_device))
+    if (e != cudaSuccess || !ev)
         return e;
-    cudaEvent_t ev = NULL;
-    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+    if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess)
         return e;
-    e = cudaEventRecord(ev, ps);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(ls, ev, 0);
-    const cudaError_t d = cudaEventDestroy(ev);
+    return cudaEventRecord(*ev, ps);
+}
+
+/* On the leader's device (current, so that a NULL stream is its default stream): ls waits for
+ * *ev, which is then destroyed (CUDA keeps it until its work completes) and set to NULL. */
+static cudaError_t cu_leader_wait(cudaStream_t ls, cudaEvent_t *ev)
+{
+    cudaError_t e = cudaStreamWaitEvent(ls, *ev, 0);
+    const cudaError_t d = cudaEventDestroy(*ev);
+    *ev = NULL;
     return e == cudaSuccess ? d : e;
 }
 
@@ -692,11 +696,18 @@ static gem_status cu_across(void *leader, const gem_decode_shape *shape, void *c
         gem_status st = cu_run(c, &args[i]);
         if (st != GEM_OK)
             return st;
+        /* no event where the piece's stream is the leader's */
+        const int same = args[i].stream == stream && c->device == l->device;
         cudaError_t e = cudaSuccess;
+        cudaEvent_t ev = NULL;
         GEM_CU_ON_DEVICE(c, st,
                          e = cu_piece_to_leader(states + i * sf, l->device, args[i].out,
                                                 c->device, bytes, (cudaStream_t)args[i].stream,
-                                                (cudaStream_t)stream));
+                                                same ? NULL : &ev));
+        if (st == GEM_OK && e == cudaSuccess && ev)
+            GEM_CU_ON_DEVICE(l, st, e = cu_leader_wait((cudaStream_t)stream, &ev));
+        if (ev) /* not waited for: a failure before */
+            (void)cudaEventDestroy(ev);
         if (st == GEM_OK && e != cudaSuccess)
             st = gem_cuda_fail(e, "gem_decode_across", __FILE__, __LINE__);
         if (st != GEM_OK)
