@@ -248,12 +248,13 @@ gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_s
 /* ---- attention states: one decode over pieces of a cache -------------------------------
  * Softmax attention over a union of token ranges is the merge of each range's state, exactly
  * (gem/attn.h's online softmax). gem_decode_state runs the fused route over one piece (a view
- * of any rows: a block of a paged cache, a shared prefix, the part of a long context that
- * lives on another GPU) and stops before the division; gem_decode_merge combines the pieces'
+ * of any rows: a large block of a cache, a shared prefix, the part of a long context that
+ * lives on another GPU; each state is one launch of the route, so a piece is thousands of
+ * rows, not a 16-row page) and stops before the division; gem_decode_merge combines the pieces'
  * states in index order and divides. Everything is F32 with a fixed order: the same bits on
  * every call for the same pieces, for any thread count.
  *
- * A state is GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats, one block per query head's row:
+ * A state is GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats in three blocks:
  *   m (n_q_heads)       the largest scaled score of the piece
  *   s (n_q_heads)       sum_t e^(score_t - m)
  *   o (n_q_heads, dv)   sum_t e^(score_t - m) V[t, :]   (times the head's scale for FP8 V)
