@@ -340,7 +340,9 @@ typedef struct gem_decode_piece {
  * CUDA: asynchronous. Each piece's stream runs its state and its copy; the leader's stream
  * waits for those copies (events) and runs the merge; piece i's stream may be the leader's.
  * A piece's state and states[i] are not to be touched until the leader's stream has passed
- * the merge. The caller's current device is restored before the call returns.
+ * the merge. Pieces on different streams need workspaces and states of their own (the call
+ * checks the states against each other, states and out; not the workspaces). The caller's
+ * current device is restored before the call returns.
  * Every argument is checked before anything runs (nothing is launched on an error):
  * GEM_ERR_NULL, GEM_ERR_PARAM (n_pieces out of range, a stream on the CPU),
  * GEM_ERR_UNSUPPORTED (contexts of two backends), and each piece's and the merge's own
