@@ -6,7 +6,8 @@
  *     is the attention over the whole, within MAX_NMSE of the double reference, with K and V
  *     F32, BF16, F16 and FP8 (CPU), and with K rebuilt from V (each piece's rotation starting
  *     at its first row's position);
- *   - the same bits on a repeat, for 1 and 3 CPU threads, with an empty state inserted;
+ *   - the same bits on a repeat, for 1 and 3 CPU threads, with an empty state added (CUDA:
+ *     after the others; the CPU: anywhere);
  *     the pieces in reverse order give the same attention;
  *   - states cross backends: the CPU's states merged on the GPU give the attention too;
  *   - bad calls answer their status: NULLs, counts, overlaps, the baseline route, a stream on
@@ -279,12 +280,15 @@ static void check_target(const scase *c, const host_case *h, target *t, result *
     TCHECK(t->ops->download(host, out, (size_t)nout * sizeof(float)) == GEM_OK);
     TCHECK(memcmp(host, r->merged, (size_t)nout * sizeof(float)) == 0);
 
-    /* 4. an empty state inserted after the first: the same bits */
+    /* 4. an empty state after the others: the same bits (the CUDA reducer sums S as a tree
+     * over the states' positions, so only there); on the CPU, which merges in a chain, an
+     * empty state anywhere (after the first here) */
+    const int at = t->backend == GEM_BACKEND_CPU ? 1 : np;
     for (int64_t i = 0; i < sf; i++)
         host[i] = i < c->nq ? -INFINITY : 0.0f;
-    memcpy(host2, r->states, (size_t)sf * sizeof(float));
-    memcpy(host2 + sf, host, (size_t)sf * sizeof(float));
-    memcpy(host2 + 2 * sf, r->states + sf, (size_t)((np - 1) * sf) * sizeof(float));
+    memcpy(host2, r->states, (size_t)(at * sf) * sizeof(float));
+    memcpy(host2 + at * sf, host, (size_t)sf * sizeof(float));
+    memcpy(host2 + (at + 1) * sf, r->states + at * sf, (size_t)((np - at) * sf) * sizeof(float));
     TCHECK(t->ops->upload(st2, host2, (size_t)((np + 1) * sf) * sizeof(float)) == GEM_OK);
     TCHECK_STATUS(gem_decode_merge(t->ctx, s, st2, np + 1, out, stream), GEM_OK);
     TCHECK(t->ops->download(host, out, (size_t)nout * sizeof(float)) == GEM_OK);

@@ -288,7 +288,9 @@ gem_status gem_decode_state(const gem_decode_ctx *ctx, const gem_decode_shape *s
  *   states  (n_states, GEM_DECODE_STATE_FLOATS(n_q_heads, dv)) floats in the backend's memory
  *           (CUDA: of the context's device), aligned to float, n_states >= 1, written by
  *           gem_decode_state (on this device or copied from another) or by the caller with
- *           the same meaning; an empty piece is m = -inf, s = 0, o = 0
+ *           the same meaning; an empty piece is m = -inf, s = 0, o = 0 (the CPU merges in a
+ *           chain, where an empty state changes no bit; the CUDA merge sums the s terms as a
+ *           tree over the states' positions, where one changes no bit only after the others)
  *   out     (n_q_heads, dv) F32 in the backend's memory, aligned to float, not overlapping
  *           states
  *   stream  as for gem_decode (CUDA: asynchronous, ordered after the work queued on it)

@@ -53,7 +53,7 @@ class _DLManagedTensor(ctypes.Structure):
 
 
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
-_DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed",
+_DL_DEVICE_NAMES = {1: "host", 3: "host (CUDA pinned)", 2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed",
                     14: "oneAPI"}
 # (type code, bits) -> element kind: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
 # kDLFloat8_e4m3fn 10

@@ -16,9 +16,10 @@ try:
 except ImportError:  # pragma: no cover
     ml_dtypes = None
 try:
+    import jax
     import jax.numpy as jnp
 except ImportError:  # pragma: no cover
-    jnp = None
+    jax = jnp = None
 try:
     import torch
 except ImportError:  # pragma: no cover
@@ -62,11 +63,14 @@ class MlDtypes(unittest.TestCase):
 class Jax(unittest.TestCase):
     def test_jax_arrays_through_dlpack(self):
         q, k, v = inputs()
+        cpu = jax.devices("cpu")[0]  # JAX's default device is a GPU where it has one
+
+        def host(x, dtype=None):
+            return jax.device_put(jnp.asarray(x, dtype), cpu)
         with gem.Decoder(threads=2) as dec:
             want = dec.decode(q, k, v)
-            self.assertEqual(dec.decode(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)).tobytes(),
-                             want.tobytes())
-            kb, vb = jnp.asarray(k, jnp.bfloat16), jnp.asarray(v, jnp.bfloat16)
+            self.assertEqual(dec.decode(host(q), host(k), host(v)).tobytes(), want.tobytes())
+            kb, vb = host(k, jnp.bfloat16), host(v, jnp.bfloat16)
             out = dec.decode(q, kb, vb)
             widened = dec.decode(q, np.asarray(kb.astype(jnp.float32)),
                                  np.asarray(vb.astype(jnp.float32)))
