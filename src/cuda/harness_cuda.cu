@@ -85,11 +85,15 @@ static void hx_free(void *p)
 
 /* Copies wait for every stream first: the engine's stream does not synchronise with the
  * legacy default stream cudaMemcpy runs on, and a copy must neither overwrite inputs a queued
- * kernel still reads nor read an output before it is written. */
+ * kernel still reads nor read an output before it is written. An upload also waits after:
+ * cudaMemcpy from pageable host memory may return once the bytes are staged, before the DMA
+ * has written them, and the next kernel on a non-blocking stream would not wait for it (a
+ * merge read an earlier upload's states that way, results/h200/run161). */
 static gem_status hx_upload(void *dst, const void *src, size_t bytes)
 {
     GEM_CUDA_CHECK(cudaDeviceSynchronize());
     GEM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    GEM_CUDA_CHECK(cudaDeviceSynchronize());
     return GEM_OK;
 }
 
