@@ -404,6 +404,7 @@ gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_pie
         st = gem_decode_state_bytes(shape, 1, &sf_bytes);
     if (st != GEM_OK)
         return st;
+    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
     for (int64_t i = 0; i < n_pieces; i++) {
         const gem_decode_piece *p = &pieces[i];
         if (!p->ctx)
@@ -420,14 +421,12 @@ gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_pie
         const float *place = states + (size_t)i * (sf_bytes / sizeof(float));
         if (p->state != place && overlaps(p->state, sf_bytes, states, states_bytes))
             return GEM_ERR_OVERLAP;
-        if (overlaps(p->state, sf_bytes, out, (size_t)shape->n_q_heads * (size_t)shape->dv *
-                                                  sizeof(float)))
+        if (overlaps(p->state, sf_bytes, out, out_bytes))
             return GEM_ERR_OVERLAP;
         for (int64_t j = 0; j < i; j++)
             if (overlaps(p->state, sf_bytes, pieces[j].state, sf_bytes))
                 return GEM_ERR_OVERLAP;
     }
-    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
     if (overlaps(out, out_bytes, states, states_bytes))
         return GEM_ERR_OVERLAP;
     st = leader->ops->merge(leader->impl, shape, states, n_pieces, out, stream, 0);
