@@ -14,7 +14,7 @@ GEM_GIT_COMMIT=$(cat results/h200/run163/commit) PHASES=build JOBS=16 \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build done at $(el) s"
 # test_decode's default matrix (CPU and CUDA targets, about 280 s) beside the sanitizers
-( timeout $(( 570 - $(el) )) build-h200/test_decode > $R/test_decode.txt 2>&1
+( timeout $(( 480 - $(el) )) build-h200/test_decode > $R/test_decode.txt 2>&1
   echo "test_decode rc=$? at $(el) s" >> $R/test_decode.txt ) &
 TD=$!
 for tool in memcheck racecheck synccheck initcheck; do

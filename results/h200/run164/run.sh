@@ -17,8 +17,8 @@ echo "build done at $(el) s"
 ORDER=(f32 bf16 f16 bf16 f16 f32 f16 f32 bf16 f32 bf16 f16 bf16 f16 f32 f16 f32 bf16)
 n=0
 for T in "${ORDER[@]}"; do
-  [ $(el) -gt 500 ] && { echo "stop before process $n at $(el) s"; break; }
-  GEM_QUIET=1 timeout $(( 585 - $(el) )) build-h200/gem bench --backend cpu --a fused \
+  [ $(el) -gt 400 ] && { echo "stop before process $n at $(el) s"; break; }
+  GEM_QUIET=1 timeout $(( 480 - $(el) )) build-h200/gem bench --backend cpu --a fused \
     --b fused --lengths 65536,131072 --kv-dtype $T --rounds 3 \
     --out $R/bench-$n-$T.json > $R/bench-$n-$T.txt 2>&1
   echo "process $n ($T) rc=$? at $(el) s: $(grep -E 'x floor|^[0-9]' $R/bench-$n-$T.txt | \
