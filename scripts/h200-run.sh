@@ -240,6 +240,10 @@ if has sanitize; then  # after the timed phases, so a slow sanitizer cannot cut 
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_decode" --small \
             >"$REC/sanitizer-$tool.txt" 2>&1 || fail "compute-sanitizer $tool"
         tail -2 "$REC/sanitizer-$tool.txt"
+        # the states, their merge and the split across devices (gem_decode_across)
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/test_decode_states" \
+            >"$REC/sanitizer-states-$tool.txt" 2>&1 || fail "compute-sanitizer $tool (states)"
+        tail -1 "$REC/sanitizer-states-$tool.txt"
     done
     pack
 fi
@@ -305,8 +309,9 @@ if has model; then
 fi
 if has model-tests; then
     step "the device kernels' tests: matrix products, queries, the decode matrix"
-    for t in test_cuda_matvec test_cuda_queries test_decode; do
-        timeout 150 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
+    for t in test_cuda_matvec test_cuda_queries test_decode test_decode_states; do
+        # test_decode's default matrix takes about 280 s (its CPU reference at 8,193 rows)
+        timeout 400 "$BUILD/$t" >"$REC/$t.txt" 2>&1 || fail "$t"
         tail -2 "$REC/$t.txt"
     done
     pack

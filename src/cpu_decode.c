@@ -197,7 +197,8 @@ static gem_status run(void *impl, const gem_decode_args *a)
         if (c->stage_clock_on)
             r.stage_clock = &c->stage_seconds;
         if (a->cfg.route == GEM_ROUTE_FUSED)
-            st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
+            st = cpu_route_fused(&r, a->shape, a->q, a->kv, &a->cfg, a->state ? NULL : a->out,
+                                 a->state ? a->out : NULL);
         else
             st = cpu_route_baseline(&r, a->shape, a->q, a->kv, &a->cfg, a->out);
     }
@@ -315,10 +316,66 @@ static gem_status check_finite(void *impl, const gem_decode_shape *shape, const 
     return st;
 }
 
+/* Host memory in whole lines of the workspace's alignment (aligned_alloc's rule). */
+static gem_status workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    (void)impl;
+    const size_t a = GEM_DECODE_WORKSPACE_ALIGN;
+    if (bytes > SIZE_MAX - (a - 1))
+        return GEM_ERR_OVERFLOW;
+    void *p = aligned_alloc(a, (bytes + a - 1) / a * a);
+    if (!p)
+        return GEM_ERR_NOMEM;
+    *out = p;
+    return GEM_OK;
+}
+
+/* gem_decode returns when its output is written: nothing is queued on the memory. */
+static void workspace_free(void *impl, void *p)
+{
+    (void)impl;
+    free(p);
+}
+
+static gem_status merge(void *impl, const gem_decode_shape *shape, const float *states,
+                        int64_t n, float *out, void *stream, int do_run)
+{
+    cpu_decode *c = impl;
+    if (stream)
+        return GEM_ERR_PARAM;
+    if ((uintptr_t)states % sizeof(float) != 0 || (uintptr_t)out % sizeof(float) != 0)
+        return GEM_ERR_ALIGN;
+    if (!do_run)
+        return GEM_OK;
+    if (atomic_flag_test_and_set(&c->busy))
+        return GEM_ERR_STATE;
+    gem_status st = cpu_merge_states(c->pool, shape, states, n, out);
+    atomic_flag_clear(&c->busy);
+    return st;
+}
+
+/* The pieces one after another on their contexts' pools, each state into its place, then the
+ * merge on the leader's. */
+static gem_status across(void *leader, const gem_decode_shape *shape, void *const *impls,
+                         const gem_decode_args *args, int64_t n, float *states, float *out,
+                         void *stream)
+{
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(shape->n_q_heads, shape->dv);
+    for (int64_t i = 0; i < n; i++) {
+        gem_status st = run(impls[i], &args[i]);
+        if (st != GEM_OK)
+            return st;
+        if (args[i].out != states + i * sf)
+            memcpy(states + i * sf, args[i].out, (size_t)sf * sizeof(float));
+    }
+    return merge(leader, shape, states, n, out, stream, 1);
+}
+
 const gem_decode_backend_ops gem_cpu_decode_ops = {
     create,          destroy,      threads_of,      device_of,    describe, supports,
     k_from_v_supports, config_default, config_check, workspace_bytes, check_memory, run,
     check_finite,    NULL, /* the default does not depend on the view */
+    workspace_alloc, workspace_free, merge, across,
 };
 
 /* ---- KV cache helper: host memory ----------------------------------------------------- */

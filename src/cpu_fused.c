@@ -62,7 +62,8 @@ typedef struct fused_job {
     float *pm;        /* (P, n_q_heads) maxima */
     float *ps;        /* (P, n_q_heads) denominators */
     float *po;        /* (P, n_q_heads, dv) numerators */
-    float *out;       /* (n_q_heads, dv) */
+    float *out;       /* (n_q_heads, dv), or NULL when the state is written */
+    float *state;     /* NULL, or GEM_DECODE_STATE_FLOATS(n_q_heads, dv): m, s, o */
     float *ws;        /* (threads, ws_stride) */
     float *kfv_ws;    /* (threads, kfv_stride): rotation state and a span of K rows */
     const gem_k_from_v *kfv; /* NULL: K read from k */
@@ -236,6 +237,16 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
     for (int64_t p = 0; p < j->partitions && st == GEM_OK; p++)
         st = merge_into(dv, &am, &as, acc, j->pm[p * nq + h], j->ps[p * nq + h],
                         j->po + (p * nq + h) * dv);
+    if (st == GEM_OK && j->state) { /* the state before the division (FP8 V: o scaled) */
+        float *so = j->state + 2 * nq + h * dv;
+        const float sv = j->kv->v_scale ? j->kv->v_scale[h / j->group] : 1.0f;
+        for (int64_t i = 0; i < dv; i++)
+            so[i] = acc[i] * sv; /* exact for sv = 1 */
+        j->state[h] = am;
+        j->state[nq + h] = as;
+        j->status[h] = gem_online_state_check(dv, am, as, so);
+        return;
+    }
     if (st == GEM_OK)
         st = gem_online_finalize(dv, am, as, acc, j->out + h * dv);
     if (st == GEM_OK && j->kv->v_scale) { /* FP8 V: the head's scale, after the division */
@@ -247,7 +258,8 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
 }
 
 gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
-                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out)
+                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out,
+                           float *state)
 {
     const int64_t P = cfg->partitions, nq = shape->n_q_heads;
     if (P < 1 || cfg->tile < 1 || (kv->k_from_v && !r->kfv))
@@ -255,7 +267,7 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
     fused_job j = {
         .q = q, .k = kv->k, .v = kv->v, .kt = kv->k_dtype, .vt = kv->v_dtype,
         .k_es = (int64_t)gem_dtype_size(kv->k_dtype), .v_es = (int64_t)gem_dtype_size(kv->v_dtype),
-        .out = out, .ws = r->ws, .status = r->status,
+        .out = out, .state = state, .ws = r->ws, .status = r->status,
         .kfv_ws = r->kfv, .kfv = kv->k_from_v, .kfv_stride = r->kfv_stride,
         .ws_stride = r->ws_stride, .n_q = nq, .n_kv = shape->n_kv_heads,
         .group = nq / shape->n_kv_heads, .dk = shape->dk, .dv = shape->dv,
@@ -273,4 +285,57 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
         return st;
     cpu_pool_run(r->pool, nq, fused_merge_item, &j);
     return cpu_first_error(r->status, nq);
+}
+
+/* ---- gem_decode_merge ----------------------------------------------------------------- */
+
+typedef struct merge_job {
+    const float *states; /* (n, nq * (dv + 2)) */
+    float *out;          /* (nq, dv) */
+    gem_status *status;  /* (chunk) for heads h0 .. h0 + chunk - 1 */
+    int64_t n, nq, dv, h0;
+} merge_job;
+
+/* Head h0 + i: states 0 .. n-1 merged into out's row in index order (merge_into, the fused
+ * route's merge), then divided in place (gem_online_finalize reads each element before it
+ * writes it). */
+static void merge_states_item(void *ctx, int64_t i, int64_t thread)
+{
+    (void)thread;
+    const merge_job *j = ctx;
+    const int64_t h = j->h0 + i, nq = j->nq, dv = j->dv, ss = nq * (dv + 2);
+    float *acc = j->out + h * dv;
+    float am = -INFINITY, as = 0.0f;
+    memset(acc, 0, (size_t)dv * sizeof(float));
+    gem_status st = GEM_OK;
+    for (int64_t p = 0; p < j->n && st == GEM_OK; p++) {
+        const float *sp = j->states + p * ss;
+        const float *op = sp + 2 * nq + h * dv;
+        /* merge_into checks the scalars; the numerators are checked here so that a
+         * non-finite one is the state's error, not the division's */
+        st = gem_online_state_check(dv, sp[h], sp[nq + h], op);
+        if (st == GEM_OK)
+            st = merge_into(dv, &am, &as, acc, sp[h], sp[nq + h], op);
+    }
+    if (st == GEM_OK)
+        st = gem_online_finalize(dv, am, as, acc, acc);
+    j->status[i] = st;
+}
+
+gem_status cpu_merge_states(cpu_pool *pool, const gem_decode_shape *shape, const float *states,
+                            int64_t n, float *out)
+{
+    enum { CHUNK = 256 }; /* heads per pool run: the statuses live on the stack */
+    gem_status status[CHUNK];
+    merge_job j = {.states = states, .out = out, .status = status, .n = n,
+                   .nq = shape->n_q_heads, .dv = shape->dv};
+    for (int64_t h0 = 0; h0 < j.nq; h0 += CHUNK) {
+        const int64_t c = j.nq - h0 < CHUNK ? j.nq - h0 : CHUNK;
+        j.h0 = h0;
+        cpu_pool_run(pool, c, merge_states_item, &j);
+        gem_status st = cpu_first_error(status, c);
+        if (st != GEM_OK)
+            return st;
+    }
+    return GEM_OK;
 }

@@ -74,7 +74,19 @@ gem_status cpu_first_error(const gem_status *status, int64_t n);
  * F32, BF16 or F16, or V alone with K rebuilt from it (kv->k_from_v), out
  * (n_q_heads, dv). GEM_ERR_NONFINITE / GEM_ERR_SCORE when a score is not finite. */
 gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
-                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out);
+                           const gem_kv_view *kv, const gem_decode_config *cfg, float *out,
+                           float *state);
+
+/* With state not NULL (out NULL), cpu_route_fused writes the merged state of the rows in
+ * place of the division (gem_decode_state's layout, GEM_DECODE_STATE_FLOATS(n_q_heads, dv)
+ * floats; FP8 V: o times the head's scale); GEM_ERR_STATE for a state that overflowed. */
+
+/* gem_decode_merge on the pool: states (n, GEM_DECODE_STATE_FLOATS(n_q_heads, dv)) merged per
+ * head in index order with the fused route's merge (the same expressions), accumulated in out
+ * (n_q_heads, dv) and divided there. GEM_ERR_STATE for an invalid state, all states empty or an
+ * overflow (out then holds partial sums). */
+gem_status cpu_merge_states(cpu_pool *pool, const gem_decode_shape *shape, const float *states,
+                            int64_t n, float *out);
 
 /* The three-stage baseline route with cfg->partitions value partitions.
  * Same contract as cpu_route_fused. When r->stage_clock is not NULL, a call that

@@ -213,6 +213,24 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
     return ctx->ops->workspace_bytes(ctx->impl, shape, live, &c, bytes);
 }
 
+gem_status gem_decode_workspace_alloc(const gem_decode_ctx *ctx, size_t bytes, void **out)
+{
+    if (!out)
+        return GEM_ERR_NULL;
+    *out = NULL;
+    if (!ctx)
+        return GEM_ERR_NULL;
+    if (bytes == 0)
+        return GEM_ERR_PARAM;
+    return ctx->ops->workspace_alloc(ctx->impl, bytes, out);
+}
+
+void gem_decode_workspace_free(const gem_decode_ctx *ctx, void *p)
+{
+    if (ctx && p)
+        ctx->ops->workspace_free(ctx->impl, p);
+}
+
 /* 1 when [a, a + an) and [b, b + bn) share a byte. */
 static int overlaps(const void *a, size_t an, const void *b, size_t bn)
 {
@@ -226,7 +244,8 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn)
 static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                            const float *q, const gem_kv_view *kv, const float *out,
                            const void *workspace, size_t workspace_bytes,
-                           const gem_decode_config *cfg, const void *stream, gem_decode_args *a)
+                           const gem_decode_config *cfg, const void *stream, int state,
+                           gem_decode_args *a)
 {
     if (!ctx || !shape || !q || !kv || !out || !workspace)
         return GEM_ERR_NULL;
@@ -245,6 +264,8 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
     st = ctx->ops->supports(ctx->impl, shape, kv->k_dtype, kv->v_dtype, a->cfg.route);
     if (st != GEM_OK)
         return st;
+    if (state && a->cfg.route != GEM_ROUTE_FUSED)
+        return GEM_ERR_UNSUPPORTED; /* a state is the fused route's merge before the division */
     if (kv->k_from_v) {
         /* K rebuilt from V: the fused route of a backend that has the kernel */
         if ((st = gem_k_from_v_check(kv->k_from_v)) != GEM_OK)
@@ -258,6 +279,7 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
     a->q = q;
     a->kv = kv;
     a->out = (float *)out;
+    a->state = state;
     a->workspace = (void *)workspace;
     a->workspace_bytes = workspace_bytes;
     a->stream = (void *)stream;
@@ -274,7 +296,8 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
         return GEM_ERR_RANGE;
     /* q and out fit size_t: gem_decode_shape_check bounds them as doubles */
     const size_t q_bytes = (size_t)shape->n_q_heads * (size_t)shape->dk * sizeof(float);
-    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
+    const size_t out_bytes =
+        (size_t)shape->n_q_heads * (size_t)(shape->dv + (state ? 2 : 0)) * sizeof(float);
     if (overlaps(out, out_bytes, q, q_bytes) || overlaps(out, out_bytes, kv->k, a->k_bytes) ||
         overlaps(out, out_bytes, kv->v, a->v_bytes) ||
         overlaps(out, out_bytes, workspace, workspace_bytes) ||
@@ -298,7 +321,7 @@ gem_status gem_decode_validate(const gem_decode_ctx *ctx, const gem_decode_shape
                                const gem_decode_config *cfg, const void *stream)
 {
     gem_decode_args a;
-    return validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, &a);
+    return validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, 0, &a);
 }
 
 gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, const float *q,
@@ -306,10 +329,110 @@ gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, 
                       const gem_decode_config *cfg, void *stream)
 {
     gem_decode_args a;
-    gem_status st = validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, &a);
+    gem_status st = validate(ctx, shape, q, kv, out, workspace, workspace_bytes, cfg, stream, 0, &a);
     if (st != GEM_OK)
         return st;
     return ctx->ops->run(ctx->impl, &a);
+}
+
+/* ---- attention states ------------------------------------------------------------------ */
+
+gem_status gem_decode_state_bytes(const gem_decode_shape *shape, int64_t n, size_t *bytes)
+{
+    if (!shape || !bytes)
+        return GEM_ERR_NULL;
+    gem_status st = gem_decode_shape_check(shape);
+    if (st != GEM_OK)
+        return st;
+    if (n < 1)
+        return GEM_ERR_PARAM;
+    size_t b = 0;
+    st = gem_mul_size((size_t)shape->n_q_heads, (size_t)shape->dv + 2, &b);
+    if (st == GEM_OK)
+        st = gem_mul_size(b, (size_t)n, &b);
+    if (st == GEM_OK)
+        st = gem_mul_size(b, sizeof(float), &b);
+    if (st == GEM_OK && b > (size_t)INT64_MAX)
+        st = GEM_ERR_OVERFLOW;
+    if (st == GEM_OK)
+        *bytes = b;
+    return st;
+}
+
+gem_status gem_decode_state(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *q, const gem_kv_view *kv, float *state,
+                            void *workspace, size_t workspace_bytes,
+                            const gem_decode_config *cfg, void *stream)
+{
+    gem_decode_args a;
+    gem_status st =
+        validate(ctx, shape, q, kv, state, workspace, workspace_bytes, cfg, stream, 1, &a);
+    if (st != GEM_OK)
+        return st;
+    return ctx->ops->run(ctx->impl, &a);
+}
+
+gem_status gem_decode_merge(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *states, int64_t n_states, float *out, void *stream)
+{
+    if (!ctx || !shape || !states || !out)
+        return GEM_ERR_NULL;
+    size_t states_bytes = 0;
+    gem_status st = gem_decode_state_bytes(shape, n_states, &states_bytes);
+    if (st != GEM_OK)
+        return st;
+    /* out fits size_t: gem_decode_shape_check bounds it as a double */
+    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
+    if (overlaps(out, out_bytes, states, states_bytes))
+        return GEM_ERR_OVERLAP;
+    return ctx->ops->merge(ctx->impl, shape, states, n_states, out, stream, 1);
+}
+
+gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_piece *pieces,
+                             int64_t n_pieces, const gem_decode_ctx *leader, float *states,
+                             float *out, void *stream)
+{
+    if (!shape || !pieces || !leader || !states || !out)
+        return GEM_ERR_NULL;
+    if (n_pieces < 1 || n_pieces > GEM_DECODE_MAX_PIECES)
+        return GEM_ERR_PARAM;
+    gem_decode_args args[GEM_DECODE_MAX_PIECES];
+    void *impls[GEM_DECODE_MAX_PIECES];
+    size_t states_bytes = 0, sf_bytes = 0;
+    gem_status st = gem_decode_state_bytes(shape, n_pieces, &states_bytes);
+    if (st == GEM_OK)
+        st = gem_decode_state_bytes(shape, 1, &sf_bytes);
+    if (st != GEM_OK)
+        return st;
+    const size_t out_bytes = (size_t)shape->n_q_heads * (size_t)shape->dv * sizeof(float);
+    for (int64_t i = 0; i < n_pieces; i++) {
+        const gem_decode_piece *p = &pieces[i];
+        if (!p->ctx)
+            return GEM_ERR_NULL;
+        if (p->ctx->backend != leader->backend)
+            return GEM_ERR_UNSUPPORTED;
+        st = validate(p->ctx, shape, p->q, p->kv, p->state, p->workspace, p->workspace_bytes,
+                      NULL, p->stream, 1, &args[i]);
+        if (st != GEM_OK)
+            return st;
+        impls[i] = p->ctx->impl;
+        /* a piece's state: its own place in states, or memory apart from states, out and the
+         * other pieces' states (one address space: host memory, or CUDA's unified one) */
+        const float *place = states + (size_t)i * (sf_bytes / sizeof(float));
+        if (p->state != place && overlaps(p->state, sf_bytes, states, states_bytes))
+            return GEM_ERR_OVERLAP;
+        if (overlaps(p->state, sf_bytes, out, out_bytes))
+            return GEM_ERR_OVERLAP;
+        for (int64_t j = 0; j < i; j++)
+            if (overlaps(p->state, sf_bytes, pieces[j].state, sf_bytes))
+                return GEM_ERR_OVERLAP;
+    }
+    if (overlaps(out, out_bytes, states, states_bytes))
+        return GEM_ERR_OVERLAP;
+    st = leader->ops->merge(leader->impl, shape, states, n_pieces, out, stream, 0);
+    if (st != GEM_OK)
+        return st;
+    return leader->ops->across(leader->impl, shape, impls, args, n_pieces, states, out, stream);
 }
 
 gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,

@@ -19,7 +19,9 @@ typedef struct gem_decode_args {
     const gem_decode_shape *shape;
     const float *q;           /* (n_q_heads, dk) */
     const gem_kv_view *kv;
-    float *out;               /* (n_q_heads, dv) */
+    float *out;               /* (n_q_heads, dv), or with state set the state */
+    int state;                /* 1: gem_decode_state: out receives the state of the rows,
+                                 GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats (fused route) */
     void *workspace;          /* (workspace_bytes) */
     size_t workspace_bytes;
     gem_decode_config cfg;    /* resolved */
@@ -59,6 +61,22 @@ typedef struct gem_decode_backend_ops {
      * most def, at least 1; NULL when the backend's default does not depend on the view */
     int64_t (*view_partitions)(const void *impl, const gem_decode_shape *shape,
                                const gem_kv_view *kv, int64_t def);
+    /* bytes >= 1 of workspace in the backend's memory (on CUDA the context's device),
+     * GEM_DECODE_WORKSPACE_ALIGN-aligned; its release (p not NULL) once the work queued on it
+     * is done */
+    gem_status (*workspace_alloc)(void *impl, size_t bytes, void **out);
+    void (*workspace_free)(void *impl, void *p);
+    /* gem_decode_merge after the shared checks: states (n, GEM_DECODE_STATE_FLOATS(n_q_heads,
+     * dv)), out (n_q_heads, dv), both checked against each other; the backend checks its
+     * stream, alignment and memory space, then (run != 0) merges */
+    gem_status (*merge)(void *impl, const gem_decode_shape *shape, const float *states,
+                        int64_t n, float *out, void *stream, int run);
+    /* gem_decode_across after every check: piece i's state (args[i], state set, validated on
+     * the context impls[i] of this backend), then its copy to states + i * STATE_FLOATS (none
+     * where args[i].out is that place), then the merge on `leader` and its stream */
+    gem_status (*across)(void *leader, const gem_decode_shape *shape, void *const *impls,
+                         const gem_decode_args *args, int64_t n, float *states, float *out,
+                         void *stream);
 } gem_decode_backend_ops;
 
 extern const gem_decode_backend_ops gem_cpu_decode_ops;

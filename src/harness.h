@@ -43,4 +43,12 @@ extern const gem_harness_ops gem_harness_cuda_ops;
 gem_status gem_harness_cuda_copy_bandwidth(size_t bytes, int64_t reps, double *bps);
 gem_status gem_harness_cuda_nominal_bandwidth(double *bps);
 
+/* CUDA only (GEM_ERR_NO_DEVICE otherwise): the number of devices the runtime sees; making
+ * `device` current on the calling thread (what the harness and a CUDA context then bind); and
+ * peer access enabled between every pair of devices that can have it (*pairs: how many
+ * ordered pairs have it now; already enabled counts). */
+gem_status gem_harness_cuda_devices(int *count);
+gem_status gem_harness_cuda_use(int device);
+gem_status gem_harness_cuda_enable_peers(int *pairs);
+
 #endif /* GEM_HARNESS_H */

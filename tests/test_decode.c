@@ -401,7 +401,10 @@ static case_out run_case(const dcase *c, gem_decode_ctx *ctx, const backend_mem 
     void *dk = c->kfv ? NULL : put(m, k, (size_t)sk.elems * gem_dtype_size(c->kt));
     void *dv = c->alias ? dk : put(m, v, (size_t)sv.elems * gem_dtype_size(c->vt));
     float *dout = put(m, NULL, no * sizeof(float) + GEM_GUARD_BYTES);
-    void *ws = put(m, NULL, ws_bytes);
+    /* the workspace from the context's own allocator (device memory on CUDA), aligned */
+    void *ws = NULL;
+    TCHECK_STATUS(gem_decode_workspace_alloc(ctx, ws_bytes ? ws_bytes : 1, &ws), GEM_OK);
+    TCHECK(ws && (uintptr_t)ws % GEM_DECODE_WORKSPACE_ALIGN == 0);
     float *host = gem_guard_alloc(no);
     float *first = malloc(no * sizeof(float));
     if (!dq || (!dk && !c->kfv) || (!dw && c->kfv) || !dv || !dout || !ws || !host || !first) {
@@ -481,7 +484,7 @@ done:
     if (dw)
         m->ops->free(dw);
     m->ops->free(dout);
-    m->ops->free(ws);
+    gem_decode_workspace_free(ctx, ws);
     gem_guard_free(host);
     free(first);
     return r;

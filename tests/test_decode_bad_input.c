@@ -218,6 +218,22 @@ static void check_queries(fixture *f)
         a = b;
     }
     TCHECK_STATUS(gem_decode_workspace_bytes(f->ctx, &f->shape, 0, NULL, &b), GEM_ERR_SHAPE);
+    /* the context's allocator: aligned, refusals leave *out NULL, free takes NULL */
+    void *w = (void *)&a;
+    TCHECK_STATUS(gem_decode_workspace_alloc(f->ctx, 0, &w), GEM_ERR_PARAM);
+    TCHECK(w == NULL);
+    w = (void *)&a;
+    TCHECK_STATUS(gem_decode_workspace_alloc(NULL, 64, &w), GEM_ERR_NULL);
+    TCHECK(w == NULL);
+    TCHECK_STATUS(gem_decode_workspace_alloc(f->ctx, 64, NULL), GEM_ERR_NULL);
+    TCHECK_STATUS(gem_decode_workspace_alloc(f->ctx, SIZE_MAX, &w), GEM_ERR_OVERFLOW);
+    TCHECK(w == NULL);
+    TCHECK_STATUS(gem_decode_workspace_alloc(f->ctx, b, &w), GEM_OK);
+    TCHECK(w && (uintptr_t)w % GEM_DECODE_WORKSPACE_ALIGN == 0);
+    memset(w, 0x5A, b); /* all of it is the caller's (ASan checks the extent) */
+    gem_decode_workspace_free(f->ctx, w);
+    gem_decode_workspace_free(f->ctx, NULL);
+    gem_decode_workspace_free(NULL, NULL);
     /* the view's default: the CPU's does not depend on the view; bad views as gem_decode */
     gem_decode_config vc, dc;
     TCHECK_STATUS(gem_decode_config_for_view(f->ctx, &f->shape, &f->view, &vc), GEM_OK);

@@ -44,6 +44,19 @@ if command -v ldd >/dev/null; then
     deps=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/decode_loop") # whole, so no grep -q cuts the pipe
     grep -q "libgem.so" <<<"$deps" || fail "not linked to libgem.so"
 fi
+# the shared library exports the functions the installed headers declare, and nothing else
+so=$(find "$libdir" -name 'libgem.so*' -type f | head -n 1)
+if command -v nm >/dev/null && [ -n "$so" ]; then
+    exported=$(nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }' | sort -u)
+    public=$(cat "$tmp"/prefix/include/gem/{attn,decode,cpu,cuda}.h | sed 's|/\*.*\*/||' |
+             grep -oE '^[a-z0-9_ ]*[ *]gem_[a-z0-9_]+\(' | sed -E 's/.*(gem_[a-z0-9_]+)\($/\1/' |
+             sort -u)
+    [ -n "$public" ] || fail "no function declarations found in the installed headers"
+    unexpected=$(comm -13 <(echo "$public") <(echo "$exported") | head -n 5 | tr '\n' ' ')
+    [ -z "$unexpected" ] || fail "libgem.so exports names its headers do not declare: $unexpected"
+    missing=$(comm -23 <(echo "$public") <(echo "$exported") | tr '\n' ' ')
+    [ -z "$missing" ] || fail "libgem.so lacks functions its headers declare: $missing"
+fi
 # static: libgem.a and the private libraries gem.pc lists
 static_libs=$(pkg-config --static --libs gem | sed 's/-lgem/-Wl,-Bstatic -lgem -Wl,-Bdynamic/')
 "$cc" -std=c11 -O2 "${extra[@]}" "$src/examples/decode_loop.c" $cflags $static_libs -lm \

@@ -164,6 +164,19 @@ gem_status gem_decode_workspace_bytes(const gem_decode_ctx *ctx, const gem_decod
 /* Alignment gem_decode requires of the workspace, in bytes (64). */
 #define GEM_DECODE_WORKSPACE_ALIGN 64
 
+/* A workspace for callers without an allocator of their own (the Python package): `bytes`
+ * (>= 1) in the context's memory, host memory on the CPU, device memory of the context's
+ * device on CUDA (whatever device is current on the calling thread), at least
+ * GEM_DECODE_WORKSPACE_ALIGN-aligned, contents unspecified. GEM_ERR_NULL, GEM_ERR_PARAM for
+ * 0 bytes, GEM_ERR_OVERFLOW, GEM_ERR_NOMEM, GEM_ERR_DEVICE for another CUDA failure. *out is
+ * NULL on error. ctx, out (1). */
+gem_status gem_decode_workspace_alloc(const gem_decode_ctx *ctx, size_t bytes, void **out);
+
+/* Frees what gem_decode_workspace_alloc returned for this context; NULL is fine. CUDA: waits
+ * first for all work queued on the context's device (cudaDeviceSynchronize), so a step still
+ * reading the workspace on any stream completes before the memory goes. */
+void gem_decode_workspace_free(const gem_decode_ctx *ctx, void *p);
+
 /* ---- the decode step -------------------------------------------------------------- */
 
 /* K rebuilt from V. A view with k_from_v set (gem/attn.h: gem_k_from_v) holds V alone and
@@ -231,6 +244,114 @@ gem_status gem_decode_validate(const gem_decode_ctx *ctx, const gem_decode_shape
  * q (n_q_heads, dk), kv as for gem_decode. */
 gem_status gem_decode_check_finite(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                    const float *q, const gem_kv_view *kv, void *stream);
+
+/* ---- attention states: one decode over pieces of a cache -------------------------------
+ * Softmax attention over a union of token ranges is the merge of each range's state, exactly
+ * (gem/attn.h's online softmax). gem_decode_state runs the fused route over one piece (a view
+ * of any rows: a large block of a cache, a shared prefix, the part of a long context that
+ * lives on another GPU; each state is one launch of the route, so a piece is thousands of
+ * rows, not a 16-row page) and stops before the division; gem_decode_merge combines the pieces'
+ * states in index order and divides. Everything is F32 with a fixed order: the same bits on
+ * every call for the same pieces, for any thread count.
+ *
+ * A state is GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats in three blocks:
+ *   m (n_q_heads)       the largest scaled score of the piece
+ *   s (n_q_heads)       sum_t e^(score_t - m)
+ *   o (n_q_heads, dv)   sum_t e^(score_t - m) V[t, :]   (times the head's scale for FP8 V)
+ * and n states are (n, GEM_DECODE_STATE_FLOATS) floats, state i at i * STATE_FLOATS.
+ * A state's bytes do not depend on live, so a state travels (a copy between GPUs, host and
+ * device) in one piece of n_q_heads * (dv + 2) * 4 bytes.
+ *
+ * gem_decode_merge of the single state of a whole view is gem_decode of that view with the same
+ * config, bit for bit (both backends; FP8 V, whose scale the state holds in o, differs by one
+ * rounding). The merge of several pieces' states is the exact identity in F32 arithmetic, not
+ * the same bits as one call over the joined rows (that call merges its own partitions). */
+#define GEM_DECODE_STATE_FLOATS(n_q_heads, dv) ((n_q_heads) * ((dv) + 2))
+
+/* Bytes of n states for this shape: n * n_q_heads * (dv + 2) * 4. GEM_ERR_SHAPE for a bad
+ * shape, GEM_ERR_PARAM for n < 1, GEM_ERR_OVERFLOW. shape, bytes (1). */
+gem_status gem_decode_state_bytes(const gem_decode_shape *shape, int64_t n, size_t *bytes);
+
+/* The state of the rows [0, kv->live) of one piece: gem_decode's contract (the same arguments,
+ * checks, statuses, workspace and asynchrony) with `state` (GEM_DECODE_STATE_FLOATS(n_q_heads,
+ * dv) floats, in the backend's memory, aligned to float, overlapping nothing) in
+ * the place of out, and the fused route only: a config with the baseline route answers
+ * GEM_ERR_UNSUPPORTED. On the CPU a state whose sums overflow float answers GEM_ERR_STATE. */
+gem_status gem_decode_state(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *q, const gem_kv_view *kv, float *state,
+                            void *workspace, size_t workspace_bytes,
+                            const gem_decode_config *cfg, void *stream);
+
+/* out[h, :] = the merge of states 0 .. n_states - 1 of head h, in index order, divided by its
+ * sum: the attention over the union of the pieces' rows (any order of pieces gives the same
+ * attention; the index order fixes the bits).
+ *   states  (n_states, GEM_DECODE_STATE_FLOATS(n_q_heads, dv)) floats in the backend's memory
+ *           (CUDA: of the context's device), aligned to float, n_states >= 1, written by
+ *           gem_decode_state (on this device or copied from another) or by the caller with
+ *           the same meaning; an empty piece is m = -inf, s = 0, o = 0 (the CPU merges in a
+ *           chain, where an empty state changes no bit; the CUDA merge sums the s terms as a
+ *           tree over the states' positions, where one changes no bit only after the others)
+ *   out     (n_q_heads, dv) F32 in the backend's memory, aligned to float, not overlapping
+ *           states
+ *   stream  as for gem_decode (CUDA: asynchronous, ordered after the work queued on it)
+ * No workspace. shape's dk and scale are not used (dv and the heads are). CPU: each state is
+ * validated as it is merged (gem_online_state_check's rules: GEM_ERR_STATE, also when every
+ * state is empty or the result overflows; out may then hold partial sums). CUDA: the states
+ * are not read on the host; invalid ones give NaN or infinity in out.
+ * Errors before any work: GEM_ERR_NULL, GEM_ERR_SHAPE, GEM_ERR_PARAM (n_states < 1, a stream
+ * on the CPU), GEM_ERR_OVERFLOW, GEM_ERR_ALIGN, GEM_ERR_MEMSPACE, GEM_ERR_OVERLAP,
+ * GEM_ERR_STATE (CPU context busy); after: GEM_ERR_DEVICE. */
+gem_status gem_decode_merge(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
+                            const float *states, int64_t n_states, float *out, void *stream);
+
+/* ---- decode across devices -------------------------------------------------------------
+ * A cache split by rows across GPUs (each holding a piece: its capacity, or its share of the
+ * read bandwidth): every device computes its piece's state on its own stream, the states travel
+ * to one device (cudaMemcpyPeerAsync: kilobytes, not the cache) and are merged there, all
+ * queued without a host wait. The result is gem_decode_merge of the pieces' states, bit for
+ * bit, whichever devices computed them (the same kernels give the same bits on every sm_90
+ * device). Peer copies take the direct path between devices where the caller has enabled peer
+ * access (cudaDeviceEnablePeerAccess), and are staged through the host otherwise; gem enables
+ * nothing itself. On the CPU the same call runs the pieces one after another on their
+ * contexts' pools (a cache in pieces in host memory). */
+
+/* One piece: its context (every piece's and the leader's of one backend), the query and the
+ * piece's rows, where its state goes and its workspace, all in that context's memory (CUDA: of
+ * its device), and the stream to queue its work on (CUDA; NULL on the CPU). */
+typedef struct gem_decode_piece {
+    const gem_decode_ctx *ctx;
+    const float *q;        /* (n_q_heads, dk) */
+    const gem_kv_view *kv; /* the piece's rows, kv->live >= 1 */
+    float *state;          /* GEM_DECODE_STATE_FLOATS(n_q_heads, dv) floats */
+    void *workspace;       /* at least gem_decode_workspace_bytes(ctx, shape, kv->live, NULL) */
+    size_t workspace_bytes;
+    void *stream;
+} gem_decode_piece;
+
+/* The most pieces one gem_decode_across takes. */
+#define GEM_DECODE_MAX_PIECES 64
+
+/* out = the attention over the union of the pieces' rows, with the default config for each
+ * piece: each piece's gem_decode_state, its state copied to states[i] on the leader's device,
+ * then gem_decode_merge of states on the leader's context and stream.
+ *   pieces  (n_pieces) pieces, 1 <= n_pieces <= GEM_DECODE_MAX_PIECES, each checked as
+ *           gem_decode_state checks its arguments
+ *   leader  the context that merges; states (n_pieces, GEM_DECODE_STATE_FLOATS(n_q_heads, dv))
+ *           floats and out (n_q_heads, dv) in its memory, as for gem_decode_merge
+ *   stream  the leader's stream (CUDA); out is valid once it reaches the merge
+ * CUDA: asynchronous. Each piece's stream runs its state and its copy; the leader's stream
+ * waits for those copies (events) and runs the merge; piece i's stream may be the leader's.
+ * A piece's state and states[i] are not to be touched until the leader's stream has passed
+ * the merge. Pieces on different streams need workspaces and states of their own (the call
+ * checks the states against each other, states and out; not the workspaces). The caller's
+ * current device is restored before the call returns.
+ * Every argument is checked before anything runs (nothing is launched on an error):
+ * GEM_ERR_NULL, GEM_ERR_PARAM (n_pieces out of range, a stream on the CPU),
+ * GEM_ERR_UNSUPPORTED (contexts of two backends), and each piece's and the merge's own
+ * statuses. After: GEM_ERR_DEVICE, and on the CPU the statuses of gem_decode_state. */
+gem_status gem_decode_across(const gem_decode_shape *shape, const gem_decode_piece *pieces,
+                             int64_t n_pieces, const gem_decode_ctx *leader, float *states,
+                             float *out, void *stream);
 
 /* ---- KV cache helper ------------------------------------------------------------------
  * For callers that do not own their cache memory: a head-major cache

@@ -318,6 +318,26 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, dv, true);
 }
 
+/* The reducer that stops before the division (gem_decode_state): out receives O, state_ms M
+ * then S (n_q_heads each). */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_fused_state_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                            const float *__restrict__ part_o, float *__restrict__ out,
+                            int64_t partitions, int64_t dv, float *__restrict__ state_ms)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, dv, true, 0, 0, state_ms);
+}
+
+/* gem_decode_merge: the reducer over n states, (n, n_q_heads * (dv + 2)) floats; grid
+ * (n_q_heads, dv / 256). */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_fused_merge(const float *__restrict__ states, float *__restrict__ out, int64_t n,
+                    int64_t dv)
+{
+    const int64_t nq = gridDim.x, ss = nq * (dv + 2);
+    gem_fused_reducer_body(states, states + nq, states + 2 * nq, out, n, dv, true, ss, ss);
+}
+
 /* ---- host side ------------------------------------------------------------------ */
 
 /* Whether the D512 first pass for element type t is the staged tensor-core body (BF16, F16). */
@@ -467,9 +487,26 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
             a->k_hs4, a->k_ts4, a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live,
             a->partitions, n_q_heads, a->scale));
     }
-    GEM_CUDA_CHECK(launch_pdl(
-        gem_fused_reducer, dim3((unsigned)n_q_heads, (unsigned)(a->head_dim / GEM_CU_THREADS)),
-        GEM_CU_THREADS, stream, (const float *)a->part_m, (const float *)a->part_s, (const float *)a->part_o,
-        a->out, a->partitions, a->head_dim));
+    const dim3 grid2((unsigned)n_q_heads, (unsigned)(a->head_dim / GEM_CU_THREADS));
+    if (a->state_ms)
+        GEM_CUDA_CHECK(launch_pdl(gem_fused_state_reducer, grid2, GEM_CU_THREADS, stream,
+                                  (const float *)a->part_m, (const float *)a->part_s,
+                                  (const float *)a->part_o, a->out, a->partitions, a->head_dim,
+                                  a->state_ms));
+    else
+        GEM_CUDA_CHECK(launch_pdl(gem_fused_reducer, grid2, GEM_CU_THREADS, stream,
+                                  (const float *)a->part_m, (const float *)a->part_s,
+                                  (const float *)a->part_o, a->out, a->partitions, a->head_dim));
+    return GEM_OK;
+}
+
+gem_status gem_cu_fused_merge(const float *states, int64_t n, int64_t n_q, int64_t d, float *out,
+                              cudaStream_t stream)
+{
+    if (d % GEM_CU_THREADS != 0 || n_q < 1 || n_q > INT32_MAX || d / GEM_CU_THREADS > 65535)
+        return GEM_ERR_PARAM;
+    GEM_CUDA_CHECK(launch_pdl(gem_fused_merge,
+                              dim3((unsigned)n_q, (unsigned)(d / GEM_CU_THREADS)), GEM_CU_THREADS,
+                              stream, states, out, n, d));
     return GEM_OK;
 }

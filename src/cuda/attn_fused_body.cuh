@@ -2113,12 +2113,19 @@ __device__ __forceinline__ void gem_fr_load_group(float *op, const float *p, int
         }
     }
 }
+/* The partials' rows: M_p and S_p of head h at part_m / part_s[p * m_stride + h], O_p at
+ * part_o[p * o_stride + h * dv] (the first pass's layout: m_stride n_q_heads, o_stride
+ * n_q_heads * dv; gem_decode_merge's states: both n_q_heads * (dv + 2)). With state_ms not
+ * NULL the division is left out: out receives O, and state_ms[h], state_ms[n_q_heads + h]
+ * M and S (gem_decode_state); a merge of one partial then gives back its O and S exactly, so
+ * the state's division elsewhere is this one's. */
 __device__ __forceinline__ void gem_fused_reducer_body(
-    const float *__restrict__ part_m, /* (P, n_q_heads) */
-    const float *__restrict__ part_s, /* (P, n_q_heads) */
-    const float *__restrict__ part_o, /* (P, n_q_heads, dv) */
+    const float *__restrict__ part_m, /* (P, m_stride) */
+    const float *__restrict__ part_s, /* (P, m_stride) */
+    const float *__restrict__ part_o, /* (P, o_stride) */
     float *__restrict__ out,          /* (n_q_heads, dv) */
-    int64_t partitions, int64_t dv = GEM_CU_D, bool trigger = false)
+    int64_t partitions, int64_t dv = GEM_CU_D, bool trigger = false, int64_t m_stride = 0,
+    int64_t o_stride = 0, float *__restrict__ state_ms = nullptr)
 {
     static_assert(GEM_FR_BATCH % GEM_FR_LOADS == 0, "a batch of weights is whole load groups");
     __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
@@ -2133,22 +2140,23 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t mstride = m_stride ? m_stride : n_q_heads;
     /* O_p of this thread's element: po[p * pstride]; the first group's loads go out first */
     const float *po = part_o + h * dv + d;
-    const int64_t pstride = n_q_heads * dv;
+    const int64_t pstride = o_stride ? o_stride : n_q_heads * dv;
     float op[GEM_FR_LOADS];
     gem_fr_load_group(op, po, pstride, partitions);
     /* M_p and S_p of partial p = threadIdx.x */
     float m0 = -INFINITY, s0 = 0.f;
     if (threadIdx.x < partitions) {
-        m0 = part_m[threadIdx.x * n_q_heads + h];
-        s0 = part_s[threadIdx.x * n_q_heads + h];
+        m0 = part_m[threadIdx.x * mstride + h];
+        s0 = part_s[threadIdx.x * mstride + h];
     }
     float mx = -INFINITY;
     if (s0 > 0.f)
         mx = fmaxf(mx, m0);
     for (int64_t p = threadIdx.x + GEM_CU_THREADS; p < partitions; p += GEM_CU_THREADS) {
-        const float mp = part_m[p * n_q_heads + h], sp = part_s[p * n_q_heads + h];
+        const float mp = part_m[p * mstride + h], sp = part_s[p * mstride + h];
         if (sp > 0.f)
             mx = fmaxf(mx, mp);
     }
@@ -2167,7 +2175,7 @@ __device__ __forceinline__ void gem_fused_reducer_body(
         if (threadIdx.x < nb) {
             float mp = m0, sp = s0; /* the first batch: partial threadIdx.x, loaded above */
             if (p0 > 0) {
-                const int64_t r = (p0 + threadIdx.x) * n_q_heads + h;
+                const int64_t r = (p0 + threadIdx.x) * mstride + h;
                 mp = part_m[r];
                 sp = part_s[r];
             }
@@ -2194,6 +2202,14 @@ __device__ __forceinline__ void gem_fused_reducer_body(
                     o = fmaf(op[u], w[b0 + u], o);
         }
         __syncthreads(); /* w is rewritten by the next batch */
+    }
+    if (state_ms) { /* the state: O, and M and S once per head */
+        out[h * dv + d] = o;
+        if (blockIdx.y == 0 && threadIdx.x == 0) {
+            state_ms[h] = mx;
+            state_ms[n_q_heads + h] = sa;
+        }
+        return;
     }
     if (threadIdx.x == 0)
         s_all = sa;

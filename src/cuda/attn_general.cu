@@ -145,29 +145,37 @@ extern "C" __global__ void __launch_bounds__(GEN_THREADS)
     }
 }
 
+/* Partial p of head h: M, S at part_m / part_s[p * ms + h], O at part_o[p * os + h * d] (the
+ * first pass's layout: ms = n_q, os = n_q * d; gem_decode_merge's states: both n_q * (d + 2)).
+ * state_ms not NULL: out receives O undivided and state_ms[h], state_ms[n_q + h] M and S. */
 extern "C" __global__ void __launch_bounds__(GEN_THREADS)
     gem_general_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
                         const float *__restrict__ part_o, float *__restrict__ out,
-                        int64_t partitions, int64_t d)
+                        int64_t partitions, int64_t d, int64_t ms, int64_t os,
+                        float *__restrict__ state_ms)
 {
     const int64_t h = blockIdx.x, n_q = gridDim.x;
     float mx = -INFINITY;
     for (int64_t p = 0; p < partitions; p++)
-        if (part_s[p * n_q + h] > 0.f)
-            mx = fmaxf(mx, part_m[p * n_q + h]);
+        if (part_s[p * ms + h] > 0.f)
+            mx = fmaxf(mx, part_m[p * ms + h]);
     float sa = 0.f;
     for (int64_t p = 0; p < partitions; p++) {
-        const float sp = part_s[p * n_q + h];
-        sa = fmaf(sp, sp > 0.f ? expf(part_m[p * n_q + h] - mx) : 0.f, sa);
+        const float sp = part_s[p * ms + h];
+        sa = fmaf(sp, sp > 0.f ? expf(part_m[p * ms + h] - mx) : 0.f, sa);
     }
     for (int64_t i = threadIdx.x; i < d; i += GEN_THREADS) {
         float oa = 0.f;
         for (int64_t p = 0; p < partitions; p++) {
-            const float sp = part_s[p * n_q + h];
-            const float w = sp > 0.f ? expf(part_m[p * n_q + h] - mx) : 0.f;
-            oa = fmaf(part_o[(p * n_q + h) * d + i], w, oa);
+            const float sp = part_s[p * ms + h];
+            const float w = sp > 0.f ? expf(part_m[p * ms + h] - mx) : 0.f;
+            oa = fmaf(part_o[p * os + h * d + i], w, oa);
         }
-        out[h * d + i] = oa / sa;
+        out[h * d + i] = state_ms ? oa : oa / sa;
+    }
+    if (state_ms && threadIdx.x == 0) {
+        state_ms[h] = mx;
+        state_ms[n_q + h] = sa;
     }
 }
 
@@ -191,7 +199,8 @@ int64_t gem_cu_general_partitions(int64_t live)
 }
 
 gem_status gem_cu_general_launch(const gem_decode_shape *s, const float *q, const gem_kv_view *kv,
-                                 float *out, void *ws, int64_t partitions, cudaStream_t stream)
+                                 float *out, float *state_ms, void *ws, int64_t partitions,
+                                 cudaStream_t stream)
 {
     const int64_t n_q = s->n_q_heads, d = s->dk;
     float *part_m = (float *)ws, *part_s = part_m + partitions * n_q,
@@ -201,7 +210,16 @@ gem_status gem_cu_general_launch(const gem_decode_shape *s, const float *q, cons
         q, kv->k, kv->k_head_stride, kv->k_token_stride, kv->v, kv->v_head_stride,
         kv->v_token_stride, (int)kv->k_dtype, kv->live, d, (int)(n_q / s->n_kv_heads), s->scale,
         part_m, part_s, part_o);
-    gem_general_reducer<<<(unsigned)n_q, GEN_THREADS, 0, stream>>>(part_m, part_s, part_o, out,
-                                                                   partitions, d);
+    gem_general_reducer<<<(unsigned)n_q, GEN_THREADS, 0, stream>>>(
+        part_m, part_s, part_o, out, partitions, d, n_q, n_q * d, state_ms);
+    return cudaGetLastError() == cudaSuccess ? GEM_OK : GEM_ERR_DEVICE;
+}
+
+gem_status gem_cu_general_merge(const float *states, int64_t n, int64_t n_q, int64_t d,
+                                float *out, cudaStream_t stream)
+{
+    const int64_t ss = n_q * (d + 2);
+    gem_general_reducer<<<(unsigned)n_q, GEN_THREADS, 0, stream>>>(
+        states, states + n_q, states + 2 * n_q, out, n, d, ss, ss, nullptr);
     return cudaGetLastError() == cudaSuccess ? GEM_OK : GEM_ERR_DEVICE;
 }

@@ -362,8 +362,10 @@ static gem_status cu_check_memory(const void *impl, const gem_decode_args *a)
 {
     const cu_decode *c = (const cu_decode *)impl;
     const gem_kv_view *kv = a->kv;
-    /* 16-byte loads of q and the partials, 4-element pieces of K and V rows */
-    if (misaligned16(a->q) || misaligned16(a->out) || view_misaligned(kv))
+    /* 16-byte loads of q and the partials, 4-element pieces of K and V rows; a state (whose
+     * stores are single floats) only float-aligned, so states stack at any shape */
+    if (misaligned16(a->q) || (a->state ? ((uintptr_t)a->out & 3u) != 0 : misaligned16(a->out)) ||
+        view_misaligned(kv))
         return GEM_ERR_ALIGN;
     /* K rebuilt from V: k_weight in the place of k */
     const void *ptrs[5] = {a->q, a->out, kv->k_from_v ? (const void *)kv->k_from_v->k_weight : kv->k,
@@ -423,12 +425,14 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.part_m = (float *)a->workspace;
         f.part_s = f.part_m + ms;
         f.part_o = f.part_m + 2 * ms;
-        f.out = a->out;
+        /* gem_decode_state: m and s first, then o where the output would be */
+        f.state_ms = a->state ? a->out : NULL;
+        f.out = a->state ? a->out + 2 * a->shape->n_q_heads : a->out;
         f.head_dim = a->shape->dk; /* GEM_CU_D or GEM_CU_D256: cu_supports passed the shape */
         if (!cu_shape_d512(a->shape) && !cu_shape_d256(a->shape)) { /* the general kernel */
             GEM_CU_ON_DEVICE(c, st,
-                             st = gem_cu_general_launch(a->shape, a->q, kv, a->out, a->workspace,
-                                                        a->cfg.partitions, stream));
+                             st = gem_cu_general_launch(a->shape, a->q, kv, f.out, f.state_ms,
+                                                        a->workspace, a->cfg.partitions, stream));
             return st;
         }
         f.n_kv_heads = a->shape->n_kv_heads;
@@ -594,11 +598,130 @@ static gem_status cu_check_finite(void *impl, const gem_decode_shape *s, const f
     return st;
 }
 
+/* Device memory of the context's device (cudaMalloc aligns to 256 bytes). */
+static gem_status cu_workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = GEM_OK;
+    void *p = NULL;
+    GEM_CU_ON_DEVICE(c, st, {
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError(); /* not sticky: clear it */
+            st = GEM_ERR_NOMEM;
+        } else if (e != cudaSuccess) {
+            st = gem_cuda_fail(e, "cudaMalloc", __FILE__, __LINE__);
+        }
+    });
+    if (st == GEM_OK)
+        *out = p;
+    return st;
+}
+
+/* Waits for the device's queued work (any stream may still read the memory), then frees. */
+static void cu_workspace_free(void *impl, void *p)
+{
+    cu_decode *c = (cu_decode *)impl;
+    gem_status st = GEM_OK;
+    GEM_CU_ON_DEVICE(c, st, {
+        (void)cudaDeviceSynchronize();
+        (void)cudaFree(p);
+    });
+    if (st != GEM_OK) /* the device could not be made current (gem_cuda_fail said why) */
+        return;
+}
+
+static gem_status cu_merge(void *impl, const gem_decode_shape *s, const float *states, int64_t n,
+                           float *out, void *stream, int run)
+{
+    cu_decode *c = (cu_decode *)impl;
+    if (((uintptr_t)states & 3u) != 0 || ((uintptr_t)out & 3u) != 0)
+        return GEM_ERR_ALIGN; /* the merge loads and stores single floats */
+    gem_status st = gem_cu_check_pointer(states, c->device);
+    if (st == GEM_OK)
+        st = gem_cu_check_pointer(out, c->device);
+    if (st != GEM_OK)
+        return st;
+    const int64_t nq = s->n_q_heads, d = s->dv;
+    if (nq > INT32_MAX)
+        return GEM_ERR_UNSUPPORTED; /* one block per head */
+    if (!run)
+        return GEM_OK;
+    GEM_CU_ON_DEVICE(c, st,
+                     st = d % GEM_CU_THREADS == 0 && d / GEM_CU_THREADS <= 65535
+                              ? gem_cu_fused_merge(states, n, nq, d, out, (cudaStream_t)stream)
+                              : gem_cu_general_merge(states, n, nq, d, out, (cudaStream_t)stream));
+    return st;
+}
+
+/* On the piece's device (current): its state's copy to `place` on the leader's device, queued
+ * on the piece's stream ps (none where the state is already there), and where ev is not NULL
+ * an event recorded after it for the leader's stream to wait for. */
+static cudaError_t cu_piece_to_leader(float *place, int leader_device, const float *state,
+                                      int device, size_t bytes, cudaStream_t ps, cudaEvent_t *ev)
+{
+    cudaError_t e = cudaSuccess;
+    if (state != place)
+        e = device == leader_device
+                ? cudaMemcpyAsync(place, state, bytes, cudaMemcpyDeviceToDevice, ps)
+                : cudaMemcpyPeerAsync(place, leader_device, state, device, bytes, ps);
+    if (e != cudaSuccess || !ev)
+        return e;
+    if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess)
+        return e;
+    return cudaEventRecord(*ev, ps);
+}
+
+/* On the leader's device (current, so that a NULL stream is its default stream): ls waits for
+ * *ev, which is then destroyed (CUDA keeps it until its work completes) and set to NULL. */
+static cudaError_t cu_leader_wait(cudaStream_t ls, cudaEvent_t *ev)
+{
+    cudaError_t e = cudaStreamWaitEvent(ls, *ev, 0);
+    const cudaError_t d = cudaEventDestroy(*ev);
+    *ev = NULL;
+    return e == cudaSuccess ? d : e;
+}
+
+/* Piece by piece: its state on its device and stream (cu_run), then its way to the leader
+ * (cu_piece_to_leader); then the merge on the leader's stream. */
+static gem_status cu_across(void *leader, const gem_decode_shape *shape, void *const *impls,
+                            const gem_decode_args *args, int64_t n, float *states, float *out,
+                            void *stream)
+{
+    cu_decode *l = (cu_decode *)leader;
+    const int64_t sf = GEM_DECODE_STATE_FLOATS(shape->n_q_heads, shape->dv);
+    const size_t bytes = (size_t)sf * sizeof(float);
+    for (int64_t i = 0; i < n; i++) {
+        cu_decode *c = (cu_decode *)impls[i];
+        gem_status st = cu_run(c, &args[i]);
+        if (st != GEM_OK)
+            return st;
+        /* no event where the piece's stream is the leader's */
+        const int same = args[i].stream == stream && c->device == l->device;
+        cudaError_t e = cudaSuccess;
+        cudaEvent_t ev = NULL;
+        GEM_CU_ON_DEVICE(c, st,
+                         e = cu_piece_to_leader(states + i * sf, l->device, args[i].out,
+                                                c->device, bytes, (cudaStream_t)args[i].stream,
+                                                same ? NULL : &ev));
+        if (st == GEM_OK && e == cudaSuccess && ev)
+            GEM_CU_ON_DEVICE(l, st, e = cu_leader_wait((cudaStream_t)stream, &ev));
+        if (ev) /* not waited for: a failure before */
+            (void)cudaEventDestroy(ev);
+        if (st == GEM_OK && e != cudaSuccess)
+            st = gem_cuda_fail(e, "gem_decode_across", __FILE__, __LINE__);
+        if (st != GEM_OK)
+            return st;
+    }
+    return cu_merge(leader, shape, states, n, out, stream, 1);
+}
+
 extern "C" const gem_decode_backend_ops gem_cuda_decode_ops = {
     cu_create,         cu_destroy,         cu_threads,  cu_device,          cu_describe,
     cu_supports,       cu_k_from_v_supports, cu_config_default, cu_config_check,
     cu_workspace_bytes, cu_check_memory,
     cu_run,            cu_check_finite,    cu_view_partitions,
+    cu_workspace_alloc, cu_workspace_free, cu_merge, cu_across,
 };
 
 /* ---- KV cache helper: device memory ---------------------------------------------------- */

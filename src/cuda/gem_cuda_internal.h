@@ -97,7 +97,9 @@ typedef struct gem_cu_fused_args {
     float *part_m;   /* (P, n_q_heads) */
     float *part_s;   /* (P, n_q_heads) */
     float *part_o;   /* (P, n_q_heads, head_dim) */
-    float *out;      /* (n_q_heads, head_dim) */
+    float *out;      /* (n_q_heads, head_dim): the output, or with state_ms the state's o */
+    float *state_ms; /* NULL, or gem_decode_state's m (n_q_heads) then s (n_q_heads): the
+                        reducer leaves out the division */
     int64_t head_dim; /* dk = dv: GEM_CU_D (n_q_heads = 8 n_kv_heads) or GEM_CU_D256 (2 n_kv_heads) */
     int64_t n_kv_heads;
     int64_t live;
@@ -151,9 +153,18 @@ int64_t gem_cu_fused_reducer_blocks(int64_t n_q_heads);
 int gem_cu_general_supports(const gem_decode_shape *s, gem_dtype kt, gem_dtype vt);
 /* Its default partitions at `live` rows: about 64 rows each, 1..128, non-decreasing. */
 int64_t gem_cu_general_partitions(int64_t live);
-/* First pass and reducer on `stream`. */
+/* First pass and reducer on `stream`; state_ms as in gem_cu_fused_args. */
 gem_status gem_cu_general_launch(const gem_decode_shape *s, const float *q, const gem_kv_view *kv,
-                                 float *out, void *ws, int64_t partitions, cudaStream_t stream);
+                                 float *out, float *state_ms, void *ws, int64_t partitions,
+                                 cudaStream_t stream);
+
+/* gem_decode_merge's kernels on `stream` (the current device): n states (n, n_q * (d + 2))
+ * merged into out (n_q, d) by a reducer's arithmetic, the fused one for d a multiple of 256
+ * (gem_cu_fused_merge), the general one for any d (gem_cu_general_merge). */
+gem_status gem_cu_fused_merge(const float *states, int64_t n, int64_t n_q, int64_t d, float *out,
+                              cudaStream_t stream);
+gem_status gem_cu_general_merge(const float *states, int64_t n, int64_t n_q, int64_t d,
+                                float *out, cudaStream_t stream);
 
 /* The baseline's four kernels in stage order. */
 void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4]);

@@ -85,11 +85,15 @@ static void hx_free(void *p)
 
 /* Copies wait for every stream first: the engine's stream does not synchronise with the
  * legacy default stream cudaMemcpy runs on, and a copy must neither overwrite inputs a queued
- * kernel still reads nor read an output before it is written. */
+ * kernel still reads nor read an output before it is written. An upload also waits after:
+ * cudaMemcpy from pageable host memory may return once the bytes are staged, before the DMA
+ * has written them, and the next kernel on a non-blocking stream would not wait for it (a
+ * merge read an earlier upload's states that way, results/h200/run161). */
 static gem_status hx_upload(void *dst, const void *src, size_t bytes)
 {
     GEM_CUDA_CHECK(cudaDeviceSynchronize());
     GEM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    GEM_CUDA_CHECK(cudaDeviceSynchronize());
     return GEM_OK;
 }
 
@@ -307,6 +311,46 @@ extern "C" const gem_harness_ops gem_harness_cuda_ops = {
     hx_open,   hx_close,    hx_stream,      hx_alloc,      hx_free,           hx_upload,
     hx_download, hx_poison, hx_timer_start, hx_timer_stop, hx_read_bandwidth,
 };
+
+extern "C" gem_status gem_harness_cuda_devices(int *count)
+{
+    const cudaError_t e = cudaGetDeviceCount(count);
+    return e == cudaSuccess ? GEM_OK : GEM_ERR_NO_DEVICE;
+}
+
+extern "C" gem_status gem_harness_cuda_use(int device)
+{
+    const cudaError_t e = cudaSetDevice(device);
+    return e == cudaSuccess ? GEM_OK : gem_cuda_fail(e, "cudaSetDevice", __FILE__, __LINE__);
+}
+
+extern "C" gem_status gem_harness_cuda_enable_peers(int *pairs)
+{
+    int n = 0, prev = 0;
+    *pairs = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || cudaGetDevice(&prev) != cudaSuccess)
+        return GEM_ERR_NO_DEVICE;
+    gem_status st = GEM_OK;
+    for (int a = 0; a < n && st == GEM_OK; a++)
+        for (int b = 0; b < n && st == GEM_OK; b++) {
+            int can = 0;
+            if (a == b || cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can)
+                continue;
+            cudaError_t e = cudaSetDevice(a);
+            if (e == cudaSuccess)
+                e = cudaDeviceEnablePeerAccess(b, 0);
+            if (e == cudaErrorPeerAccessAlreadyEnabled) {
+                (void)cudaGetLastError(); /* not an error here: clear it */
+                e = cudaSuccess;
+            }
+            if (e == cudaSuccess)
+                (*pairs)++;
+            else
+                st = gem_cuda_fail(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+        }
+    (void)cudaSetDevice(prev);
+    return st;
+}
 
 extern "C" gem_status gem_harness_cuda_copy_bandwidth(size_t bytes, int64_t reps, double *bps)
 {

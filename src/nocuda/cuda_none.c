@@ -110,12 +110,53 @@ static gem_status none_check_finite(void *impl, const gem_decode_shape *s, const
     return GEM_ERR_NO_DEVICE;
 }
 
+static gem_status none_workspace_alloc(void *impl, size_t bytes, void **out)
+{
+    (void)impl;
+    (void)bytes;
+    (void)out;
+    return GEM_ERR_NO_DEVICE;
+}
+static void none_workspace_free(void *impl, void *p)
+{
+    (void)impl;
+    (void)p;
+}
+static gem_status none_merge(void *impl, const gem_decode_shape *s, const float *states,
+                             int64_t n, float *out, void *stream, int run)
+{
+    (void)run;
+    (void)impl;
+    (void)s;
+    (void)states;
+    (void)n;
+    (void)out;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
+static gem_status none_across(void *leader, const gem_decode_shape *s, void *const *impls,
+                              const gem_decode_args *args, int64_t n, float *states, float *out,
+                              void *stream)
+{
+    (void)leader;
+    (void)s;
+    (void)impls;
+    (void)args;
+    (void)n;
+    (void)states;
+    (void)out;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
 const gem_decode_backend_ops gem_cuda_decode_ops = {
     none_create,         none_destroy,      none_threads,         none_device,
     none_describe,       none_supports,     none_k_from_v_supports, none_config_default,
     none_config_check,
     none_workspace_bytes, none_check_memory, none_run,            none_check_finite,
-    NULL,
+    NULL,                 none_workspace_alloc, none_workspace_free,
+    none_merge,          none_across,
 };
 
 static gem_status none_alloc(size_t bytes, void **out)

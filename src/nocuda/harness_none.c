@@ -79,3 +79,21 @@ gem_status gem_harness_cuda_nominal_bandwidth(double *bps)
     (void)bps;
     return GEM_ERR_NO_DEVICE;
 }
+
+gem_status gem_harness_cuda_devices(int *count)
+{
+    (void)count;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_harness_cuda_use(int device)
+{
+    (void)device;
+    return GEM_ERR_NO_DEVICE;
+}
+
+gem_status gem_harness_cuda_enable_peers(int *pairs)
+{
+    (void)pairs;
+    return GEM_ERR_NO_DEVICE;
+}

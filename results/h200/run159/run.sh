@@ -5,6 +5,7 @@
 # 64 (B), A B B A in one process, F32 then BF16.
 set -u -o pipefail
 T0=$(date +%s)
+lscpu > /tmp/lscpu159.txt 2>&1; mkdir -p /tmp/r159; cp /tmp/lscpu159.txt /tmp/r159/lscpu.txt; grep -E "Model name|^CPU\(s\)" /tmp/lscpu159.txt
 R=/tmp/r159; mkdir -p $R
 save() { (cd $R && tar czf $OUT/run159.tgz .); }
 el() { echo $(( $(date +%s) - T0 )); }
