@@ -1,15 +1,18 @@
 /*
-dev/cpu/token_ahead: whole tokens of the CPU decoder with and without the owned items and the
-preload of the next product (cpu_pool_run_owned, mv_ahead), switched inside one process.
+dev/cpu/token_ahead: whole tokens of the CPU decoder with and without the preload of the next
+product (mv_ahead) by the pool's waiting threads, switched inside one process.
 
 The host's noise moves a process's token by 20% and more (results/cpu/model/speed), so the
-variants run in one session, block by block in A B C C B A order, each block `--steps` tokens
+variants run in one session, block by block in A B B A order, each block `--steps` tokens
 timed whole, and the context grows by every block's tokens (the orders cancel that drift):
-  plain   owned levels 0, no idle work: the split as before
-  owned   the first 2 levels of the taper owned (thread t computes items t and T + t first)
-  ahead   owned, and the waiting threads preload their owned items of the next product
-The bits are the same in every variant: an item computes the same rows whoever runs it
-(tests/test_matvec holds every owned level to mv_rows' bits).
+  owned   the first 2 levels of the products' taper owned (thread t computes items t and T + t
+          first), no idle work
+  ahead   owned, and the waiting threads preload their owned items of the next product (the
+          library's decoder)
+The bits are the same in both: an item computes the same rows whoever runs it
+(tests/test_matvec holds every owned level to mv_rows' bits). Run 160 measured a third variant,
+the plain split (no owned levels), at c2fbb99 through a switch the library no longer has:
+owned/plain 0.98-1.03, ahead/plain 0.92-0.94 (results/h200/run160).
 
 With --product the program checks the mechanism alone first: layer 0's o product, its threads'
 caches emptied (each reads 40 MiB, past the L3), then with and without each thread's owned items of o preloaded
@@ -80,7 +83,6 @@ static void product_check(gem_session *s)
     enum { REPS = 200 };
     double t[2][REPS];
     cpu_pool_set_idle(s->pool, NULL);
-    mv_x_owned_levels = 2;
     double tpre = 0;
     for (int r = 0; r < REPS; r++)
         for (int k = 0; k < 2; k++) {
@@ -109,10 +111,10 @@ static void product_check(gem_session *s)
     free(ev.buf);
 }
 
+/* 0: owned items alone, 1: and the waiting threads' preload */
 static void set_variant(gem_session *s, int v)
 {
-    mv_x_owned_levels = v == 0 ? 0 : 2;
-    cpu_pool_set_idle(s->pool, v == 2 ? &s->idle : NULL);
+    cpu_pool_set_idle(s->pool, v == 1 ? &s->idle : NULL);
 }
 
 int main(int argc, char **argv)
@@ -149,7 +151,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "token_ahead: %s\n", err);
         return 2;
     }
-    const int64_t total = context + rounds * 6 * steps + 1;
+    const int64_t total = context + rounds * 4 * steps + 1;
     gem_session_opts so = {threads, total, GEM_MODEL_FULL_ROUTE_DEFAULT, 0, 0, GEM_DTYPE_F32, 0,
                            GEM_BACKEND_CPU};
     gem_session *s = NULL;
@@ -170,14 +172,17 @@ int main(int argc, char **argv)
     tok = next;
     if (product)
         product_check(s);
-    static const char *names[3] = {"plain", "owned", "ahead"};
-    static const int order[6] = {0, 1, 2, 2, 1, 0};
-    double *t[3];
-    for (int v = 0; v < 3; v++)
-        t[v] = malloc((size_t)(rounds * 2 * steps) * sizeof(double));
-    int64_t n[3] = {0, 0, 0};
+    static const char *names[2] = {"owned", "ahead"};
+    static const int order[4] = {0, 1, 1, 0};
+    double *t[2];
+    for (int v = 0; v < 2; v++)
+        if (!(t[v] = malloc((size_t)(rounds * 2 * steps) * sizeof(double)))) {
+            fprintf(stderr, "token_ahead: out of memory\n");
+            return 2;
+        }
+    int64_t n[2] = {0, 0};
     for (int64_t r = 0; r < rounds; r++)
-        for (int b = 0; b < 6; b++) {
+        for (int b = 0; b < 4; b++) {
             const int v = order[b];
             set_variant(s, v);
             for (int64_t k = 0; k < steps; k++) {
@@ -188,22 +193,21 @@ int main(int argc, char **argv)
                 tok = next;
             }
         }
-    set_variant(s, 2);
+    set_variant(s, 1);
     printf("token_ahead: %s, %lld threads, context %lld to %lld, %lld rounds of %lld tokens a "
            "block\n",
            path, (long long)cpu_pool_threads(s->pool), (long long)context,
            (long long)gem_session_pos(s), (long long)rounds, (long long)steps);
-    double med[3];
-    for (int v = 0; v < 3; v++) {
+    double med[2];
+    for (int v = 0; v < 2; v++) {
         qsort(t[v], (size_t)n[v], sizeof(double), cmp);
         med[v] = t[v][n[v] / 2];
         printf("  %-6s median %8.3f ms  [%8.3f .. %8.3f]  q1 %8.3f  q3 %8.3f  (%lld tokens)\n",
                names[v], med[v], t[v][0], t[v][n[v] - 1], t[v][n[v] / 4], t[v][3 * n[v] / 4],
                (long long)n[v]);
     }
-    printf("  owned/plain %.3f  ahead/plain %.3f  ahead/owned %.3f\n", med[1] / med[0],
-           med[2] / med[0], med[2] / med[1]);
-    for (int v = 0; v < 3; v++)
+    printf("  ahead/owned %.3f\n", med[1] / med[0]);
+    for (int v = 0; v < 2; v++)
         free(t[v]);
     gem_session_free(s);
     gem_model_free(m);

@@ -50,9 +50,11 @@
  * q/k/v's 154 us, about one range's time. */
 #define MV_TAPER_LEVELS 6
 /* The first 2 levels (3/4 of the bytes) of a product's split have owners, so that a thread can
- * preload its items into its L2 while it waits (mv_ahead_step). */
+ * preload its items into its L2 while it waits (mv_ahead_step). Run 160 (dev/cpu/token_ahead
+ * on the Xeon host, 16 threads, the 2gb preset): owned items alone 0.98-1.03 of the plain split,
+ * owned and preloaded 0.92-0.94 in one process; whole tokens (processes A B B A x 3) 19.7
+ * against 22.4 ms at context 64 and 33.9 against 36.0 at 1,024 (results/h200/run160). */
 #define MV_OWNED_LEVELS 2
-int mv_x_owned_levels = MV_OWNED_LEVELS; /* EXPERIMENT: dev/cpu/token_ahead sets it */
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
 
@@ -1270,7 +1272,7 @@ gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float 
                     const mv_scratch *s, float *const *y)
 {
     const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
-                         mv_x_owned_levels};
+                         MV_OWNED_LEVELS};
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 

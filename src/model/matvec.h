@@ -148,9 +148,6 @@ gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t
  * else) and adds them to *done. Returns the bytes asked for: 0 when none are left. */
 size_t mv_ahead_step(const mv_ahead *a, int64_t thread, size_t *done, size_t step);
 
-/* EXPERIMENT: the owned levels mv_batch takes (dev/cpu/token_ahead switches them). */
-extern int mv_x_owned_levels;
-
 /* Row r of w dequantized into dst (w->cols). */
 void mv_row_f32(const gem_matrix *w, int64_t r, float *dst);
 
