@@ -53,6 +53,14 @@
 #endif
 #define SPAN_TOKENS CPU_SPAN_TOKENS
 
+/* Experiment switches (dev/cpu/small_live sets them; the library's values are 1):
+ * cpu_fused_x_one_pass: with one partition the item that computes a group's partial also
+ * divides its heads' outputs, so the call is one pool run instead of two;
+ * cpu_fused_x_first_v: an item asks for its first span's V rows (into L2) before its first
+ * scores, so that they arrive while the scores compute. */
+int cpu_fused_x_one_pass = 1;
+int cpu_fused_x_first_v = 1;
+
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
     const char *k;    /* K element (g, t, i) at element g*k_hs + t*k_ts + i of type kt */
@@ -151,6 +159,16 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     const char *kg = j->k + g * j->k_hs * j->k_es;
     const char *vg = j->v + g * j->v_hs * j->v_es;
     const int64_t ks = j->k_ts, vs = j->v_ts, kb = ks * j->k_es, vb = vs * j->v_es;
+    if (cpu_fused_x_first_v && !kfv) {
+        /* the first span's V rows: the value update reads them after the span's scores */
+        const int64_t n0 = end - begin < S ? end - begin : S;
+        const size_t row_bytes = (size_t)(dv * j->v_es);
+        for (int64_t u = 0; u < n0; u++) {
+            const char *row = vg + (begin + u) * vb;
+            for (size_t b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(row + b, 0, 2);
+        }
+    }
     for (int64_t t0 = begin; t0 < end; t0 += S) {
         const int64_t n = end - t0 < S ? end - t0 : S;
         /* The kernels prefetch the S rows max(S, PF_TOKENS) tokens ahead
@@ -226,9 +244,10 @@ static gem_status merge_into(int64_t dv, float *m, float *s, float *o, float mb,
     return GEM_OK;
 }
 
-static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
+/* Query head h's partials merged in partition order and divided (or its state written);
+ * thread's temporaries hold the sum. */
+static gem_status fused_merge_head(const fused_job *j, int64_t h, int64_t thread)
 {
-    const fused_job *j = ctx;
     const int64_t dv = j->dv, nq = j->n_q;
     float *acc = j->ws + thread * j->ws_stride; /* (dv) */
     float am = -INFINITY, as = 0.0f;
@@ -244,8 +263,7 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
             so[i] = acc[i] * sv; /* exact for sv = 1 */
         j->state[h] = am;
         j->state[nq + h] = as;
-        j->status[h] = gem_online_state_check(dv, am, as, so);
-        return;
+        return gem_online_state_check(dv, am, as, so);
     }
     if (st == GEM_OK)
         st = gem_online_finalize(dv, am, as, acc, j->out + h * dv);
@@ -254,7 +272,28 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
         for (int64_t i = 0; i < dv; i++)
             j->out[h * dv + i] *= sv;
     }
-    j->status[h] = st;
+    return st;
+}
+
+static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
+{
+    const fused_job *j = ctx;
+    j->status[h] = fused_merge_head(j, h, thread);
+}
+
+/* One partition (P = 1): item g computes group g's partial (status[g]) and then merges and
+ * divides its G heads in head order (the first error in status[n_kv + g]), the arithmetic of
+ * the two pool runs (the same bits). The statuses are read partials first, then merges, so
+ * the call reports what the two runs would. Needs 2 n_kv statuses (the layout has n_q: G >= 2). */
+static void fused_whole_item(void *ctx, int64_t g, int64_t thread)
+{
+    const fused_job *j = ctx;
+    fused_partial_item(ctx, g, thread);
+    gem_status st = GEM_OK;
+    if (j->status[g] == GEM_OK)
+        for (int64_t hh = 0; hh < j->group && st == GEM_OK; hh++)
+            st = fused_merge_head(j, g * j->group + hh, thread);
+    j->status[j->n_kv + g] = st;
 }
 
 gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, const float *q,
@@ -279,6 +318,11 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
     j.ps = j.pm + P * nq;
     j.po = j.ps + P * nq;
     const int64_t items = shape->n_kv_heads * P;
+    if (cpu_fused_x_one_pass && P == 1 && 2 * items <= r->status_count) { /* G >= 2 */
+        cpu_pool_run(r->pool, items, fused_whole_item, &j);
+        const gem_status st = cpu_first_error(r->status, items);
+        return st != GEM_OK ? st : cpu_first_error(r->status + items, items);
+    }
     cpu_pool_run(r->pool, items, fused_partial_item, &j);
     gem_status st = cpu_first_error(r->status, items);
     if (st != GEM_OK)

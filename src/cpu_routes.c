@@ -128,6 +128,7 @@ void cpu_run_bind(cpu_run *r, cpu_pool *pool, int64_t threads, void *workspace,
     r->kfv = l->kfv_stride ? (float *)(void *)(base + l->kfv_offset) : NULL;
     r->kfv_stride = l->kfv_stride;
     r->status = (gem_status *)(void *)(base + l->status_offset);
+    r->status_count = (int64_t)l->status_count;
     r->stage_clock = NULL;
 }
 

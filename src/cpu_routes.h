@@ -56,6 +56,7 @@ typedef struct cpu_run {
     float *kfv;         /* (threads, kfv_stride), NULL for the baseline */
     int64_t kfv_stride;
     gem_status *status; /* (status_count) */
+    int64_t status_count;
     gem_baseline_stage_seconds *stage_clock; /* the baseline adds its stage times here;
                                                 NULL (cpu_run_bind's value): not timed */
 } cpu_run;

@@ -509,6 +509,36 @@ static void check_score_status(fixture *f)
         }
 }
 
+/* The CPU fused route's statuses do not depend on its partition count (at one partition an
+ * item also divides its heads' outputs, in one pool run): a non-finite live V row is
+ * GEM_ERR_STATE (the division is not finite), and a non-finite K row of any KV head is
+ * GEM_ERR_NONFINITE even when a V row of an earlier head is not finite too. */
+static void check_value_status(fixture *f)
+{
+    float *k = f->kv, *v = f->kv + NKV * CAP * D;
+    const int64_t vrow = (0 * CAP + 3) * D, krow = (1 * CAP + 13) * D; /* KV heads 0 and 1 */
+    for (int64_t p = 1; p <= 2; p++) {
+        const gem_decode_config cfg = {GEM_ROUTE_FUSED, p, 4};
+        const float keep_v = v[vrow + 2], keep_k = k[krow + 5];
+        v[vrow + 2] = NAN;
+        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+                                 &cfg, NULL),
+                      GEM_ERR_STATE);
+        k[krow + 5] = INFINITY;
+        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+                                 &cfg, NULL),
+                      GEM_ERR_NONFINITE);
+        v[vrow + 2] = keep_v;
+        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+                                 &cfg, NULL),
+                      GEM_ERR_NONFINITE);
+        k[krow + 5] = keep_k;
+        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+                                 &cfg, NULL),
+                      GEM_OK);
+    }
+}
+
 static void check_cache(void)
 {
     gem_kv_cache *c = (gem_kv_cache *)1;
@@ -775,6 +805,7 @@ int main(void)
     check_k_from_v(&f);
     check_fp8(&f);
     check_score_status(&f);
+    check_value_status(&f);
     check_cache();
     check_cache16();
     free(f.q);
