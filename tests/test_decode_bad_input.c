@@ -512,7 +512,8 @@ static void check_score_status(fixture *f)
 /* The CPU fused route's statuses do not depend on its partition count (at one partition an
  * item also divides its heads' outputs, in one pool run): a non-finite live V row is
  * GEM_ERR_STATE (the division is not finite), and a non-finite K row of any KV head is
- * GEM_ERR_NONFINITE even when a V row of an earlier head is not finite too. */
+ * GEM_ERR_NONFINITE even when a V row of an earlier head is not finite too. The baseline
+ * route answers GEM_OK for the V row and writes NaN where it is weighted. */
 static void check_value_status(fixture *f)
 {
     float *k = f->kv, *v = f->kv + NKV * CAP * D;
@@ -524,6 +525,12 @@ static void check_value_status(fixture *f)
         TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
                                  &cfg, NULL),
                       GEM_ERR_STATE);
+        /* the baseline route divides without a check: its query heads of KV head 0 are NaN */
+        const gem_decode_config base = {GEM_ROUTE_BASELINE, p, 0};
+        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+                                 &base, NULL),
+                      GEM_OK);
+        TCHECK(isnan(f->out[2]) && isfinite(f->out[(NQ - 1) * D + 2]));
         k[krow + 5] = INFINITY;
         TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
                                  &cfg, NULL),
