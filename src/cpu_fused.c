@@ -20,7 +20,8 @@
  * Second pass: one item per query head merges partials 0..P-1 in that order
  * with the identity of gem_online_merge (merge_into: the same expressions, so
  * the same bits) and writes O/S with gem_online_finalize, which validates the
- * merged state.
+ * merged state. With one partition and an item for every thread, the first
+ * pass's items do this for their own heads (fused_whole_item: one pool run).
  *
  * K and V may each be F32, BF16 or F16: the kernels convert each element
  * exactly as they load it (cpu_kernels.h), so everything after the load is
@@ -52,14 +53,6 @@
 #define PF_TOKENS 32
 #endif
 #define SPAN_TOKENS CPU_SPAN_TOKENS
-
-/* Experiment switches (dev/cpu/small_live sets them; the library's values are 1):
- * cpu_fused_x_one_pass: with one partition the item that computes a group's partial also
- * divides its heads' outputs, so the call is one pool run instead of two;
- * cpu_fused_x_first_v: an item asks for its first span's V rows (into L2) before its first
- * scores, so that they arrive while the scores compute. */
-int cpu_fused_x_one_pass = 1;
-int cpu_fused_x_first_v = 1;
 
 typedef struct fused_job {
     const float *q;   /* (n_q_heads, dk) */
@@ -159,16 +152,6 @@ static void fused_partial_item(void *ctx, int64_t item, int64_t thread)
     const char *kg = j->k + g * j->k_hs * j->k_es;
     const char *vg = j->v + g * j->v_hs * j->v_es;
     const int64_t ks = j->k_ts, vs = j->v_ts, kb = ks * j->k_es, vb = vs * j->v_es;
-    if (cpu_fused_x_first_v && !kfv) {
-        /* the first span's V rows: the value update reads them after the span's scores */
-        const int64_t n0 = end - begin < S ? end - begin : S;
-        const size_t row_bytes = (size_t)(dv * j->v_es);
-        for (int64_t u = 0; u < n0; u++) {
-            const char *row = vg + (begin + u) * vb;
-            for (size_t b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch(row + b, 0, 2);
-        }
-    }
     for (int64_t t0 = begin; t0 < end; t0 += S) {
         const int64_t n = end - t0 < S ? end - t0 : S;
         /* The kernels prefetch the S rows max(S, PF_TOKENS) tokens ahead
@@ -281,10 +264,17 @@ static void fused_merge_item(void *ctx, int64_t h, int64_t thread)
     j->status[h] = fused_merge_head(j, h, thread);
 }
 
-/* One partition (P = 1): item g computes group g's partial (status[g]) and then merges and
- * divides its G heads in head order (the first error in status[n_kv + g]), the arithmetic of
- * the two pool runs (the same bits). The statuses are read partials first, then merges, so
- * the call reports what the two runs would. Needs 2 n_kv statuses (the layout has n_q: G >= 2). */
+/* One partition (P = 1) and at least one item a thread: item g computes group g's partial
+ * (status[g]) and then merges and divides its G heads in head order (the first error in
+ * status[n_kv + g]), the arithmetic of the two pool runs (the same bits). The statuses are
+ * read partials first, then merges, so the call reports what the two runs would. Needs 2 n_kv
+ * statuses (the layout has n_q: G >= 2).
+ * dev/cpu/small_live, run 167 (the Xeon host, 16 threads): a sliding layer's call at live 64
+ * (16 KV heads, D256) 14.7 -> 12.5 us with its rows hot, 22.6 -> 19.7 cold, the second run's
+ * dispatch saved; with fewer items than threads (4 KV heads of D512 at one partition) the
+ * merges' divisions, spread over 16 threads by the second run, took longer in 4 (26.2 -> 34.7
+ * us), so such a call keeps the two runs. Asking for the first span's V rows before its
+ * scores was slower at every shape (up to 19 us at live 1,024) and was dropped. */
 static void fused_whole_item(void *ctx, int64_t g, int64_t thread)
 {
     const fused_job *j = ctx;
@@ -318,7 +308,7 @@ gem_status cpu_route_fused(const cpu_run *r, const gem_decode_shape *shape, cons
     j.ps = j.pm + P * nq;
     j.po = j.ps + P * nq;
     const int64_t items = shape->n_kv_heads * P;
-    if (cpu_fused_x_one_pass && P == 1 && 2 * items <= r->status_count) { /* G >= 2 */
+    if (P == 1 && items >= r->threads && 2 * items <= r->status_count) {
         cpu_pool_run(r->pool, items, fused_whole_item, &j);
         const gem_status st = cpu_first_error(r->status, items);
         return st != GEM_OK ? st : cpu_first_error(r->status + items, items);

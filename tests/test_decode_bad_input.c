@@ -509,8 +509,9 @@ static void check_score_status(fixture *f)
         }
 }
 
-/* The CPU fused route's statuses do not depend on its partition count (at one partition an
- * item also divides its heads' outputs, in one pool run): a non-finite live V row is
+/* The CPU fused route's statuses depend neither on its partition count nor on its threads (at
+ * one partition with an item for every thread, 1 here, an item also divides its heads'
+ * outputs in one pool run; with 3 threads and 2 KV heads it does not): a non-finite live V row is
  * GEM_ERR_STATE (the division is not finite), and a non-finite K row of any KV head is
  * GEM_ERR_NONFINITE even when a V row of an earlier head is not finite too. The baseline
  * route answers GEM_OK for the V row and writes NaN where it is weighted. */
@@ -518,32 +519,53 @@ static void check_value_status(fixture *f)
 {
     float *k = f->kv, *v = f->kv + NKV * CAP * D;
     const int64_t vrow = (0 * CAP + 3) * D, krow = (1 * CAP + 13) * D; /* KV heads 0 and 1 */
-    for (int64_t p = 1; p <= 2; p++) {
+    gem_decode_ctx *ctxs[2] = {NULL, NULL};
+    const gem_status made = gem_decode_ctx_create(GEM_BACKEND_CPU, 1, &ctxs[0]);
+    if (!TCHECK(made == GEM_OK &&
+                gem_decode_ctx_create(GEM_BACKEND_CPU, 3, &ctxs[1]) == GEM_OK)) {
+        gem_decode_ctx_destroy(ctxs[0]);
+        return;
+    }
+    for (int64_t run = 0; run < 4; run++) {
+        const int64_t p = 1 + run % 2;
+        gem_decode_ctx *ctx = ctxs[run / 2];
         const gem_decode_config cfg = {GEM_ROUTE_FUSED, p, 4};
+        size_t need = 0, need_base = 0;
+        const gem_decode_config base = {GEM_ROUTE_BASELINE, p, 0};
+        if (!TCHECK(gem_decode_workspace_bytes(ctx, &f->shape, CAP, &cfg, &need) == GEM_OK &&
+                    gem_decode_workspace_bytes(ctx, &f->shape, CAP, &base, &need_base) ==
+                        GEM_OK))
+            continue;
+        const size_t wsb = (need > need_base ? need : need_base) + GEM_DECODE_WORKSPACE_ALIGN;
+        void *ws = aligned_alloc(GEM_DECODE_WORKSPACE_ALIGN, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN);
+        if (!TCHECK(ws != NULL))
+            continue;
         const float keep_v = v[vrow + 2], keep_k = k[krow + 5];
         v[vrow + 2] = NAN;
-        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+        TCHECK_STATUS(gem_decode(ctx, &f->shape, f->q, &f->view, f->out, ws, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN,
                                  &cfg, NULL),
                       GEM_ERR_STATE);
         /* the baseline route divides without a check: its query heads of KV head 0 are NaN */
-        const gem_decode_config base = {GEM_ROUTE_BASELINE, p, 0};
-        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+        TCHECK_STATUS(gem_decode(ctx, &f->shape, f->q, &f->view, f->out, ws, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN,
                                  &base, NULL),
                       GEM_OK);
         TCHECK(isnan(f->out[2]) && isfinite(f->out[(NQ - 1) * D + 2]));
         k[krow + 5] = INFINITY;
-        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+        TCHECK_STATUS(gem_decode(ctx, &f->shape, f->q, &f->view, f->out, ws, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN,
                                  &cfg, NULL),
                       GEM_ERR_NONFINITE);
         v[vrow + 2] = keep_v;
-        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+        TCHECK_STATUS(gem_decode(ctx, &f->shape, f->q, &f->view, f->out, ws, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN,
                                  &cfg, NULL),
                       GEM_ERR_NONFINITE);
         k[krow + 5] = keep_k;
-        TCHECK_STATUS(gem_decode(f->ctx, &f->shape, f->q, &f->view, f->out, f->ws, f->ws_bytes,
+        TCHECK_STATUS(gem_decode(ctx, &f->shape, f->q, &f->view, f->out, ws, wsb - wsb % GEM_DECODE_WORKSPACE_ALIGN,
                                  &cfg, NULL),
                       GEM_OK);
+        free(ws);
     }
+    gem_decode_ctx_destroy(ctxs[0]);
+    gem_decode_ctx_destroy(ctxs[1]);
 }
 
 static void check_cache(void)

@@ -20,15 +20,12 @@ H200 host (Intel Xeon, 16 cores; results/h200/run54, caches cold, head-major): t
 live 64 / 256 / 1,024 took 43.6 / 110.2 / 378.4 us at P 1 and 29.1 / 64.5 / 183.5 at P 4; the
 sliding shape at live 64 35.4 (P 1) / 33.2 (P 4). The library's default keeps 16 work items since
 (src/cpu_decode.c). Token-major rows cost the same as head-major ones at live 64 (run 55).
-
-Variants (--variants, each timed as a configuration of its own, in the same rounds): the fused
-route's experiment switches (src/cpu_fused.c) as the library sets them (both), or with one or
-neither: "main" has neither, "one" the one pool run at P 1 (the item divides its heads' outputs),
-"firstv" the first span's V rows asked for before the first scores.
+Run 167 (commit 47edf8d has the program's --variants of that run): at one partition with an item
+for every thread the route now takes one pool run, the sliding shape at live 64 14.7 -> 12.5 us
+hot and 22.6 -> 19.7 cold (src/cpu_fused.c, fused_whole_item).
 
 usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16,32]
                   [--rounds R] [--calls C] [--layouts head,token] [--shapes sliding,full]
-                  [--variants main,one,firstv,both]
 */
 #include <math.h>
 #include <stdint.h>
@@ -42,15 +39,6 @@ usage: small_live [--threads N] [--lengths 64,256,1024] [--partitions 1,2,4,8,16
 #include "gem/decode.h"
 
 #define MAX_LIST 16
-#define MAX_CONF (4 * MAX_LIST + 1)
-
-extern int cpu_fused_x_one_pass, cpu_fused_x_first_v; /* src/cpu_fused.c */
-static const char *const variant_name[4] = {"main", "one", "firstv", "both"};
-static void set_variant(int v)
-{
-    cpu_fused_x_one_pass = v & 1;
-    cpu_fused_x_first_v = (v >> 1) & 1;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float next_f(void) { return (float)(dev_xorshift(&rng) >> 40) * 0x1p-24f * 2.0f - 1.0f; }
@@ -105,7 +93,6 @@ int main(int argc, char **argv)
 {
     int64_t threads = 0, lengths[MAX_LIST] = {64, 256, 1024}, parts[MAX_LIST] = {1, 2, 4, 8, 16, 32};
     int nl = 3, np = 6, rounds = 7, calls = 40, layouts[2] = {1, 1}, want_shape[2] = {1, 1}; /* head, token; sliding, full */
-    int variants[4] = {3}, nv = 1; /* indices into variant_name */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoll(argv[++i]);
@@ -125,24 +112,11 @@ int main(int argc, char **argv)
             const char *a = argv[++i];
             want_shape[0] = strstr(a, "sliding") != NULL;
             want_shape[1] = strstr(a, "full") != NULL;
-        } else if (!strcmp(argv[i], "--variants") && i + 1 < argc) {
-            char *copy = strdup(argv[++i]), *save = NULL;
-            nv = 0;
-            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int k = 0;
-                while (k < 4 && strcmp(t, variant_name[k]))
-                    k++;
-                if (k == 4 || nv == 4) {
-                    fprintf(stderr, "small_live: unknown variant %s\n", t);
-                    return 2;
-                }
-                variants[nv++] = k;
-            }
-            free(copy);
-        } else {
+        }
+        else {
             fprintf(stderr, "usage: small_live [--threads N] [--lengths L,..] [--partitions P,..] "
                             "[--rounds R] [--calls C] [--layouts head,token] "
-                            "[--shapes sliding,full] [--variants main,one,firstv,both]\n");
+                            "[--shapes sliding,full]\n");
             return 2;
         }
     }
@@ -161,8 +135,8 @@ int main(int argc, char **argv)
     const float scale = 1.0f; /* Gemma 4: QK-normed, scale 1 */
     const shape_case shapes[2] = {{"sliding", {32, 16, 256, 256, scale}},
                                   {"full", {32, 4, 512, 512, scale}}};
-    printf("%-8s %-6s %6s %5s %-6s %-5s %7s %10s %10s %10s %8s\n", "shape", "layout", "live", "P",
-           "var", "cache", "threads", "min us", "median us", "max us", "GB/s");
+    printf("%-8s %-6s %6s %5s %-5s %7s %10s %10s %10s %8s\n", "shape", "layout", "live", "P",
+           "cache", "threads", "min us", "median us", "max us", "GB/s");
     int failed = 0;
     for (int si = 0; si < 2; si++) {
         if (!want_shape[si])
@@ -202,18 +176,14 @@ int main(int argc, char **argv)
                 fprintf(stderr, "small_live: the reference failed\n");
                 return 2;
             }
-            /* configurations: (P, variant, context); the one-thread context with P 1 and the
-             * last variant only */
-            int64_t cp[MAX_CONF];
-            int cx[MAX_CONF], cv[MAX_CONF], nc = 0;
-            for (int pi = 0; pi < np; pi++)
-                for (int vi = 0; vi < nv; vi++) {
-                    cp[nc] = parts[pi];
-                    cv[nc] = variants[vi];
-                    cx[nc++] = 0;
-                }
+            /* configurations: (P, context); the one-thread context with P 1 only */
+            int64_t cp[MAX_LIST + 1];
+            int cx[MAX_LIST + 1], nc = 0;
+            for (int pi = 0; pi < np; pi++) {
+                cp[nc] = parts[pi];
+                cx[nc++] = 0;
+            }
             cp[nc] = 1;
-            cv[nc] = variants[nv - 1];
             cx[nc++] = 1;
             size_t ws_bytes = 0;
             for (int c = 0; c < nc; c++) {
@@ -226,11 +196,10 @@ int main(int argc, char **argv)
                 ws_bytes = b > ws_bytes ? b : ws_bytes;
             }
             void *ws = alloc64(ws_bytes);
-            int valid[MAX_CONF];
-            float *bits[MAX_CONF];
+            int valid[MAX_LIST + 1];
+            float *bits[MAX_LIST + 1];
             for (int c = 0; c < nc; c++) { /* validate: reference, repeat */
                 const gem_decode_config cfg = {GEM_ROUTE_FUSED, cp[c], 4};
-                set_variant(cv[c]);
                 valid[c] = 1;
                 for (int rep = 0; rep < 2; rep++) {
                     memset(out, 0xFF, (size_t)sh->n_q_heads * sh->dv * sizeof(float));
@@ -238,9 +207,8 @@ int main(int argc, char **argv)
                     const gem_status st = gem_decode(ctx[cx[c]], sh, q, &view, out, ws, ws_bytes,
                                                      &cfg, NULL);
                     if (st != GEM_OK) {
-                        printf("%-8s %-6s %6lld %5lld %-6s INVALID: %s\n", shapes[si].name, lay,
-                               (long long)live, (long long)cp[c], variant_name[cv[c]],
-                               gem_status_str(st));
+                        printf("%-8s %-6s %6lld %5lld INVALID: %s\n", shapes[si].name, lay,
+                               (long long)live, (long long)cp[c], gem_status_str(st));
                         valid[c] = 0;
                         break;
                     }
@@ -251,29 +219,27 @@ int main(int argc, char **argv)
                             den += ref[i] * ref[i];
                         }
                         if (!(num / den <= 1e-10)) {
-                            printf("%-8s %-6s %6lld %5lld %-6s INVALID: nmse %.3g\n",
-                                   shapes[si].name, lay, (long long)live, (long long)cp[c],
-                                   variant_name[cv[c]], num / den);
+                            printf("%-8s %-6s %6lld %5lld INVALID: nmse %.3g\n", shapes[si].name,
+                                   lay, (long long)live, (long long)cp[c], num / den);
                             valid[c] = 0;
                         }
                         memcpy(first, out, (size_t)sh->n_q_heads * sh->dv * sizeof(float));
                     } else if (memcmp(first, out, (size_t)sh->n_q_heads * sh->dv * sizeof(float))) {
-                        printf("%-8s %-6s %6lld %5lld %-6s INVALID: the repeat differs\n",
-                               shapes[si].name, lay, (long long)live, (long long)cp[c],
-                               variant_name[cv[c]]);
+                        printf("%-8s %-6s %6lld %5lld INVALID: the repeat differs\n",
+                               shapes[si].name, lay, (long long)live, (long long)cp[c]);
                         valid[c] = 0;
                     }
                 }
-                /* every variant and thread count of one P: the same bits */
+                /* both contexts (all threads, one) at one P: the same bits */
                 const size_t ob = (size_t)sh->n_q_heads * sh->dv * sizeof(float);
                 bits[c] = alloc64(ob);
                 memcpy(bits[c], first, ob);
                 for (int e = 0; e < c && valid[c]; e++)
                     if (valid[e] && cp[e] == cp[c] && memcmp(bits[e], bits[c], ob)) {
-                        printf("%-8s %-6s %6lld %5lld %-6s INVALID: bits differ from %s on %lld "
+                        printf("%-8s %-6s %6lld %5lld INVALID: bits differ between %lld and %lld "
                                "threads\n", shapes[si].name, lay, (long long)live,
-                               (long long)cp[c], variant_name[cv[c]], variant_name[cv[e]],
-                               (long long)gem_decode_ctx_threads(ctx[cx[e]]));
+                               (long long)cp[c], (long long)gem_decode_ctx_threads(ctx[cx[e]]),
+                               (long long)gem_decode_ctx_threads(ctx[cx[c]]));
                         valid[c] = 0;
                     }
                 failed |= !valid[c];
@@ -290,7 +256,6 @@ int main(int argc, char **argv)
                             if (!valid[c])
                                 continue;
                             const gem_decode_config cfg = {GEM_ROUTE_FUSED, cp[c], 4};
-                            set_variant(cv[c]);
                             /* the median call of `calls` back-to-back ones */
                             double dt[256];
                             const int nk = calls < 256 ? calls : 256;
@@ -311,9 +276,9 @@ int main(int argc, char **argv)
                     double *tc = t + (size_t)c * 2 * rounds;
                     qsort(tc, (size_t)2 * rounds, sizeof(double), cmp_d);
                     const double med = 0.5 * (tc[rounds - 1] + tc[rounds]);
-                    printf("%-8s %-6s %6lld %5lld %-6s %-5s %7lld %10.1f %10.1f %10.1f %8.1f\n",
+                    printf("%-8s %-6s %6lld %5lld %-5s %7lld %10.1f %10.1f %10.1f %8.1f\n",
                            shapes[si].name, lay, (long long)live, (long long)cp[c],
-                           variant_name[cv[c]], cold ? "cold" : "hot",
+                           cold ? "cold" : "hot",
                            (long long)gem_decode_ctx_threads(ctx[cx[c]]), 1e6 * tc[0], 1e6 * med,
                            1e6 * tc[2 * rounds - 1], kv_bytes / med / 1e9);
                 }
