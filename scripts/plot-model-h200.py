@@ -2,7 +2,7 @@
 """plot-model-h200.py [RUN_DIR] [OUT.png]: tokens per second of the Gemma 4 decoder on the
 GPU against context length, both full-layer routes and the floor ((weights + KV bytes read
 per token) / read bandwidth measured in the same run), from the gem.model_profile.v1
-records of one H200 run (default results/h200/run38). Needs matplotlib (a virtual
+records of one H200 run (default results/h200/run168/out/gate). Needs matplotlib (a virtual
 environment outside the repository: python3 -m venv V && V/bin/pip install matplotlib)."""
 import glob
 import json
@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-run = sys.argv[1] if len(sys.argv) > 1 else os.path.join(src, "results/h200/run38")
+run = sys.argv[1] if len(sys.argv) > 1 else os.path.join(src, "results/h200/run168/out/gate")
 out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(src, "docs/model-h200-tokens.png")
 recs = []
 for p in glob.glob(os.path.join(run, "profile-*.json")):
