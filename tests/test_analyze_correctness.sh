@@ -11,7 +11,9 @@
 # analyses that are not exactly the re-derived ones (hand-written, edited, or
 # of another receipt). The committed model differentials of
 # results/cpu/model/model-diff/ pass the model-record checks (gem model-diff's
-# own records against the same checks: test_model_diff_records.c). It never
+# own records against the same checks: test_model_diff_records.c), and run 168's
+# committed operator and 31B model records pass the whole gate while the CUDA
+# route's records of that run are refused for their geometry. It never
 # reports promotion eligibility.
 #   usage: bash test_analyze_correctness.sh <gem> <source-dir>
 set -euo pipefail
@@ -209,6 +211,29 @@ expect_fail committed-model-records "digest mismatch" \
   --model "$CM-ctx8191-seed1.json" --model "$CM-ctx8192-seed1.json" \
   --model "$CM-ctx8193-seed1.json" --root "$WORK/root"
 check committed-model-records-pass grep -q "d0-digest.json: input_sha256" "$WORK/err.txt"
+# Run 168's committed records (results/h200/run168/out/gate: the design's operator records,
+# written by gem diff on the H200 machine's CPU, and the 31B model records written on its GPU)
+# pass the whole gate beside the hand-made resource receipt (the committed one binds that
+# machine's gem binary); the CUDA route's own operator records of the same run are refused for
+# their geometry.
+R168="$SRC/results/h200/run168/out/gate"
+RD="$R168/diff-cpu/diff-cpu-fused_p32_t4-vs-baseline_p16-live"
+RC="$R168/diff-cuda/diff-cuda-fused_p64_t8-vs-baseline_p16-live"
+RM="$R168/model-diff-31b-q4_0/model-diff-gem-synth-31b"
+expect_pass committed-run168 \
+  A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
+  --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
+  --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
+  --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+expect_fail committed-run168-cuda-geometry "wrong geometry: 64, the design fixes 32" \
+  A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
+  --resources-analysis "$WORK/resources-analysis.json" \
+  --diff "${RC}8191-f32-seed1.json" --diff "${RC}8192-f32-seed1.json" \
+  --diff "${RC}8193-f32-seed1.json" --diff "${RC}65536-f32-seed1.json" \
+  --diff "${RC}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
+  --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
 
 # The command line: missing inputs and wrong counts are usage errors (exit 2).
 expect_usage no-merge "--merge is required" \
