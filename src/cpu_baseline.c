@@ -11,7 +11,8 @@
  *                 partition) (1,024 items at 4 KV heads, D512, 16 partitions);
  *                 each reads the normalized score rows of its G heads and its
  *                 tile of V and writes a partial (VP, n_q_heads, dv).
- *   4. reduce:    one item per query head sums the VP partials in order 0..VP-1.
+ *   4. reduce:    one item per query head sums the VP partials in order 0..VP-1
+ *                 and checks that its output is finite (GEM_ERR_STATE if not).
  * K and V may each be F32, BF16 or F16; the kernels convert each element
  * exactly as they load it (cpu_kernels.h).
  * Items depend only on their indices, never on the thread, so the output is
@@ -184,7 +185,12 @@ static void reduce_item(void *ctx, int64_t h, int64_t thread)
         for (int64_t d = 0; d < dv; d++)
             o[d] *= sv;
     }
-    j->status[h] = GEM_OK;
+    /* an output that is not finite (a V row with NaN or infinity, or sums past float's range):
+     * GEM_ERR_STATE, as the fused route's division answers */
+    int bad = 0;
+    for (int64_t d = 0; d < dv; d++)
+        bad |= !isfinite(o[d]);
+    j->status[h] = bad ? GEM_ERR_STATE : GEM_OK;
 }
 
 /* Seconds on the monotonic clock (0 if it cannot be read: the stage times are then 0). */

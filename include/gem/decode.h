@@ -226,10 +226,9 @@ void gem_decode_workspace_free(const gem_decode_ctx *ctx, void *p);
  * After the launch: GEM_ERR_DEVICE when the CUDA runtime reports a failure;
  * on the CPU, when a scaled score is not finite (out is then partial): GEM_ERR_NONFINITE
  * when q or the K row behind it holds NaN or infinity, GEM_ERR_SCORE when both are finite
- * and scale * q.k overflowed float. A live V row with NaN or infinity: the CPU fused route
- * answers GEM_ERR_STATE (an output it would divide is not finite; K and score errors come
- * first); the CPU baseline route and CUDA write the non-finite outputs
- * (gem_decode_check_finite scans the rows beforehand). */
+ * and scale * q.k overflowed float; GEM_ERR_STATE when an output is not finite (a live V
+ * row with NaN or infinity, or sums past float's range; K and score errors come first). CUDA
+ * writes such outputs without a status (gem_decode_check_finite scans the rows beforehand). */
 gem_status gem_decode(const gem_decode_ctx *ctx, const gem_decode_shape *shape, const float *q,
                       const gem_kv_view *kv, float *out, void *workspace, size_t workspace_bytes,
                       const gem_decode_config *cfg, void *stream);
