@@ -48,6 +48,22 @@ o32=$(grep -A1 '"output_sha256"' "$rec" | tail -1)
 o16=$(grep -A1 '"output_sha256"' "$rec16" | tail -1)
 check "bf16 and f32 outputs differ" test "$o32" != "$o16"
 
+# --design: the operator gate's routes (fused P 32 tile 4, baseline P 16) where the tuned
+# default differs (P 31 at 8,191 rows); refused with the route options and on CUDA
+"$GEM" diff --lengths 8191 --threads 2 --out "$TMP/diffd0" >/dev/null
+check "diff default at 8191 is the tuned P 31" \
+    test -f "$TMP/diffd0/diff-cpu-fused_p31_t4-vs-baseline_p16-live8191-f32-seed1.json"
+"$GEM" diff --design --lengths 8191 --threads 2 --out "$TMP/diffd" >/dev/null
+check "diff --design exits 0" test $? -eq 0
+check "diff --design record is the design's geometry" \
+    grep -q '"verdict": "pass"' "$TMP/diffd/diff-cpu-fused_p32_t4-vs-baseline_p16-live8191-f32-seed1.json"
+"$GEM" diff --design --partitions 8 --lengths 1001 --out "$TMP/diffd2" 2>"$TMP/dd.err" >/dev/null
+check "diff --design with --partitions exits 2" test $? -eq 2
+check "diff --design with --partitions says why" grep -q "fixes both routes" "$TMP/dd.err"
+"$GEM" diff --backend cuda --design --lengths 1001 --out "$TMP/diffd3" 2>"$TMP/dd.err" >/dev/null
+check "diff --design on cuda exits 2" test $? -eq 2
+check "diff --design on cuda says why" grep -q "runs on the CPU only" "$TMP/dd.err"
+
 "$GEM" bench --lengths 2048 --rounds 2 --warmup 1 --bw-mib 64 --bw-reps 3 \
     --out "$TMP/bench.json" >"$TMP/bench.txt"
 check "bench exits 0" test $? -eq 0

@@ -47,12 +47,16 @@ static void help(void)
            "  --route R          candidate route (default fused)\n"
            "  --partitions P     candidate partitions (default: the backend's tuned\n"
            "                     default at each length, e.g. fused P 31 at 8191 tokens on\n"
-           "                     the CPU, 64 on an H200; the correctness gate takes 32)\n"
+           "                     the CPU, 64 on an H200; --design for the gate's 32)\n"
            "  --tile T           candidate tile (default: the backend's, 4 on the CPU, 8\n"
-           "                     on CUDA; the gate takes 4, which only the CPU runs)\n"
+           "                     on CUDA; the gate's 4 runs on the CPU only)\n"
            "  --ref-route R      reference route (default baseline)\n"
            "  --ref-partitions P reference route partitions (default 16 for baseline)\n"
            "  --ref-tile T       reference route tile (fused only)\n"
+           "  --design           the routes of the design's operator gate: fused P 32 tile\n"
+           "                     4 against baseline P 16 (the CPU only; not with the route\n"
+           "                     options). With the default lengths, seed, scale and F32,\n"
+           "                     its records are the five gem analyze correctness takes\n"
            "  --kv-dtype T       K and V element type: f32, bf16, f16 or fp8_e4m3 (a scale\n"
            "                     per KV head; CPU only) (default f32)\n"
            "  --k-dtype T        K alone (after --kv-dtype)\n"
@@ -239,12 +243,20 @@ int gem_cmd_diff(int argc, char **argv)
     o.ref.route = GEM_ROUTE_BASELINE;
     o.dt.k = o.dt.v = GEM_DTYPE_F32;
     o.out_dir = "gem-diff";
+    int design = 0, route_options = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             return 0;
         }
+        if (!strcmp(a, "--design")) {
+            design = 1;
+            continue;
+        }
+        if (!strncmp(a, "--route", 7) || !strncmp(a, "--ref-", 6) ||
+            !strcmp(a, "--partitions") || !strcmp(a, "--tile"))
+            route_options = 1;
         if (!v) {
             cli_error(CMD, "unknown option or missing value: '%s' (see --help)", a);
             return 2;
@@ -309,6 +321,20 @@ int gem_cmd_diff(int argc, char **argv)
             cli_error(CMD, "unknown option '%s' (see --help)", a);
             return 2;
         }
+    }
+    if (design) {
+        if (route_options) {
+            cli_error(CMD, "--design fixes both routes (fused P 32 tile 4 against baseline P "
+                           "16): drop --route, --partitions, --tile and the --ref- options");
+            return 2;
+        }
+        if (o.backend != GEM_BACKEND_CPU) {
+            cli_error(CMD, "--design: the design's fused tile 4 runs on the CPU only (CUDA's "
+                           "fused kernel takes tile 8); run it with --backend cpu");
+            return 2;
+        }
+        o.cand = (cli_route_spec){GEM_ROUTE_FUSED, 32, 4};
+        o.ref = (cli_route_spec){GEM_ROUTE_BASELINE, 16, 0};
     }
     if (cli_route_resolve(CMD, &o.cand) || cli_route_resolve(CMD, &o.ref))
         return 2;
