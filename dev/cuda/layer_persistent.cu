@@ -26,8 +26,15 @@ L2), each phase followed by a grid barrier:
   P3  down  (5376 x 21504, tiles of 16 warps)
   P4  q, k, v (8192 / 4096 / 4096 x 5376, tiles of 4 warps, four at once), reading the scratch
       the checked chain left (in the decoder the post-MLP norm writes it)
-The library's launches of the same products (variant 0): gem_dmv (o, with its scratch kernel),
+The library's launches of the same products: gem_dmv (o, with its scratch kernel),
 gem_dmv_geglu_prepared, gem_dmv (down, with its scratch kernel), gem_dmv_multi_prepared.
+
+The whole layer (norm_prefetch's chain with nothing prefetched) adds the post-attention norm
+after o and after down (x += rmsnorm(o) w; xn = rmsnorm(x) w'; the next product's scratch), the
+library's post_attn_kernel (a copy below, as norm_prefetch has): persistent, each is a phase of
+its own (NA, NB) in which every block computes both sums of squares as the library's six blocks
+each do (its 512 consumers take two of the library's 1,024 threads each, so the trees and the
+bits are the same), then the grid's warps store x, xn and the scratch a 32-element block each.
 
 A block's steps: a step is the tiles its warp groups compute at once (G = 16 / W tiles of a
 phase whose tiles take W warps); the phase's steps go to the blocks in turn, continuing where the
@@ -36,13 +43,14 @@ library's split of its chunks over W warps, the library's chunk arithmetic (tile
 its order of additions, so every output must equal the library's bit for bit; the program checks
 that after the chain (and a repeat of each variant) before it times anything (exit 1 otherwise).
 
-Variants (same chain, same bits):
-  0  the library's launches
-  1  persistent, the producer running ahead across the barriers
-  2  persistent, the producer waiting at each barrier before it copies the next phase's tiles
-     (what running ahead is worth)
+Variants (the same bits as the library's launches of the same chain):
+  library, products / layer           the library's launches
+  persistent, products / layer        the producer running ahead across the barriers
+  persistent, ..., waiting            the producer waiting at each barrier before it copies the
+                                      next phase's tiles (what running ahead is worth)
+  read probe                          a streaming read of the layer's bytes
 
-Caveat of the prototype: the scratch a phase writes for the next (D1, D2) is read by plain loads
+Caveat of the prototype: the scratch a phase writes for the next (D1, D2, NA, NB) is read by plain loads
 after the barrier's acquire, in one of 4 buffers taken in turn by layer; the library would have
 to settle how a phase's scratch reaches every SM.
 
@@ -63,6 +71,7 @@ the fraction of the weights' bytes at a streaming read measured in the same proc
 #include "common.h"
 #include "gem/gguf.h"
 #include "model/cuda/model_cuda.h"
+#include "cuda/gem_pdl.cuh"
 #include "model/cuda/tiles_arith.cuh"
 
 #define N_EMBD 5376
@@ -79,10 +88,13 @@ the fraction of the weights' bytes at a streaming read measured in the same proc
 #define NSLOT 2
 #define MAXCOPY 4
 #define NROT 4
-#define NPH 6
+#define NPH 8
+#define NORM_THREADS 1024 /* the library's norm kernels (gemma4_cuda.cu) */
+#define NORM_PER_THREAD 8
+#define EPS 1e-6
 static const unsigned kFull = 0xffffffffu;
 
-enum { K_DIGITS, K_PLAIN, K_GEGLU };
+enum { K_DIGITS, K_PLAIN, K_GEGLU, K_NORM };
 
 struct Phase {
     int kind, nmat, W, G, cpw;
@@ -91,13 +103,15 @@ struct Phase {
     const unsigned char *data[MAXCOPY][3];
     float *y[3];
     const unsigned char *xq[NROT]; /* products: the scratch read in layer l (l % NROT) */
-    const float *x;                /* digits: the input */
-    unsigned char *xq_out[NROT];   /* digits: the scratch written in layer l */
+    const float *x;                /* digits: the input; norm: o */
+    unsigned char *xq_out[NROT];   /* digits, norm: the scratch written in layer l */
+    const float *x_in, *w_post, *w_next; /* norm: x_out = x_in + rmsnorm(x) w_post; */
+    float *x_out, *xn;                   /* xn = rmsnorm(x_out) w_next */
 };
 
 struct Chain {
     Phase ph[NPH];
-    int layers, copy0, ncopies, ahead;
+    int nph, layers, copy0, ncopies, ahead;
     int64_t steps_per_layer;
     unsigned *bar;
 };
@@ -164,20 +178,92 @@ __device__ __forceinline__ int64_t first_step(const Chain &c, int l, int p, int6
 {
     int64_t off = (int64_t)l * c.steps_per_layer;
     for (int q = 0; q < p; q++)
-        if (c.ph[q].kind != K_DIGITS)
-            off += c.ph[q].steps;
+        off += c.ph[q].steps; /* 0 for the digits and the norms */
     const int64_t b = blockIdx.x;
     return ((b - off) % nb + nb) % nb;
 }
 
 /* The barriers completed before phase p of layer l starts. */
-__device__ __forceinline__ unsigned barriers_before(int l, int p) { return (unsigned)(l * NPH + p); }
+__device__ __forceinline__ unsigned barriers_before(const Chain &c, int l, int p)
+{
+    return (unsigned)(l * c.nph + p);
+}
+
+/* The library's block_sum over NORM_THREADS threads, computed by the CT consumers: consumer t
+ * holds the sums of the library's threads t (a) and t + CT (b), whose warps are warp and warp +
+ * CW; the same trees in the same order, so the same bits. sh (33) shared. */
+__device__ double norm_sum2(double a, double b, double *sh)
+{
+    static_assert(NORM_THREADS == 2 * CT, "two of the library's threads a consumer");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(kFull, a, o);
+        b += __shfl_down_sync(kFull, b, o);
+    }
+    consumers_sync(); /* sh may still be read from a previous sum */
+    if (lane == 0) {
+        sh[warp] = a;
+        sh[warp + CW] = b;
+    }
+    consumers_sync();
+    if (warp == 0) {
+        double v = sh[lane];
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(kFull, v, o);
+        if (lane == 0)
+            sh[32] = v;
+    }
+    consumers_sync();
+    return sh[32];
+}
+
+/* The post-attention norm of gemma4_cuda.cu's post_attn_kernel, every block computing both sums
+ * (the library's six blocks each do too), then the warps of the grid storing x_out, xn and the
+ * scratch of one 32-element block each in turn: the library's bits. */
+__device__ void norm_phase(const Phase &ph, int rot, double *sh)
+{
+    const int64_t n = N_EMBD, nb = gridDim.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float ov[2][NORM_PER_THREAD], xv[2][NORM_PER_THREAD];
+    double s1[2] = {0.0, 0.0}, s2[2] = {0.0, 0.0};
+#pragma unroll
+    for (int v = 0; v < 2; v++)
+#pragma unroll
+        for (int k = 0; k < NORM_PER_THREAD; k++) {
+            const int64_t i = threadIdx.x + (int64_t)v * CT + (int64_t)k * NORM_THREADS;
+            ov[v][k] = i < n ? __ldcg(ph.x + i) : 0.0f;
+            xv[v][k] = i < n ? __ldcg(ph.x_in + i) : 0.0f;
+            if (i < n)
+                s1[v] += (double)ov[v][k] * (double)ov[v][k];
+        }
+    const double r1 = 1.0 / sqrt(norm_sum2(s1[0], s1[1], sh) / (double)n + EPS);
+#pragma unroll
+    for (int v = 0; v < 2; v++)
+#pragma unroll
+        for (int k = 0; k < NORM_PER_THREAD; k++) {
+            const int64_t i = threadIdx.x + (int64_t)v * CT + (int64_t)k * NORM_THREADS;
+            if (i < n) {
+                xv[v][k] += (float)((double)ov[v][k] * r1) * ph.w_post[i];
+                s2[v] += (double)xv[v][k] * (double)xv[v][k];
+            }
+        }
+    const double r2 = 1.0 / sqrt(norm_sum2(s2[0], s2[1], sh) / (double)n + EPS);
+    for (int64_t d = (int64_t)blockIdx.x * CW + warp; d < n / 32; d += nb * CW) {
+        const int64_t i = 32 * d + lane;
+        const float xo = __ldcg(ph.x_in + i) + (float)((double)__ldcg(ph.x + i) * r1) * ph.w_post[i];
+        const float y = (float)((double)xo * r2) * ph.w_next[i];
+        ph.x_out[i] = xo;
+        ph.xn[i] = y;
+        gem_tiles_xq_block(y, d, ph.xq_out[rot], lane);
+    }
+}
 
 __global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) uint64_t full[NSLOT], empty[NSLOT];
     __shared__ float red[2][2][CW][TILE_ROWS];
+    __shared__ double sh[33];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t nb = gridDim.x;
     if (threadIdx.x == 0) {
@@ -195,12 +281,12 @@ __global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
         uint32_t it = 0;
         for (int l = 0; l < c.layers; l++) {
             const int cp = (c.copy0 + l) % c.ncopies;
-            for (int p = 0; p < NPH; p++) {
+            for (int p = 0; p < c.nph; p++) {
                 const Phase &ph = c.ph[p];
-                if (ph.kind == K_DIGITS)
+                if (ph.kind == K_DIGITS || ph.kind == K_NORM)
                     continue;
                 if (!c.ahead) /* wait for the barrier before the phase */
-                    while (ld_acquire(c.bar) < barriers_before(l, p) * (unsigned)nb)
+                    while (ld_acquire(c.bar) < barriers_before(c, l, p) * (unsigned)nb)
                         ;
                 const size_t tb = (size_t)ph.nchunks * CHUNK_BYTES;
                 const int nm = ph.kind == K_GEGLU ? 2 : 1;
@@ -241,9 +327,11 @@ __global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
     uint32_t it = 0;
     for (int l = 0; l < c.layers; l++) {
         const int rot = l % NROT;
-        for (int p = 0; p < NPH; p++) {
+        for (int p = 0; p < c.nph; p++) {
             const Phase &ph = c.ph[p];
-            if (ph.kind == K_DIGITS) {
+            if (ph.kind == K_NORM) {
+                norm_phase(ph, rot, sh);
+            } else if (ph.kind == K_DIGITS) {
                 for (int64_t d = (int64_t)blockIdx.x * CW + warp; d < ph.nblk; d += nb * CW) {
                     const float v = __ldcg(ph.x + 32 * d + lane);
                     gem_tiles_xq_block(v, d, ph.xq_out[rot], lane);
@@ -316,9 +404,91 @@ __global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
                     }
                 }
             }
-            grid_barrier(c.bar, (barriers_before(l, p) + 1) * (unsigned)nb);
+            grid_barrier(c.bar, (barriers_before(c, l, p) + 1) * (unsigned)nb);
         }
     }
+}
+
+/* ---- the library's post-attention norm kernel (gemma4_cuda.cu), as norm_prefetch runs it ---- */
+
+__device__ double lib_block_sum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+__device__ __forceinline__ void lib_norm_load(const float *__restrict__ p, int64_t n,
+                                              float (&v)[NORM_PER_THREAD])
+{
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        v[k] = i < n ? p[i] : 0.0f;
+    }
+}
+
+__device__ __forceinline__ double lib_norm_rms_inv(const float (&v)[NORM_PER_THREAD], int64_t n,
+                                                   double *sh)
+{
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++)
+        if (threadIdx.x + (int64_t)k * blockDim.x < n)
+            ss += (double)v[k] * (double)v[k];
+    ss = lib_block_sum(ss, sh);
+    return 1.0 / sqrt(ss / (double)n + EPS);
+}
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    lib_post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
+                         const float *__restrict__ x_in, float *__restrict__ x_out,
+                         const float *__restrict__ w_ffn, int64_t n, float *__restrict__ xn,
+                         unsigned char *__restrict__ xq)
+{
+    __shared__ double sh[32];
+    float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    pdl_trigger();
+    lib_norm_load(w_post, n, wp);
+    lib_norm_load(w_ffn, n, wf);
+    pdl_wait();
+    lib_norm_load(o, n, ov);
+    lib_norm_load(x_in, n, xv);
+    const double r = lib_norm_rms_inv(ov, n, sh);
+#pragma unroll
+    for (int k = 0; k < NORM_PER_THREAD; k++)
+        xv[k] += (float)((double)ov[k] * r) * wp[k];
+    const double r2 = lib_norm_rms_inv(xv, n, sh);
+    const int kb = (int)blockIdx.x;
+    float vk = 0.0f, wk = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NORM_PER_THREAD; kk++)
+        if (kk == kb) {
+            vk = xv[kk];
+            wk = wf[kk];
+        }
+    const int64_t i = threadIdx.x + (int64_t)kb * blockDim.x;
+    const float y = (float)((double)vk * r2) * wk;
+    if (i < n) {
+        x_out[i] = vk;
+        xn[i] = y;
+    }
+    const int64_t blk = ((int64_t)kb * blockDim.x + (threadIdx.x & ~31u)) / 32;
+    if (32 * blk < n)
+        gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
 }
 
 /* ---- the chain ----------------------------------------------------------------------------- */
@@ -330,14 +500,15 @@ static const int64_t kCols[M_COUNT] = {N_Q, N_EMBD, N_EMBD, N_FF, N_EMBD, N_EMBD
 typedef struct chain {
     int ncopies;
     gem_dmatrix (*m)[M_COUNT];
-    float *xn, *o_out, *act, *d_out, *yq, *yk, *yv;
-    void *xq_o, *xq_mlp, *xq_down, *xq_qkv;
-    unsigned char *xqo_rot[NROT], *xqd_rot[NROT];
+    float *x[2], *xn, *o_out, *act, *d_out, *yq, *yk, *yv, *w_post, *w_ffn;
+    void *xq_o, *xq_mlp, *xq_down, *xq_qkv, *xq_mlp_layer, *xq_qkv_layer;
+    unsigned char *xqo_rot[NROT], *xqd_rot[NROT], *xqm_rot[NROT], *xqq_rot[NROT];
     unsigned *bar;
     cudaStream_t st;
 } chain;
 
-/* The library's launches of one layer's products on copy c. */
+/* The library's launches of one layer's products on copy c (the --bounds chain of
+ * norm_prefetch: GeGLU and q/k/v read the scratch left before the chain). */
 static void layer_products(chain *ch, int c)
 {
     gem_dmatrix *m = ch->m[c];
@@ -347,6 +518,29 @@ static void layer_products(chain *ch, int c)
     const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
     float *y3[3] = {ch->yq, ch->yk, ch->yv};
     GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv, ch->st));
+}
+
+/* The library's launches of the whole layer (norm_prefetch's chain with nothing prefetched):
+ * x[0] -> x[1] -> x[0]. */
+static void layer_norms(chain *ch, int c)
+{
+    gem_dmatrix *m = ch->m[c];
+    const unsigned grid = (N_EMBD + NORM_THREADS - 1) / NORM_THREADS;
+    GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, ch->st));
+    cudaCheck(launch_pdl(lib_post_attn_kernel, grid, NORM_THREADS, ch->st,
+                         (const float *)ch->o_out, (const float *)ch->w_post,
+                         (const float *)ch->x[0], ch->x[1], (const float *)ch->w_ffn,
+                         (int64_t)N_EMBD, ch->xn, (unsigned char *)ch->xq_mlp_layer));
+    GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp_layer,
+                                   ch->st));
+    GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, ch->st));
+    cudaCheck(launch_pdl(lib_post_attn_kernel, grid, NORM_THREADS, ch->st,
+                         (const float *)ch->d_out, (const float *)ch->w_post,
+                         (const float *)ch->x[1], ch->x[0], (const float *)ch->w_ffn,
+                         (int64_t)N_EMBD, ch->xn, (unsigned char *)ch->xq_qkv_layer));
+    const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
+    float *y3[3] = {ch->yq, ch->yk, ch->yv};
+    GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv_layer, ch->st));
 }
 
 /* The library's splits (matvec_tiles.cu's gem_tiles_launch). */
@@ -368,12 +562,17 @@ static void split(Phase *p, int64_t cols, bool geglu)
     p->cpw = (int)((p->nchunks + w - 1) / w);
 }
 
-static Chain make_chain(chain *ch)
+/* The persistent chain: the products alone (norms 0: D1 o G D2 down qkv, GeGLU and q/k/v on the
+ * scratch left before the chain) or the whole layer (norms 1: D1 o NA G D2 down NB qkv). */
+static Chain make_chain(chain *ch, int norms)
 {
     Chain c;
     memset(&c, 0, sizeof c);
-    Phase *d1 = &c.ph[0], *po = &c.ph[1], *pg = &c.ph[2], *d2 = &c.ph[3], *pd = &c.ph[4],
-          *pq = &c.ph[5];
+    int np = 0;
+    Phase *d1 = &c.ph[np++], *po = &c.ph[np++], *na = norms ? &c.ph[np++] : NULL,
+          *pg = &c.ph[np++], *d2 = &c.ph[np++], *pd = &c.ph[np++],
+          *nbm = norms ? &c.ph[np++] : NULL, *pq = &c.ph[np++];
+    c.nph = np;
     d1->kind = K_DIGITS;
     d1->x = ch->yq;
     d1->nblk = N_Q / 32;
@@ -385,8 +584,22 @@ static Chain make_chain(chain *ch)
         po->xq[r] = ch->xqo_rot[r];
         d2->xq_out[r] = ch->xqd_rot[r];
         pd->xq[r] = ch->xqd_rot[r];
-        pg->xq[r] = (const unsigned char *)ch->xq_mlp;
-        pq->xq[r] = (const unsigned char *)ch->xq_qkv;
+        pg->xq[r] = norms ? ch->xqm_rot[r] : (const unsigned char *)ch->xq_mlp;
+        pq->xq[r] = norms ? ch->xqq_rot[r] : (const unsigned char *)ch->xq_qkv;
+    }
+    if (norms) {
+        Phase *nn[2] = {na, nbm};
+        for (int k = 0; k < 2; k++) {
+            nn[k]->kind = K_NORM;
+            nn[k]->x = k ? ch->d_out : ch->o_out;
+            nn[k]->x_in = ch->x[k];
+            nn[k]->x_out = ch->x[k ^ 1];
+            nn[k]->w_post = ch->w_post;
+            nn[k]->w_next = ch->w_ffn;
+            nn[k]->xn = ch->xn;
+            for (int r = 0; r < NROT; r++)
+                nn[k]->xq_out[r] = k ? ch->xqq_rot[r] : ch->xqm_rot[r];
+        }
     }
     po->kind = K_PLAIN;
     po->nmat = 1;
@@ -422,9 +635,9 @@ static Chain make_chain(chain *ch)
         pq->data[k][1] = (const unsigned char *)ch->m[k][M_K].data;
         pq->data[k][2] = (const unsigned char *)ch->m[k][M_V].data;
     }
-    for (int p = 0; p < NPH; p++) {
+    for (int p = 0; p < c.nph; p++) {
         Phase *q = &c.ph[p];
-        if (q->kind == K_DIGITS)
+        if (q->kind == K_DIGITS || q->kind == K_NORM)
             continue;
         q->steps = (q->tiles + q->G - 1) / q->G;
         c.steps_per_layer += q->steps;
@@ -452,10 +665,13 @@ static void persistent(chain *ch, Chain c, int layers, int copy0, int ahead)
                                           args, NSLOT * SLOT_BYTES, ch->st));
 }
 
-static void reset(chain *ch, const float *hq)
+/* The chain's state from the same start: x, and q's outputs (the first o's input). */
+static void reset(chain *ch, const float *hx, const float *hq)
 {
     cudaCheck(cudaStreamSynchronize(ch->st));
+    cudaCheck(cudaMemcpyAsync(ch->x[0], hx, N_EMBD * 4, cudaMemcpyHostToDevice, ch->st));
     cudaCheck(cudaMemcpyAsync(ch->yq, hq, N_Q * 4, cudaMemcpyHostToDevice, ch->st));
+    cudaCheck(cudaMemsetAsync(ch->bar, 0, sizeof(unsigned), ch->st));
     cudaCheck(cudaStreamSynchronize(ch->st));
 }
 
@@ -471,6 +687,40 @@ __global__ void read_kernel(const uint4 *p, size_t n16, unsigned *sink)
     }
     if (acc == 0x9e3779b9u)
         *sink = acc;
+}
+
+enum { V_LIB_PRODUCTS, V_PERSIST_PRODUCTS, V_PERSIST_PRODUCTS_WAIT, V_LIB_LAYER, V_PERSIST_LAYER,
+       V_PERSIST_LAYER_WAIT, V_PROBE, NV };
+static const char *const kNames[NV] = {
+    "library, products",   "persistent, products", "persistent, products, waiting",
+    "library, layer",      "persistent, layer",    "persistent, layer, waiting",
+    "read probe"};
+
+/* One run of variant v over `layers` layers from copy copy0 (the probe: the layer's bytes). */
+static void run_variant(chain *ch, const Chain *cp, const Chain *cl, int v, int layers, int copy0,
+                        const void *pbuf, size_t pbytes, unsigned *sink, int sms)
+{
+    switch (v) {
+    case V_LIB_PRODUCTS:
+        for (int l = 0; l < layers; l++)
+            layer_products(ch, (copy0 + l) % ch->ncopies);
+        break;
+    case V_LIB_LAYER:
+        for (int l = 0; l < layers; l++)
+            layer_norms(ch, (copy0 + l) % ch->ncopies);
+        break;
+    case V_PERSIST_PRODUCTS:
+    case V_PERSIST_PRODUCTS_WAIT:
+        persistent(ch, *cp, layers, copy0, v == V_PERSIST_PRODUCTS);
+        break;
+    case V_PERSIST_LAYER:
+    case V_PERSIST_LAYER_WAIT:
+        persistent(ch, *cl, layers, copy0, v == V_PERSIST_LAYER);
+        break;
+    default:
+        read_kernel<<<4 * sms, 1024, 0, ch->st>>>((const uint4 *)pbuf, pbytes / 16, sink);
+        break;
+    }
 }
 
 int main(int argc, char **argv)
@@ -539,24 +789,33 @@ int main(int argc, char **argv)
         }
     cudaCheck(cudaFree(tmp));
     printf("%d copies of a layer's %.1f MB of weights\n", ch.ncopies, layer_bytes * 1e-6);
-    float **vecs[] = {&ch.xn, &ch.o_out, &ch.act, &ch.d_out, &ch.yq, &ch.yk, &ch.yv};
+    float **vecs[] = {&ch.x[0], &ch.x[1], &ch.xn, &ch.o_out, &ch.act, &ch.d_out,
+                      &ch.yq,   &ch.yk,   &ch.yv, &ch.w_post, &ch.w_ffn};
     for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
         cudaCheck(cudaMalloc((void **)vecs[i], (size_t)N_FF * 4));
         cudaCheck(cudaMemset(*vecs[i], 0, (size_t)N_FF * 4));
     }
     const size_t xqb = gem_dmv_xq_bytes(N_FF) + 16;
-    void **xqs[] = {&ch.xq_o, &ch.xq_mlp, &ch.xq_down, &ch.xq_qkv};
+    void **xqs[] = {&ch.xq_o,   &ch.xq_mlp,       &ch.xq_down,
+                    &ch.xq_qkv, &ch.xq_mlp_layer, &ch.xq_qkv_layer};
     for (size_t i = 0; i < sizeof xqs / sizeof xqs[0]; i++)
         cudaCheck(cudaMalloc(xqs[i], xqb));
     for (int r = 0; r < NROT; r++) {
         cudaCheck(cudaMalloc((void **)&ch.xqo_rot[r], xqb));
         cudaCheck(cudaMalloc((void **)&ch.xqd_rot[r], xqb));
+        cudaCheck(cudaMalloc((void **)&ch.xqm_rot[r], xqb));
+        cudaCheck(cudaMalloc((void **)&ch.xqq_rot[r], xqb));
     }
     cudaCheck(cudaMalloc((void **)&ch.bar, 256));
-    float *hx = (float *)malloc(N_FF * 4), *hq = (float *)malloc(N_Q * 4);
+    float *hx = (float *)malloc(N_FF * 4), *hq = (float *)malloc(N_Q * 4),
+          *hw = (float *)malloc(N_EMBD * 4);
     fill(hx, N_EMBD, 5);
     fill(hq, N_Q, 6);
-    /* the scratch of GeGLU's and q/k/v's input, once (in the decoder the norms write them) */
+    fill_uniform(hw, N_EMBD, 7, 0.5f, 1.5f);
+    cudaCheck(cudaMemcpy(ch.w_post, hw, N_EMBD * 4, cudaMemcpyHostToDevice));
+    fill_uniform(hw, N_EMBD, 8, 0.5f, 1.5f);
+    cudaCheck(cudaMemcpy(ch.w_ffn, hw, N_EMBD * 4, cudaMemcpyHostToDevice));
+    /* the scratch of GeGLU's and q/k/v's input for the products alone: once, from x */
     cudaCheck(cudaMemcpy(ch.xn, hx, N_EMBD * 4, cudaMemcpyHostToDevice));
     GEM_TRY(gem_dmv_geglu(&ch.m[0][M_GATE], &ch.m[0][M_UP], ch.xn, ch.act, ch.xq_mlp, ch.st));
     {
@@ -565,113 +824,108 @@ int main(int argc, char **argv)
         GEM_TRY(gem_dmv_multi(3, w3, ch.xn, y3, ch.xq_qkv, ch.st));
     }
     cudaCheck(cudaStreamSynchronize(ch.st));
-    Chain cc = make_chain(&ch);
+    const Chain cprod = make_chain(&ch, 0), clayer = make_chain(&ch, 1);
 
-    /* every variant's outputs after the chain equal the library's, and a repeat its own */
-    float *outs[] = {ch.o_out, ch.act, ch.d_out, ch.yq, ch.yk, ch.yv};
-    const size_t lens[] = {N_EMBD, N_FF, N_EMBD, N_Q, N_KV, N_KV};
-    const char *names[] = {"o", "gate+up", "down", "q", "k", "v"};
-    const int nout = 6;
-    float *ref[6], *got = (float *)malloc(N_FF * 4);
-    int failed = 0;
-    for (int v = 0; v < 3; v++)
-        for (int rep = 0; rep < 2; rep++) {
-            for (int k = 0; k < nout; k++)
-                cudaCheck(cudaMemsetAsync(outs[k], 0, lens[k] * 4, ch.st));
-            reset(&ch, hq);
-            if (v == 0)
-                for (int l = 0; l < layers; l++)
-                    layer_products(&ch, l % ch.ncopies);
-            else {
-                cudaCheck(cudaMemsetAsync(ch.bar, 0, sizeof(unsigned), ch.st));
-                persistent(&ch, cc, layers, 0, v == 1);
-            }
-            cudaCheck(cudaStreamSynchronize(ch.st));
-            cudaCheck(cudaGetLastError());
-            for (int k = 0; k < nout; k++) {
-                if (v == 0 && rep == 0) {
-                    ref[k] = (float *)malloc(lens[k] * 4);
-                    cudaCheck(cudaMemcpy(ref[k], outs[k], lens[k] * 4, cudaMemcpyDeviceToHost));
-                    int finite = 1;
-                    for (size_t i = 0; i < lens[k]; i++)
-                        finite &= isfinite(ref[k][i]) != 0;
-                    if (!finite) {
-                        printf("check: the library's %s is not finite: FAILED\n", names[k]);
-                        failed = 1;
-                    }
-                    continue;
-                }
-                cudaCheck(cudaMemcpy(got, outs[k], lens[k] * 4, cudaMemcpyDeviceToHost));
-                if (memcmp(ref[k], got, lens[k] * 4) != 0) {
-                    size_t nd = 0, first = 0;
-                    for (size_t i = 0; i < lens[k]; i++)
-                        if (memcmp(&ref[k][i], &got[i], 4) && nd++ == 0)
-                            first = i;
-                    printf("check: variant %d, repeat %d: %s differs from the library's in %zu "
-                           "of %zu (first %zu: %.9g against %.9g): FAILED\n",
-                           v, rep, names[k], nd, lens[k], first, got[first], ref[k][first]);
-                    failed = 1;
-                }
-            }
-        }
-    if (failed)
-        return 1;
-    printf("check: every variant's outputs after %d layers equal the library's bit for bit\n",
-           layers);
-
-    /* the read probe: the same bytes a layer reads, over copies past the L2 */
-    size_t pbytes = layer_bytes * (size_t)ch.ncopies;
+    /* the read probe: the bytes of the layer's copies */
+    const size_t pbytes = layer_bytes * (size_t)ch.ncopies;
     void *pbuf;
     cudaCheck(cudaMalloc(&pbuf, pbytes));
     cudaCheck(cudaMemset(pbuf, 1, pbytes));
     unsigned *sink;
     cudaCheck(cudaMalloc((void **)&sink, 4));
 
+    /* every persistent variant's outputs after the chain equal the library's (products: variant
+     * 0's; layer: variant 3's), and a repeat of every variant its own */
+    float *outs[] = {ch.o_out, ch.act, ch.d_out, ch.yq, ch.yk, ch.yv, ch.x[0], ch.xn};
+    const size_t lens[] = {N_EMBD, N_FF, N_EMBD, N_Q, N_KV, N_KV, N_EMBD, N_EMBD};
+    const char *names[] = {"o", "gate+up", "down", "q", "k", "v", "x", "xn"};
+    const int nout = 8;
+    float *ref[2][8], *got = (float *)malloc(N_FF * 4);
+    int failed = 0;
+    for (int v = 0; v < V_PROBE; v++)
+        for (int rep = 0; rep < 2; rep++) {
+            const int layer = v >= V_LIB_LAYER, base = rep == 0 && (v == V_LIB_PRODUCTS ||
+                                                                      v == V_LIB_LAYER);
+            for (int k = 0; k < nout; k++)
+                cudaCheck(cudaMemsetAsync(outs[k], 0, lens[k] * 4, ch.st));
+            reset(&ch, hx, hq);
+            run_variant(&ch, &cprod, &clayer, v, layers, 0, pbuf, pbytes, sink,
+                        prop.multiProcessorCount);
+            cudaCheck(cudaStreamSynchronize(ch.st));
+            cudaCheck(cudaGetLastError());
+            for (int k = 0; k < nout; k++) {
+                if (!layer && k >= 6)
+                    continue; /* the products alone leave x and xn alone */
+                if (base) {
+                    ref[layer][k] = (float *)malloc(lens[k] * 4);
+                    cudaCheck(cudaMemcpy(ref[layer][k], outs[k], lens[k] * 4,
+                                         cudaMemcpyDeviceToHost));
+                    int finite = 1;
+                    for (size_t i = 0; i < lens[k]; i++)
+                        finite &= isfinite(ref[layer][k][i]) != 0;
+                    if (!finite) {
+                        printf("check: %s: %s is not finite: FAILED\n", kNames[v], names[k]);
+                        failed = 1;
+                    }
+                    continue;
+                }
+                cudaCheck(cudaMemcpy(got, outs[k], lens[k] * 4, cudaMemcpyDeviceToHost));
+                if (memcmp(ref[layer][k], got, lens[k] * 4) != 0) {
+                    size_t nd = 0, first = 0;
+                    for (size_t i = 0; i < lens[k]; i++)
+                        if (memcmp(&ref[layer][k][i], &got[i], 4) && nd++ == 0)
+                            first = i;
+                    printf("check: %s, repeat %d: %s differs from the library's in %zu of %zu "
+                           "(first %zu: %.9g against %.9g): FAILED\n",
+                           kNames[v], rep, names[k], nd, lens[k], first, got[first],
+                           ref[layer][k][first]);
+                    failed = 1;
+                }
+            }
+        }
+    if (failed)
+        return 1;
+    printf("check: every variant's outputs after %d layers equal the library's bit for bit, "
+           "and its repeat's\n",
+           layers);
+
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    const int NV = 4; /* library, ahead, waiting, probe */
     double *t = (double *)calloc((size_t)NV * 2 * rounds, sizeof(double));
-    int nt[4] = {0};
+    int nt[NV] = {0};
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < 2 * NV; k++) {
             const int v = k < NV ? k : 2 * NV - 1 - k;
-            reset(&ch, hq);
-            cudaCheck(cudaMemsetAsync(ch.bar, 0, sizeof(unsigned), ch.st));
-            wait_kernel<<<1, 1, 0, ch.st>>>(20000000ull);
+            reset(&ch, hx, hq);
+            wait_kernel<<<1, 1, 0, ch.st>>>(20000000ull); /* the launches run ahead */
             cudaCheck(cudaGetLastError());
             cudaCheck(cudaEventRecord(e0, ch.st));
-            if (v == 0)
-                for (int l = 0; l < layers; l++)
-                    layer_products(&ch, (r + l) % ch.ncopies);
-            else if (v == 3)
-                read_kernel<<<4 * prop.multiProcessorCount, 1024, 0, ch.st>>>(
-                    (const uint4 *)pbuf, pbytes / 16, sink);
-            else
-                persistent(&ch, cc, layers, r % ch.ncopies, v == 1);
+            run_variant(&ch, &cprod, &clayer, v, layers, r % ch.ncopies, pbuf, pbytes, sink,
+                        prop.multiProcessorCount);
             cudaCheck(cudaEventRecord(e1, ch.st));
             cudaCheck(cudaEventSynchronize(e1));
             cudaCheck(cudaGetLastError());
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
             t[(size_t)v * 2 * rounds + (size_t)nt[v]++] =
-                v == 3 ? ms * 1e3 / ch.ncopies : ms * 1e3 / layers;
+                ms * 1e3 / (v == V_PROBE ? ch.ncopies : layers);
         }
-    static const char *vn[NV] = {"library launches", "persistent, ahead", "persistent, waiting",
-                                 "read probe"};
     double med[NV];
     for (int v = 0; v < NV; v++) {
         double *tv = t + (size_t)v * 2 * rounds;
         qsort(tv, (size_t)nt[v], sizeof(double), cmp_double);
         med[v] = tv[nt[v] / 2];
     }
-    printf("\n%-22s %10s %8s %8s %9s %12s\n", "variant", "us/layer", "p10", "p90", "vs 0",
-           "of the probe");
+    printf("\n%-30s %10s %8s %8s %10s %13s\n", "variant (us a layer)", "median", "p10", "p90",
+           "vs library", "of the probe");
     for (int v = 0; v < NV; v++) {
         double *tv = t + (size_t)v * 2 * rounds;
-        printf("%-22s %10.2f %8.2f %8.2f %9.3f %11.1f%%\n", vn[v], med[v], tv[nt[v] / 10],
-               tv[nt[v] - 1 - nt[v] / 10], med[v] / med[0], 100.0 * med[3] / med[v]);
+        const double lib = v >= V_LIB_LAYER && v < V_PROBE ? med[V_LIB_LAYER] : med[V_LIB_PRODUCTS];
+        printf("%-30s %10.2f %8.2f %8.2f %10.3f %12.1f%%\n", kNames[v], med[v], tv[nt[v] / 10],
+               tv[nt[v] - 1 - nt[v] / 10], med[v] / lib, 100.0 * med[V_PROBE] / med[v]);
     }
-    printf("read probe: %.0f GB/s over %.1f MB\n", layer_bytes / med[3] * 1e-3, pbytes * 1e-6);
+    printf("read probe: %.0f GB/s over %.1f MB (%d copies of a layer)\n",
+           layer_bytes / med[V_PROBE] * 1e-3, pbytes * 1e-6, ch.ncopies);
     return 0;
 }
