@@ -258,7 +258,45 @@ __device__ void norm_phase(const Phase &ph, int rot, double *sh)
     }
 }
 
-__global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
+/* A warp's chunks [cb, ce) of its tile in the stage st (GEGLU: the up tile tb bytes on) into a0
+ * (a1): the operands of BATCH chunks loaded together, then their arithmetic in chunk order, so
+ * the accumulators take the library's order. Two chunks a batch keep the kernel at 112 registers
+ * (__maxnreg__) without spills; three or four spill (ptxas, CUDA 13.0). */
+template <bool GEGLU, int BATCH = 2>
+__device__ __forceinline__ void step_chunks(const unsigned char *st, size_t tb,
+                                            const unsigned char *xq, int64_t cb, int64_t ce,
+                                            size_t dl, int lane, uint32_t m0, float (&a0)[4],
+                                            float (&a1)[4])
+{
+    for (int64_t c0 = cb; c0 < ce; c0 += BATCH) {
+        uint4 dg[BATCH], cx[BATCH], wq[BATCH], wq1[BATCH];
+        uint2 dd[BATCH], dd1[BATCH];
+#pragma unroll
+        for (int k = 0; k < BATCH; k++)
+            if (c0 + k < ce) {
+                const uint4 *xc = reinterpret_cast<const uint4 *>(
+                    xq + (size_t)(c0 + k) * XQ_CHUNK + (size_t)XQ_LANE * lane);
+                dg[k] = xc[0];
+                cx[k] = xc[1];
+                const unsigned char *cc = st + (size_t)(c0 + k) * CHUNK_BYTES;
+                wq[k] = *reinterpret_cast<const uint4 *>(cc + 16 * lane);
+                dd[k] = *reinterpret_cast<const uint2 *>(cc + dl);
+                if (GEGLU) {
+                    wq1[k] = *reinterpret_cast<const uint4 *>(cc + tb + 16 * lane);
+                    dd1[k] = *reinterpret_cast<const uint2 *>(cc + tb + dl);
+                }
+            }
+#pragma unroll
+        for (int k = 0; k < BATCH; k++)
+            if (c0 + k < ce) {
+                gem_tiles_chunk(wq[k], dd[k], dg[k], cx[k], m0, a0);
+                if (GEGLU)
+                    gem_tiles_chunk(wq1[k], dd1[k], dg[k], cx[k], m0, a1);
+            }
+    }
+}
+
+__global__ void __maxnreg__(112) chain_kernel(const Chain c)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) uint64_t full[NSLOT], empty[NSLOT];
@@ -353,19 +391,10 @@ __global__ void __launch_bounds__(CT + 32, 1) chain_kernel(const Chain c)
                         const int64_t cb = (int64_t)wi * ph.cpw;
                         const int64_t ce = cb + ph.cpw < ph.nchunks ? cb + ph.cpw : ph.nchunks;
                         const size_t dl = (size_t)(512 + 8 * (4 * h + t));
-                        for (int64_t ch = cb; ch < ce; ch++) {
-                            const uint4 *xc = reinterpret_cast<const uint4 *>(
-                                xq + (size_t)ch * XQ_CHUNK + (size_t)XQ_LANE * lane);
-                            const uint4 dg = xc[0], cx = xc[1];
-                            const unsigned char *cc = st + (size_t)ch * CHUNK_BYTES;
-                            gem_tiles_chunk(*reinterpret_cast<const uint4 *>(cc + 16 * lane),
-                                            *reinterpret_cast<const uint2 *>(cc + dl), dg, cx, m0,
-                                            a0);
-                            if (geglu)
-                                gem_tiles_chunk(*reinterpret_cast<const uint4 *>(cc + tb + 16 * lane),
-                                                *reinterpret_cast<const uint2 *>(cc + tb + dl), dg,
-                                                cx, m0, a1);
-                        }
+                        if (geglu)
+                            step_chunks<true>(st, tb, xq, cb, ce, dl, lane, m0, a0, a1);
+                        else
+                            step_chunks<false>(st, tb, xq, cb, ce, dl, lane, m0, a0, a1);
                     }
                     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
                     float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
