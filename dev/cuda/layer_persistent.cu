@@ -261,7 +261,8 @@ __device__ void norm_phase(const Phase &ph, int rot, double *sh)
 /* A warp's chunks [cb, ce) of its tile in the stage st (GEGLU: the up tile tb bytes on) into a0
  * (a1): the operands of BATCH chunks loaded together, then their arithmetic in chunk order, so
  * the accumulators take the library's order. Two chunks a batch keep the kernel at 112 registers
- * (__maxnreg__) without spills; three or four spill (ptxas, CUDA 13.0). */
+ * (__maxnreg__(96): 17 warps take registers as 20 would) with 68 bytes of spills (ptxas,
+ * CUDA 13.0). */
 template <bool GEGLU, int BATCH = 2>
 __device__ __forceinline__ void step_chunks(const unsigned char *st, size_t tb,
                                             const unsigned char *xq, int64_t cb, int64_t ce,
@@ -296,7 +297,7 @@ __device__ __forceinline__ void step_chunks(const unsigned char *st, size_t tb,
     }
 }
 
-__global__ void __maxnreg__(112) chain_kernel(const Chain c)
+__global__ void __maxnreg__(96) chain_kernel(const Chain c)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) uint64_t full[NSLOT], empty[NSLOT];
