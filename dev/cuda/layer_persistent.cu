@@ -260,9 +260,9 @@ __device__ void norm_phase(const Phase &ph, int rot, double *sh)
 
 /* A warp's chunks [cb, ce) of its tile in the stage st (GEGLU: the up tile tb bytes on) into a0
  * (a1): the operands of BATCH chunks loaded together, then their arithmetic in chunk order, so
- * the accumulators take the library's order. Two chunks a batch keep the kernel at 112 registers
- * (__maxnreg__(96): 17 warps take registers as 20 would) with 68 bytes of spills (ptxas,
- * CUDA 13.0). */
+ * the accumulators take the library's order. Two chunks a batch keep the kernel at 96 registers
+ * (__maxnreg__; an SM gives 17 warps the registers of 20) with 68 bytes of spills (ptxas,
+ * CUDA 13.0; 112 registers do not launch). */
 template <bool GEGLU, int BATCH = 2>
 __device__ __forceinline__ void step_chunks(const unsigned char *st, size_t tb,
                                             const unsigned char *xq, int64_t cb, int64_t ce,
