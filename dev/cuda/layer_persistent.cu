@@ -151,6 +151,11 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_
                  : "memory");
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
+/* The W warps of warp group g (barriers 2 .. 2 + CW / W - 1; 1 is the consumers'). */
+__device__ __forceinline__ void group_sync(int g, int w)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(2 + g), "r"(32 * w) : "memory");
+}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
 {
     unsigned v;
@@ -308,7 +313,7 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
     if (threadIdx.x == 0) {
         for (int s = 0; s < NSLOT; s++) {
             mbar_init(saddr(&full[s]), 1);
-            mbar_init(saddr(&empty[s]), 1);
+            mbar_init(saddr(&empty[s]), CW); /* every consumer warp, once it has read the stage */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -405,16 +410,19 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
                         u0 += __shfl_xor_sync(kFull, u0, o);
                         u1 += __shfl_xor_sync(kFull, u1, o);
                     }
-                    if (g4 == 0 && valid) {
+                    __syncwarp(); /* the warp has read its part of the stage */
+                    if (lane == 0)
+                        mbar_arrive(saddr(&empty[slot]));
+                    if (!valid)
+                        continue;
+                    if (g4 == 0) {
                         red[buf][0][warp][2 * t] = r0;
                         red[buf][0][warp][2 * t + 1] = r1;
                         red[buf][1][warp][2 * t] = u0;
                         red[buf][1][warp][2 * t + 1] = u1;
                     }
-                    consumers_sync(); /* the stage is read and red written */
-                    if (threadIdx.x == 0)
-                        mbar_arrive(saddr(&empty[slot]));
-                    if (valid && wi == 0 && lane < TILE_ROWS) {
+                    group_sync(group, W); /* the group's red is written */
+                    if (wi == 0 && lane < TILE_ROWS) {
                         const int r = lane, w0 = group * W;
                         float sum = red[buf][0][w0][r];
                         for (int w = 1; w < W; w++)
