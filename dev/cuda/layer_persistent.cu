@@ -51,6 +51,7 @@ Variants (the same bits as the library's launches of the same chain):
   persistent, no arithmetic           the products' chain with the consumers computing nothing
                                       (they wait for each stage and free it): what the ring, the
                                       barriers and the digits' phases take alone (not checked)
+  persistent, stream alone            the same without the grid barriers: the ring's own rate
   read probe                          a streaming read of the layer's bytes
 
 Caveat of the prototype: the scratch a phase writes for the next (D1, D2, NA, NB) is read by plain loads
@@ -114,7 +115,7 @@ struct Phase {
 
 struct Chain {
     Phase ph[NPH];
-    int nph, layers, copy0, ncopies, ahead, arithmetic;
+    int nph, layers, copy0, ncopies, ahead, arithmetic, barriers;
     int64_t steps_per_layer;
     unsigned *bar;
 };
@@ -445,7 +446,8 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
                     }
                 }
             }
-            grid_barrier(c.bar, (barriers_before(c, l, p) + 1) * (unsigned)nb);
+            if (c.barriers)
+                grid_barrier(c.bar, (barriers_before(c, l, p) + 1) * (unsigned)nb);
         }
     }
 }
@@ -696,12 +698,14 @@ static Chain make_chain(chain *ch, int norms)
 static int g_blocks;
 
 /* The persistent chain (its barrier counter zeroed by the caller, before the timed region). */
-static void persistent(chain *ch, Chain c, int layers, int copy0, int ahead, int arithmetic)
+static void persistent(chain *ch, Chain c, int layers, int copy0, int ahead, int arithmetic,
+                       int barriers)
 {
     c.layers = layers;
     c.copy0 = copy0;
     c.ahead = ahead;
     c.arithmetic = arithmetic;
+    c.barriers = barriers;
     void *args[] = {&c};
     cudaCheck(cudaLaunchCooperativeKernel((const void *)chain_kernel, dim3(g_blocks), dim3(CT + 32),
                                           args, NSLOT * SLOT_BYTES, ch->st));
@@ -732,11 +736,11 @@ __global__ void read_kernel(const uint4 *p, size_t n16, unsigned *sink)
 }
 
 enum { V_LIB_PRODUCTS, V_PERSIST_PRODUCTS, V_PERSIST_PRODUCTS_WAIT, V_LIB_LAYER, V_PERSIST_LAYER,
-       V_PERSIST_LAYER_WAIT, V_PERSIST_NO_ARITH, V_PROBE, NV };
+       V_PERSIST_LAYER_WAIT, V_PERSIST_NO_ARITH, V_PERSIST_STREAM, V_PROBE, NV };
 static const char *const kNames[NV] = {
     "library, products",   "persistent, products", "persistent, products, waiting",
     "library, layer",      "persistent, layer",    "persistent, layer, waiting",
-    "persistent, no arithmetic", "read probe"};
+    "persistent, no arithmetic", "persistent, stream alone", "read probe"};
 
 /* One run of variant v over `layers` layers from copy copy0 (the probe: the layer's bytes). */
 static void run_variant(chain *ch, const Chain *cp, const Chain *cl, int v, int layers, int copy0,
@@ -753,14 +757,15 @@ static void run_variant(chain *ch, const Chain *cp, const Chain *cl, int v, int 
         break;
     case V_PERSIST_PRODUCTS:
     case V_PERSIST_PRODUCTS_WAIT:
-        persistent(ch, *cp, layers, copy0, v == V_PERSIST_PRODUCTS, 1);
+        persistent(ch, *cp, layers, copy0, v == V_PERSIST_PRODUCTS, 1, 1);
         break;
     case V_PERSIST_LAYER:
     case V_PERSIST_LAYER_WAIT:
-        persistent(ch, *cl, layers, copy0, v == V_PERSIST_LAYER, 1);
+        persistent(ch, *cl, layers, copy0, v == V_PERSIST_LAYER, 1, 1);
         break;
     case V_PERSIST_NO_ARITH:
-        persistent(ch, *cp, layers, copy0, 1, 0);
+    case V_PERSIST_STREAM:
+        persistent(ch, *cp, layers, copy0, 1, 0, v == V_PERSIST_NO_ARITH);
         break;
     default:
         read_kernel<<<4 * sms, 1024, 0, ch->st>>>((const uint4 *)pbuf, pbytes / 16, sink);
@@ -887,7 +892,7 @@ int main(int argc, char **argv)
     const int nout = 8;
     float *ref[2][8], *got = (float *)malloc(N_FF * 4);
     int failed = 0;
-    for (int v = 0; v < V_PERSIST_NO_ARITH; v++) /* the last two compute nothing to check */
+    for (int v = 0; v < V_PERSIST_NO_ARITH; v++) /* the last three compute nothing to check */
         for (int rep = 0; rep < 2; rep++) {
             const int layer = v >= V_LIB_LAYER, base = rep == 0 && (v == V_LIB_PRODUCTS ||
                                                                       v == V_LIB_LAYER);
