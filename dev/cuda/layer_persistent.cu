@@ -63,6 +63,25 @@ then reversed each round, --rounds rounds (default 10): the median us a layer, p
 the fraction of the weights' bytes at a streaming read measured in the same process.
 
 ./layer_persistent [--rounds R] [--layers L]
+
+H100 run 169 (results/h200/run169; no H200 was lent that day): every variant equal to the
+library bit for bit after 12 layers. Medians of 20 chains, us a layer (the read probe: 88.2 us
+for the layer's 269.4 MB, 3,055 GB/s):
+
+  library, products 119.4 (74% of the probe)   persistent 151.8 (58%)   waiting 162.3
+  library, layer    133.4 (66%)                persistent 176.6 (50%)   waiting 184.4
+  persistent, no arithmetic 107.6 (82%)        stream alone 92.4 (95%)
+
+Running ahead is worth 8-10 us a layer, about what the library's products lose to their ramps,
+tails and small kernels; the ring streams at 95% of the probe alone and 82% with the barriers,
+the phases' uneven steps and the scratch phases. But the arithmetic does not keep up: 16
+consumer warps an SM (96 registers; ncu 0.27 instructions issued a cycle a scheduler, 4.3 warps a
+scheduler, a warp's cycles stalled on L1TEX loads (the scratch's digits) 36% and on barriers),
+where the library's launches keep 24-32 warps an SM. A warp's chunks loaded two at a time and a
+stage freed warp by warp, each tile summed at its own group's barrier (the program as it stands),
+moved nothing: 151.4 us against 152.9 for one chunk at a time and a block barrier a step. A
+persistent chain needs a consumer that computes a chunk in fewer instructions or with twice the
+warps (say a producer folded into a consumer thread, at 64 registers) before it can gain.
 */
 #include <math.h>
 #include <stdint.h>

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# run 169 (one H100 or H200): a 31B sliding layer's products as one persistent kernel whose
+# weights stream ahead of the layer's dependences (dev/cuda/layer_persistent), against the
+# library's launches of the same products, and dev/cuda/norm_prefetch's chain with and without
+# its norm kernels for reference, in one call.
+set -u -o pipefail
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+W=/tmp/w169; rm -rf $W; mkdir -p $W
+WORK=$W PHASES="build" BUILD_TARGETS="dev_layer_persistent dev_norm_prefetch" BUDGET_S=300 \
+  bash scripts/h200-run.sh $OUT/h200 > /dev/null 2>&1
+echo "h200-run.sh rc=$? at $(el) s"; grep -E "^== |FAIL|fail|error" $OUT/h200/log.txt | tail -8
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+timeout 150 build-h200/dev/layer_persistent --rounds 10 --layers 12 2>&1 | tee $OUT/layer-persistent.txt
+echo "layer_persistent rc=$? at $(el) s"
+timeout 120 build-h200/dev/norm_prefetch --rounds 6 --bounds 2>&1 | tee $OUT/norm-prefetch.txt
+echo "norm_prefetch rc=$? at $(el) s"
