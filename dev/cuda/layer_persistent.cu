@@ -31,10 +31,11 @@ gem_dmv_geglu_prepared, gem_dmv (down, with its scratch kernel), gem_dmv_multi_p
 
 The whole layer (norm_prefetch's chain with nothing prefetched) adds the post-attention norm
 after o and after down (x += rmsnorm(o) w; xn = rmsnorm(x) w'; the next product's scratch), the
-library's post_attn_kernel (a copy below, as norm_prefetch has): persistent, each is a phase of
-its own (NA, NB) in which every block computes both sums of squares as the library's six blocks
-each do (its 512 consumers take two of the library's 1,024 threads each, so the trees and the
-bits are the same), then the grid's warps store x, xn and the scratch a 32-element block each.
+library's post_attn_kernel (sliding_chain.h's copy, with no bytes asked ahead): persistent, each
+is a phase of its own (NA, NB) in which every block computes both sums of squares as the
+library's six blocks each do (its 512 consumers take two of the library's 1,024 threads each, so
+the trees and the bits are the same), then the grid's warps store x, xn and the scratch a
+32-element block each.
 
 A block's steps: a step is the tiles its warp groups compute at once (G = 16 / W tiles of a
 phase whose tiles take W warps); the phase's steps go to the blocks in turn, continuing where the
@@ -91,16 +92,8 @@ warps (say a producer folded into a consumer thread, at 64 registers) before it 
 
 #include <cuda_runtime.h>
 
-#include "common.h"
-#include "gem/gguf.h"
-#include "model/cuda/model_cuda.h"
-#include "cuda/gem_pdl.cuh"
-#include "model/cuda/tiles_arith.cuh"
+#include "sliding_chain.h"
 
-#define N_EMBD 5376
-#define N_FF 21504
-#define N_Q 8192
-#define N_KV 4096
 #define TILE_ROWS 8
 #define CHUNK_BYTES 576
 #define XQ_LANE GEM_TILES_XQ_LANE_BYTES
@@ -112,8 +105,6 @@ warps (say a producer folded into a consumer thread, at 64 registers) before it 
 #define MAXCOPY 4
 #define NROT 4
 #define NPH 8
-#define NORM_THREADS 1024 /* the library's norm kernels (gemma4_cuda.cu) */
-#define NORM_PER_THREAD 8
 #define EPS 1e-6
 static const unsigned kFull = 0xffffffffu;
 
@@ -471,93 +462,7 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
     }
 }
 
-/* ---- the library's post-attention norm kernel (gemma4_cuda.cu), as norm_prefetch runs it ---- */
-
-__device__ double lib_block_sum(double v, double *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
-        if (lane == 0)
-            sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
-__device__ __forceinline__ void lib_norm_load(const float *__restrict__ p, int64_t n,
-                                              float (&v)[NORM_PER_THREAD])
-{
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++) {
-        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-        v[k] = i < n ? p[i] : 0.0f;
-    }
-}
-
-__device__ __forceinline__ double lib_norm_rms_inv(const float (&v)[NORM_PER_THREAD], int64_t n,
-                                                   double *sh)
-{
-    double ss = 0.0;
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++)
-        if (threadIdx.x + (int64_t)k * blockDim.x < n)
-            ss += (double)v[k] * (double)v[k];
-    ss = lib_block_sum(ss, sh);
-    return 1.0 / sqrt(ss / (double)n + EPS);
-}
-
-__global__ void __launch_bounds__(NORM_THREADS)
-    lib_post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
-                         const float *__restrict__ x_in, float *__restrict__ x_out,
-                         const float *__restrict__ w_ffn, int64_t n, float *__restrict__ xn,
-                         unsigned char *__restrict__ xq)
-{
-    __shared__ double sh[32];
-    float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
-    pdl_trigger();
-    lib_norm_load(w_post, n, wp);
-    lib_norm_load(w_ffn, n, wf);
-    pdl_wait();
-    lib_norm_load(o, n, ov);
-    lib_norm_load(x_in, n, xv);
-    const double r = lib_norm_rms_inv(ov, n, sh);
-#pragma unroll
-    for (int k = 0; k < NORM_PER_THREAD; k++)
-        xv[k] += (float)((double)ov[k] * r) * wp[k];
-    const double r2 = lib_norm_rms_inv(xv, n, sh);
-    const int kb = (int)blockIdx.x;
-    float vk = 0.0f, wk = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < NORM_PER_THREAD; kk++)
-        if (kk == kb) {
-            vk = xv[kk];
-            wk = wf[kk];
-        }
-    const int64_t i = threadIdx.x + (int64_t)kb * blockDim.x;
-    const float y = (float)((double)vk * r2) * wk;
-    if (i < n) {
-        x_out[i] = vk;
-        xn[i] = y;
-    }
-    const int64_t blk = ((int64_t)kb * blockDim.x + (threadIdx.x & ~31u)) / 32;
-    if (32 * blk < n)
-        gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
-}
-
 /* ---- the chain ----------------------------------------------------------------------------- */
-
-enum { M_O, M_GATE, M_UP, M_DOWN, M_Q, M_K, M_V, M_COUNT };
-static const int64_t kRows[M_COUNT] = {N_EMBD, N_FF, N_FF, N_EMBD, N_Q, N_KV, N_KV};
-static const int64_t kCols[M_COUNT] = {N_Q, N_EMBD, N_EMBD, N_FF, N_EMBD, N_EMBD, N_EMBD};
 
 typedef struct chain {
     int ncopies;
@@ -589,17 +494,19 @@ static void layer_norms(chain *ch, int c)
     gem_dmatrix *m = ch->m[c];
     const unsigned grid = (N_EMBD + NORM_THREADS - 1) / NORM_THREADS;
     GEM_TRY(gem_dmv(&m[M_O], ch->yq, ch->o_out, ch->xq_o, ch->st));
-    cudaCheck(launch_pdl(lib_post_attn_kernel, grid, NORM_THREADS, ch->st,
-                         (const float *)ch->o_out, (const float *)ch->w_post,
-                         (const float *)ch->x[0], ch->x[1], (const float *)ch->w_ffn,
-                         (int64_t)N_EMBD, ch->xn, (unsigned char *)ch->xq_mlp_layer));
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, ch->st, (const float *)ch->o_out,
+                         (const float *)ch->w_post, (const float *)ch->x[0], ch->x[1],
+                         (const float *)ch->w_ffn, (int64_t)N_EMBD, EPS, ch->xn,
+                         (unsigned char *)ch->xq_mlp_layer, (const unsigned char *)NULL, (size_t)0,
+                         (const unsigned char *)NULL, (size_t)0));
     GEM_TRY(gem_dmv_geglu_prepared(&m[M_GATE], &m[M_UP], ch->xn, ch->act, ch->xq_mlp_layer,
                                    ch->st));
     GEM_TRY(gem_dmv(&m[M_DOWN], ch->act, ch->d_out, ch->xq_down, ch->st));
-    cudaCheck(launch_pdl(lib_post_attn_kernel, grid, NORM_THREADS, ch->st,
-                         (const float *)ch->d_out, (const float *)ch->w_post,
-                         (const float *)ch->x[1], ch->x[0], (const float *)ch->w_ffn,
-                         (int64_t)N_EMBD, ch->xn, (unsigned char *)ch->xq_qkv_layer));
+    cudaCheck(launch_pdl(norm_pf_kernel, grid, NORM_THREADS, ch->st, (const float *)ch->d_out,
+                         (const float *)ch->w_post, (const float *)ch->x[1], ch->x[0],
+                         (const float *)ch->w_ffn, (int64_t)N_EMBD, EPS, ch->xn,
+                         (unsigned char *)ch->xq_qkv_layer, (const unsigned char *)NULL, (size_t)0,
+                         (const unsigned char *)NULL, (size_t)0));
     const gem_dmatrix *w3[3] = {&m[M_Q], &m[M_K], &m[M_V]};
     float *y3[3] = {ch->yq, ch->yk, ch->yv};
     GEM_TRY(gem_dmv_multi_prepared(3, w3, ch->xn, y3, ch->xq_qkv_layer, ch->st));
@@ -830,33 +737,8 @@ int main(int argc, char **argv)
     chain ch;
     memset(&ch, 0, sizeof ch);
     cudaCheck(cudaStreamCreateWithFlags(&ch.st, cudaStreamNonBlocking));
-    size_t layer_bytes = 0;
-    for (int i = 0; i < M_COUNT; i++) {
-        size_t rb = 0;
-        GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, kCols[i], &rb));
-        layer_bytes += (size_t)kRows[i] * rb;
-    }
-    ch.ncopies = (int)(((size_t)4 * prop.l2CacheSize) / layer_bytes + 2);
-    if (ch.ncopies > MAXCOPY)
-        ch.ncopies = MAXCOPY;
-    ch.m = (gem_dmatrix(*)[M_COUNT])calloc((size_t)ch.ncopies, sizeof *ch.m);
-    void *tmp;
-    cudaCheck(cudaMalloc(&tmp, (size_t)N_FF * 21504));
-    for (int c = 0; c < ch.ncopies; c++)
-        for (int i = 0; i < M_COUNT; i++) {
-            size_t rb = 0;
-            GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_0, kCols[i], &rb));
-            gem_dmatrix *m = &ch.m[c][i];
-            *m = (gem_dmatrix){NULL, GEM_GGUF_Q4_0, kRows[i], kCols[i], rb, GEM_DLAYOUT_ROWS};
-            cudaCheck(cudaMalloc(&m->data, (size_t)kRows[i] * rb));
-            gem_dmatrix r = *m;
-            r.data = tmp;
-            GEM_TRY(gem_dmatrix_fill_random(&r, 11 + 7 * (uint64_t)c + (uint64_t)i,
-                                            1.0f / sqrtf((float)kCols[i]), NULL));
-            GEM_TRY(gem_dmatrix_tile(m, tmp, NULL));
-            cudaCheck(cudaDeviceSynchronize());
-        }
-    cudaCheck(cudaFree(tmp));
+    const size_t layer_bytes = sliding_layer_bytes();
+    ch.m = sliding_layer_copies(prop.l2CacheSize, MAXCOPY, &ch.ncopies);
     printf("%d copies of a layer's %.1f MB of weights\n", ch.ncopies, layer_bytes * 1e-6);
     float **vecs[] = {&ch.x[0], &ch.x[1], &ch.xn, &ch.o_out, &ch.act, &ch.d_out,
                       &ch.yq,   &ch.yk,   &ch.yv, &ch.w_post, &ch.w_ffn};
