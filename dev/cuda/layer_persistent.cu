@@ -53,6 +53,8 @@ Variants (the same bits as the library's launches of the same chain):
                                       (they wait for each stage and free it): what the ring, the
                                       barriers and the digits' phases take alone (not checked)
   persistent, stream alone            the same without the grid barriers: the ring's own rate
+  persistent, arithmetic alone        the products' chain with its barriers and arithmetic on
+                                      whatever the stages hold, no weights copied (not checked)
   read probe                          a streaming read of the layer's bytes
 
 Caveat of the prototype: the scratch a phase writes for the next (D1, D2, NA, NB) is read by plain loads
@@ -125,7 +127,7 @@ struct Phase {
 
 struct Chain {
     Phase ph[NPH];
-    int nph, layers, copy0, ncopies, ahead, arithmetic, barriers;
+    int nph, layers, copy0, ncopies, ahead, arithmetic, barriers, weights;
     int64_t steps_per_layer;
     unsigned *bar;
 };
@@ -334,7 +336,7 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
     __syncthreads();
 
     if (warp == CW) { /* the producer */
-        if (lane != 0)
+        if (lane != 0 || !c.weights)
             return;
         uint32_t it = 0;
         for (int l = 0; l < c.layers; l++) {
@@ -401,7 +403,8 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
                 const unsigned char *xq = ph.xq[rot];
                 for (int64_t s = first_step(c, l, p, nb); s < ph.steps; s += nb, it++) {
                     const int slot = (int)(it % NSLOT), buf = (int)(it & 1);
-                    mbar_wait(saddr(&full[slot]), (it / NSLOT) & 1);
+                    if (c.weights)
+                        mbar_wait(saddr(&full[slot]), (it / NSLOT) & 1);
                     const int64_t tile = s * ph.G + group;
                     const bool valid = group < ph.G && tile < ph.tiles;
                     float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
@@ -625,8 +628,9 @@ static int g_blocks;
 
 /* The persistent chain (its barrier counter zeroed by the caller, before the timed region). */
 static void persistent(chain *ch, Chain c, int layers, int copy0, int ahead, int arithmetic,
-                       int barriers)
+                       int barriers, int weights = 1)
 {
+    c.weights = weights;
     c.layers = layers;
     c.copy0 = copy0;
     c.ahead = ahead;
@@ -662,11 +666,12 @@ __global__ void read_kernel(const uint4 *p, size_t n16, unsigned *sink)
 }
 
 enum { V_LIB_PRODUCTS, V_PERSIST_PRODUCTS, V_PERSIST_PRODUCTS_WAIT, V_LIB_LAYER, V_PERSIST_LAYER,
-       V_PERSIST_LAYER_WAIT, V_PERSIST_NO_ARITH, V_PERSIST_STREAM, V_PROBE, NV };
+       V_PERSIST_LAYER_WAIT, V_PERSIST_NO_ARITH, V_PERSIST_STREAM, V_PERSIST_ARITH, V_PROBE, NV };
 static const char *const kNames[NV] = {
     "library, products",   "persistent, products", "persistent, products, waiting",
     "library, layer",      "persistent, layer",    "persistent, layer, waiting",
-    "persistent, no arithmetic", "persistent, stream alone", "read probe"};
+    "persistent, no arithmetic", "persistent, stream alone", "persistent, arithmetic alone",
+    "read probe"};
 
 /* One run of variant v over `layers` layers from copy copy0 (the probe: the layer's bytes). */
 static void run_variant(chain *ch, const Chain *cp, const Chain *cl, int v, int layers, int copy0,
@@ -692,6 +697,9 @@ static void run_variant(chain *ch, const Chain *cp, const Chain *cl, int v, int 
     case V_PERSIST_NO_ARITH:
     case V_PERSIST_STREAM:
         persistent(ch, *cp, layers, copy0, 1, 0, v == V_PERSIST_NO_ARITH);
+        break;
+    case V_PERSIST_ARITH:
+        persistent(ch, *cp, layers, copy0, 1, 1, 1, 0);
         break;
     default:
         read_kernel<<<4 * sms, 1024, 0, ch->st>>>((const uint4 *)pbuf, pbytes / 16, sink);
@@ -793,7 +801,7 @@ int main(int argc, char **argv)
     const int nout = 8;
     float *ref[2][8], *got = (float *)malloc(N_FF * 4);
     int failed = 0;
-    for (int v = 0; v < V_PERSIST_NO_ARITH; v++) /* the last three compute nothing to check */
+    for (int v = 0; v < V_PERSIST_NO_ARITH; v++) /* the rest compute nothing to check */
         for (int rep = 0; rep < 2; rep++) {
             const int layer = v >= V_LIB_LAYER, base = rep == 0 && (v == V_LIB_PRODUCTS ||
                                                                       v == V_LIB_LAYER);
