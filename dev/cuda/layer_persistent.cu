@@ -74,6 +74,7 @@ for the layer's 269.4 MB, 3,055 GB/s):
   library, products 119.4 (74% of the probe)   persistent 151.8 (58%)   waiting 162.3
   library, layer    133.4 (66%)                persistent 176.6 (50%)   waiting 184.4
   persistent, no arithmetic 107.6 (82%)        stream alone 92.4 (95%)
+  arithmetic alone (out/arith, a later call: library products 119.5, persistent 151.5) 110.1
 
 Running ahead is worth 8-10 us a layer, about what the library's products lose to their ramps,
 tails and small kernels; the ring streams at 95% of the probe alone and 82% with the barriers,
@@ -82,7 +83,9 @@ consumer warps an SM (96 registers; ncu 0.27 instructions issued a cycle a sched
 scheduler, a warp's cycles stalled on L1TEX loads (the scratch's digits) 36% and on barriers),
 where the library's launches keep 24-32 warps an SM. A warp's chunks loaded two at a time and a
 stage freed warp by warp, each tile summed at its own group's barrier (the program as it stands),
-moved nothing: 151.4 us against 152.9 for one chunk at a time and a block barrier a step. A
+moved nothing: 151.4 us against 152.9 for one chunk at a time and a block barrier a step. The
+arithmetic alone, with the barriers and no weights, takes 110.1 us: about the library's whole
+products chain, and it overlaps the copies poorly at two stages (together 151.5). A
 persistent chain needs a consumer that computes a chunk in fewer instructions or with twice the
 warps (say a producer folded into a consumer thread, at 64 registers) before it can gain.
 */
