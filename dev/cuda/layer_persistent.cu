@@ -57,9 +57,9 @@ Variants (the same bits as the library's launches of the same chain):
                                       whatever the stages hold, no weights copied (not checked)
   read probe                          a streaming read of the layer's bytes
 
-Caveat of the prototype: the scratch a phase writes for the next (D1, D2, NA, NB) is read by plain loads
-after the barrier's acquire, in one of 4 buffers taken in turn by layer; the library would have
-to settle how a phase's scratch reaches every SM.
+Caveat of the prototype: the scratch a phase writes for the next (D1, D2, NA, NB) is read by
+plain loads after the barrier's acquire, in one of 4 buffers taken in turn by layer; the library
+would have to settle how a phase's scratch reaches every SM.
 
 Timing: chains of --layers layers (default 12), events around the chain alone, variants in order
 then reversed each round, --rounds rounds (default 10): the median us a layer, p10 and p90, and
@@ -67,9 +67,9 @@ the fraction of the weights' bytes at a streaming read measured in the same proc
 
 ./layer_persistent [--rounds R] [--layers L]
 
-H100 run 169 (results/h200/run169; no H200 was lent that day): every variant equal to the
-library bit for bit after 12 layers. Medians of 20 chains, us a layer (the read probe: 88.2 us
-for the layer's 269.4 MB, 3,055 GB/s):
+Run 169 (results/h200/run169), on an H100 (no H200 machine could be started then): every
+variant equal to the library bit for bit after 12 layers. Medians of 20 chains, us a layer (the
+read probe: 88.2 us for the layer's 269.4 MB, 3,055 GB/s):
 
   library, products 119.4 (74% of the probe)   persistent 151.8 (58%)   waiting 162.3
   library, layer    133.4 (66%)                persistent 176.6 (50%)   waiting 184.4
@@ -85,7 +85,7 @@ where the library's launches keep 24-32 warps an SM. A warp's chunks loaded two 
 stage freed warp by warp, each tile summed at its own group's barrier (the program as it stands),
 moved nothing: 151.4 us against 152.9 for one chunk at a time and a block barrier a step. The
 arithmetic alone, with the barriers and no weights, takes 110.1 us: about the library's whole
-products chain, and it overlaps the copies poorly at two stages (together 151.5). A
+products chain; with the copies it takes 151.5, not the larger of the two (why is not measured). A
 persistent chain needs a consumer that computes a chunk in fewer instructions or with twice the
 warps (say a producer folded into a consumer thread, at 64 registers) before it can gain.
 */
@@ -137,7 +137,10 @@ struct Chain {
 
 /* ---- shared-memory barriers and bulk copies ------------------------------------------------- */
 
-__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t saddr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 __device__ __forceinline__ void mbar_init(uint32_t a, unsigned n)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n) : "memory");
@@ -162,14 +165,18 @@ __device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
                  "r"(parity)
                  : "memory");
 }
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes,
+                                          uint32_t bar)
 {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
                  "%2, [%3];\n" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
+__device__ __forceinline__ void consumers_sync()
+{
+    asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory");
+}
 /* The W warps of warp group g (barriers 2 .. 2 + CW / W - 1; 1 is the consumers'). */
 __device__ __forceinline__ void group_sync(int g, int w)
 {
@@ -274,7 +281,8 @@ __device__ void norm_phase(const Phase &ph, int rot, double *sh)
     const double r2 = 1.0 / sqrt(norm_sum2(s2[0], s2[1], sh) / (double)n + EPS);
     for (int64_t d = (int64_t)blockIdx.x * CW + warp; d < n / 32; d += nb * CW) {
         const int64_t i = 32 * d + lane;
-        const float xo = __ldcg(ph.x_in + i) + (float)((double)__ldcg(ph.x + i) * r1) * ph.w_post[i];
+        const float xo =
+            __ldcg(ph.x_in + i) + (float)((double)__ldcg(ph.x + i) * r1) * ph.w_post[i];
         const float y = (float)((double)xo * r2) * ph.w_next[i];
         ph.x_out[i] = xo;
         ph.xn[i] = y;
@@ -285,7 +293,7 @@ __device__ void norm_phase(const Phase &ph, int rot, double *sh)
 /* A warp's chunks [cb, ce) of its tile in the stage st (GEGLU: the up tile tb bytes on) into a0
  * (a1): the operands of BATCH chunks loaded together, then their arithmetic in chunk order, so
  * the accumulators take the library's order. Two chunks a batch keep the kernel at 96 registers
- * (__maxnreg__; an SM gives 17 warps the registers of 20) with 68 bytes of spills (ptxas,
+ * (__maxnreg__; an SM gives 17 warps the registers of 20) with 60 bytes of spills (ptxas,
  * CUDA 13.0; 112 registers do not launch). */
 template <bool GEGLU, int BATCH = 2>
 __device__ __forceinline__ void step_chunks(const unsigned char *st, size_t tb,
@@ -368,8 +376,8 @@ __global__ void __maxnreg__(96) chain_kernel(const Chain c)
                         if (ph.kind == K_GEGLU) {
                             bulk_copy(base + (uint32_t)(g * 2 * tb), ph.data[cp][0] + tile * tb,
                                       (uint32_t)tb, fb);
-                            bulk_copy(base + (uint32_t)(g * 2 * tb + tb), ph.data[cp][1] + tile * tb,
-                                      (uint32_t)tb, fb);
+                            bulk_copy(base + (uint32_t)(g * 2 * tb + tb),
+                                      ph.data[cp][1] + tile * tb, (uint32_t)tb, fb);
                         } else {
                             int m = 0;
                             while (m + 1 < ph.nmat && tile >= ph.tile0[m + 1])
