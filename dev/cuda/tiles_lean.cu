@@ -24,15 +24,16 @@ variant once per shape and exits (for a profiler).
 
 ./tiles_lean [--reps R] [--once] [--hot]
 
-Run 170 (results/h200/run170), on H100s (no H200 machine could be started then): bit for
-bit the library's on every shape, 61 registers as the library's kernel, and ncu counts 82-84
-warp instructions a chunk against the library's 92-94 (10-11% fewer). Chained us, library / lean
-(two of the three processes): q 13.00 / 13.06 and 12.97 / 13.04, k 11.86 / 10.99 and 11.89 / 11.33, o-swa
-16.07 / 16.21 and 16.07 / 16.13, o-full 24.73 / 24.53 and 24.67 / 24.58, down 30.53 / 30.09 and
-30.56 / 30.07, the head 261.6 / 261.3 and 261.7 / 261.2 (98% of the probe): on the H100, whose
-products are not bound by their instructions (the head streams at 98% of its probe), only k
-(-2 to -7%) and down (-0.7 to -1.6%) move; the third call's figures are in COMMAND.md. The H200, where the head reaches 87% of the probe, is the machine
-that can tell; not in the library until it has.
+Run 170 (results/h200/run170), on H100s (no H200 machine could be started then): bit for bit
+the library's on every shape, 61 registers as the library's kernel, and ncu counts 82-84 warp
+instructions a chunk against the library's 92-94 (10-11% fewer). Chained us, library / lean (two
+of the three processes): q 13.00 / 13.06 and 12.97 / 13.04, k 11.86 / 10.99 and 11.89 / 11.33,
+o-swa 16.07 / 16.21 and 16.07 / 16.13, o-full 24.73 / 24.53 and 24.67 / 24.58, down 30.53 /
+30.09 and 30.56 / 30.07, the head 261.6 / 261.3 and 261.7 / 261.2 (98% of the probe; the third
+call's figures are in COMMAND.md). On the H100, whose products are not bound by their
+instructions (the head streams at 98% of its probe), only k (-2 to -7%) and down (-0.7 to
+-1.6%) move. The H200, where the head reaches 87% of the probe, is the machine that can tell;
+not in the library until it has.
 */
 #include "tiles_bench.h"
 
