@@ -169,7 +169,11 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
 }
 
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
- * its chunks; loads in batches of kBatch chunks into registers. */
+ * its chunks; loads in batches of kBatch chunks into registers. A warp counts its chunks in 32
+ * bits (at most p.cpw of them) and steps its weight and scratch pointers a batch at a time.
+ * Lineage: dev/cuda/tiles_lean (results/h200/run170): the loop with 64-bit chunk indices and
+ * offsets took 92-94 warp instructions a 576-byte chunk (ncu), this one 82-84, the same 61
+ * registers and the same bits (the same tests, loads and order of additions). */
 __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
 {
     __shared__ float red[kMaxWarps][kTileRows];
@@ -181,39 +185,44 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
         m++;
     tile -= p.mat[m].tile0;
     const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
-    const unsigned char *w0 = p.mat[m].data + (size_t)tile * tile_bytes;
     const uint32_t m0 = h ? 0u : kFull;
     float a0[4] = {0.f, 0.f, 0.f, 0.f};
-    const int64_t cb = (int64_t)warp * p.cpw;
+    /* this warp's chunks [cb, cb + n); a warp past the tile's chunks has none */
+    const int64_t cw = (int64_t)warp * p.cpw;
+    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
-    const size_t wlane = (size_t)16 * lane, dlane = (size_t)(512 + 8 * (4 * h + t));
+    const uint32_t n = (uint32_t)(ce - cb);
+    const unsigned char *wp = p.mat[m].data + (size_t)tile * tile_bytes +
+                              (size_t)cb * kChunkBytes + (size_t)16 * lane;
+    const size_t dl = (size_t)(512 + 8 * (4 * h + t)) - (size_t)16 * lane; /* from wp */
+    const unsigned char *xp = p.xq + (size_t)cb * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
     uint4 wq[kBatch];
     uint2 dd[kBatch];
-    auto load = [&](int64_t c0) {
+    /* the batch at w: all kBatch chunks when left >= kBatch, else the first left */
+    auto load = [&](const unsigned char *w, uint32_t left) {
 #pragma unroll
         for (int k = 0; k < kBatch; k++) {
-            if (c0 + k < ce) {
-                const size_t off = (size_t)(c0 + k) * kChunkBytes;
-                wq[k] = __ldcs(reinterpret_cast<const uint4 *>(w0 + off + wlane));
-                dd[k] = __ldcs(reinterpret_cast<const uint2 *>(w0 + off + dlane));
+            if ((uint32_t)k < left) {
+                wq[k] = __ldcs(reinterpret_cast<const uint4 *>(w + (size_t)k * kChunkBytes));
+                dd[k] = __ldcs(reinterpret_cast<const uint2 *>(w + (size_t)k * kChunkBytes + dl));
             }
         }
     };
     pdl_trigger();
-    load(cb);  /* the first weights stream while the kernels before finish */
+    load(wp, n);  /* the first weights stream while the kernels before finish */
     pdl_wait(); /* then x's scratch is complete and y free to write */
-    for (int64_t c0 = cb; c0 < ce; c0 += kBatch) {
+    for (uint32_t c = 0; c < n; c += kBatch) {
 #pragma unroll
         for (int k = 0; k < kBatch; k++) {
-            if (c0 + k < ce) {
-                const uint4 *xc = reinterpret_cast<const uint4 *>(
-                    p.xq + (size_t)(c0 + k) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
-                const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
-                gem_tiles_chunk(wq[k], dd[k], dg, cx, m0, a0);
+            if (c + (uint32_t)k < n) {
+                const uint4 *xc = reinterpret_cast<const uint4 *>(xp + (size_t)k * kXqChunkBytes);
+                gem_tiles_chunk(wq[k], dd[k], __ldg(xc), __ldg(xc + 1), m0, a0);
             }
         }
-        if (c0 + kBatch < ce)
-            load(c0 + kBatch);
+        wp += (size_t)kBatch * kChunkBytes;
+        xp += (size_t)kBatch * kXqChunkBytes;
+        if (c + kBatch < n)
+            load(wp, n - c - kBatch); /* the next batch once this one is done */
     }
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
     for (int o = 4; o < 32; o <<= 1) {
