@@ -32,8 +32,12 @@ o-swa 16.07 / 16.21 and 16.07 / 16.13, o-full 24.73 / 24.53 and 24.67 / 24.58, d
 30.09 and 30.56 / 30.07, the head 261.6 / 261.3 and 261.7 / 261.2 (98% of the probe; the third
 call's figures are in COMMAND.md). On the H100, whose products are not bound by their
 instructions (the head streams at 98% of its probe), only k (-2 to -7%) and down (-0.7 to
--1.6%) move. The H200, where the head reaches 87% of the probe, is the machine that can tell;
-not in the library until it has.
+-1.6%) move. The H200, where the head reaches 87% of the probe, is the machine that can tell.
+
+Run 171 (results/h200/run171, an H100 again): the loop went into the library's q4t_kernel
+(fdf3b44) and whole 31B tokens moved 13.093 -> 13.025 ms at 128K and 9.776 -> 9.732 at 8K
+(processes A B B A, every B below every A). Since then this program's "library" variant is the
+lean loop too; run it from the tree before (143533c) to compare the two.
 */
 #include "tiles_bench.h"
 
