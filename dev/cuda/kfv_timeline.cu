@@ -33,10 +33,17 @@ version 6 is version 4 with the angles that depend on the kernel's parameters al
 version 7 is version 3 counting, per warp, the cycles it waits for its tiles to land (the
   wait_group and the pair's meeting after it) and for its pair's stage to be free (the meeting
   before a copy), as fractions of its cycles in the tiles; its counters cost 8 bytes of spills.
+version 8 is version 6 with the tiles of a KV head dealt round robin over its blocks' pairs:
+  pair pr of block p takes tiles p * 5 + pr, then every 5 P tiles on, so that the blocks of a
+  head stream one moving window of the cache instead of P contiguous partitions. Each partial is
+  still one fixed set of tiles, merged in a fixed order (the same bits on every call), but not
+  gem_partition_range's contiguous rows, so its bits differ from the library's. The question:
+  do the blocks' ends still spread by 13-18 us at 128K when every block reads the same stretch
+  of the cache at the same time (run 153 found the late SMs change from call to call)?
 version 0 is gem_decode with the library's default config (below 20,480 rows the CUDA-core pass).
-Versions 0-2 are checked against the double reference of the view (NMSE <= 1e-10), versions 3-7
-bit for bit against version 2, and every version's repeat bit for bit, before anything is
-timed. Every stamped version records its blocks' SM ids: at one wave (a block an SM) it prints
+Versions 0-2 and 8 are checked against the double reference of the view (NMSE <= 1e-10),
+versions 3-7 bit for bit against version 2, and every version's repeat bit for bit, before
+anything is timed. Every stamped version records its blocks' SM ids: at one wave (a block an SM) it prints
 each call's spread of the SMs' ends, the correlation of an SM's end between consecutive calls
 (is a late SM late again?) and the six latest SMs.
 
@@ -73,7 +80,7 @@ times nothing (for compute-sanitizer).
 #define NKV 4
 #define D 512
 #define NPAIRS 64
-#define NV 8     /* versions 0 .. 7 */
+#define NV 9     /* versions 0 .. 8 */
 /* stamps a block: 0 start, 1 wait return, 2 prologue end, 3-12 the warps' ends, 15 end;
  * version 7: 16-25 the warps' cycles waiting for their tiles, 26-35 waiting for the stage to be
  * free, 36-45 in their tiles; every version: 46 the SM's id */
@@ -232,9 +239,12 @@ __device__ __forceinline__ void tl_pair_merge_fast(float *sm, const float (&o)[1
                                                       part_s, part_o);
 }
 
-/* versions 3-5: gem_fused_first_pass_kfv_pair_body (attn_fused_body.cuh) with stamps;
- * LOADS_FIRST: the prologue's loads before the first tile's copy; MERGE_FAST: version 5's merge */
-template <bool LOADS_FIRST, bool MERGE_FAST, bool HOIST, bool WAITCLK>
+/* versions 3-8: gem_fused_first_pass_kfv_pair_body (attn_fused_body.cuh) with stamps;
+ * LOADS_FIRST: the prologue's loads before the first tile's copy; MERGE_FAST: version 5's merge;
+ * HOIST: the angles before the launch wait; WAITCLK: version 7's counters; ILV: version 8's tiles
+ * dealt round robin over the (block, pair)s of a KV head (partial p holds tiles p NPR + pr +
+ * k P NPR, pr < NPR) instead of a contiguous partition each */
+template <bool LOADS_FIRST, bool MERGE_FAST, bool HOIST, bool WAITCLK, bool ILV = false>
 __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     tl_copy(const float *__restrict__ q, const float *__restrict__ kw,
             const __grid_constant__ gem_cu_rope rope_p, const float *__restrict__ v, int64_t v_hs,
@@ -248,7 +258,12 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
         MY[0] = gtimer();
         MY[SL_SMID] = smid();
     }
-    gem_fp_prefetch_l2<GEM_CU_D * 4, 8>(nullptr, 0, 0, v, v_hs * 4, v_ts * 4, live, partitions);
+    {
+        /* the first 8 rows of the block's first tile: at row p NPR T when the tiles are dealt */
+        const int64_t bt = (int64_t)GEM_KFV_PAIR_PAIRS * GEM_MMA_TILE;
+        const int64_t pl = ILV ? (live < partitions * bt ? live : partitions * bt) : live;
+        gem_fp_prefetch_l2<GEM_CU_D * 4, 8>(nullptr, 0, 0, v, v_hs * 4, v_ts * 4, pl, partitions);
+    }
     if (!HOIST) {
         pdl_wait();
         if (threadIdx.x == 0)
@@ -270,9 +285,13 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     const int pr = w >> 1, h = w & 1;
     const int64_t p = blockIdx.x, g = blockIdx.y;
     const int64_t chunk = (live + partitions - 1) / partitions;
-    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t begin = ILV ? 0 : min(p * chunk, live);
+    const int64_t end = ILV ? live : min(begin + chunk, live);
     const int64_t ntiles = (end - begin + T - 1) / T;
-    const int nmine = ntiles > pr ? (int)((ntiles - pr + NPR - 1) / NPR) : 0;
+    /* the pair's tiles from begin: tile0, tile0 + stride, ... (32-bit tile numbers: at most
+     * 1,024 partitions of at most 2^20 rows here) */
+    const int tile0 = ILV ? (int)p * NPR + pr : pr, stride = ILV ? (int)partitions * NPR : NPR;
+    const int nmine = ntiles > tile0 ? (int)((ntiles - tile0 + stride - 1) / stride) : 0;
     const float *const vg = v + g * v_hs;
     float *const stage = stiles + (size_t)pr * GEM_KFV_PAIR_STAGE;
     __shared__ __align__(8) uint64_t tl_bars[GEM_KFV_PAIR_PAIRS];
@@ -319,8 +338,7 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
         }
         if (nmine > 0) {
             float c, s;
-            gem_rope_cs(rope->pos0 + begin + (int64_t)pr * T, rope->inv_freq[32 * h + lane], &c,
-                        &s);
+            gem_rope_cs(rope->pos0 + begin + (int64_t)tile0 * T, rope->inv_freq[32 * h + lane], &c, &s);
             scs[(size_t)w * 32 + lane] = make_float2(c, s);
         }
         pdl_wait();
@@ -328,7 +346,7 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
             MY[1] = gtimer();
     }
     if (!LOADS_FIRST && nmine > 0)
-        copy(begin + (int64_t)pr * T);
+        copy(begin + (int64_t)tile0 * T);
 
     const float *qg = q + g * G * GEM_CU_D;
     if (LOADS_FIRST) {
@@ -366,7 +384,7 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
             }
         }
         if (nmine > 0)
-            copy(begin + (int64_t)pr * T);
+            copy(begin + (int64_t)tile0 * T);
 #pragma unroll
         for (int n = 0; n < NQP; n++) {
             const int i = tid + n * GEM_KFV_PAIR_THREADS;
@@ -458,7 +476,7 @@ __global__ void __launch_bounds__(GEM_KFV_PAIR_THREADS, 1)
     unsigned cwait = 0, cfree = 0; /* 32-bit clocks: a call is far below 2^32 cycles */
     const unsigned cloop = WAITCLK ? (unsigned)clock() : 0u;
     for (int jt = 0; jt < nmine; jt++) {
-        const int64_t t0 = begin + (int64_t)(pr + jt * NPR) * T;
+        const int64_t t0 = begin + (int64_t)(tile0 + jt * stride) * T;
         if (jt > 0) {
             const unsigned c0 = WAITCLK ? (unsigned)clock() : 0u;
             gem_pair_sync(bar, (jt + 1) & 1);
@@ -592,7 +610,7 @@ typedef void (*tl_fn)(const float *, const float *, const gem_cu_rope, const flo
 
 /* the stamped copies: 3 the library's body, 4 its prologue's loads first, 5 and
  * the lean merge, 6 the loads first and the angles before the launch wait, 7 version 3 counting
- * the cycles its warps wait */
+ * the cycles its warps wait, 8 version 6 with the tiles dealt round robin */
 static tl_fn tl_version(int ver)
 {
     switch (ver) {
@@ -600,6 +618,7 @@ static tl_fn tl_version(int ver)
     case 4: return tl_copy<true, false, false, false>;
     case 5: return tl_copy<true, true, false, false>;
     case 6: return tl_copy<true, false, true, false>;
+    case 8: return tl_copy<true, false, true, false, true>;
     default: return tl_copy<false, false, false, true>;
     }
 }
@@ -629,7 +648,7 @@ static const char *tl_names[TL_FIELDS] = {
 
 int main(int argc, char **argv)
 {
-    int rounds = 10, check_only = 0, want[NV] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int rounds = 10, check_only = 0, want[NV] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     int64_t lengths[8] = {20480, 32768, 65536, 131072}, parts[4] = {33, 64};
     int nl = 4, np = 2;
     for (int i = 1; i < argc; i++) {
@@ -777,8 +796,9 @@ int main(int argc, char **argv)
                                      stream, (const float *)pm, (const float *)ps,
                                      (const float *)po, dout, P, dred));
             };
-            /* versions 0-2 against the double reference; 3-5 bit for bit against version 2 (the
-             * library's body); every version's repeat bit for bit against its first call */
+            /* versions 0-2 and 8 (other partials) against the double reference; 3-7 bit for
+             * bit against version 2 (the library's body); every version's repeat bit for bit
+             * against its first call */
             int valid[NV];
             for (int ver = 0; ver < NV; ver++) {
                 valid[ver] = want[ver];
@@ -799,7 +819,7 @@ int main(int argc, char **argv)
                         continue;
                     }
                     memcpy(hfirst, hout, NQ * D * sizeof(float));
-                    if (ver <= 2) {
+                    if (ver <= 2 || ver == 8) {
                         double num = 0, den = 0;
                         for (int j = 0; j < NQ * D; j++) {
                             num += (hout[j] - ref[j]) * (hout[j] - ref[j]);
