@@ -40,6 +40,8 @@ version 8 is version 6 with the tiles of a KV head dealt round robin over its bl
   gem_partition_range's contiguous rows, so its bits differ from the library's. The question:
   do the blocks' ends still spread by 13-18 us at 128K when every block reads the same stretch
   of the cache at the same time (run 153 found the late SMs change from call to call)?
+  Run 172 (an H100): 0.3682 against 0.3695 ms at 128K, the last block no earlier; there an SM's
+  end correlates with the next call's by 0.77-0.91 (slow SMs, not slow rows). Not kept.
 version 0 is gem_decode with the library's default config (below 20,480 rows the CUDA-core pass).
 Versions 0-2 and 8 are checked against the double reference of the view (NMSE <= 1e-10),
 versions 3-7 bit for bit against version 2, and every version's repeat bit for bit, before
