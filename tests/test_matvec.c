@@ -351,6 +351,136 @@ static void check_ahead(const gem_matrix *w)
     TCHECK(capped);
 }
 
+/* mv_pair's callback: every row once, after both products wrote it; then a = a / 2 + b there */
+typedef struct pair_seen {
+    const float *wa, *wb; /* the rows' values from mv_batch */
+    float *ya, *yb;
+    int *count; /* (rows) calls that covered the row */
+    int early;  /* set when a row was handed over before its values were there */
+} pair_seen;
+
+static void pair_done(void *ctx, int64_t r0, int64_t r1)
+{
+    pair_seen *c = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        __atomic_fetch_add(&c->count[r], 1, __ATOMIC_RELAXED);
+        if (memcmp(&c->ya[r], &c->wa[r], 4) != 0 || memcmp(&c->yb[r], &c->wb[r], 4) != 0)
+            __atomic_store_n(&c->early, 1, __ATOMIC_RELAXED);
+        c->ya[r] = c->ya[r] * 0.5f + c->yb[r];
+    }
+}
+
+/* mv_pair of two matrices of type t (rows x cols, packed with span `span` when packable) on 1 and
+ * 3 threads: the bits of mv_batch of the two, the callback on every row exactly once and after
+ * its values, what is not pairable refused; and its preload plan (mv_ahead_plan_pair): together
+ * the threads ask for the bytes of every unit of both matrices whose first byte lies below the
+ * owned levels' end of the shared split, each once. */
+static void check_pair(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows, int64_t cols,
+                       int64_t span)
+{
+    size_t rb = 0;
+    TCHECK_STATUS(gem_gguf_row_bytes(t, cols, &rb), GEM_OK);
+    const size_t mb = (size_t)rows * rb;
+    float *src = malloc((size_t)cols * 4), *x = malloc((size_t)cols * 4);
+    float *wa = malloc((size_t)rows * 4), *wb = malloc((size_t)rows * 4);
+    float *ya = malloc((size_t)rows * 4), *yb = malloc((size_t)rows * 4);
+    int *count = malloc((size_t)rows * sizeof(int));
+    uint8_t *q[2] = {malloc(mb), malloc(mb)};
+    void *pk[2] = {aligned_alloc(64, (mb + 63) / 64 * 64), aligned_alloc(64, (mb + 63) / 64 * 64)};
+    mv_scratch xq = {aligned_alloc(64, mv_xq_bytes(cols)), mv_xq_bytes(cols)};
+    if (!TCHECK(src && x && wa && wb && ya && yb && count && q[0] && q[1] && pk[0] && pk[1] &&
+                xq.buf))
+        return;
+    for (int64_t i = 0; i < cols; i++)
+        x[i] = cosf((float)i * 0.41f);
+    gem_matrix w[2];
+    for (int m = 0; m < 2; m++) {
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t i = 0; i < cols; i++)
+                src[i] = sinf((float)(r * cols + i) * (m ? 0.377f : 0.613f)) * (float)(1 + i % 3);
+            gem_gguf_quantize(t, src, q[m] + (size_t)r * rb, cols);
+        }
+        w[m] = (gem_matrix){q[m], t, rows, cols, rb, NULL, span};
+        if (mv_packable(&w[m])) {
+            mv_pack(&w[m], pk[m]);
+            w[m].packed = pk[m];
+        }
+    }
+    const gem_matrix *ws[2] = {&w[0], &w[1]};
+    const float *xs[2] = {x, x};
+    float *ys[2] = {wa, wb};
+    TCHECK_STATUS(mv_batch(p1, 2, ws, xs, &xq, ys), GEM_OK);
+    TCHECK(mv_pairable(&w[0], &w[1]));
+    for (int threads = 1; threads <= 3; threads += 2) {
+        pair_seen c = {wa, wb, ya, yb, count, 0};
+        memset(count, 0, (size_t)rows * sizeof(int));
+        memset(ya, 0x5A, (size_t)rows * 4);
+        memset(yb, 0x5A, (size_t)rows * 4);
+        TCHECK_STATUS(mv_pair(threads == 1 ? p1 : p3, &w[0], &w[1], x, &xq, ya, yb, pair_done, &c),
+                      GEM_OK);
+        int once = 1, bits = 1;
+        for (int64_t r = 0; r < rows; r++) {
+            const float want = wa[r] * 0.5f + wb[r];
+            once &= count[r] == 1;
+            bits &= memcmp(&ya[r], &want, 4) == 0 && memcmp(&yb[r], &wb[r], 4) == 0;
+        }
+        if (!TCHECK(once && bits && !c.early))
+            fprintf(stderr, "     mv_pair %s%s %lldx%lld span %lld, %d threads: once %d, bits %d, "
+                            "early %d\n",
+                    gem_gguf_type_name(t), w[0].packed ? " packed" : "", (long long)rows,
+                    (long long)cols, (long long)span, threads, once, bits, c.early);
+    }
+    TCHECK_STATUS(mv_pair(p3, &w[0], &w[1], x, &xq, ya, yb, NULL, NULL), GEM_ERR_PARAM);
+    gem_matrix other = w[1];
+    other.rows = rows - 16;
+    TCHECK(!mv_pairable(&w[0], &other));
+    TCHECK_STATUS(mv_pair(p3, &w[0], &other, x, &xq, ya, yb, pair_done, NULL), GEM_ERR_PARAM);
+    other = w[1];
+    other.type = t == GEM_GGUF_Q8_0 ? GEM_GGUF_Q4_0 : GEM_GGUF_Q8_0;
+    TCHECK(!mv_pairable(&w[0], &other));
+    other = w[1];
+    other.packed = other.packed ? NULL : pk[1];
+    TCHECK(!mv_pairable(&w[0], &other));
+    mv_ahead a;
+    TCHECK_STATUS(mv_ahead_plan_pair(&a, &w[0], &other, 3), GEM_ERR_PARAM);
+    if (w[0].packed) {
+        other = w[1];
+        other.packed_span = span == 1 ? 2 : 1;
+        TCHECK(!mv_pairable(&w[0], &other) || cols <= MV_CHUNK_COLS);
+    }
+    TCHECK_STATUS(mv_ahead_plan_pair(&a, &w[0], &w[1], 3), GEM_OK);
+    if (2 * mb >= ((size_t)256 << 10) && TCHECK(a.budget > 0 && a.owned_levels >= 1)) {
+        const size_t den = (size_t)3 << (a.taper - 1);
+        const size_t s_end = den - ((size_t)3 << (a.taper - 1 - a.owned_levels));
+        const size_t b_end = s_end * mb / den;
+        const int64_t rpu = w[0].packed ? 16 * (span < 1 ? 1 : span) : 1;
+        const size_t ub = (size_t)rpu * rb;
+        size_t want = 0;
+        for (size_t u = 0; u * ub < mb; u++)
+            if (u * ub < b_end)
+                want += 2 * ((u + 1) * ub < mb ? ub : mb - u * ub);
+        a.budget = (size_t)-1 / 2;
+        size_t sum = 0;
+        for (int64_t th = 0; th < 3; th++)
+            sum += ahead_total(&a, th, 4096);
+        if (!TCHECK(sum == want))
+            fprintf(stderr, "     pair preload of %s: %zu bytes asked for, %zu owned\n",
+                    gem_gguf_type_name(t), sum, want);
+    }
+    free(src);
+    free(x);
+    free(wa);
+    free(wb);
+    free(ya);
+    free(yb);
+    free(count);
+    free(q[0]);
+    free(q[1]);
+    free(pk[0]);
+    free(pk[1]);
+    free(xq.buf);
+}
+
 /* Products large enough for the pool (past the bytes run on the caller): every split, prefetch
  * distance and prefetch target gives the bits of mv_rows on one thread, packed or not. The
  * library's default distance depends on the processor (none on AMD), so both must hold. */
@@ -509,6 +639,11 @@ int main(void)
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
     check_tunings(p3);
+    check_pair(p1, p3, GEM_GGUF_Q8_0, 1024, 512, 1);  /* on the pool */
+    check_pair(p1, p3, GEM_GGUF_Q4_K, 512, 2048, 2);  /* units of 32 rows */
+    check_pair(p1, p3, GEM_GGUF_Q6_K, 176, 2816, 8);  /* the last span short */
+    check_pair(p1, p3, GEM_GGUF_F16, 1024, 512, 0);   /* rows, not packed */
+    check_pair(p1, p3, GEM_GGUF_Q4_0, 48, 512, 1);    /* small: on the calling thread */
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);
     free(src);

@@ -606,7 +606,9 @@ static gem_status session_ahead(gem_session *s)
                          *gu[2] = {&l->w_gate, &l->w_up}, *down = &l->w_down;
         if ((st = mv_ahead_plan(&s->ahead[4 * li], l->k_eq_v ? 2 : 3, qkv, T)) == GEM_OK &&
             (st = mv_ahead_plan(&s->ahead[4 * li + 1], 1, &o, T)) == GEM_OK &&
-            (st = mv_ahead_plan(&s->ahead[4 * li + 2], 2, gu, T)) == GEM_OK)
+            (st = mv_pairable(gu[0], gu[1])
+                      ? mv_ahead_plan_pair(&s->ahead[4 * li + 2], gu[0], gu[1], T)
+                      : mv_ahead_plan(&s->ahead[4 * li + 2], 2, gu, T)) == GEM_OK)
             st = mv_ahead_plan(&s->ahead[4 * li + 3], 1, &down, T);
     }
     const gem_matrix *head = &s->m->output;
@@ -1316,6 +1318,10 @@ static void geglu_range(const ew_job *j, int64_t i0, int64_t i1)
         j->a[i] = gelu_tanh(j->a[i]) * j->b[i];
 }
 
+/* GeGLU's activation on the rows [r0, r1) an item of mv_pair computed: ctx an ew_job with a the
+ * gate's output and b the up's (geglu_range's arithmetic, so the same bits). */
+static void geglu_rows(void *ctx, int64_t r0, int64_t r1) { geglu_range(ctx, r0, r1); }
+
 /* a = c tanh(a / c) on [i0, i1): the final logit softcap (c = cap). */
 static void softcap_range(const ew_job *j, int64_t i0, int64_t i1)
 {
@@ -1506,14 +1512,21 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         rmsnorm(s->x, l->ffn_norm, E, hp->eps, s->xn);
         LAP(norms);
         ahead_next(s, 4 * li + 3); /* down */
-        {
+        if (mv_pairable(&l->w_gate, &l->w_up)) {
+            /* the activation by the item that computed the rows: no pass of its own (one pool
+             * run a layer fewer) */
+            ew_job act = {geglu_range, s->gate, s->up, 0.0, l->n_ff, 0};
+            if ((st = mv_pair(s->pool, &l->w_gate, &l->w_up, s->xn, &xq, s->gate, s->up,
+                              geglu_rows, &act)) != GEM_OK)
+                return st;
+        } else {
             const gem_matrix *w[2] = {&l->w_gate, &l->w_up};
             const float *xs[2] = {s->xn, s->xn};
             float *ys[2] = {s->gate, s->up};
             if ((st = mv_batch(s->pool, 2, w, xs, &xq, ys)) != GEM_OK)
                 return st;
+            elementwise(s->pool, l->n_ff, &(ew_job){geglu_range, s->gate, s->up, 0.0, 0, 0});
         }
-        elementwise(s->pool, l->n_ff, &(ew_job){geglu_range, s->gate, s->up, 0.0, 0, 0});
         ahead_next(s, 4 * (li + 1)); /* the next layer's q/k/v, after the last the head */
         if ((st = mv(s->pool, &l->w_down, s->gate, &xq, s->o)) != GEM_OK)
             return st;

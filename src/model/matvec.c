@@ -1130,10 +1130,15 @@ typedef struct mv_job {
     const float *const *x;
     const xq_block *xq[8]; /* x's digits for packed w[k] */
     float *const *y;
-    size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
+    /* where product k's rows start in the split's bytes; [n] = the bytes split. Laid end to
+     * end (mv_batch), or all at 0 with [n] = w[0]'s bytes when the products share one split
+     * (mv_pair: an item computes the same units of every product) */
+    size_t first_byte[9];
     mv_split sp;
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
+    mv_rows_fn done; /* NULL, or called on the rows of w[0] an item computed, after them */
+    void *done_ctx;
 } mv_job;
 
 /* Where range `item` of a split of B bytes starts, in units of B / den: equal ranges
@@ -1192,6 +1197,27 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
     const mv_job *j = ctx;
     size_t b0, b1;
     item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
+    if (j->done) { /* a shared split: rows [r0, r1) of every product, then done on them */
+        const gem_matrix *w = j->w[0];
+        int64_t u0, u1;
+        size_t ub;
+        range_units(w, j->xq[0] != NULL, 0, b0, b1, &u0, &u1, &ub);
+        const int64_t rpu = j->xq[0] ? geom_of(w).span * GROUP_ROWS : 1; /* rows a unit */
+        const int64_t r0 = u0 * rpu, r1 = u1 * rpu < w->rows ? u1 * rpu : w->rows;
+        if (r0 >= r1)
+            return;
+        for (int k = 0; k < j->n; k++) {
+            const gem_matrix *wk = j->w[k];
+            const int64_t pf =
+                j->prefetch_bytes < 0 ? mv_prefetch_bytes(wk->type) : j->prefetch_bytes;
+            if (j->xq[k])
+                mv_spans(wk, j->xq[k], j->y[k], u0, u1, pf, j->prefetch_into);
+            else
+                mv_rows_ahead(wk, j->x[k], j->y[k], r0, r1, rows_ahead(wk, pf), j->prefetch_into);
+        }
+        j->done(j->done_ctx, r0, r1);
+        return;
+    }
     for (int k = 0; k < j->n; k++) {
         const gem_matrix *w = j->w[k];
         const int packed = j->xq[k] != NULL;
@@ -1276,8 +1302,11 @@ gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float 
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
-gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
-                          const mv_scratch *s, float *const *y, const mv_tuning *t)
+/* mv_batch_tuned, or with done set the products of mv_pair (one split for all, done on each
+ * item's rows). */
+static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                            const mv_scratch *s, float *const *y, const mv_tuning *t,
+                            mv_rows_fn done, void *done_ctx)
 {
     if (n < 1 || n > 8)
         return GEM_ERR_PARAM;
@@ -1287,14 +1316,20 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
                                              : (t->prefetch_bytes > pf_max ? pf_max
                                                                            : t->prefetch_bytes);
     mv_job j = {.n = n, .w = w, .x = x, .y = y, .prefetch_bytes = pf,
-                .prefetch_into = t->prefetch_into};
+                .prefetch_into = t->prefetch_into, .done = done, .done_ctx = done_ctx};
     gem_status st = quantize_batch(n, w, x, s, j.xq);
     if (st != GEM_OK)
         return st;
+    size_t all = 0; /* the batch's bytes */
     for (int k = 0; k < n; k++)
-        j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
+        all += (size_t)w[k]->rows * w[k]->row_bytes;
+    if (done)
+        j.first_byte[n] = (size_t)w[0]->rows * w[0]->row_bytes;
+    else
+        for (int k = 0; k < n; k++)
+            j.first_byte[k + 1] = j.first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     /* Small products are not worth waking the pool for (the same bits either way). */
-    if (j.first_byte[n] < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
+    if (all < MV_INLINE_BYTES || cpu_pool_threads(p) == 1) {
         j.sp.parts = 1;
         mv_item(&j, 0, 0);
         return GEM_OK;
@@ -1315,6 +1350,33 @@ gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const 
     return GEM_OK;
 }
 
+gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                          const mv_scratch *s, float *const *y, const mv_tuning *t)
+{
+    return batch_run(p, n, w, x, s, y, t, NULL, NULL);
+}
+
+int mv_pairable(const gem_matrix *a, const gem_matrix *b)
+{
+    if (!a || !b || a->rows != b->rows || a->cols != b->cols || a->type != b->type ||
+        a->row_bytes != b->row_bytes || (a->packed == NULL) != (b->packed == NULL))
+        return 0;
+    return !a->packed || geom_of(a).span == geom_of(b).span;
+}
+
+gem_status mv_pair(cpu_pool *p, const gem_matrix *a, const gem_matrix *b, const float *x,
+                   const mv_scratch *s, float *ya, float *yb, mv_rows_fn done, void *done_ctx)
+{
+    if (!done || !mv_pairable(a, b))
+        return GEM_ERR_PARAM;
+    const gem_matrix *w[2] = {a, b};
+    const float *xs[2] = {x, x};
+    float *ys[2] = {ya, yb};
+    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
+                         MV_OWNED_LEVELS};
+    return batch_run(p, 2, w, xs, s, ys, &t, done, done_ctx);
+}
+
 /* Half of a core's L2 (sysconf), 512 KiB where the system does not say; the rest holds what
  * the thread computes meanwhile. */
 static size_t ahead_budget(void)
@@ -1329,24 +1391,46 @@ static size_t ahead_budget(void)
     return b;
 }
 
-gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads)
+/* mv_ahead_plan; shared: the split of mv_pair (every product's units from byte 0) */
+static gem_status ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads,
+                             int shared)
 {
     if (!a || !w || n < 1 || n > 8 || threads < 1)
         return GEM_ERR_PARAM;
     memset(a, 0, sizeof *a);
     a->n = n;
     a->threads = threads;
+    size_t all = 0;
     for (int k = 0; k < n; k++) {
         a->w[k] = w[k];
-        a->first_byte[k + 1] = a->first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
+        all += (size_t)w[k]->rows * w[k]->row_bytes;
+        if (!shared)
+            a->first_byte[k + 1] = a->first_byte[k] + (size_t)w[k]->rows * w[k]->row_bytes;
     }
-    /* as mv_batch runs it: inline (nothing to preload) or the library's tapered split */
-    if (a->first_byte[n] < MV_INLINE_BYTES || threads == 1)
+    if (shared)
+        a->first_byte[n] = (size_t)w[0]->rows * w[0]->row_bytes;
+    /* as mv_batch and mv_pair run it: inline (nothing to preload) or the library's tapered
+     * split */
+    if (all < MV_INLINE_BYTES || threads == 1)
         return GEM_OK;
     a->taper = MV_TAPER_LEVELS;
     a->owned_levels = MV_OWNED_LEVELS;
     a->budget = ahead_budget();
     return GEM_OK;
+}
+
+gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads)
+{
+    return ahead_plan(a, n, w, threads, 0);
+}
+
+gem_status mv_ahead_plan_pair(mv_ahead *a, const gem_matrix *wa, const gem_matrix *wb,
+                              int64_t threads)
+{
+    if (!mv_pairable(wa, wb))
+        return GEM_ERR_PARAM;
+    const gem_matrix *w[2] = {wa, wb};
+    return ahead_plan(a, 2, w, threads, 1);
 }
 
 size_t mv_ahead_step(const mv_ahead *a, int64_t thread, size_t *done, size_t step)

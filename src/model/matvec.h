@@ -103,6 +103,23 @@ gem_status mv(cpu_pool *p, const gem_matrix *w, const float *x, const mv_scratch
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y);
 
+/* Called by the item that computed rows [r0, r1) of a shared split (mv_pair), on the thread
+ * that computed them, once those rows of every product are written. */
+typedef void (*mv_rows_fn)(void *ctx, int64_t r0, int64_t r1);
+
+/* 1 when a and b have one shape, type and layout (rows, cols, type, row bytes, packed or not,
+ * the packed span), so that mv_pair can split them together. */
+int mv_pairable(const gem_matrix *a, const gem_matrix *b);
+
+/* ya = a x and yb = b x (x (a->cols), ya and yb (a->rows)) as one run of items over a split of
+ * a's bytes: each item computes the same rows of both products (whole groups of 16 rows when
+ * packed), then calls done(done_ctx, r0, r1) on them, so that an elementwise step on the two
+ * results (GeGLU's activation) runs on the item's rows while other items still stream. Every
+ * row's bits are those of mv_batch of the two; done sees each row exactly once, from one
+ * thread. GEM_ERR_PARAM when done is NULL or a and b are not pairable; scratch as mv_batch. */
+gem_status mv_pair(cpu_pool *p, const gem_matrix *a, const gem_matrix *b, const float *x,
+                   const mv_scratch *s, float *ya, float *yb, mv_rows_fn done, void *done_ctx);
+
 /* How a batch runs (dev/cpu/mv_split measures these; none changes a bit of the result):
  * its bytes split into threads * parts_per_thread contiguous ranges (items taken in turn
  * from the pool's counter), and each thread asking for the rows that start prefetch_bytes
@@ -127,12 +144,15 @@ typedef struct mv_tuning {
 gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                           const mv_scratch *s, float *const *y, const mv_tuning *t);
 
-/* Which bytes of a batch each thread's owned items read (mv_batch on a pool of `threads`
- * threads with the library's tuning): the preload plan of the batch, filled by mv_ahead_plan. */
+/* Which bytes of a batch each thread's owned items read (mv_batch or mv_pair on a pool of
+ * `threads` threads with the library's tuning): the preload plan of the batch, filled by
+ * mv_ahead_plan or mv_ahead_plan_pair. */
 typedef struct mv_ahead {
     int n;
     const gem_matrix *w[8];
-    size_t first_byte[9]; /* where product k's rows start in the batch's bytes; [n] = total */
+    /* where product k's rows start in the split's bytes, [n] = the bytes split: laid end to
+     * end (mv_batch), or all at 0 with [n] = w[0]'s bytes (mv_pair's shared split) */
+    size_t first_byte[9];
     int64_t threads, taper, owned_levels;
     size_t budget; /* the most bytes a thread preloads */
 } mv_ahead;
@@ -141,6 +161,11 @@ typedef struct mv_ahead {
  * a bad n or threads < 1. A batch that mv_batch runs on the calling thread (small, or one
  * thread) gets an empty plan. */
 gem_status mv_ahead_plan(mv_ahead *a, int n, const gem_matrix *const *w, int64_t threads);
+
+/* The plan of mv_pair(wa, wb) for a pool of `threads` threads; GEM_ERR_PARAM when the two are
+ * not pairable or threads < 1. */
+gem_status mv_ahead_plan_pair(mv_ahead *a, const gem_matrix *wa, const gem_matrix *wb,
+                              int64_t threads);
 
 /* Asks for the next at most `step` bytes that thread's owned items of the batch read (their
  * units' bytes, item after item, in memory order), from byte *done of them on and below the
