@@ -481,6 +481,107 @@ static void check_pair(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows
     free(xq.buf);
 }
 
+/* mv_batch_then's callback: every row of every product once, after its value is there */
+typedef struct batch_seen {
+    const float *want[3]; /* the products' values from mv_batch */
+    float *y[3];
+    int *count[3];
+    int early, bad_k;
+} batch_seen;
+
+static void batch_done(void *ctx, int k, int64_t r0, int64_t r1)
+{
+    batch_seen *c = ctx;
+    if (k < 0 || k > 2) {
+        __atomic_store_n(&c->bad_k, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        __atomic_fetch_add(&c->count[k][r], 1, __ATOMIC_RELAXED);
+        if (memcmp(&c->y[k][r], &c->want[k][r], 4) != 0)
+            __atomic_store_n(&c->early, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* mv_batch_then of three products of type t (rows, rows / 2, rows / 2 x cols; packed with span
+ * `span` when packable, as the q, k and v of a layer) on 1 and 3 threads: mv_batch's bits, and
+ * each product's rows handed over exactly once, after their values; a NULL callback refused. */
+static void check_batch_then(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t rows,
+                             int64_t cols, int64_t span)
+{
+    size_t rb = 0;
+    TCHECK_STATUS(gem_gguf_row_bytes(t, cols, &rb), GEM_OK);
+    const int64_t nr[3] = {rows, rows / 2, rows / 2};
+    float *src = malloc((size_t)cols * 4), *x = malloc((size_t)cols * 4);
+    mv_scratch xq = {aligned_alloc(64, mv_xq_bytes(cols)), mv_xq_bytes(cols)};
+    uint8_t *q[3];
+    void *pk[3];
+    float *want[3], *y[3];
+    int *count[3];
+    gem_matrix w[3];
+    int ok = src && x && xq.buf;
+    for (int m = 0; m < 3; m++) {
+        const size_t mb = (size_t)nr[m] * rb;
+        q[m] = malloc(mb);
+        pk[m] = aligned_alloc(64, (mb + 63) / 64 * 64);
+        want[m] = malloc((size_t)nr[m] * 4);
+        y[m] = malloc((size_t)nr[m] * 4);
+        count[m] = malloc((size_t)nr[m] * sizeof(int));
+        ok &= q[m] && pk[m] && want[m] && y[m] && count[m];
+    }
+    if (!TCHECK(ok))
+        return;
+    for (int64_t i = 0; i < cols; i++)
+        x[i] = sinf((float)i * 0.23f);
+    for (int m = 0; m < 3; m++) {
+        for (int64_t r = 0; r < nr[m]; r++) {
+            for (int64_t i = 0; i < cols; i++)
+                src[i] = cosf((float)((m + 1) * r * cols + i) * 0.519f) * (float)(1 + i % 4);
+            gem_gguf_quantize(t, src, q[m] + (size_t)r * rb, cols);
+        }
+        w[m] = (gem_matrix){q[m], t, nr[m], cols, rb, NULL, span};
+        if (mv_packable(&w[m])) {
+            mv_pack(&w[m], pk[m]);
+            w[m].packed = pk[m];
+        }
+    }
+    const gem_matrix *ws[3] = {&w[0], &w[1], &w[2]};
+    const float *xs[3] = {x, x, x};
+    TCHECK_STATUS(mv_batch(p1, 3, ws, xs, &xq, want), GEM_OK);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        batch_seen c = {{want[0], want[1], want[2]}, {y[0], y[1], y[2]},
+                        {count[0], count[1], count[2]}, 0, 0};
+        for (int m = 0; m < 3; m++) {
+            memset(count[m], 0, (size_t)nr[m] * sizeof(int));
+            memset(y[m], 0x5A, (size_t)nr[m] * 4);
+        }
+        TCHECK_STATUS(mv_batch_then(threads == 1 ? p1 : p3, 3, ws, xs, &xq, y, batch_done, &c),
+                      GEM_OK);
+        int once = 1, bits = 1;
+        for (int m = 0; m < 3; m++)
+            for (int64_t r = 0; r < nr[m]; r++) {
+                once &= count[m][r] == 1;
+                bits &= memcmp(&y[m][r], &want[m][r], 4) == 0;
+            }
+        if (!TCHECK(once && bits && !c.early && !c.bad_k))
+            fprintf(stderr, "     mv_batch_then %s%s %lldx%lld span %lld, %d threads: once %d, "
+                            "bits %d, early %d\n",
+                    gem_gguf_type_name(t), w[0].packed ? " packed" : "", (long long)rows,
+                    (long long)cols, (long long)span, threads, once, bits, c.early);
+    }
+    TCHECK_STATUS(mv_batch_then(p3, 3, ws, xs, &xq, y, NULL, NULL), GEM_ERR_PARAM);
+    free(src);
+    free(x);
+    free(xq.buf);
+    for (int m = 0; m < 3; m++) {
+        free(q[m]);
+        free(pk[m]);
+        free(want[m]);
+        free(y[m]);
+        free(count[m]);
+    }
+}
+
 /* Products large enough for the pool (past the bytes run on the caller): every split, prefetch
  * distance and prefetch target gives the bits of mv_rows on one thread, packed or not. The
  * library's default distance depends on the processor (none on AMD), so both must hold. */
@@ -644,6 +745,10 @@ int main(void)
     check_pair(p1, p3, GEM_GGUF_Q6_K, 176, 2816, 8);  /* the last span short */
     check_pair(p1, p3, GEM_GGUF_F16, 1024, 512, 0);   /* rows, not packed */
     check_pair(p1, p3, GEM_GGUF_Q4_0, 48, 512, 1);    /* small: on the calling thread */
+    check_batch_then(p1, p3, GEM_GGUF_Q8_0, 1024, 512, 1); /* on the pool */
+    check_batch_then(p1, p3, GEM_GGUF_Q6_K, 352, 2816, 4); /* spans of 64 rows, k's last short */
+    check_batch_then(p1, p3, GEM_GGUF_BF16, 512, 512, 0);  /* rows, not packed */
+    check_batch_then(p1, p3, GEM_GGUF_Q8_0, 64, 512, 1);   /* small: on the calling thread */
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);
     free(src);

@@ -678,6 +678,7 @@ void gem_session_free(gem_session *s)
     free(s->v);
     free(s->kr);
     free(s->vr);
+    free(s->head_rows);
     free(s->att);
     free(s->o);
     free(s->gate);
@@ -821,7 +822,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     st = GEM_ERR_NOMEM;
     if (!s->kc || !s->vc || !s->cap || !s->inv_freq || !s->v_only || !s->kfv || !s->head_major)
         goto nomem;
-    int64_t max_q = 0, max_k = 0, max_ff = 0;
+    int64_t max_q = 0, max_k = 0, max_ff = 0, max_heads = 0;
     for (int64_t i = 0; i < L; i++) {
         const gem_layer *l = &m->layers[i];
         s->cap[i] = l->swa && hp->window < o->max_tokens ? hp->window : o->max_tokens;
@@ -904,6 +905,8 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
             max_k = l->n_head_kv * l->head_dim;
         if (l->n_ff > max_ff)
             max_ff = l->n_ff;
+        if (l->n_head + l->n_head_kv > max_heads)
+            max_heads = l->n_head + l->n_head_kv;
     }
     if (cuda) {
         /* the device's scratch, workspace, stream and events; k_weight of the V-only
@@ -931,6 +934,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->v = alloc64((size_t)max_k * 4);
     s->kr = alloc64((size_t)max_k * 4);
     s->vr = alloc64((size_t)max_k * 4);
+    s->head_rows = alloc64((size_t)max_heads * sizeof *s->head_rows);
     s->gate = alloc64((size_t)max_ff * 4);
     const int64_t max_rot = hp->n_rot_full > hp->n_rot_swa ? hp->n_rot_full : hp->n_rot_swa;
     for (int k = 0; k < 2; k++) {
@@ -943,7 +947,7 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
     s->up = alloc64((size_t)max_ff * 4);
     s->lg = alloc64((size_t)hp->n_vocab * 4);
     if (!s->xq || !s->ws || !s->x || !s->xn || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate ||
-        !s->up || !s->kr || !s->vr || !s->lg)
+        !s->up || !s->kr || !s->vr || !s->head_rows || !s->lg)
         goto nomem;
     if ((st = session_ahead(s)) != GEM_OK) {
         mfail(err, errlen, st, "the products' preload plans: %s", gem_status_str(st));
@@ -1261,8 +1265,6 @@ typedef struct head_norm_job {
     int64_t hs;
 } head_norm_job;
 
-/* Heads times head_dim from which the layer's norms go to the pool. */
-#define HEAD_NORM_POOL_ELEMS 8192
 
 static void head_norm_item(void *ctx, int64_t item, int64_t thread)
 {
@@ -1287,6 +1289,30 @@ static void head_norm_item(void *ctx, int64_t item, int64_t thread)
             stream_row(j->kc + g * j->hs, j->kr + g * hd, hd);
         stream_row(j->vc + g * j->hs, j->vr + g * hd, hd);
         stream_fence();
+    }
+}
+
+/* The heads' norms inside the q/k/v products' run (mv_batch_then): each item that wrote rows of
+ * a head's projections adds them to the head's count, and the one that completes it (q: the
+ * head's head_dim rows of q; a KV head: its rows of k, and of v unless V is the raw K) computes
+ * the head (head_norm_item), so the norms take no pool run of their own. The count's
+ * acquire-release addition makes the other items' rows visible to that thread; which thread it
+ * is changes no bit. */
+typedef struct head_ready {
+    const head_norm_job *j;
+    int64_t n_head, hd, kv_rows; /* kv_rows: a KV head's rows, hd or 2 hd */
+    int64_t *rows;               /* (n_head + n_head_kv), zero before the run */
+} head_ready;
+
+static void head_rows_done(void *ctx, int k, int64_t r0, int64_t r1)
+{
+    const head_ready *h = ctx;
+    const int64_t base = k == 0 ? 0 : h->n_head, want = k == 0 ? h->hd : h->kv_rows;
+    for (int64_t r = r0; r < r1;) {
+        const int64_t head = r / h->hd, end = (head + 1) * h->hd < r1 ? (head + 1) * h->hd : r1;
+        if (__atomic_add_fetch(&h->rows[base + head], end - r, __ATOMIC_ACQ_REL) == want)
+            head_norm_item((void *)h->j, base + head, 0);
+        r = end;
     }
 }
 
@@ -1421,16 +1447,6 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         rmsnorm(s->x, l->attn_norm, E, hp->eps, s->xn);
         LAP(norms);
         ahead_next(s, 4 * li + 1); /* q/k/v's and the attention's waits preload o */
-        {
-            const gem_matrix *w[3] = {&l->wq, &l->wk, &l->wv};
-            const float *xs[3] = {s->xn, s->xn, s->xn};
-            float *ys[3] = {s->q, s->k, s->v};
-            if ((st = mv_batch(s->pool, l->k_eq_v ? 2 : 3, w, xs, &xq, ys)) != GEM_OK)
-                return st;
-        }
-        if (l->k_eq_v) /* V is the raw K projection */
-            memcpy(s->v, s->k, (size_t)(nkv * hd) * sizeof(float));
-        LAP(proj);
         const double *cs = rope_cached(s, l->n_rot, s->inv_freq[li], pos);
         const int v_only = s->v_only[li]; /* V stored alone, K rebuilt by the decode */
         const int64_t row = l->swa ? pos % s->cap[li] : pos;
@@ -1453,24 +1469,27 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
         {
             /* F32 head-major: the items store their heads' rows (in parallel) */
             const int hm32 = hm && s->kv_dtype == GEM_DTYPE_F32;
-            head_norm_job j = {l,
-                               hp->eps,
-                               cs,
-                               s->q,
-                               s->k,
-                               s->v,
-                               v_only ? NULL : kr,
-                               vr,
-                               hm32 && !v_only ? (float *)(void *)kdst : NULL,
-                               hm32 ? (float *)(void *)vdst : NULL,
-                               hs};
-            const int64_t items = l->n_head + nkv;
-            if (items * hd >= HEAD_NORM_POOL_ELEMS)
-                cpu_pool_run(s->pool, items, head_norm_item, &j);
-            else
-                for (int64_t i = 0; i < items; i++)
-                    head_norm_item(&j, i, 0);
+            const head_norm_job j = {l,
+                                     hp->eps,
+                                     cs,
+                                     s->q,
+                                     s->k,
+                                     l->k_eq_v ? s->k : s->v, /* V is the raw K projection */
+                                     v_only ? NULL : kr,
+                                     vr,
+                                     hm32 && !v_only ? (float *)(void *)kdst : NULL,
+                                     hm32 ? (float *)(void *)vdst : NULL,
+                                     hs};
+            const head_ready ready = {&j, l->n_head, hd, l->k_eq_v ? hd : 2 * hd, s->head_rows};
+            memset(s->head_rows, 0, (size_t)(l->n_head + nkv) * sizeof *s->head_rows);
+            const gem_matrix *w[3] = {&l->wq, &l->wk, &l->wv};
+            const float *xs[3] = {s->xn, s->xn, s->xn};
+            float *ys[3] = {s->q, s->k, s->v};
+            if ((st = mv_batch_then(s->pool, l->k_eq_v ? 2 : 3, w, xs, &xq, ys, head_rows_done,
+                                    (void *)&ready)) != GEM_OK)
+                return st;
         }
+        LAP(proj);
         /* what the cache stores must be finite */
         if ((!v_only && !gem_cpu_floats_finite(kr, nkv * hd)) ||
             !gem_cpu_floats_finite(vr, nkv * hd))

@@ -1137,9 +1137,20 @@ typedef struct mv_job {
     mv_split sp;
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
-    mv_rows_fn done; /* NULL, or called on the rows of w[0] an item computed, after them */
+    int shared;            /* mv_pair's split (first_byte above) */
+    mv_rows_fn pair_done;  /* shared: called on the rows of every product an item computed */
+    mv_batch_rows_fn rows_done; /* else NULL, or called on each product's rows an item computed */
     void *done_ctx;
 } mv_job;
+
+/* The rows of w that units [u0, u1) hold (16-row groups in spans when packed, else rows). */
+static void unit_rows(const gem_matrix *w, int packed, int64_t u0, int64_t u1, int64_t *r0,
+                      int64_t *r1)
+{
+    const int64_t rpu = packed ? geom_of(w).span * GROUP_ROWS : 1;
+    *r0 = u0 * rpu;
+    *r1 = u1 * rpu < w->rows ? u1 * rpu : w->rows;
+}
 
 /* Where range `item` of a split of B bytes starts, in units of B / den: equal ranges
  * (item of parts), or the tapered split of mv_tuning: T ranges of 2^(L-2) units, T of
@@ -1197,13 +1208,12 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
     const mv_job *j = ctx;
     size_t b0, b1;
     item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
-    if (j->done) { /* a shared split: rows [r0, r1) of every product, then done on them */
+    if (j->shared) { /* rows [r0, r1) of every product, then pair_done on them */
         const gem_matrix *w = j->w[0];
-        int64_t u0, u1;
+        int64_t u0, u1, r0, r1;
         size_t ub;
         range_units(w, j->xq[0] != NULL, 0, b0, b1, &u0, &u1, &ub);
-        const int64_t rpu = j->xq[0] ? geom_of(w).span * GROUP_ROWS : 1; /* rows a unit */
-        const int64_t r0 = u0 * rpu, r1 = u1 * rpu < w->rows ? u1 * rpu : w->rows;
+        unit_rows(w, j->xq[0] != NULL, u0, u1, &r0, &r1);
         if (r0 >= r1)
             return;
         for (int k = 0; k < j->n; k++) {
@@ -1215,7 +1225,7 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
             else
                 mv_rows_ahead(wk, j->x[k], j->y[k], r0, r1, rows_ahead(wk, pf), j->prefetch_into);
         }
-        j->done(j->done_ctx, r0, r1);
+        j->pair_done(j->done_ctx, r0, r1);
         return;
     }
     for (int k = 0; k < j->n; k++) {
@@ -1231,6 +1241,11 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
             mv_spans(w, j->xq[k], j->y[k], u0, u1, pf, j->prefetch_into);
         else
             mv_rows_ahead(w, j->x[k], j->y[k], u0, u1, rows_ahead(w, pf), j->prefetch_into);
+        if (j->rows_done) {
+            int64_t r0, r1;
+            unit_rows(w, packed, u0, u1, &r0, &r1);
+            j->rows_done(j->done_ctx, k, r0, r1);
+        }
     }
 }
 
@@ -1302,11 +1317,12 @@ gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float 
     return mv_batch_tuned(p, n, w, x, s, y, &t);
 }
 
-/* mv_batch_tuned, or with done set the products of mv_pair (one split for all, done on each
- * item's rows). */
+/* mv_batch_tuned with rows_done (NULL: none) called on each product's rows an item computed;
+ * or with pair_done set the products of mv_pair (one split for all, pair_done on each item's
+ * rows). */
 static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                             const mv_scratch *s, float *const *y, const mv_tuning *t,
-                            mv_rows_fn done, void *done_ctx)
+                            mv_rows_fn pair_done, mv_batch_rows_fn rows_done, void *done_ctx)
 {
     if (n < 1 || n > 8)
         return GEM_ERR_PARAM;
@@ -1316,14 +1332,16 @@ static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, cons
                                              : (t->prefetch_bytes > pf_max ? pf_max
                                                                            : t->prefetch_bytes);
     mv_job j = {.n = n, .w = w, .x = x, .y = y, .prefetch_bytes = pf,
-                .prefetch_into = t->prefetch_into, .done = done, .done_ctx = done_ctx};
+                .prefetch_into = t->prefetch_into, .shared = pair_done != NULL,
+                .pair_done = pair_done, .rows_done = pair_done ? NULL : rows_done,
+                .done_ctx = done_ctx};
     gem_status st = quantize_batch(n, w, x, s, j.xq);
     if (st != GEM_OK)
         return st;
     size_t all = 0; /* the batch's bytes */
     for (int k = 0; k < n; k++)
         all += (size_t)w[k]->rows * w[k]->row_bytes;
-    if (done)
+    if (j.shared)
         j.first_byte[n] = (size_t)w[0]->rows * w[0]->row_bytes;
     else
         for (int k = 0; k < n; k++)
@@ -1353,7 +1371,18 @@ static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, cons
 gem_status mv_batch_tuned(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                           const mv_scratch *s, float *const *y, const mv_tuning *t)
 {
-    return batch_run(p, n, w, x, s, y, t, NULL, NULL);
+    return batch_run(p, n, w, x, s, y, t, NULL, NULL, NULL);
+}
+
+gem_status mv_batch_then(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                         const mv_scratch *s, float *const *y, mv_batch_rows_fn done,
+                         void *done_ctx)
+{
+    if (!done)
+        return GEM_ERR_PARAM;
+    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
+                         MV_OWNED_LEVELS};
+    return batch_run(p, n, w, x, s, y, &t, NULL, done, done_ctx);
 }
 
 int mv_pairable(const gem_matrix *a, const gem_matrix *b)
@@ -1374,7 +1403,7 @@ gem_status mv_pair(cpu_pool *p, const gem_matrix *a, const gem_matrix *b, const 
     float *ys[2] = {ya, yb};
     const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
                          MV_OWNED_LEVELS};
-    return batch_run(p, 2, w, xs, s, ys, &t, done, done_ctx);
+    return batch_run(p, 2, w, xs, s, ys, &t, done, NULL, done_ctx);
 }
 
 /* Half of a core's L2 (sysconf), 512 KiB where the system does not say; the rest holds what

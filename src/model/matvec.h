@@ -107,6 +107,20 @@ gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float 
  * that computed them, once those rows of every product are written. */
 typedef void (*mv_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 
+/* Called by the item that computed rows [r0, r1) of product k of a batch (mv_batch_then), on the
+ * thread that computed them, once they are written. */
+typedef void (*mv_batch_rows_fn)(void *ctx, int k, int64_t r0, int64_t r1);
+
+/* mv_batch whose items call done(done_ctx, k, r0, r1) on the rows of product k they computed,
+ * right after them (a product's rows are handed over in ranges of whole rows, or whole 16-row
+ * groups when packed; every row of every product exactly once, from the thread that computed
+ * it), so that a step on groups of rows (the per-head norms after q, k and v) runs as soon as
+ * its rows are there, inside the products' run. The bits of mv_batch; GEM_ERR_PARAM when done
+ * is NULL; scratch as mv_batch. */
+gem_status mv_batch_then(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
+                         const mv_scratch *s, float *const *y, mv_batch_rows_fn done,
+                         void *done_ctx);
+
 /* 1 when a and b have one shape, type and layout (rows, cols, type, row bytes, packed or not,
  * the packed span), so that mv_pair can split them together. */
 int mv_pairable(const gem_matrix *a, const gem_matrix *b);

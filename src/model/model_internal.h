@@ -90,6 +90,7 @@ struct gem_session {
     size_t ws_bytes;
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* scratch */
     float *kr, *vr; /* (max n_head_kv * head_dim): a new K and V row before a 16-bit cache */
+    int64_t *head_rows; /* CPU: (max n_head + n_head_kv) rows of each head's projections done */
     float *lg;      /* CPU: (n_vocab) logits of gem_session_eval_argmax */
     void *xq;       /* CPU: the integer products' scratch (xq_bytes, matvec.h's mv_scratch) */
     size_t xq_bytes;
