@@ -42,7 +42,7 @@ usage: geglu_items [--threads N] [--layers L] [--rounds R] [--step geglu|heads]
 #include "gem/model.h"
 #include "matvec.h"
 
-enum { GROUP = 16, BLOCK = 544, COLS = 1024, ROWS = 2048, MAX_ROUNDS = 64, EW_MIN = 256 };
+enum { COLS = 1024, ROWS = 2048, MAX_ROUNDS = 64, EW_MIN = 256 };
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
@@ -240,19 +240,7 @@ int main(int argc, char **argv)
         return 1;
     }
     uint8_t *base = mem;
-    /* every block: 16 scales in [2^-10, 2^-6), 512 quant bytes (q + 128, q in [-127, 127]) */
-    for (size_t b = 0; b < region / BLOCK; b++) {
-        uint8_t *p = base + b * BLOCK;
-        for (int r = 0; r < GROUP; r++) {
-            const uint16_t h = (uint16_t)(0x1400u + (dev_xorshift(&rng) & 0x0FFFu));
-            memcpy(p + 2 * r, &h, 2);
-        }
-        for (int i = 32; i < BLOCK; i += 8) {
-            uint64_t v = dev_xorshift(&rng);
-            for (int k = 0; k < 8; k++, v >>= 8)
-                p[i + k] = (uint8_t)(1 + v % 255);
-        }
-    }
+    dev_fill_packed_q8_0(base, region, &rng); /* scales in [2^-10, 2^-6) */
     c.m = malloc((size_t)layers * sizeof *c.m);
     (void)mbytes;
     float *x = malloc(COLS * sizeof *x);

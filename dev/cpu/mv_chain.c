@@ -75,7 +75,7 @@ usage: mv_chain [--threads N] [--layers L] [--rounds R] [--ahead BYTES]
 #include "gem/model.h"
 #include "matvec.h"
 
-enum { GROUP = 16, PARTS = 4, BLOCK = 544, COLS = 1024, KINDS = 4, NV = 6, MAX_ROUNDS = 16 };
+enum { GROUP = 16, PARTS = 4, COLS = 1024, KINDS = 4, NV = 6, MAX_ROUNDS = 16 };
 static const char *const version_name[NV] = {"products", "layer", "flat",
                                              "read", "read-flat", "empty"};
 static const char *const kind_name[KINDS] = {"q/k/v", "o", "gate/up", "down"};
@@ -379,19 +379,7 @@ int main(int argc, char **argv)
         return 1;
     }
     c.region = mem;
-    /* every block: 16 scales in [2^-10, 2^-6), 512 quant bytes (q + 128, q in [-127, 127]) */
-    for (size_t b = 0; b < c.region_bytes / BLOCK; b++) {
-        uint8_t *p = c.region + b * BLOCK;
-        for (int r = 0; r < GROUP; r++) {
-            const uint16_t h = (uint16_t)(0x1400u + (next_u64() & 0x0FFFu));
-            memcpy(p + 2 * r, &h, 2);
-        }
-        for (int i = 32; i < BLOCK; i += 8) {
-            uint64_t v = next_u64();
-            for (int k = 0; k < 8; k++, v >>= 8)
-                p[i + k] = (uint8_t)(1 + v % 255);
-        }
-    }
+    dev_fill_packed_q8_0(c.region, c.region_bytes, &rng); /* scales in [2^-10, 2^-6) */
     c.m = malloc((size_t)layers * sizeof *c.m);
     c.layer = malloc((size_t)layers * sizeof *c.layer);
     const int64_t layer_rows = (int64_t)(c.layer_bytes / ((size_t)(COLS / 32) * 34));
