@@ -617,7 +617,9 @@ static void check_tunings(cpu_pool *p3)
         for (size_t a = 0; a < 3; a++)
             for (size_t b = 0; b < 3; b++)
                 for (int into = 0; into < 3; into++) {
-                    const mv_tuning t = {parts[a], ahead[b], into, 0, 0};
+                    /* x's digits by the caller, or by the items (from 256 or 512 columns) */
+                    const int64_t xq_cols = (int64_t)(a + b + (size_t)into) % 3 * 256;
+                    const mv_tuning t = {parts[a], ahead[b], into, 0, 0, xq_cols};
                     const gem_matrix *wp = &w;
                     const float *xp = x;
                     float *yp = y;
@@ -633,7 +635,7 @@ static void check_tunings(cpu_pool *p3)
         static const int64_t tapers[][2] = {{2, 0}, {3, 0}, {5, 0}, {8, 0}, {6, 1}, {6, 2},
                                             {6, 3}, {6, 4}, {6, 5}, {6, 6}, {6, 7}};
         for (size_t a = 0; a < sizeof tapers / sizeof tapers[0]; a++) {
-            const mv_tuning t = {1, -1, 2, tapers[a][0], tapers[a][1]};
+            const mv_tuning t = {1, -1, 2, tapers[a][0], tapers[a][1], a % 2 ? 512 : 0};
             const gem_matrix *wp = &w;
             const float *xp = x;
             float *yp = y;

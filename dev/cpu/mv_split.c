@@ -20,6 +20,9 @@ Versions (S:D:I, every triple of --splits S, --prefetch D and --into I):
      starts D bytes on; 0 none. In L3 one core computes the Q8_0 product at 18 GB/s; from DRAM
      it streams 6-7 GB/s against the probe's 15-17 (run 46): compute and loads do not overlap.
   I  where the prefetches go: 1 L1 (prefetcht0), 2 L2 (prefetcht1), 0 non-temporal
+--xq C,..: x's digits by the run's items for products of at least C columns (mv_tuning's
+xq_items_cols; 0, the default, by the caller before the run): each version's name then ends in
+:xC. On 16 threads the caller's serial digits of o's 8,192 columns leave 15 threads waiting.
 
 Memory (--alloc): the weights in malloc's memory (4 KiB pages, as a file's mmap gives the
 decoder) or in cpu_stream_alloc's (2 MiB-aligned, madvise(MADV_HUGEPAGE), as the probe and the
@@ -188,23 +191,27 @@ static void map_into_file(layer *L, int64_t nl)
     }
 }
 
-/* "S:D:I:gap", S a count of ranges a thread or tL */
+/* "S:D:I:gap", S a count of ranges a thread or tL, then ":xC" when the items compute x's digits
+ * from C columns */
 static void version_name(const mv_tuning *v, double gap, char *name, size_t size)
 {
-    char split[24];
+    char split[24], xcols[32] = "";
     if (v->taper_levels)
         snprintf(split, sizeof split, "t%lld", (long long)v->taper_levels);
     else
         snprintf(split, sizeof split, "%lld", (long long)v->parts_per_thread);
-    snprintf(name, size, "%s:%lld:%d:%g", split, (long long)v->prefetch_bytes, v->prefetch_into,
-             gap);
+    if (v->xq_items_cols)
+        snprintf(xcols, sizeof xcols, ":x%lld", (long long)v->xq_items_cols);
+    snprintf(name, size, "%s:%lld:%d:%g%s", split, (long long)v->prefetch_bytes, v->prefetch_into,
+             gap, xcols);
 }
 
 int main(int argc, char **argv)
 {
     int64_t threads = 0, nl = 60, rounds = 7;
     int64_t splits[MAX_LIST] = {1, 4}, pfs[MAX_LIST] = {0, 4096}, intos[MAX_LIST] = {2};
-    int nsp = 2, npf = 2, nin = 1, ngap = 1;
+    int64_t xqs[MAX_LIST] = {0};
+    int nsp = 2, npf = 2, nin = 1, ngap = 1, nxq = 1;
     double gaps[MAX_LIST] = {0.0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -225,6 +232,10 @@ int main(int argc, char **argv)
             npf = 0;
             for (char *t = strtok(argv[++i], ","); t && npf < MAX_LIST; t = strtok(NULL, ","))
                 pfs[npf++] = atoll(t);
+        } else if (!strcmp(argv[i], "--xq") && i + 1 < argc) {
+            nxq = 0;
+            for (char *t = strtok(argv[++i], ","); t && nxq < MAX_LIST; t = strtok(NULL, ","))
+                xqs[nxq++] = atoll(t);
         } else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
             ngap = 0;
             for (char *t = strtok(argv[++i], ","); t && ngap < MAX_LIST; t = strtok(NULL, ","))
@@ -239,7 +250,7 @@ int main(int argc, char **argv)
             packed = !strcmp(argv[++i], "packed");
         } else {
             fprintf(stderr, "usage: mv_split [--threads N] [--layers L] [--rounds R] "
-                            "[--splits 1,4,t6] [--prefetch 0,4096] [--into 2] "
+                            "[--splits 1,4,t6] [--prefetch 0,4096] [--into 2] [--xq 0,2048] "
                             "[--alloc malloc|huge|file] [--gap-us 0,10] "
                             "[--layout packed|file]\n");
             return 2;
@@ -250,14 +261,26 @@ int main(int argc, char **argv)
             fprintf(stderr, "mv_split: a gap is 0 to 10000 us\n");
             return 2;
         }
-    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1 || ngap < 1) {
+    if (nl < 1 || rounds < 1 || threads < 0 || nsp < 1 || npf < 1 || nin < 1 || ngap < 1 ||
+        nxq < 1) {
         fprintf(stderr, "mv_split: layers and rounds >= 1, threads >= 0\n");
+        return 2;
+    }
+    for (int x = 0; x < nxq; x++)
+        if (xqs[x] < 0 || xqs[x] > ((int64_t)1 << 30)) {
+            fprintf(stderr, "mv_split: --xq takes column counts from 0 to 2^30\n");
+            return 2;
+        }
+    if (ngap * nsp * npf * nin * nxq > MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST) {
+        fprintf(stderr, "mv_split: at most %d versions\n",
+                MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST);
         return 2;
     }
     mv_tuning v[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
     double vgap[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
     int ns = 0;
     for (int g = 0; g < ngap; g++)
+    for (int xi = 0; xi < nxq; xi++)
     for (int a = 0; a < nsp; a++)
         for (int c = 0; c < npf; c++)
             for (int d = 0; d < nin; d++) {
@@ -269,8 +292,9 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 vgap[ns] = gaps[g];
-                v[ns++] = splits[a] > 0 ? (mv_tuning){splits[a], pfs[c], (int)intos[d], 0, 0}
-                                        : (mv_tuning){1, pfs[c], (int)intos[d], -splits[a], 0};
+                v[ns++] = splits[a] > 0
+                              ? (mv_tuning){splits[a], pfs[c], (int)intos[d], 0, 0, xqs[xi]}
+                              : (mv_tuning){1, pfs[c], (int)intos[d], -splits[a], 0, xqs[xi]};
             }
     /* the pool and the probe of a decode context's size */
     gem_engine *e = NULL;
@@ -372,14 +396,14 @@ int main(int argc, char **argv)
     printf("read bandwidth %.2f GB/s (1 GiB streaming read, %lld threads); weights %.3f GB a "
            "token, floor %.3f ms\n",
            bw * 1e-9, (long long)threads, (double)bytes * 1e-9, (double)bytes / bw * 1e3);
-    printf("S:D:I:gap      median ms   min ms   max ms    GB/s  of the probe  (gaps taken out)\n");
+    printf("S:D:I:gap[:xC]      median ms   min ms   max ms    GB/s  of the probe  (gaps taken out)\n");
     for (int s = 0; s < ns; s++) {
         double *u = t + s * rounds * 2;
         qsort(u, (size_t)cnt[s], sizeof *u, cmp_d);
         const double med = cnt[s] % 2 ? u[cnt[s] / 2] : 0.5 * (u[cnt[s] / 2 - 1] + u[cnt[s] / 2]);
         char name[48];
         version_name(&v[s], vgap[s], name, sizeof name);
-        printf("%-13s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
+        printf("%-19s  %9.3f  %7.3f  %7.3f  %6.2f  %5.1f%%\n", name, med * 1e3, u[0] * 1e3,
                u[cnt[s] - 1] * 1e3, (double)bytes / med * 1e-9, 100.0 * (double)bytes / med / bw);
     }
     cpu_pool_destroy(pool);

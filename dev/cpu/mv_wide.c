@@ -220,7 +220,7 @@ int main(int argc, char **argv)
                     mv_pack(&w, mem[v] + (size_t)c * bytes);
                 }
             }
-            const mv_tuning tune = {ppt, -1, 2, 0, 0}; /* the library's split at ppt ranges a thread */
+            const mv_tuning tune = {ppt, -1, 2, 0, 0, 0}; /* the library's split at ppt ranges a thread */
             /* checks: every version's bits against mv_rows of span 1 on the first copy */
             gem_matrix w1 = proto;
             w1.packed = mem[0];

@@ -16,6 +16,7 @@
  */
 #define _DEFAULT_SOURCE 1 /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,6 +58,15 @@
 #define MV_OWNED_LEVELS 2
 #define MV_PREFETCH_BYTES 4096
 #define MV_PREFETCH_INTO 2
+/* x's digits by the items from this many columns (mv_tuning's xq_items_cols), 0: by the caller.
+ * The caller's serial digits of 8,192 columns take about 5 us on the AMD EPYC VM, while the
+ * other threads wait (or preload their owned items); not yet measured where it matters, the
+ * Xeon host's 16 threads (dev/cpu/mv_split --xq), so the library keeps the caller's. */
+#define MV_XQ_ITEMS_COLS 0
+
+/* The library's tuning (mv_batch, mv_batch_then, mv_pair). */
+static const mv_tuning library_tuning = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO,
+                                         MV_TAPER_LEVELS, MV_OWNED_LEVELS, MV_XQ_ITEMS_COLS};
 
 /* 1 on a processor whose CPUID vendor is AuthenticAMD, else 0; asked once (CPUID traps to the
  * hypervisor on a virtual machine). Two threads that ask at once store the same answer. */
@@ -1137,6 +1147,14 @@ typedef struct mv_job {
     mv_split sp;
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
+    /* x's digits the items compute (mv_tuning's xq_items_cols): sets xq_x[i] (xq_cols[i]
+     * columns) into xq_dst[i], their 32-column blocks numbered end to end (xq_block0[i] the
+     * first of set i, xq_blocks in all), claimed XQ_CLAIM at a time from xq_next; xq_done
+     * counts the blocks written */
+    int xq_sets;
+    const float *xq_x[8];
+    xq_block *xq_dst[8];
+    int64_t xq_block0[9], xq_blocks, xq_next, xq_done;
     int shared;            /* mv_pair's split (first_byte above) */
     mv_rows_fn pair_done;  /* shared: called on the rows of every product an item computed */
     mv_batch_rows_fn rows_done; /* else NULL, or called on each product's rows an item computed */
@@ -1202,9 +1220,44 @@ static void range_units(const gem_matrix *w, int packed, size_t start, size_t b0
  * first byte lies in [start(item) * B / den, start(item + 1) * B / den) of the products' units
  * laid end to end (B bytes; split_start), so every unit is computed by exactly one item, whole,
  * and each item streams one contiguous range. */
+/* Blocks of x's digits an item claims at a time (about 0.3 us of work). */
+#define XQ_CLAIM 8
+
+/* The items' share of x's digits: claim blocks and compute them until none are left, then wait
+ * until every claimed block is written (only by threads inside this run, each computing what it
+ * claimed, so the wait ends). The counters' acquire and release order the digits' writes
+ * before any item's reads. */
+static void xq_help(mv_job *j)
+{
+    int64_t b0;
+    while ((b0 = __atomic_fetch_add(&j->xq_next, XQ_CLAIM, __ATOMIC_RELAXED)) < j->xq_blocks) {
+        const int64_t b1 = b0 + XQ_CLAIM < j->xq_blocks ? b0 + XQ_CLAIM : j->xq_blocks;
+        for (int i = 0; i < j->xq_sets; i++) { /* the part of each set in [b0, b1) */
+            const int64_t lo = b0 > j->xq_block0[i] ? b0 : j->xq_block0[i];
+            const int64_t hi = b1 < j->xq_block0[i + 1] ? b1 : j->xq_block0[i + 1];
+            if (lo < hi) {
+                const int64_t o = lo - j->xq_block0[i];
+                xq_quantize(j->xq_x[i] + 32 * o, 32 * (hi - lo), j->xq_dst[i] + o);
+            }
+        }
+        __atomic_fetch_add(&j->xq_done, b1 - b0, __ATOMIC_RELEASE);
+    }
+    for (unsigned spin = 0; __atomic_load_n(&j->xq_done, __ATOMIC_ACQUIRE) < j->xq_blocks;
+         spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (spin >= 4096) /* a claimer without a core of its own (more threads than cores) */
+            sched_yield();
+    }
+}
+
 static void mv_item(void *ctx, int64_t item, int64_t thread)
 {
     (void)thread;
+    mv_job *const jw = ctx;
+    if (jw->xq_sets)
+        xq_help(jw);
     const mv_job *j = ctx;
     size_t b0, b1;
     item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
@@ -1250,13 +1303,24 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
 }
 
 /* x's digits for each packed product of the batch into the scratch, one set per distinct
- * (x, cols): xq (n). GEM_ERR_RANGE when the scratch is short. */
+ * (x, cols): xq (n). A set of at least items_cols columns is left to the run's items (j, when
+ * not NULL: its xq_ fields), the others computed here. GEM_ERR_RANGE when the scratch is short
+ * (nothing computed). */
 static gem_status quantize_batch(int n, const gem_matrix *const *w, const float *const *x,
-                                 const mv_scratch *s, const xq_block **xq)
+                                 const mv_scratch *s, const xq_block **xq, mv_job *j,
+                                 int64_t items_cols)
 {
+    xq_block *dst_of[8];
+    int defer[8];
+    if (j) {
+        j->xq_sets = 0;
+        j->xq_blocks = j->xq_next = j->xq_done = 0;
+    }
     size_t used = 0;
     for (int k = 0; k < n; k++) {
         xq[k] = NULL;
+        dst_of[k] = NULL;
+        defer[k] = 0;
         if (!w[k]->packed)
             continue;
         for (int e = 0; e < k && !xq[k]; e++)
@@ -1267,10 +1331,24 @@ static gem_status quantize_batch(int n, const gem_matrix *const *w, const float 
         const size_t need = mv_xq_bytes(w[k]->cols);
         if (!s || !s->buf || s->bytes < used || s->bytes - used < need)
             return GEM_ERR_RANGE;
-        xq_block *dst = (xq_block *)(void *)((unsigned char *)s->buf + used);
-        xq_quantize(x[k], w[k]->cols, dst);
-        xq[k] = dst;
+        dst_of[k] = (xq_block *)(void *)((unsigned char *)s->buf + used);
+        defer[k] = j && items_cols > 0 && w[k]->cols >= items_cols;
+        xq[k] = dst_of[k];
         used += need;
+    }
+    for (int k = 0; k < n; k++) { /* the sets, each once (xq[k] is its own only for the first) */
+        if (!xq[k] || xq[k] != dst_of[k])
+            continue;
+        if (!defer[k]) {
+            xq_quantize(x[k], w[k]->cols, dst_of[k]);
+            continue;
+        }
+        const int i = j->xq_sets++;
+        j->xq_x[i] = x[k];
+        j->xq_dst[i] = dst_of[k];
+        j->xq_block0[i] = j->xq_blocks;
+        j->xq_blocks += w[k]->cols / 32;
+        j->xq_block0[i + 1] = j->xq_blocks;
     }
     return GEM_OK;
 }
@@ -1286,7 +1364,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
         return GEM_OK;
     }
     const xq_block *xq;
-    gem_status st = quantize_batch(1, &w, &x, s, &xq);
+    gem_status st = quantize_batch(1, &w, &x, s, &xq, NULL, 0);
     if (st != GEM_OK)
         return st;
     /* whole spans in place; a span cut by r0 or r1 through a buffer (a row's bits do not
@@ -1312,9 +1390,7 @@ gem_status mv_rows(const gem_matrix *w, const float *x, const mv_scratch *s, flo
 gem_status mv_batch(cpu_pool *p, int n, const gem_matrix *const *w, const float *const *x,
                     const mv_scratch *s, float *const *y)
 {
-    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
-                         MV_OWNED_LEVELS};
-    return mv_batch_tuned(p, n, w, x, s, y, &t);
+    return mv_batch_tuned(p, n, w, x, s, y, &library_tuning);
 }
 
 /* mv_batch_tuned with rows_done (NULL: none) called on each product's rows an item computed;
@@ -1335,7 +1411,7 @@ static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, cons
                 .prefetch_into = t->prefetch_into, .shared = pair_done != NULL,
                 .pair_done = pair_done, .rows_done = pair_done ? NULL : rows_done,
                 .done_ctx = done_ctx};
-    gem_status st = quantize_batch(n, w, x, s, j.xq);
+    gem_status st = quantize_batch(n, w, x, s, j.xq, &j, t->xq_items_cols);
     if (st != GEM_OK)
         return st;
     size_t all = 0; /* the batch's bytes */
@@ -1380,9 +1456,7 @@ gem_status mv_batch_then(cpu_pool *p, int n, const gem_matrix *const *w, const f
 {
     if (!done)
         return GEM_ERR_PARAM;
-    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
-                         MV_OWNED_LEVELS};
-    return batch_run(p, n, w, x, s, y, &t, NULL, done, done_ctx);
+    return batch_run(p, n, w, x, s, y, &library_tuning, NULL, done, done_ctx);
 }
 
 int mv_pairable(const gem_matrix *a, const gem_matrix *b)
@@ -1401,9 +1475,7 @@ gem_status mv_pair(cpu_pool *p, const gem_matrix *a, const gem_matrix *b, const 
     const gem_matrix *w[2] = {a, b};
     const float *xs[2] = {x, x};
     float *ys[2] = {ya, yb};
-    const mv_tuning t = {MV_PARTS_PER_THREAD, -1, MV_PREFETCH_INTO, MV_TAPER_LEVELS,
-                         MV_OWNED_LEVELS};
-    return batch_run(p, 2, w, xs, s, ys, &t, done, NULL, done_ctx);
+    return batch_run(p, 2, w, xs, s, ys, &library_tuning, done, NULL, done_ctx);
 }
 
 /* Half of a core's L2 (sysconf), 512 KiB where the system does not say; the rest holds what

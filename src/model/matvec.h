@@ -152,6 +152,10 @@ typedef struct mv_tuning {
      * owners: thread t computes items t, T + t, .. of them first (cpu_pool_run_owned), the
      * bytes mv_ahead_step preloads into thread t's cache while it waits. */
     int64_t owned_levels;
+    /* x's digits of a packed product with at least this many columns are computed by the
+     * run's items (each claims blocks of them, computes them and waits for the rest, before
+     * its rows), not by the caller before the run; 0: always by the caller. */
+    int64_t xq_items_cols;
 } mv_tuning;
 
 /* mv_batch under the tuning t (clamped to the ranges above). */
