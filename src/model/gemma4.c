@@ -1265,7 +1265,6 @@ typedef struct head_norm_job {
     int64_t hs;
 } head_norm_job;
 
-
 static void head_norm_item(void *ctx, int64_t item, int64_t thread)
 {
     (void)thread;

@@ -1149,10 +1149,10 @@ typedef struct mv_job {
     mv_split sp;
     int64_t prefetch_bytes; /* -1: each matrix mv_prefetch_bytes of its type */
     int prefetch_into;
-    /* x's digits the items compute (mv_tuning's xq_items_cols): sets xq_x[i] (xq_cols[i]
-     * columns) into xq_dst[i], their 32-column blocks numbered end to end (xq_block0[i] the
-     * first of set i, xq_blocks in all), claimed XQ_CLAIM at a time from xq_next; xq_done
-     * counts the blocks written */
+    /* x's digits the items compute (mv_tuning's xq_items_cols): xq_sets sets, set i the
+     * digits of xq_x[i] into xq_dst[i]; their 32-column blocks numbered end to end
+     * (xq_block0[i] the first of set i, xq_block0[i + 1] its end, xq_blocks in all), claimed
+     * XQ_CLAIM at a time from xq_next; xq_done counts the blocks written */
     int xq_sets;
     const float *xq_x[8];
     xq_block *xq_dst[8];
@@ -1218,10 +1218,6 @@ static void range_units(const gem_matrix *w, int packed, size_t start, size_t b0
     *u1 = *u1 < units ? *u1 : units;
 }
 
-/* Item `item` of the batch: the units (rows, or 16-row groups of a packed matrix) whose
- * first byte lies in [start(item) * B / den, start(item + 1) * B / den) of the products' units
- * laid end to end (B bytes; split_start), so every unit is computed by exactly one item, whole,
- * and each item streams one contiguous range. */
 /* Blocks of x's digits an item claims at a time (about 0.3 us of work). */
 #define XQ_CLAIM 8
 
@@ -1254,13 +1250,18 @@ static void xq_help(mv_job *j)
     }
 }
 
+/* Item `item` of the batch: first its share of x's digits (xq_help), then the units (rows, or
+ * 16-row groups of a packed matrix) whose first byte lies in [start(item) * B / den,
+ * start(item + 1) * B / den) of the products' units laid end to end (B bytes; split_start), so
+ * every unit is computed by exactly one item, whole, and each item streams one contiguous range;
+ * rows_done on each product's rows. With a shared split (mv_pair) the same units of every
+ * product, then pair_done on their rows. */
 static void mv_item(void *ctx, int64_t item, int64_t thread)
 {
     (void)thread;
-    mv_job *const jw = ctx;
-    if (jw->xq_sets)
-        xq_help(jw);
-    const mv_job *j = ctx;
+    mv_job *j = ctx;
+    if (j->xq_sets)
+        xq_help(j);
     size_t b0, b1;
     item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
     if (j->shared) { /* rows [r0, r1) of every product, then pair_done on them */
