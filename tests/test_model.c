@@ -1,6 +1,8 @@
 /*
  * The Gemma 4 decoder's own properties on the synthetic tiny model:
- *   - logits are the same bits for 1, 2 and 3 threads, and on a repeat;
+ *   - logits are the same bits for 1, 2 and 3 threads, and on a repeat, also on a model whose
+ *     products are large enough for the pool (the activation and the per-head norms inside
+ *     the products' items, x's digits computed by the items);
  *   - the first CPU session packs the quantized matrices once (the integer products), and
  *     models of Q4_0, Q4_K, Q6_K and mixed weights give thread-identical, finite logits
  *     on which both routes agree;
@@ -175,6 +177,51 @@ int main(void)
             gem_model_free(tm);
             remove(tpath);
         }
+    }
+    /* Products large enough for the pool (past 256 KiB): GeGLU's activation and the per-head
+     * norms then run inside the items, and o's x of 16,384 columns gets its digits from the
+     * items; the same bits for 1, 2 and 3 threads, F32 and BF16 caches, K stored or rebuilt. */
+    {
+        gem_synth_spec ps = spec;
+        ps.n_layers = 3; /* two sliding layers, then a full one */
+        ps.full_every = 3;
+        ps.n_embd = 512; /* full q and o 8.9 MB of Q8_0, gate, up and down 0.56 MB each */
+        ps.n_ff = 1024;
+        const char *ppath = "test_model_pool_tmp.gguf";
+        gem_model *pm = NULL;
+        TCHECK_STATUS(gem_synth_write(&ps, ppath, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_model_load(ppath, &pm, err, sizeof err), GEM_OK);
+        if (pm) {
+            const int64_t PV = gem_model_hparams(pm)->n_vocab;
+            float *p1 = malloc((size_t)PV * 4), *pn = malloc((size_t)PV * 4);
+            float *l1 = malloc((size_t)PV * 4), *ln = malloc((size_t)PV * 4);
+            int32_t t1[4], tn[4];
+            TCHECK(p1 && pn && l1 && ln);
+            for (int kv = 0; p1 && pn && l1 && ln && kv < 3; kv++) {
+                const gem_dtype kt = kv == 1 ? GEM_DTYPE_BF16 : GEM_DTYPE_F32;
+                const int kfv = kv == 2;
+                TCHECK_STATUS(run_greedy(pm, 1, kt, kfv, 4, t1, p1, l1), GEM_OK);
+                int finite = 1;
+                for (int64_t i = 0; i < PV; i++)
+                    finite &= isfinite(p1[i]) != 0;
+                TCHECK(finite);
+                for (int64_t th = 2; th <= 3; th++) {
+                    TCHECK_STATUS(run_greedy(pm, th, kt, kfv, 4, tn, pn, ln), GEM_OK);
+                    if (!TCHECK(memcmp(p1, pn, (size_t)PV * 4) == 0 &&
+                                memcmp(l1, ln, (size_t)PV * 4) == 0 &&
+                                memcmp(t1, tn, sizeof t1) == 0))
+                        fprintf(stderr, "     pool-sized model, caches %d, %lld threads: "
+                                        "differs from 1 thread\n",
+                                kv, (long long)th);
+                }
+            }
+            free(p1);
+            free(pn);
+            free(l1);
+            free(ln);
+            gem_model_free(pm);
+        }
+        remove(ppath);
     }
     /* The baseline route: same argmax, logits within float rounding. */
     TCHECK_STATUS(run(m, 2, GEM_ROUTE_BASELINE, prompt, N_PROMPT, c), GEM_OK);
