@@ -751,6 +751,10 @@ int main(void)
     check_batch_then(p1, p3, GEM_GGUF_Q6_K, 352, 2816, 4); /* spans of 64 rows, k's last short */
     check_batch_then(p1, p3, GEM_GGUF_BF16, 512, 512, 0);  /* rows, not packed */
     check_batch_then(p1, p3, GEM_GGUF_Q8_0, 64, 512, 1);   /* small: on the calling thread */
+    /* one or two 16-row groups a matrix but past 256 KiB: on the pool, most items without rows
+     * (they still compute x's digits, 16,384 columns), the callbacks once a range */
+    check_pair(p1, p3, GEM_GGUF_Q8_0, 16, 16384, 1);
+    check_batch_then(p1, p3, GEM_GGUF_Q8_0, 32, 16384, 1);
     cpu_pool_destroy(p1);
     cpu_pool_destroy(p3);
     free(src);
