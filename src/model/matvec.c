@@ -1157,8 +1157,9 @@ typedef struct mv_job {
     const float *xq_x[8];
     xq_block *xq_dst[8];
     int64_t xq_block0[9], xq_blocks, xq_next, xq_done;
-    int shared;            /* mv_pair's split (first_byte above) */
-    mv_rows_fn pair_done;  /* shared: called on the rows of every product an item computed */
+    /* mv_pair's shared split (first_byte above) when set: called on the rows of every product
+     * an item computed */
+    mv_rows_fn pair_done;
     mv_batch_rows_fn rows_done; /* else NULL, or called on each product's rows an item computed */
     void *done_ctx;
 } mv_job;
@@ -1264,7 +1265,7 @@ static void mv_item(void *ctx, int64_t item, int64_t thread)
         xq_help(j);
     size_t b0, b1;
     item_bytes(&j->sp, j->first_byte[j->n], item, &b0, &b1);
-    if (j->shared) { /* rows [r0, r1) of every product, then pair_done on them */
+    if (j->pair_done) { /* rows [r0, r1) of every product, then pair_done on them */
         const gem_matrix *w = j->w[0];
         int64_t u0, u1, r0, r1;
         size_t ub;
@@ -1411,8 +1412,7 @@ static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, cons
                                              : (t->prefetch_bytes > pf_max ? pf_max
                                                                            : t->prefetch_bytes);
     mv_job j = {.n = n, .w = w, .x = x, .y = y, .prefetch_bytes = pf,
-                .prefetch_into = t->prefetch_into, .shared = pair_done != NULL,
-                .pair_done = pair_done, .rows_done = pair_done ? NULL : rows_done,
+                .prefetch_into = t->prefetch_into, .pair_done = pair_done, .rows_done = pair_done ? NULL : rows_done,
                 .done_ctx = done_ctx};
     gem_status st = quantize_batch(n, w, x, s, j.xq, &j, t->xq_items_cols);
     if (st != GEM_OK)
@@ -1420,7 +1420,7 @@ static gem_status batch_run(cpu_pool *p, int n, const gem_matrix *const *w, cons
     size_t all = 0; /* the batch's bytes */
     for (int k = 0; k < n; k++)
         all += (size_t)w[k]->rows * w[k]->row_bytes;
-    if (j.shared)
+    if (pair_done)
         j.first_byte[n] = (size_t)w[0]->rows * w[0]->row_bytes;
     else
         for (int k = 0; k < n; k++)
