@@ -9,6 +9,9 @@ timed whole, and the context grows by every block's tokens (the orders cancel th
           first), no idle work
   ahead   owned, and the waiting threads preload their owned items of the next product (the
           library's decoder)
+Each variant's stage times (gem_session_times, the clock read between stages) are summed over
+its blocks and printed a token: where the preload's gain or cost falls (norms, products,
+sliding and full attention, MLP, logits).
 The bits are the same in both: an item computes the same rows whoever runs it
 (tests/test_matvec holds every owned level to mv_rows' bits). Run 160 measured a third variant,
 the plain split (no owned levels), at c2fbb99 through a switch the library no longer has:
@@ -181,10 +184,13 @@ int main(int argc, char **argv)
             return 2;
         }
     int64_t n[2] = {0, 0};
+    gem_stage_times st[2];
+    memset(st, 0, sizeof st);
     for (int64_t r = 0; r < rounds; r++)
         for (int b = 0; b < 4; b++) {
             const int v = order[b];
             set_variant(s, v);
+            gem_session_times_reset(s);
             for (int64_t k = 0; k < steps; k++) {
                 const double t0 = now();
                 if (gem_session_eval_argmax(s, tok, &next) != GEM_OK)
@@ -192,6 +198,16 @@ int main(int argc, char **argv)
                 t[v][n[v]++] = (now() - t0) * 1e3;
                 tok = next;
             }
+            gem_stage_times d;
+            gem_session_times(s, &d);
+            st[v].norms += d.norms;
+            st[v].proj += d.proj;
+            st[v].attn_swa += d.attn_swa;
+            st[v].attn_full += d.attn_full;
+            st[v].mlp += d.mlp;
+            st[v].logits += d.logits;
+            st[v].total += d.total;
+            st[v].tokens += d.tokens;
         }
     set_variant(s, 1);
     printf("token_ahead: %s, %lld threads, context %lld to %lld, %lld rounds of %lld tokens a "
@@ -207,6 +223,14 @@ int main(int argc, char **argv)
                (long long)n[v]);
     }
     printf("  ahead/owned %.3f\n", med[1] / med[0]);
+    printf("  stages, ms a token (means): norms  products  sliding attn  full attn  MLP  logits"
+           "  sum\n");
+    for (int v = 0; v < 2; v++) {
+        const double k = st[v].tokens ? 1e3 / (double)st[v].tokens : 0;
+        printf("  %-6s %7.3f %9.3f %13.3f %10.3f %6.3f %7.3f %7.3f\n", names[v], st[v].norms * k,
+               st[v].proj * k, st[v].attn_swa * k, st[v].attn_full * k, st[v].mlp * k,
+               st[v].logits * k, st[v].total * k);
+    }
     for (int v = 0; v < 2; v++)
         free(t[v]);
     gem_session_free(s);

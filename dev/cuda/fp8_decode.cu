@@ -19,6 +19,22 @@ version 0 is the library's BF16 route through gem_decode on the same values roun
 version 1 is the FP8 pass with K and V one tile ahead (the F32 pass's distances).
 version 2 is version 1 with K and V two tiles ahead (a piece is a quarter of F32's, so more
   tiles in flight cost few registers).
+version 3 is the library's staged tensor-core pass for F16 (gem_fused_first_pass_mma_staged_body
+  with gem_mma_f16_elem: Q in three F16 pieces scaled per head by a power of two, the weights in
+  two pieces times 2^14) with the codes widened to F16 on their way into shared memory: each
+  thread loads 16 codes (16 bytes) of a row, converts them (cvt e4m3x2 -> f16x2, exact: every
+  E4M3 value is an F16 value) and stores 32 bytes of F16, so the dots and the V update are the
+  F16 pass's, the ldmatrix fragments the same. K's scale joins the score's, V's multiplies the
+  partial's O as it is written (the library's reducer unchanged; one rounding from the CPU's
+  order, which multiplies after the division). One tile (16 rows, 16 KiB of K and V) of loads
+  in flight. Prediction (run 153: the F16 / BF16 staged pass 0.245-0.251 ms at 128K, about
+  4.3 TB/s of its 16-bit bytes, where its arithmetic keeps pace with the memory): the same
+  arithmetic per row at twice the rows a byte, plus 16 cvt a thread and tile, is bound by issue
+  near the 16-bit pass's time per row: about 0.17-0.20 ms at 128K, 2.7-3.2 TB/s of FP8 bytes,
+  4x FlashInfer's FP8.
+version 4 is version 3 with two tiles of loads in flight (the same registers as the 16-bit
+  pass's one tile): predicted no faster if version 3 is bound by issue, faster if by the loads
+  in flight.
 
 NaN codes: the CPU widens both (S.1111.111) to the positive quiet NaN 0x7FC00000
 (gem_fp8_e4m3_to_f32); what cvt e4m3x2 -> f16x2 gives for them is not checked here (the random
@@ -51,7 +67,7 @@ version's cache.
 
 #define NQ 32
 #define NKV 4
-#define NV 3 /* versions 0 .. 2 */
+#define NV 5 /* versions 0 .. 4 */
 
 /* Four E4M3 codes in one 4-byte piece (element 4i + j in byte j), K_AHEAD / V_AHEAD tiles
  * ahead; loads as the F32 pass's (L1 no-allocate, L2 evict-first, volatile). */
@@ -112,6 +128,191 @@ __global__ void __launch_bounds__(GEM_CU_THREADS)
     out[h * GEM_CU_D + d] *= sc.v[h / (gridDim.x / NKV)];
 }
 
+/* versions 3-4: the staged F16 tensor-core pass with E4M3 codes widened to F16 as they are
+ * staged. Head-major rows of 512 codes, hs codes a head. AHEAD tiles of loads in flight
+ * (1 or 2). Launched with GEM_MMA_STAGED_BYTES of dynamic shared memory. */
+template <int AHEAD>
+__global__ void __launch_bounds__(GEM_CU_THREADS, 2)
+    fp8_mma_first_pass(const float *__restrict__ q, const uint8_t *__restrict__ k,
+                       const uint8_t *__restrict__ v, int64_t hs, float *__restrict__ part_m,
+                       float *__restrict__ part_s, float *__restrict__ part_o, int64_t live,
+                       int64_t partitions, int64_t n_q_heads, float scale,
+                       const __grid_constant__ fp8_scales sc)
+{
+    static_assert(AHEAD == 1 || AHEAD == 2, "one or two tiles ahead");
+    typedef gem_mma_f16_elem E;
+    typedef E::elem elem;
+    const int T = GEM_MMA_TILE;
+    extern __shared__ __align__(128) unsigned char gem_mma_tiles[]; /* GEM_MMA_STAGED_BYTES */
+    elem *const ring = reinterpret_cast<elem *>(gem_mma_tiles);
+    __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_MMA_TILE];
+    __shared__ float salpha[GEM_CU_GROUP];
+    __shared__ uint2 sqb[GEM_CU_THREADS / 32][4][32];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    const float sg = (float)((double)scale * (double)sc.k[g]);
+    const float vs = sc.v[g];
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    uint32_t qa[4][4];
+    int qe = 0;
+    {
+        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D + 64 * w + 2 * tig;
+        float mx = 0.f;
+#pragma unroll
+        for (int st = 0; st < 4; st++)
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                mx = fmaxf(mx, fabsf(__ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1))));
+        qe = gem_mma_f16_q_exponent(mx, w, grp, tig);
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            elem hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float x = ldexpf(__ldg(qh + 16 * st + (u & 1) + 8 * (u >> 1)), qe);
+                hi[u] = E::piece(x);
+                const float r1 = x - E::value(hi[u]);
+                mid[u] = E::piece(r1);
+                lo[u] = E::piece(r1 - E::value(mid[u]));
+            }
+            qa[st][0] = E::pack(hi[0], hi[1]);
+            qa[st][1] = E::pack(mid[0], mid[1]);
+            qa[st][2] = E::pack(hi[2], hi[3]);
+            qa[st][3] = E::pack(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
+        }
+    }
+    /* this thread's pieces: rows prow and prow + 8 of a tile, 16 codes from column pcol */
+    const int prow = tid >> 5, pcol = 16 * (tid & 31);
+    const uint8_t *kp = k + g * hs + (begin + prow) * GEM_CU_D + pcol;
+    const uint8_t *vp = v + g * hs + (begin + prow) * GEM_CU_D + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 ra[4], rb[4]; /* tile sets: K rows prow, prow + 8, then V's */
+    auto load = [&](int64_t it, uint4 (&r)[4]) {
+        const int64_t t = begin + it * T + prow;
+        const int64_t off = it * T * GEM_CU_D;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const bool in = t + 8 * u < end;
+            r[u] = in ? gem_ld16(kp + off + 8 * u * GEM_CU_D, pol) : zero4;
+            r[2 + u] = in ? gem_ld16(vp + off + 8 * u * GEM_CU_D, pol) : zero4;
+        }
+    };
+    /* 16 codes -> 16 F16 (32 bytes) at dst */
+    auto widen = [&](const uint4 &c, elem *dst) {
+        uint32_t h[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wd = gem_word(c, j);
+            const __half2_raw lo =
+                __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd & 0xFFFFu), __NV_E4M3);
+            const __half2_raw hi =
+                __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd >> 16), __NV_E4M3);
+            h[2 * j] = (uint32_t)lo.x | ((uint32_t)lo.y << 16);
+            h[2 * j + 1] = (uint32_t)hi.x | ((uint32_t)hi.y << 16);
+        }
+        reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+        reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    };
+    auto store = [&](int64_t it, const uint4 (&r)[4]) {
+        elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vsm = ks + T * GEM_MMA_ROW;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            widen(r[u], ks + (prow + 8 * u) * GEM_MMA_ROW + pcol);
+            widen(r[2 + u], vsm + (prow + 8 * u) * GEM_MMA_ROW + pcol);
+        }
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    if (ntiles > 0) {
+        load(0, ra);
+        store(0, ra);
+    }
+    if (AHEAD == 1 && ntiles > 1)
+        load(1, ra); /* one set */
+    if (AHEAD == 2 && ntiles > 1)
+        load(1, rb); /* tile j in set j & 1: rb odd, ra even */
+    if (AHEAD == 2 && ntiles > 2)
+        load(2, ra);
+    __syncthreads();
+    const int krow = lane & 7, kcol = 64 * w + 8 * (lane >> 3);
+    /* tile it; its next tile's loads are in set nx (tile j in set j & 1 with two tiles ahead,
+     * always ra with one) */
+    auto step = [&](int64_t it, uint4 (&nx)[4]) {
+        const int64_t t0 = begin + it * T;
+        const elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS;
+        const elem *vsm = ks + T * GEM_MMA_ROW;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t b[4];
+                gem_ldsm_x4(b, ks + (8 * i + krow) * GEM_MMA_ROW + kcol + 32 * h);
+                const uint2 l0 = sqb[w][2 * h][lane], l1 = sqb[w][2 * h + 1][lane];
+                E::mma(d0, qa[2 * h][0], qa[2 * h][1], qa[2 * h][2], qa[2 * h][3], b[0], b[1]);
+                E::mma(d1, l0.x, 0u, l0.y, 0u, b[0], b[1]);
+                E::mma(d0, qa[2 * h + 1][0], qa[2 * h + 1][1], qa[2 * h + 1][2],
+                       qa[2 * h + 1][3], b[2], b[3]);
+                E::mma(d1, l1.x, 0u, l1.y, 0u, b[2], b[3]);
+            }
+            float2 rr;
+            rr.x = (d0[0] + d0[2]) + d1[0];
+            rr.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads();
+        if (it + 1 < ntiles)
+            store(it + 1, nx);
+        if (it + 1 + AHEAD < ntiles)
+            load(it + 1 + AHEAD, nx);
+        gem_mma_tile_softmax<E>(sred, sp, salpha, w, lane, qe, (int)min(end - t0, (int64_t)T),
+                                sg, m, s);
+        __syncthreads();
+        gem_mma_tile_v_update<E>(acc, sp, salpha, vsm, w, lane);
+    };
+    if (AHEAD == 1) {
+        for (int64_t it = 0; it < ntiles; it++)
+            step(it, ra);
+    } else {
+        for (int64_t it = 0; it < ntiles; it += 2) {
+            step(it, rb);
+            if (it + 1 < ntiles)
+                step(it + 1, ra);
+        }
+    }
+    /* the partial, O times V's scale (and 2^-14: the weights were taken x 2^14) */
+    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
+    float *po = part_o + row * GEM_CU_D + 64 * w + 2 * tig;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float2 o = make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+        o.x = o.x * GEM_MMA_F16_O_SCALE * vs;
+        o.y = o.y * GEM_MMA_F16_O_SCALE * vs;
+        *reinterpret_cast<float2 *>(po + 8 * j) = o;
+    }
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
+        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
+    }
+}
+
+/* the library's reducer alone (the FP8 tensor-core passes scaled their partials' O) */
+__global__ void __launch_bounds__(GEM_CU_THREADS)
+    plain_reducer(const float *__restrict__ part_m, const float *__restrict__ part_s,
+                  const float *__restrict__ part_o, float *__restrict__ out, int64_t partitions)
+{
+    gem_fused_reducer_body(part_m, part_s, part_o, out, partitions, GEM_CU_D, false);
+}
+
 /* x quantized per head (heads of `per` elements): scale = largest |x| / 448 (1 for zeros),
  * code = the E4M3 nearest x / scale (round to nearest even, saturating) */
 static void quantize(const float *x, int64_t heads, size_t per, uint8_t *codes, float *scale)
@@ -139,7 +340,7 @@ static void to_bf16(float *x, uint16_t *bits, size_t n)
 
 int main(int argc, char **argv)
 {
-    int rounds = 10, want[NV] = {1, 1, 1}, any = 0;
+    int rounds = 10, want[NV] = {1, 1, 1, 1, 1}, any = 0;
     int64_t lengths[8] = {8192, 65536, 131072}, P = 64;
     int nl = 3;
     for (int i = 1; i < argc; i++) {
@@ -168,6 +369,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < nl; i++)
         if (lengths[i] < 1 || lengths[i] > (1 << 20))
             return 2;
+    cudaCheck(cudaFuncSetAttribute(fp8_mma_first_pass<1>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   GEM_MMA_STAGED_BYTES));
+    cudaCheck(cudaFuncSetAttribute(fp8_mma_first_pass<2>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   GEM_MMA_STAGED_BYTES));
     gem_decode_ctx *ctx = NULL;
     GEM_TRY(gem_decode_ctx_create(GEM_BACKEND_CUDA, 0, &ctx));
     cudaStream_t stream;
@@ -263,6 +470,19 @@ int main(int argc, char **argv)
                 kv.k = dk16[c];
                 kv.v = dv16[c];
                 GEM_TRY(gem_decode(ctx, &shape, dq, &kv, dout, dws, ws_bytes, NULL, stream));
+                return;
+            }
+            if (ver >= 3) {
+                const uint8_t *kk = (const uint8_t *)dk8[c], *vv = (const uint8_t *)dv8[c];
+                if (ver == 3)
+                    fp8_mma_first_pass<1><<<grid1, GEM_CU_THREADS, GEM_MMA_STAGED_BYTES, stream>>>(
+                        dq, kk, vv, (int64_t)per, pm, ps, po, live, P, (int64_t)NQ, scale, sc);
+                else
+                    fp8_mma_first_pass<2><<<grid1, GEM_CU_THREADS, GEM_MMA_STAGED_BYTES, stream>>>(
+                        dq, kk, vv, (int64_t)per, pm, ps, po, live, P, (int64_t)NQ, scale, sc);
+                cudaCheck(cudaGetLastError());
+                plain_reducer<<<grid2, GEM_CU_THREADS, 0, stream>>>(pm, ps, po, dout, P);
+                cudaCheck(cudaGetLastError());
                 return;
             }
             if (ver == 1)
