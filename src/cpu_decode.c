@@ -135,10 +135,11 @@ static gem_status supports(const void *impl, const gem_decode_shape *shape, gem_
 
 /* Any rotation: the fused route builds each K row in F32 before the scores. */
 static gem_status k_from_v_supports(const void *impl, const gem_decode_shape *shape,
-                                    const gem_k_from_v *kfv)
+                                    gem_dtype v_dtype, const gem_k_from_v *kfv)
 {
     (void)impl;
     (void)shape;
+    (void)v_dtype;
     (void)kfv;
     return GEM_OK;
 }

@@ -106,7 +106,7 @@ gem_status gem_decode_supports_k_from_v(const gem_decode_ctx *ctx, const gem_dec
     st = ctx->ops->supports(ctx->impl, shape, v_dtype, v_dtype, GEM_ROUTE_FUSED);
     if (st != GEM_OK)
         return st;
-    return ctx->ops->k_from_v_supports(ctx->impl, shape, kfv);
+    return ctx->ops->k_from_v_supports(ctx->impl, shape, v_dtype, kfv);
 }
 
 gem_status gem_decode_config_default(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
@@ -272,7 +272,8 @@ static gem_status validate(const gem_decode_ctx *ctx, const gem_decode_shape *sh
             return st;
         if (a->cfg.route != GEM_ROUTE_FUSED)
             return GEM_ERR_UNSUPPORTED;
-        if ((st = ctx->ops->k_from_v_supports(ctx->impl, shape, kv->k_from_v)) != GEM_OK)
+        if ((st = ctx->ops->k_from_v_supports(ctx->impl, shape, kv->v_dtype, kv->k_from_v)) !=
+            GEM_OK)
             return st;
     }
     a->shape = shape;

@@ -39,10 +39,10 @@ typedef struct gem_decode_backend_ops {
     /* GEM_OK or GEM_ERR_UNSUPPORTED for a valid shape, known dtypes and a decode route */
     gem_status (*supports)(const void *impl, const gem_decode_shape *shape, gem_dtype k_dtype,
                            gem_dtype v_dtype, gem_route route);
-    /* GEM_OK or GEM_ERR_UNSUPPORTED: the fused route rebuilds K from V this way (shape valid,
-     * dk == dv, kfv's fields in range) */
+    /* GEM_OK or GEM_ERR_UNSUPPORTED: the fused route rebuilds K from a V of v_dtype this way
+     * (shape valid, dk == dv, kfv's fields in range, supports passed for v_dtype) */
     gem_status (*k_from_v_supports)(const void *impl, const gem_decode_shape *shape,
-                                    const gem_k_from_v *kfv);
+                                    gem_dtype v_dtype, const gem_k_from_v *kfv);
     /* the tuned fused config at `live` (shape valid, live >= 1) */
     void (*config_default)(const void *impl, const gem_decode_shape *shape, int64_t live,
                            gem_decode_config *out);

@@ -45,8 +45,9 @@ static void check_no_device(void)
     TCHECK(n == 0);
 }
 
-/* What the CUDA backend answers for K and V both of element type t: FP8 E4M3 has no CUDA kernel
- * yet (gem_decode refuses it there; the CPU routes read it). */
+/* What the CUDA backend answers for K and V both of element type t at a shape other than D512
+ * with eight query heads per KV head, and for a V rebuilding K: FP8 E4M3 has the D512 fused
+ * first passes alone (gem_decode refuses it elsewhere; the CPU routes read it anywhere). */
 static gem_status cuda_type_status(int t)
 {
     return t == GEM_DTYPE_FP8_E4M3 ? GEM_ERR_UNSUPPORTED : GEM_OK;
@@ -185,7 +186,8 @@ static void check_device(void)
         "gem_fused_reducer",         "gem_baseline_score",
         "gem_baseline_normalize",    "gem_baseline_value",
         "gem_baseline_reduce",       "gem_fused_first_pass_k_from_v_bf16_long",
-        "gem_fused_first_pass_k_from_v_f32_long"};
+        "gem_fused_first_pass_k_from_v_f32_long", "gem_fused_first_pass_fp8",
+        "gem_fused_first_pass_fp8_strided"};
     static const char *roles[GEM_CUDA_KERNELS] = {
         "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
         "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
@@ -194,15 +196,16 @@ static void check_device(void)
         "fused_first_pass_d256", "fused_first_pass_d256_bf16", "fused_first_pass_d256_f16",
         "fused_reducer",         "baseline_score",           "baseline_normalize",
         "baseline_value",        "baseline_reduce",          "fused_first_pass_kfv_bf16_long",
-        "fused_first_pass_kfv_f32_long"};
+        "fused_first_pass_kfv_f32_long", "fused_first_pass_fp8", "fused_first_pass_fp8_strided"};
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
         TCHECK(ks[i].max_active_blocks_per_sm >= 1);
-        /* the BF16 and F16 first passes stage two tiles of K and V rows in dynamic shared
-         * memory, their K-from-V passes two tiles of V rows */
-        const int staged = i >= 2 && i <= 5, kfv_staged = i == 7 || i == 8;
-        const int kfv_long = i == GEM_CUDA_KERNELS - 2, kfv_f32_long = i == GEM_CUDA_KERNELS - 1;
+        /* the BF16, F16 and FP8 first passes stage two tiles of K and V rows in dynamic shared
+         * memory, the K-from-V passes of BF16 and F16 two tiles of V rows */
+        const int fp8 = i >= GEM_CUDA_KERNELS - 2;
+        const int staged = (i >= 2 && i <= 5) || fp8, kfv_staged = i == 7 || i == 8;
+        const int kfv_long = i == GEM_CUDA_KERNELS - 4, kfv_f32_long = i == GEM_CUDA_KERNELS - 3;
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, staged         ? 66560
                                                   : kfv_staged   ? 33280
                                                   : kfv_long     ? 109952
@@ -218,9 +221,15 @@ static void check_device(void)
         TCHECK_EQ_I64(ks[i].grid_blocks, 4 * 64);
     }
     TCHECK_EQ_I64(ks[GEM_CUDA_FIRST_PASSES].grid_blocks, 32 * 2);
+    /* the FP8 first passes: the staged passes' block, two an SM, the fused route's grid */
+    for (int i = GEM_CUDA_KERNELS - 2; i < GEM_CUDA_KERNELS; i++) {
+        TCHECK(ks[i].threads_dispatched == 256 && ks[i].warps_dispatched == 8);
+        TCHECK(ks[i].max_active_blocks_per_sm >= 2);
+        TCHECK_EQ_I64(ks[i].grid_blocks, 4 * 64);
+    }
     /* the long BF16 K-from-V first pass: four warps, its shared memory within 112 KiB, and
      * still two blocks an SM; the fused route's grid */
-    const gem_cuda_kernel_info *kl = &ks[GEM_CUDA_KERNELS - 2];
+    const gem_cuda_kernel_info *kl = &ks[GEM_CUDA_KERNELS - 4];
     TCHECK(kl->threads_dispatched == 128 && kl->warps_dispatched == 4);
     TCHECK(kl->static_shared_bytes + kl->dynamic_shared_bytes <= 114688);
     TCHECK(kl->max_active_blocks_per_sm >= 2);
@@ -228,14 +237,14 @@ static void check_device(void)
     /* the long F32 K-from-V first pass: five pairs of warps, within the 227 KiB a block may
      * take, resident (one block an SM); the grid gem_decode gives its views by default, one
      * wave at 128K (SMs / 4 partitions, 33 on an H200) and the view-blind grid below 12,288 */
-    const gem_cuda_kernel_info *kf = &ks[GEM_CUDA_KERNELS - 1];
+    const gem_cuda_kernel_info *kf = &ks[GEM_CUDA_KERNELS - 3];
     TCHECK(kf->threads_dispatched == 320 && kf->warps_dispatched == 10);
     TCHECK(kf->static_shared_bytes + kf->dynamic_shared_bytes <= 232448);
     TCHECK(kf->max_active_blocks_per_sm >= 1);
     TCHECK_EQ_I64(kf->local_bytes, 0);
     TCHECK_EQ_I64(kf->grid_blocks, 4 * (dev.sm_count / 4 < 64 ? dev.sm_count / 4 : 64));
     TCHECK_STATUS(gem_cuda_kernel_query(4, 12287, 64, 16, ks, cap, &n), GEM_OK);
-    TCHECK_EQ_I64(ks[GEM_CUDA_KERNELS - 1].grid_blocks, 4 * 64);
+    TCHECK_EQ_I64(ks[GEM_CUDA_KERNELS - 3].grid_blocks, 4 * 64);
 
     gem_decode_ctx *c = NULL;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);
@@ -260,6 +269,19 @@ static void check_device(void)
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_F16, GEM_DTYPE_F16), GEM_OK);
+    /* FP8 E4M3: the fused route, up to 64 KV heads (their scales travel in the launch) */
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3), GEM_OK);
+    TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_BF16),
+                  GEM_ERR_UNSUPPORTED);
+    const gem_decode_shape heads64 = {512, 64, 512, 512, 1.0f}, heads65 = {520, 65, 512, 512, 1.0f};
+    TCHECK_STATUS(gem_decode_supports(c, &heads64, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3),
+                  GEM_OK);
+    TCHECK_STATUS(gem_decode_supports(c, &heads65, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3),
+                  GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_decode_supports(c, &heads65, GEM_DTYPE_BF16, GEM_DTYPE_BF16), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED); /* one element type for K and V on CUDA */
     TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16,

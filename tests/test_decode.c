@@ -194,7 +194,8 @@ static const dcase cases[] = {
     {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_BF16_V_F32},
     {B, 3, 0, PROD, 300, 310, TOKEN_MAJOR_PADDED, 0, 0, 0, K_F16_V_F32},
     {F, 300, 0, PROD, 8192, 8193, HEAD_MAJOR, 0, 0, 1, K_F32_V_BF16},
-    /* FP8 E4M3 with a scale per KV head (fp8_scales): the CPU runs it, CUDA refuses it */
+    /* FP8 E4M3 with a scale per KV head (fp8_scales): the CPU runs all of it, CUDA the fused
+     * route at the production shape with K and V both FP8 and K stored */
     DTYPE_LENGTHS(KV_FP8),
     {DEF, 0, 0, PROD, 300, 300, TOKEN_MAJOR, 0, 1, 0, KV_FP8},     /* K = V, one buffer */
     {F, 7, 0, PROD, 300, 301, HEAD_MAJOR_PADDED, QKN, 0, 0, K_FP8_V_BF16},

@@ -54,7 +54,7 @@ static void help(void)
            "  --b-tile T           route B tile (default: the tuned default for fused)\n"
            "  --lengths L,L,..     live tokens (default 8192,32768,65536; 128K ok)\n"
            "  --kv-dtype T         K and V element type: f32, bf16, f16 or fp8_e4m3 (a scale\n"
-           "                       per KV head; CPU only) (default f32)\n"
+           "                       per KV head; CUDA: both FP8, fused) (default f32)\n"
            "  --k-dtype T          K alone (after --kv-dtype)\n"
            "  --v-dtype T          V alone (after --kv-dtype)\n"
            "  --rounds N           ABBA rounds (default 5)\n"

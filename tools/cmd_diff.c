@@ -58,7 +58,7 @@ static void help(void)
            "                     options). With the default lengths, seed, scale and F32,\n"
            "                     its records are the five gem analyze correctness takes\n"
            "  --kv-dtype T       K and V element type: f32, bf16, f16 or fp8_e4m3 (a scale\n"
-           "                     per KV head; CPU only) (default f32)\n"
+           "                     per KV head; CUDA: both FP8, fused) (default f32)\n"
            "  --k-dtype T        K alone (after --kv-dtype)\n"
            "  --v-dtype T        V alone (after --kv-dtype)\n"
            "  --out DIR          where records go (default gem-diff; created)\n"

@@ -42,7 +42,7 @@ static void help(void)
            "  --partitions P   fused sequence partitions (default: the tuned default)\n"
            "  --tile T         fused tokens per tile (default: the tuned default)\n"
            "  --kv-dtype T     K and V element type: f32, bf16, f16 or fp8_e4m3 (a scale\n"
-           "                   per KV head; CPU only) (default f32)\n"
+           "                   per KV head; CUDA: both FP8, fused) (default f32)\n"
            "  --k-dtype T      K alone (after --kv-dtype)\n"
            "  --v-dtype T      V alone (after --kv-dtype)\n"
            "  --no-double      skip the double-reference check\n"

@@ -64,8 +64,9 @@ typedef struct gem_cuda_kernel_info {
 
 /* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's twelve first
  * passes and its reducer, the baseline's four stages, then the fused route's first passes for
- * BF16 and F32 K-from-V views of long lengths. */
-#define GEM_CUDA_KERNELS 19
+ * BF16 and F32 K-from-V views of long lengths, then its two FP8 E4M3 first passes (D512, dense
+ * rows then any strides). */
+#define GEM_CUDA_KERNELS 21
 #define GEM_CUDA_FIRST_PASSES 12
 #define GEM_CUDA_BASELINE_KERNELS 4
 
@@ -81,7 +82,8 @@ typedef struct gem_cuda_kernel_info {
  * partitions, then the first passes that rebuild K from a BF16 V cache from 32,768 rows on
  * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM) and from an F32 V cache from
  * 20,480 rows on, 12,288 at one block an SM (fused_first_pass_kfv_f32_long: 320-thread blocks,
- * one an SM); grids for
+ * one an SM), then the FP8 E4M3 first passes at D512 (fused_first_pass_fp8, ..._fp8_strided:
+ * the staged tensor-core body, codes widened to F16); grids for
  * n_kv_heads KV heads and `live` tokens (each first pass: n_kv_heads x partitions blocks, but
  * the long F32 K-from-V pass from 12,288 rows at most one wave, SMs / n_kv_heads partitions, as
  * gem_decode_config_for_view gives such views; the reducer and the baseline at D512, x8 query

@@ -129,12 +129,33 @@
             part_s, part_o, live, partitions, n_q_heads, scale);                               \
     }
 
+/* FP8 E4M3 K and V: the staged body with the codes widened to F16 as they are staged
+ * (gem_fused_first_pass_mma_staged_body with FP8; dev/cuda/fp8_decode.cu version 3,
+ * results/h200/run179 on an H100: 0.2320 ms at 128K against 0.4109 for the CUDA-core body on
+ * the same codes and 0.3593 for the library's BF16 pass on twice the bytes), the heads' score
+ * factors and V scales in the launch. TS elements per row when dense. */
+#define GEM_FIRST_PASS_FP8(NAME, TS)                                                           \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
+             int64_t k_ts4, const void *__restrict__ v, int64_t v_hs4, int64_t v_ts4,          \
+             float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o, \
+             int64_t live, int64_t partitions, int64_t n_q_heads,                              \
+             const __grid_constant__ gem_cu_fp8_scales sc)                                     \
+    {                                                                                          \
+        GEM_FP_PROLOGUE(k, v, GEM_CU_D, 1);                                                    \
+        gem_fused_first_pass_mma_staged_body<TS, gem_mma_f16_elem, true>(                      \
+            q, k, 4 * k_hs4, 4 * k_ts4, v, 4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o, live,  \
+            partitions, n_q_heads, sc.score[blockIdx.y], sc.v[blockIdx.y]);                   \
+    }
+
 GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
 GEM_FIRST_PASS(gem_fused_first_pass_strided, gem_kv_f32, 0)
 GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16, gem_mma_bf16_elem, GEM_CU_D)
 GEM_FIRST_PASS_MMA(gem_fused_first_pass_bf16_strided, gem_mma_bf16_elem, 0)
 GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16, gem_mma_f16_elem, GEM_CU_D)
 GEM_FIRST_PASS_MMA(gem_fused_first_pass_f16_strided, gem_mma_f16_elem, 0)
+GEM_FIRST_PASS_FP8(gem_fused_first_pass_fp8, GEM_CU_D)
+GEM_FIRST_PASS_FP8(gem_fused_first_pass_fp8_strided, 0)
 
 /* The K-from-V first passes (gem_k_from_v: the view holds V alone), one per element type, any
  * strides. F32: the same body with K rebuilt from each V row as it arrives (attn_fused_body.cuh,
@@ -372,6 +393,11 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
                                       (int)GEM_KFV_STAGED_BYTES)) != cudaSuccess)
             return e;
     }
+    for (int l = 0; l < 2; l++)
+        if ((e = cudaFuncSetAttribute(l ? gem_fused_first_pass_fp8_strided : gem_fused_first_pass_fp8,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)GEM_MMA_STAGED_BYTES)) != cudaSuccess)
+            return e;
     e = cudaFuncSetAttribute(gem_fused_first_pass_k_from_v_bf16_long,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_WARP_BYTES);
     if (e != cudaSuccess)
@@ -385,8 +411,16 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
 }
 
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
-                          gem_cu_kernel_ref *kfv_long)
+                          gem_cu_kernel_ref *kfv_long, gem_cu_kernel_ref *fp8)
 {
+    for (int l = 0; l < 2; l++) {
+        fp8[l].func = l ? (const void *)gem_fused_first_pass_fp8_strided
+                        : (const void *)gem_fused_first_pass_fp8;
+        fp8[l].name = l ? "gem_fused_first_pass_fp8_strided" : "gem_fused_first_pass_fp8";
+        fp8[l].role = l ? "fused_first_pass_fp8_strided" : "fused_first_pass_fp8";
+        fp8[l].dynamic_shared = GEM_MMA_STAGED_BYTES;
+        fp8[l].threads = GEM_CU_THREADS;
+    }
     kfv_long->func = (const void *)gem_fused_first_pass_k_from_v_bf16_long;
     kfv_long->name = "gem_fused_first_pass_k_from_v_bf16_long";
     kfv_long->role = "fused_first_pass_kfv_bf16_long";
@@ -443,13 +477,30 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
 {
     const int d256 = a->head_dim == GEM_CU_D256;
     const int64_t group = d256 ? GEM_CU_D256_GROUP : GEM_CU_GROUP;
+    const int fp8 = a->dtype == GEM_DTYPE_FP8_E4M3;
     if ((a->head_dim != GEM_CU_D && !d256) || a->partitions < 1 || a->partitions > 65535 ||
         a->n_kv_heads < 1 || a->n_kv_heads > 65535 / group ||
-        (unsigned)a->dtype >= GEM_CU_DTYPES || (d256 && a->k_weight))
+        ((unsigned)a->dtype >= GEM_CU_DTYPES && !fp8) || (d256 && a->k_weight) ||
+        (fp8 && (d256 || a->k_weight || a->n_kv_heads > GEM_CU_FP8_MAX_KV_HEADS ||
+                 !a->k_scale || !a->v_scale)))
         return GEM_ERR_PARAM;
     const int64_t n_q_heads = a->n_kv_heads * group;
     const dim3 grid1((unsigned)a->partitions, (unsigned)a->n_kv_heads);
-    if (d256) {
+    if (fp8) {
+        gem_cu_fp8_scales sc;
+        memset(&sc, 0, sizeof sc);
+        for (int64_t g = 0; g < a->n_kv_heads; g++) {
+            sc.score[g] = (float)((double)a->scale * (double)a->k_scale[g]);
+            sc.v[g] = a->v_scale[g];
+        }
+        const int strided = a->k_ts4 != GEM_CU_D / 4 || a->v_ts4 != GEM_CU_D / 4;
+        GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
+        GEM_CUDA_CHECK(launch_pdl_shared(
+            strided ? gem_fused_first_pass_fp8_strided : gem_fused_first_pass_fp8, grid1,
+            GEM_CU_THREADS, (size_t)GEM_MMA_STAGED_BYTES, stream, a->q, a->k, a->k_hs4, a->k_ts4,
+            a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
+            n_q_heads, sc));
+    } else if (d256) {
         GEM_CUDA_CHECK(launch_pdl(
             gem_first_passes_d256[a->dtype].fn, grid1, GEM_CU_THREADS, stream, a->q, a->k, a->k_hs4, a->k_ts4,
             a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,

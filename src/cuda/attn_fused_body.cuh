@@ -10,8 +10,11 @@
 
 #include <math.h>
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "gem_cuda_internal.h"
 #include "gem_pdl.cuh"
@@ -739,14 +742,15 @@ __device__ __forceinline__ void gem_mma_tile_v_update(float (&acc)[8][4],
 }
 
 /* The staged passes' partial (M, S, O) of head grp: n-tile j of acc is dims 64w + 8j + 2 tig,
- * + 1 (F16: the weights were taken x 2^14); lane 0 of warp w writes head w's M and S. */
-template <class E>
+ * + 1 (F16: the weights were taken x 2^14); lane 0 of warp w writes head w's M and S. VS: each
+ * element of O times v_scale (FP8 V's head scale) after those. */
+template <class E, bool VS = false>
 __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], float m, float s,
                                                       float *__restrict__ part_m,
                                                       float *__restrict__ part_s,
                                                       float *__restrict__ part_o, int64_t p,
                                                       int64_t g, int64_t n_q_heads, int w,
-                                                      int lane)
+                                                      int lane, float v_scale = 1.f)
 {
     const int grp = lane >> 2, tig = lane & 3;
     const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
@@ -758,6 +762,10 @@ __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], 
             o.x *= GEM_MMA_F16_O_SCALE;
             o.y *= GEM_MMA_F16_O_SCALE;
         }
+        if constexpr (VS) {
+            o.x *= v_scale;
+            o.y *= v_scale;
+        }
         *reinterpret_cast<float2 *>(po + 8 * j) = o;
     }
     if (lane == 0) {
@@ -766,18 +774,47 @@ __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], 
     }
 }
 
-/* E: gem_mma_bf16_elem (the library's BF16 first passes) or gem_mma_f16_elem (measured in
- * dev/cuda/mma_decode.cu; the library's F16 first passes are the CUDA-core body). */
-template <int TS, class E = gem_mma_bf16_elem>
+/* 16 FP8 E4M3 codes (element j in byte j) -> 16 F16 values (32 bytes) at dst, exactly: every
+ * E4M3 value is an F16 value (cvt e4m3x2 -> f16x2) */
+__device__ __forceinline__ void gem_fp8x16_to_f16(const uint4 &c, __half *dst)
+{
+    uint32_t h[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t wd = gem_word(c, j);
+        const __half2_raw lo =
+            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd & 0xFFFFu), __NV_E4M3);
+        const __half2_raw hi =
+            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd >> 16), __NV_E4M3);
+        h[2 * j] = (uint32_t)lo.x | ((uint32_t)lo.y << 16);
+        h[2 * j + 1] = (uint32_t)hi.x | ((uint32_t)hi.y << 16);
+    }
+    reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
+}
+
+/* E: gem_mma_bf16_elem or gem_mma_f16_elem, the element K and V rows hold. FP8 (with E =
+ * gem_mma_f16_elem): the rows hold FP8 E4M3 codes (uint8_t), widened to F16 as they are staged
+ * (gem_fp8x16_to_f16): a thread loads 16 codes of rows prow and prow + 8 of a tile (prow =
+ * tid / 32, from element 16 (tid % 32)) and stores their 32 bytes of F16, so the staged tiles,
+ * the dots and the V update are the F16 pass's; scale is then the head's score factor
+ * (float)(scale * k_scale[g]) and each element of the partial's O is multiplied by v_scale as
+ * it is written (dev/cuda/fp8_decode.cu version 3, results/h200/run179). Strides in elements
+ * of the rows' type: multiples of 16 for FP8. */
+template <int TS, class E = gem_mma_bf16_elem, bool FP8 = false>
 __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
-    const typename E::elem *__restrict__ k, /* row (g, t) at element g*k_hs + t*k_ts */
+    const void *__restrict__ k_rows,      /* row (g, t) at element g*k_hs + t*k_ts */
     int64_t k_hs, int64_t k_ts,
-    const typename E::elem *__restrict__ v, /* row (g, t) at element g*v_hs + t*v_ts */
+    const void *__restrict__ v_rows,      /* row (g, t) at element g*v_hs + t*v_ts */
     int64_t v_hs, int64_t v_ts,
     float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
-    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale, float v_scale = 1.f)
 {
+    static_assert(!FP8 || E::f16, "FP8 codes are staged as F16");
+    typedef typename std::conditional<FP8, uint8_t, typename E::elem>::type src;
+    const src *__restrict__ k = reinterpret_cast<const src *>(k_rows);
+    const src *__restrict__ v = reinterpret_cast<const src *>(v_rows);
     const int T = GEM_MMA_TILE;
     extern __shared__ __align__(128) unsigned char gem_mma_tiles[]; /* GEM_MMA_STAGED_BYTES */
     typedef typename E::elem elem;
@@ -832,21 +869,23 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
             sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
         }
     }
-    /* this thread's pieces: rows prow + 4u of a tile, 16 bytes at element pcol */
-    const int prow = tid >> 6, pcol = 8 * (tid & 63);
-    const elem *kp = k + g * k_hs + (begin + prow) * kts + pcol;
-    const elem *vp = v + g * v_hs + (begin + prow) * vts + pcol;
+    /* this thread's pieces: 16 bytes at element pcol of rows prow + RS u (u < NU) of a tile:
+     * 8 elements of 16 bits (RS 4, NU 4) or 16 FP8 codes (RS 8, NU 2) */
+    constexpr int RS = FP8 ? 8 : 4, NU = FP8 ? 2 : 4;
+    const int prow = FP8 ? tid >> 5 : tid >> 6, pcol = FP8 ? 16 * (tid & 31) : 8 * (tid & 63);
+    const src *kp = k + g * k_hs + (begin + prow) * kts + pcol;
+    const src *vp = v + g * v_hs + (begin + prow) * vts + pcol;
     const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
-    uint4 r[8]; /* K rows 0-3, V rows 4-7 of the tile in flight */
+    uint4 r[2 * NU]; /* K's pieces, then V's, of the tile in flight */
     /* loads tile `it` (its first row begin + it * T; rows at or past end as zeros) and steps the
      * row pointers to the next tile */
     auto load = [&](int64_t it) {
         const int64_t t = begin + it * T + prow;
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const bool in = t + 4 * u < end;
-            r[u] = in ? gem_ld16(kp + 4 * u * kts, pol) : zero4;
-            r[4 + u] = in ? gem_ld16(vp + 4 * u * vts, pol) : zero4;
+        for (int u = 0; u < NU; u++) {
+            const bool in = t + RS * u < end;
+            r[u] = in ? gem_ld16(kp + RS * u * kts, pol) : zero4;
+            r[NU + u] = in ? gem_ld16(vp + RS * u * vts, pol) : zero4;
         }
         kp += T * kts;
         vp += T * vts;
@@ -854,9 +893,16 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     auto store = [&](int64_t it) {
         elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vs = ks + T * GEM_MMA_ROW;
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            *reinterpret_cast<uint4 *>(ks + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[u];
-            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[4 + u];
+        for (int u = 0; u < NU; u++) {
+            elem *kd = ks + (prow + RS * u) * GEM_MMA_ROW + pcol;
+            elem *vd = vs + (prow + RS * u) * GEM_MMA_ROW + pcol;
+            if constexpr (FP8) {
+                gem_fp8x16_to_f16(r[u], kd);
+                gem_fp8x16_to_f16(r[NU + u], vd);
+            } else {
+                *reinterpret_cast<uint4 *>(kd) = r[u];
+                *reinterpret_cast<uint4 *>(vd) = r[NU + u];
+            }
         }
     };
     float acc[8][4];
@@ -910,7 +956,8 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
-    gem_mma_write_partial<E>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane);
+    gem_mma_write_partial<E, FP8>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane,
+                                  v_scale);
 }
 
 /* ---- K rebuilt from a BF16 or F16 V cache on tensor cores -------------------------------- */

@@ -249,13 +249,19 @@ static int cu_shape_d256(const gem_decode_shape *s)
     return cu_shape_is(s, GEM_CU_D256, GEM_CU_D256_GROUP);
 }
 
-/* K and V of one element type (F32, BF16 or F16; no FP8 kernels yet). D512, eight query heads
- * per KV head: the fused route, and the baseline for F32; D256, two query heads per KV head: the
- * fused route. */
+/* K and V of one element type. F32, BF16 or F16: D512, eight query heads per KV head: the
+ * fused route, and the baseline for F32; D256, two query heads per KV head: the fused route.
+ * FP8 E4M3: D512, the fused route, at most GEM_CU_FP8_MAX_KV_HEADS KV heads (their scales
+ * travel in the launch). */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
                               gem_dtype vt, gem_route route)
 {
     (void)impl;
+    if (kt == GEM_DTYPE_FP8_E4M3 && vt == kt)
+        return cu_shape_d512(s) && route == GEM_ROUTE_FUSED &&
+                       s->n_kv_heads <= GEM_CU_FP8_MAX_KV_HEADS
+                   ? GEM_OK
+                   : GEM_ERR_UNSUPPORTED;
     if (kt != vt || (unsigned)kt >= GEM_CU_DTYPES)
         return GEM_ERR_UNSUPPORTED;
     if (cu_shape_d512(s))
@@ -270,11 +276,13 @@ static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_d
 /* Gemma 4's full layers: pairs (j, j + 256), at most 64 of them rotating (the kernel's slot
  * 0 covers elements 0-63 and 256-319; pairs past n_pairs get frequency 0, an exact identity). */
 static gem_status cu_k_from_v_supports(const void *impl, const gem_decode_shape *s,
-                                       const gem_k_from_v *kfv)
+                                       gem_dtype v_dtype, const gem_k_from_v *kfv)
 {
     (void)impl;
-    /* cu_supports passed the shape; only the D512 first passes rebuild K */
-    if (!cu_shape_d512(s) || kfv->half != GEM_CU_ROPE_HALF || kfv->n_pairs > GEM_CU_ROPE_PAIRS)
+    /* cu_supports passed the shape; only the D512 first passes of F32, BF16 and F16 V rebuild
+     * K */
+    if (!cu_shape_d512(s) || (unsigned)v_dtype >= GEM_CU_DTYPES ||
+        kfv->half != GEM_CU_ROPE_HALF || kfv->n_pairs > GEM_CU_ROPE_PAIRS)
         return GEM_ERR_UNSUPPORTED;
     return GEM_OK;
 }
@@ -346,11 +354,12 @@ static gem_status cu_workspace_bytes(const void *impl, const gem_decode_shape *s
 static int misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
 /* The kernels load a piece of a row at once: four elements of F32 (16 bytes), eight of BF16 or
- * F16 (16 bytes, the tensor-core first passes). Base pointers aligned to the piece, strides
- * multiples of its elements. */
+ * F16 (16 bytes, the tensor-core first passes), sixteen FP8 codes (16 bytes). Base pointers
+ * aligned to the piece, strides multiples of its elements. */
 static int view_misaligned(const gem_kv_view *kv)
 {
-    const int64_t n = kv->v_dtype == GEM_DTYPE_F32 ? 4 : 8;
+    const int64_t n =
+        kv->v_dtype == GEM_DTYPE_F32 ? 4 : (kv->v_dtype == GEM_DTYPE_FP8_E4M3 ? 16 : 8);
     const uintptr_t piece = (uintptr_t)n * (uintptr_t)gem_dtype_size(kv->v_dtype);
     /* a view without K (K rebuilt from V) has k NULL and K strides 0 */
     return ((uintptr_t)kv->k % piece) != 0 || ((uintptr_t)kv->v % piece) != 0 ||
@@ -440,6 +449,8 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
         f.partitions = a->cfg.partitions;
         f.scale = a->shape->scale;
         f.sm_count = c->sm_count;
+        f.k_scale = kv->k_scale; /* FP8: the heads' scales (gem_decode checked them) */
+        f.v_scale = kv->v_scale;
         GEM_CU_ON_DEVICE(c, st, st = gem_cu_fused_launch(&f, stream));
     } else {
         gem_cu_baseline_args b;
@@ -478,6 +489,15 @@ template <> __device__ __forceinline__ int gem_piece_bad<float4>(float4 x)
 {
     return !isfinite(x.x) | !isfinite(x.y) | !isfinite(x.z) | !isfinite(x.w);
 }
+/* four FP8 E4M3 codes: S.1111.111 is NaN (E4M3 has no infinity) */
+__device__ __forceinline__ int gem_fp8_bad(uint32_t x)
+{
+    int bad = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        bad |= ((x >> (8 * j)) & 0x7Fu) == 0x7Fu;
+    return bad;
+}
 /* 16-bit pieces: exponent bits all ones (BF16 0x7F80, F16 0x7C00) */
 template <int MASK> __device__ __forceinline__ int gem_half_bad(uint2 x)
 {
@@ -487,7 +507,19 @@ template <int MASK> __device__ __forceinline__ int gem_half_bad(uint2 x)
 }
 
 /* Sets *flag when any of the rows holds NaN or infinity. Grid (row blocks, heads); each
- * thread walks its pieces of a row (d4 pieces of 4 elements). q is scanned by head 0's blocks. */
+ * thread walks its pieces of a row (d4 pieces of 4 elements). q is scanned by head 0's blocks.
+ * MASK: 0 F32 (P float4), a 16-bit type's exponent bits (P uint2), GEM_SCAN_FP8 (P uint32_t). */
+#define GEM_SCAN_FP8 0x7F
+template <typename P, int MASK>
+__device__ __forceinline__ int gem_scan_bad(const P &x)
+{
+    if constexpr (MASK == 0)
+        return gem_piece_bad<float4>(*reinterpret_cast<const float4 *>(&x));
+    else if constexpr (MASK == GEM_SCAN_FP8)
+        return gem_fp8_bad(*reinterpret_cast<const uint32_t *>(&x));
+    else
+        return gem_half_bad<MASK>(*reinterpret_cast<const uint2 *>(&x));
+}
 template <typename P, int MASK>
 __global__ void gem_finite_scan_kernel(const float4 *__restrict__ q, int64_t q4,
                                        const P *__restrict__ k, int64_t k_hs4, int64_t k_ts4,
@@ -498,14 +530,10 @@ __global__ void gem_finite_scan_kernel(const float4 *__restrict__ q, int64_t q4,
     int bad = 0;
     for (int64_t t = blockIdx.x; t < live; t += gridDim.x) {
         for (int64_t i = threadIdx.x; i < dk4; i += blockDim.x) {
-            const P x = k[g * k_hs4 + t * k_ts4 + i];
-            bad |= MASK ? gem_half_bad<MASK>(*reinterpret_cast<const uint2 *>(&x))
-                        : gem_piece_bad<float4>(*reinterpret_cast<const float4 *>(&x));
+            bad |= gem_scan_bad<P, MASK>(k[g * k_hs4 + t * k_ts4 + i]);
         }
         for (int64_t i = threadIdx.x; i < dv4; i += blockDim.x) {
-            const P x = v[g * v_hs4 + t * v_ts4 + i];
-            bad |= MASK ? gem_half_bad<MASK>(*reinterpret_cast<const uint2 *>(&x))
-                        : gem_piece_bad<float4>(*reinterpret_cast<const float4 *>(&x));
+            bad |= gem_scan_bad<P, MASK>(v[g * v_hs4 + t * v_ts4 + i]);
         }
     }
     if (g == 0 && blockIdx.x == 0)
@@ -536,6 +564,10 @@ static gem_status cu_scan(const gem_decode_shape *s, const float *q, const gem_k
             gem_finite_scan_kernel<float4, 0><<<grid, 128, 0, stream>>>(
                 q4, nq4, (const float4 *)kv->k, khs, kts, s->dk / 4, (const float4 *)kv->v, vhs,
                 vts, s->dv / 4, kv->live, flag);
+        else if (kv->k_dtype == GEM_DTYPE_FP8_E4M3)
+            gem_finite_scan_kernel<uint32_t, GEM_SCAN_FP8><<<grid, 128, 0, stream>>>(
+                q4, nq4, (const uint32_t *)kv->k, khs, kts, s->dk / 4, (const uint32_t *)kv->v,
+                vhs, vts, s->dv / 4, kv->live, flag);
         else if (kv->k_dtype == GEM_DTYPE_BF16)
             gem_finite_scan_kernel<uint2, 0x7F80><<<grid, 128, 0, stream>>>(
                 q4, nq4, (const uint2 *)kv->k, khs, kts, s->dk / 4, (const uint2 *)kv->v, vhs, vts,
@@ -914,10 +946,11 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
     const int F = GEM_CUDA_FIRST_PASSES;
     const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16, F32 K-from-V first passes */
-    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 == GEM_CUDA_KERNELS, "the kernels' order");
+    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 + 2 == GEM_CUDA_KERNELS,
+                  "the kernels' order");
     static_assert(GEM_CUDA_FIRST_PASSES == 4 * GEM_CU_DTYPES,
                   "two D512, a K-from-V and a D256 first pass for each type the kernels read");
-    gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L]);
+    gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L], &refs[L + 2]);
     gem_cu_baseline_kernels(&refs[F + 1]);
     int64_t grids[GEM_CUDA_KERNELS];
     for (int i = 0; i < F; i++)
@@ -928,6 +961,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     /* the long F32 K-from-V pass at the partitions gem_decode gives its views by default */
     grids[L + 1] = gem_cu_fused_first_blocks(
         n_kv_heads, cu_kfv_f32_partitions(prop.multiProcessorCount, n_kv_heads, live, partitions));
+    grids[L + 2] = grids[L + 3] = gem_cu_fused_first_blocks(n_kv_heads, partitions); /* FP8 */
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)

@@ -29,9 +29,12 @@ extern "C" {
 #define GEM_CU_D256 256
 #define GEM_CU_D256_GROUP 2
 #define GEM_CU_THREADS 256 /* every kernel of both routes runs 256-thread blocks */
-/* The element types the CUDA kernels read: gem_dtype's first three, F32, BF16 and F16 (the
- * tables of kernels by type have this many entries; FP8 E4M3 has no CUDA kernel yet) */
+/* The element types of the kernel tables by type: gem_dtype's first three, F32, BF16 and F16
+ * (FP8 E4M3 has the two D512 first passes of the fused route alone, gem_cu_fused_kernels) */
 #define GEM_CU_DTYPES 3
+/* FP8 E4M3 K and V: the heads' scales travel in the launch (gem_cu_fp8_scales), so a view
+ * of FP8 rows has at most this many KV heads on CUDA */
+#define GEM_CU_FP8_MAX_KV_HEADS 64
 #define GEM_CU_ROW_F4 (GEM_CU_D / 4) /* float4 per 512-float row: 128 */
 
 /* Baseline geometry (the design's selector 19). */
@@ -106,7 +109,16 @@ typedef struct gem_cu_fused_args {
     int64_t partitions;
     float scale;
     int64_t sm_count; /* the device's SMs: the long F32 K-from-V pass's choice */
+    const float *k_scale, *v_scale; /* dtype FP8 E4M3: (n_kv_heads) host, the heads' scales;
+                                       else NULL */
 } gem_cu_fused_args;
+
+/* An FP8 first pass's per-head factors, in the launch: score[g] = (float)(scale * k_scale[g])
+ * (the CPU routes' rule), v[g] = v_scale[g]; heads past n_kv_heads unused. */
+typedef struct gem_cu_fp8_scales {
+    float score[GEM_CU_FP8_MAX_KV_HEADS];
+    float v[GEM_CU_FP8_MAX_KV_HEADS];
+} gem_cu_fp8_scales;
 
 /* Device buffers of one baseline run. */
 typedef struct gem_cu_baseline_args {
@@ -131,10 +143,11 @@ typedef struct gem_cu_baseline_args {
  * gem_dtype order, then the three D256 / group-2 first passes (any strides) in gem_dtype
  * order; reducer (1, every head dimension); kfv_long (2): the BF16 and the F32 K-from-V first
  * passes of long lengths (gem_cu_fused_launch picks them from GEM_KFV_WARP_MIN_LIVE and
- * GEM_KFV_PAIR_MIN_LIVE rows on). */
+ * GEM_KFV_PAIR_MIN_LIVE rows on); fp8 (2): the D512 FP8 E4M3 first passes, dense rows then
+ * any other strides. */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
-                          gem_cu_kernel_ref *kfv_long);
-/* Raises the dynamic shared memory limit of the BF16 and F16 first passes (launched with
+                          gem_cu_kernel_ref *kfv_long, gem_cu_kernel_ref *fp8);
+/* Raises the dynamic shared memory limit of the BF16, F16 and FP8 first passes (launched with
  * 66,560 bytes), of their K-from-V passes (33,280) and of the long BF16 and F32 K-from-V
  * passes (109,952 and 221,696) on the current device; done once per device. Called before their launch and
  * before their occupancy is asked for. */

@@ -54,10 +54,11 @@ static gem_status none_supports(const void *impl, const gem_decode_shape *s, gem
     return GEM_ERR_NO_DEVICE;
 }
 static gem_status none_k_from_v_supports(const void *impl, const gem_decode_shape *s,
-                                         const gem_k_from_v *kfv)
+                                         gem_dtype v_dtype, const gem_k_from_v *kfv)
 {
     (void)impl;
     (void)s;
+    (void)v_dtype;
     (void)kfv;
     return GEM_ERR_NO_DEVICE;
 }
