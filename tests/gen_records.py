@@ -3,7 +3,7 @@
 
 usage: gen_records.py GEM OUTDIR [what ...]
   what: resources, resources-v2, resources-v3, resources-v4, resources-v5, resources-v6,
-        resources-v7,
+        resources-v7, resources-v8,
         resources-dev, diffs,
         models, profiles (default: all)
 
@@ -25,10 +25,13 @@ resources-v4   the same under root-v4/ and OUTDIR/resources-v4.json, a
 resources-v5   the same under root-v5/ and OUTDIR/resources-v5.json, a
            gem.resources.v5 receipt: the BF16 and F16 K-from-V first passes staged
            in 33,280 bytes too.
-resources-v7   the same under root-v7/ and OUTDIR/resources-v7.json, a
-           gem.resources.v7 receipt: and the long F32 K-from-V first pass after it.
 resources-v6   the same under root-v6/ and OUTDIR/resources-v6.json, a
            gem.resources.v6 receipt: and the long BF16 K-from-V first pass last.
+resources-v7   the same under root-v7/ and OUTDIR/resources-v7.json, a
+           gem.resources.v7 receipt: and the long F32 K-from-V first pass after it.
+resources-v8   the same under root-v8/ and OUTDIR/resources-v8.json, a
+           gem.resources.v8 receipt: and the two FP8 first passes (dense, strided)
+           after it, staged in 66,560 bytes like the BF16 and F16 ones.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -166,13 +169,18 @@ LONG_GATES = ["first_pass_kfv_bf16_long_" + g for g in (
 F32_LONG_GATES = ["first_pass_kfv_f32_long_" + g for g in (
     "warp_size_32", "launchable_threads_ge_320", "dispatched_320_threads_10_warps",
     "dynamic_shared_221696", "shared_within_232448", "zero_local_bytes", "resident")]
+# the FP8 E4M3 first passes (v8, after the long ones): the staged body, its contract and gates
+FP8_PASSES = ["first_pass_fp8", "first_pass_fp8_strided"]
+STAGED[8] = STAGED[4]
+KFV_STAGED[8] = KFV_STAGED[5]
 
 
 def resources_v2(out, version=2):
     """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory), v4 (the
     two F16 ones too), v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes), v6 (and the
-    long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes) or v7 (and
-    the long F32 K-from-V one after it: 320 threads, 221,696 bytes)."""
+    long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes), v7 (and
+    the long F32 K-from-V one after it: 320 threads, 221,696 bytes) or v8 (and the two FP8
+    first passes after it, staged in 66,560 bytes)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -198,6 +206,10 @@ def resources_v2(out, version=2):
         gates += LONG_GATES
     if version >= 7:
         gates += F32_LONG_GATES
+    if version >= 8:
+        for fp in FP8_PASSES:
+            gates += kernel_gates(fp, "dynamic_shared_66560", "two_blocks_per_sm",
+                                  "shared_within_81920")
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
         "schema": "gem.resources.v%d" % version, "tool": tool("gem resources"), "device": DEVICE,
@@ -218,7 +230,9 @@ def resources_v2(out, version=2):
                             regs=254)] if version >= 6 else []) +
                    ([kernel("gem_fused_first_pass_k_from_v_f32_long",
                             "fused_first_pass_kfv_f32_long", 320, 221696, static=1024,
-                            regs=168)] if version >= 7 else []),
+                            regs=168)] if version >= 7 else []) +
+                   ([kernel("gem_fused_" + fp, "fused_" + fp, 256, 66560, static=12928,
+                            regs=128) for fp in FP8_PASSES] if version >= 8 else []),
         "sources": sources, "binary": binary,
         "gates": {g: True for g in gates}, "verdict": "pass",
     }
@@ -345,7 +359,7 @@ def main():
     gem, out = sys.argv[1], sys.argv[2]
     what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
                             "resources-v5", "resources-v6", "resources-v7",
-                            "resources-dev",
+                            "resources-v8", "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
@@ -363,6 +377,8 @@ def main():
             resources_v2(out, 6)
         elif w == "resources-v7":
             resources_v2(out, 7)
+        elif w == "resources-v8":
+            resources_v2(out, 8)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

@@ -9,7 +9,8 @@
 # the sliding-window layers' D256 shape among them) and the reducer by role
 # and symbol, receipts of the six- and nine-first-pass libraries, the kernel
 # headers bound (.cuh, .h) and complete, the source folder of each tool, and
-# the tool that picks among a schema's entries.
+# the tool that picks among a schema's entries. Then v3-v8, each what sets it
+# apart from the one before (v8: the two FP8 first passes after v7's kernels).
 #   usage: bash test_analyze_resources_v2.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -19,13 +20,14 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-v5 resources-v6 resources-v7 resources-dev
+  resources-v5 resources-v6 resources-v7 resources-v8 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
 V5="$WORK/resources-v5.json"
 V6="$WORK/resources-v6.json"
 V7="$WORK/resources-v7.json"
+V8="$WORK/resources-v8.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
@@ -33,6 +35,7 @@ A4() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" -
 A5() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v5"; }
 A6() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v6"; }
 A7() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v7"; }
+A8() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v8"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -54,6 +57,13 @@ t4() { tamper "$V4" A4 "$@"; }  # t4 ...: the v4 receipt
 t5() { tamper "$V5" A5 "$@"; }  # t5 ...: the v5 receipt
 t6() { tamper "$V6" A6 "$@"; }  # t6 ...: the v6 receipt
 t7() { tamper "$V7" A7 "$@"; }  # t7 ...: the v7 receipt
+t8() { tamper "$V8" A8 "$@"; }  # t8 ...: the v8 receipt
+m8() { # m8 NAME CLASS PYTHON: edit the parsed v8 receipt `d`
+  local name="$1" cls="$2" code="$3"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
+    "$V8" "$WORK/$name.json"
+  expect_fail "$name" "$cls" A8 "$WORK/$name.json"
+}
 m2() { # m2 NAME CLASS PYTHON: edit the parsed v2 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -309,5 +319,81 @@ for g in [g for g in d["gates"] if g.startswith("first_pass_kfv_f32_long_")]:
 json.dump(d, open(sys.argv[2], "w"))
 PY
 expect_fail v7-no-long "missing field" A7 "$WORK/v7-no-long.json"
+
+# gem.resources.v8 (since the FP8 E4M3 first passes ship): v7's kernels, then the two D512 FP8
+# passes (dense, strided) last, each under the staged BF16 / F16 passes' contract (256 threads,
+# exactly 66,560 dynamic bytes within 80 KiB, no local memory, two blocks an SM) with their
+# seven gates; a v7 receipt of today's kernels, a v8 one without the passes, with one of them
+# missing, out of order, under another symbol, with other figures or with its gates missing or
+# flipped, is refused.
+expect_pass v8-good A8 "$V8" --out "$WORK/analysis-v8.json"
+check v8-analysis-schema grep -q '"gem.analysis.resources.v8"' "$WORK/analysis-v8.json"
+check v8-analysis-lists-fp8 grep -q '"fused_first_pass_fp8_strided"' "$WORK/analysis-v8.json"
+t8 v8-fp8-no-dyn "wrong geometry" set kernels.19.dynamic_shared_bytes 0
+check v8-fp8-no-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_fp8: 0 dynamic shared bytes, the design fixes 66560" \
+  "$WORK/err.txt"
+t8 v8-fp8-strided-kfv-dyn "wrong geometry" set kernels.20.dynamic_shared_bytes 33280
+t8 v8-fp8-over-budget "threshold not met" set kernels.19.static_shared_bytes 16384
+check v8-fp8-over-budget-names-the-budget \
+  grep -qF "gem_fused_first_pass_fp8: static + dynamic shared 82944 > 81920 bytes" "$WORK/err.txt"
+m8 v8-fp8-threads "wrong geometry" \
+  'k=d["kernels"][20]; k["threads_dispatched"]=128; k["warps_dispatched"]=4'
+t8 v8-fp8-launchable "threshold not met" set kernels.19.max_threads_per_block 255
+t8 v8-fp8-local "threshold not met" set kernels.20.local_bytes 8
+check v8-fp8-local-names-the-kernel \
+  grep -qF "gem_fused_first_pass_fp8_strided: 8 local (spill) bytes" "$WORK/err.txt"
+t8 v8-fp8-occupancy "figures disagree" set kernels.19.max_active_blocks_per_sm 3
+m8 v8-fp8-one-block "verdict disagrees with the figures" \
+  'd["kernels"][20]["max_active_blocks_per_sm"]=1'
+check v8-fp8-one-block-names-the-gate \
+  grep -qF "first_pass_fp8_strided_two_blocks_per_sm is true" "$WORK/err.txt"
+m8 v8-fp8-one-block-gate "threshold not met" \
+  'd["kernels"][20]["max_active_blocks_per_sm"]=1; d["gates"]["first_pass_fp8_strided_two_blocks_per_sm"]=False; d["verdict"]="fail"'
+t8 v8-fp8-symbol "wrong value" set kernels.19.name '"gem_fused_first_pass_f16"'
+t8 v8-fp8-role "wrong value" set kernels.20.role '"fused_first_pass_fp8_e4m3"'
+m8 v8-fp8-order "file swapped" \
+  'd["kernels"][19],d["kernels"][20]=d["kernels"][20],d["kernels"][19]'
+check v8-fp8-order-names-the-kernel \
+  grep -qF "'fused_first_pass_fp8_strided' where the 'fused_first_pass_fp8' kernel belongs" \
+  "$WORK/err.txt"
+m8 v8-fp8-twice "file swapped" 'd["kernels"][20]=dict(d["kernels"][19])'
+m8 v8-fp8-before-long "file swapped" 'd["kernels"].insert(17, d["kernels"].pop(19))'
+t8 v8-fp8-removed "missing field" del kernels.19
+check v8-fp8-removed-names-the-kernel \
+  grep -qF "the fused_first_pass_fp8 kernel is missing ('fused_first_pass_fp8_strided' is in its place)" \
+  "$WORK/err.txt"
+t8 v8-fp8-strided-removed "missing field" del kernels.20
+check v8-fp8-strided-removed-names-the-kernel \
+  grep -qF "the fused_first_pass_fp8_strided kernel is not in the receipt" "$WORK/err.txt"
+m8 v8-extra-kernel "unexpected field" 'd["kernels"].append(dict(d["kernels"][20]))'
+t8 v8-fp8-gate-missing "missing field" del gates.first_pass_fp8_strided_dynamic_shared_66560
+t8 v8-fp8-gate-v2-name "unexpected field" add gates.first_pass_fp8_no_dynamic_shared true
+t8 v8-fp8-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_fp8_shared_within_81920 false
+t8 v8-as-v7 "unexpected field" set schema '"gem.resources.v7"'
+unstage "$V8" "$WORK/v8-unstaged-fp8.json" 19 20 # FP8 passes with v2's unstaged figures
+expect_fail v8-unstaged-fp8 "wrong geometry" A8 "$WORK/v8-unstaged-fp8.json"
+python3 - "$V8" "$WORK/v8-no-fp8.json" <<'PY' # a v8 receipt without the FP8 passes (v7's)
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["kernels"] = d["kernels"][:19]
+for g in [g for g in d["gates"] if g.startswith("first_pass_fp8")]:
+    del d["gates"][g]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_fail v8-no-fp8 "missing field" A8 "$WORK/v8-no-fp8.json"
+check v8-no-fp8-names-the-kernel \
+  grep -qF "the fused_first_pass_fp8 kernel is not in the receipt" "$WORK/err.txt"
+python3 - "$V8" "$WORK/v7-of-v8.json" <<'PY' # the same receipt as v7 says: still accepted
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["schema"] = "gem.resources.v7"
+d["kernels"] = d["kernels"][:19]
+for g in [g for g in d["gates"] if g.startswith("first_pass_fp8")]:
+    del d["gates"][g]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_pass v7-of-v8-good A8 "$WORK/v7-of-v8.json"
 
 summary test_analyze_resources_v2

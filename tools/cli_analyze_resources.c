@@ -18,7 +18,9 @@
  * cores, staging their V tiles in 33,280 dynamic bytes; gem.resources.v7 adds the F32 K-from-V
  * first pass of long lengths (320 threads, 221,696 dynamic bytes) after v6's kernels;
  * gem.resources.v6 the same as v5 and the BF16
- * K-from-V first pass of long lengths (128 threads, 109,952 dynamic bytes) after the baseline's.
+ * K-from-V first pass of long lengths (128 threads, 109,952 dynamic bytes) after the baseline's;
+ * gem.resources.v8 v7's kernels and, after them, the two D512 first passes of FP8 E4M3 caches
+ * (dense and strided rows) on the staged body under the staged BF16 / F16 passes' contract.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -550,6 +552,93 @@ static const res_gate v7_gates[] = {
 _Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
                "v7: v6's gates and seven for the long F32 pass");
 
+/* ---- gem.resources.v8: the kernels the library ships since the FP8 first passes ---------- */
+/* v7's nineteen kernels, then the two D512 first passes of FP8 E4M3 caches (indices 19 and 20:
+ * dense head-major rows, then strided; after v7's last so that v7's order stays a prefix): the
+ * BF16 and F16 passes' staged tensor-core body with the E4M3 codes widened to F16 as they are
+ * staged (src/cuda/attn_fused_body.cuh; dev/cuda/fp8_decode.cu version 3), so under those
+ * passes' contract, budget and seven gates: 256 threads, exactly 66,560 dynamic shared bytes,
+ * static + dynamic within 80 KiB, no local memory, two blocks an SM (the default P assumes
+ * them, as for every first pass). */
+#define V8_FP8 19
+#define V8_FP8_STRIDED 20
+/* a staged first pass past v2's twelve: the common gates but the 32 KiB one, two blocks per
+ * SM, and the staged pass's two shared-memory gates */
+#define KGATES8(tag, i)                                                                        \
+    static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
+    static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
+    static int tag##_disp(const res_facts *f)                                                  \
+    {                                                                                          \
+        return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
+    }                                                                                          \
+    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
+    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }                   \
+    KGATES3(tag, i)
+KGATES8(p19, V8_FP8)
+KGATES8(p20, V8_FP8_STRIDED)
+static const res_role v8_roles[] = {
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
+    FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
+    STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),
+    STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),
+    STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),
+    STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),
+    FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"),
+    KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"),
+    ROLES_AFTER_KFV,
+    {"fused_first_pass_kfv_bf16_long",
+     {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL}, 1, 128, V6_LONG_BYTES,
+     V6_LONG_BUDGET},
+    {"fused_first_pass_kfv_f32_long",
+     {"gem_fused_first_pass_k_from_v_f32_long", NULL, NULL, NULL}, 1, 320, V7_LONG_BYTES,
+     V7_LONG_BUDGET},
+    STAGED_ROLE("fused_first_pass_fp8", "gem_fused_first_pass_fp8"),
+    STAGED_ROLE("fused_first_pass_fp8_strided", "gem_fused_first_pass_fp8_strided"),
+};
+_Static_assert(NKEYS(v8_roles) == NKEYS(v7_roles) + 2 && NKEYS(v8_roles) == V8_FP8_STRIDED + 1,
+               "v8 has v7's kernels and the two FP8 passes last");
+_Static_assert(NKEYS(v8_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds every kernel");
+static const res_gate v8_gates[] = {
+    GATES_HEAD,
+    FP_GATES_STAGED("first_pass_bf16", p2),
+    FP_GATES_STAGED("first_pass_bf16_strided", p3),
+    FP_GATES_STAGED("first_pass_f16", p4),
+    FP_GATES_STAGED("first_pass_f16_strided", p5),
+    FP_GATES("first_pass_k_from_v", p6),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),
+    FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),
+    FP_GATES("first_pass_d256", p9),
+    FP_GATES("first_pass_d256_bf16", p10),
+    FP_GATES("first_pass_d256_f16", p11),
+    {"reducer_warp_size_32", r2_warp},
+    {"reducer_launchable_threads_ge_256", r2_launch},
+    {"reducer_dispatched_256_threads_8_warps", r2_disp},
+    {"reducer_no_dynamic_shared", r2_nodyn},
+    {"reducer_shared_within_32768", r2_shared},
+    {"reducer_zero_local_bytes", r2_local},
+    {"reducer_resident", r2_resident},
+    {"baseline_kernels_launchable_no_local", g6_baseline},
+    {"first_pass_kfv_bf16_long_warp_size_32", l6_warp},
+    {"first_pass_kfv_bf16_long_launchable_threads_ge_128", l6_launch},
+    {"first_pass_kfv_bf16_long_dispatched_128_threads_4_warps", l6_disp},
+    {"first_pass_kfv_bf16_long_dynamic_shared_109952", l6_dyn},
+    {"first_pass_kfv_bf16_long_shared_within_114688", l6_shared},
+    {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},
+    {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},
+    {"first_pass_kfv_f32_long_warp_size_32", l7_warp},
+    {"first_pass_kfv_f32_long_launchable_threads_ge_320", l7_launch},
+    {"first_pass_kfv_f32_long_dispatched_320_threads_10_warps", l7_disp},
+    {"first_pass_kfv_f32_long_dynamic_shared_221696", l7_dyn},
+    {"first_pass_kfv_f32_long_shared_within_232448", l7_shared},
+    {"first_pass_kfv_f32_long_zero_local_bytes", l7_local},
+    {"first_pass_kfv_f32_long_resident", l7_resident},
+    FP_GATES_STAGED("first_pass_fp8", p19),
+    FP_GATES_STAGED("first_pass_fp8_strided", p20),
+};
+_Static_assert(NKEYS(v8_gates) == NKEYS(v7_gates) + 14,
+               "v8: v7's gates and seven for each FP8 pass");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -581,8 +670,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
  * 1 (the candidate since), gem.resources.v2 (the kernels the library shipped up to the
  * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes),
  * gem.resources.v4 (up to the tensor-core K-from-V first passes), gem.resources.v5 (up to the
- * long BF16 K-from-V first pass), gem.resources.v6 (up to the long F32 K-from-V first pass)
- * and gem.resources.v7 (the kernels it ships). */
+ * long BF16 K-from-V first pass), gem.resources.v6 (up to the long F32 K-from-V first pass),
+ * gem.resources.v7 (up to the FP8 first passes) and gem.resources.v8 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -601,6 +690,8 @@ static const res_schema schemas[] = {
      NKEYS(v6_roles), v6_gates, NKEYS(v6_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v7", "gem resources", "gem.analysis.resources.v7", 0, 8, 32768, v7_roles,
      NKEYS(v7_roles), v7_gates, NKEYS(v7_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v8", "gem resources", "gem.analysis.resources.v8", 0, 8, 32768, v8_roles,
+     NKEYS(v8_roles), v8_gates, NKEYS(v8_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -956,7 +1047,7 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     const res_schema *sc = find_schema(s, NULL);
     if (!sc)
         return an_fail(c, "schema", AN_SWAPPED,
-                       "this is a '%.100s' document, expected gem.resources.v1 or v2", s);
+                       "this is a '%.100s' document, expected gem.resources.v1 .. v8", s);
     /* the tool picks among the entries of this schema */
     const char *tn = json_string_value(json_object_get(json_object_get(doc, "tool"), "name"));
     if (tn && find_schema(s, tn))

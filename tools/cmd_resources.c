@@ -1,9 +1,10 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v7, docs/receipts-resources.md).
+ * ships (schema gem.resources.v8, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones, the long BF16 and F32
- * K-from-V ones and the sliding-window layers' D256 ones) and the reducer at the decode API's tuned
+ * K-from-V ones, the sliding-window layers' D256 ones and the D512 FP8 E4M3 ones) and the
+ * reducer at the decode API's tuned
  * default for the production shape, and the four baseline kernels, it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
@@ -46,9 +47,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v7): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v8): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
-            "passes (D512 for the full-attention layers, D256 for the sliding-window ones)\n"
+            "passes (D512 for the full-attention layers, FP8 E4M3 caches among them, D256\n"
+            "for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
             "4 KV heads, D512) and the baseline's four kernels, the scratch contract,\n"
             "SHA-256 of src/cuda's .cu, .cuh and .h files and of this binary, and the gates.\n"
@@ -175,9 +177,10 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
                      k->warp_size, "max_active_blocks_per_sm", k->max_active_blocks_per_sm);
 }
 
-/* The BF16 and F16 first passes stage their tiles in shared memory (src/cuda/attn_fused_body.cuh):
- * launched with these dynamic bytes, and within this budget (80 KiB), which leaves the L1
- * the loads in flight need at two blocks an SM (docs/receipts-resources.md). */
+/* The BF16, F16 and FP8 first passes stage their tiles in shared memory (src/cuda/
+ * attn_fused_body.cuh; the FP8 ones widen the E4M3 codes to F16 as they stage them): launched
+ * with these dynamic bytes, and within this budget (80 KiB), which leaves the L1 the loads in
+ * flight need at two blocks an SM (docs/receipts-resources.md). */
 #define STAGED_DYNAMIC_SHARED 66560
 #define STAGED_SHARED_BUDGET 81920
 /* The BF16 and F16 K-from-V first passes stage their V tiles alone: these dynamic bytes, within
@@ -192,6 +195,30 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
  * bytes, within the 227 KiB a block may take; one block an SM. */
 #define KFV_F32_LONG_DYNAMIC_SHARED 221696
 #define KFV_F32_LONG_SHARED_BUDGET 232448
+
+/* The kernels a gem.resources.v8 receipt lists, in gem_cuda_kernel_query's order: the
+ * GEM_CUDA_FIRST_PASSES first passes, the reducer, the baseline's kernels, the long BF16 and F32
+ * K-from-V first passes, then the two FP8 first passes (dense rows, strided rows). */
+#define RES_LONG_BF16 (GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS)
+#define RES_LONG_F32 (RES_LONG_BF16 + 1)
+#define RES_FP8 (RES_LONG_F32 + 1)
+#define RES_KERNELS (RES_FP8 + 2)
+_Static_assert(GEM_CUDA_KERNELS == RES_KERNELS, "a kernel the library adds needs a new schema");
+
+/* The dynamic shared bytes a first pass is staged in, by its role; 0: not staged. */
+static int64_t staged_bytes(const char *role)
+{
+    static const char *const staged[] = {
+        "fused_first_pass_bf16", "fused_first_pass_bf16_strided", "fused_first_pass_f16",
+        "fused_first_pass_f16_strided", "fused_first_pass_fp8", "fused_first_pass_fp8_strided"};
+    for (size_t i = 0; i < sizeof staged / sizeof staged[0]; i++)
+        if (!strcmp(role, staged[i]))
+            return STAGED_DYNAMIC_SHARED;
+    if (!strcmp(role, "fused_first_pass_k_from_v_bf16") ||
+        !strcmp(role, "fused_first_pass_k_from_v_f16"))
+        return KFV_STAGED_DYNAMIC_SHARED;
+    return 0;
+}
 
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
@@ -337,11 +364,11 @@ int gem_cmd_resources(int argc, char **argv)
     const gem_decode_shape shape = {CLI_NQ, CLI_NKV, CLI_D, CLI_D, 1.0f};
     gem_decode_config cfg;
     gem_status st = gem_decode_config_default(gem_engine_ctx(e), &shape, live, &cfg);
-    gem_cuda_kernel_info ks[GEM_CUDA_KERNELS];
+    gem_cuda_kernel_info ks[RES_KERNELS];
     size_t nk = 0;
     gem_online_scratch sc;
     if (st == GEM_OK)
-        st = gem_cuda_kernel_query(n_kv, live, cfg.partitions, 16, ks, GEM_CUDA_KERNELS, &nk);
+        st = gem_cuda_kernel_query(n_kv, live, cfg.partitions, 16, ks, RES_KERNELS, &nk);
     if (st == GEM_OK)
         st = gem_attention_online_scratch_bytes(cfg.partitions, CLI_NQ, CLI_D, &sc);
     if (st != GEM_OK) {
@@ -349,8 +376,15 @@ int gem_cmd_resources(int argc, char **argv)
         gem_engine_destroy(e);
         return 2;
     }
+    /* every gate below reads its kernel by its place in the v8 list */
+    if (nk != RES_KERNELS) {
+        cli_error(CMD, "the library lists %zu kernels, gem.resources.v8 describes %d", nk,
+                  RES_KERNELS);
+        gem_engine_destroy(e);
+        return 2;
+    }
 
-    json_t *doc = gem_receipt_new("gem.resources.v7", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v8", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -409,19 +443,8 @@ int gem_cmd_resources(int argc, char **argv)
                                                            sc.numerators_bytes));
     /* every first pass (D512 per element type, dense and strided rows, K from V; D256 per
      * element type): the default P of each shape assumes two resident blocks per SM */
-    for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
-        const int64_t staged =
-            !strcmp(ks[i].role, "fused_first_pass_bf16") ||
-                    !strcmp(ks[i].role, "fused_first_pass_bf16_strided") ||
-                    !strcmp(ks[i].role, "fused_first_pass_f16") ||
-                    !strcmp(ks[i].role, "fused_first_pass_f16_strided")
-                ? STAGED_DYNAMIC_SHARED
-            : !strcmp(ks[i].role, "fused_first_pass_k_from_v_bf16") ||
-                    !strcmp(ks[i].role, "fused_first_pass_k_from_v_f16")
-                ? KFV_STAGED_DYNAMIC_SHARED
-                : 0;
-        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged);
-    }
+    for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++)
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role));
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);
     int baseline_ok = 1;
     for (size_t i = GEM_CUDA_FIRST_PASSES + 1;
@@ -432,7 +455,7 @@ int gem_cmd_resources(int argc, char **argv)
     json_object_set_new(gates, "baseline_kernels_launchable_no_local", json_boolean(baseline_ok));
     {
         /* the long BF16 K-from-V first pass: its own launch and budget, two blocks an SM */
-        const gem_cuda_kernel_info *k = &ks[GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS];
+        const gem_cuda_kernel_info *k = &ks[RES_LONG_BF16];
         json_object_set_new(gates, "first_pass_kfv_bf16_long_warp_size_32",
                             json_boolean(k->warp_size == 32));
         json_object_set_new(gates, "first_pass_kfv_bf16_long_launchable_threads_ge_128",
@@ -451,8 +474,7 @@ int gem_cmd_resources(int argc, char **argv)
     }
     {
         /* the long F32 K-from-V first pass: its own launch and budget, resident */
-        const gem_cuda_kernel_info *k =
-            &ks[GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS + 1];
+        const gem_cuda_kernel_info *k = &ks[RES_LONG_F32];
         json_object_set_new(gates, "first_pass_kfv_f32_long_warp_size_32",
                             json_boolean(k->warp_size == 32));
         json_object_set_new(gates, "first_pass_kfv_f32_long_launchable_threads_ge_320",
@@ -469,6 +491,10 @@ int gem_cmd_resources(int argc, char **argv)
         json_object_set_new(gates, "first_pass_kfv_f32_long_resident",
                             json_boolean(k->max_active_blocks_per_sm >= 1));
     }
+    /* the FP8 first passes (D512, E4M3 codes widened to F16 as they are staged): the staged
+     * BF16 / F16 passes' launch, bytes and budget, two blocks an SM like every first pass */
+    for (size_t i = RES_FP8; i < RES_KERNELS; i++)
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role));
     int all = 1;
     const char *k;
     json_t *v;
