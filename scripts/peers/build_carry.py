@@ -10,13 +10,14 @@ modules were built with).
 
 What is kept of flashinfer: every file that `import flashinfer` (and its decode, prefill
 and JIT modules) imports or opens, recorded in a child process, every .py file beside an
-imported one, and every .py file of the package's top level and of flashinfer/jit. What is left out: the CUDA/C++ sources and
-headers under flashinfer/data (only a compiler needs them; the few templates and sources
-that FlashInfer reads while it describes the modules are recorded and kept), and the kernels of other
-features (MoE, experimental, ...) that nothing on the decode path imports. The modules go
-to flashinfer/data/aot/<module>/<module>.so, where FlashInfer looks before it compiles.
+imported one, and every .py file of the package's top level and of flashinfer/jit. What is
+left out: the CUDA/C++ sources and headers under flashinfer/data (only a compiler needs
+them; the few templates and sources that FlashInfer reads while it describes the modules
+are recorded and kept), and the kernels of other features (MoE, experimental, ...) that
+nothing on the decode path imports. The modules go to
+flashinfer/data/aot/<module>/<module>.so, where FlashInfer looks before it compiles.
 
-usage: build_carry.py SITE --aot DIR      (also writes env.sh beside SITE)
+usage: build_carry.py SITE --aot DIR      (also writes env.sh and .gitignore beside SITE)
 """
 import argparse
 import hashlib
@@ -195,9 +196,12 @@ def main():
     with open(os.path.join(args.site, "PEERS-CARRY.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
-    env_sh = os.path.join(os.path.dirname(os.path.abspath(args.site)), "env.sh")
-    with open(env_sh, "w") as f:
+    carry_dir = os.path.dirname(os.path.abspath(args.site))
+    with open(os.path.join(carry_dir, "env.sh"), "w") as f:
         f.write(ENV_SH.replace("@SITE@", os.path.basename(os.path.abspath(args.site))))
+    # the folder ignores itself, so that nothing of FlashInfer is ever added to the repository
+    with open(os.path.join(carry_dir, ".gitignore"), "w") as f:
+        f.write("# FlashInfer carry folder (scripts/peers/build_carry.py): never committed\n*\n")
     size = tree_bytes(args.site)
     print(f"build_carry: {args.site}: {size / 2**20:.1f} MiB, {len(keep)} flashinfer files, "
           f"{len(modules)} modules")

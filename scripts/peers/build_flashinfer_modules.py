@@ -25,22 +25,27 @@ HEAD_DIM = 512
 
 
 def module_specs():
-    """The modules the peer script loads: BF16 q/K/V/out, head dim 512, no RoPE,
-    no sliding window, no logit soft cap, int32 page indices."""
+    """The modules the peer script loads: BF16 q and out, BF16 or FP8 E4M3 K/V, head dim
+    512, no RoPE, no sliding window, no logit soft cap, int32 page indices."""
     import torch
     from flashinfer.jit.attention import modules as m
 
-    bf16 = torch.bfloat16
+    bf16, e4m3, d = torch.bfloat16, torch.float8_e4m3fn, HEAD_DIM
     return [
         # single_decode_with_kv_cache(use_tensor_cores=False): the CUDA-core decode kernel
         ("single decode, CUDA cores",
-         m.gen_single_decode_module(bf16, bf16, bf16, HEAD_DIM, HEAD_DIM, 0, False, False)),
+         m.gen_single_decode_module(bf16, bf16, bf16, d, d, 0, False, False)),
         # single_decode_with_kv_cache(use_tensor_cores=True): the FA2 single prefill kernel
         ("single decode, tensor cores (fa2 single prefill)",
-         m.gen_single_prefill_module("fa2", bf16, bf16, bf16, HEAD_DIM, HEAD_DIM, 0, False, False, False)),
+         m.gen_single_prefill_module("fa2", bf16, bf16, bf16, d, d, 0, False, False, False)),
         # BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=False).plan/run
         ("paged batch decode, CUDA cores",
-         m.gen_batch_decode_module(bf16, bf16, bf16, torch.int32, HEAD_DIM, HEAD_DIM, 0, False, False)),
+         m.gen_batch_decode_module(bf16, bf16, bf16, torch.int32, d, d, 0, False, False)),
+        # the same two CUDA-core kernels with FP8 E4M3 K/V (k_scale, v_scale per call)
+        ("single decode, CUDA cores, FP8 K/V",
+         m.gen_single_decode_module(bf16, e4m3, bf16, d, d, 0, False, False)),
+        ("paged batch decode, CUDA cores, FP8 K/V",
+         m.gen_batch_decode_module(bf16, e4m3, bf16, torch.int32, d, d, 0, False, False)),
     ]
 
 

@@ -101,11 +101,14 @@ def main():
     return 1 if bad else 0
 
 
-def calls(torch, fi, q, k_nhd, v_nhd, page, device):
-    """The three calls of decode_peers.py: (name, thunk)."""
+def calls(torch, fi, q, k_nhd, v_nhd, page, device, scales=None):
+    """decode_peers.py's calls on one K/V: (name, thunk). scales: (k_scale, v_scale) for FP8
+    K/V, whose calls are the two CUDA-core ones with FlashInfer's k_scale and v_scale."""
     scale = 1.0 / math.sqrt(512)
     live = k_nhd.shape[0]
     n_pages = live // page
+    sc = {} if scales is None else {"k_scale": scales[0], "v_scale": scales[1]}
+    tag = "" if scales is None else ", FP8 K/V"
 
     def paged():
         ws = torch.empty(128 << 20, dtype=torch.uint8, device=device)
@@ -114,37 +117,53 @@ def calls(torch, fi, q, k_nhd, v_nhd, page, device):
         indices = torch.arange(n_pages, dtype=torch.int32, device=device)
         last = torch.tensor([page], dtype=torch.int32, device=device)
         w.plan(indptr, indices, last, 32, 4, 512, page, pos_encoding_mode="NONE",
-               q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, sm_scale=scale)
+               q_data_type=torch.bfloat16, kv_data_type=k_nhd.dtype, sm_scale=scale)
         return w.run(q.view(1, 32, 512), (k_nhd.view(n_pages, page, 4, 512),
-                                          v_nhd.view(n_pages, page, 4, 512)))
+                                          v_nhd.view(n_pages, page, 4, 512)), **sc)
 
-    return [
-        ("single decode, CUDA cores", lambda: fi.single_decode_with_kv_cache(
-            q, k_nhd, v_nhd, kv_layout="NHD", pos_encoding_mode="NONE", sm_scale=scale)),
-        ("single decode, tensor cores", lambda: fi.single_decode_with_kv_cache(
-            q, k_nhd, v_nhd, kv_layout="NHD", pos_encoding_mode="NONE",
-            use_tensor_cores=True, sm_scale=scale)),
-        ("paged batch decode", paged),
-    ]
+    def single(tc):
+        return lambda: fi.single_decode_with_kv_cache(
+            q, k_nhd, v_nhd, kv_layout="NHD", pos_encoding_mode="NONE", use_tensor_cores=tc,
+            sm_scale=scale, **sc)
+
+    out = [(f"single decode, CUDA cores{tag}", single(False))]
+    if scales is None:
+        out.append(("single decode, tensor cores", single(True)))
+    out.append((f"paged batch decode{tag}", paged))
+    return out
 
 
 def inputs(torch, live, device):
+    """q (32, 512) BF16; K and V (live, 4, 512) in BF16 and, quantized as decode_peers.py
+    does, in FP8 E4M3 with their scales: (q, k, v, k8, v8, (k_scale, v_scale))."""
+    from decode_peers import Fp8Kv  # noqa: PLC0415
+
     g = torch.Generator(device=device)
     g.manual_seed(7)
     q = torch.randn((32, 512), generator=g, device=device).to(torch.bfloat16)
     k = torch.randn((live, 4, 512), generator=g, device=device).to(torch.bfloat16)
     v = torch.randn((live, 4, 512), generator=g, device=device).to(torch.bfloat16)
-    return q, k, v
+    f8 = Fp8Kv(torch, k, v)
+    return q, k, v, f8.k, f8.v, (f8.k_scale, f8.v_scale)
+
+
+def all_calls(torch, fi, live, device):
+    """Every call of decode_peers.py at one live length: (name, thunk, K, V) with K and V
+    the values the call reads, in float64."""
+    q, k, v, k8, v8, scales = inputs(torch, live, device)
+    out = [(n, t, k.double(), v.double()) for n, t in calls(torch, fi, q, k, v, 16, device)]
+    k8d, v8d = k8.double() * scales[0], v8.double() * scales[1]
+    out += [(n, t, k8d, v8d) for n, t in calls(torch, fi, q, k8, v8, 16, device, scales)]
+    return q, out
 
 
 def gpu_calls(torch, fi):
     live = 1024
-    q, k, v = inputs(torch, live, "cuda")
+    q, cases = all_calls(torch, fi, live, "cuda")
     qd = q.double().view(4, 8, 512)
-    s = torch.einsum("gqd,tgd->gqt", qd, k.double()) / math.sqrt(512)
-    w = torch.softmax(s, dim=-1)
-    ref = torch.einsum("gqt,tgd->gqd", w, v.double()).reshape(32, 512)
-    for name, thunk in calls(torch, fi, q, k, v, 16, "cuda"):
+    for name, thunk, kd, vd in cases:
+        s = torch.einsum("gqd,tgd->gqt", qd, kd) / math.sqrt(512)
+        ref = torch.einsum("gqt,tgd->gqd", torch.softmax(s, dim=-1), vd).reshape(32, 512)
         try:
             out = thunk().reshape(32, 512).double()
             torch.cuda.synchronize()
@@ -167,8 +186,7 @@ def dry_calls(torch, fi):
         return real_empty(*a, **kw)
     torch.empty = empty
     try:
-        q, k, v = inputs(torch, 64, "cpu")
-        for name, thunk in calls(torch, fi, q, k, v, 16, "cpu"):
+        for name, thunk, _, _ in all_calls(torch, fi, 64, "cpu")[1]:
             try:
                 thunk()
                 report(f"{name}: dry call", False, "returned without a GPU (unexpected)")

@@ -7,17 +7,25 @@ output checked against the same float64 reference.
 Peers (--peers picks a subset; names as listed):
   gem-bf16, gem-f32     gem_decode (libgem.so through ctypes, --lib), the tuned default route,
                         K/V head-major (4, live, 512), q and output F32
+  gem-fp8               the same with FP8 E4M3 K/V (uint8 codes) and a scale per KV head
   torch-bf16, torch-f32 torch: per KV head group, bmm(q, K^T) * scale, softmax, bmm(., V)
+  torch-fp8             the FP8 codes widened to BF16 in the call, then as torch-bf16 with
+                        the scales applied to the scores and the output
   fi-single             FlashInfer single_decode_with_kv_cache, CUDA cores, BF16, NHD
   fi-single-tc          the same with use_tensor_cores=True
   fi-paged              FlashInfer BatchDecodeWithPagedKVCacheWrapper, one request, BF16, NHD
+  fi-single-fp8         fi-single with FP8 E4M3 K/V and its k_scale / v_scale arguments
+  fi-paged-fp8          fi-paged with FP8 E4M3 K/V and its k_scale / v_scale arguments
 FlashInfer is a peer measured beside gem, never part of it; without it (not importable, or
 --no-flashinfer) its rows say so and the rest runs.
 
 Inputs: K and V ~ N(0, 1) rounded to BF16; q ~ N(0, 1) * --q-gain rounded to BF16, so that
-every peer reads the same values (the F32 caches are exact copies of the BF16 ones). The
-reference is the direct softmax in float64 of those values. Timing: per call, a CUDA-event
-pair on one stream, after an L2 flush (a read of --flush-mib MiB) and a --lead-us spin
+every peer reads the same values (the F32 caches are exact copies of the BF16 ones). The FP8
+rows read those K and V quantized to E4M3 with one scale per tensor (the largest |x| over
+448, rounded to float), the same scale for every head, so gem and FlashInfer read the same
+values. The reference is the direct softmax in float64 of those values (for the FP8 rows, of
+the E4M3 values times the scale). Timing: per call, a CUDA-event pair on one stream, after
+an L2 flush (a read of --flush-mib MiB) and a --lead-us spin
 that lets the host queue the call before the GPU reaches it; warm-up first, then
 --rounds rounds of --iters calls per peer, the peer order reversed every other round;
 median, min and max of all timed calls. The read bandwidth is a torch sum over --bw-gib
@@ -25,8 +33,9 @@ GiB of F32, measured in the same process before and after the peers (median of b
 the floor of a peer is its K+V bytes over that bandwidth.
 
 --cpu-check runs the reference, torch and (with --lib) gem's CPU backend on the CPU at
-tiny live lengths and checks them against each other and against an independent loop
-reference: a test of this script's math and of its ctypes mirror of gem's structs.
+tiny live lengths, in BF16, F32 and FP8, and checks them against each other and against an
+independent loop reference: a test of this script's math, of its FP8 quantization and of
+its ctypes mirror of gem's structs (the FP8 scales included).
 
 Exit status: 0 when every peer that ran gave a finite output (rows that are unsupported,
 unavailable or skipped do not fail), 1 when a peer failed, gave a non-finite output or
@@ -49,12 +58,21 @@ N_Q_HEADS = 32
 N_KV_HEADS = 4
 HEAD_DIM = 512
 GROUP = N_Q_HEADS // N_KV_HEADS
+
+
+def to_float(x):
+    """x rounded to the nearest float (IEEE binary32), as a Python float."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 # 1/sqrt(512) rounded to float: gem's shape holds a float, so every peer and the reference
 # take this value (exact in float and in double)
-SCALE = struct.unpack("f", struct.pack("f", 1.0 / math.sqrt(HEAD_DIM)))[0]
+SCALE = to_float(1.0 / math.sqrt(HEAD_DIM))
 FLASHINFER_EXPECTED = "0.7.2"
-ALL_PEERS = ["gem-bf16", "gem-f32", "torch-bf16", "torch-f32", "fi-single", "fi-single-tc",
-             "fi-paged"]
+FI_PEERS = ["fi-single", "fi-single-tc", "fi-paged", "fi-single-fp8", "fi-paged-fp8"]
+ALL_PEERS = ["gem-bf16", "gem-f32", "gem-fp8", "torch-bf16", "torch-f32", "torch-fp8"] + FI_PEERS
+# the largest finite magnitude of FP8 E4M3 (E4M3FN: no infinities)
+FP8_MAX = 448.0
 DEFAULT_LIVE = "8192,65536,131072"
 CPU_DEFAULT_LIVE = "1,13,300"
 PROG = "decode_peers"
@@ -80,7 +98,7 @@ GEM_OK = 0
 GEM_ERR_UNSUPPORTED = 10
 GEM_BACKEND_CPU = 0
 GEM_BACKEND_CUDA = 1
-GEM_DTYPE = {"f32": 0, "bf16": 1, "f16": 2}
+GEM_DTYPE = {"f32": 0, "bf16": 1, "f16": 2, "fp8": 3}
 GEM_ROUTES = {0: "reference", 1: "online", 2: "baseline", 3: "fused"}
 
 
@@ -178,11 +196,22 @@ class Gem:
         return n.value
 
     @staticmethod
-    def head_major_view(k, v, dtype):
-        """k, v: contiguous (n_kv_heads, live, d) tensors."""
+    def head_major_view(k, v, dtype, scales=None):
+        """k, v: contiguous (n_kv_heads, live, d) tensors (FP8: uint8 codes); scales: for FP8,
+        (k_scale, v_scale) as ctypes float arrays of n_kv_heads, which the caller keeps alive
+        as long as the view."""
         live = k.shape[1]
-        return GemKvView(k.data_ptr(), v.data_ptr(), GEM_DTYPE[dtype], GEM_DTYPE[dtype],
+        view = GemKvView(k.data_ptr(), v.data_ptr(), GEM_DTYPE[dtype], GEM_DTYPE[dtype],
                          live * HEAD_DIM, HEAD_DIM, live * HEAD_DIM, HEAD_DIM, live, live)
+        if scales is not None:
+            view.k_scale, view.v_scale = (ctypes.addressof(a) for a in scales)
+        return view
+
+    @staticmethod
+    def scales(fp8):
+        """(k_scale, v_scale) for every KV head: ctypes float arrays of fp8's two scales."""
+        per_head = ctypes.c_float * N_KV_HEADS
+        return per_head(*[fp8.k_scale] * N_KV_HEADS), per_head(*[fp8.v_scale] * N_KV_HEADS)
 
     def decode(self, ctx, q, view, out, ws, ws_bytes, stream):
         return self.lib.gem_decode(ctx, ctypes.byref(self.shape), q.data_ptr(),
@@ -209,24 +238,45 @@ def make_inputs(torch, live, seed, q_gain, device):
     return q, k, v
 
 
-def reference_f64(torch, q, k, v):
-    """Direct softmax in float64, one KV head group at a time: (32, 512) float64."""
+class Fp8Kv:
+    """K and V as FP8 E4M3 codes (torch.float8_e4m3fn, shaped as k and v) with one
+    scale per tensor, the largest |x| over 448 rounded to float: element values are the
+    codes' E4M3 values times the scale. One scale per tensor, because FlashInfer takes one
+    per call; gem is given it for every KV head."""
+
+    def __init__(self, torch, k, v):
+        self.k_scale, self.k = self.quantize(torch, k)
+        self.v_scale, self.v = self.quantize(torch, v)
+
+    @staticmethod
+    def quantize(torch, x):
+        amax = x.abs().amax().item()
+        scale = to_float(amax / FP8_MAX) if amax > 0 else 1.0
+        codes = (x.float() / scale).clamp_(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+        return scale, codes
+
+
+def reference_f64(torch, q, k, v, k_scale=1.0, v_scale=1.0):
+    """Direct softmax in float64, one KV head group at a time: (32, 512) float64. The K and V
+    values are k * k_scale and v * v_scale (exact in double for FP8 codes and a float scale)."""
     out = torch.empty((N_Q_HEADS, HEAD_DIM), dtype=torch.float64, device=q.device)
     qd = q.double().view(N_KV_HEADS, GROUP, HEAD_DIM)
     for g in range(N_KV_HEADS):
-        kg = k[g].double()
+        kg = k[g].double() * k_scale
         s = (qd[g] @ kg.t()) * SCALE
         del kg
         w = torch.exp(s - s.amax(dim=-1, keepdim=True))
-        vg = v[g].double()
+        vg = v[g].double() * v_scale
         out[g * GROUP:(g + 1) * GROUP] = (w @ vg) / w.sum(dim=-1, keepdim=True)
         del vg, w, s
     return out
 
 
-def reference_loops(q, k, v):
+def reference_loops(q, k, v, k_scale=1.0, v_scale=1.0):
     """An independent reference: plain Python loops over floats (tiny lengths only)."""
-    qf, kf, vf = q.double().tolist(), k.double().tolist(), v.double().tolist()
+    qf = q.double().tolist()
+    kf = [[[x * k_scale for x in row] for row in head] for head in k.double().tolist()]
+    vf = [[[x * v_scale for x in row] for row in head] for head in v.double().tolist()]
     live = len(kf[0])
     out = []
     for h in range(N_Q_HEADS):
@@ -262,6 +312,27 @@ def errors(torch, out, ref):
     return True, nmse, d.abs().max().item()
 
 
+def quantization_nmse(torch, codes, scale, x):
+    """sum((codes * scale - x)^2) / sum(x^2), in float32 with float64 sums."""
+    d = codes.float().mul_(scale).sub_(x.float())
+    num = d.square_().sum(dtype=torch.float64).item()
+    return num / max(x.float().square().sum(dtype=torch.float64).item(), 1e-300)
+
+
+def fp8_inputs(torch, q, k, v, ref):
+    """The FP8 K/V of one live length, their float64 reference and, for the receipt, the
+    scales, the quantization's NMSE per tensor, the NMSE of that reference rounded to BF16 and
+    its NMSE against the reference of the BF16 K/V."""
+    fp8 = Fp8Kv(torch, k, v)
+    ref8 = reference_f64(torch, q, fp8.k, fp8.v, fp8.k_scale, fp8.v_scale)
+    info = {"k_scale": fp8.k_scale, "v_scale": fp8.v_scale,
+            "quantization_nmse": {"k": quantization_nmse(torch, fp8.k, fp8.k_scale, k),
+                                  "v": quantization_nmse(torch, fp8.v, fp8.v_scale, v)},
+            "ref_bf16_rounding_nmse": errors(torch, ref8.to(torch.bfloat16), ref8)[1],
+            "ref_vs_bf16_kv_ref_nmse": errors(torch, ref8, ref)[1]}
+    return fp8, ref8, info
+
+
 # ---- peers ---------------------------------------------------------------------------------
 
 class Peer:
@@ -280,11 +351,16 @@ class Peer:
         self.status, self.message, self.fn = status, message, None
 
 
+KV_DTYPE_BYTES = {"f32": 4, "bf16": 2, "fp8": 1}
+
+
 def kv_bytes(live, dtype):
-    return 2 * N_KV_HEADS * live * HEAD_DIM * (4 if dtype == "f32" else 2)
+    return 2 * N_KV_HEADS * live * HEAD_DIM * KV_DTYPE_BYTES[dtype]
 
 
-def torch_peer(torch, name, dtype, q, k, v):
+def torch_peer(torch, name, dtype, q, k, v, fp8=None):
+    if dtype == "fp8":
+        return torch_fp8_peer(torch, name, q, fp8)
     p = Peer(name, dtype, "bmm(q, K^T) * scale, softmax, bmm(., V) per KV head group "
              f"({dtype} tensors, head-major K/V)", kv_bytes(k.shape[1], dtype))
     t = torch.bfloat16 if dtype == "bf16" else torch.float32
@@ -300,10 +376,32 @@ def torch_peer(torch, name, dtype, q, k, v):
     return p
 
 
-def gem_peer(torch, gem, ctx, name, dtype, q, k, v, stream_handle):
+def torch_fp8_peer(torch, name, q, fp8):
+    """The FP8 codes widened to BF16 (exact) in every call, the scores scaled by
+    (float)(scale * k_scale) and the output by v_scale, as gem applies them."""
+    live = fp8.k.shape[1]
+    p = Peer(name, "fp8", "per KV head group: K, V codes to bf16 (in the call), "
+             "bmm(q, K^T) * (scale * k_scale), softmax, bmm(., V) * v_scale (bf16 tensors, "
+             "head-major K/V)", kv_bytes(live, "fp8"))
+    qg = q.to(torch.bfloat16).view(N_KV_HEADS, GROUP, HEAD_DIM)
+    k8, v8, v_scale = fp8.k, fp8.v, fp8.v_scale
+    score_scale = to_float(SCALE * fp8.k_scale)
+
+    def fn():
+        s = torch.bmm(qg, k8.to(torch.bfloat16).transpose(1, 2))
+        s.mul_(score_scale)
+        o = torch.bmm(torch.softmax(s, dim=-1), v8.to(torch.bfloat16))
+        return o.mul_(v_scale).view(N_Q_HEADS, HEAD_DIM)
+    p.fn = fn
+    return p
+
+
+def gem_peer(torch, gem, ctx, name, dtype, q, k, v, stream_handle, fp8=None):
     live = k.shape[1]
+    what = ("FP8 E4M3 K/V (uint8 codes), k_scale / v_scale per KV head" if dtype == "fp8"
+            else f"{dtype} K/V")
     p = Peer(name, dtype, "gem_decode, default config (NULL), head-major (4, live, 512) "
-             f"{dtype} K/V, F32 q and output", kv_bytes(live, dtype))
+             f"{what}, F32 q and output", kv_bytes(live, dtype))
     if gem is None:
         p.fail("skipped", "no --lib given")
         return p
@@ -312,9 +410,14 @@ def gem_peer(torch, gem, ctx, name, dtype, q, k, v, stream_handle):
         p.fail("unsupported" if st == GEM_ERR_UNSUPPORTED else "error",
                f"gem_decode_supports: {gem.status(st)}")
         return p
-    t = torch.bfloat16 if dtype == "bf16" else torch.float32
-    kk, vv = k.to(t).contiguous(), v.to(t).contiguous()
-    view = gem.head_major_view(kk, vv, dtype)
+    if dtype == "fp8":
+        kk, vv = fp8.k.view(torch.uint8), fp8.v.view(torch.uint8)
+        scales = gem.scales(fp8)
+    else:
+        t = torch.bfloat16 if dtype == "bf16" else torch.float32
+        kk, vv = k.to(t).contiguous(), v.to(t).contiguous()
+        scales = None
+    view = gem.head_major_view(kk, vv, dtype, scales)
     try:
         ws_bytes = gem.workspace_bytes(ctx, live)
     except RuntimeError as e:
@@ -325,7 +428,7 @@ def gem_peer(torch, gem, ctx, name, dtype, q, k, v, stream_handle):
     qq = q.contiguous()
     p.result["config"] = gem.default_config(ctx, live)
     p.result["workspace_bytes"] = ws_bytes
-    keep = (kk, vv, ws, qq, view)  # alive as long as the closure
+    keep = (kk, vv, ws, qq, view, scales)  # alive as long as the closure
 
     def fn():
         st = gem.decode(ctx, qq, view, out, ws, ws_bytes, stream_handle)
@@ -344,37 +447,51 @@ class PeerError(Exception):
         self.status = status
 
 
-def flashinfer_peers(torch, fi, fi_error, names, q, k, v, page_size):
-    """fi-single, fi-single-tc, fi-paged on NHD copies of the same K/V."""
+def flashinfer_peers(torch, fi, fi_error, names, q, k, v, fp8, page_size):
+    """fi-single, fi-single-tc, fi-paged on NHD copies of the same K/V; fi-single-fp8 and
+    fi-paged-fp8 on NHD copies of fp8's codes, with its scales as k_scale and v_scale."""
     live = k.shape[1]
-    kb = kv_bytes(live, "bf16")
+    kb, kb8 = kv_bytes(live, "bf16"), kv_bytes(live, "fp8")
+    paged = (f"FlashInfer BatchDecodeWithPagedKVCacheWrapper, one request, page size "
+             f"{page_size}, NHD (pages, {page_size}, 4, 512)")
+    fp8_kv = "FP8 E4M3 K/V, k_scale and v_scale per call, BF16 q/out"
     rows = {
         "fi-single": Peer("fi-single", "bf16", "FlashInfer single_decode_with_kv_cache, CUDA "
                           "cores, NHD (live, 4, 512), BF16 q/K/V/out", kb),
         "fi-single-tc": Peer("fi-single-tc", "bf16", "FlashInfer single_decode_with_kv_cache, "
                              "use_tensor_cores=True, NHD, BF16", kb),
-        "fi-paged": Peer("fi-paged", "bf16", "FlashInfer BatchDecodeWithPagedKVCacheWrapper, "
-                         f"one request, page size {page_size}, NHD (pages, {page_size}, 4, 512), "
-                         "BF16", kb),
+        "fi-paged": Peer("fi-paged", "bf16", f"{paged}, BF16", kb),
+        "fi-single-fp8": Peer("fi-single-fp8", "fp8", "FlashInfer single_decode_with_kv_cache, "
+                              f"CUDA cores, NHD (live, 4, 512), {fp8_kv}", kb8),
+        "fi-paged-fp8": Peer("fi-paged-fp8", "fp8", f"{paged}, {fp8_kv}", kb8),
     }
-    peers = [rows[n] for n in ["fi-single", "fi-single-tc", "fi-paged"] if n in names]
+    peers = [rows[n] for n in FI_PEERS if n in names]
     if fi is None:
         for p in peers:
             p.fail("skipped" if fi_error == "--no-flashinfer" else "unavailable", fi_error)
         return peers
     qb = q.to(torch.bfloat16).contiguous()
-    k_nhd = k.transpose(0, 1).contiguous()  # (live, 4, 512)
-    v_nhd = v.transpose(0, 1).contiguous()
+    nhd = {}  # kv dtype -> (K, V) as (live, 4, 512), made once
+
+    def nhd_cache(dtype):
+        if dtype not in nhd:
+            src = (fp8.k, fp8.v) if dtype == "fp8" else (k, v)
+            nhd[dtype] = tuple(x.transpose(0, 1).contiguous() for x in src)
+        return nhd[dtype]
+
     for p in peers:
         try:
-            if p.name in ("fi-single", "fi-single-tc"):
+            k_nhd, v_nhd = nhd_cache(p.kv_dtype)
+            # FlashInfer folds k_scale into sm_scale and multiplies the output by v_scale
+            sc = ({"k_scale": fp8.k_scale, "v_scale": fp8.v_scale} if p.kv_dtype == "fp8"
+                  else {})
+            if p.name.startswith("fi-single"):
                 tc = p.name == "fi-single-tc"
 
-                def fn(tc=tc):
-                    o = fi.single_decode_with_kv_cache(
+                def fn(tc=tc, k_nhd=k_nhd, v_nhd=v_nhd, sc=sc):
+                    return fi.single_decode_with_kv_cache(
                         qb, k_nhd, v_nhd, kv_layout="NHD", pos_encoding_mode="NONE",
-                        use_tensor_cores=tc, sm_scale=SCALE)
-                    return o
+                        use_tensor_cores=tc, sm_scale=SCALE, **sc)
                 p.fn = fn
             else:
                 n_pages = (live + page_size - 1) // page_size
@@ -384,7 +501,7 @@ def flashinfer_peers(torch, fi, fi_error, names, q, k, v, page_size):
                     vp = v_nhd.view(n_pages, page_size, N_KV_HEADS, HEAD_DIM)
                 else:
                     kp = torch.zeros((n_pages, page_size, N_KV_HEADS, HEAD_DIM),
-                                     dtype=torch.bfloat16, device=q.device)
+                                     dtype=k_nhd.dtype, device=q.device)
                     vp = torch.zeros_like(kp)
                     kp.view(-1, N_KV_HEADS, HEAD_DIM)[:live] = k_nhd
                     vp.view(-1, N_KV_HEADS, HEAD_DIM)[:live] = v_nhd
@@ -397,13 +514,13 @@ def flashinfer_peers(torch, fi, fi_error, names, q, k, v, page_size):
                 w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
                 w.plan(indptr, indices, last, N_Q_HEADS, N_KV_HEADS, HEAD_DIM, page_size,
                        pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
-                       kv_data_type=torch.bfloat16, sm_scale=SCALE)
+                       kv_data_type=k_nhd.dtype, sm_scale=SCALE)
                 p.result["resolved_backend"] = getattr(w, "resolved_backend", None)
                 q3 = qb.view(1, N_Q_HEADS, HEAD_DIM)
                 o3 = torch.empty_like(q3)
 
-                def fn(w=w, kp=kp, vp=vp, q3=q3, o3=o3):
-                    return w.run(q3, (kp, vp), out=o3)
+                def fn(w=w, kp=kp, vp=vp, q3=q3, o3=o3, sc=sc):
+                    return w.run(q3, (kp, vp), out=o3, **sc)
                 fn.keep = (ws, indptr, indices, last)
                 p.fn = fn
         except Exception as e:  # noqa: BLE001 - a failing peer is reported, not hidden
@@ -518,6 +635,14 @@ def print_table(entry, bw_gbs):
           f"{entry['kv_bytes']['bf16'] / 2**20:.0f} MiB), {entry['floor_ms']['f32']:.4f} ms "
           f"(F32, {entry['kv_bytes']['f32'] / 2**20:.0f} MiB) at {bw_gbs:.0f} GB/s; rounding "
           f"the reference to BF16 alone gives NMSE {entry['ref_bf16_rounding_nmse']:.1e}")
+    f8 = entry["fp8"]
+    if f8 is not None:
+        print(f"  FP8 K/V: floor {entry['floor_ms']['fp8']:.4f} ms "
+              f"({entry['kv_bytes']['fp8'] / 2**20:.0f} MiB); k_scale {f8['k_scale']:.6g}, "
+              f"v_scale {f8['v_scale']:.6g}; quantization NMSE {f8['quantization_nmse']['k']:.1e}"
+              f" (K), {f8['quantization_nmse']['v']:.1e} (V); the FP8 rows are checked against "
+              f"the reference of the E4M3 values (NMSE {f8['ref_vs_bf16_kv_ref_nmse']:.1e} from "
+              f"the BF16 one; rounded to BF16 {f8['ref_bf16_rounding_nmse']:.1e})")
     print(f"  {'peer':<13} {'KV':<4} {'median ms':>10} {'min ms':>9} {'max ms':>9} "
           f"{'GB/s':>7} {'of read':>8} {'NMSE':>9} {'max abs':>9}  status")
     for r in entry["peers"]:
@@ -593,7 +718,12 @@ def run_gpu(args):
         "method": {
             "inputs": "K, V ~ N(0,1) rounded to bf16; q ~ N(0,1) * q_gain rounded to bf16; "
                       "f32 caches are exact copies; every peer reads the same values",
-            "reference": "float64 direct softmax (torch on the device) of the same values",
+            "fp8_inputs": "the bf16 K and V quantized to fp8 e4m3 (e4m3fn) with one scale per "
+                          "tensor, max |x| / 448 rounded to float, the same for every KV head "
+                          "(gem's k_scale / v_scale, FlashInfer's k_scale / v_scale); every "
+                          "fp8 peer reads the same codes",
+            "reference": "float64 direct softmax (torch on the device) of the same values; "
+                         "for the fp8 peers, of the e4m3 values times the scales",
             "nmse": "sum((out - ref)^2) / sum(ref^2) over the 32 x 512 outputs",
             "timer": "torch.cuda.Event pair around one call, on torch's current stream, "
                      "after an L2 flush read and a lead spin; median/min/max of all timed "
@@ -610,22 +740,25 @@ def run_gpu(args):
         "lives": [],
     }
 
+    want_fp8 = any(n.endswith("-fp8") for n in names)
     failed = False
     for live in args.live:
         log(f"[live {live}] inputs and float64 reference")
         q, k, v = make_inputs(torch, live, args.seed, args.q_gain, dev)
         ref = reference_f64(torch, q, k, v)
         ref_rounding = errors(torch, ref.to(torch.bfloat16), ref)[1]
+        fp8, ref8, fp8_info = (fp8_inputs(torch, q, k, v, ref) if want_fp8
+                               else (None, None, None))
         peers = []
         for n in names:
             if n.startswith("torch-"):
-                peers.append(torch_peer(torch, n, n.split("-")[1], q, k, v))
+                peers.append(torch_peer(torch, n, n.split("-")[1], q, k, v, fp8))
             elif n.startswith("gem-"):
                 peers.append(gem_peer(torch, gem, ctx, n, n.split("-")[1], q, k, v,
-                                      stream.cuda_stream))
+                                      stream.cuda_stream, fp8))
         fi_names = [n for n in names if n.startswith("fi-")]
         if fi_names:
-            peers.extend(flashinfer_peers(torch, fi, fi_error, fi_names, q, k, v,
+            peers.extend(flashinfer_peers(torch, fi, fi_error, fi_names, q, k, v, fp8,
                                           args.page_size))
         peers.sort(key=lambda p: names.index(p.name))
         # correctness call and warm-up
@@ -636,7 +769,8 @@ def run_gpu(args):
                 out = p.fn()
                 torch.cuda.synchronize()
                 p.first = out.detach().clone()
-                finite, nmse, max_abs = errors(torch, p.first, ref)
+                finite, nmse, max_abs = errors(torch, p.first, ref8 if p.kv_dtype == "fp8"
+                                               else ref)
                 p.result.update({"finite": finite, "nmse": nmse, "max_abs": max_abs})
                 if not finite:
                     p.status, p.message = "nonfinite", "output holds NaN or infinity"
@@ -689,13 +823,12 @@ def run_gpu(args):
                 + (f", {r['median_ms']:.4f} ms" if r.get("median_ms") is not None else "")
                 + (f", NMSE {r['nmse']:.1e}" if r.get("nmse") is not None else "")
                 + (f" ({p.message})" if p.message else ""))
-        entry = {"live": live,
-                 "kv_bytes": {"bf16": kv_bytes(live, "bf16"), "f32": kv_bytes(live, "f32")},
-                 "ref_bf16_rounding_nmse": ref_rounding, "peers": rows}
+        entry = {"live": live, "kv_bytes": {d: kv_bytes(live, d) for d in KV_DTYPE_BYTES},
+                 "ref_bf16_rounding_nmse": ref_rounding, "fp8": fp8_info, "peers": rows}
         receipt["lives"].append(entry)
         for p in peers:
             p.fn, p.first, p.last = None, None, None
-        del q, k, v, ref, peers
+        del q, k, v, ref, fp8, ref8, peers
         torch.cuda.empty_cache()
 
     bw_after = read_bandwidth(torch, args.bw_gib, args.bw_reps)
@@ -707,7 +840,7 @@ def run_gpu(args):
                             "bytes": bw_before["bytes"], "median_ms": bw_ms,
                             "median_gbs": bw_gbs, "before": bw_before, "after": bw_after}
     for entry in receipt["lives"]:
-        entry["floor_ms"] = {d: entry["kv_bytes"][d] / (bw_gbs * 1e6) for d in ("bf16", "f32")}
+        entry["floor_ms"] = {d: n / (bw_gbs * 1e6) for d, n in entry["kv_bytes"].items()}
         for r in entry["peers"]:
             if r.get("gbs") is not None:
                 r["fraction"] = r["gbs"] / bw_gbs
@@ -756,8 +889,10 @@ def run_cpu_check(args):
     # the ctypes mirror of the C structs: sizes and offsets as a C compiler lays them out
     check("struct gem_decode_shape", ctypes.sizeof(GemDecodeShape) == 40,
           f"{ctypes.sizeof(GemDecodeShape)} bytes (C: 4 x int64 + float, padded to 40)")
-    check("struct gem_kv_view", ctypes.sizeof(GemKvView) == 96 and GemKvView.live.offset == 56,
-          f"{ctypes.sizeof(GemKvView)} bytes, live at {GemKvView.live.offset} (C: 96, 56)")
+    layout = (ctypes.sizeof(GemKvView), GemKvView.live.offset, GemKvView.k_scale.offset,
+              GemKvView.v_scale.offset)
+    check("struct gem_kv_view", layout == (96, 56, 80, 88),
+          "%d bytes, live, k_scale, v_scale at %d, %d, %d (C: 96; 56, 80, 88)" % layout)
     lives = args.live
     receipt = {"schema": SCHEMA, "tool": "scripts/peers/decode_peers.py", "mode": "cpu-check",
                "command": [os.path.basename(sys.executable)] + sys.argv,
@@ -771,36 +906,51 @@ def run_cpu_check(args):
         print(f"live {live}:")
         q, k, v = make_inputs(torch, live, args.seed, args.q_gain, torch.device("cpu"))
         ref = reference_f64(torch, q, k, v)
+        fp8, ref8, fp8_info = fp8_inputs(torch, q, k, v, ref)
         rows = []
+        for x, scale, name in ((fp8.k, fp8.k_scale, "K"), (fp8.v, fp8.v_scale, "V")):
+            amax = x.float().abs().max().item()
+            err = fp8_info["quantization_nmse"][name.lower()]
+            # E4M3 rounds a normal value within 2^-4 of itself
+            check(f"FP8 {name} codes (live {live})", amax == FP8_MAX and err <= 2.0 ** -8,
+                  f"largest |code| {amax:g} (448), quantization NMSE {err:.1e} (<= 2^-8), "
+                  f"scale {scale:.6g}")
         if live <= 64:
-            loops = torch.tensor(reference_loops(q, k, v), dtype=torch.float64)
-            _, nmse, mx = errors(torch, loops, ref)
-            check(f"reference vs independent loops (live {live})", nmse < 1e-26,
-                  f"NMSE {nmse:.1e}, max abs {mx:.1e}")
+            for kind, want, inputs in (
+                    ("", ref, (q, k, v)),
+                    ("FP8 ", ref8, (q, fp8.k, fp8.v, fp8.k_scale, fp8.v_scale))):
+                loops = torch.tensor(reference_loops(*inputs), dtype=torch.float64)
+                _, nmse, mx = errors(torch, loops, want)
+                check(f"{kind}reference vs independent loops (live {live})", nmse < 1e-26,
+                      f"NMSE {nmse:.1e}, max abs {mx:.1e}")
         if gem is not None:
-            cref = torch.empty((N_Q_HEADS, HEAD_DIM), dtype=torch.float64)
-            kk, vv = k.float().contiguous(), v.float().contiguous()  # alive during the call
-            view = gem.head_major_view(kk, vv, "f32")
-            st = gem.reference(q.contiguous(), view, cref)
-            if st != GEM_OK:
-                check(f"gem_attn_reference_kv (live {live})", False, gem.status(st))
-            else:
-                _, nmse, mx = errors(torch, cref, ref)
-                check(f"reference vs gem_attn_reference_kv (live {live})", nmse < 1e-26,
+            # the views' tensors and scales are alive during the calls
+            kk, vv = k.float().contiguous(), v.float().contiguous()
+            k8, v8, scales = fp8.k.view(torch.uint8), fp8.v.view(torch.uint8), gem.scales(fp8)
+            for kind, want, view in (
+                    ("", ref, gem.head_major_view(kk, vv, "f32")),
+                    ("FP8 ", ref8, gem.head_major_view(k8, v8, "fp8", scales))):
+                cref = torch.empty((N_Q_HEADS, HEAD_DIM), dtype=torch.float64)
+                st = gem.reference(q.contiguous(), view, cref)
+                if st != GEM_OK:
+                    check(f"{kind}gem_attn_reference_kv (live {live})", False, gem.status(st))
+                    continue
+                _, nmse, mx = errors(torch, cref, want)
+                check(f"{kind}reference vs gem_attn_reference_kv (live {live})", nmse < 1e-26,
                       f"NMSE {nmse:.1e}, max abs {mx:.1e}")
         for n in args.peers:
             if n.startswith("fi-"):
                 continue
             dtype = n.split("-")[1]
             if n.startswith("torch-"):
-                p = torch_peer(torch, n, dtype, q, k, v)
+                p = torch_peer(torch, n, dtype, q, k, v, fp8)
             else:
-                p = gem_peer(torch, gem, ctx, n, dtype, q, k, v, None)
+                p = gem_peer(torch, gem, ctx, n, dtype, q, k, v, None, fp8)
             r = {"peer": n, "kv_dtype": dtype, "status": p.status, "message": p.message}
             if p.fn is not None:
                 try:
                     out = p.fn()
-                    finite, nmse, mx = errors(torch, out, ref)
+                    finite, nmse, mx = errors(torch, out, ref8 if dtype == "fp8" else ref)
                     again = p.fn().clone() if n.startswith("gem-") else None
                     r.update({"finite": finite, "nmse": nmse, "max_abs": mx})
                     bound = 1e-10 if (n.startswith("gem-") or dtype == "f32") else 1e-3
@@ -816,7 +966,7 @@ def run_cpu_check(args):
             else:
                 print(f"  ---- {n} (live {live}): {p.status}: {p.message}")
             rows.append(r)
-        receipt["lives"].append({"live": live, "peers": rows})
+        receipt["lives"].append({"live": live, "fp8": fp8_info, "peers": rows})
     bad = [c for c in checks if not c["ok"]]
     receipt["checks"] = checks
     receipt["result"] = "fail" if bad else "ok"
