@@ -201,18 +201,22 @@ static void check_device(void)
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
         TCHECK(ks[i].max_active_blocks_per_sm >= 1);
-        /* the BF16, F16 and FP8 first passes stage two tiles of K and V rows in dynamic shared
-         * memory, the K-from-V passes of BF16 and F16 two tiles of V rows */
+        /* the BF16 and F16 first passes stage two tiles of K and V rows in dynamic shared
+         * memory, the FP8 ones two 32-token tiles of FP8 rows, the K-from-V passes of BF16 and
+         * F16 two tiles of V rows */
         const int fp8 = i >= GEM_CUDA_KERNELS - 2;
-        const int staged = (i >= 2 && i <= 5) || fp8, kfv_staged = i == 7 || i == 8;
+        const int staged = i >= 2 && i <= 5, kfv_staged = i == 7 || i == 8;
         const int kfv_long = i == GEM_CUDA_KERNELS - 4, kfv_f32_long = i == GEM_CUDA_KERNELS - 3;
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, staged         ? 66560
+                                                  : fp8          ? 67584
                                                   : kfv_staged   ? 33280
                                                   : kfv_long     ? 109952
                                                   : kfv_f32_long ? 221696
                                                                  : 0);
         if (staged || kfv_staged)
             TCHECK(ks[i].static_shared_bytes + ks[i].dynamic_shared_bytes <= 81920);
+        if (fp8) /* two blocks an SM within the 228 KiB of an SM */
+            TCHECK(ks[i].static_shared_bytes + ks[i].dynamic_shared_bytes <= 98304);
     }
     for (int i = 0; i < GEM_CUDA_FIRST_PASSES; i++) {
         TCHECK(ks[i].threads_dispatched == 256 && ks[i].warps_dispatched == 8);

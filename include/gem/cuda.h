@@ -83,7 +83,7 @@ typedef struct gem_cuda_kernel_info {
  * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM) and from an F32 V cache from
  * 20,480 rows on, 12,288 at one block an SM (fused_first_pass_kfv_f32_long: 320-thread blocks,
  * one an SM), then the FP8 E4M3 first passes at D512 (fused_first_pass_fp8, ..._fp8_strided:
- * the staged tensor-core body, codes widened to F16); grids for
+ * tensor cores, the codes staged as FP8 in 67,584 bytes of dynamic shared memory); grids for
  * n_kv_heads KV heads and `live` tokens (each first pass: n_kv_heads x partitions blocks, but
  * the long F32 K-from-V pass from 12,288 rows at most one wave, SMs / n_kv_heads partitions, as
  * gem_decode_config_for_view gives such views; the reducer and the baseline at D512, x8 query

@@ -129,11 +129,12 @@
             part_s, part_o, live, partitions, n_q_heads, scale);                               \
     }
 
-/* FP8 E4M3 K and V: the staged body with the codes widened to F16 as they are staged
- * (gem_fused_first_pass_mma_staged_body with FP8; dev/cuda/fp8_decode.cu version 3,
- * results/h200/run179 on an H100: 0.2320 ms at 128K against 0.4109 for the CUDA-core body on
- * the same codes and 0.3593 for the library's BF16 pass on twice the bytes), the heads' score
- * factors and V scales in the launch. TS elements per row when dense. */
+/* FP8 E4M3 K and V: the codes kept FP8 in shared memory, 32-token tiles, the MMAs' B fragments
+ * widened as they are read (gem_fused_first_pass_fp8_body, GEM_FP8_STAGED_BYTES of dynamic
+ * shared memory; dev/cuda/fp8_decode.cu version 5, results/h200/run182 on an H100: 0.1951 ms at
+ * 128K against 0.2317 for version 3, the staged F16 pass with the codes widened as they were
+ * staged, which ran here first, runs 179-181), the heads' score factors and V scales in the
+ * launch. TS codes per row when dense. */
 #define GEM_FIRST_PASS_FP8(NAME, TS)                                                           \
     extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS, 2)                            \
         NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,          \
@@ -143,9 +144,10 @@
              const __grid_constant__ gem_cu_fp8_scales sc)                                     \
     {                                                                                          \
         GEM_FP_PROLOGUE(k, v, GEM_CU_D, 1);                                                    \
-        gem_fused_first_pass_mma_staged_body<TS, gem_mma_f16_elem, true>(                      \
-            q, k, 4 * k_hs4, 4 * k_ts4, v, 4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o, live,  \
-            partitions, n_q_heads, sc.score[blockIdx.y], sc.v[blockIdx.y]);                   \
+        gem_fused_first_pass_fp8_body<TS>(                                                     \
+            q, reinterpret_cast<const uint8_t *>(k), 4 * k_hs4, 4 * k_ts4,                     \
+            reinterpret_cast<const uint8_t *>(v), 4 * v_hs4, 4 * v_ts4, part_m, part_s, part_o, \
+            live, partitions, n_q_heads, sc.score[blockIdx.y], sc.v[blockIdx.y]);             \
     }
 
 GEM_FIRST_PASS(gem_fused_first_pass, gem_kv_f32, GEM_CU_ROW_F4)
@@ -393,11 +395,13 @@ cudaError_t gem_cu_fused_allow_staged_shared(void)
                                       (int)GEM_KFV_STAGED_BYTES)) != cudaSuccess)
             return e;
     }
-    for (int l = 0; l < 2; l++)
-        if ((e = cudaFuncSetAttribute(l ? gem_fused_first_pass_fp8_strided : gem_fused_first_pass_fp8,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)GEM_MMA_STAGED_BYTES)) != cudaSuccess)
+    for (int l = 0; l < 2; l++) {
+        const void *fp8 = l ? (const void *)gem_fused_first_pass_fp8_strided
+                            : (const void *)gem_fused_first_pass_fp8;
+        if ((e = cudaFuncSetAttribute(fp8, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)GEM_FP8_STAGED_BYTES)) != cudaSuccess)
             return e;
+    }
     e = cudaFuncSetAttribute(gem_fused_first_pass_k_from_v_bf16_long,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEM_KFV_WARP_BYTES);
     if (e != cudaSuccess)
@@ -418,7 +422,7 @@ void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
                         : (const void *)gem_fused_first_pass_fp8;
         fp8[l].name = l ? "gem_fused_first_pass_fp8_strided" : "gem_fused_first_pass_fp8";
         fp8[l].role = l ? "fused_first_pass_fp8_strided" : "fused_first_pass_fp8";
-        fp8[l].dynamic_shared = GEM_MMA_STAGED_BYTES;
+        fp8[l].dynamic_shared = GEM_FP8_STAGED_BYTES;
         fp8[l].threads = GEM_CU_THREADS;
     }
     kfv_long->func = (const void *)gem_fused_first_pass_k_from_v_bf16_long;
@@ -497,7 +501,7 @@ gem_status gem_cu_fused_launch(const gem_cu_fused_args *a, cudaStream_t stream)
         GEM_CUDA_CHECK(gem_cu_fused_allow_staged_shared());
         GEM_CUDA_CHECK(launch_pdl_shared(
             strided ? gem_fused_first_pass_fp8_strided : gem_fused_first_pass_fp8, grid1,
-            GEM_CU_THREADS, (size_t)GEM_MMA_STAGED_BYTES, stream, a->q, a->k, a->k_hs4, a->k_ts4,
+            GEM_CU_THREADS, (size_t)GEM_FP8_STAGED_BYTES, stream, a->q, a->k, a->k_hs4, a->k_ts4,
             a->v, a->v_hs4, a->v_ts4, a->part_m, a->part_s, a->part_o, a->live, a->partitions,
             n_q_heads, sc));
     } else if (d256) {

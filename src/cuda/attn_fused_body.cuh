@@ -10,8 +10,6 @@
 
 #include <math.h>
 
-#include <type_traits>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -742,15 +740,14 @@ __device__ __forceinline__ void gem_mma_tile_v_update(float (&acc)[8][4],
 }
 
 /* The staged passes' partial (M, S, O) of head grp: n-tile j of acc is dims 64w + 8j + 2 tig,
- * + 1 (F16: the weights were taken x 2^14); lane 0 of warp w writes head w's M and S. VS: each
- * element of O times v_scale (FP8 V's head scale) after those. */
-template <class E, bool VS = false>
+ * + 1 (F16: the weights were taken x 2^14); lane 0 of warp w writes head w's M and S. */
+template <class E>
 __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], float m, float s,
                                                       float *__restrict__ part_m,
                                                       float *__restrict__ part_s,
                                                       float *__restrict__ part_o, int64_t p,
                                                       int64_t g, int64_t n_q_heads, int w,
-                                                      int lane, float v_scale = 1.f)
+                                                      int lane)
 {
     const int grp = lane >> 2, tig = lane & 3;
     const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
@@ -762,10 +759,6 @@ __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], 
             o.x *= GEM_MMA_F16_O_SCALE;
             o.y *= GEM_MMA_F16_O_SCALE;
         }
-        if constexpr (VS) {
-            o.x *= v_scale;
-            o.y *= v_scale;
-        }
         *reinterpret_cast<float2 *>(po + 8 * j) = o;
     }
     if (lane == 0) {
@@ -774,47 +767,18 @@ __device__ __forceinline__ void gem_mma_write_partial(const float (&acc)[8][4], 
     }
 }
 
-/* 16 FP8 E4M3 codes (element j in byte j) -> 16 F16 values (32 bytes) at dst, exactly: every
- * E4M3 value is an F16 value (cvt e4m3x2 -> f16x2) */
-__device__ __forceinline__ void gem_fp8x16_to_f16(const uint4 &c, __half *dst)
-{
-    uint32_t h[8];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const uint32_t wd = gem_word(c, j);
-        const __half2_raw lo =
-            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd & 0xFFFFu), __NV_E4M3);
-        const __half2_raw hi =
-            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(wd >> 16), __NV_E4M3);
-        h[2 * j] = (uint32_t)lo.x | ((uint32_t)lo.y << 16);
-        h[2 * j + 1] = (uint32_t)hi.x | ((uint32_t)hi.y << 16);
-    }
-    reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
-    reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
-}
-
-/* E: gem_mma_bf16_elem or gem_mma_f16_elem, the element K and V rows hold. FP8 (with E =
- * gem_mma_f16_elem): the rows hold FP8 E4M3 codes (uint8_t), widened to F16 as they are staged
- * (gem_fp8x16_to_f16): a thread loads 16 codes of rows prow and prow + 8 of a tile (prow =
- * tid / 32, from element 16 (tid % 32)) and stores their 32 bytes of F16, so the staged tiles,
- * the dots and the V update are the F16 pass's; scale is then the head's score factor
- * (float)(scale * k_scale[g]) and each element of the partial's O is multiplied by v_scale as
- * it is written (dev/cuda/fp8_decode.cu version 3, results/h200/run179). Strides in elements
- * of the rows' type: multiples of 16 for FP8. */
-template <int TS, class E = gem_mma_bf16_elem, bool FP8 = false>
+/* E: gem_mma_bf16_elem (the library's BF16 first passes) or gem_mma_f16_elem (measured in
+ * dev/cuda/mma_decode.cu; the library's F16 first passes are the CUDA-core body). */
+template <int TS, class E = gem_mma_bf16_elem>
 __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     const float *__restrict__ q,          /* (n_q_heads, 512) */
-    const void *__restrict__ k_rows,      /* row (g, t) at element g*k_hs + t*k_ts */
+    const typename E::elem *__restrict__ k, /* row (g, t) at element g*k_hs + t*k_ts */
     int64_t k_hs, int64_t k_ts,
-    const void *__restrict__ v_rows,      /* row (g, t) at element g*v_hs + t*v_ts */
+    const typename E::elem *__restrict__ v, /* row (g, t) at element g*v_hs + t*v_ts */
     int64_t v_hs, int64_t v_ts,
     float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
-    int64_t live, int64_t partitions, int64_t n_q_heads, float scale, float v_scale = 1.f)
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale)
 {
-    static_assert(!FP8 || E::f16, "FP8 codes are staged as F16");
-    typedef typename std::conditional<FP8, uint8_t, typename E::elem>::type src;
-    const src *__restrict__ k = reinterpret_cast<const src *>(k_rows);
-    const src *__restrict__ v = reinterpret_cast<const src *>(v_rows);
     const int T = GEM_MMA_TILE;
     extern __shared__ __align__(128) unsigned char gem_mma_tiles[]; /* GEM_MMA_STAGED_BYTES */
     typedef typename E::elem elem;
@@ -869,23 +833,21 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
             sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
         }
     }
-    /* this thread's pieces: 16 bytes at element pcol of rows prow + RS u (u < NU) of a tile:
-     * 8 elements of 16 bits (RS 4, NU 4) or 16 FP8 codes (RS 8, NU 2) */
-    constexpr int RS = FP8 ? 8 : 4, NU = FP8 ? 2 : 4;
-    const int prow = FP8 ? tid >> 5 : tid >> 6, pcol = FP8 ? 16 * (tid & 31) : 8 * (tid & 63);
-    const src *kp = k + g * k_hs + (begin + prow) * kts + pcol;
-    const src *vp = v + g * v_hs + (begin + prow) * vts + pcol;
+    /* this thread's pieces: rows prow + 4u of a tile, 16 bytes at element pcol */
+    const int prow = tid >> 6, pcol = 8 * (tid & 63);
+    const elem *kp = k + g * k_hs + (begin + prow) * kts + pcol;
+    const elem *vp = v + g * v_hs + (begin + prow) * vts + pcol;
     const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
-    uint4 r[2 * NU]; /* K's pieces, then V's, of the tile in flight */
+    uint4 r[8]; /* K rows 0-3, V rows 4-7 of the tile in flight */
     /* loads tile `it` (its first row begin + it * T; rows at or past end as zeros) and steps the
      * row pointers to the next tile */
     auto load = [&](int64_t it) {
         const int64_t t = begin + it * T + prow;
 #pragma unroll
-        for (int u = 0; u < NU; u++) {
-            const bool in = t + RS * u < end;
-            r[u] = in ? gem_ld16(kp + RS * u * kts, pol) : zero4;
-            r[NU + u] = in ? gem_ld16(vp + RS * u * vts, pol) : zero4;
+        for (int u = 0; u < 4; u++) {
+            const bool in = t + 4 * u < end;
+            r[u] = in ? gem_ld16(kp + 4 * u * kts, pol) : zero4;
+            r[4 + u] = in ? gem_ld16(vp + 4 * u * vts, pol) : zero4;
         }
         kp += T * kts;
         vp += T * vts;
@@ -893,16 +855,9 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
     auto store = [&](int64_t it) {
         elem *ks = ring + (size_t)(it & 1) * GEM_MMA_TILE_ELEMS, *vs = ks + T * GEM_MMA_ROW;
 #pragma unroll
-        for (int u = 0; u < NU; u++) {
-            elem *kd = ks + (prow + RS * u) * GEM_MMA_ROW + pcol;
-            elem *vd = vs + (prow + RS * u) * GEM_MMA_ROW + pcol;
-            if constexpr (FP8) {
-                gem_fp8x16_to_f16(r[u], kd);
-                gem_fp8x16_to_f16(r[NU + u], vd);
-            } else {
-                *reinterpret_cast<uint4 *>(kd) = r[u];
-                *reinterpret_cast<uint4 *>(vd) = r[NU + u];
-            }
+        for (int u = 0; u < 4; u++) {
+            *reinterpret_cast<uint4 *>(ks + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[u];
+            *reinterpret_cast<uint4 *>(vs + (prow + 4 * u) * GEM_MMA_ROW + pcol) = r[4 + u];
         }
     };
     float acc[8][4];
@@ -956,8 +911,261 @@ __device__ __forceinline__ void gem_fused_first_pass_mma_staged_body(
         /* the next tile's first barrier orders these sp reads before sp is rewritten, and
          * its second barrier orders this tile's sred reads before sred is rewritten */
     }
-    gem_mma_write_partial<E, FP8>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane,
-                                  v_scale);
+    gem_mma_write_partial<E>(acc, m, s, part_m, part_s, part_o, p, g, n_q_heads, w, lane);
+}
+
+/* ---- FP8 E4M3 K and V: the codes kept FP8 in shared memory ---------------------------------
+ * dev/cuda/fp8_decode.cu version 5 (results/h200/run182 on an H100: 0.1951 ms at 128K against
+ * 0.2317 for version 3, the staged F16 pass with the codes widened as they were staged, which
+ * the library ran before, and 0.3592 for the BF16 pass on twice the bytes). One 256-thread
+ * block per (partition, KV head) as the staged passes; tiles of 32 tokens, their K and V rows
+ * staged as FP8 codes (rows padded to GEM_FP8_ROW bytes) in two buffers, so a block holds two
+ * 32-token tiles at two blocks an SM: one softmax step and two barriers per 32 rows.
+ *   loads: thread i loads 16 codes at element 16 (i % 32) of rows i / 32 + 8u (u < 4) of K and
+ *     of V, one tile ahead into registers, stored unchanged into the free buffer.
+ *   dots: mma m16n8k16 in F16 (the F16 staged pass's pieces: Q in three pieces scaled per head
+ *     by 2^qe, gem_mma_f16_q_exponent), warp w the dims 64w .. 64w + 63, n-tile i the tokens
+ *     8i .. 8i + 7. Lane (grp, tig) reads the 16 codes of token grp at dims 64w + 16 tig (one
+ *     16-byte load) and widens word st (cvt e4m3x2 -> f16x2, exact) into k-step st's B
+ *     fragment: its low two codes as columns 2 tig, 2 tig + 1, its high two as 2 tig + 8, + 9.
+ *     So k-step st covers dims 64w + 16t + 4st + {0..3} over the quad, and Q's A fragments are
+ *     taken in that order. The warps' dots meet in shared memory, summed in warp order.
+ *   softmax: warp h owns head h, lane t token t (the staged passes' rule over 32 lanes).
+ *   V update: rows the weights' pieces (x 2^14; hi rows 0-7, lo 8-15), k the tokens, n the
+ *     dims: lane (grp, tig) reads dims 64w + 32G + 4grp + {0..3} of tokens 4 tig + {0..3} (four
+ *     4-byte loads), transposes the 4 x 4 bytes (PRMT), and widens dim 4grp + j's four tokens
+ *     into n-tile 4G + j's B fragment (tokens 4 tig, + 1 as rows 2 tig, + 1; 4 tig + 2, + 3 as
+ *     2 tig + 8, + 9); the weights' A fragments take the tokens in that order. n-tile 4G + j's
+ *     column c is dim 64w + 32G + 4c + j.
+ *   end: the partial (M, S, O), O times 2^-14 and then the head's V scale.
+ * The score factor `scale` is the head's (float)(scale * k_scale[g]). Rows past the partition's
+ * end load as zeros with weight 0. TS > 0: the token stride in codes is TS (dense rows); 0: k_ts
+ * / v_ts at run time. Base pointers and strides are multiples of 16 codes. Launched with
+ * GEM_FP8_STAGED_BYTES of dynamic shared memory (gem_cu_fused_allow_staged_shared). */
+#define GEM_FP8_TILE 32
+#define GEM_FP8_ROW 528 /* bytes of a staged row: 512 codes + 16 */
+#define GEM_FP8_TILE_BYTES (2 * GEM_FP8_TILE * GEM_FP8_ROW) /* K then V rows of a tile */
+#define GEM_FP8_STAGED_BYTES (2 * GEM_FP8_TILE_BYTES)      /* two buffers: 67,584 bytes */
+
+/* two E4M3 codes (the low 16 bits of x, the first in the low byte) -> F16x2, exactly */
+__device__ __forceinline__ uint32_t gem_fp8x2_to_f16x2(uint32_t x)
+{
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(x & 0xFFFFu), __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+
+template <int TS>
+__device__ __forceinline__ void gem_fused_first_pass_fp8_body(
+    const float *__restrict__ q,   /* (n_q_heads, 512) */
+    const uint8_t *__restrict__ k, /* row (g, t) at code g*k_hs + t*k_ts */
+    int64_t k_hs, int64_t k_ts,
+    const uint8_t *__restrict__ v, /* row (g, t) at code g*v_hs + t*v_ts */
+    int64_t v_hs, int64_t v_ts,
+    float *__restrict__ part_m, float *__restrict__ part_s, float *__restrict__ part_o,
+    int64_t live, int64_t partitions, int64_t n_q_heads, float scale, float v_scale)
+{
+    typedef gem_mma_f16_elem E;
+    typedef E::elem elem;
+    const int T = GEM_FP8_TILE;
+    extern __shared__ __align__(128) unsigned char gem_fp8_tiles[]; /* GEM_FP8_STAGED_BYTES */
+    __shared__ __align__(16) float sred[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_FP8_TILE];
+    __shared__ __align__(16) float sp[GEM_CU_GROUP][GEM_FP8_TILE];
+    __shared__ float salpha[GEM_CU_GROUP];
+    __shared__ uint2 sqb[GEM_CU_THREADS / 32][4][32]; /* Q's lo fragments, by warp, k-step, lane */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, grp = lane >> 2, tig = lane & 3;
+    const int64_t p = blockIdx.x, g = blockIdx.y;
+    const int64_t chunk = (live + partitions - 1) / partitions;
+    const int64_t begin = min(p * chunk, live), end = min(begin + chunk, live);
+    const int64_t ntiles = (end - begin + T - 1) / T;
+    const int64_t kts = TS > 0 ? (int64_t)TS : k_ts, vts = TS > 0 ? (int64_t)TS : v_ts;
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    /* Q of head grp, dims 64w + 16 tig + 4st + u: k-step st's columns 2 tig + (u & 1) +
+     * 8 (u >> 1); m-tile 0 (hi, mid) in registers, m-tile 1 (lo) in sqb */
+    uint32_t qa[4][4];
+    int qe = 0; /* Q of head grp scaled by 2^qe */
+    {
+        const float *qh = q + (g * GEM_CU_GROUP + grp) * GEM_CU_D + 64 * w + 16 * tig;
+        float mx = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            mx = fmaxf(mx, fabsf(__ldg(qh + i)));
+        qe = gem_mma_f16_q_exponent(mx, w, grp, tig);
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            elem hi[4], mid[4], lo[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float x = ldexpf(__ldg(qh + 4 * st + u), qe); /* exact: |x| < 2^14 */
+                hi[u] = E::piece(x);
+                const float r1 = x - E::value(hi[u]); /* exact */
+                mid[u] = E::piece(r1);
+                lo[u] = E::piece(r1 - E::value(mid[u])); /* r1 - mid exact */
+            }
+            qa[st][0] = E::pack(hi[0], hi[1]);
+            qa[st][1] = E::pack(mid[0], mid[1]);
+            qa[st][2] = E::pack(hi[2], hi[3]);
+            qa[st][3] = E::pack(mid[2], mid[3]);
+            sqb[w][st][lane] = make_uint2(E::pack(lo[0], lo[1]), E::pack(lo[2], lo[3]));
+        }
+    }
+    /* this thread's pieces: 16 codes at pcol of rows prow + 8u (u < 4) of a tile */
+    const int prow = tid >> 5, pcol = 16 * (tid & 31);
+    const uint8_t *kp = k + g * k_hs + (begin + prow) * kts + pcol;
+    const uint8_t *vp = v + g * v_hs + (begin + prow) * vts + pcol;
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+    uint4 r[8]; /* K's pieces, then V's, of the tile in flight */
+    /* loads tile `it` (rows at or past end as zeros) and steps the row pointers to the next */
+    auto load = [&](int64_t it) {
+        const int64_t t = begin + it * T + prow;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const bool in = t + 8 * u < end;
+            r[u] = in ? gem_ld16(kp + 8 * u * kts, pol) : zero4;
+            r[4 + u] = in ? gem_ld16(vp + 8 * u * vts, pol) : zero4;
+        }
+        kp += T * kts;
+        vp += T * vts;
+    };
+    auto store = [&](int64_t it) {
+        unsigned char *ks = gem_fp8_tiles + (size_t)(it & 1) * GEM_FP8_TILE_BYTES;
+        unsigned char *vs = ks + T * GEM_FP8_ROW;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            *reinterpret_cast<uint4 *>(ks + (prow + 8 * u) * GEM_FP8_ROW + pcol) = r[u];
+            *reinterpret_cast<uint4 *>(vs + (prow + 8 * u) * GEM_FP8_ROW + pcol) = r[4 + u];
+        }
+    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    float m = -INFINITY, s = 0.f;
+    if (ntiles > 0) {
+        load(0);
+        store(0);
+    }
+    if (ntiles > 1)
+        load(1);
+    __syncthreads(); /* tile 0 is staged */
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t t0 = begin + it * T;
+        const unsigned char *ks = gem_fp8_tiles + (size_t)(it & 1) * GEM_FP8_TILE_BYTES;
+        const unsigned char *vs = ks + T * GEM_FP8_ROW;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 c = *reinterpret_cast<const uint4 *>(ks + (8 * i + grp) * GEM_FP8_ROW +
+                                                             64 * w + 16 * tig);
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                const uint32_t wd = gem_word(c, st);
+                const uint32_t b0 = gem_fp8x2_to_f16x2(wd), b1 = gem_fp8x2_to_f16x2(wd >> 16);
+                const uint2 l = sqb[w][st][lane];
+                E::mma(d0, qa[st][0], qa[st][1], qa[st][2], qa[st][3], b0, b1);
+                E::mma(d1, l.x, 0u, l.y, 0u, b0, b1);
+            }
+            float2 rr; /* head grp, tokens 8i + 2 tig, + 1: (hi + mid) + lo */
+            rr.x = (d0[0] + d0[2]) + d1[0];
+            rr.y = (d0[1] + d0[3]) + d1[1];
+            *reinterpret_cast<float2 *>(&sred[w][grp][8 * i + 2 * tig]) = rr;
+        }
+        __syncthreads(); /* sred complete; every warp is past tile it - 1's V update */
+        if (it + 1 < ntiles)
+            store(it + 1); /* into the buffer tile it - 1 was read from */
+        if (it + 2 < ntiles)
+            load(it + 2);
+        {
+            float a = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < GEM_CU_THREADS / 32; ww++)
+                a += sred[ww][w][lane];
+            a = ldexpf(a, -__shfl_sync(0xffffffffu, qe, 4 * w)); /* Q x 2^qe, exactly back */
+            const int live_rows = (int)min(end - t0, (int64_t)T);
+            const float sc = lane < live_rows ? a * scale : -INFINITY;
+            float mx = sc;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float mn = fmaxf(m, mx);
+            const float e = expf(sc - mn);    /* rows past the end: exp(-inf) = 0 */
+            const float alpha = expf(m - mn); /* m = -inf before the first tile: 0 */
+            float ps = e;
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            s = s * alpha + ps;
+            m = mn;
+            sp[w][lane] = e;
+            if (lane == 0)
+                salpha[w] = alpha;
+        }
+        __syncthreads(); /* the weights of all eight heads and tile it + 1 are published */
+        const float al = salpha[grp];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int x = 0; x < 4; x++)
+                acc[j][x] *= al;
+#pragma unroll
+        for (int kst = 0; kst < 2; kst++) {
+            const float4 pw = *reinterpret_cast<const float4 *>(&sp[grp][16 * kst + 4 * tig]);
+            const float pv[4] = {pw.x * GEM_MMA_F16_P_SCALE, pw.y * GEM_MMA_F16_P_SCALE,
+                                 pw.z * GEM_MMA_F16_P_SCALE, pw.w * GEM_MMA_F16_P_SCALE};
+            elem ph[4], pl[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                ph[u] = E::piece(pv[u]);
+                pl[u] = E::piece(pv[u] - E::value(ph[u]));
+            }
+            const uint32_t a0 = E::pack(ph[0], ph[1]), a1 = E::pack(pl[0], pl[1]),
+                           a2 = E::pack(ph[2], ph[3]), a3 = E::pack(pl[2], pl[3]);
+            const unsigned char *vr =
+                vs + (16 * kst + 4 * tig) * GEM_FP8_ROW + 64 * w + 4 * grp;
+#pragma unroll
+            for (int G = 0; G < 2; G++) {
+                uint32_t x[4]; /* dims 4grp .. + 3 of tokens 4 tig + i */
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    x[i] = *reinterpret_cast<const uint32_t *>(vr + i * GEM_FP8_ROW + 32 * G);
+                const uint32_t t01l = __byte_perm(x[0], x[1], 0x5140),
+                               t01h = __byte_perm(x[0], x[1], 0x7362),
+                               t23l = __byte_perm(x[2], x[3], 0x5140),
+                               t23h = __byte_perm(x[2], x[3], 0x7362);
+                /* y[j]: dim 4grp + j of tokens 4 tig .. + 3, one a byte */
+                const uint32_t y[4] = {__byte_perm(t01l, t23l, 0x5410),
+                                       __byte_perm(t01l, t23l, 0x7632),
+                                       __byte_perm(t01h, t23h, 0x5410),
+                                       __byte_perm(t01h, t23h, 0x7632)};
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    E::mma(acc[4 * G + j], a0, a1, a2, a3, gem_fp8x2_to_f16x2(y[j]),
+                           gem_fp8x2_to_f16x2(y[j] >> 16));
+            }
+        }
+        /* the next tile's first barrier orders these sp reads before sp is rewritten, and
+         * its second barrier orders this tile's sred reads before sred is rewritten */
+    }
+    /* this thread's columns 2 tig, 2 tig + 1 of n-tile 4G + j: dims 64w + 32G + 8 tig + j and
+     * + 4 + j */
+    const int64_t row = p * n_q_heads + g * GEM_CU_GROUP + grp;
+    float *po = part_o + row * GEM_CU_D + 64 * w + 8 * tig;
+#pragma unroll
+    for (int G = 0; G < 2; G++) {
+        float o[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            o[j] = (acc[4 * G + j][0] + acc[4 * G + j][2]) * GEM_MMA_F16_O_SCALE * v_scale;
+            o[4 + j] = (acc[4 * G + j][1] + acc[4 * G + j][3]) * GEM_MMA_F16_O_SCALE * v_scale;
+        }
+        *reinterpret_cast<float4 *>(po + 32 * G) = make_float4(o[0], o[1], o[2], o[3]);
+        *reinterpret_cast<float4 *>(po + 32 * G + 4) = make_float4(o[4], o[5], o[6], o[7]);
+    }
+    if (lane == 0) {
+        part_m[p * n_q_heads + g * GEM_CU_GROUP + w] = m;
+        part_s[p * n_q_heads + g * GEM_CU_GROUP + w] = s;
+    }
 }
 
 /* ---- K rebuilt from a BF16 or F16 V cache on tensor cores -------------------------------- */

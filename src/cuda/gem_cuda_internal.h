@@ -147,8 +147,8 @@ typedef struct gem_cu_baseline_args {
  * any other strides. */
 void gem_cu_fused_kernels(gem_cu_kernel_ref *first, gem_cu_kernel_ref *reducer,
                           gem_cu_kernel_ref *kfv_long, gem_cu_kernel_ref *fp8);
-/* Raises the dynamic shared memory limit of the BF16, F16 and FP8 first passes (launched with
- * 66,560 bytes), of their K-from-V passes (33,280) and of the long BF16 and F32 K-from-V
+/* Raises the dynamic shared memory limit of the BF16 and F16 first passes (launched with
+ * 66,560 bytes), of the FP8 ones (67,584), of their K-from-V passes (33,280) and of the long BF16 and F32 K-from-V
  * passes (109,952 and 221,696) on the current device; done once per device. Called before their launch and
  * before their occupancy is asked for. */
 cudaError_t gem_cu_fused_allow_staged_shared(void);
