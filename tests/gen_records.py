@@ -3,7 +3,7 @@
 
 usage: gen_records.py GEM OUTDIR [what ...]
   what: resources, resources-v2, resources-v3, resources-v4, resources-v5, resources-v6,
-        resources-v7, resources-v8,
+        resources-v7, resources-v8, resources-v9,
         resources-dev, diffs,
         models, profiles (default: all)
 
@@ -32,6 +32,10 @@ resources-v7   the same under root-v7/ and OUTDIR/resources-v7.json, a
 resources-v8   the same under root-v8/ and OUTDIR/resources-v8.json, a
            gem.resources.v8 receipt: and the two FP8 first passes (dense, strided)
            after it, staged in 66,560 bytes like the BF16 and F16 ones.
+resources-v9   the same under root-v9/ and OUTDIR/resources-v9.json, a
+           gem.resources.v9 receipt: v8's kernels, the two FP8 first passes
+           keeping their codes FP8 in shared memory (67,584 dynamic bytes beside
+           17,792 static ones, within 98,304).
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -173,14 +177,20 @@ F32_LONG_GATES = ["first_pass_kfv_f32_long_" + g for g in (
 FP8_PASSES = ["first_pass_fp8", "first_pass_fp8_strided"]
 STAGED[8] = STAGED[4]
 KFV_STAGED[8] = KFV_STAGED[5]
+# v9: v8's kernels; the FP8 passes keep their codes FP8 in shared memory, 32-token tiles
+STAGED[9] = STAGED[4]
+KFV_STAGED[9] = KFV_STAGED[5]
+# the FP8 passes' dynamic bytes, static bytes and budget, by schema version (v8 or v9)
+FP8_SHARED = {8: (66560, 12928, 81920), 9: (67584, 17792, 98304)}
 
 
 def resources_v2(out, version=2):
     """gem.resources.v2, v3 (the two BF16 first passes staged in shared memory), v4 (the
     two F16 ones too), v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes), v6 (and the
     long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes), v7 (and
-    the long F32 K-from-V one after it: 320 threads, 221,696 bytes) or v8 (and the two FP8
-    first passes after it, staged in 66,560 bytes)."""
+    the long F32 K-from-V one after it: 320 threads, 221,696 bytes), v8 (and the two FP8
+    first passes after it, staged in 66,560 bytes) or v9 (the FP8 passes in 67,584 bytes
+    within 98,304)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -207,9 +217,10 @@ def resources_v2(out, version=2):
     if version >= 7:
         gates += F32_LONG_GATES
     if version >= 8:
+        fp8_dyn, fp8_static, fp8_budget = FP8_SHARED[version]
         for fp in FP8_PASSES:
-            gates += kernel_gates(fp, "dynamic_shared_66560", "two_blocks_per_sm",
-                                  "shared_within_81920")
+            gates += kernel_gates(fp, "dynamic_shared_%d" % fp8_dyn, "two_blocks_per_sm",
+                                  "shared_within_%d" % fp8_budget)
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
         "schema": "gem.resources.v%d" % version, "tool": tool("gem resources"), "device": DEVICE,
@@ -231,7 +242,7 @@ def resources_v2(out, version=2):
                    ([kernel("gem_fused_first_pass_k_from_v_f32_long",
                             "fused_first_pass_kfv_f32_long", 320, 221696, static=1024,
                             regs=168)] if version >= 7 else []) +
-                   ([kernel("gem_fused_" + fp, "fused_" + fp, 256, 66560, static=12928,
+                   ([kernel("gem_fused_" + fp, "fused_" + fp, 256, fp8_dyn, static=fp8_static,
                             regs=128) for fp in FP8_PASSES] if version >= 8 else []),
         "sources": sources, "binary": binary,
         "gates": {g: True for g in gates}, "verdict": "pass",
@@ -359,7 +370,7 @@ def main():
     gem, out = sys.argv[1], sys.argv[2]
     what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
                             "resources-v5", "resources-v6", "resources-v7",
-                            "resources-v8", "resources-dev",
+                            "resources-v8", "resources-v9", "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
@@ -379,6 +390,8 @@ def main():
             resources_v2(out, 7)
         elif w == "resources-v8":
             resources_v2(out, 8)
+        elif w == "resources-v9":
+            resources_v2(out, 9)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

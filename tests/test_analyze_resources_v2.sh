@@ -9,8 +9,10 @@
 # the sliding-window layers' D256 shape among them) and the reducer by role
 # and symbol, receipts of the six- and nine-first-pass libraries, the kernel
 # headers bound (.cuh, .h) and complete, the source folder of each tool, and
-# the tool that picks among a schema's entries. Then v3-v8, each what sets it
-# apart from the one before (v8: the two FP8 first passes after v7's kernels).
+# the tool that picks among a schema's entries. Then v3-v9, each what sets it
+# apart from the one before (v8: the two FP8 first passes after v7's kernels;
+# v9: those two in 67,584 dynamic bytes within 96 KiB, their codes FP8 in
+# shared memory).
 #   usage: bash test_analyze_resources_v2.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -20,7 +22,7 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-v5 resources-v6 resources-v7 resources-v8 resources-dev
+  resources-v5 resources-v6 resources-v7 resources-v8 resources-v9 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
@@ -28,6 +30,7 @@ V5="$WORK/resources-v5.json"
 V6="$WORK/resources-v6.json"
 V7="$WORK/resources-v7.json"
 V8="$WORK/resources-v8.json"
+V9="$WORK/resources-v9.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
@@ -36,6 +39,7 @@ A5() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" -
 A6() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v6"; }
 A7() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v7"; }
 A8() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v8"; }
+A9() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v9"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -58,6 +62,13 @@ t5() { tamper "$V5" A5 "$@"; }  # t5 ...: the v5 receipt
 t6() { tamper "$V6" A6 "$@"; }  # t6 ...: the v6 receipt
 t7() { tamper "$V7" A7 "$@"; }  # t7 ...: the v7 receipt
 t8() { tamper "$V8" A8 "$@"; }  # t8 ...: the v8 receipt
+t9() { tamper "$V9" A9 "$@"; }  # t9 ...: the v9 receipt
+m9() { # m9 NAME CLASS PYTHON: edit the parsed v9 receipt `d`
+  local name="$1" cls="$2" code="$3"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
+    "$V9" "$WORK/$name.json"
+  expect_fail "$name" "$cls" A9 "$WORK/$name.json"
+}
 m8() { # m8 NAME CLASS PYTHON: edit the parsed v8 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -395,5 +406,106 @@ for g in [g for g in d["gates"] if g.startswith("first_pass_fp8")]:
 json.dump(d, open(sys.argv[2], "w"))
 PY
 expect_pass v7-of-v8-good A8 "$WORK/v7-of-v8.json"
+
+# gem.resources.v9 (since the FP8 first passes keep their codes FP8 in shared memory, 32-token
+# tiles): v8's kernels in v8's order, the two FP8 passes with exactly 67,584 dynamic bytes,
+# static + dynamic within 96 KiB (98,304), still 256 threads, no local memory and two blocks an
+# SM, and their gates renamed for those figures; every other kernel and gate is v8's. A v9
+# receipt with v8's FP8 figures, one with the FP8 passes' contract, budget, order or gates
+# tampered, or a v8 receipt of v9's figures is refused; v9 cut back to v8 passes only with v8's
+# figures.
+expect_pass v9-good A9 "$V9" --out "$WORK/analysis-v9.json"
+check v9-analysis-schema grep -q '"gem.analysis.resources.v9"' "$WORK/analysis-v9.json"
+check v9-analysis-lists-fp8 grep -q '"fused_first_pass_fp8_strided"' "$WORK/analysis-v9.json"
+t9 v9-fp8-v8-dyn "wrong geometry" set kernels.19.dynamic_shared_bytes 66560
+check v9-fp8-v8-dyn-names-the-kernel \
+  grep -qF "gem_fused_first_pass_fp8: 66560 dynamic shared bytes, the design fixes 67584" \
+  "$WORK/err.txt"
+t9 v9-fp8-strided-v8-dyn "wrong geometry" set kernels.20.dynamic_shared_bytes 66560
+t9 v9-fp8-no-dyn "wrong geometry" set kernels.19.dynamic_shared_bytes 0
+t9 v9-fp8-over-budget "threshold not met" set kernels.19.static_shared_bytes 30976
+check v9-fp8-over-budget-names-the-budget \
+  grep -qF "gem_fused_first_pass_fp8: static + dynamic shared 98560 > 98304 bytes" "$WORK/err.txt"
+t9 v9-fp8-strided-over-budget "threshold not met" set kernels.20.static_shared_bytes 30721
+# the 16-bit staged passes keep v8's 80 KiB: v9's FP8 budget is not theirs
+t9 v9-f16-over-v8-budget "threshold not met" set kernels.4.static_shared_bytes 16384
+check v9-f16-over-v8-budget-names-the-budget \
+  grep -qF "gem_fused_first_pass_f16: static + dynamic shared 82944 > 81920 bytes" "$WORK/err.txt"
+t9 v9-bf16-fp8-dyn "wrong geometry" set kernels.2.dynamic_shared_bytes 67584
+m9 v9-fp8-threads "wrong geometry" \
+  'k=d["kernels"][20]; k["threads_dispatched"]=128; k["warps_dispatched"]=4'
+t9 v9-fp8-launchable "threshold not met" set kernels.19.max_threads_per_block 255
+t9 v9-fp8-local "threshold not met" set kernels.20.local_bytes 8
+t9 v9-fp8-occupancy "figures disagree" set kernels.19.max_active_blocks_per_sm 3
+m9 v9-fp8-one-block "verdict disagrees with the figures" \
+  'd["kernels"][20]["max_active_blocks_per_sm"]=1'
+check v9-fp8-one-block-names-the-gate \
+  grep -qF "first_pass_fp8_strided_two_blocks_per_sm is true" "$WORK/err.txt"
+t9 v9-fp8-symbol "wrong value" set kernels.19.name '"gem_fused_first_pass_f16"'
+t9 v9-fp8-role "wrong value" set kernels.20.role '"fused_first_pass_fp8_e4m3"'
+m9 v9-fp8-order "file swapped" \
+  'd["kernels"][19],d["kernels"][20]=d["kernels"][20],d["kernels"][19]'
+m9 v9-fp8-twice "file swapped" 'd["kernels"][20]=dict(d["kernels"][19])'
+t9 v9-fp8-removed "missing field" del kernels.19
+m9 v9-extra-kernel "unexpected field" 'd["kernels"].append(dict(d["kernels"][20]))'
+t9 v9-fp8-gate-missing "missing field" del gates.first_pass_fp8_strided_dynamic_shared_67584
+t9 v9-fp8-gate-v8-name "unexpected field" add gates.first_pass_fp8_dynamic_shared_66560 true
+t9 v9-fp8-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_fp8_shared_within_98304 false
+t9 v9-fp8-budget-gate-flipped "verdict disagrees with the figures" \
+  set gates.first_pass_fp8_strided_shared_within_98304 false
+t9 v9-as-v8 "wrong geometry" set schema '"gem.resources.v8"'
+check v9-as-v8-names-the-kernel \
+  grep -qF "gem_fused_first_pass_fp8: 67584 dynamic shared bytes, the design fixes 66560" \
+  "$WORK/err.txt"
+fp8_as() { # fp8_as SRC OUT SCHEMA DYN STATIC BUDGET: the FP8 passes with those figures and
+  # the gates named for them (DYN 0: an unstaged pass's no_dynamic_shared)
+  python3 - "$@" <<'PY'
+import json, sys
+src, out, schema, dyn, stat, budget = sys.argv[1:7]
+d = json.load(open(src))
+d["schema"] = schema
+for k in d["kernels"][19:21]:
+    k["dynamic_shared_bytes"], k["static_shared_bytes"] = int(dyn), int(stat)
+for fp in ("first_pass_fp8", "first_pass_fp8_strided"):
+    for g in [g for g in d["gates"] if g.startswith(fp + "_") and
+              g[len(fp) + 1:].startswith(("dynamic_shared_", "shared_within_"))]:
+        del d["gates"][g]
+    d["gates"][fp + ("_no_dynamic_shared" if dyn == "0" else "_dynamic_shared_" + dyn)] = True
+    d["gates"][fp + "_shared_within_" + budget] = True
+json.dump(d, open(out, "w"))
+PY
+}
+fp8_as "$V9" "$WORK/v9-unstaged-fp8.json" gem.resources.v9 0 17792 32768 # v2's figures
+expect_fail v9-unstaged-fp8 "wrong geometry" A9 "$WORK/v9-unstaged-fp8.json"
+# v8's FP8 figures and gates under a v9 label: refused, naming v9's bytes
+fp8_as "$V8" "$WORK/v8-figures-as-v9.json" gem.resources.v9 66560 12928 81920
+expect_fail v8-figures-as-v9 "wrong geometry" A8 "$WORK/v8-figures-as-v9.json"
+check v8-figures-as-v9-names-the-kernel \
+  grep -qF "gem_fused_first_pass_fp8: 66560 dynamic shared bytes, the design fixes 67584" \
+  "$WORK/err.txt"
+t8 v8-as-v9 "wrong geometry" set schema '"gem.resources.v9"' # the v8 receipt relabelled alone
+# v9's figures with v8's gate names under a v9 label: the gates must be v9's
+fp8_as "$V9" "$WORK/v9-v8-gates.json" gem.resources.v9 67584 17792 98304
+python3 - "$WORK/v9-v8-gates.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for fp in ("first_pass_fp8", "first_pass_fp8_strided"):
+    d["gates"][fp + "_dynamic_shared_66560"] = d["gates"].pop(fp + "_dynamic_shared_67584")
+    d["gates"][fp + "_shared_within_81920"] = d["gates"].pop(fp + "_shared_within_98304")
+json.dump(d, open(sys.argv[1], "w"))
+PY
+expect_fail v9-v8-gates "unexpected field" A9 "$WORK/v9-v8-gates.json"
+check v9-v8-gates-names-the-gate \
+  grep -qF "'first_pass_fp8_dynamic_shared_66560' is not a gate of gem.resources.v9" \
+  "$WORK/err.txt"
+# v9 cut back to v8 (label and FP8 gates v8's): refused with v9's figures, accepted with v8's
+fp8_as "$V9" "$WORK/v8-of-v9-figures.json" gem.resources.v8 67584 17792 81920
+expect_fail v8-of-v9-figures "wrong geometry" A9 "$WORK/v8-of-v9-figures.json"
+fp8_as "$V9" "$WORK/v8-of-v9.json" gem.resources.v8 66560 12928 81920
+expect_pass v8-of-v9-good A9 "$WORK/v8-of-v9.json" --out "$WORK/analysis-v8-of-v9.json"
+check v8-of-v9-analysis-schema grep -q '"gem.analysis.resources.v8"' \
+  "$WORK/analysis-v8-of-v9.json"
+t9 v9-as-v7 "unexpected field" set schema '"gem.resources.v7"'
 
 summary test_analyze_resources_v2

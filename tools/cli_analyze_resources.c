@@ -20,7 +20,9 @@
  * gem.resources.v6 the same as v5 and the BF16
  * K-from-V first pass of long lengths (128 threads, 109,952 dynamic bytes) after the baseline's;
  * gem.resources.v8 v7's kernels and, after them, the two D512 first passes of FP8 E4M3 caches
- * (dense and strided rows) on the staged body under the staged BF16 / F16 passes' contract.
+ * (dense and strided rows) on the staged body under the staged BF16 / F16 passes' contract;
+ * gem.resources.v9 v8's kernels with the two FP8 first passes keeping their codes FP8 in shared
+ * memory (67,584 dynamic bytes within 96 KiB).
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -582,6 +584,24 @@ _Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
     KGATES3(tag, i)
 KGATES8(p19, V8_FP8)
 KGATES8(p20, V8_FP8_STRIDED)
+/* v7's nineteen kernels in v7's order, the same in v8 and v9 */
+#define ROLES_V7                                                                               \
+    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),                                    \
+        FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),                \
+        STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),                     \
+        STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),     \
+        STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),                       \
+        STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),       \
+        FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),              \
+        KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"), \
+        KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"), \
+        ROLES_AFTER_KFV,                                                                       \
+        {"fused_first_pass_kfv_bf16_long",                                                     \
+         {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL}, 1, 128, V6_LONG_BYTES, \
+         V6_LONG_BUDGET},                                                                      \
+        {"fused_first_pass_kfv_f32_long",                                                      \
+         {"gem_fused_first_pass_k_from_v_f32_long", NULL, NULL, NULL}, 1, 320, V7_LONG_BYTES,  \
+         V7_LONG_BUDGET}
 static const res_role v8_roles[] = {
     ROLES_V7,
     STAGED_ROLE("fused_first_pass_fp8", "gem_fused_first_pass_fp8"),
@@ -590,6 +610,41 @@ static const res_role v8_roles[] = {
 _Static_assert(NKEYS(v8_roles) == NKEYS(v7_roles) + 2 && NKEYS(v8_roles) == V8_FP8_STRIDED + 1,
                "v8 has v7's kernels and the two FP8 passes last");
 _Static_assert(NKEYS(v8_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds every kernel");
+/* v7's gates in v7's order, the same in v8 and v9 */
+#define GATES_V7                                                                               \
+    GATES_HEAD,                                                                                \
+        FP_GATES_STAGED("first_pass_bf16", p2),                                                \
+        FP_GATES_STAGED("first_pass_bf16_strided", p3),                                        \
+        FP_GATES_STAGED("first_pass_f16", p4),                                                 \
+        FP_GATES_STAGED("first_pass_f16_strided", p5),                                         \
+        FP_GATES("first_pass_k_from_v", p6),                                                   \
+        FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),                                   \
+        FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),                                    \
+        FP_GATES("first_pass_d256", p9),                                                       \
+        FP_GATES("first_pass_d256_bf16", p10),                                                 \
+        FP_GATES("first_pass_d256_f16", p11),                                                  \
+        {"reducer_warp_size_32", r2_warp},                                                     \
+        {"reducer_launchable_threads_ge_256", r2_launch},                                      \
+        {"reducer_dispatched_256_threads_8_warps", r2_disp},                                   \
+        {"reducer_no_dynamic_shared", r2_nodyn},                                               \
+        {"reducer_shared_within_32768", r2_shared},                                            \
+        {"reducer_zero_local_bytes", r2_local},                                                \
+        {"reducer_resident", r2_resident},                                                     \
+        {"baseline_kernels_launchable_no_local", g6_baseline},                                 \
+        {"first_pass_kfv_bf16_long_warp_size_32", l6_warp},                                    \
+        {"first_pass_kfv_bf16_long_launchable_threads_ge_128", l6_launch},                     \
+        {"first_pass_kfv_bf16_long_dispatched_128_threads_4_warps", l6_disp},                  \
+        {"first_pass_kfv_bf16_long_dynamic_shared_109952", l6_dyn},                            \
+        {"first_pass_kfv_bf16_long_shared_within_114688", l6_shared},                          \
+        {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},                               \
+        {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},                                \
+        {"first_pass_kfv_f32_long_warp_size_32", l7_warp},                                     \
+        {"first_pass_kfv_f32_long_launchable_threads_ge_320", l7_launch},                      \
+        {"first_pass_kfv_f32_long_dispatched_320_threads_10_warps", l7_disp},                  \
+        {"first_pass_kfv_f32_long_dynamic_shared_221696", l7_dyn},                             \
+        {"first_pass_kfv_f32_long_shared_within_232448", l7_shared},                           \
+        {"first_pass_kfv_f32_long_zero_local_bytes", l7_local},                                \
+        {"first_pass_kfv_f32_long_resident", l7_resident}
 static const res_gate v8_gates[] = {
     GATES_V7,
     FP_GATES_STAGED("first_pass_fp8", p19),
@@ -597,6 +652,57 @@ static const res_gate v8_gates[] = {
 };
 _Static_assert(NKEYS(v8_gates) == NKEYS(v7_gates) + 14,
                "v8: v7's gates and seven for each FP8 pass");
+
+/* ---- gem.resources.v9: the FP8 first passes keep their codes FP8 in shared memory -------- */
+/* v8's twenty-one kernels in v8's order; only the two FP8 first passes' (indices 19 and 20)
+ * shared-memory contract differs. Their body keeps the E4M3 codes FP8 in shared memory in
+ * 32-token tiles and widens the tensor cores' fragments as it reads them (dev/cuda/
+ * fp8_decode.cu version 5, results/h200/run182: 0.842 of the staged FP8 pass's time at 128K):
+ * exactly 67,584 dynamic shared bytes (two buffers of 2 x 32 rows of 528 bytes) beside about
+ * 17,792 static ones, about 85,376 in all, over v8's 80 KiB; so their budget is 96 KiB, and two
+ * blocks of at most 96 KiB (+ 1 KiB reserved each) still fit an SM's 228 KiB of shared memory.
+ * The other five gates of each (256 threads / 8 warps, no local memory, two blocks an SM, ...)
+ * are v8's. */
+#define V9_FP8_BYTES 67584
+#define V9_FP8_BUDGET 98304
+/* an FP8 first pass of v9: v8's gates but its two shared-memory ones, which read v9's bytes and
+ * budget */
+#define KGATES9(tag, i)                                                                        \
+    static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
+    static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
+    static int tag##_disp(const res_facts *f)                                                  \
+    {                                                                                          \
+        return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
+    }                                                                                          \
+    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
+    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }                   \
+    static int tag##_fp8_dyn(const res_facts *f) { return f->k[i].dyn == V9_FP8_BYTES; }      \
+    static int tag##_fp8_shared(const res_facts *f)                                            \
+    {                                                                                          \
+        return f->k[i].stat + f->k[i].dyn <= V9_FP8_BUDGET;                                    \
+    }
+KGATES9(q19, V8_FP8)
+KGATES9(q20, V8_FP8_STRIDED)
+#define FP8_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 1, 256, V9_FP8_BYTES, V9_FP8_BUDGET}
+static const res_role v9_roles[] = {
+    ROLES_V7,
+    FP8_ROLE("fused_first_pass_fp8", "gem_fused_first_pass_fp8"),
+    FP8_ROLE("fused_first_pass_fp8_strided", "gem_fused_first_pass_fp8_strided"),
+};
+_Static_assert(NKEYS(v9_roles) == NKEYS(v8_roles), "v9 has v8's kernels in v8's order");
+/* an FP8 first pass's seven gates in v9, named as v8 names them but for its bytes and budget */
+#define FP_GATES_FP8(pre, tag)                                                                 \
+    {pre "_warp_size_32", tag##_warp}, {pre "_launchable_threads_ge_256", tag##_launch},         \
+        {pre "_dispatched_256_threads_8_warps", tag##_disp},                                   \
+        {pre "_dynamic_shared_67584", tag##_fp8_dyn},                                          \
+        {pre "_shared_within_98304", tag##_fp8_shared}, {pre "_zero_local_bytes", tag##_local}, \
+        {pre "_two_blocks_per_sm", tag##_two}
+static const res_gate v9_gates[] = {
+    GATES_V7,
+    FP_GATES_FP8("first_pass_fp8", q19),
+    FP_GATES_FP8("first_pass_fp8_strided", q20),
+};
+_Static_assert(NKEYS(v9_gates) == NKEYS(v8_gates), "v9: v8's gates, two of each FP8 pass renamed");
 
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
@@ -630,7 +736,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
  * staged BF16 first passes), gem.resources.v3 (up to the staged F16 first passes),
  * gem.resources.v4 (up to the tensor-core K-from-V first passes), gem.resources.v5 (up to the
  * long BF16 K-from-V first pass), gem.resources.v6 (up to the long F32 K-from-V first pass),
- * gem.resources.v7 (up to the FP8 first passes) and gem.resources.v8 (the kernels it ships). */
+ * gem.resources.v7 (up to the FP8 first passes), gem.resources.v8 (up to the FP8 first passes
+ * that keep their codes FP8 in shared memory) and gem.resources.v9 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -651,6 +758,8 @@ static const res_schema schemas[] = {
      NKEYS(v7_roles), v7_gates, NKEYS(v7_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v8", "gem resources", "gem.analysis.resources.v8", 0, 8, 32768, v8_roles,
      NKEYS(v8_roles), v8_gates, NKEYS(v8_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v9", "gem resources", "gem.analysis.resources.v9", 0, 8, 32768, v9_roles,
+     NKEYS(v9_roles), v9_gates, NKEYS(v9_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -1006,7 +1115,7 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     const res_schema *sc = find_schema(s, NULL);
     if (!sc)
         return an_fail(c, "schema", AN_SWAPPED,
-                       "this is a '%.100s' document, expected gem.resources.v1 .. v8", s);
+                       "this is a '%.100s' document, expected gem.resources.v1 .. v9", s);
     /* the tool picks among the entries of this schema */
     const char *tn = json_string_value(json_object_get(json_object_get(doc, "tool"), "name"));
     if (tn && find_schema(s, tn))

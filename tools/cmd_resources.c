@@ -1,6 +1,6 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v8, docs/receipts-resources.md).
+ * ships (schema gem.resources.v9, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones, the long BF16 and F32
  * K-from-V ones, the sliding-window layers' D256 ones and the D512 FP8 E4M3 ones) and the
@@ -47,7 +47,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v8): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v9): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, FP8 E4M3 caches among them, D256\n"
             "for the sliding-window ones)\n"
@@ -177,12 +177,18 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
                      k->warp_size, "max_active_blocks_per_sm", k->max_active_blocks_per_sm);
 }
 
-/* The BF16, F16 and FP8 first passes stage their tiles in shared memory (src/cuda/
- * attn_fused_body.cuh; the FP8 ones widen the E4M3 codes to F16 as they stage them): launched
- * with these dynamic bytes, and within this budget (80 KiB), which leaves the L1 the loads in
- * flight need at two blocks an SM (docs/receipts-resources.md). */
+/* The BF16 and F16 first passes stage their tiles in shared memory (src/cuda/
+ * attn_fused_body.cuh): launched with these dynamic bytes, and within this budget (80 KiB),
+ * which leaves the L1 the loads in flight need at two blocks an SM
+ * (docs/receipts-resources.md). */
 #define STAGED_DYNAMIC_SHARED 66560
 #define STAGED_SHARED_BUDGET 81920
+/* The FP8 first passes keep the E4M3 codes FP8 in shared memory, in 32-token tiles (two
+ * buffers of 2 x 32 rows of 528 bytes), and widen them as the tensor cores read them: these
+ * dynamic bytes beside about 17,792 static ones, within this budget (96 KiB), which still lets
+ * two blocks share an SM (2 x (96 KiB + 1 KiB reserved) of the 228 KiB). */
+#define FP8_DYNAMIC_SHARED 67584
+#define FP8_SHARED_BUDGET 98304
 /* The BF16 and F16 K-from-V first passes stage their V tiles alone: these dynamic bytes, within
  * the same budget. */
 #define KFV_STAGED_DYNAMIC_SHARED 33280
@@ -196,7 +202,7 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
 #define KFV_F32_LONG_DYNAMIC_SHARED 221696
 #define KFV_F32_LONG_SHARED_BUDGET 232448
 
-/* The kernels a gem.resources.v8 receipt lists, in gem_cuda_kernel_query's order: the
+/* The kernels a gem.resources.v9 receipt lists (v8's), in gem_cuda_kernel_query's order: the
  * GEM_CUDA_FIRST_PASSES first passes, the reducer, the baseline's kernels, the long BF16 and F32
  * K-from-V first passes, then the two FP8 first passes (dense rows, strided rows). */
 #define RES_LONG_BF16 (GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS)
@@ -205,28 +211,41 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
 #define RES_KERNELS (RES_FP8 + 2)
 _Static_assert(GEM_CUDA_KERNELS == RES_KERNELS, "a kernel the library adds needs a new schema");
 
+/* Whether a role is one of the two FP8 first passes (dense rows, strided rows). */
+static int fp8_role(const char *role)
+{
+    return !strcmp(role, "fused_first_pass_fp8") || !strcmp(role, "fused_first_pass_fp8_strided");
+}
+
 /* The dynamic shared bytes a first pass is staged in, by its role; 0: not staged. */
 static int64_t staged_bytes(const char *role)
 {
-    static const char *const staged[] = {
-        "fused_first_pass_bf16", "fused_first_pass_bf16_strided", "fused_first_pass_f16",
-        "fused_first_pass_f16_strided", "fused_first_pass_fp8", "fused_first_pass_fp8_strided"};
+    static const char *const staged[] = {"fused_first_pass_bf16", "fused_first_pass_bf16_strided",
+                                         "fused_first_pass_f16", "fused_first_pass_f16_strided"};
     for (size_t i = 0; i < sizeof staged / sizeof staged[0]; i++)
         if (!strcmp(role, staged[i]))
             return STAGED_DYNAMIC_SHARED;
+    if (fp8_role(role))
+        return FP8_DYNAMIC_SHARED;
     if (!strcmp(role, "fused_first_pass_k_from_v_bf16") ||
         !strcmp(role, "fused_first_pass_k_from_v_f16"))
         return KFV_STAGED_DYNAMIC_SHARED;
     return 0;
 }
 
+/* The static + dynamic shared bytes a staged first pass must stay within, by its role. */
+static int64_t staged_budget(const char *role)
+{
+    return fp8_role(role) ? FP8_SHARED_BUDGET : STAGED_SHARED_BUDGET;
+}
+
 /* The checks of one fused kernel: launched as the route says (256 threads, 8 warps,
  * no dynamic shared memory), within the design's 32 KiB shared-memory budget, no
  * local memory, and at least `want_blocks` resident blocks per SM; a staged pass (`staged`
- * dynamic bytes, STAGED_DYNAMIC_SHARED or KFV_STAGED_DYNAMIC_SHARED; 0: not staged) with
- * exactly those dynamic bytes, within STAGED_SHARED_BUDGET. */
+ * dynamic bytes, staged_bytes of its role; 0: not staged) with exactly those dynamic bytes,
+ * static + dynamic within `budget` (staged_budget of its role; read only when staged). */
 static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel_info *k,
-                        int want_blocks, int64_t staged)
+                        int want_blocks, int64_t staged, int64_t budget)
 {
     char key[96];
 #define GATE(suffix, cond)                                                                     \
@@ -241,8 +260,10 @@ static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel
         char dyn[48];
         snprintf(dyn, sizeof dyn, "dynamic_shared_%" PRId64, staged);
         GATE(dyn, (int64_t)k->dynamic_shared_bytes == staged);
-        GATE("shared_within_81920",
-             k->static_shared_bytes + k->dynamic_shared_bytes <= STAGED_SHARED_BUDGET);
+        char within[48];
+        snprintf(within, sizeof within, "shared_within_%" PRId64, budget);
+        GATE(within,
+             (int64_t)k->static_shared_bytes + (int64_t)k->dynamic_shared_bytes <= budget);
     } else {
         GATE("no_dynamic_shared", k->dynamic_shared_bytes == 0);
         GATE("shared_within_32768", k->static_shared_bytes + k->dynamic_shared_bytes <= 32768);
@@ -376,15 +397,15 @@ int gem_cmd_resources(int argc, char **argv)
         gem_engine_destroy(e);
         return 2;
     }
-    /* every gate below reads its kernel by its place in the v8 list */
+    /* every gate below reads its kernel by its place in the v9 list (v8's) */
     if (nk != RES_KERNELS) {
-        cli_error(CMD, "the library lists %zu kernels, gem.resources.v8 describes %d", nk,
+        cli_error(CMD, "the library lists %zu kernels, gem.resources.v9 describes %d", nk,
                   RES_KERNELS);
         gem_engine_destroy(e);
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v8", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v9", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -444,8 +465,9 @@ int gem_cmd_resources(int argc, char **argv)
     /* every first pass (D512 per element type, dense and strided rows, K from V; D256 per
      * element type): the default P of each shape assumes two resident blocks per SM */
     for (size_t i = 0; i < GEM_CUDA_FIRST_PASSES; i++)
-        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role));
-    fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0);
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role),
+                    staged_budget(ks[i].role));
+    fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0, 0);
     int baseline_ok = 1;
     for (size_t i = GEM_CUDA_FIRST_PASSES + 1;
          i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS; i++)
@@ -491,10 +513,11 @@ int gem_cmd_resources(int argc, char **argv)
         json_object_set_new(gates, "first_pass_kfv_f32_long_resident",
                             json_boolean(k->max_active_blocks_per_sm >= 1));
     }
-    /* the FP8 first passes (D512, E4M3 codes widened to F16 as they are staged): the staged
-     * BF16 / F16 passes' launch, bytes and budget, two blocks an SM like every first pass */
+    /* the FP8 first passes (D512, E4M3 codes kept FP8 in shared memory): the staged BF16 / F16
+     * passes' launch, their own bytes and budget, two blocks an SM like every first pass */
     for (size_t i = RES_FP8; i < RES_KERNELS; i++)
-        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role));
+        fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role),
+                    staged_budget(ks[i].role));
     int all = 1;
     const char *k;
     json_t *v;
