@@ -496,7 +496,7 @@ static int l7_shared(const res_facts *f)
 }
 static int l7_local(const res_facts *f) { return f->k[V7_LONG].local == 0; }
 static int l7_resident(const res_facts *f) { return f->k[V7_LONG].active >= 1; }
-/* v7's nineteen kernels in v7's order, the same in v8 */
+/* v7's nineteen kernels in v7's order, the same in v8 and v9 */
 #define ROLES_V7                                                                                   \
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),                                        \
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),                        \
@@ -519,7 +519,7 @@ static const res_role v7_roles[] = {
 };
 _Static_assert(NKEYS(v7_roles) == NKEYS(v6_roles) + 1 && NKEYS(v7_roles) == V7_LONG + 1,
                "v7 has v6's kernels and the long F32 pass last");
-/* v7's gates in v7's order, the same in v8 */
+/* v7's gates in v7's order, the same in v8 and v9 */
 #define GATES_V7                                                                                   \
     GATES_HEAD,                                                                                    \
     FP_GATES_STAGED("first_pass_bf16", p2),                                                        \
@@ -584,24 +584,6 @@ _Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
     KGATES3(tag, i)
 KGATES8(p19, V8_FP8)
 KGATES8(p20, V8_FP8_STRIDED)
-/* v7's nineteen kernels in v7's order, the same in v8 and v9 */
-#define ROLES_V7                                                                               \
-    FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),                                    \
-        FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),                \
-        STAGED_ROLE("fused_first_pass_bf16", "gem_fused_first_pass_bf16"),                     \
-        STAGED_ROLE("fused_first_pass_bf16_strided", "gem_fused_first_pass_bf16_strided"),     \
-        STAGED_ROLE("fused_first_pass_f16", "gem_fused_first_pass_f16"),                       \
-        STAGED_ROLE("fused_first_pass_f16_strided", "gem_fused_first_pass_f16_strided"),       \
-        FUSED_ROLE("fused_first_pass_k_from_v", "gem_fused_first_pass_k_from_v"),              \
-        KFV_STAGED_ROLE("fused_first_pass_k_from_v_bf16", "gem_fused_first_pass_k_from_v_bf16"), \
-        KFV_STAGED_ROLE("fused_first_pass_k_from_v_f16", "gem_fused_first_pass_k_from_v_f16"), \
-        ROLES_AFTER_KFV,                                                                       \
-        {"fused_first_pass_kfv_bf16_long",                                                     \
-         {"gem_fused_first_pass_k_from_v_bf16_long", NULL, NULL, NULL}, 1, 128, V6_LONG_BYTES, \
-         V6_LONG_BUDGET},                                                                      \
-        {"fused_first_pass_kfv_f32_long",                                                      \
-         {"gem_fused_first_pass_k_from_v_f32_long", NULL, NULL, NULL}, 1, 320, V7_LONG_BYTES,  \
-         V7_LONG_BUDGET}
 static const res_role v8_roles[] = {
     ROLES_V7,
     STAGED_ROLE("fused_first_pass_fp8", "gem_fused_first_pass_fp8"),
@@ -610,41 +592,6 @@ static const res_role v8_roles[] = {
 _Static_assert(NKEYS(v8_roles) == NKEYS(v7_roles) + 2 && NKEYS(v8_roles) == V8_FP8_STRIDED + 1,
                "v8 has v7's kernels and the two FP8 passes last");
 _Static_assert(NKEYS(v8_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds every kernel");
-/* v7's gates in v7's order, the same in v8 and v9 */
-#define GATES_V7                                                                               \
-    GATES_HEAD,                                                                                \
-        FP_GATES_STAGED("first_pass_bf16", p2),                                                \
-        FP_GATES_STAGED("first_pass_bf16_strided", p3),                                        \
-        FP_GATES_STAGED("first_pass_f16", p4),                                                 \
-        FP_GATES_STAGED("first_pass_f16_strided", p5),                                         \
-        FP_GATES("first_pass_k_from_v", p6),                                                   \
-        FP_GATES_KFV_STAGED("first_pass_k_from_v_bf16", p7),                                   \
-        FP_GATES_KFV_STAGED("first_pass_k_from_v_f16", p8),                                    \
-        FP_GATES("first_pass_d256", p9),                                                       \
-        FP_GATES("first_pass_d256_bf16", p10),                                                 \
-        FP_GATES("first_pass_d256_f16", p11),                                                  \
-        {"reducer_warp_size_32", r2_warp},                                                     \
-        {"reducer_launchable_threads_ge_256", r2_launch},                                      \
-        {"reducer_dispatched_256_threads_8_warps", r2_disp},                                   \
-        {"reducer_no_dynamic_shared", r2_nodyn},                                               \
-        {"reducer_shared_within_32768", r2_shared},                                            \
-        {"reducer_zero_local_bytes", r2_local},                                                \
-        {"reducer_resident", r2_resident},                                                     \
-        {"baseline_kernels_launchable_no_local", g6_baseline},                                 \
-        {"first_pass_kfv_bf16_long_warp_size_32", l6_warp},                                    \
-        {"first_pass_kfv_bf16_long_launchable_threads_ge_128", l6_launch},                     \
-        {"first_pass_kfv_bf16_long_dispatched_128_threads_4_warps", l6_disp},                  \
-        {"first_pass_kfv_bf16_long_dynamic_shared_109952", l6_dyn},                            \
-        {"first_pass_kfv_bf16_long_shared_within_114688", l6_shared},                          \
-        {"first_pass_kfv_bf16_long_zero_local_bytes", l6_local},                               \
-        {"first_pass_kfv_bf16_long_two_blocks_per_sm", l6_two},                                \
-        {"first_pass_kfv_f32_long_warp_size_32", l7_warp},                                     \
-        {"first_pass_kfv_f32_long_launchable_threads_ge_320", l7_launch},                      \
-        {"first_pass_kfv_f32_long_dispatched_320_threads_10_warps", l7_disp},                  \
-        {"first_pass_kfv_f32_long_dynamic_shared_221696", l7_dyn},                             \
-        {"first_pass_kfv_f32_long_shared_within_232448", l7_shared},                           \
-        {"first_pass_kfv_f32_long_zero_local_bytes", l7_local},                                \
-        {"first_pass_kfv_f32_long_resident", l7_resident}
 static const res_gate v8_gates[] = {
     GATES_V7,
     FP_GATES_STAGED("first_pass_fp8", p19),
