@@ -2,7 +2,8 @@
 # run 183: the library's FP8 first passes on dev/cuda/fp8_decode version 5's body (the codes kept
 # FP8 in shared memory, 32-token tiles). test_cuda_queries; gem resources (gem.resources.v9) and
 # its analysis; gem bench --backend cuda, FP8, fused against fused at 8K / 64K / 128K;
-# compute-sanitizer memcheck, then racecheck, over test_decode --small (FP8 cases among them).
+# compute-sanitizer memcheck, then racecheck, over test_decode --small (FP8 cases among them);
+# test_decode's default matrix.
 set -u -o pipefail
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 R=/tmp/r183; mkdir -p $R
@@ -33,4 +34,7 @@ save
 timeout 80 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_decode --small \
   > $R/racecheck-decode.txt 2>&1
 echo "racecheck rc=$? at $(el) s"; tail -n 2 $R/racecheck-decode.txt
+save
+timeout 330 $B/test_decode > $R/test_decode.txt 2>&1
+echo "test_decode (default matrix) rc=$? at $(el) s"; tail -n 2 $R/test_decode.txt
 save; echo "done at $(el) s"
