@@ -570,9 +570,9 @@ _Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
  * them, as for every first pass). */
 #define V8_FP8 19
 #define V8_FP8_STRIDED 20
-/* a staged first pass past v2's twelve: the common gates but the 32 KiB one, two blocks per
- * SM, and the staged pass's two shared-memory gates */
-#define KGATES8(tag, i)                                                                        \
+/* a staged first pass's five gates beside its shared-memory ones: a 32-lane warp, 256 threads
+ * launchable and launched as 8 warps, no local memory, two blocks an SM */
+#define KGATES_STAGED5(tag, i)                                                                 \
     static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
     static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
     static int tag##_disp(const res_facts *f)                                                  \
@@ -580,7 +580,11 @@ _Static_assert(NKEYS(v7_gates) == NKEYS(v6_gates) + 7,
         return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
     }                                                                                          \
     static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
-    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }                   \
+    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }
+/* a staged first pass past v2's twelve: the common gates but the 32 KiB one, two blocks per
+ * SM, and the staged pass's two shared-memory gates */
+#define KGATES8(tag, i)                                                                        \
+    KGATES_STAGED5(tag, i)                                                                     \
     KGATES3(tag, i)
 KGATES8(p19, V8_FP8)
 KGATES8(p20, V8_FP8_STRIDED)
@@ -615,14 +619,7 @@ _Static_assert(NKEYS(v8_gates) == NKEYS(v7_gates) + 14,
 /* an FP8 first pass of v9: v8's gates but its two shared-memory ones, which read v9's bytes and
  * budget */
 #define KGATES9(tag, i)                                                                        \
-    static int tag##_warp(const res_facts *f) { return f->k[i].warp == 32; }                  \
-    static int tag##_launch(const res_facts *f) { return f->k[i].max_threads >= 256; }         \
-    static int tag##_disp(const res_facts *f)                                                  \
-    {                                                                                          \
-        return f->k[i].threads == 256 && f->k[i].warps == 8;                                   \
-    }                                                                                          \
-    static int tag##_local(const res_facts *f) { return f->k[i].local == 0; }                  \
-    static int tag##_two(const res_facts *f) { return f->k[i].active >= 2; }                   \
+    KGATES_STAGED5(tag, i)                                                                     \
     static int tag##_fp8_dyn(const res_facts *f) { return f->k[i].dyn == V9_FP8_BYTES; }      \
     static int tag##_fp8_shared(const res_facts *f)                                            \
     {                                                                                          \
