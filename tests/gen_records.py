@@ -3,7 +3,7 @@
 
 usage: gen_records.py GEM OUTDIR [what ...]
   what: resources, resources-v2, resources-v3, resources-v4, resources-v5, resources-v6,
-        resources-v7, resources-v8, resources-v9,
+        resources-v7, resources-v8, resources-v9, resources-v10,
         resources-dev, diffs,
         models, profiles (default: all)
 
@@ -36,6 +36,9 @@ resources-v9   the same under root-v9/ and OUTDIR/resources-v9.json, a
            gem.resources.v9 receipt: v8's kernels, the two FP8 first passes
            keeping their codes FP8 in shared memory (67,584 dynamic bytes beside
            17,792 static ones, within 98,304).
+resources-v10  the same under root-v10/ and OUTDIR/resources-v10.json, a
+           gem.resources.v10 receipt: v9's kernels, then the baseline's score and
+           value kernels of BF16, F16 and FP8 E4M3 caches and their one gate.
 resources-dev  OUTDIR/root-dev/dev/cuda/fused_decode.cu, OUTDIR/root-dev/
            build/fused_decode and OUTDIR/resources-dev.json: the design
            candidate's gem.resources.v1 receipt as dev/cuda/fused_decode.cu's
@@ -182,6 +185,12 @@ STAGED[9] = STAGED[4]
 KFV_STAGED[9] = KFV_STAGED[5]
 # the FP8 passes' dynamic bytes, static bytes and budget, by schema version (v8 or v9)
 FP8_SHARED = {8: (66560, 12928, 81920), 9: (67584, 17792, 98304)}
+# v10: v9's kernels, then the baseline's score and value kernels of the other cache types
+STAGED[10] = STAGED[4]
+KFV_STAGED[10] = KFV_STAGED[5]
+FP8_SHARED[10] = FP8_SHARED[9]
+BASELINE_TYPED = [kernel("gem_baseline_%s_%s" % (stage, t), "baseline_%s_%s" % (stage, t), 256, 0)
+                  for stage in ("score", "value") for t in ("bf16", "f16", "fp8")]
 
 
 def resources_v2(out, version=2):
@@ -189,8 +198,8 @@ def resources_v2(out, version=2):
     two F16 ones too), v5 (and the BF16 and F16 K-from-V ones in 33,280 bytes), v6 (and the
     long BF16 K-from-V one after the baseline's kernels: 128 threads, 109,952 bytes), v7 (and
     the long F32 K-from-V one after it: 320 threads, 221,696 bytes), v8 (and the two FP8
-    first passes after it, staged in 66,560 bytes) or v9 (the FP8 passes in 67,584 bytes
-    within 98,304)."""
+    first passes after it, staged in 66,560 bytes), v9 (the FP8 passes in 67,584 bytes
+    within 98,304) or v10 (and the baseline's six kernels of the other cache types last)."""
     root = "root-v%d" % version
     sources, binary = stand_in_tree(os.path.join(out, root), "src/cuda",
                                     ["attn_fused.cu", "attn_fused_body.cuh",
@@ -221,6 +230,8 @@ def resources_v2(out, version=2):
         for fp in FP8_PASSES:
             gates += kernel_gates(fp, "dynamic_shared_%d" % fp8_dyn, "two_blocks_per_sm",
                                   "shared_within_%d" % fp8_budget)
+    if version >= 10:
+        gates.append("baseline_typed_kernels_launchable_no_local")
     # P = 64 on 132 SMs: two blocks per SM over 4 KV heads, down to a multiple of 32
     doc = {
         "schema": "gem.resources.v%d" % version, "tool": tool("gem resources"), "device": DEVICE,
@@ -243,7 +254,8 @@ def resources_v2(out, version=2):
                             "fused_first_pass_kfv_f32_long", 320, 221696, static=1024,
                             regs=168)] if version >= 7 else []) +
                    ([kernel("gem_fused_" + fp, "fused_" + fp, 256, fp8_dyn, static=fp8_static,
-                            regs=128) for fp in FP8_PASSES] if version >= 8 else []),
+                            regs=128) for fp in FP8_PASSES] if version >= 8 else []) +
+                   (BASELINE_TYPED if version >= 10 else []),
         "sources": sources, "binary": binary,
         "gates": {g: True for g in gates}, "verdict": "pass",
     }
@@ -370,7 +382,7 @@ def main():
     gem, out = sys.argv[1], sys.argv[2]
     what = sys.argv[3:] or ["resources", "resources-v2", "resources-v3", "resources-v4",
                             "resources-v5", "resources-v6", "resources-v7",
-                            "resources-v8", "resources-v9", "resources-dev",
+                            "resources-v8", "resources-v9", "resources-v10", "resources-dev",
                             "diffs", "models", "profiles"]
     os.makedirs(out, exist_ok=True)
     for w in what:
@@ -392,6 +404,8 @@ def main():
             resources_v2(out, 8)
         elif w == "resources-v9":
             resources_v2(out, 9)
+        elif w == "resources-v10":
+            resources_v2(out, 10)
         elif w == "resources-dev":
             resources_dev(out)
         elif w == "diffs":

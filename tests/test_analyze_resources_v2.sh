@@ -12,7 +12,8 @@
 # the tool that picks among a schema's entries. Then v3-v9, each what sets it
 # apart from the one before (v8: the two FP8 first passes after v7's kernels;
 # v9: those two in 67,584 dynamic bytes within 96 KiB, their codes FP8 in
-# shared memory).
+# shared memory; v10: the baseline's score and value kernels of BF16, F16 and
+# FP8 caches after v9's kernels).
 #   usage: bash test_analyze_resources_v2.sh <gem> <source-dir>
 set -euo pipefail
 GEM="$1"
@@ -22,7 +23,7 @@ trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
 T="python3 $SRC/tests/tamper.py"
 python3 "$SRC/tests/gen_records.py" "$GEM" "$WORK" resources-v2 resources-v3 resources-v4 \
-  resources-v5 resources-v6 resources-v7 resources-v8 resources-v9 resources-dev
+  resources-v5 resources-v6 resources-v7 resources-v8 resources-v9 resources-v10 resources-dev
 V2="$WORK/resources-v2.json"
 V3="$WORK/resources-v3.json"
 V4="$WORK/resources-v4.json"
@@ -31,6 +32,7 @@ V6="$WORK/resources-v6.json"
 V7="$WORK/resources-v7.json"
 V8="$WORK/resources-v8.json"
 V9="$WORK/resources-v9.json"
+V10="$WORK/resources-v10.json"
 DEV="$WORK/resources-dev.json"
 A2() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v2"; }
 A3() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v3"; }
@@ -40,6 +42,7 @@ A6() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" -
 A7() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v7"; }
 A8() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v8"; }
 A9() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v9"; }
+A10() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-v10"; }
 AD() { GEM="$GEM" bash "$SRC/scripts/analyze-fused-split-kv-resources.sh" "$@" --root "$WORK/root-dev"; }
 
 expect_pass v2-good A2 "$V2" --out "$WORK/analysis-v2.json"
@@ -63,6 +66,13 @@ t6() { tamper "$V6" A6 "$@"; }  # t6 ...: the v6 receipt
 t7() { tamper "$V7" A7 "$@"; }  # t7 ...: the v7 receipt
 t8() { tamper "$V8" A8 "$@"; }  # t8 ...: the v8 receipt
 t9() { tamper "$V9" A9 "$@"; }  # t9 ...: the v9 receipt
+t10() { tamper "$V10" A10 "$@"; } # t10 ...: the v10 receipt
+m10() { # m10 NAME CLASS PYTHON: edit the parsed v10 receipt `d`
+  local name="$1" cls="$2" code="$3"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
+    "$V10" "$WORK/$name.json"
+  expect_fail "$name" "$cls" A10 "$WORK/$name.json"
+}
 m9() { # m9 NAME CLASS PYTHON: edit the parsed v9 receipt `d`
   local name="$1" cls="$2" code="$3"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $code; json.dump(d,open(sys.argv[2],'w'))" \
@@ -507,5 +517,47 @@ expect_pass v8-of-v9-good A9 "$WORK/v8-of-v9.json" --out "$WORK/analysis-v8-of-v
 check v8-of-v9-analysis-schema grep -q '"gem.analysis.resources.v8"' \
   "$WORK/analysis-v8-of-v9.json"
 t9 v9-as-v7 "unexpected field" set schema '"gem.resources.v7"'
+
+# gem.resources.v10 (since the baseline reads BF16, F16 and FP8 caches): v9's kernels in v9's
+# order, then the baseline's score for BF16, F16, FP8 and its value stage for the same three
+# (indices 21-26), with one gate over the six as the F32 four have one. A v10 receipt missing
+# one, with them reordered, renamed, with local memory or no resident block, with the gate
+# missing or flipped, or relabelled v9, is refused; cut back to v9 it passes as v9.
+expect_pass v10-good A10 "$V10" --out "$WORK/analysis-v10.json"
+check v10-analysis-schema grep -q '"gem.analysis.resources.v10"' "$WORK/analysis-v10.json"
+check v10-analysis-lists-typed grep -q '"baseline_value_fp8"' "$WORK/analysis-v10.json"
+t10 v10-typed-removed "missing field" del kernels.26
+t10 v10-typed-first-removed "missing field" del kernels.21
+m10 v10-typed-order "file swapped" \
+  'd["kernels"][21],d["kernels"][24]=d["kernels"][24],d["kernels"][21]'
+t10 v10-typed-symbol "wrong value" set kernels.22.name '"gem_baseline_score"'
+t10 v10-typed-role "file swapped" set kernels.23.role '"baseline_score"'
+check v10-typed-role-names-the-kernel \
+  grep -qF "a second 'baseline_score' kernel where the 'baseline_score_fp8' kernel belongs" \
+  "$WORK/err.txt"
+t10 v10-typed-local "threshold not met" set kernels.25.local_bytes 16
+check v10-typed-local-names-the-kernel \
+  grep -qF "gem_baseline_value_f16: 16 local (spill) bytes, must be 0" "$WORK/err.txt"
+t10 v10-typed-not-resident "threshold not met" set kernels.21.max_active_blocks_per_sm 0
+t10 v10-typed-over-launch "threshold not met" set kernels.24.max_threads_per_block 128
+m10 v10-extra-kernel "unexpected field" 'd["kernels"].append(dict(d["kernels"][26]))'
+t10 v10-typed-gate-missing "missing field" del gates.baseline_typed_kernels_launchable_no_local
+t10 v10-typed-gate-flipped "verdict disagrees with the figures" \
+  set gates.baseline_typed_kernels_launchable_no_local false
+t10 v10-as-v9 "unexpected field" set schema '"gem.resources.v9"'
+m10 v10-gate-as-v9 "unexpected field" \
+  'd["gates"]["baseline_kernels_launchable_no_local_typed"]=d["gates"].pop("baseline_typed_kernels_launchable_no_local")'
+t9 v9-as-v10 "missing field" set schema '"gem.resources.v10"'
+python3 - "$V10" "$WORK/v9-of-v10.json" <<'PY' # v10 cut back to v9: its kernels and gates
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["schema"] = "gem.resources.v9"
+d["kernels"] = d["kernels"][:21]
+del d["gates"]["baseline_typed_kernels_launchable_no_local"]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_pass v9-of-v10-good A10 "$WORK/v9-of-v10.json" --out "$WORK/analysis-v9-of-v10.json"
+check v9-of-v10-analysis-schema grep -q '"gem.analysis.resources.v9"' \
+  "$WORK/analysis-v9-of-v10.json"
 
 summary test_analyze_resources_v2

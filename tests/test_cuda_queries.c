@@ -187,7 +187,10 @@ static void check_device(void)
         "gem_baseline_normalize",    "gem_baseline_value",
         "gem_baseline_reduce",       "gem_fused_first_pass_k_from_v_bf16_long",
         "gem_fused_first_pass_k_from_v_f32_long", "gem_fused_first_pass_fp8",
-        "gem_fused_first_pass_fp8_strided"};
+        "gem_fused_first_pass_fp8_strided", "gem_baseline_score_bf16",
+        "gem_baseline_score_f16",    "gem_baseline_score_fp8",
+        "gem_baseline_value_bf16",   "gem_baseline_value_f16",
+        "gem_baseline_value_fp8"};
     static const char *roles[GEM_CUDA_KERNELS] = {
         "fused_first_pass",      "fused_first_pass_strided", "fused_first_pass_bf16",
         "fused_first_pass_bf16_strided", "fused_first_pass_f16", "fused_first_pass_f16_strided",
@@ -196,7 +199,14 @@ static void check_device(void)
         "fused_first_pass_d256", "fused_first_pass_d256_bf16", "fused_first_pass_d256_f16",
         "fused_reducer",         "baseline_score",           "baseline_normalize",
         "baseline_value",        "baseline_reduce",          "fused_first_pass_kfv_bf16_long",
-        "fused_first_pass_kfv_f32_long", "fused_first_pass_fp8", "fused_first_pass_fp8_strided"};
+        "fused_first_pass_kfv_f32_long", "fused_first_pass_fp8", "fused_first_pass_fp8_strided",
+        "baseline_score_bf16",   "baseline_score_f16",       "baseline_score_fp8",
+        "baseline_value_bf16",   "baseline_value_f16",       "baseline_value_fp8"};
+    /* places in the list: the baseline's F32 stages, the long K-from-V passes, the FP8 passes,
+     * the baseline's score and value stages of the other cache types */
+    const int base0 = GEM_CUDA_FIRST_PASSES + 1, long0 = base0 + GEM_CUDA_BASELINE_KERNELS;
+    const int fp80 = long0 + 2, typed0 = fp80 + 2;
+    TCHECK_EQ_I64(typed0 + GEM_CUDA_BASELINE_TYPED_KERNELS, GEM_CUDA_KERNELS);
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         TCHECK(!strcmp(ks[i].name, names[i]) && !strcmp(ks[i].role, roles[i]));
         TCHECK_EQ_I64(ks[i].local_bytes, 0);
@@ -204,9 +214,9 @@ static void check_device(void)
         /* the BF16 and F16 first passes stage two tiles of K and V rows in dynamic shared
          * memory, the FP8 ones two 32-token tiles of FP8 rows, the K-from-V passes of BF16 and
          * F16 two tiles of V rows */
-        const int fp8 = i >= GEM_CUDA_KERNELS - 2;
+        const int fp8 = i == fp80 || i == fp80 + 1;
         const int staged = i >= 2 && i <= 5, kfv_staged = i == 7 || i == 8;
-        const int kfv_long = i == GEM_CUDA_KERNELS - 4, kfv_f32_long = i == GEM_CUDA_KERNELS - 3;
+        const int kfv_long = i == long0, kfv_f32_long = i == long0 + 1;
         TCHECK_EQ_I64(ks[i].dynamic_shared_bytes, staged         ? 66560
                                                   : fp8          ? 67584
                                                   : kfv_staged   ? 33280
@@ -226,14 +236,24 @@ static void check_device(void)
     }
     TCHECK_EQ_I64(ks[GEM_CUDA_FIRST_PASSES].grid_blocks, 32 * 2);
     /* the FP8 first passes: the staged passes' block, two an SM, the fused route's grid */
-    for (int i = GEM_CUDA_KERNELS - 2; i < GEM_CUDA_KERNELS; i++) {
+    for (int i = fp80; i < fp80 + 2; i++) {
         TCHECK(ks[i].threads_dispatched == 256 && ks[i].warps_dispatched == 8);
         TCHECK(ks[i].max_active_blocks_per_sm >= 2);
         TCHECK_EQ_I64(ks[i].grid_blocks, 4 * 64);
     }
     /* the long BF16 K-from-V first pass: four warps, its shared memory within 112 KiB, and
      * still two blocks an SM; the fused route's grid */
-    const gem_cuda_kernel_info *kl = &ks[GEM_CUDA_KERNELS - 4];
+    /* the baseline's score and value of BF16, F16 and FP8: the F32 stages' blocks and grids */
+    for (int i = 0; i < GEM_CUDA_BASELINE_TYPED_KERNELS; i++) {
+        const gem_cuda_kernel_info *f32 = &ks[i < 3 ? base0 : base0 + 2];
+        TCHECK(ks[typed0 + i].threads_dispatched == 256 && ks[typed0 + i].warps_dispatched == 8);
+        TCHECK_EQ_I64(ks[typed0 + i].grid_blocks, f32->grid_blocks);
+        TCHECK_EQ_I64((int64_t)ks[typed0 + i].static_shared_bytes,
+                      (int64_t)f32->static_shared_bytes);
+    }
+    TCHECK_EQ_I64(ks[base0].grid_blocks, 131072 / 256 * 4);
+    TCHECK_EQ_I64(ks[base0 + 2].grid_blocks, 16 * (512 / 32) * 4);
+    const gem_cuda_kernel_info *kl = &ks[long0];
     TCHECK(kl->threads_dispatched == 128 && kl->warps_dispatched == 4);
     TCHECK(kl->static_shared_bytes + kl->dynamic_shared_bytes <= 114688);
     TCHECK(kl->max_active_blocks_per_sm >= 2);
@@ -277,7 +297,7 @@ static void check_device(void)
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3), GEM_OK);
     TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3,
                                             GEM_ROUTE_BASELINE),
-                  GEM_ERR_UNSUPPORTED);
+                  GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_BF16),
                   GEM_ERR_UNSUPPORTED);
     const gem_decode_shape heads64 = {512, 64, 512, 512, 1.0f}, heads65 = {520, 65, 512, 512, 1.0f};
@@ -285,12 +305,25 @@ static void check_device(void)
                   GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &heads65, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3),
                   GEM_ERR_UNSUPPORTED);
+    TCHECK_STATUS(gem_decode_supports_route(c, &heads64, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_OK);
+    TCHECK_STATUS(gem_decode_supports_route(c, &heads65, GEM_DTYPE_FP8_E4M3, GEM_DTYPE_FP8_E4M3,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_ERR_UNSUPPORTED);
     TCHECK_STATUS(gem_decode_supports(c, &heads65, GEM_DTYPE_BF16, GEM_DTYPE_BF16), GEM_OK);
     TCHECK_STATUS(gem_decode_supports(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F32),
                   GEM_ERR_UNSUPPORTED); /* one element type for K and V on CUDA */
+    /* the baseline reads every cache type the fused route reads at D512, one type for both */
     TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_BF16,
                                             GEM_ROUTE_BASELINE),
-                  GEM_ERR_UNSUPPORTED); /* the baseline's kernels read F32 */
+                  GEM_OK);
+    TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_F16, GEM_DTYPE_F16,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_OK);
+    TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_BF16, GEM_DTYPE_F16,
+                                            GEM_ROUTE_BASELINE),
+                  GEM_ERR_UNSUPPORTED);
     TCHECK_STATUS(gem_decode_supports_route(c, &prod, GEM_DTYPE_F32, GEM_DTYPE_F32,
                                             GEM_ROUTE_BASELINE),
                   GEM_OK);

@@ -9,9 +9,10 @@
  *   - every output element written (the output is poisoned first) and the guard
  *     bytes after it intact; the workspace is poisoned before each call;
  *   - bitwise repeats (a second call, and on the CPU the other thread count);
- *   - on the CPU, a 16-bit cache gives bit for bit the output of the same call
- *     on its exact F32 widening (the kernels convert exactly, then run the F32
- *     rule), which catches a conversion error far below the NMSE gate;
+ *   - on the CPU, and on CUDA for the baseline route, a 16-bit cache gives bit
+ *     for bit the output of the same call on its exact F32 widening (the kernels
+ *     convert exactly, then run the F32 rule), which catches a conversion error
+ *     far below the NMSE gate;
  *   - every byte of the cache outside rows [0, live) and between rows is NaN
  *     (F32 0x7FC00000, BF16 0x7FC0, F16 0x7E00), so a kernel that reads past
  *     live or into row padding fails the NMSE check;
@@ -525,6 +526,23 @@ typedef struct target {
     backend_mem mem;
 } target;
 
+/* Case c run again on target tg with K and V widened to F32 (wk, wv: the widened tensors,
+ * strides sk, sv in elements as for the 16-bit ones) must give out's bits exactly.
+ * out (c->nq * c->dv). */
+static void check_widened(const dcase *c, target *tg, const float *q, const float *wk,
+                          const float *wv, strides sk, strides sv, const float *k_weight,
+                          const double *ref, const char *what, const float *out)
+{
+    dcase cw = *c;
+    cw.kt = cw.vt = GEM_DTYPE_F32;
+    case_out rw = run_case(&cw, tg->ctx, &tg->mem, q, wk, wv, sk, sv, k_weight, ref, what);
+    if (!TCHECK(rw.status == GEM_OK &&
+                memcmp(rw.out, out, (size_t)(c->nq * c->dv) * sizeof(float)) == 0))
+        fprintf(stderr, "     %s: differs from the call on the F32 widening (%s)\n", what,
+                gem_status_name(rw.status));
+    free(rw.out);
+}
+
 static void check_case(const dcase *c, target *targets, int nt, size_t index)
 {
     const strides sk =
@@ -624,6 +642,10 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
             continue;
         }
         if (b != GEM_BACKEND_CPU) {
+            /* the CUDA baseline widens each piece of a 16-bit cache as it loads it and runs
+             * the F32 kernels' arithmetic: the bits of the same call on the F32 widening */
+            if (wide && c->route == GEM_ROUTE_BASELINE)
+                check_widened(c, &targets[t], q, wk, wv, sk, sv, k_weight, ref, what, r.out);
             free(r.out);
             continue;
         }
@@ -631,16 +653,8 @@ static void check_case(const dcase *c, target *targets, int nt, size_t index)
         if (prev && !TCHECK(memcmp(prev, r.out, no * sizeof(float)) == 0))
             fprintf(stderr, "     %s: differs from %s\n", what, prev_name);
         /* a 16-bit cache: the bits of the same call on its F32 widening */
-        if (wide && !prev) {
-            dcase cw = *c;
-            cw.kt = cw.vt = GEM_DTYPE_F32;
-            case_out rw = run_case(&cw, targets[t].ctx, &targets[t].mem, q, wk, wv, sk, sv,
-                                   k_weight, ref, what);
-            if (!TCHECK(rw.status == GEM_OK && memcmp(rw.out, r.out, no * sizeof(float)) == 0))
-                fprintf(stderr, "     %s: differs from the call on the F32 widening (%s)\n", what,
-                        gem_status_name(rw.status));
-            free(rw.out);
-        }
+        if (wide && !prev)
+            check_widened(c, &targets[t], q, wk, wv, sk, sv, k_weight, ref, what, r.out);
         free(prev);
         prev = r.out;
         prev_name = targets[t].name;

@@ -22,7 +22,8 @@
  * gem.resources.v8 v7's kernels and, after them, the two D512 first passes of FP8 E4M3 caches
  * (dense and strided rows) on the staged body under the staged BF16 / F16 passes' contract;
  * gem.resources.v9 v8's kernels with the two FP8 first passes keeping their codes FP8 in shared
- * memory (67,584 dynamic bytes within 96 KiB).
+ * memory (67,584 dynamic bytes within 96 KiB); gem.resources.v10 v9's kernels and, after them,
+ * the baseline's score and value kernels of BF16, F16 and FP8 E4M3 caches.
  *
  * It checks, in order: schema and tool; the device (compute capability 9.0,
  * warp 32 and the architecture's limits, which bound every figure so no sum
@@ -77,7 +78,7 @@ typedef struct res_kernel {
 
 typedef struct res_facts {
     int64_t major, minor, warp, partitions, tile, sm_count;
-    res_kernel k[24];
+    res_kernel k[32];
     size_t n;
 } res_facts;
 
@@ -648,6 +649,47 @@ static const res_gate v9_gates[] = {
 };
 _Static_assert(NKEYS(v9_gates) == NKEYS(v8_gates), "v9: v8's gates, two of each FP8 pass renamed");
 
+/* ---- gem.resources.v10: the baseline reads every cache type ------------------------------- */
+/* v9's twenty-one kernels in v9's order, then the baseline's score and value kernels of BF16,
+ * F16 and FP8 E4M3 caches (indices 21-26, after v9's last so that v9's order stays a prefix):
+ * the F32 stages' bodies with each piece widened as it is loaded, in kernels of their own so
+ * that the F32 stages' code stays what it was. They share normalize and reduce with F32 and,
+ * like the F32 stages, have no fixed launch contract: one gate holds for the six as it holds for
+ * the F32 four (32-lane warps, resident, launchable as dispatched, no local memory). */
+#define V10_TYPED 21
+#define V10_TYPED_N 6
+static int g10_baseline_typed(const res_facts *f)
+{
+    int ok = 1;
+    for (size_t i = V10_TYPED; i < V10_TYPED + V10_TYPED_N && i < f->n; i++)
+        ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
+              f->k[i].local == 0;
+    return ok && f->n >= V10_TYPED + V10_TYPED_N;
+}
+#define BASE_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 0, 0, 0, 0}
+static const res_role v10_roles[] = {
+    ROLES_V7,
+    FP8_ROLE("fused_first_pass_fp8", "gem_fused_first_pass_fp8"),
+    FP8_ROLE("fused_first_pass_fp8_strided", "gem_fused_first_pass_fp8_strided"),
+    BASE_ROLE("baseline_score_bf16", "gem_baseline_score_bf16"),
+    BASE_ROLE("baseline_score_f16", "gem_baseline_score_f16"),
+    BASE_ROLE("baseline_score_fp8", "gem_baseline_score_fp8"),
+    BASE_ROLE("baseline_value_bf16", "gem_baseline_value_bf16"),
+    BASE_ROLE("baseline_value_f16", "gem_baseline_value_f16"),
+    BASE_ROLE("baseline_value_fp8", "gem_baseline_value_fp8"),
+};
+_Static_assert(NKEYS(v10_roles) == NKEYS(v9_roles) + V10_TYPED_N &&
+                   NKEYS(v9_roles) == V10_TYPED,
+               "v10 has v9's kernels and the baseline's six typed kernels last");
+_Static_assert(NKEYS(v10_roles) <= NKEYS(((res_facts *)0)->k), "res_facts holds every kernel");
+static const res_gate v10_gates[] = {
+    GATES_V7,
+    FP_GATES_FP8("first_pass_fp8", q19),
+    FP_GATES_FP8("first_pass_fp8_strided", q20),
+    {"baseline_typed_kernels_launchable_no_local", g10_baseline_typed},
+};
+_Static_assert(NKEYS(v10_gates) == NKEYS(v9_gates) + 1, "v10: v9's gates and the typed baseline's");
+
 static const res_gate v1_gates[] = {
     {"device_compute_capability_9_0", g_cc},
     {"geometry_d512_p32_tile4_f32_no_window", g_geo},
@@ -681,7 +723,8 @@ static const char *const v2_geo_keys[] = {"n_q_heads", "n_kv_heads", "dk",    "d
  * gem.resources.v4 (up to the tensor-core K-from-V first passes), gem.resources.v5 (up to the
  * long BF16 K-from-V first pass), gem.resources.v6 (up to the long F32 K-from-V first pass),
  * gem.resources.v7 (up to the FP8 first passes), gem.resources.v8 (up to the FP8 first passes
- * that keep their codes FP8 in shared memory) and gem.resources.v9 (the kernels it ships). */
+ * that keep their codes FP8 in shared memory), gem.resources.v9 (up to the baseline's kernels of
+ * the other cache types) and gem.resources.v10 (the kernels it ships). */
 static const res_schema schemas[] = {
     {"gem.resources.v1", "gem resources", "gem.analysis.resources.v1", 32, 4, 32768, v1_roles,
      NKEYS(v1_roles), v1_gates, NKEYS(v1_gates), "src/cuda", 0, v1_geo_keys, NKEYS(v1_geo_keys)},
@@ -704,6 +747,9 @@ static const res_schema schemas[] = {
      NKEYS(v8_roles), v8_gates, NKEYS(v8_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
     {"gem.resources.v9", "gem resources", "gem.analysis.resources.v9", 0, 8, 32768, v9_roles,
      NKEYS(v9_roles), v9_gates, NKEYS(v9_gates), "src/cuda", 1, v2_geo_keys, NKEYS(v2_geo_keys)},
+    {"gem.resources.v10", "gem resources", "gem.analysis.resources.v10", 0, 8, 32768, v10_roles,
+     NKEYS(v10_roles), v10_gates, NKEYS(v10_gates), "src/cuda", 1, v2_geo_keys,
+     NKEYS(v2_geo_keys)},
 };
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -1059,7 +1105,7 @@ int an_resources_doc(an_ctx *c, const json_t *doc, const an_opts *o)
     const res_schema *sc = find_schema(s, NULL);
     if (!sc)
         return an_fail(c, "schema", AN_SWAPPED,
-                       "this is a '%.100s' document, expected gem.resources.v1 .. v9", s);
+                       "this is a '%.100s' document, expected gem.resources.v1 .. v10", s);
     /* the tool picks among the entries of this schema */
     const char *tn = json_string_value(json_object_get(json_object_get(doc, "tool"), "name"));
     if (tn && find_schema(s, tn))

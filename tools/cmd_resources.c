@@ -1,11 +1,12 @@
 /*
  * gem resources: the compiled-resource receipt of the CUDA kernels the library
- * ships (schema gem.resources.v9, docs/receipts-resources.md).
+ * ships (schema gem.resources.v10, docs/receipts-resources.md).
  *
  * For the fused first passes (the full-attention layers' D512 ones, the long BF16 and F32
  * K-from-V ones, the sliding-window layers' D256 ones and the D512 FP8 E4M3 ones) and the
  * reducer at the decode API's tuned
- * default for the production shape, and the four baseline kernels, it records what the
+ * default for the production shape, and the baseline's kernels (its four F32 stages and the
+ * score and value stages of BF16, F16 and FP8 E4M3 caches), it records what the
  * CUDA runtime reports (cudaFuncGetAttributes, the occupancy API) and how the
  * routes launch them, binds the geometry and the scratch contract, digests
  * every kernel source of src/cuda (.cu, .cuh, .h) and the running binary, and
@@ -47,12 +48,13 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gem resources [options]\n\n"
             "Writes the compiled-resource receipt of the CUDA kernels the library ships\n"
-            "(schema gem.resources.v9): device limits, per-kernel registers / shared memory /\n"
+            "(schema gem.resources.v10): device limits, per-kernel registers / shared memory /\n"
             "local bytes / launch threads / resident blocks for the fused route's first\n"
             "passes (D512 for the full-attention layers, FP8 E4M3 caches among them, D256\n"
             "for the sliding-window ones)\n"
             "and reducer (at the tuned default for the production shape, 32 query heads,\n"
-            "4 KV heads, D512) and the baseline's four kernels, the scratch contract,\n"
+            "4 KV heads, D512) and the baseline's kernels (F32, and the score and value of\n"
+            "BF16, F16 and FP8 caches), the scratch contract,\n"
             "SHA-256 of src/cuda's .cu, .cuh and .h files and of this binary, and the gates.\n"
             "Needs a GPU; exits 2 with a 'no GPU' message without one.\n\n"
             "options:\n"
@@ -202,13 +204,15 @@ static json_t *kernel_json(const gem_cuda_kernel_info *k)
 #define KFV_F32_LONG_DYNAMIC_SHARED 221696
 #define KFV_F32_LONG_SHARED_BUDGET 232448
 
-/* The kernels a gem.resources.v9 receipt lists (v8's), in gem_cuda_kernel_query's order: the
- * GEM_CUDA_FIRST_PASSES first passes, the reducer, the baseline's kernels, the long BF16 and F32
- * K-from-V first passes, then the two FP8 first passes (dense rows, strided rows). */
+/* The kernels a gem.resources.v10 receipt lists, in gem_cuda_kernel_query's order: the
+ * GEM_CUDA_FIRST_PASSES first passes, the reducer, the baseline's F32 kernels, the long BF16 and
+ * F32 K-from-V first passes, the two FP8 first passes (dense rows, strided rows), then the
+ * baseline's score and value kernels of the other cache types (v9's list, then those six). */
 #define RES_LONG_BF16 (GEM_CUDA_FIRST_PASSES + 1 + GEM_CUDA_BASELINE_KERNELS)
 #define RES_LONG_F32 (RES_LONG_BF16 + 1)
 #define RES_FP8 (RES_LONG_F32 + 1)
-#define RES_KERNELS (RES_FP8 + 2)
+#define RES_BASELINE_TYPED (RES_FP8 + 2)
+#define RES_KERNELS (RES_BASELINE_TYPED + GEM_CUDA_BASELINE_TYPED_KERNELS)
 _Static_assert(GEM_CUDA_KERNELS == RES_KERNELS, "a kernel the library adds needs a new schema");
 
 /* Whether a role is one of the two FP8 first passes (dense rows, strided rows). */
@@ -274,6 +278,17 @@ static void fused_gates(json_t *gates, const char *prefix, const gem_cuda_kernel
     else
         GATE("resident", k->max_active_blocks_per_sm >= 1);
 #undef GATE
+}
+
+/* Whether kernels [from, from + n) have 32-lane warps, a resident block, a launch within what
+ * they can take, and no local memory (the baseline's gate). ks (from + n). */
+static int launchable_no_local(const gem_cuda_kernel_info *ks, size_t from, size_t n)
+{
+    int ok = 1;
+    for (size_t i = from; i < from + n; i++)
+        ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
+              ks[i].threads_dispatched <= ks[i].max_threads_per_block && ks[i].local_bytes == 0;
+    return ok;
 }
 
 static int write_ceilings(const char *path, gem_engine *e, const gem_cuda_device_info *dev,
@@ -397,15 +412,15 @@ int gem_cmd_resources(int argc, char **argv)
         gem_engine_destroy(e);
         return 2;
     }
-    /* every gate below reads its kernel by its place in the v9 list (v8's) */
+    /* every gate below reads its kernel by its place in the v10 list */
     if (nk != RES_KERNELS) {
-        cli_error(CMD, "the library lists %zu kernels, gem.resources.v9 describes %d", nk,
+        cli_error(CMD, "the library lists %zu kernels, gem.resources.v10 describes %d", nk,
                   RES_KERNELS);
         gem_engine_destroy(e);
         return 2;
     }
 
-    json_t *doc = gem_receipt_new("gem.resources.v9", "gem resources", cli_git_commit());
+    json_t *doc = gem_receipt_new("gem.resources.v10", "gem resources", cli_git_commit());
     json_t *sources = sources_json();
     json_t *binary = binary_json();
     if (!doc || !sources || !binary) {
@@ -468,13 +483,9 @@ int gem_cmd_resources(int argc, char **argv)
         fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role),
                     staged_budget(ks[i].role));
     fused_gates(gates, "reducer", &ks[GEM_CUDA_FIRST_PASSES], 1, 0, 0);
-    int baseline_ok = 1;
-    for (size_t i = GEM_CUDA_FIRST_PASSES + 1;
-         i <= GEM_CUDA_FIRST_PASSES + GEM_CUDA_BASELINE_KERNELS; i++)
-        baseline_ok &= ks[i].warp_size == 32 && ks[i].max_active_blocks_per_sm >= 1 &&
-                       ks[i].threads_dispatched <= ks[i].max_threads_per_block &&
-                       ks[i].local_bytes == 0;
-    json_object_set_new(gates, "baseline_kernels_launchable_no_local", json_boolean(baseline_ok));
+    json_object_set_new(gates, "baseline_kernels_launchable_no_local",
+                        json_boolean(launchable_no_local(ks, GEM_CUDA_FIRST_PASSES + 1,
+                                                         GEM_CUDA_BASELINE_KERNELS)));
     {
         /* the long BF16 K-from-V first pass: its own launch and budget, two blocks an SM */
         const gem_cuda_kernel_info *k = &ks[RES_LONG_BF16];
@@ -515,9 +526,13 @@ int gem_cmd_resources(int argc, char **argv)
     }
     /* the FP8 first passes (D512, E4M3 codes kept FP8 in shared memory): the staged BF16 / F16
      * passes' launch, their own bytes and budget, two blocks an SM like every first pass */
-    for (size_t i = RES_FP8; i < RES_KERNELS; i++)
+    for (size_t i = RES_FP8; i < RES_BASELINE_TYPED; i++)
         fused_gates(gates, ks[i].role + strlen("fused_"), &ks[i], 2, staged_bytes(ks[i].role),
                     staged_budget(ks[i].role));
+    /* the baseline's score and value of BF16, F16 and FP8 caches: the F32 stages' gate */
+    json_object_set_new(gates, "baseline_typed_kernels_launchable_no_local",
+                        json_boolean(launchable_no_local(ks, RES_BASELINE_TYPED,
+                                                         GEM_CUDA_BASELINE_TYPED_KERNELS)));
     int all = 1;
     const char *k;
     json_t *v;

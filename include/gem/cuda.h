@@ -63,12 +63,14 @@ typedef struct gem_cuda_kernel_info {
 } gem_cuda_kernel_info;
 
 /* Kernels the library ships (gem_cuda_kernel_query's entries): the fused route's twelve first
- * passes and its reducer, the baseline's four stages, then the fused route's first passes for
- * BF16 and F32 K-from-V views of long lengths, then its two FP8 E4M3 first passes (D512, dense
- * rows then any strides). */
-#define GEM_CUDA_KERNELS 21
+ * passes and its reducer, the baseline's four stages (F32), then the fused route's first passes
+ * for BF16 and F32 K-from-V views of long lengths, then its two FP8 E4M3 first passes (D512,
+ * dense rows then any strides), then the baseline's score and value for BF16, F16 and FP8 E4M3
+ * caches. */
+#define GEM_CUDA_KERNELS 27
 #define GEM_CUDA_FIRST_PASSES 12
 #define GEM_CUDA_BASELINE_KERNELS 4
+#define GEM_CUDA_BASELINE_TYPED_KERNELS 6
 
 /* The shipped kernels, in this order: the fused route's first passes at `partitions` for F32,
  * BF16 and F16 K/V at D512 (eight query heads per KV head), each for dense rows (head-major,
@@ -83,7 +85,10 @@ typedef struct gem_cuda_kernel_info {
  * (fused_first_pass_kfv_bf16_long: 128-thread blocks, two an SM) and from an F32 V cache from
  * 20,480 rows on, 12,288 at one block an SM (fused_first_pass_kfv_f32_long: 320-thread blocks,
  * one an SM), then the FP8 E4M3 first passes at D512 (fused_first_pass_fp8, ..._fp8_strided:
- * tensor cores, the codes staged as FP8 in 67,584 bytes of dynamic shared memory); grids for
+ * tensor cores, the codes staged as FP8 in 67,584 bytes of dynamic shared memory), then the
+ * baseline's score for BF16, F16 and FP8 E4M3 caches (baseline_score_bf16, ..._f16, ..._fp8)
+ * and its value stage for the same three (baseline_value_bf16, ...), which share normalize and
+ * reduce with F32; grids for
  * n_kv_heads KV heads and `live` tokens (each first pass: n_kv_heads x partitions blocks, but
  * the long F32 K-from-V pass from 12,288 rows at most one wave, SMs / n_kv_heads partitions, as
  * gem_decode_config_for_view gives such views; the reducer and the baseline at D512, x8 query

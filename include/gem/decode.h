@@ -28,9 +28,9 @@
  * parameters, and is validated, never adjusted.
  *
  * What the backends cover (gem_decode_supports answers before any call):
- *   CPU   any shape (n_kv_heads divides n_q_heads), K and V each F32, BF16 or
- *         F16 (converted exactly as they are loaded; q, output and accumulation
- *         F32), any strides.
+ *   CPU   any shape (n_kv_heads divides n_q_heads), K and V each F32, BF16, F16
+ *         or FP8 E4M3 (converted exactly as they are loaded; q, output and
+ *         accumulation F32), any strides.
  *   CUDA  dk = dv = 512 with eight query heads per KV head (Gemma 4's
  *         full-attention layers), and dk = dv = 256 with two query heads per KV
  *         head (its sliding-window layers; the fused route only, tuned for
@@ -38,9 +38,10 @@
  *         8,191 at D512, 32,767 at D256); other small heads, dk = dv in {32, 64,
  *         128, 256} with one to eight query heads per KV head and at most 65,535
  *         KV heads, on a general kernel (the fused route only; not tuned: small
- *         models such as the tiny test model); K and V of one element type (F32,
- *         BF16 or F16; the baseline route F32 only); base pointers aligned to 16
- *         bytes and strides multiples of 4 elements (BF16 and F16: 8).
+ *         models such as the tiny test model); K and V of one element type: F32,
+ *         BF16 or F16, or at D512 with at most 64 KV heads FP8 E4M3; the baseline
+ *         route at D512 for each of the four; base pointers aligned to 16 bytes
+ *         and strides multiples of 4 elements (BF16 and F16: 8, FP8: 16).
  * Both backends can rebuild K from V (Gemma 4's K = V layers, gem_k_from_v in
  * gem/attn.h) in the fused route: the CPU for any rotation, CUDA at D512 for half
  * 256 with up to 64 rotating pairs (gem_decode_supports_k_from_v).
@@ -118,8 +119,8 @@ gem_status gem_decode_supports(const gem_decode_ctx *ctx, const gem_decode_shape
                                gem_dtype k_dtype, gem_dtype v_dtype);
 
 /* gem_decode_supports for one route (GEM_ROUTE_FUSED, the default's, or
- * GEM_ROUTE_BASELINE; any other is GEM_ERR_PARAM): the CUDA baseline reads F32
- * caches at D512 only. */
+ * GEM_ROUTE_BASELINE; any other is GEM_ERR_PARAM): the CUDA baseline runs at D512
+ * only (any cache type the fused route reads there, K stored). */
 gem_status gem_decode_supports_route(const gem_decode_ctx *ctx, const gem_decode_shape *shape,
                                      gem_dtype k_dtype, gem_dtype v_dtype, gem_route route);
 

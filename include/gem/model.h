@@ -225,7 +225,7 @@ typedef struct gem_stage_times {
  * a route other than baseline or fused, kv_dtype other than F32/BF16/F16, k_from_v other
  * than 0 or 1, max_tokens past GEM_K_FROM_V_MAX_POS with k_from_v), GEM_ERR_UNSUPPORTED
  * for k_from_v with the baseline route or for a layer's route the backend has no kernels
- * for at kv_dtype (gem_decode_supports_route: the CUDA baseline reads F32 caches alone), the
+ * for at kv_dtype (gem_decode_supports_route), the
  * status of gem_k_from_v_check or
  * gem_decode_supports_k_from_v when the decode refuses a V-only layer's rotation, a status
  * of the decode context or workspace sizing (e.g. a bad full_partitions / full_tile),
@@ -273,7 +273,7 @@ gem_status gem_session_copy(gem_session *dst, const gem_session *src);
  * workspace was sized for both routes at creation. GEM_ERR_PARAM for another
  * route; GEM_ERR_UNSUPPORTED for the baseline in a session with k_from_v (its
  * V-only layers need the fused route) or for a route the backend has no kernels
- * for at the session's cache type (the CUDA baseline reads F32 caches alone);
+ * for at the session's cache type (gem_decode_supports_route);
  * the route is unchanged on error. */
 gem_status gem_session_set_route(gem_session *s, gem_route route);
 

@@ -19,18 +19,67 @@
  *                 1 MiB at 32 heads.
  *   4. reduce:    out[h, d] = sum over the 16 partials in partition order.
  *
- * K and V are read through the caller's view: row (g, t) of K at
- * k + 4*(g*k_hs4 + t*k_ts4) floats (strides in float4, so every row is
- * 16-byte aligned), likewise V.
+ * K and V are read through the caller's view in pieces of four elements: row
+ * (g, t) of K starts at piece g*k_hs4 + t*k_ts4 (strides in pieces), likewise
+ * V. K and V are F32, BF16, F16 or FP8 E4M3 (one type, both caches): each piece
+ * is widened to four floats exactly as it is loaded (gem_base_f32 .. _fp8), and
+ * from there every type runs the same F32 arithmetic in the same order, so a
+ * 16-bit cache gives the bits of the F32 cache its values widen to. The F32
+ * kernels are the F32 body alone; the other types have kernels of their own
+ * (gem_baseline_score_bf16, ...), so the F32 route's code is the one it always
+ * was. FP8 heads take the fused route's factors: the score by (float)(scale *
+ * k_scale[g]) in the place of scale, each partition's sums by v_scale[g].
  * Sequence partitions follow gem_partition_range (chunk = ceil(live / P)).
  * Every sum has a fixed order and there are no atomics, so the output is
  * bitwise reproducible.
  */
 #include <math.h>
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include "gem_cuda_internal.h"
 
 #define GEM_CU_NORM_THREADS 1024
+
+/* ---- the element types ----------------------------------------------------------- */
+
+/* A piece of four elements as loaded (P) and widened to floats, exactly. */
+struct gem_base_f32 { /* 16 bytes */
+    typedef float4 P;
+    static __device__ __forceinline__ float4 widen(float4 x) { return x; }
+};
+struct gem_base_bf16 { /* 8 bytes: a BF16 element is the high half of its float */
+    typedef uint2 P;
+    static __device__ __forceinline__ float4 widen(uint2 x)
+    {
+        return make_float4(__uint_as_float(x.x << 16), __uint_as_float(x.x & 0xFFFF0000u),
+                           __uint_as_float(x.y << 16), __uint_as_float(x.y & 0xFFFF0000u));
+    }
+};
+struct gem_base_f16 { /* 8 bytes */
+    typedef uint2 P;
+    static __device__ __forceinline__ float4 widen(uint2 x)
+    {
+        return make_float4(__half2float(__ushort_as_half((unsigned short)(x.x & 0xFFFFu))),
+                           __half2float(__ushort_as_half((unsigned short)(x.x >> 16))),
+                           __half2float(__ushort_as_half((unsigned short)(x.y & 0xFFFFu))),
+                           __half2float(__ushort_as_half((unsigned short)(x.y >> 16))));
+    }
+};
+struct gem_base_fp8 { /* 4 bytes: E4M3 -> F16 -> F32, both exact */
+    typedef uint32_t P;
+    static __device__ __forceinline__ float two(uint32_t x, int hi)
+    {
+        const __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)((x >> (8 * hi)) & 0xFFu),
+                                                      __NV_E4M3);
+        return __half2float(__half(h));
+    }
+    static __device__ __forceinline__ float4 widen(uint32_t x)
+    {
+        return make_float4(two(x, 0), two(x, 1), two(x, 2), two(x, 3));
+    }
+};
 
 /* ---- 1. score ---------------------------------------------------------------- */
 
@@ -49,12 +98,15 @@ template <int W> __device__ __forceinline__ void gem_transpose_step(float *acc, 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
-    gem_baseline_score(const float *__restrict__ q, /* (n_q_heads, 512) */
-                       const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
-                       int64_t k_hs4, int64_t k_ts4, /* K strides in float4 */
-                       float *__restrict__ scores,  /* (n_q_heads, live) */
-                       int64_t live, float scale)
+/* The score stage of one block (see the file comment), K of element type E. */
+template <typename E>
+__device__ __forceinline__ void
+gem_baseline_score_body(const float *__restrict__ q, /* (n_q_heads, 512) */
+                        const typename E::P *__restrict__ k, /* row (g, t) at piece
+                                                                 g*k_hs4 + t*k_ts4 */
+                        int64_t k_hs4, int64_t k_ts4, /* K strides in pieces */
+                        float *__restrict__ scores,  /* (n_q_heads, live) */
+                        int64_t live, float scale)
 {
     __shared__ float4 qs[GEM_CU_GROUP * GEM_CU_ROW_F4]; /* (8, 128) float4: 16 KiB */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -64,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         qs[i] = __ldg(q4 + i);
     __syncthreads();
 
-    const float4 *kg = reinterpret_cast<const float4 *>(k) + g * k_hs4;
+    const typename E::P *kg = k + g * k_hs4;
     const int R = GEM_CU_SCORE_ROWS;
     const int64_t block0 = (int64_t)blockIdx.x * GEM_CU_SCORE_TOKENS;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -77,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                kk[r][j] = t0 + r < live ? __ldg(kg + (t0 + r) * k_ts4 + j * 32 + lane)
+                kk[r][j] = t0 + r < live ? E::widen(__ldg(kg + (t0 + r) * k_ts4 + j * 32 + lane))
                                          : zero;
         float acc[GEM_CU_GROUP * R]; /* index h * R + r */
 #pragma unroll
@@ -108,6 +160,39 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
         if (t0 + r < live)
             scores[(g * GEM_CU_GROUP + h) * live + t0 + r] = acc[0] * scale;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_score(const float *__restrict__ q, /* (n_q_heads, 512) */
+                       const float *__restrict__ k, /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
+                       int64_t k_hs4, int64_t k_ts4, /* K strides in float4 */
+                       float *__restrict__ scores,  /* (n_q_heads, live) */
+                       int64_t live, float scale)
+{
+    gem_baseline_score_body<gem_base_f32>(q, reinterpret_cast<const float4 *>(k), k_hs4, k_ts4,
+                                          scores, live, scale);
+}
+
+/* The 16-bit types: k holds pieces of four elements (8 bytes); the F32 kernel's arguments. */
+#define GEM_BASELINE_SCORE_16(NAME, E)                                                         \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)                               \
+        NAME(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,           \
+             int64_t k_ts4, float *__restrict__ scores, int64_t live, float scale)             \
+    {                                                                                          \
+        gem_baseline_score_body<E>(q, reinterpret_cast<const uint2 *>(k), k_hs4, k_ts4,       \
+                                   scores, live, scale);                                       \
+    }
+GEM_BASELINE_SCORE_16(gem_baseline_score_bf16, gem_base_bf16)
+GEM_BASELINE_SCORE_16(gem_baseline_score_f16, gem_base_f16)
+
+/* FP8 E4M3: pieces of four codes (4 bytes); KV head g's scores by sc.score[g]. */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_score_fp8(const float *__restrict__ q, const void *__restrict__ k,
+                           int64_t k_hs4, int64_t k_ts4, float *__restrict__ scores,
+                           int64_t live, const __grid_constant__ gem_cu_fp8_scales sc)
+{
+    gem_baseline_score_body<gem_base_fp8>(q, reinterpret_cast<const uint32_t *>(k), k_hs4,
+                                          k_ts4, scores, live, sc.score[blockIdx.y]);
 }
 
 /* ---- 2. normalize ------------------------------------------------------------- */
@@ -198,12 +283,16 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_NORM_THREADS)
  * its eight tokens (w*4 + l/8 + 32*k), so each V element is loaded once and a
  * warp reads four 128-byte row segments per instruction. The 4 x 8 partial sums
  * of a dim are added in a fixed order: token slots by butterfly, then warps. */
-extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
-    gem_baseline_value(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
-                       const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
-                       int64_t v_hs4, int64_t v_ts4, /* V strides in float4 */
-                       float *__restrict__ partials,      /* (P, n_q_heads, 512) */
-                       int64_t live, int64_t partitions)
+/* The value stage of one block, V of element type E; SCALED: each partial sum times
+ * v_scale (FP8), else v_scale unused. */
+template <typename E, bool SCALED>
+__device__ __forceinline__ void
+gem_baseline_value_body(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
+                        const typename E::P *__restrict__ v, /* row (g, t) at piece
+                                                                 g*v_hs4 + t*v_ts4 */
+                        int64_t v_hs4, int64_t v_ts4, /* V strides in pieces */
+                        float *__restrict__ partials,      /* (P, n_q_heads, 512) */
+                        int64_t live, int64_t partitions, float v_scale)
 {
     __shared__ __align__(16) float ps[GEM_CU_VALUE_CHUNK][GEM_CU_GROUP];   /* 8 KiB */
     __shared__ __align__(16) float red[GEM_CU_THREADS / 32][GEM_CU_GROUP][GEM_CU_VALUE_DIM_TILE];
@@ -214,8 +303,7 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     const int64_t chunk = (live + partitions - 1) / partitions;
     const int64_t begin = min(p * chunk, live);
     const int64_t end = min(begin + chunk, live);
-    const float4 *vg = reinterpret_cast<const float4 *>(v) + g * v_hs4 +
-                       blockIdx.y * (GEM_CU_VALUE_DIM_TILE / 4) + quad;
+    const typename E::P *vg = v + g * v_hs4 + blockIdx.y * (GEM_CU_VALUE_DIM_TILE / 4) + quad;
     const float *wg = weights + g * GEM_CU_GROUP * live;
 
     float4 acc[GEM_CU_GROUP];
@@ -236,7 +324,8 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
 #pragma unroll
         for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
             const int tt = k * 32 + warp * 4 + slot;
-            vv[k] = tt < n ? __ldg(vg + (c0 + tt) * v_ts4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vv[k] = tt < n ? E::widen(__ldg(vg + (c0 + tt) * v_ts4))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int k = 0; k < GEM_CU_VALUE_CHUNK / 32; k++) {
@@ -276,7 +365,42 @@ extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
     for (int w = 0; w < GEM_CU_THREADS / 32; w++)
         sum += red[w][h][lane];
     const int64_t d = (int64_t)blockIdx.y * GEM_CU_VALUE_DIM_TILE + lane;
-    partials[(p * n_q_heads + g * GEM_CU_GROUP + h) * GEM_CU_D + d] = sum;
+    partials[(p * n_q_heads + g * GEM_CU_GROUP + h) * GEM_CU_D + d] = SCALED ? sum * v_scale : sum;
+}
+
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_value(const float *__restrict__ weights, /* (n_q_heads, live) normalized */
+                       const float *__restrict__ v, /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
+                       int64_t v_hs4, int64_t v_ts4, /* V strides in float4 */
+                       float *__restrict__ partials,      /* (P, n_q_heads, 512) */
+                       int64_t live, int64_t partitions)
+{
+    gem_baseline_value_body<gem_base_f32, false>(weights, reinterpret_cast<const float4 *>(v),
+                                                 v_hs4, v_ts4, partials, live, partitions, 1.f);
+}
+
+/* The 16-bit types: v holds pieces of four elements (8 bytes); the F32 kernel's arguments. */
+#define GEM_BASELINE_VALUE_16(NAME, E)                                                         \
+    extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)                               \
+        NAME(const float *__restrict__ weights, const void *__restrict__ v, int64_t v_hs4,     \
+             int64_t v_ts4, float *__restrict__ partials, int64_t live, int64_t partitions)    \
+    {                                                                                          \
+        gem_baseline_value_body<E, false>(weights, reinterpret_cast<const uint2 *>(v), v_hs4,  \
+                                          v_ts4, partials, live, partitions, 1.f);             \
+    }
+GEM_BASELINE_VALUE_16(gem_baseline_value_bf16, gem_base_bf16)
+GEM_BASELINE_VALUE_16(gem_baseline_value_f16, gem_base_f16)
+
+/* FP8 E4M3: pieces of four codes (4 bytes); KV head g's partial sums by sc.v[g]. */
+extern "C" __global__ void __launch_bounds__(GEM_CU_THREADS)
+    gem_baseline_value_fp8(const float *__restrict__ weights, const void *__restrict__ v,
+                           int64_t v_hs4, int64_t v_ts4, float *__restrict__ partials,
+                           int64_t live, int64_t partitions,
+                           const __grid_constant__ gem_cu_fp8_scales sc)
+{
+    gem_baseline_value_body<gem_base_fp8, true>(weights, reinterpret_cast<const uint32_t *>(v),
+                                                v_hs4, v_ts4, partials, live, partitions,
+                                                sc.v[blockIdx.z]);
 }
 
 /* ---- 4. reduce ------------------------------------------------------------------ */
@@ -321,6 +445,28 @@ void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4])
     out[3].threads = GEM_CU_THREADS;
 }
 
+void gem_cu_baseline_typed_kernels(gem_cu_kernel_ref out[GEM_CUDA_BASELINE_TYPED_KERNELS])
+{
+    static const struct {
+        const void *func;
+        const char *name, *role;
+    } k[GEM_CUDA_BASELINE_TYPED_KERNELS] = {
+        {(const void *)gem_baseline_score_bf16, "gem_baseline_score_bf16", "baseline_score_bf16"},
+        {(const void *)gem_baseline_score_f16, "gem_baseline_score_f16", "baseline_score_f16"},
+        {(const void *)gem_baseline_score_fp8, "gem_baseline_score_fp8", "baseline_score_fp8"},
+        {(const void *)gem_baseline_value_bf16, "gem_baseline_value_bf16", "baseline_value_bf16"},
+        {(const void *)gem_baseline_value_f16, "gem_baseline_value_f16", "baseline_value_f16"},
+        {(const void *)gem_baseline_value_fp8, "gem_baseline_value_fp8", "baseline_value_fp8"},
+    };
+    for (int i = 0; i < GEM_CUDA_BASELINE_TYPED_KERNELS; i++) {
+        out[i].func = k[i].func;
+        out[i].name = k[i].name;
+        out[i].role = k[i].role;
+        out[i].dynamic_shared = 0;
+        out[i].threads = GEM_CU_THREADS;
+    }
+}
+
 void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
                             int64_t blocks[4])
 {
@@ -333,9 +479,18 @@ void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_part
 
 gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t stream)
 {
+    const int fp8 = a->dtype == GEM_DTYPE_FP8_E4M3;
     if (a->value_partitions < 1 || a->value_partitions > 65535 || a->n_kv_heads < 1 ||
-        a->n_kv_heads > 65535 / GEM_CU_GROUP || a->live < 1)
+        a->n_kv_heads > 65535 / GEM_CU_GROUP || a->live < 1 ||
+        ((unsigned)a->dtype >= GEM_CU_DTYPES && !fp8) ||
+        (fp8 && (a->n_kv_heads > GEM_CU_FP8_MAX_KV_HEADS || !a->k_scale || !a->v_scale)))
         return GEM_ERR_PARAM;
+    gem_cu_fp8_scales sc; /* FP8: the fused route's factors (attn_fused.cu) */
+    memset(&sc, 0, sizeof sc);
+    for (int64_t g = 0; fp8 && g < a->n_kv_heads; g++) {
+        sc.score[g] = (float)((double)a->scale * (double)a->k_scale[g]);
+        sc.v[g] = a->v_scale[g];
+    }
     const int64_t n_q_heads = a->n_kv_heads * GEM_CU_GROUP;
     const int64_t score_blocks = (a->live + GEM_CU_SCORE_TOKENS - 1) / GEM_CU_SCORE_TOKENS;
     if (score_blocks > INT32_MAX)
@@ -344,8 +499,24 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
     cudaEvent_t *ev = a->stage_events;
     if (ev)
         GEM_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-    gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->k_hs4, a->k_ts4,
-                                                          a->scores, a->live, a->scale);
+    switch (a->dtype) {
+    case GEM_DTYPE_F32:
+        gem_baseline_score<<<g1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, (const float *)a->k, a->k_hs4, a->k_ts4, a->scores, a->live, a->scale);
+        break;
+    case GEM_DTYPE_BF16:
+        gem_baseline_score_bf16<<<g1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, a->k, a->k_hs4, a->k_ts4, a->scores, a->live, a->scale);
+        break;
+    case GEM_DTYPE_F16:
+        gem_baseline_score_f16<<<g1, GEM_CU_THREADS, 0, stream>>>(
+            a->q, a->k, a->k_hs4, a->k_ts4, a->scores, a->live, a->scale);
+        break;
+    default: /* FP8 E4M3 */
+        gem_baseline_score_fp8<<<g1, GEM_CU_THREADS, 0, stream>>>(a->q, a->k, a->k_hs4, a->k_ts4,
+                                                                  a->scores, a->live, sc);
+        break;
+    }
     GEM_CUDA_CHECK(cudaGetLastError());
     if (ev)
         GEM_CUDA_CHECK(cudaEventRecord(ev[1], stream));
@@ -356,9 +527,25 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
         GEM_CUDA_CHECK(cudaEventRecord(ev[2], stream));
     const dim3 g3((unsigned)a->value_partitions, GEM_CU_D / GEM_CU_VALUE_DIM_TILE,
                   (unsigned)a->n_kv_heads);
-    gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(a->scores, a->v, a->v_hs4, a->v_ts4,
-                                                          a->partials, a->live,
-                                                          a->value_partitions);
+    switch (a->dtype) {
+    case GEM_DTYPE_F32:
+        gem_baseline_value<<<g3, GEM_CU_THREADS, 0, stream>>>(
+            a->scores, (const float *)a->v, a->v_hs4, a->v_ts4, a->partials, a->live,
+            a->value_partitions);
+        break;
+    case GEM_DTYPE_BF16:
+        gem_baseline_value_bf16<<<g3, GEM_CU_THREADS, 0, stream>>>(
+            a->scores, a->v, a->v_hs4, a->v_ts4, a->partials, a->live, a->value_partitions);
+        break;
+    case GEM_DTYPE_F16:
+        gem_baseline_value_f16<<<g3, GEM_CU_THREADS, 0, stream>>>(
+            a->scores, a->v, a->v_hs4, a->v_ts4, a->partials, a->live, a->value_partitions);
+        break;
+    default: /* FP8 E4M3 */
+        gem_baseline_value_fp8<<<g3, GEM_CU_THREADS, 0, stream>>>(
+            a->scores, a->v, a->v_hs4, a->v_ts4, a->partials, a->live, a->value_partitions, sc);
+        break;
+    }
     GEM_CUDA_CHECK(cudaGetLastError());
     if (ev)
         GEM_CUDA_CHECK(cudaEventRecord(ev[3], stream));

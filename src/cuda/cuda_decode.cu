@@ -249,23 +249,21 @@ static int cu_shape_d256(const gem_decode_shape *s)
     return cu_shape_is(s, GEM_CU_D256, GEM_CU_D256_GROUP);
 }
 
-/* K and V of one element type. F32, BF16 or F16: D512, eight query heads per KV head: the
- * fused route, and the baseline for F32; D256, two query heads per KV head: the fused route.
- * FP8 E4M3: D512, the fused route, at most GEM_CU_FP8_MAX_KV_HEADS KV heads (their scales
- * travel in the launch). */
+/* K and V of one element type. F32, BF16 or F16: D512, eight query heads per KV head: both
+ * routes; D256, two query heads per KV head: the fused route. FP8 E4M3: D512, both routes, at
+ * most GEM_CU_FP8_MAX_KV_HEADS KV heads (their scales travel in the launch). */
 static gem_status cu_supports(const void *impl, const gem_decode_shape *s, gem_dtype kt,
                               gem_dtype vt, gem_route route)
 {
     (void)impl;
     if (kt == GEM_DTYPE_FP8_E4M3 && vt == kt)
-        return cu_shape_d512(s) && route == GEM_ROUTE_FUSED &&
-                       s->n_kv_heads <= GEM_CU_FP8_MAX_KV_HEADS
+        return cu_shape_d512(s) && s->n_kv_heads <= GEM_CU_FP8_MAX_KV_HEADS
                    ? GEM_OK
                    : GEM_ERR_UNSUPPORTED;
     if (kt != vt || (unsigned)kt >= GEM_CU_DTYPES)
         return GEM_ERR_UNSUPPORTED;
     if (cu_shape_d512(s))
-        return route == GEM_ROUTE_BASELINE && kt != GEM_DTYPE_F32 ? GEM_ERR_UNSUPPORTED : GEM_OK;
+        return GEM_OK;
     if (cu_shape_d256(s))
         return route == GEM_ROUTE_FUSED ? GEM_OK : GEM_ERR_UNSUPPORTED;
     if (gem_cu_general_supports(s, kt, vt)) /* the other small shapes: fused only */
@@ -455,8 +453,11 @@ static gem_status cu_run(void *impl, const gem_decode_args *a)
     } else {
         gem_cu_baseline_args b;
         b.q = a->q;
-        b.k = (const float *)kv->k;
-        b.v = (const float *)kv->v;
+        b.k = kv->k;
+        b.v = kv->v;
+        b.dtype = kv->k_dtype; /* = v_dtype (cu_supports) */
+        b.k_scale = kv->k_scale; /* FP8: the heads' scales (gem_decode checked them) */
+        b.v_scale = kv->v_scale;
         b.k_hs4 = kv->k_head_stride / 4;
         b.k_ts4 = kv->k_token_stride / 4;
         b.v_hs4 = kv->v_head_stride / 4;
@@ -946,12 +947,17 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     gem_cu_kernel_ref refs[GEM_CUDA_KERNELS];
     const int F = GEM_CUDA_FIRST_PASSES;
     const int L = F + 1 + GEM_CUDA_BASELINE_KERNELS; /* the long BF16, F32 K-from-V first passes */
-    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 + 2 == GEM_CUDA_KERNELS,
+    const int B = L + 2 + 2; /* the baseline's score and value for the other cache types */
+    static_assert(F + 1 + GEM_CUDA_BASELINE_KERNELS + 2 + 2 + GEM_CUDA_BASELINE_TYPED_KERNELS ==
+                      GEM_CUDA_KERNELS,
                   "the kernels' order");
+    static_assert(GEM_CUDA_BASELINE_TYPED_KERNELS == 6,
+                  "a score and a value kernel for each of BF16, F16 and FP8 E4M3");
     static_assert(GEM_CUDA_FIRST_PASSES == 4 * GEM_CU_DTYPES,
                   "two D512, a K-from-V and a D256 first pass for each type the kernels read");
     gem_cu_fused_kernels(&refs[0], &refs[F], &refs[L], &refs[L + 2]);
     gem_cu_baseline_kernels(&refs[F + 1]);
+    gem_cu_baseline_typed_kernels(&refs[B]);
     int64_t grids[GEM_CUDA_KERNELS];
     for (int i = 0; i < F; i++)
         grids[i] = gem_cu_fused_first_blocks(n_kv_heads, partitions);
@@ -962,6 +968,10 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     grids[L + 1] = gem_cu_fused_first_blocks(
         n_kv_heads, cu_kfv_f32_partitions(prop.multiProcessorCount, n_kv_heads, live, partitions));
     grids[L + 2] = grids[L + 3] = gem_cu_fused_first_blocks(n_kv_heads, partitions); /* FP8 */
+    for (int i = 0; i < GEM_CUDA_BASELINE_TYPED_KERNELS / 2; i++) { /* the F32 stages' grids */
+        grids[B + i] = grids[F + 1];
+        grids[B + GEM_CUDA_BASELINE_TYPED_KERNELS / 2 + i] = grids[F + 3];
+    }
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)

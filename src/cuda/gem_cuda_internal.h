@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "gem/attn.h"
+#include "gem/cuda.h"
 }
 
 /* The shapes the kernels specialise. Gemma 4's full-attention layers: DK = DV = 512, eight
@@ -123,9 +124,12 @@ typedef struct gem_cu_fp8_scales {
 /* Device buffers of one baseline run. */
 typedef struct gem_cu_baseline_args {
     const float *q;   /* (n_q_heads, 512) */
-    const float *k;   /* row (g, t) at k + 4*(g*k_hs4 + t*k_ts4) */
-    const float *v;   /* row (g, t) at v + 4*(g*v_hs4 + t*v_ts4) */
-    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in float4 */
+    const void *k;    /* row (g, t) at element 4*(g*k_hs4 + t*k_ts4) of type dtype */
+    const void *v;    /* row (g, t) at element 4*(g*v_hs4 + t*v_ts4) of type dtype */
+    gem_dtype dtype;  /* of K and V: F32, BF16, F16 or FP8 E4M3 */
+    const float *k_scale, *v_scale; /* dtype FP8 E4M3: (n_kv_heads) host, the heads' scales
+                                       (at most GEM_CU_FP8_MAX_KV_HEADS heads); else NULL */
+    int64_t k_hs4, k_ts4, v_hs4, v_ts4; /* view strides in pieces of four elements */
     float *scores;    /* (n_q_heads, live): scores, then normalized weights in place */
     float *partials;  /* (value_partitions, n_q_heads, 512) */
     float *out;       /* (n_q_heads, 512) */
@@ -179,9 +183,13 @@ gem_status gem_cu_fused_merge(const float *states, int64_t n, int64_t n_q, int64
 gem_status gem_cu_general_merge(const float *states, int64_t n, int64_t n_q, int64_t d,
                                 float *out, cudaStream_t stream);
 
-/* The baseline's four kernels in stage order. */
+/* The baseline's four kernels in stage order (the F32 score and value). */
 void gem_cu_baseline_kernels(gem_cu_kernel_ref out[4]);
-/* Launches score, normalize, value and reduce on `stream`. */
+/* The baseline's score and value kernels of the other cache types: score for BF16, F16 and
+ * FP8 E4M3, then value for the same three (normalize and reduce are the F32 route's). */
+void gem_cu_baseline_typed_kernels(gem_cu_kernel_ref out[GEM_CUDA_BASELINE_TYPED_KERNELS]);
+/* Launches score, normalize, value and reduce on `stream`, score and value for a->dtype.
+ * GEM_ERR_PARAM for a geometry the grids cannot hold or a type the kernels do not read. */
 gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t stream);
 /* Grids of the four stages, in the same order. */
 void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,

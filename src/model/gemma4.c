@@ -862,8 +862,8 @@ gem_status gem_session_create(const gem_model *m, const gem_session_opts *o, gem
             s->inv_freq[i][j] = f;
         }
         const gem_decode_shape sh = gem_layer_decode_shape(l);
-        /* the route the layer takes must read this cache type (the CUDA baseline reads F32
-         * caches alone): refused here rather than at the first token */
+        /* the route the layer takes must read this cache type: refused here rather than at
+         * the first token */
         const gem_route lroute = l->swa ? GEM_ROUTE_FUSED : s->full_cfg.route;
         if ((st = gem_decode_supports_route(s->dctx, &sh, s->kv_dtype, s->kv_dtype, lroute)) !=
             GEM_OK) {
