@@ -261,14 +261,14 @@ static void check_device(void)
     /* the long F32 K-from-V first pass: five pairs of warps, within the 227 KiB a block may
      * take, resident (one block an SM); the grid gem_decode gives its views by default, one
      * wave at 128K (SMs / 4 partitions, 33 on an H200) and the view-blind grid below 12,288 */
-    const gem_cuda_kernel_info *kf = &ks[GEM_CUDA_KERNELS - 3];
+    const gem_cuda_kernel_info *kf = &ks[long0 + 1];
     TCHECK(kf->threads_dispatched == 320 && kf->warps_dispatched == 10);
     TCHECK(kf->static_shared_bytes + kf->dynamic_shared_bytes <= 232448);
     TCHECK(kf->max_active_blocks_per_sm >= 1);
     TCHECK_EQ_I64(kf->local_bytes, 0);
     TCHECK_EQ_I64(kf->grid_blocks, 4 * (dev.sm_count / 4 < 64 ? dev.sm_count / 4 : 64));
     TCHECK_STATUS(gem_cuda_kernel_query(4, 12287, 64, 16, ks, cap, &n), GEM_OK);
-    TCHECK_EQ_I64(ks[GEM_CUDA_KERNELS - 3].grid_blocks, 4 * 64);
+    TCHECK_EQ_I64(ks[long0 + 1].grid_blocks, 4 * 64);
 
     gem_decode_ctx *c = NULL;
     TCHECK_STATUS(gem_decode_ctx_create(GEM_BACKEND_CUDA, 1, &c), GEM_ERR_PARAM);
