@@ -416,15 +416,18 @@ static int l6_shared(const res_facts *f)
 }
 static int l6_local(const res_facts *f) { return f->k[V6_LONG].local == 0; }
 static int l6_two(const res_facts *f) { return f->k[V6_LONG].active >= 2; }
-/* the baseline's four kernels alone (v5's rule reads to the end of the list) */
-static int g6_baseline(const res_facts *f)
+/* Kernels [from, from + n) listed, each with warp 32, resident, launchable as dispatched and no
+ * local memory (the baseline's rule). */
+static int kernels_launchable(const res_facts *f, size_t from, size_t n)
 {
-    int ok = 1;
-    for (size_t i = V2_BASELINE; i < V2_BASELINE + 4 && i < f->n; i++)
+    int ok = f->n >= from + n;
+    for (size_t i = from; i < from + n && i < f->n; i++)
         ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
               f->k[i].local == 0;
-    return ok && f->n >= V2_BASELINE + 4;
+    return ok;
 }
+/* the baseline's four kernels alone (v5's rule reads to the end of the list) */
+static int g6_baseline(const res_facts *f) { return kernels_launchable(f, V2_BASELINE, 4); }
 static const res_role v6_roles[] = {
     FUSED_ROLE("fused_first_pass", "gem_fused_first_pass"),
     FUSED_ROLE("fused_first_pass_strided", "gem_fused_first_pass_strided"),
@@ -660,11 +663,7 @@ _Static_assert(NKEYS(v9_gates) == NKEYS(v8_gates), "v9: v8's gates, two of each 
 #define V10_TYPED_N 6
 static int g10_baseline_typed(const res_facts *f)
 {
-    int ok = 1;
-    for (size_t i = V10_TYPED; i < V10_TYPED + V10_TYPED_N && i < f->n; i++)
-        ok &= f->k[i].warp == 32 && f->k[i].active >= 1 && f->k[i].threads <= f->k[i].max_threads &&
-              f->k[i].local == 0;
-    return ok && f->n >= V10_TYPED + V10_TYPED_N;
+    return kernels_launchable(f, V10_TYPED, V10_TYPED_N);
 }
 #define BASE_ROLE(r, n) {r, {n, NULL, NULL, NULL}, 0, 0, 0, 0}
 static const res_role v10_roles[] = {
