@@ -243,13 +243,16 @@ static void check_device(void)
     }
     /* the long BF16 K-from-V first pass: four warps, its shared memory within 112 KiB, and
      * still two blocks an SM; the fused route's grid */
-    /* the baseline's score and value of BF16, F16 and FP8: the F32 stages' blocks and grids */
+    /* the baseline's score and value of BF16, F16 and FP8: the F32 stages' blocks; the score's
+     * grid, the value stage's in 64-dim tiles (half the F32 grid, twice its reduction's
+     * shared memory) */
     for (int i = 0; i < GEM_CUDA_BASELINE_TYPED_KERNELS; i++) {
-        const gem_cuda_kernel_info *f32 = &ks[i < 3 ? base0 : base0 + 2];
+        const int value = i >= 3;
+        const gem_cuda_kernel_info *f32 = &ks[value ? base0 + 2 : base0];
         TCHECK(ks[typed0 + i].threads_dispatched == 256 && ks[typed0 + i].warps_dispatched == 8);
-        TCHECK_EQ_I64(ks[typed0 + i].grid_blocks, f32->grid_blocks);
+        TCHECK_EQ_I64(ks[typed0 + i].grid_blocks, value ? f32->grid_blocks / 2 : f32->grid_blocks);
         TCHECK_EQ_I64((int64_t)ks[typed0 + i].static_shared_bytes,
-                      (int64_t)f32->static_shared_bytes);
+                      (int64_t)f32->static_shared_bytes + (value ? 8192 : 0));
     }
     TCHECK_EQ_I64(ks[base0].grid_blocks, 131072 / 256 * 4);
     TCHECK_EQ_I64(ks[base0 + 2].grid_blocks, 16 * (512 / 32) * 4);

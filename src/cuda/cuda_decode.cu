@@ -968,10 +968,7 @@ extern "C" gem_status gem_cuda_kernel_query(int64_t n_kv_heads, int64_t live, in
     grids[L + 1] = gem_cu_fused_first_blocks(
         n_kv_heads, cu_kfv_f32_partitions(prop.multiProcessorCount, n_kv_heads, live, partitions));
     grids[L + 2] = grids[L + 3] = gem_cu_fused_first_blocks(n_kv_heads, partitions); /* FP8 */
-    for (int i = 0; i < GEM_CUDA_BASELINE_TYPED_KERNELS / 2; i++) { /* the F32 stages' grids */
-        grids[B + i] = grids[F + 1];
-        grids[B + GEM_CUDA_BASELINE_TYPED_KERNELS / 2 + i] = grids[F + 3];
-    }
+    gem_cu_baseline_typed_blocks(n_kv_heads, live, baseline_partitions, &grids[B]);
     for (int i = 0; i < GEM_CUDA_KERNELS; i++) {
         st = gem_cu_kernel_info(&refs[i], grids[i], &out[i]);
         if (st != GEM_OK)

@@ -40,6 +40,7 @@ extern "C" {
 
 /* Baseline geometry (the design's selector 19). */
 #define GEM_CU_VALUE_DIM_TILE 32   /* value kernel: output dims per block ("dim32") */
+#define GEM_CU_VALUE_TYPED_DIM_TILE 64 /* the BF16 / F16 / FP8 value kernels: two pieces a lane */
 #define GEM_CU_VALUE_CHUNK 256     /* value kernel: tokens of weights staged at a time */
 #define GEM_CU_SCORE_TOKENS 256    /* score kernel: tokens per block */
 #define GEM_CU_SCORE_ROWS 4        /* score kernel: tokens a warp holds in registers */
@@ -194,6 +195,9 @@ gem_status gem_cu_baseline_launch(const gem_cu_baseline_args *a, cudaStream_t st
 /* Grids of the four stages, in the same order. */
 void gem_cu_baseline_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
                             int64_t blocks[4]);
+/* Grids of the typed kernels, in gem_cu_baseline_typed_kernels' order. */
+void gem_cu_baseline_typed_blocks(int64_t n_kv_heads, int64_t live, int64_t value_partitions,
+                                  int64_t blocks[GEM_CUDA_BASELINE_TYPED_KERNELS]);
 
 /* Device `*ordinal` (the current one) if it runs sm_90 code, with its properties;
  * GEM_ERR_NO_DEVICE otherwise, with one line on stderr saying why. */
