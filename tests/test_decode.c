@@ -43,6 +43,9 @@
  * No environment variable changes what runs. Options:
  *   --small   short lengths only (for compute-sanitizer memcheck / racecheck)
  *   --long    also 65,536 and 131,072 tokens (minutes on the CPU reference)
+ *   --shard I/N  only the table's cases i with i % N == I (0 <= I < N <= 16), and the
+ *             CUDA pieces and the cache loops in shard 0 alone: N processes together run
+ *             exactly what one runs, so ctest runs the matrix as two tests side by side
  */
 #include <math.h>
 #include <stdio.h>
@@ -939,14 +942,20 @@ done:
 
 int main(int argc, char **argv)
 {
-    int max_size = 1;
+    int max_size = 1, shard = 0, shards = 1;
     for (int i = 1; i < argc; i++) {
+        int used = 0;
         if (!strcmp(argv[i], "--small"))
             max_size = 0;
         else if (!strcmp(argv[i], "--long"))
             max_size = 2;
+        else if (!strcmp(argv[i], "--shard") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%d/%d%n", &shard, &shards, &used) == 2 &&
+                 argv[i + 1][used] == '\0' && shards >= 1 && shards <= 16 && shard >= 0 &&
+                 shard < shards)
+            i++;
         else {
-            fprintf(stderr, "usage: test_decode [--small | --long]\n");
+            fprintf(stderr, "usage: test_decode [--small | --long] [--shard I/N]\n");
             return 2;
         }
     }
@@ -988,15 +997,15 @@ int main(int argc, char **argv)
     }
     size_t ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].size > max_size)
+        if (cases[i].size > max_size || i % (size_t)shards != (size_t)shard)
             continue;
         check_case(&cases[i], targets, nt, i);
         ran++;
     }
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt && shard == 0; t++)
         if (targets[t].mem.backend == GEM_BACKEND_CUDA)
             check_cuda_pieces(&targets[t]);
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt && shard == 0; t++)
         if (t != 1) { /* the CPU loop once (1 thread), and the CUDA one */
             const int64_t flat = max_size == 0 ? 24 : 200, wrap = max_size == 0 ? 80 : 200;
             check_cache_loop(&targets[t], 0, flat, GEM_DTYPE_F32, GEM_DTYPE_F32, 0);
@@ -1008,8 +1017,11 @@ int main(int argc, char **argv)
             check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_F32, GEM_DTYPE_F32, 1);
             check_cache_loop(&targets[t], 1, wrap, GEM_DTYPE_BF16, GEM_DTYPE_BF16, 1);
         }
-    printf("test_decode: %zu cases on %d targets (%s)\n", ran, nt,
+    printf("test_decode: %zu cases on %d targets (%s", ran, nt,
            max_size == 0 ? "small" : (max_size == 2 ? "long" : "normal"));
+    if (shards > 1)
+        printf(", shard %d of %d", shard, shards);
+    printf(")\n");
     for (int t = 0; t < nt; t++) {
         targets[t].mem.ops->close(targets[t].mem.hx);
         gem_decode_ctx_destroy(targets[t].ctx);
