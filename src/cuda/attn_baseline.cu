@@ -16,7 +16,8 @@
  *                 a staged 256-token chunk of weights for all eight heads (each V
  *                 element is loaded once, as part of a float4); slots and warps
  *                 are added in a fixed order. partials: (16, n_q_heads, 512),
- *                 1 MiB at 32 heads.
+ *                 1 MiB at 32 heads. (BF16, F16 and FP8: 64-dim tiles, two pieces
+ *                 a thread, 512 blocks; see gem_baseline_value_body.)
  *   4. reduce:    out[h, d] = sum over the 16 partials in partition order.
  *
  * K and V are read through the caller's view in pieces of four elements: row
@@ -87,15 +88,16 @@ struct gem_base_fp8 { /* 4 bytes: E4M3 -> F16 -> F32, both exact */
         q[0] = u.x;
         q[1] = u.y;
     }
-    static __device__ __forceinline__ float two(uint32_t x, int hi)
+    /* code i (0..3, the byte of that order) of the piece x as a float */
+    static __device__ __forceinline__ float code(uint32_t x, int i)
     {
-        const __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)((x >> (8 * hi)) & 0xFFu),
+        const __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)((x >> (8 * i)) & 0xFFu),
                                                       __NV_E4M3);
         return __half2float(__half(h));
     }
     static __device__ __forceinline__ float4 widen(uint32_t x)
     {
-        return make_float4(two(x, 0), two(x, 1), two(x, 2), two(x, 3));
+        return make_float4(code(x, 0), code(x, 1), code(x, 2), code(x, 3));
     }
 };
 
