@@ -4,7 +4,7 @@
  * nearbyint), to F16 (by the compiler's _Float16, or F16C's vcvtps2ph where
  * the compiler has no _Float16, as clang before 15 on x86, or by frexp and nearbyint where it
  * has neither, as clang 14 without -march=native) and to FP8 E4M3 (the
- * nearest of the 127 magnitudes by search, ties to the even code), the exact widening back,
+ * nearest of the 127 magnitudes by bisection, ties to the even code), the exact widening back,
  * element stores and loads of any gem_dtype, and seeded random bit patterns
  * that reach the corners of each type (subnormals, zeros of both signs, the
  * widest exponents that keep a 512-term dot product finite).
@@ -130,18 +130,29 @@ static inline float tdt_from_fp8(uint8_t b)
     return (b & 0x80u) ? -a : a;
 }
 
-/* x (finite) rounded to the nearest FP8 E4M3 code by searching every finite magnitude,
- * ties to the even code, beyond 448 saturating to +-448. */
+/* x (finite) rounded to the nearest FP8 E4M3 code among the 127 finite magnitudes, ties to
+ * the even code, beyond 448 saturating to +-448. The magnitudes grow with the code, so a
+ * bisection finds the two codes around |x| (8 steps, not a pass over all 127: the tests make
+ * millions of codes, and under the sanitizers each magnitude's ldexpf is slow). */
 static inline uint8_t tdt_to_fp8(float x)
 {
     const float a = fabsf(x);
-    int best = 0;
-    for (int c = 1; c < 0x7F; c++) {
-        const float d = fabsf(tdt_from_fp8((uint8_t)c) - a), db = fabsf(tdt_from_fp8((uint8_t)best) - a);
-        if (d < db || (d == db && (c & 1) == 0 && (best & 1) == 1))
-            best = c;
+    int lo = 0, hi = 0x7E; /* tdt_from_fp8(lo) <= a < tdt_from_fp8(hi) */
+    if (a >= tdt_from_fp8(0x7E)) {
+        lo = 0x7E;
+    } else {
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            if (tdt_from_fp8((uint8_t)mid) <= a)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const float dl = a - tdt_from_fp8((uint8_t)lo), dh = tdt_from_fp8((uint8_t)hi) - a;
+        if (dh < dl || (dh == dl && (hi & 1) == 0))
+            lo = hi;
     }
-    return (uint8_t)((x < 0 || (x == 0 && signbit(x)) ? 0x80 : 0) | best);
+    return (uint8_t)((x < 0 || (x == 0 && signbit(x)) ? 0x80 : 0) | lo);
 }
 
 /* Stores x (rounded for 16-bit and FP8 types) as element i of a tensor of type t. */
