@@ -35,6 +35,17 @@ about 73.5 (plain) and about 52 against 68 (GeGLU); on an H100, whose products s
 reaches 87%, a few percent on every shape.
 
 ./tiles_tight [--reps R] [--once] [--hot]
+
+Run 188 (results/h200/run188, an H100; no H200 could be started): bit for bit the library's on
+every shape. ncu counts 75.5 against 83.1 warp instructions a 576-byte chunk on the plain
+shapes of 5,376 columns (o-swa 77.2 / 83.0, o-full 76.8 / 82.6, down 74.5 / 81.7) and 80.5
+against 88.8 for GeGLU: 9% fewer. Chained us, library / tight: q 12.87 / 13.02, k 11.57 /
+10.87, o-swa 15.95 / 15.99, o-full 24.20 / 24.20, gate+up 48.02 / 47.90, down 29.60 / 29.56,
+the head 256.4 / 256.2 (97.2% of the probe). Run 189 (an H100): the loops in the library
+(branch tiles-tight, 51e4fe1) give whole 31B tokens of the same time (B/A 1.002 at 128K, 0.999
+at 8K). The H200, where the head streams at 87% of its probe while issuing about 0.66
+instructions a cycle a scheduler, is the machine that can tell; until it does, the library
+keeps its loops.
 */
 #include "tiles_bench.h"
 
