@@ -29,9 +29,25 @@ sum|q x| + |m1| sum|x|) + E_x / 32) + 2^-26 E_x, E_x = sum_s max|x_s| (|d1| sum 
 digits' representation error); bitwise repeats. Timing: per launch and chained, ABBA against
 gem_dmv on the file-order rows of the same matrices, rotating over copies past the L2.
 
-Not yet run on a GPU when written (the session's device time had ended).
+Version 1 (run 33, H200): the kernel above, a chunk at a time with its loads right before its
+MMAs, 8 chunks a warp: 17-36% of the probe against 17-33% for the F32 kernel; not ported.
 
-./tiles_q4k [--reps R]
+Version 2: the library's Q4_0 loop applied to Q4_K. A warp owns whole super-blocks (the plain
+product's split in super-blocks: at most 6 a warp, the warps a power of two up to 16), loads
+them in batches of kSbBatch (both halves' nibble words and its two rows' 16 header bytes, into
+registers, before the launch wait for the first batch and after each batch for the next, a
+full batch unpredicated from stepped pointers as dev/cuda/tiles_tight), and decodes the six-bit
+scales and mins of its sub-blocks four bytes at a time: a lane's sub-blocks are h, 2 + h, 4 + h
+and 6 + h, bytes h and 2 + h of the scale words shifted by 8 h, so one mask gives both of a
+half's scales (s < 4: the low six bits of bytes s and s + 4; s >= 4: the low and high nibbles of
+byte s + 4 under the top two bits of bytes s - 4 and s). The same sums per chunk as version 1
+(fma(d1 2^(E - 7j), S_j) then fma(-m1 2^(E - 7j), Xd_j) per sum, exact products); the split
+differs, so its bits are checked against the double reference and a repeat, not version 1.
+Prediction (before its first run): about 90 warp instructions a chunk against the Q4_0
+tiles' 83 (ncu, run 188), and 55-75% of the probe on an H100 on the layer shapes against the
+F32 kernel's 19-33%.
+
+./tiles_q4k [--reps R] [--once]     (--once: every variant once per shape, no timing, for ncu)
 */
 #include <math.h>
 #include <stdint.h>
@@ -200,6 +216,177 @@ static void q4kt(const unsigned char *tiles, int64_t rows, int64_t cols, const f
     cudaCheck(launch_pdl(q4kt_kernel, (unsigned)(rows / TILE_ROWS), (unsigned)(32 * warps), 0, p));
 }
 
+/* ---- version 2 ------------------------------------------------------------------------------ */
+
+constexpr int kSbPerWarp = 6;       /* the plain split: at most 6 super-blocks (12 chunks) a warp */
+
+struct Params2 {
+    const unsigned char *data;
+    float *y;
+    int64_t nsb, spw; /* super-blocks a row, super-blocks a warp */
+    const unsigned char *xq;
+};
+
+/* The low and high 16-bit halves of v as floats (each below 2^16). */
+__device__ __forceinline__ float lo16f(uint32_t v) { return (float)(v & 0xFFFFu); }
+__device__ __forceinline__ float hi16f(uint32_t v) { return (float)(v >> 16); }
+
+/* One chunk (half `half` of a super-block) into acc: wq the lane's nibble words of the half,
+ * h0 / h1 the 16 header bytes of rows 2t / 2t + 1 (d, dmin; the twelve scale bytes), sh = 8 h,
+ * x the chunk's scratch (lane's). Version 1's sums in version 1's order. */
+template <int half>
+__device__ __forceinline__ void q4k_chunk(const uint4 wq, const uint4 h0, const uint4 h1,
+                                          uint32_t sh, const unsigned char *x, uint32_t m0,
+                                          float (&acc)[4])
+{
+    const uint32_t m1 = ~m0, lo = 0x0F0F0F0Fu;
+    const uint4 *xc = reinterpret_cast<const uint4 *>(x);
+    const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
+    int s[4] = {0, 0, 0, 0};
+    gem_tiles_mma(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
+    gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
+    gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
+    gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    const float xd0 = (float)(-(int)cx.x / 8), xd1 = (float)(-(int)cx.y / 8);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint4 hd = r ? h1 : h0;
+        __half2 dm;
+        memcpy(&dm, &hd.x, 4);
+        const float2 dmf = __half22float2(dm); /* d, dmin */
+        /* sub-blocks 4 half + h (low 16 bits) and 4 half + 2 + h (high 16 bits) */
+        const uint32_t w0 = hd.y >> sh, w1 = hd.z >> sh;
+        uint32_t sc, mn;
+        if (half == 0) {
+            sc = w0 & 0x003F003Fu;
+            mn = w1 & 0x003F003Fu;
+        } else {
+            const uint32_t w2 = hd.w >> sh;
+            sc = (w2 & 0x000F000Fu) | ((w0 >> 2) & 0x00300030u);
+            mn = ((w2 >> 4) & 0x000F000Fu) | ((w1 >> 2) & 0x00300030u);
+        }
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const float scf = k ? hi16f(sc) : lo16f(sc), mnf = k ? hi16f(mn) : lo16f(mn);
+            const float xs = k ? xs1 : xs0, xd = k ? xd1 : xd0;
+            float &a = acc[2 * k + r];
+            a = fmaf((dmf.x * scf) * xs, (float)s[2 * k + r], a);
+            a = fmaf(-((dmf.y * mnf) * xs), xd, a);
+        }
+    }
+}
+
+/* kSbBatch: super-blocks whose loads a warp issues together (version 2: 2, version 3: 1). */
+template <int kSbBatch>
+__global__ void __launch_bounds__(MAX_WARPS * 32) q4kt2_kernel(const Params2 p)
+{
+    __shared__ float red[MAX_WARPS][TILE_ROWS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    const int64_t tile = blockIdx.x;
+    const uint32_t m0 = h ? 0u : kFull, sh = 8u * (uint32_t)h;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    /* this warp's super-blocks [sb0, sb0 + left) */
+    const int64_t sw = (int64_t)warp * p.spw;
+    const int64_t sb0 = sw < p.nsb ? sw : p.nsb;
+    const int64_t sbe = sb0 + p.spw < p.nsb ? sb0 + p.spw : p.nsb;
+    uint32_t left = (uint32_t)(sbe - sb0);
+    const unsigned char *const w0 =
+        p.data + ((size_t)tile * (size_t)p.nsb + (size_t)sb0) * TSB_BYTES;
+    const unsigned char *wp = w0 + (size_t)16 * lane;          /* nibble words, half 0 */
+    const unsigned char *hp = w0 + 1024 + (size_t)32 * t;      /* rows 2t, 2t + 1 */
+    const unsigned char *xp = p.xq + (size_t)(2 * sb0) * XQ_CHUNK + (size_t)XQ_LANE * lane;
+    uint4 wq[kSbBatch][2], hd[kSbBatch][2];
+    auto load1 = [&](int k) {
+        wq[k][0] = __ldcs(reinterpret_cast<const uint4 *>(wp + (size_t)k * TSB_BYTES));
+        wq[k][1] = __ldcs(reinterpret_cast<const uint4 *>(wp + (size_t)k * TSB_BYTES + 512));
+        hd[k][0] = __ldcs(reinterpret_cast<const uint4 *>(hp + (size_t)k * TSB_BYTES));
+        hd[k][1] = __ldcs(reinterpret_cast<const uint4 *>(hp + (size_t)k * TSB_BYTES + 16));
+    };
+    auto load = [&]() {
+        if (left >= (uint32_t)kSbBatch) {
+#pragma unroll
+            for (int k = 0; k < kSbBatch; k++)
+                load1(k);
+        } else {
+#pragma unroll
+            for (int k = 0; k < kSbBatch - 1; k++)
+                if ((uint32_t)k < left)
+                    load1(k);
+        }
+    };
+    pdl_trigger();
+    load(); /* the first weights stream while the kernels before finish */
+    pdl_wait();
+    while (left) {
+#pragma unroll
+        for (int k = 0; k < kSbBatch; k++) {
+            if ((uint32_t)k < left) {
+                const unsigned char *x = xp + (size_t)(2 * k) * XQ_CHUNK;
+                q4k_chunk<0>(wq[k][0], hd[k][0], hd[k][1], sh, x, m0, acc);
+                q4k_chunk<1>(wq[k][1], hd[k][0], hd[k][1], sh, x + XQ_CHUNK, m0, acc);
+            }
+        }
+        left = left > (uint32_t)kSbBatch ? left - (uint32_t)kSbBatch : 0u;
+        wp += (size_t)kSbBatch * TSB_BYTES;
+        hp += (size_t)kSbBatch * TSB_BYTES;
+        xp += (size_t)(2 * kSbBatch) * XQ_CHUNK;
+        if (left)
+            load();
+    }
+    float r0 = acc[0] + acc[2], r1 = acc[1] + acc[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+    }
+    if (g == 0) {
+        red[warp][2 * t] = r0;
+        red[warp][2 * t + 1] = r1;
+    }
+    __syncthreads();
+    if (threadIdx.x < TILE_ROWS) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float sum = red[0][r];
+        for (int w = 1; w < nw; w++)
+            sum += red[w][r];
+        p.y[(size_t)tile * TILE_ROWS + (size_t)r] = sum;
+    }
+}
+
+static void q4kt2(int v, const unsigned char *tiles, int64_t rows, int64_t cols, const float *x,
+                  unsigned char *xq, float *y)
+{
+    const int64_t nblk = cols / 32;
+    cudaCheck(launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, 0, x, nblk, xq));
+    Params2 p;
+    p.data = tiles;
+    p.y = y;
+    p.nsb = cols / 256;
+    const int64_t need = (p.nsb + kSbPerWarp - 1) / kSbPerWarp;
+    int64_t warps = 1;
+    while (warps < need && warps < MAX_WARPS)
+        warps *= 2;
+    p.spw = (p.nsb + warps - 1) / warps;
+    p.xq = xq;
+    if (v == 2)
+        cudaCheck(launch_pdl(q4kt2_kernel<2>, (unsigned)(rows / TILE_ROWS), (unsigned)(32 * warps),
+                             0, p));
+    else
+        cudaCheck(launch_pdl(q4kt2_kernel<1>, (unsigned)(rows / TILE_ROWS), (unsigned)(32 * warps),
+                             0, p));
+}
+
+/* Version v (1, 2 or 3) of the tiled product. */
+static void q4kt_v(int v, const unsigned char *tiles, int64_t rows, int64_t cols, const float *x,
+                   unsigned char *xq, float *y)
+{
+    if (v == 1)
+        q4kt(tiles, rows, cols, x, xq, y);
+    else
+        q4kt2(v, tiles, rows, cols, x, xq, y);
+}
+
 /* ---- checks and timing ---------------------------------------------------------------------- */
 
 static float f16_at(const uint8_t *q) { return gem_gguf_f16_to_f32((uint16_t)(q[0] | (q[1] << 8))); }
@@ -236,7 +423,8 @@ static double row_bound(const uint8_t *row, const float *x, int64_t cols)
     return 4e-6 * (mag + ex / 32) + 0x1p-26 * ex + 1e-30;
 }
 
-static int check(int64_t rows, int64_t cols, uint64_t seed)
+/* Version v of the tiled product on rows x cols against the double reference and a repeat. */
+static int check(int v, int64_t rows, int64_t cols, uint64_t seed)
 {
     size_t rb = 0;
     GEM_TRY(gem_gguf_row_bytes(GEM_GGUF_Q4_K, cols, &rb));
@@ -264,9 +452,9 @@ static int check(int64_t rows, int64_t cols, uint64_t seed)
     const int64_t nsb = cols / 256;
     tile_q4k<<<(unsigned)((rows * nsb + 255) / 256), 256>>>(drows, rb, rows, nsb, dtiles);
     cudaCheck(cudaGetLastError());
-    q4kt(dtiles, rows, cols, dx, xq, dy);
+    q4kt_v(v, dtiles, rows, cols, dx, xq, dy);
     cudaCheck(cudaMemcpy(y, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
-    q4kt(dtiles, rows, cols, dx, xq, dy);
+    q4kt_v(v, dtiles, rows, cols, dx, xq, dy);
     cudaCheck(cudaMemcpy(y2, dy, (size_t)rows * 4, cudaMemcpyDeviceToHost));
     int bad = memcmp(y, y2, (size_t)rows * 4) != 0;
     double worst = 0;
@@ -279,8 +467,8 @@ static int check(int64_t rows, int64_t cols, uint64_t seed)
         worst = e > worst || e != e ? e : worst;
     }
     bad |= !(worst <= 1.0);
-    printf("check q4_k tiles %6lld x %-5lld  max |y - ref| / bound %.3f, repeat %s  %s\n",
-           (long long)rows, (long long)cols, worst, memcmp(y, y2, (size_t)rows * 4) ? "differs" : "equal",
+    printf("check q4_k tiles v%d %6lld x %-5lld  max |y - ref| / bound %.3f, repeat %s  %s\n",
+           v, (long long)rows, (long long)cols, worst, memcmp(y, y2, (size_t)rows * 4) ? "differs" : "equal",
            bad ? "FAILED" : "ok");
     cudaFree(drows);
     cudaFree(dtiles);
@@ -303,12 +491,14 @@ static const shape shapes[] = {
 
 int main(int argc, char **argv)
 {
-    int reps = 100;
+    int reps = 100, once = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--once"))
+            once = 1;
         else {
-            fprintf(stderr, "usage: %s [--reps R]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps R] [--once]\n", argv[0]);
             return 2;
         }
     }
@@ -317,10 +507,13 @@ int main(int argc, char **argv)
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     int failed = 0;
-    failed |= check(8, 256, 1);
-    failed |= check(64, 1280, 2);
-    failed |= check(72, 5376, 3);
-    failed |= check(16, 21504, 4);
+    for (int v = 1; v <= 3; v++) {
+        failed |= check(v, 8, 256, 1);
+        failed |= check(v, 64, 1280, 2);
+        failed |= check(v, 72, 5376, 3);
+        failed |= check(v, 16, 21504, 4);
+        failed |= check(v, 24, 16384, 5);
+    }
     if (failed) {
         printf("validation FAILED: no timings\n");
         return 1;
@@ -364,8 +557,15 @@ int main(int argc, char **argv)
         cudaCheck(cudaMemcpy(dx, hxv, (size_t)s->cols * 4, cudaMemcpyHostToDevice));
         const double moved = (double)mbytes + 4.0 * (double)s->cols + 4.0 * (double)s->rows;
         const int r_here = s->rows >= 100000 ? (reps < 30 ? reps : 30) : reps;
-        const int order[4] = {0, 1, 1, 0};
-        for (int k = 0; k < 4; k++) {
+        const int order[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+        for (int v = 0; v < 4 && once; v++) {
+            if (v == 0)
+                GEM_TRY(gem_dmv(&rows[0], dx, dy, NULL, NULL));
+            else
+                q4kt_v(v, tiles[0], s->rows, s->cols, dx, xq, dy);
+            cudaCheck(cudaDeviceSynchronize());
+        }
+        for (int k = 0; k < 8 && !once; k++) {
             const int v = order[k];
             double med = 0, chain = 0;
             for (int pass = 0; pass < 3; pass++) { /* warm-up, per launch, chain */
@@ -379,7 +579,7 @@ int main(int argc, char **argv)
                     if (v == 0)
                         GEM_TRY(gem_dmv(&rows[r % ncopies], dx, dy, NULL, NULL));
                     else
-                        q4kt(tiles[r % ncopies], s->rows, s->cols, dx, xq, dy);
+                        q4kt_v(v, tiles[r % ncopies], s->rows, s->cols, dx, xq, dy);
                 }
                 if (pass)
                     cudaCheck(cudaEventRecord(ev[r_here], 0));
@@ -398,9 +598,10 @@ int main(int argc, char **argv)
                     chain = ms * 1e-3 / r_here;
                 }
             }
-            printf("%-7s %-8s %8.1f %9.2f %5.1f%% %9.2f %5.1f%%  %d\n", s->name,
-                   v ? "tiles" : "library", mbytes * 1e-6, med * 1e6, 100.0 * moved / med / probe,
-                   chain * 1e6, 100.0 * moved / chain / probe, k < 2 ? 1 : 2);
+            static const char *const vname[4] = {"library", "tiles-v1", "tiles-v2", "tiles-v3"};
+            printf("%-7s %-8s %8.1f %9.2f %5.1f%% %9.2f %5.1f%%  %d\n", s->name, vname[v],
+                   mbytes * 1e-6, med * 1e6, 100.0 * moved / med / probe, chain * 1e6,
+                   100.0 * moved / chain / probe, k < 4 ? 1 : 2);
             fflush(stdout);
         }
         for (int c = 0; c < ncopies; c++) {
