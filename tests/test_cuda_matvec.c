@@ -27,6 +27,9 @@
  *     the scratch as it stands (the tiled products of the x it was made from, bit for bit,
  *     while a file-order matrix reads the new x); gem_dmv_row bit for bit; shapes of 1 to
  *     16 warps per tile and partial batches;
+ *   - Q4_K in tiles, the same checks, against its own bound (4e-6 (sum_s (|d1| sum|q x| +
+ *     |m1| sum|x|) + E / 32) + 2^-26 E, E = sum_s max|x_s| (|d1| sum q + 32 |m1|)), and
+ *     gem_dmv_multi with Q4_K tiles, Q4_0 tiles and file-order rows together;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -527,10 +530,10 @@ static void check_errors(void)
     dev_ops->free(dy);
 }
 
-/* ---- Q4_0 in tiles ------------------------------------------------------------------------ */
+/* ---- Q4_0 and Q4_K in tiles ---------------------------------------------------------------- */
 
-/* The bound of a tiled product (file comment); rows (rows, cols) of dequantized weights. */
-static double tiles_tol(const float *w, const float *x, int64_t cols)
+/* The bound of a tiled Q4_0 product (file comment); rows (rows, cols) of dequantized weights. */
+static double tiles_tol_q4_0(const float *w, const float *x, int64_t cols)
 {
     double wx = 0, mw = 0;
     for (int64_t b = 0; b < cols / 32; b++) {
@@ -545,13 +548,56 @@ static double tiles_tol(const float *w, const float *x, int64_t cols)
     return 4e-6 * (wx + mw / 32) + 0x1p-26 * mw + 1e-35;
 }
 
-/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES). */
+/* The bound of a tiled Q4_K product (file comment) for row r of t. */
+static double tiles_tol_q4_k(const tmat *t, int64_t r, const float *x)
+{
+    const uint8_t *row = t->host + (size_t)r * t->d.row_bytes;
+    double mag = 0, e = 0;
+    for (int64_t b = 0; b < t->d.cols / 256; b++) {
+        const uint8_t *blk = row + 144 * b, *sc = blk + 4, *q = blk + 16;
+        const double d = f16_at(blk), dmin = f16_at(blk + 2);
+        for (int s = 0; s < 8; s++) {
+            int scale, mn;
+            if (s < 4) {
+                scale = sc[s] & 63;
+                mn = sc[s + 4] & 63;
+            } else {
+                scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+                mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+            }
+            double qx = 0, ax = 0, mx = 0, qs = 0;
+            for (int l = 0; l < 32; l++) {
+                const int n = s & 1 ? q[32 * (s / 2) + l] >> 4 : q[32 * (s / 2) + l] & 0xF;
+                const double xv = fabs((double)x[256 * b + 32 * s + l]);
+                qx += n * xv;
+                ax += xv;
+                mx = xv > mx ? xv : mx;
+                qs += n;
+            }
+            mag += fabs(d * scale) * qx + fabs(dmin * mn) * ax;
+            e += mx * (fabs(d * scale) * qs + 32.0 * fabs(dmin * mn));
+        }
+    }
+    return 4e-6 * (mag + e / 32) + 0x1p-26 * e + 1e-35;
+}
+
+/* The bound of row r of t's tiled product with x. */
+static double tiles_tol(const tmat *t, int64_t r, const float *x)
+{
+    if (t->d.type == GEM_GGUF_Q4_K)
+        return tiles_tol_q4_k(t, r, x);
+    return tiles_tol_q4_0(t->deq + (size_t)r * (size_t)t->d.cols, x, t->d.cols);
+}
+
+/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES or, for Q4_K,
+ * GEM_DLAYOUT_Q4_K_TILES). */
 static gem_dmatrix tiled_copy(const tmat *t)
 {
     gem_dmatrix w = t->d;
     w.data = dev_alloc((size_t)t->d.rows * t->d.row_bytes);
     TCHECK_STATUS(gem_dmatrix_tile(&w, t->d.data, NULL), GEM_OK);
-    TCHECK(w.layout == GEM_DLAYOUT_Q4_0_TILES);
+    TCHECK(w.layout == (t->d.type == GEM_GGUF_Q4_K ? GEM_DLAYOUT_Q4_K_TILES
+                                                    : GEM_DLAYOUT_Q4_0_TILES));
     return w;
 }
 
@@ -570,7 +616,7 @@ static int tiles_products(const tmat *t, const gem_dmatrix *tw, const float *x, 
         double ref = 0;
         for (int64_t i = 0; i < cols; i++)
             ref += (double)w[i] * (double)x[i];
-        const double tol = tiles_tol(w, x, cols);
+        const double tol = tiles_tol(t, r, x);
         if (!(fabs((double)y[r] - ref) <= tol)) {
             if (bad < 3)
                 fprintf(stderr, "  tiles %s rows %lld cols %lld: row %lld: %.9g vs %.9g (tol %.3g)\n",
@@ -583,11 +629,11 @@ static int tiles_products(const tmat *t, const gem_dmatrix *tw, const float *x, 
     return bad;
 }
 
-static void check_tiles(int64_t rows, int64_t cols, uint64_t seed)
+static void check_tiles(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t seed)
 {
-    TCHECK(gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, rows, cols));
+    TCHECK(gem_dmatrix_tiles_ok(type, rows, cols));
     tmat t;
-    tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, seed);
+    tmat_make(&t, type, rows, cols, seed);
     gem_dmatrix tw = tiled_copy(&t);
     void *xq = dev_alloc(gem_dmv_xq_bytes(cols));
     float *x = seeded_x(cols, seed ^ 0x5151);
@@ -610,13 +656,17 @@ static void check_tiles(int64_t rows, int64_t cols, uint64_t seed)
     tmat_free(&t);
 }
 
-/* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape. */
-static void check_tiles_properties(void)
+/* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape, for
+ * Q4_0 or Q4_K tiles. */
+static void check_tiles_properties(gem_gguf_type type)
 {
-    const int64_t rows = 16, cols = 1152; /* 9 chunks: 3 warps of 3, a partial batch */
+    const int q4k = type == GEM_GGUF_Q4_K;
+    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q4_K: 5 super-blocks, one warp of 5
+     * (GeGLU: 2 warps, 3 and 2) */
+    const int64_t rows = 16, cols = q4k ? 1280 : 1152;
     tmat t, up, rowsm;
-    tmat_make(&t, GEM_GGUF_Q4_0, rows, cols, 4711);
-    tmat_make(&up, GEM_GGUF_Q4_0, rows, cols, 4712);
+    tmat_make(&t, type, rows, cols, 4711);
+    tmat_make(&up, type, rows, cols, 4712);
     tmat_make(&rowsm, GEM_GGUF_Q8_0, 5, cols, 4713);
     gem_dmatrix tw = tiled_copy(&t), tu = tiled_copy(&up);
     const size_t xqb = gem_dmv_xq_bytes(cols);
@@ -685,8 +735,14 @@ static void check_tiles_properties(void)
         download(got, dy, (size_t)rows * 4);
         bad = 0;
         for (int64_t r = 0; r < rows; r++) {
+            /* GeGLU groups the same block terms by its own split: each of its two sums is
+             * within its bound of the exact one, as gem_dmv's are */
             const double ref = (double)gelu_ref(yq[r]) * (double)yu[r];
-            bad += !(fabs((double)got[r] - ref) <= 4e-6 * fabs((double)yq[r] * yu[r]) + 1e-35);
+            const double tol = 4e-6 * fabs((double)yq[r] * yu[r]) +
+                               2.3 * tiles_tol(&t, r, xs) * fabs((double)yu[r]) +
+                               2.0 * tiles_tol(&up, r, xs) * fabs((double)gelu_ref(yq[r])) +
+                               1e-35;
+            bad += !(fabs((double)got[r] - ref) <= tol);
         }
         TCHECK(bad == 0);
         /* prepared: xq holds xs's scratch from the GeGLU call; x is now zeros, which only the
@@ -733,7 +789,38 @@ static void check_tiles_properties(void)
         dev_ops->free(drow);
     }
     TCHECK(bad == 0);
+    /* Q4_K tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi: the same bits as
+     * gem_dmv (the second tiled launch reads the scratch the first made) */
+    if (q4k) {
+        tmat o;
+        tmat_make(&o, GEM_GGUF_Q4_0, rows, cols, 4714);
+        gem_dmatrix to = tiled_copy(&o);
+        float *dyo = dev_alloc((size_t)rows * 4), *yo = xmalloc((size_t)rows * 4);
+        float *got = xmalloc((size_t)rows * 4);
+        TCHECK_STATUS(gem_dmv(&to, dx, dyo, xq, NULL), GEM_OK);
+        download(yo, dyo, (size_t)rows * 4);
+        const gem_dmatrix *ws[3] = {&rowsm.d, &tw, &to};
+        float *ys[3] = {dyr, dy, dyo};
+        TCHECK_STATUS(gem_dmv_multi(3, ws, dx, ys, xq, NULL), GEM_OK);
+        download(got, dy, (size_t)rows * 4);
+        TCHECK(memcmp(got, yq, (size_t)rows * 4) == 0);
+        download(got, dyo, (size_t)rows * 4);
+        TCHECK(memcmp(got, yo, (size_t)rows * 4) == 0);
+        download(got, dyr, 5 * 4);
+        TCHECK(memcmp(got, yr, 5 * 4) == 0);
+        TCHECK_STATUS(gem_dmv_geglu(&tw, &to, dx, dy, xq, NULL), GEM_ERR_UNSUPPORTED);
+        free(got);
+        free(yo);
+        dev_ops->free(dyo);
+        dev_ops->free(to.data);
+        tmat_free(&o);
+    }
     /* statuses */
+    TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 128) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 12, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 256) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 256) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 262144, 5376));
     TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 7, cols) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 96) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 128) &&
@@ -755,6 +842,9 @@ static void check_tiles_properties(void)
     TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_PARAM);
     bad_w = tw;
     bad_w.rows = 15; /* a partial tile */
+    TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
+    bad_w = tw; /* the other type's tiles */
+    bad_w.layout = q4k ? GEM_DLAYOUT_Q4_0_TILES : GEM_DLAYOUT_Q4_K_TILES;
     TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
     gem_dmatrix seven = rowsm.d;
     TCHECK_STATUS(gem_dmatrix_tile(&seven, up.d.data, NULL), GEM_ERR_UNSUPPORTED);
@@ -890,7 +980,7 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-/* --tiles: the tiled Q4_0 checks and the argmax alone (for compute-sanitizer). */
+/* --tiles: the tiled Q4_0 and Q4_K checks and the argmax alone (for compute-sanitizer). */
 int main(int argc, char **argv)
 {
     const int tiles_only = argc > 1 && strcmp(argv[1], "--tiles") == 0;
@@ -947,7 +1037,14 @@ int main(int argc, char **argv)
     static const int64_t tile_shapes[][2] = {{8, 128},   {16, 384},   {40, 1152}, {8, 5376},
                                              {4104, 5376}, {64, 8192}, {24, 21504}, {16, 32768}};
     for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++)
-        check_tiles(tile_shapes[i][0], tile_shapes[i][1], 3000 + i);
-    check_tiles_properties();
+        check_tiles(GEM_GGUF_Q4_0, tile_shapes[i][0], tile_shapes[i][1], 3000 + i);
+    check_tiles_properties(GEM_GGUF_Q4_0);
+    /* Q4_K tiles: 1 to 16 warps per tile, warps of 1 to 6 super-blocks, warps past the end
+     * (84 super-blocks on 16 warps of 6), 1 to 513 tiles */
+    static const int64_t q4k_shapes[][2] = {{8, 256},   {16, 512},  {40, 1280},  {8, 5376},
+                                            {4104, 5376}, {64, 8192}, {24, 16384}, {24, 21504}};
+    for (size_t i = 0; i < sizeof q4k_shapes / sizeof q4k_shapes[0]; i++)
+        check_tiles(GEM_GGUF_Q4_K, q4k_shapes[i][0], q4k_shapes[i][1], 3100 + i);
+    check_tiles_properties(GEM_GGUF_Q4_K);
     return tcheck_summary("test_cuda_matvec");
 }

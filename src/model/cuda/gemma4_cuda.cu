@@ -720,7 +720,7 @@ __global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, uns
 /* ---- one token ----------------------------------------------------------------------------- */
 
 /* 1 when the matrix is in tiles (its product reads the x scratch). */
-static int tiled(const gem_dmatrix *w) { return w->layout == GEM_DLAYOUT_Q4_0_TILES; }
+static int tiled(const gem_dmatrix *w) { return w->layout != GEM_DLAYOUT_ROWS; }
 
 /* 1 when one of layer li's q, k, v products reads the x scratch. */
 static int qkv_tiled(const gem_model *m, int64_t li)

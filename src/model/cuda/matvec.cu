@@ -1006,6 +1006,33 @@ __global__ void row_kernel(const unsigned char *row, int64_t nblocks, float scal
     }
 }
 
+/* Row `row` of a Q4_K matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q4K_SB_BYTES a
+ * tile's super-block) dequantized times scale: row_kernel's arithmetic on the same bytes, so
+ * the same bits. One thread per super-block. */
+__global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nsb,
+                                    float scale, float *y)
+{
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nsb)
+        return;
+    const int g = (int)(row % 8);
+    const unsigned char *t =
+        data + ((size_t)(row / 8) * (size_t)nsb + (size_t)b) * GEM_TILES_Q4K_SB_BYTES;
+    uint4 h;
+    memcpy(&h, t + 1024 + 16 * g, 16);
+    float *out = y + 256 * b;
+    for (int c = 0; c < 4; c++) {
+        float d1, m1, d2, m2;
+        FmtQ4_K::scales(h, 2 * c, d1, m1);
+        FmtQ4_K::scales(h, 2 * c + 1, d2, m2);
+        for (int l = 0; l < 32; l++) {
+            const int q = t[gem_tiles_q4k_qs_off(g, 32 * c + l)];
+            out[64 * c + l] = __fmul_rn(__fsub_rn(__fmul_rn(d1, (float)(q & 0xf)), m1), scale);
+            out[64 * c + 32 + l] = __fmul_rn(__fsub_rn(__fmul_rn(d2, (float)(q >> 4)), m2), scale);
+        }
+    }
+}
+
 /* ---- gem_dmatrix_fill_random ------------------------------------------------------------------ */
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z)
@@ -1285,9 +1312,12 @@ gem_status check_matrix(const gem_dmatrix *w)
         return GEM_ERR_SHAPE;
     if (!gem_dmv_supported(w->type, w->cols))
         return GEM_ERR_UNSUPPORTED;
-    if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES)
+    if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES &&
+        w->layout != GEM_DLAYOUT_Q4_K_TILES)
         return GEM_ERR_PARAM;
-    if (w->layout == GEM_DLAYOUT_Q4_0_TILES && !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols))
+    if (w->layout != GEM_DLAYOUT_ROWS &&
+        ((w->layout == GEM_DLAYOUT_Q4_K_TILES) != (w->type == GEM_GGUF_Q4_K) ||
+         !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols)))
         return GEM_ERR_SHAPE;
     size_t rb = 0, total = 0, end = 0;
     if (gem_gguf_row_bytes(w->type, w->cols, &rb) != GEM_OK || rb != w->row_bytes)
@@ -1300,7 +1330,7 @@ gem_status check_matrix(const gem_dmatrix *w)
     return GEM_OK;
 }
 
-bool tiled(const gem_dmatrix *w) { return w->layout == GEM_DLAYOUT_Q4_0_TILES; }
+bool tiled(const gem_dmatrix *w) { return w->layout != GEM_DLAYOUT_ROWS; }
 
 /* 1 when the n floats at a and the m at b share a byte. */
 bool overlaps(const float *a, int64_t n, const float *b, int64_t m)
@@ -1391,15 +1421,17 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
             TileParams tp;
             memset(&tp, 0, sizeof tp);
             tp.cols = w[0]->cols;
+            tp.q4k = w[i]->layout == GEM_DLAYOUT_Q4_K_TILES;
             tp.xq = static_cast<const unsigned char *>(xq);
             for (int k = i; k < n; k++)
-                if (!done[k] && tiled(w[k])) {
+                if (!done[k] && w[k]->layout == w[i]->layout) {
                     tp.mat[tp.nmat++] = TileMat{static_cast<const unsigned char *>(w[k]->data),
                                                 y[k], w[k]->rows, 0};
                     done[k] = true;
                 }
             if ((st = gem_tiles_launch(tp, x, false, xq_ready, s)) != GEM_OK)
                 return st;
+            xq_ready = true; /* both tile layouts read the one scratch of x */
             continue;
         }
         MvParams p;
@@ -1436,8 +1468,9 @@ int gem_dmv_supported(gem_gguf_type type, int64_t cols)
 
 int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols)
 {
-    return type == GEM_GGUF_Q4_0 && rows <= INT32_MAX && gem_dmv_supported(type, cols) &&
-           gem_tiles_shape_ok(rows, cols, kMaxCols);
+    return (type == GEM_GGUF_Q4_0 || type == GEM_GGUF_Q4_K) && rows <= INT32_MAX &&
+           gem_dmv_supported(type, cols) &&
+           gem_tiles_shape_ok(type == GEM_GGUF_Q4_K, rows, cols, kMaxCols);
 }
 
 size_t gem_dmv_xq_bytes(int64_t cols) { return gem_tiles_xq_bytes(cols); }
@@ -1460,11 +1493,12 @@ gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)
         return st;
-    st = gem_tiles_from_rows(static_cast<const unsigned char *>(src), w->row_bytes, w->rows,
+    const bool q4k = w->type == GEM_GGUF_Q4_K;
+    st = gem_tiles_from_rows(q4k, static_cast<const unsigned char *>(src), w->row_bytes, w->rows,
                              w->cols, static_cast<unsigned char *>(w->data),
                              static_cast<cudaStream_t>(stream));
     if (st == GEM_OK)
-        w->layout = GEM_DLAYOUT_Q4_0_TILES;
+        w->layout = q4k ? GEM_DLAYOUT_Q4_K_TILES : GEM_DLAYOUT_Q4_0_TILES;
     return st;
 }
 
@@ -1512,7 +1546,7 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         const int64_t rows = wg->rows;
         if ((st = check_xq(xq, wg->cols, x, 1, &y, &rows)) != GEM_OK)
             return st;
-        if (!tiled(wg) || !tiled(wu))
+        if (wg->layout != wu->layout)
             return GEM_ERR_UNSUPPORTED; /* one layout for both, as the model stores them */
         int dev;
         DevInfo di;
@@ -1521,6 +1555,7 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         TileParams tp;
         memset(&tp, 0, sizeof tp);
         tp.cols = wg->cols;
+        tp.q4k = wg->layout == GEM_DLAYOUT_Q4_K_TILES;
         tp.xq = static_cast<const unsigned char *>(xq);
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
@@ -1570,9 +1605,16 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)
         return st;
-    if (tiled(w))
+    if (w->layout == GEM_DLAYOUT_Q4_0_TILES)
         return gem_tiles_row(static_cast<const unsigned char *>(w->data), w->cols, row, scale, y,
                              static_cast<cudaStream_t>(stream));
+    if (w->layout == GEM_DLAYOUT_Q4_K_TILES) {
+        const int64_t nsb = w->cols / 256;
+        q4k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
+                              static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
+        return report_launch("gem_dmv_row");
+    }
     int64_t be = 0;
     (void)gem_gguf_type_block((uint32_t)w->type, &be, NULL);
     const int64_t nblocks = w->cols / be;

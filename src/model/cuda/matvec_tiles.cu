@@ -60,6 +60,26 @@
  * added in warp order by one thread per row. No atomics; the same bits on every call and
  * for a row in gem_dmv and gem_dmv_multi (GeGLU splits its chunks its own way: the same sums
  * in another grouping).
+ *
+ * Q4_K (GGUF: a super-block of 256 elements, 144 bytes: d and dmin in f16, twelve bytes of
+ * six-bit scales sc_s and mins m_s of its eight 32-element sub-blocks, 128 nibble bytes with
+ * sub-block 2c in the low nibbles of bytes 32c..32c+31 and 2c+1 in their high ones;
+ * w = d sc_s q - dmin m_s, q in 0..15). The tiles hold the same bytes: a tile's super-block is
+ * 1,152 bytes, two halves of 512 (lane (g, t) reads 16 bytes at 16 lane: row g's nibble words
+ * at 64 half + 4t, + 16, + 32, + 48, i.e. elements 4t..4t+3 and 16+4t..16+4t+3 of the half's
+ * four sub-blocks, B's fragments after a mask and a shift) and the 8 rows' 16 header bytes as
+ * the file has them. A half is a chunk of 128 columns and takes the Q4_0 chunk's four MMAs
+ * with C = 0, so S_j = sum q a_j exactly; each of a lane's four sums (rows 2t, 2t+1 of its two
+ * sub-blocks) then adds fma(d1 2^(E - 7j), S_j) and fma(-m1 2^(E - 7j), Xd_j) (d1 = d sc,
+ * m1 = dmin m: exact in F32, the products exact inside the fmas; Xd_j = sum a_j, from the
+ * scratch's correction). The scales of a lane's sub-blocks (h, 2 + h, 4 + h, 6 + h) are bytes h
+ * and 2 + h of the scale words shifted by 8 h, decoded two at a time. The error is within a few
+ * F32 roundings of sum_s (d1 sum|q x| + m1 sum|x|) plus the digits' representation error,
+ * 2^-27 of each block's max|x| times (d1 sum q + 32 m1). A warp owns whole super-blocks (the
+ * plain product: at most 6, the warps a power of two up to 16; GeGLU: at most 4) and loads one
+ * at a time into registers, the next while it computes (dev/cuda/tiles_q4k version 3; version
+ * 2's batches of two took 78 registers and lost on every shape but k; run 190 on an H100: 1.6-
+ * 2.2x the F32 kernel, the head at 94.5% of the read probe).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -102,6 +122,9 @@ constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plai
  * the probe), 2 stages 40.7. The same ring lost on every plain product (the head 82% -> 73%). */
 constexpr int kRing = 4;
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kSbBytes = GEM_TILES_Q4K_SB_BYTES;
+constexpr int kQ4kSbPerWarp = 6;      /* the plain Q4_K product: super-blocks a warp, at most */
+constexpr int kQ4kGegluSbPerWarp = 4; /* GeGLU's (8 chunks, as Q4_0's) */
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
  * the f16 d of row r in block 4c+i. */
@@ -341,6 +364,179 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_geglu_kernel(const TilePar
     }
 }
 
+/* ---- Q4_K ----------------------------------------------------------------------------------- */
+
+/* rows (rows, row_bytes) in the file's Q4_K layout -> tiles; one thread per (row, super-block). */
+__global__ void tile_q4k_kernel(const unsigned char *__restrict__ src, size_t row_bytes,
+                                int64_t rows, int64_t nsb, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nsb)
+        return;
+    const int64_t r = i / nsb, b = i % nsb;
+    const int g = (int)(r % kTileRows);
+    const unsigned char *s = src + (size_t)r * row_bytes + (size_t)b * 144;
+    unsigned char *t = dst + ((size_t)(r / kTileRows) * (size_t)nsb + (size_t)b) * kSbBytes;
+    for (int k = 0; k < 16; k++) /* d, dmin, the scales */
+        t[1024 + 16 * g + k] = s[k];
+    for (int k = 0; k < 128; k++)
+        t[gem_tiles_q4k_qs_off(g, k)] = s[16 + k];
+}
+
+/* One super-block's loads: both halves' nibble words (w: the lane's) and rows 2t, 2t + 1's
+ * headers (hp: the tile's super-block + 1024 + 32 t). */
+struct Q4kSb {
+    uint4 wq0, wq1, h0, h1;
+};
+__device__ __forceinline__ Q4kSb q4k_load(const unsigned char *w, const unsigned char *hp)
+{
+    Q4kSb b;
+    b.wq0 = __ldcs(reinterpret_cast<const uint4 *>(w));
+    b.wq1 = __ldcs(reinterpret_cast<const uint4 *>(w + 512));
+    b.h0 = __ldcs(reinterpret_cast<const uint4 *>(hp));
+    b.h1 = __ldcs(reinterpret_cast<const uint4 *>(hp + 16));
+    return b;
+}
+
+/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
+ * super-blocks (p.cpw / 2 a warp). A warp loads its next super-block while it computes one. */
+__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p)
+{
+    __shared__ float red[kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    int64_t tile = blockIdx.x;
+    int m = 0;
+    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+        m++;
+    tile -= p.mat[m].tile0;
+    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
+    const uint32_t m0 = h ? 0u : kFull, sh = 8u * (uint32_t)h;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    /* this warp's super-blocks [sb0, sb0 + left); a warp past the tile's has none */
+    const int64_t sw = (int64_t)warp * spw;
+    const int64_t sb0 = sw < nsb ? sw : nsb;
+    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
+    uint32_t left = (uint32_t)(sbe - sb0);
+    const unsigned char *const w0 =
+        p.mat[m].data + ((size_t)tile * (size_t)nsb + (size_t)sb0) * kSbBytes;
+    const unsigned char *wp = w0 + (size_t)16 * lane;    /* nibble words, half 0 */
+    const unsigned char *hp = w0 + 1024 + (size_t)32 * t; /* rows 2t, 2t + 1 */
+    const unsigned char *xp =
+        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
+    Q4kSb b = {};
+    pdl_trigger();
+    if (left)
+        b = q4k_load(wp, hp); /* the first weights stream while the kernels before finish */
+    pdl_wait();             /* then x's scratch is complete and y free to write */
+    while (left) {
+        const uint4 *xc = reinterpret_cast<const uint4 *>(xp);
+        gem_tiles_q4k_chunk<0>(b.wq0, b.h0, b.h1, sh, __ldg(xc), __ldg(xc + 1), m0, acc);
+        const uint4 *xd = reinterpret_cast<const uint4 *>(xp + kXqChunkBytes);
+        gem_tiles_q4k_chunk<1>(b.wq1, b.h0, b.h1, sh, __ldg(xd), __ldg(xd + 1), m0, acc);
+        left--;
+        wp += kSbBytes;
+        hp += kSbBytes;
+        xp += 2 * kXqChunkBytes;
+        if (left)
+            b = q4k_load(wp, hp); /* the next super-block once this one is done */
+    }
+    float r0 = acc[0] + acc[2], r1 = acc[1] + acc[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+    }
+    if (g == 0) {
+        red[warp][2 * t] = r0;
+        red[warp][2 * t + 1] = r1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float sum = red[0][r];
+        for (int w = 1; w < nw; w++)
+            sum += red[w][r];
+        p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = sum;
+    }
+}
+
+/* GeGLU on Q4_K tiles: y = gelu(gate x) * (up x), mat[0] the gate, mat[1] the up matrix;
+ * block = one tile of both, warps = GeGLU's split of its super-blocks (p.cpw / 2 a warp). A
+ * warp loads the next super-block of both matrices while it computes one; both use one
+ * scratch load. */
+__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_geglu_kernel(const TileParams p)
+{
+    __shared__ float red[2][kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    const int64_t tile = blockIdx.x;
+    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
+    const uint32_t m0 = h ? 0u : kFull, sh = 8u * (uint32_t)h;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t sw = (int64_t)warp * spw;
+    const int64_t sb0 = sw < nsb ? sw : nsb;
+    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
+    uint32_t left = (uint32_t)(sbe - sb0);
+    const size_t first = ((size_t)tile * (size_t)nsb + (size_t)sb0) * kSbBytes;
+    const unsigned char *gw = p.mat[0].data + first + (size_t)16 * lane;
+    const unsigned char *gh = p.mat[0].data + first + 1024 + (size_t)32 * t;
+    const unsigned char *uw = p.mat[1].data + first + (size_t)16 * lane;
+    const unsigned char *uh = p.mat[1].data + first + 1024 + (size_t)32 * t;
+    const unsigned char *xp =
+        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
+    Q4kSb bg = {}, bu = {};
+    pdl_trigger();
+    if (left) {
+        bg = q4k_load(gw, gh);
+        bu = q4k_load(uw, uh);
+    }
+    pdl_wait();
+    while (left) {
+        const uint4 *xc = reinterpret_cast<const uint4 *>(xp);
+        const uint4 dg0 = __ldg(xc), cx0 = __ldg(xc + 1);
+        gem_tiles_q4k_chunk<0>(bg.wq0, bg.h0, bg.h1, sh, dg0, cx0, m0, a0);
+        gem_tiles_q4k_chunk<0>(bu.wq0, bu.h0, bu.h1, sh, dg0, cx0, m0, a1);
+        const uint4 *xd = reinterpret_cast<const uint4 *>(xp + kXqChunkBytes);
+        const uint4 dg1 = __ldg(xd), cx1 = __ldg(xd + 1);
+        gem_tiles_q4k_chunk<1>(bg.wq1, bg.h0, bg.h1, sh, dg1, cx1, m0, a0);
+        gem_tiles_q4k_chunk<1>(bu.wq1, bu.h0, bu.h1, sh, dg1, cx1, m0, a1);
+        left--;
+        gw += kSbBytes;
+        gh += kSbBytes;
+        uw += kSbBytes;
+        uh += kSbBytes;
+        xp += 2 * kXqChunkBytes;
+        if (left) {
+            bg = q4k_load(gw, gh);
+            bu = q4k_load(uw, uh);
+        }
+    }
+    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
+    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+        u0 += __shfl_xor_sync(kFull, u0, o);
+        u1 += __shfl_xor_sync(kFull, u1, o);
+    }
+    if (g == 0) {
+        red[0][warp][2 * t] = r0;
+        red[0][warp][2 * t + 1] = r1;
+        red[1][warp][2 * t] = u0;
+        red[1][warp][2 * t + 1] = u1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float sg = red[0][0][r], su = red[1][0][r];
+        for (int w = 1; w < nw; w++)
+            sg += red[0][w][r];
+        for (int w = 1; w < nw; w++)
+            su += red[1][w][r];
+        p.mat[0].y[(size_t)tile * kTileRows + (size_t)r] = __fmul_rn(gem_gelu_tanh(sg), su);
+    }
+}
+
 /* Dynamic shared memory of q4t_geglu_kernel with `warps` warps. */
 constexpr size_t geglu_smem_bytes(int64_t warps)
 {
@@ -354,10 +550,11 @@ gem_status launched(void)
 
 } /* namespace */
 
-int gem_tiles_shape_ok(int64_t rows, int64_t cols, int64_t max_cols)
+int gem_tiles_shape_ok(bool q4k, int64_t rows, int64_t cols, int64_t max_cols)
 {
-    return rows >= kTileRows && rows % kTileRows == 0 && cols >= kChunkElems &&
-           cols % kChunkElems == 0 && cols <= max_cols;
+    const int64_t step = q4k ? 2 * kChunkElems : kChunkElems; /* Q4_K: whole super-blocks */
+    return rows >= kTileRows && rows % kTileRows == 0 && cols >= step && cols % step == 0 &&
+           cols <= max_cols;
 }
 
 size_t gem_tiles_xq_bytes(int64_t cols)
@@ -365,14 +562,17 @@ size_t gem_tiles_xq_bytes(int64_t cols)
     return cols > 0 ? (size_t)((cols + kChunkElems - 1) / kChunkElems) * kXqChunkBytes : 0;
 }
 
-gem_status gem_tiles_from_rows(const unsigned char *src, size_t row_bytes, int64_t rows,
-                               int64_t cols, unsigned char *dst, cudaStream_t s)
+gem_status gem_tiles_from_rows(bool q4k, const unsigned char *src, size_t row_bytes,
+                               int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s)
 {
-    const int64_t nb = cols / 32, n = rows * nb;
+    const int64_t nb = cols / (q4k ? 256 : 32), n = rows * nb; /* blocks (super-blocks) a row */
     const int64_t grid = (n + 255) / 256;
     if (grid > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
-    tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    if (q4k)
+        tile_q4k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    else
+        tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     return launched();
 }
 
@@ -397,16 +597,20 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     /* the split depends on cols alone, so a row has the same bits in gem_dmv and
      * gem_dmv_multi */
     int64_t warps;
+    /* the unit a warp owns: a chunk, or for Q4_K a super-block (two chunks) */
+    const int64_t unit = p.q4k ? 2 : 1, units = p.nchunks / unit;
     if (geglu) {
-        warps = (p.nchunks + kChunksPerWarp - 1) / kChunksPerWarp;
+        const int64_t per = p.q4k ? kQ4kGegluSbPerWarp : kChunksPerWarp;
+        warps = (units + per - 1) / per;
         warps = warps > kMaxWarps ? kMaxWarps : warps;
     } else {
-        const int64_t need = (p.nchunks + kPlainChunksPerWarp - 1) / kPlainChunksPerWarp;
+        const int64_t per = p.q4k ? kQ4kSbPerWarp : kPlainChunksPerWarp;
+        const int64_t need = (units + per - 1) / per;
         warps = 1;
         while (warps < need && warps < kMaxWarps)
             warps *= 2;
     }
-    p.cpw = (p.nchunks + warps - 1) / warps;
+    p.cpw = unit * ((units + warps - 1) / warps);
     int64_t tiles = 0;
     for (int i = 0; i < p.nmat; i++) {
         p.mat[i].tile0 = tiles;
@@ -417,7 +621,10 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     if (tiles > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
     cudaError_t e;
-    if (geglu) {
+    if (p.q4k) {
+        e = launch_pdl(geglu ? q4kt_geglu_kernel : q4kt_kernel, (unsigned)tiles,
+                       (unsigned)(32 * warps), s, p);
+    } else if (geglu) {
         const size_t smem = geglu_smem_bytes(warps);
         e = smem > 48 * 1024 ? cudaFuncSetAttribute(q4t_geglu_kernel,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -1,8 +1,8 @@
 /*
  * Internal to src/model/cuda, and read by the dev/cuda experiments on it: the arithmetic of
- * the Q4_0 tile product (matvec_tiles.cu's module comment has the layout, the scratch and
- * the error bound): one 32-element block of x to its scratch, the MMA, one chunk of a tile,
- * and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
+ * the Q4_0 and Q4_K tile products (matvec_tiles.cu's module comment has the layouts, the
+ * scratch and the error bounds): one 32-element block of x to its scratch, the MMA, one chunk
+ * of a Q4_0 or a Q4_K tile, and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
  * bits.
  */
 #ifndef GEM_MODEL_CUDA_TILES_ARITH_CUH
@@ -97,6 +97,68 @@ static __device__ __forceinline__ void gem_tiles_chunk(const uint4 wq, const uin
     acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
     acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
     acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
+/* ---- Q4_K in tiles (matvec_tiles.cu's module comment, "Q4_K") ---------------------------- */
+
+#define GEM_TILES_Q4K_SB_BYTES 1152 /* a tile's super-block: 8 rows x 144 bytes */
+
+/* The offset inside a tile's super-block of byte i (0..127) of row g's 128 nibble bytes (the
+ * file's bytes 16 + i of the row's super-block): half i / 64 of the super-block, lane (g, t)'s
+ * 16 bytes at 16 (4 g + t) of that half, word w = (i % 64) / 16, byte i % 4 of it. */
+static __device__ __host__ __forceinline__ int gem_tiles_q4k_qs_off(int g, int i)
+{
+    const int half = i >> 6, w = (i & 63) >> 4, t = (i & 15) >> 2, k = i & 3;
+    return 512 * half + 16 * (4 * g + t) + 4 * w + k;
+}
+
+/* One chunk (half `half` of a super-block) of a Q4_K tile into acc. wq: the lane's nibble
+ * words of the half; h0 / h1: the 16 header bytes (d | dmin << 16, the twelve scale bytes) of
+ * rows 2t and 2t + 1; sh = 8 h (h = g / 4); dg, cx: the lane's scratch of the chunk; m0 as
+ * gem_tiles_chunk's. acc[2k + r] gets row 2t + r of sub-block 4 half + 2k + h:
+ * fma(d1 2^(E - 7j), S_j) then fma(-m1 2^(E - 7j), Xd_j), every product exact. */
+template <int half>
+static __device__ __forceinline__ void gem_tiles_q4k_chunk(const uint4 wq, const uint4 h0,
+                                                           const uint4 h1, uint32_t sh,
+                                                           const uint4 dg, const uint4 cx,
+                                                           uint32_t m0, float (&acc)[4])
+{
+    const uint32_t m1 = ~m0, lo = 0x0F0F0F0Fu;
+    int s[4] = {0, 0, 0, 0};
+    gem_tiles_mma(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
+    gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
+    gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
+    gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    const float xd0 = (float)(-(int)cx.x / 8), xd1 = (float)(-(int)cx.y / 8); /* sum a_j */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint4 hd = r ? h1 : h0;
+        __half2 dm;
+        memcpy(&dm, &hd.x, 4);
+        const float2 dmf = __half22float2(dm); /* d, dmin */
+        /* the scales and mins of sub-blocks 4 half + h (low 16 bits) and 4 half + 2 + h
+         * (high 16 bits): bytes h and 2 + h of the scale words */
+        const uint32_t w0 = hd.y >> sh, w1 = hd.z >> sh;
+        uint32_t sc, mn;
+        if (half == 0) {
+            sc = w0 & 0x003F003Fu;
+            mn = w1 & 0x003F003Fu;
+        } else {
+            const uint32_t w2 = hd.w >> sh;
+            sc = (w2 & 0x000F000Fu) | ((w0 >> 2) & 0x00300030u);
+            mn = ((w2 >> 4) & 0x000F000Fu) | ((w1 >> 2) & 0x00300030u);
+        }
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const float scf = (float)(k ? sc >> 16 : sc & 0xFFFFu);
+            const float mnf = (float)(k ? mn >> 16 : mn & 0xFFFFu);
+            const float xs = k ? xs1 : xs0, xd = k ? xd1 : xd0;
+            float &a = acc[2 * k + r];
+            a = fmaf((dmf.x * scf) * xs, (float)s[2 * k + r], a);
+            a = fmaf(-((dmf.y * mnf) * xs), xd, a);
+        }
+    }
 }
 
 static __device__ __forceinline__ float gem_gelu_tanh(float a)
