@@ -1,7 +1,8 @@
 /*
- * Q4_0 matrix-vector products on the tensor cores, in integers (model_cuda.h's
- * GEM_DLAYOUT_Q4_0_TILES): the production product for Q4_0 matrices whose rows are a
- * multiple of 8 and whose columns are a multiple of 128 (every Gemma 4 projection).
+ * Q4_0 and Q4_K matrix-vector products on the tensor cores, in integers (model_cuda.h's
+ * GEM_DLAYOUT_Q4_0_TILES and GEM_DLAYOUT_Q4_K_TILES): the production product for Q4_0
+ * matrices whose rows are a multiple of 8 and whose columns are a multiple of 128 (every
+ * Gemma 4 projection), and for Q4_K ones of 256-column multiples ("Q4_K" below).
  *
  * Lineage: dev/cuda/model_matvec.cu measured the F32 product of matvec.cu (which
  * dequantizes every weight and multiplies it in F32) at 18-37% of the read bandwidth
