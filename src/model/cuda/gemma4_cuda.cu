@@ -134,11 +134,11 @@ typedef struct dev_stage {
 } dev_stage;
 
 /* A matrix on the device: its file bytes, or seeded random blocks (seed != 0, a
- * stream of its own per matrix: `index`); tiled (GEM_DLAYOUT_Q4_0_TILES) when its type
+ * stream of its own per matrix: `index`); in tiles (Q4_0 or Q4_K) when may_tile and its type
  * and shape allow, through `stage`. */
 static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t seed, uint64_t index,
-                             float amp, dev_stage *stage, gem_dmatrix *out, char *err,
-                             size_t errlen, const char *name)
+                             float amp, int may_tile, dev_stage *stage, gem_dmatrix *out,
+                             char *err, size_t errlen, const char *name)
 {
     *out = (gem_dmatrix){NULL, m->type, m->rows, m->cols, m->row_bytes, GEM_DLAYOUT_ROWS};
     if (!gem_dmv_supported(m->type, m->cols))
@@ -152,7 +152,7 @@ static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t see
     if ((st = dev_track(d, bytes, &out->data)) != GEM_OK)
         return dfail(err, errlen, st, "%s: device memory for %zu bytes: %s", name, bytes,
                      gem_status_str(st));
-    const int tile = gem_dmatrix_tiles_ok(m->type, m->rows, m->cols);
+    const int tile = may_tile && gem_dmatrix_tiles_ok(m->type, m->rows, m->cols);
     if (tile && stage->bytes < bytes) {
         if (stage->p)
             cudaFree(stage->p);
@@ -218,14 +218,14 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
          * width 64, whatever the width (at 5376, +-0.5 would make the token's own embedding
          * dominate the residual stream and put every top logit on the softcap) */
         const float embd_amp = 4.0f / sqrtf((float)hp->n_embd);
-        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, embd_amp, &stage, &d->embd, err,
-                             errlen, "token_embd")) != GEM_OK)
+        if ((st = dev_matrix(d, &m->tok_embd, random_seed, idx++, embd_amp, 1, &stage, &d->embd,
+                             err, errlen, "token_embd")) != GEM_OK)
             goto fail;
         if (m->output.data == m->tok_embd.data) {
             d->output = d->embd; /* tied */
         } else if ((st = dev_matrix(d, &m->output, random_seed, idx++,
-                                    1.0f / sqrtf((float)m->output.cols), &stage, &d->output, err,
-                                    errlen, "output")) != GEM_OK) {
+                                    1.0f / sqrtf((float)m->output.cols), 1, &stage, &d->output,
+                                    err, errlen, "output")) != GEM_OK) {
             goto fail;
         }
         if ((st = dev_vector(d, m->output_norm, hp->n_embd, &d->output_norm)) != GEM_OK)
@@ -239,12 +239,18 @@ gem_status gem_model_dev_create(const gem_model *m, uint64_t random_seed, gem_mo
                                    &dl->gate, &dl->up, &dl->down};
             static const char *const names[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                                  "ffn_gate", "ffn_up", "ffn_down"};
+            /* GeGLU reads its two matrices in one layout: tiles only when both tile alike */
+            const int pair_tiles =
+                l->w_gate.type == l->w_up.type &&
+                gem_dmatrix_tiles_ok(l->w_gate.type, l->w_gate.rows, l->w_gate.cols) &&
+                gem_dmatrix_tiles_ok(l->w_up.type, l->w_up.rows, l->w_up.cols);
             for (int j = 0; j < 7; j++) {
                 if (j == 2 && l->k_eq_v)
                     continue;
                 snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, names[j]);
                 if ((st = dev_matrix(d, src[j], random_seed, idx++,
-                                     1.0f / sqrtf((float)src[j]->cols), &stage, dst[j], err,
+                                     1.0f / sqrtf((float)src[j]->cols),
+                                     j == 4 || j == 5 ? pair_tiles : 1, &stage, dst[j], err,
                                      errlen, name)) != GEM_OK)
                     goto fail;
             }
