@@ -237,54 +237,15 @@ struct Params2 {
     const unsigned char *xq;
 };
 
-/* The low and high 16-bit halves of v as floats (each below 2^16). */
-__device__ __forceinline__ float lo16f(uint32_t v) { return (float)(v & 0xFFFFu); }
-__device__ __forceinline__ float hi16f(uint32_t v) { return (float)(v >> 16); }
-
-/* One chunk (half `half` of a super-block) into acc: wq the lane's nibble words of the half,
- * h0 / h1 the 16 header bytes of rows 2t / 2t + 1 (d, dmin; the twelve scale bytes), sh = 8 h,
- * x the chunk's scratch (lane's). Version 1's sums in version 1's order. */
+/* One chunk (half `half` of a super-block) into acc: the x scratch's loads, then
+ * tiles_arith.cuh's chunk (the library's arithmetic since run 191; it was this program's). */
 template <int half>
 __device__ __forceinline__ void q4k_chunk(const uint4 wq, const uint4 h0, const uint4 h1,
                                           uint32_t sh, const unsigned char *x, uint32_t m0,
                                           float (&acc)[4])
 {
-    const uint32_t m1 = ~m0, lo = 0x0F0F0F0Fu;
     const uint4 *xc = reinterpret_cast<const uint4 *>(x);
-    const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
-    int s[4] = {0, 0, 0, 0};
-    gem_tiles_mma(s, m0 & dg.x, 0u, m0 & dg.y, 0u, wq.x & lo, wq.y & lo);
-    gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, (wq.x >> 4) & lo, (wq.y >> 4) & lo);
-    gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, wq.w & lo);
-    gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, (wq.z >> 4) & lo, (wq.w >> 4) & lo);
-    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
-    const float xd0 = (float)(-(int)cx.x / 8), xd1 = (float)(-(int)cx.y / 8);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const uint4 hd = r ? h1 : h0;
-        __half2 dm;
-        memcpy(&dm, &hd.x, 4);
-        const float2 dmf = __half22float2(dm); /* d, dmin */
-        /* sub-blocks 4 half + h (low 16 bits) and 4 half + 2 + h (high 16 bits) */
-        const uint32_t w0 = hd.y >> sh, w1 = hd.z >> sh;
-        uint32_t sc, mn;
-        if (half == 0) {
-            sc = w0 & 0x003F003Fu;
-            mn = w1 & 0x003F003Fu;
-        } else {
-            const uint32_t w2 = hd.w >> sh;
-            sc = (w2 & 0x000F000Fu) | ((w0 >> 2) & 0x00300030u);
-            mn = ((w2 >> 4) & 0x000F000Fu) | ((w1 >> 2) & 0x00300030u);
-        }
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            const float scf = k ? hi16f(sc) : lo16f(sc), mnf = k ? hi16f(mn) : lo16f(mn);
-            const float xs = k ? xs1 : xs0, xd = k ? xd1 : xd0;
-            float &a = acc[2 * k + r];
-            a = fmaf((dmf.x * scf) * xs, (float)s[2 * k + r], a);
-            a = fmaf(-((dmf.y * mnf) * xs), xd, a);
-        }
-    }
+    gem_tiles_q4k_chunk<half>(wq, h0, h1, sh, __ldg(xc), __ldg(xc + 1), m0, acc);
 }
 
 /* kSbBatch: super-blocks whose loads a warp issues together (version 2: 2, version 3: 1). */

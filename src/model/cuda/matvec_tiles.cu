@@ -192,6 +192,65 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
     gem_tiles_xq_block(x[32 * b + lane], b, xq, lane);
 }
 
+/* The end of a plain tile product, called by every thread of the block: a warp's four
+ * accumulators (a lane's rows 2t and 2t + 1 of two blocks) added per row, then by the xor tree
+ * 4, 8, 16; the block's warps added in warp order by one thread per row into y (the tile's 8
+ * outputs). */
+__device__ __forceinline__ void tile_rows_out(float (&red)[kMaxWarps][kTileRows],
+                                              const float (&a)[4], float *y)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float r0 = a[0] + a[2], r1 = a[1] + a[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+    }
+    if (g == 0) {
+        red[warp][2 * t] = r0;
+        red[warp][2 * t + 1] = r1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float s = red[0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[w][r];
+        y[r] = s;
+    }
+}
+
+/* GeGLU's end: the gate's sums (a0) and the up's (a1) as tile_rows_out's, y = gelu(gate) up. */
+__device__ __forceinline__ void tile_geglu_out(float (&red)[2][kMaxWarps][kTileRows],
+                                               const float (&a0)[4], const float (&a1)[4],
+                                               float *y)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
+    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
+        u0 += __shfl_xor_sync(kFull, u0, o);
+        u1 += __shfl_xor_sync(kFull, u1, o);
+    }
+    if (g == 0) {
+        red[0][warp][2 * t] = r0;
+        red[0][warp][2 * t + 1] = r1;
+        red[1][warp][2 * t] = u0;
+        red[1][warp][2 * t + 1] = u1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
+        float s = red[0][0][r], u = red[1][0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[0][w][r];
+        for (int w = 1; w < nw; w++)
+            u += red[1][w][r];
+        y[r] = __fmul_rn(gem_gelu_tanh(s), u);
+    }
+}
+
 /* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
  * its chunks; loads in batches of kBatch chunks into registers. A warp counts its chunks in 32
  * bits (at most p.cpw of them) and steps its weight and scratch pointers a batch at a time.
@@ -248,6 +307,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
         if (c + kBatch < n)
             load(wp, n - c - kBatch); /* the next batch once this one is done */
     }
+    /* tile_rows_out's steps, written out: through it ptxas gives this kernel other SASS (63
+     * registers for 61) than the one every run since run 171 measured */
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
     for (int o = 4; o < 32; o <<= 1) {
         r0 += __shfl_xor_sync(kFull, r0, o);
@@ -339,30 +400,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_geglu_kernel(const TilePar
                         a1);
     }
     cp_wait<0>(); /* the empty groups */
-    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
-    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
-    for (int o = 4; o < 32; o <<= 1) {
-        r0 += __shfl_xor_sync(kFull, r0, o);
-        r1 += __shfl_xor_sync(kFull, r1, o);
-        u0 += __shfl_xor_sync(kFull, u0, o);
-        u1 += __shfl_xor_sync(kFull, u1, o);
-    }
-    if (g == 0) {
-        red[0][warp][2 * t] = r0;
-        red[0][warp][2 * t + 1] = r1;
-        red[1][warp][2 * t] = u0;
-        red[1][warp][2 * t + 1] = u1;
-    }
-    __syncthreads();
-    if (threadIdx.x < kTileRows) {
-        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
-        float s = red[0][0][r], u = red[1][0][r];
-        for (int w = 1; w < nw; w++)
-            s += red[0][w][r];
-        for (int w = 1; w < nw; w++)
-            u += red[1][w][r];
-        p.mat[0].y[(size_t)tile * kTileRows + (size_t)r] = __fmul_rn(gem_gelu_tanh(s), u);
-    }
+    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
 }
 
 /* ---- Q4_K ----------------------------------------------------------------------------------- */
@@ -442,23 +480,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p
         if (left)
             b = q4k_load(wp, hp); /* the next super-block once this one is done */
     }
-    float r0 = acc[0] + acc[2], r1 = acc[1] + acc[3];
-    for (int o = 4; o < 32; o <<= 1) {
-        r0 += __shfl_xor_sync(kFull, r0, o);
-        r1 += __shfl_xor_sync(kFull, r1, o);
-    }
-    if (g == 0) {
-        red[warp][2 * t] = r0;
-        red[warp][2 * t + 1] = r1;
-    }
-    __syncthreads();
-    if (threadIdx.x < kTileRows) {
-        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
-        float sum = red[0][r];
-        for (int w = 1; w < nw; w++)
-            sum += red[w][r];
-        p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = sum;
-    }
+    tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
 /* GeGLU on Q4_K tiles: y = gelu(gate x) * (up x), mat[0] the gate, mat[1] the up matrix;
@@ -512,30 +534,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4kt_geglu_kernel(const TilePa
             bu = q4k_load(uw, uh);
         }
     }
-    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
-    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
-    for (int o = 4; o < 32; o <<= 1) {
-        r0 += __shfl_xor_sync(kFull, r0, o);
-        r1 += __shfl_xor_sync(kFull, r1, o);
-        u0 += __shfl_xor_sync(kFull, u0, o);
-        u1 += __shfl_xor_sync(kFull, u1, o);
-    }
-    if (g == 0) {
-        red[0][warp][2 * t] = r0;
-        red[0][warp][2 * t + 1] = r1;
-        red[1][warp][2 * t] = u0;
-        red[1][warp][2 * t + 1] = u1;
-    }
-    __syncthreads();
-    if (threadIdx.x < kTileRows) {
-        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
-        float sg = red[0][0][r], su = red[1][0][r];
-        for (int w = 1; w < nw; w++)
-            sg += red[0][w][r];
-        for (int w = 1; w < nw; w++)
-            su += red[1][w][r];
-        p.mat[0].y[(size_t)tile * kTileRows + (size_t)r] = __fmul_rn(gem_gelu_tanh(sg), su);
-    }
+    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
 }
 
 /* Dynamic shared memory of q4t_geglu_kernel with `warps` warps. */
