@@ -30,6 +30,9 @@
  *   - Q4_K in tiles, the same checks, against its own bound (4e-6 (sum_s (|d1| sum|q x| +
  *     |m1| sum|x|) + E / 32) + 2^-26 E, E = sum_s max|x_s| (|d1| sum q + 32 |m1|)), and
  *     gem_dmv_multi with Q4_K tiles, Q4_0 tiles and file-order rows together;
+ *   - Q6_K in tiles, the same checks, against Q4_0's bound (its weights d sc (q - 32) are
+ *     exact in F32, and its sums are exact per 16-element sub-block), and gem_dmv_multi with
+ *     Q6_K tiles, Q4_K tiles and file-order rows together;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -532,7 +535,8 @@ static void check_errors(void)
 
 /* ---- Q4_0 and Q4_K in tiles ---------------------------------------------------------------- */
 
-/* The bound of a tiled Q4_0 product (file comment); rows (rows, cols) of dequantized weights. */
+/* The bound of a tiled Q4_0 or Q6_K product (file comment); rows (rows, cols) of dequantized
+ * weights. */
 static double tiles_tol_q4_0(const float *w, const float *x, int64_t cols)
 {
     double wx = 0, mw = 0;
@@ -589,15 +593,22 @@ static double tiles_tol(const tmat *t, int64_t r, const float *x)
     return tiles_tol_q4_0(t->deq + (size_t)r * (size_t)t->d.cols, x, t->d.cols);
 }
 
-/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES or, for Q4_K,
- * GEM_DLAYOUT_Q4_K_TILES). */
+/* The tile layout of a tileable type. */
+static gem_dlayout layout_of(gem_gguf_type t)
+{
+    return t == GEM_GGUF_Q4_K   ? GEM_DLAYOUT_Q4_K_TILES
+           : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
+                                : GEM_DLAYOUT_Q4_0_TILES;
+}
+
+/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES,
+ * GEM_DLAYOUT_Q4_K_TILES or GEM_DLAYOUT_Q6_K_TILES). */
 static gem_dmatrix tiled_copy(const tmat *t)
 {
     gem_dmatrix w = t->d;
     w.data = dev_alloc((size_t)t->d.rows * t->d.row_bytes);
     TCHECK_STATUS(gem_dmatrix_tile(&w, t->d.data, NULL), GEM_OK);
-    TCHECK(w.layout == (t->d.type == GEM_GGUF_Q4_K ? GEM_DLAYOUT_Q4_K_TILES
-                                                    : GEM_DLAYOUT_Q4_0_TILES));
+    TCHECK(w.layout == layout_of(t->d.type));
     return w;
 }
 
@@ -657,13 +668,13 @@ static void check_tiles(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t
 }
 
 /* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape, for
- * Q4_0 or Q4_K tiles. */
+ * Q4_0, Q4_K or Q6_K tiles. */
 static void check_tiles_properties(gem_gguf_type type)
 {
-    const int q4k = type == GEM_GGUF_Q4_K;
-    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q4_K: 5 super-blocks, one warp of 5
-     * (GeGLU: 2 warps, 3 and 2) */
-    const int64_t rows = 16, cols = q4k ? 1280 : 1152;
+    const int q4k = type == GEM_GGUF_Q4_K, sb = type != GEM_GGUF_Q4_0; /* super-blocks */
+    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q4_K, Q6_K: 5 super-blocks, one warp of
+     * 5 (GeGLU: 2 warps, 3 and 2) */
+    const int64_t rows = 16, cols = sb ? 1280 : 1152;
     tmat t, up, rowsm;
     tmat_make(&t, type, rows, cols, 4711);
     tmat_make(&up, type, rows, cols, 4712);
@@ -789,11 +800,12 @@ static void check_tiles_properties(gem_gguf_type type)
         dev_ops->free(drow);
     }
     TCHECK(bad == 0);
-    /* Q4_K tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi: the same bits as
-     * gem_dmv (the second tiled launch reads the scratch the first made) */
-    if (q4k) {
+    /* Q4_K tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi (Q6_K: with Q4_K
+     * tiles): the same bits as gem_dmv (the second tiled launch reads the scratch the first
+     * made) */
+    if (sb) {
         tmat o;
-        tmat_make(&o, GEM_GGUF_Q4_0, rows, cols, 4714);
+        tmat_make(&o, q4k ? GEM_GGUF_Q4_0 : GEM_GGUF_Q4_K, rows, cols, 4714);
         gem_dmatrix to = tiled_copy(&o);
         float *dyo = dev_alloc((size_t)rows * 4), *yo = xmalloc((size_t)rows * 4);
         float *got = xmalloc((size_t)rows * 4);
@@ -818,9 +830,13 @@ static void check_tiles_properties(gem_gguf_type type)
     /* statuses */
     TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 128) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 12, 256) &&
-           !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 128) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 12, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 256) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 256) &&
-           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 262144, 5376));
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 262144, 5376) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 256) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 262144, 5376));
     TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 7, cols) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 96) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 128) &&
@@ -843,9 +859,15 @@ static void check_tiles_properties(gem_gguf_type type)
     bad_w = tw;
     bad_w.rows = 15; /* a partial tile */
     TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
-    bad_w = tw; /* the other type's tiles */
-    bad_w.layout = q4k ? GEM_DLAYOUT_Q4_0_TILES : GEM_DLAYOUT_Q4_K_TILES;
-    TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
+    for (int k = 0; k < 3; k++) { /* another type's tiles */
+        static const gem_dlayout ls[3] = {GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
+                                          GEM_DLAYOUT_Q6_K_TILES};
+        if (ls[k] == tw.layout)
+            continue;
+        bad_w = tw;
+        bad_w.layout = ls[k];
+        TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
+    }
     gem_dmatrix seven = rowsm.d;
     TCHECK_STATUS(gem_dmatrix_tile(&seven, up.d.data, NULL), GEM_ERR_UNSUPPORTED);
     gem_dmatrix self = t.d;
@@ -980,7 +1002,7 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-/* --tiles: the tiled Q4_0 and Q4_K checks and the argmax alone (for compute-sanitizer). */
+/* --tiles: the tiled Q4_0, Q4_K and Q6_K checks and the argmax alone (for compute-sanitizer). */
 int main(int argc, char **argv)
 {
     const int tiles_only = argc > 1 && strcmp(argv[1], "--tiles") == 0;
@@ -1046,5 +1068,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof q4k_shapes / sizeof q4k_shapes[0]; i++)
         check_tiles(GEM_GGUF_Q4_K, q4k_shapes[i][0], q4k_shapes[i][1], 3100 + i);
     check_tiles_properties(GEM_GGUF_Q4_K);
+    /* Q6_K tiles: the same split as Q4_K's, the same shapes */
+    for (size_t i = 0; i < sizeof q4k_shapes / sizeof q4k_shapes[0]; i++)
+        check_tiles(GEM_GGUF_Q6_K, q4k_shapes[i][0], q4k_shapes[i][1], 3200 + i);
+    check_tiles_properties(GEM_GGUF_Q6_K);
     return tcheck_summary("test_cuda_matvec");
 }

@@ -1033,6 +1033,39 @@ __global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int6
     }
 }
 
+/* Row `row` of a Q6_K matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q6K_SB_BYTES a
+ * tile's super-block) dequantized times scale: row_kernel's arithmetic on the same bytes, so
+ * the same bits. One thread per super-block. */
+__global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nsb,
+                                    float scale, float *y)
+{
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nsb)
+        return;
+    const int g = (int)(row % 8);
+    const unsigned char *t =
+        data + ((size_t)(row / 8) * (size_t)nsb + (size_t)b) * GEM_TILES_Q6K_SB_BYTES;
+    const float d = __half2float(__ushort_as_half(
+        (unsigned short)(t[gem_tiles_q6k_d_off(g)] | (t[gem_tiles_q6k_d_off(g) + 1] << 8))));
+    float *out = y + 256 * b;
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int is = 8 * h + l / 16;
+            const int ql0 = t[gem_tiles_q4k_qs_off(g, 64 * h + l)];
+            const int ql1 = t[gem_tiles_q4k_qs_off(g, 64 * h + l + 32)];
+            const int qh = t[gem_tiles_q6k_qh_off(g, 32 * h + l)];
+            const int q[4] = {((ql0 & 0xf) | ((qh & 3) << 4)) - 32,
+                              ((ql1 & 0xf) | (((qh >> 2) & 3) << 4)) - 32,
+                              ((ql0 >> 4) | (((qh >> 4) & 3) << 4)) - 32,
+                              ((ql1 >> 4) | (((qh >> 6) & 3) << 4)) - 32};
+            for (int i = 0; i < 4; i++) {
+                const float sc = (float)(signed char)t[gem_tiles_q6k_sc_off(g, is + 2 * i)];
+                out[128 * h + 32 * i + l] =
+                    __fmul_rn(__fmul_rn(__fmul_rn(d, sc), (float)q[i]), scale);
+            }
+        }
+}
+
 /* ---- gem_dmatrix_fill_random ------------------------------------------------------------------ */
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z)
@@ -1300,6 +1333,15 @@ bool known_type(uint32_t t)
     return false;
 }
 
+/* The tile layout of a type: Q4_0, Q4_K and Q6_K have one; GEM_DLAYOUT_ROWS for the others. */
+gem_dlayout tiles_layout(gem_gguf_type t)
+{
+    return t == GEM_GGUF_Q4_0   ? GEM_DLAYOUT_Q4_0_TILES
+           : t == GEM_GGUF_Q4_K ? GEM_DLAYOUT_Q4_K_TILES
+           : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
+                                : GEM_DLAYOUT_ROWS;
+}
+
 /* The checks every entry makes of a matrix: GEM_ERR_NULL, GEM_ERR_SHAPE (rows or cols
  * < 1, rows >= 2^31, row_bytes not gem_gguf_row_bytes, tiles of a shape that has none),
  * GEM_ERR_UNSUPPORTED (type or cols), GEM_ERR_PARAM (an unknown layout), GEM_ERR_OVERFLOW
@@ -1313,11 +1355,10 @@ gem_status check_matrix(const gem_dmatrix *w)
     if (!gem_dmv_supported(w->type, w->cols))
         return GEM_ERR_UNSUPPORTED;
     if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES &&
-        w->layout != GEM_DLAYOUT_Q4_K_TILES)
+        w->layout != GEM_DLAYOUT_Q4_K_TILES && w->layout != GEM_DLAYOUT_Q6_K_TILES)
         return GEM_ERR_PARAM;
     if (w->layout != GEM_DLAYOUT_ROWS &&
-        ((w->layout == GEM_DLAYOUT_Q4_K_TILES) != (w->type == GEM_GGUF_Q4_K) ||
-         !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols)))
+        (w->layout != tiles_layout(w->type) || !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols)))
         return GEM_ERR_SHAPE;
     size_t rb = 0, total = 0, end = 0;
     if (gem_gguf_row_bytes(w->type, w->cols, &rb) != GEM_OK || rb != w->row_bytes)
@@ -1331,6 +1372,14 @@ gem_status check_matrix(const gem_dmatrix *w)
 }
 
 bool tiled(const gem_dmatrix *w) { return w->layout != GEM_DLAYOUT_ROWS; }
+
+/* The kind of a tiled matrix's launch. */
+TileKind tile_kind(gem_dlayout l)
+{
+    return l == GEM_DLAYOUT_Q4_K_TILES   ? TileKind::kQ4_K
+           : l == GEM_DLAYOUT_Q6_K_TILES ? TileKind::kQ6_K
+                                         : TileKind::kQ4_0;
+}
 
 /* 1 when the n floats at a and the m at b share a byte. */
 bool overlaps(const float *a, int64_t n, const float *b, int64_t m)
@@ -1421,7 +1470,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
             TileParams tp;
             memset(&tp, 0, sizeof tp);
             tp.cols = w[0]->cols;
-            tp.q4k = w[i]->layout == GEM_DLAYOUT_Q4_K_TILES;
+            tp.kind = tile_kind(w[i]->layout);
             tp.xq = static_cast<const unsigned char *>(xq);
             for (int k = i; k < n; k++)
                 if (!done[k] && w[k]->layout == w[i]->layout) {
@@ -1468,9 +1517,9 @@ int gem_dmv_supported(gem_gguf_type type, int64_t cols)
 
 int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols)
 {
-    return (type == GEM_GGUF_Q4_0 || type == GEM_GGUF_Q4_K) && rows <= INT32_MAX &&
-           gem_dmv_supported(type, cols) &&
-           gem_tiles_shape_ok(type == GEM_GGUF_Q4_K, rows, cols, kMaxCols);
+    const gem_dlayout l = tiles_layout(type);
+    return l != GEM_DLAYOUT_ROWS && rows <= INT32_MAX && gem_dmv_supported(type, cols) &&
+           gem_tiles_shape_ok(tile_kind(l), rows, cols, kMaxCols);
 }
 
 size_t gem_dmv_xq_bytes(int64_t cols) { return gem_tiles_xq_bytes(cols); }
@@ -1493,12 +1542,12 @@ gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream)
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)
         return st;
-    const bool q4k = w->type == GEM_GGUF_Q4_K;
-    st = gem_tiles_from_rows(q4k, static_cast<const unsigned char *>(src), w->row_bytes, w->rows,
-                             w->cols, static_cast<unsigned char *>(w->data),
+    const gem_dlayout l = tiles_layout(w->type);
+    st = gem_tiles_from_rows(tile_kind(l), static_cast<const unsigned char *>(src), w->row_bytes,
+                             w->rows, w->cols, static_cast<unsigned char *>(w->data),
                              static_cast<cudaStream_t>(stream));
     if (st == GEM_OK)
-        w->layout = q4k ? GEM_DLAYOUT_Q4_K_TILES : GEM_DLAYOUT_Q4_0_TILES;
+        w->layout = l;
     return st;
 }
 
@@ -1555,7 +1604,7 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         TileParams tp;
         memset(&tp, 0, sizeof tp);
         tp.cols = wg->cols;
-        tp.q4k = wg->layout == GEM_DLAYOUT_Q4_K_TILES;
+        tp.kind = tile_kind(wg->layout);
         tp.xq = static_cast<const unsigned char *>(xq);
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
@@ -1611,6 +1660,13 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
     if (w->layout == GEM_DLAYOUT_Q4_K_TILES) {
         const int64_t nsb = w->cols / 256;
         q4k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
+                              static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
+        return report_launch("gem_dmv_row");
+    }
+    if (w->layout == GEM_DLAYOUT_Q6_K_TILES) {
+        const int64_t nsb = w->cols / 256;
+        q6k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
                               static_cast<cudaStream_t>(stream)>>>(
             static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
         return report_launch("gem_dmv_row");

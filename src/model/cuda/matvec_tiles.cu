@@ -1,8 +1,9 @@
 /*
- * Q4_0 and Q4_K matrix-vector products on the tensor cores, in integers (model_cuda.h's
- * GEM_DLAYOUT_Q4_0_TILES and GEM_DLAYOUT_Q4_K_TILES): the production product for Q4_0
- * matrices whose rows are a multiple of 8 and whose columns are a multiple of 128 (every
- * Gemma 4 projection), and for Q4_K ones of 256-column multiples ("Q4_K" below).
+ * Q4_0, Q4_K and Q6_K matrix-vector products on the tensor cores, in integers (model_cuda.h's
+ * GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES and GEM_DLAYOUT_Q6_K_TILES): the production
+ * product for Q4_0 matrices whose rows are a multiple of 8 and whose columns are a multiple of
+ * 128 (every Gemma 4 projection), and for Q4_K and Q6_K ones of 256-column multiples ("Q4_K"
+ * and "Q6_K" below).
  *
  * Lineage: dev/cuda/model_matvec.cu measured the F32 product of matvec.cu (which
  * dequantizes every weight and multiplies it in F32) at 18-37% of the read bandwidth
@@ -81,6 +82,24 @@
  * at a time into registers, the next while it computes (dev/cuda/tiles_q4k version 3; version
  * 2's batches of two took 78 registers and lost on every shape but k; run 190 on an H100: 1.6-
  * 2.2x the F32 kernel, the head at 94.5% of the read probe).
+ *
+ * Q6_K (GGUF: a super-block of 256 elements, 210 bytes: 128 bytes ql of low nibbles, 64 bytes qh
+ * of high two-bit pairs, sixteen int8 scales sc_u of 16-element sub-blocks, d in f16; in half n,
+ * element 32 i + l has q = nibble (low for i < 2) of ql[64 n + l + 32 (i & 1)] | bits 2i..2i+1
+ * of qh[32 n + l] << 4, w = d sc_u (q - 32), q in 0..63). The tiles hold the same bytes: a
+ * tile's super-block is 1,680 bytes: the ql of both halves as the Q4_K tiles' nibbles (1,024),
+ * the qh of a lane's elements 4t..4t+3 and 16+4t..16+4t+3 as two words a half (512: a qh byte
+ * holds an element's high bits for the half's four blocks, so one word serves four B
+ * fragments), the scales of the lanes that share rows and blocks in one 16-byte word (128), the
+ * rows' d (16); tiles_arith.cuh has the offsets. A half is a chunk; a B fragment is (nibbles &
+ * 0x0F) | (the qh bits at 4..5), q in 0..63, u8. A 16-element sub-block has its own scale, so a
+ * lane keeps two sums a chunk per block and row: an s8 x s8 MMA with B = -32 over the sub-
+ * block's k starts each at -32 sum a_j, then two u8 MMAs add q a_j, one MMA covering the sub-
+ * block of blocks i (k 0..15) and i + 2 (k 16..31); six MMAs a chunk, every S_ju = sum (q - 32)
+ * a_j exact (|S| <= 2^15), each added as fma((d 2^(E - 7j)) sc_u, S_ju), the coefficient exact.
+ * The error is within a few F32 roundings of sum_u |d sc_u| sum |(q - 32) x| plus the digits'
+ * representation error, 2^-27 of each 32-block's max|x| times its sum |w|. The loop is Q4_K's
+ * (dev/cuda/tiles_q6k version 1).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -124,8 +143,10 @@ constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plai
 constexpr int kRing = 4;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kSbBytes = GEM_TILES_Q4K_SB_BYTES;
-constexpr int kQ4kSbPerWarp = 6;      /* the plain Q4_K product: super-blocks a warp, at most */
-constexpr int kQ4kGegluSbPerWarp = 4; /* GeGLU's (8 chunks, as Q4_0's) */
+/* the plain Q4_K and Q6_K products: super-blocks a warp, at most; GeGLU's (8 chunks, as Q4_0's) */
+constexpr int kQ4kSbPerWarp = 6;
+constexpr int kQ4kGegluSbPerWarp = 4;
+constexpr int kQ6kSbBytes = GEM_TILES_Q6K_SB_BYTES;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
  * the f16 d of row r in block 4c+i. */
@@ -537,6 +558,151 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4kt_geglu_kernel(const TilePa
     tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
 }
 
+/* ---- Q6_K ----------------------------------------------------------------------------------- */
+
+/* rows (rows, row_bytes) in the file's Q6_K layout -> tiles; one thread per (row, super-block). */
+__global__ void tile_q6k_kernel(const unsigned char *__restrict__ src, size_t row_bytes,
+                                int64_t rows, int64_t nsb, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nsb)
+        return;
+    const int64_t r = i / nsb, b = i % nsb;
+    const int g = (int)(r % kTileRows);
+    const unsigned char *s = src + (size_t)r * row_bytes + (size_t)b * 210;
+    unsigned char *t = dst + ((size_t)(r / kTileRows) * (size_t)nsb + (size_t)b) * kQ6kSbBytes;
+    for (int k = 0; k < 128; k++)
+        t[gem_tiles_q4k_qs_off(g, k)] = s[k];
+    for (int k = 0; k < 64; k++)
+        t[gem_tiles_q6k_qh_off(g, k)] = s[128 + k];
+    for (int k = 0; k < 16; k++)
+        t[gem_tiles_q6k_sc_off(g, k)] = s[192 + k];
+    t[gem_tiles_q6k_d_off(g)] = s[208];
+    t[gem_tiles_q6k_d_off(g) + 1] = s[209];
+}
+
+/* One super-block's loads of a lane: both halves' ql words, both halves' qh words, its scale
+ * word and its rows' d. */
+struct Q6kSb {
+    uint4 wq0, wq1, sc;
+    uint2 hq0, hq1;
+    uint32_t dd;
+};
+/* The offsets of a lane's loads from its ql words (w, at 16 lane of the super-block). */
+struct Q6kOffs {
+    size_t qh, sc, d;
+};
+__device__ __forceinline__ Q6kOffs q6k_offs(int lane)
+{
+    const int t = lane & 3, h = lane >> 4;
+    return Q6kOffs{(size_t)(1024 + 8 * lane) - (size_t)16 * lane,
+                   (size_t)(1536 + 16 * (4 * h + t)) - (size_t)16 * lane,
+                   (size_t)(1664 + 4 * t) - (size_t)16 * lane};
+}
+__device__ __forceinline__ Q6kSb q6k_load(const unsigned char *w, const Q6kOffs &o)
+{
+    Q6kSb b;
+    b.wq0 = __ldcs(reinterpret_cast<const uint4 *>(w));
+    b.wq1 = __ldcs(reinterpret_cast<const uint4 *>(w + 512));
+    b.hq0 = __ldcs(reinterpret_cast<const uint2 *>(w + o.qh));
+    b.hq1 = __ldcs(reinterpret_cast<const uint2 *>(w + o.qh + 256));
+    b.sc = __ldcs(reinterpret_cast<const uint4 *>(w + o.sc));
+    b.dd = __ldcs(reinterpret_cast<const unsigned int *>(w + o.d));
+    return b;
+}
+/* Both chunks of a loaded super-block; x: the lane's scratch of its first chunk. */
+__device__ __forceinline__ void q6k_sb(const Q6kSb &b, const unsigned char *x, uint32_t m0,
+                                       float (&acc)[4])
+{
+    const uint4 *xc = reinterpret_cast<const uint4 *>(x);
+    gem_tiles_q6k_chunk<0>(b.wq0, b.hq0, b.sc, b.dd, __ldg(xc), __ldg(xc + 1), m0, acc);
+    const uint4 *xd = reinterpret_cast<const uint4 *>(x + kXqChunkBytes);
+    gem_tiles_q6k_chunk<1>(b.wq1, b.hq1, b.sc, b.dd, __ldg(xd), __ldg(xd + 1), m0, acc);
+}
+
+/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
+ * super-blocks (p.cpw / 2 a warp). A warp loads its next super-block while it computes one. */
+__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_kernel(const TileParams p)
+{
+    __shared__ float red[kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+    int64_t tile = blockIdx.x;
+    int m = 0;
+    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+        m++;
+    tile -= p.mat[m].tile0;
+    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
+    const uint32_t m0 = (g >> 2) ? 0u : kFull;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t sw = (int64_t)warp * spw;
+    const int64_t sb0 = sw < nsb ? sw : nsb;
+    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
+    uint32_t left = (uint32_t)(sbe - sb0);
+    const unsigned char *wp = p.mat[m].data +
+                              ((size_t)tile * (size_t)nsb + (size_t)sb0) * kQ6kSbBytes +
+                              (size_t)16 * lane;
+    const Q6kOffs o = q6k_offs(lane);
+    const unsigned char *xp =
+        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
+    Q6kSb b = {};
+    pdl_trigger();
+    if (left)
+        b = q6k_load(wp, o); /* the first weights stream while the kernels before finish */
+    pdl_wait();              /* then x's scratch is complete and y free to write */
+    while (left) {
+        q6k_sb(b, xp, m0, acc);
+        left--;
+        wp += kQ6kSbBytes;
+        xp += 2 * kXqChunkBytes;
+        if (left)
+            b = q6k_load(wp, o); /* the next super-block once this one is done */
+    }
+    tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
+}
+
+/* GeGLU on Q6_K tiles: y = gelu(gate x) * (up x), mat[0] the gate, mat[1] the up matrix;
+ * block = one tile of both, warps = GeGLU's split of its super-blocks (p.cpw / 2 a warp). A
+ * warp loads the next super-block of both matrices while it computes one. */
+__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_geglu_kernel(const TileParams p)
+{
+    __shared__ float red[2][kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+    const int64_t tile = blockIdx.x;
+    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
+    const uint32_t m0 = (g >> 2) ? 0u : kFull;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t sw = (int64_t)warp * spw;
+    const int64_t sb0 = sw < nsb ? sw : nsb;
+    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
+    uint32_t left = (uint32_t)(sbe - sb0);
+    const size_t first =
+        ((size_t)tile * (size_t)nsb + (size_t)sb0) * kQ6kSbBytes + (size_t)16 * lane;
+    const unsigned char *gw = p.mat[0].data + first, *uw = p.mat[1].data + first;
+    const Q6kOffs o = q6k_offs(lane);
+    const unsigned char *xp =
+        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
+    Q6kSb bg = {}, bu = {};
+    pdl_trigger();
+    if (left) {
+        bg = q6k_load(gw, o);
+        bu = q6k_load(uw, o);
+    }
+    pdl_wait();
+    while (left) {
+        q6k_sb(bg, xp, m0, a0);
+        q6k_sb(bu, xp, m0, a1);
+        left--;
+        gw += kQ6kSbBytes;
+        uw += kQ6kSbBytes;
+        xp += 2 * kXqChunkBytes;
+        if (left) {
+            bg = q6k_load(gw, o);
+            bu = q6k_load(uw, o);
+        }
+    }
+    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
+}
+
 /* Dynamic shared memory of q4t_geglu_kernel with `warps` warps. */
 constexpr size_t geglu_smem_bytes(int64_t warps)
 {
@@ -550,9 +716,10 @@ gem_status launched(void)
 
 } /* namespace */
 
-int gem_tiles_shape_ok(bool q4k, int64_t rows, int64_t cols, int64_t max_cols)
+int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_cols)
 {
-    const int64_t step = q4k ? 2 * kChunkElems : kChunkElems; /* Q4_K: whole super-blocks */
+    /* Q4_K and Q6_K: whole super-blocks */
+    const int64_t step = kind == TileKind::kQ4_0 ? kChunkElems : 2 * kChunkElems;
     return rows >= kTileRows && rows % kTileRows == 0 && cols >= step && cols % step == 0 &&
            cols <= max_cols;
 }
@@ -562,15 +729,18 @@ size_t gem_tiles_xq_bytes(int64_t cols)
     return cols > 0 ? (size_t)((cols + kChunkElems - 1) / kChunkElems) * kXqChunkBytes : 0;
 }
 
-gem_status gem_tiles_from_rows(bool q4k, const unsigned char *src, size_t row_bytes,
+gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t row_bytes,
                                int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s)
 {
-    const int64_t nb = cols / (q4k ? 256 : 32), n = rows * nb; /* blocks (super-blocks) a row */
+    /* blocks (super-blocks) a row */
+    const int64_t nb = cols / (kind == TileKind::kQ4_0 ? 32 : 256), n = rows * nb;
     const int64_t grid = (n + 255) / 256;
     if (grid > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
-    if (q4k)
+    if (kind == TileKind::kQ4_K)
         tile_q4k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    else if (kind == TileKind::kQ6_K)
+        tile_q6k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     else
         tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     return launched();
@@ -597,14 +767,15 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     /* the split depends on cols alone, so a row has the same bits in gem_dmv and
      * gem_dmv_multi */
     int64_t warps;
-    /* the unit a warp owns: a chunk, or for Q4_K a super-block (two chunks) */
-    const int64_t unit = p.q4k ? 2 : 1, units = p.nchunks / unit;
+    /* the unit a warp owns: a chunk, or for Q4_K and Q6_K a super-block (two chunks) */
+    const bool sb = p.kind != TileKind::kQ4_0;
+    const int64_t unit = sb ? 2 : 1, units = p.nchunks / unit;
     if (geglu) {
-        const int64_t per = p.q4k ? kQ4kGegluSbPerWarp : kChunksPerWarp;
+        const int64_t per = sb ? kQ4kGegluSbPerWarp : kChunksPerWarp;
         warps = (units + per - 1) / per;
         warps = warps > kMaxWarps ? kMaxWarps : warps;
     } else {
-        const int64_t per = p.q4k ? kQ4kSbPerWarp : kPlainChunksPerWarp;
+        const int64_t per = sb ? kQ4kSbPerWarp : kPlainChunksPerWarp;
         const int64_t need = (units + per - 1) / per;
         warps = 1;
         while (warps < need && warps < kMaxWarps)
@@ -621,8 +792,11 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     if (tiles > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
     cudaError_t e;
-    if (p.q4k) {
+    if (p.kind == TileKind::kQ4_K) {
         e = launch_pdl(geglu ? q4kt_geglu_kernel : q4kt_kernel, (unsigned)tiles,
+                       (unsigned)(32 * warps), s, p);
+    } else if (p.kind == TileKind::kQ6_K) {
+        e = launch_pdl(geglu ? q6kt_geglu_kernel : q6kt_kernel, (unsigned)tiles,
                        (unsigned)(32 * warps), s, p);
     } else if (geglu) {
         const size_t smem = geglu_smem_bytes(warps);

@@ -1,5 +1,5 @@
 /*
- * Internal to src/model/cuda: the tiled Q4_0 and Q4_K products of matvec_tiles.cu, called by
+ * Internal to src/model/cuda: the tiled Q4_0, Q4_K and Q6_K products of matvec_tiles.cu, called by
  * matvec.cu's entries after their checks (model_cuda.h has the contracts).
  */
 #ifndef GEM_MATVEC_TILES_H
@@ -11,6 +11,9 @@
 
 #include "gem/attn.h"
 
+/* The element type of a launch's tiles. */
+enum class TileKind { kQ4_0, kQ4_K, kQ6_K };
+
 /* One matrix of a launch: data (rows / 8 tiles), y (rows); tile0 is set by the launch. */
 struct TileMat {
     const unsigned char *data;
@@ -19,26 +22,26 @@ struct TileMat {
 };
 
 /* A launch: nmat matrices (1..3; GeGLU: 2, the gate then the up matrix) of cols columns,
- * all Q4_0 tiles or (q4k) all Q4_K tiles, xq the caller's scratch (gem_tiles_xq_bytes(cols));
- * nchunks and cpw (chunks a warp; for Q4_K an even count, whole super-blocks) are set by it. */
+ * all tiles of one kind, xq the caller's scratch (gem_tiles_xq_bytes(cols)); nchunks and cpw
+ * (chunks a warp; for Q4_K and Q6_K an even count, whole super-blocks) are set by it. */
 struct TileParams {
     TileMat mat[3];
     int nmat;
-    bool q4k;
+    TileKind kind;
     int64_t cols, nchunks, cpw;
     const unsigned char *xq;
 };
 
-/* 1 when a Q4_0 (q4k: Q4_K) matrix of rows x cols can be tiled: rows a multiple of 8, cols a
- * multiple of 128 (Q4_K: 256) and at most max_cols. */
-int gem_tiles_shape_ok(bool q4k, int64_t rows, int64_t cols, int64_t max_cols);
+/* 1 when a matrix of this kind and rows x cols can be tiled: rows a multiple of 8, cols a
+ * multiple of 128 (Q4_K and Q6_K: 256) and at most max_cols. */
+int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_cols);
 
 /* Bytes of the x scratch for cols columns. */
 size_t gem_tiles_xq_bytes(int64_t cols);
 
-/* dst (rows * row_bytes bytes, device) = the tiles of the Q4_0 (q4k: Q4_K) rows at src (rows,
+/* dst (rows * row_bytes bytes, device) = the tiles of the rows of this kind at src (rows,
  * row_bytes, device). src and dst must not overlap. */
-gem_status gem_tiles_from_rows(bool q4k, const unsigned char *src, size_t row_bytes,
+gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t row_bytes,
                                int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s);
 
 /* y (cols) = row `row` of the tiled Q4_0 matrix at data, dequantized, times scale. */

@@ -5,8 +5,9 @@
  *
  * Matrix-vector products. A device matrix holds GGUF rows as the file stores
  * them (gem_matrix: rows x cols of `type`, row_bytes per row) in device memory,
- * or, for Q4_0 and Q4_K of a tileable shape, the same bytes in tiles
- * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, gem_dmatrix_tile). In the file's rows each output element is one dot product of
+ * or, for Q4_0, Q4_K and Q6_K of a tileable shape, the same bytes in tiles
+ * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES, gem_dmatrix_tile).
+ * In the file's rows each output element is one dot product of
  * the row's exactly dequantized weights (the values of gem_gguf_dequant) with x in
  * F32, computed by one warp in a fixed order and summed by a fixed shuffle tree. In
  * tiles the products run on the tensor cores in integers (matvec_tiles.cu: x to
@@ -33,6 +34,7 @@ typedef enum gem_dlayout {
     GEM_DLAYOUT_ROWS = 0,       /* the file's rows */
     GEM_DLAYOUT_Q4_0_TILES = 1, /* Q4_0 in tiles of 8 rows (matvec_tiles.cu) */
     GEM_DLAYOUT_Q4_K_TILES = 2, /* Q4_K in tiles of 8 rows (matvec_tiles.cu) */
+    GEM_DLAYOUT_Q6_K_TILES = 3, /* Q6_K in tiles of 8 rows (matvec_tiles.cu) */
 } gem_dlayout;
 
 /* A weight matrix in device memory: `rows` outputs of `cols` inputs. */
@@ -44,13 +46,15 @@ typedef struct gem_dmatrix {
     gem_dlayout layout; /* 0 (GEM_DLAYOUT_ROWS) unless gem_dmatrix_tile made it */
 } gem_dmatrix;
 
-/* 1 when gem_dmatrix_tile takes a matrix of this type and shape: Q4_0 or Q4_K, rows a
- * multiple of 8, cols a multiple of 128 (Q4_K: 256) that gem_dmv_supported takes; else 0. */
+/* 1 when gem_dmatrix_tile takes a matrix of this type and shape: Q4_0, Q4_K or Q6_K, rows a
+ * multiple of 8, cols a multiple of 128 (Q4_K, Q6_K: 256) that gem_dmv_supported takes;
+ * else 0. */
 int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols);
 
 /* w->data (rows * row_bytes bytes, device) = the tiles of the file-order rows at src
- * (the same bytes, device, not overlapping w->data); sets w->layout to
- * GEM_DLAYOUT_Q4_0_TILES or (Q4_K) GEM_DLAYOUT_Q4_K_TILES. w describes the matrix (layout ignored on entry).
+ * (the same bytes, device, not overlapping w->data); sets w->layout to the type's tiles
+ * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES or GEM_DLAYOUT_Q6_K_TILES). w describes the
+ * matrix (layout ignored on entry).
  * GEM_ERR_UNSUPPORTED when gem_dmatrix_tiles_ok refuses it, GEM_ERR_OVERLAP,
  * GEM_ERR_NULL, GEM_ERR_DEVICE. */
 gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream);
@@ -79,7 +83,8 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
 /* The MLP's first half in one launch: y[r] = gelu_tanh(Wg[r, :] . x) * (Wu[r, :] . x),
  * gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) in F32.
  * wg and wu of the same shape; x (cols), y (rows); xq as gem_dmv's. Tiled matrices
- * only in pairs (GEM_ERR_UNSUPPORTED when one of the two is tiled). */
+ * only in pairs of one layout (GEM_ERR_UNSUPPORTED when one of the two is tiled, or the
+ * two are tiles of two types). */
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream);
 

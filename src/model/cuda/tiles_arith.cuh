@@ -1,8 +1,8 @@
 /*
  * Internal to src/model/cuda, and read by the dev/cuda experiments on it: the arithmetic of
  * the Q4_0 and Q4_K tile products (matvec_tiles.cu's module comment has the layouts, the
- * scratch and the error bounds): one 32-element block of x to its scratch, the MMA, one chunk
- * of a Q4_0 or a Q4_K tile, and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
+ * scratch and the error bounds): one 32-element block of x to its scratch, the MMAs, one chunk
+ * of a Q4_0, a Q4_K or a Q6_K tile, and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
  * bits.
  */
 #ifndef GEM_MODEL_CUDA_TILES_ARITH_CUH
@@ -157,6 +157,90 @@ static __device__ __forceinline__ void gem_tiles_q4k_chunk(const uint4 wq, const
             float &a = acc[2 * k + r];
             a = fmaf((dmf.x * scf) * xs, (float)s[2 * k + r], a);
             a = fmaf(-((dmf.y * mnf) * xs), xd, a);
+        }
+    }
+}
+
+/* ---- Q6_K in tiles (matvec_tiles.cu's module comment, "Q6_K") ---------------------------- */
+
+#define GEM_TILES_Q6K_SB_BYTES 1680 /* a tile's super-block: 8 rows x 210 bytes */
+
+/* The offsets inside a tile's super-block of row g's bytes (the file's super-block: ql at 0,
+ * qh at 128, the sixteen scales at 192, d at 208). ql byte i (0..127): gem_tiles_q4k_qs_off.
+ * qh byte j (0..63): half j / 32, lane (g, t)'s 8 bytes at 1024 + 256 half + 8 (4 g + t): the
+ * half's bytes 4t..4t+3, then 16+4t..16+4t+3. Scale s (0..15, sub-block s of 16 elements):
+ * the 16 bytes of lanes (h, t) at 1536 + 16 (4 h + t) hold rows 2t and 2t + 1's scales of
+ * blocks h and 2 + h of both halves: byte 8 half + 4 r + 2 b + u of row 2t + r is scale
+ * 8 half + 2 (h + 2 b) + u. d of row g: 1664 + 2 g. */
+static __device__ __host__ __forceinline__ int gem_tiles_q6k_qh_off(int g, int j)
+{
+    const int half = j >> 5, l = j & 31, hi = l >> 4, t = (l & 15) >> 2, k = l & 3;
+    return 1024 + 256 * half + 8 * (4 * g + t) + 4 * hi + k;
+}
+static __device__ __host__ __forceinline__ int gem_tiles_q6k_sc_off(int g, int s)
+{
+    const int half = s >> 3, i = (s & 7) >> 1, u = s & 1, h = i & 1, b = i >> 1;
+    return 1536 + 16 * (4 * h + (g >> 1)) + 8 * half + 4 * (g & 1) + 2 * b + u;
+}
+static __device__ __host__ __forceinline__ int gem_tiles_q6k_d_off(int g) { return 1664 + 2 * g; }
+
+/* D += A B: m16n8k32, A s8 (row), B s8 (col), s32 accumulate. */
+static __device__ __forceinline__ void gem_tiles_mma_ss(int (&d)[4], uint32_t a0, uint32_t a1,
+                                                        uint32_t a2, uint32_t a3, uint32_t b0,
+                                                        uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One chunk (half `half` of a super-block) of a Q6_K tile into acc. wq: the lane's ql words of
+ * the half; hq: its qh words (elements 4t..4t+3 of the half's four blocks, then 16+4t..);
+ * sc: its scale bytes (both halves); dd: d of rows 2t, 2t + 1; dg, cx: the lane's scratch of
+ * the chunk; m0 as gem_tiles_chunk's. acc[2k + r] gets row 2t + r of block 4 half + 2k + h
+ * (blocks of 32), both of its 16-element sub-blocks: fma(d sc_u 2^(E - 7j), S_ju) for u = 0, 1,
+ * S_ju = sum (q - 32) a_j over sub-block u, exact: the MMAs with the -32s (s8 x s8) start the
+ * sums, then two MMAs a sub-block add q a_j (q = the nibble | the two high bits << 4, u8). */
+template <int half>
+static __device__ __forceinline__ void gem_tiles_q6k_chunk(const uint4 wq, const uint2 hq,
+                                                           const uint4 sc, uint32_t dd,
+                                                           const uint4 dg, const uint4 cx,
+                                                           uint32_t m0, float (&acc)[4])
+{
+    const uint32_t m1 = ~m0, lo = 0x0F0F0F0Fu, hm = 0x30303030u, k32 = 0xE0E0E0E0u;
+    /* B fragments: block i, elements 4t..4t+3 (f0) and 16+4t..16+4t+3 (f1) */
+    const uint32_t f0_0 = (wq.x & lo) | ((hq.x << 4) & hm), f1_0 = (wq.y & lo) | ((hq.y << 4) & hm);
+    const uint32_t f0_1 = (wq.z & lo) | ((hq.x << 2) & hm), f1_1 = (wq.w & lo) | ((hq.y << 2) & hm);
+    const uint32_t f0_2 = ((wq.x >> 4) & lo) | (hq.x & hm), f1_2 = ((wq.y >> 4) & lo) | (hq.y & hm);
+    const uint32_t f0_3 = ((wq.z >> 4) & lo) | ((hq.x >> 2) & hm);
+    const uint32_t f1_3 = ((wq.w >> 4) & lo) | ((hq.y >> 2) & hm);
+    /* D row g: block h's digit g % 4, row g + 8: block 2 + h's; columns: the tile's rows */
+    int s0[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
+    gem_tiles_mma_ss(s0, dg.x, dg.z, dg.y, dg.w, k32, 0u); /* -32 sum a_j, elements 0..15 */
+    gem_tiles_mma_ss(s1, dg.x, dg.z, dg.y, dg.w, 0u, k32); /* elements 16..31 */
+    /* sub-block 0 of blocks 0 and 2 in one MMA (k 0..15: block 0, k 16..31: block 2), then of
+     * blocks 1 and 3; likewise sub-block 1 */
+    gem_tiles_mma(s0, m0 & dg.x, 0u, 0u, m0 & dg.z, f0_0, f0_2);
+    gem_tiles_mma(s0, m1 & dg.x, 0u, 0u, m1 & dg.z, f0_1, f0_3);
+    gem_tiles_mma(s1, m0 & dg.y, 0u, 0u, m0 & dg.w, f1_0, f1_2);
+    gem_tiles_mma(s1, m1 & dg.y, 0u, 0u, m1 & dg.w, f1_1, f1_3);
+    __half2 dh;
+    memcpy(&dh, &dd, 4);
+    const float2 d = __half22float2(dh);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint32_t w = half ? (r ? sc.w : sc.z) : (r ? sc.y : sc.x);
+        const float dr = r ? d.y : d.x;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const float dx = dr * (k ? xs1 : xs0); /* exact: xs is a power of two */
+            const float c0 = dx * (float)(signed char)(w >> (16 * k));
+            const float c1 = dx * (float)(signed char)(w >> (16 * k + 8));
+            float &a = acc[2 * k + r];
+            a = fmaf(c0, (float)s0[2 * k + r], a);
+            a = fmaf(c1, (float)s1[2 * k + r], a);
         }
     }
 }
