@@ -18,6 +18,10 @@
  *     caches and logits within 1e-4 (F32) or a measured bound (BF16, F16), the
  *     full layers' cache bytes exactly halved, thread-identical, copies and fills
  *     that handle the missing K cache, and the baseline route refused;
+ *   - the q4_k_m mix has llama.cpp's Q4_K_M composition on 60 layers in the 31B pattern
+ *     (Q6_K head, Q6_K attn_v and ffn_down on the written-out layers, Q4_K elsewhere,
+ *     general.file_type 15), rows off the 256 block fall back to Q8_0, and a tiny q4_k_m
+ *     model runs;
  *   - the hyperparameters and shapes come from the metadata, and a file whose
  *     metadata disagrees with a tensor's shape is refused with one line;
  *   - bad calls answer a status.
@@ -100,6 +104,94 @@ static int fill_zero(void *user, int64_t index, void *dst, size_t bytes)
     return 0;
 }
 
+/* The element type of tensor `name` in g, or -1 when g has no such tensor. */
+static int64_t tensor_type(const gem_gguf *g, const char *name)
+{
+    const gem_gguf_tensor *t = gem_gguf_find_tensor(g, name);
+    return t ? (int64_t)t->type : -1;
+}
+
+/* Checks that tensor blk.<layer>.<suffix> of g has type `want` (-1: is absent). */
+static void check_type(const gem_gguf *g, int64_t layer, const char *suffix, int64_t want)
+{
+    char name[GEM_GGUF_MAX_NAME];
+    snprintf(name, sizeof name, "blk.%lld.%s", (long long)layer, suffix);
+    const int64_t got = tensor_type(g, name);
+    if (!TCHECK(got == want))
+        fprintf(stderr, "     %s: type %lld, expected %lld\n", name, (long long)got,
+                (long long)want);
+}
+
+static int listed(const int *list, size_t n, int64_t v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == v)
+            return 1;
+    return 0;
+}
+
+/* The q4_k_m mix on the diff preset's 60 layers (every sixth full, K = V there: 50 attn_v).
+ * The Q6_K layers are written out from llama.cpp's use_more_bits(i, n) = i < n/8 ||
+ * i >= 7n/8 || (i - n/8) % 3 == 2: ffn_down over n = 60 layers (0-6, every third from 9 to
+ * 51, 52-59); attn_v over the n = 50 layers that have one, i counting them alone (0-5,
+ * every third from 8 to 41, 43-49), which are layers 0-4, 6, 9, ..., 58. With hidden 256
+ * every matrix row fits Q4_K's block; with the preset's hidden 64 the matrices whose rows
+ * are the hidden size (the embedding, q, k, v, gate, up) fall back to Q8_0. */
+static void check_q4_k_m(int64_t n_embd)
+{
+    static const int down6[] = {0,  1,  2,  3,  4,  5,  6,  9,  12, 15, 18, 21, 24, 27, 30,
+                                33, 36, 39, 42, 45, 48, 51, 52, 53, 54, 55, 56, 57, 58, 59};
+    static const int v6[] = {0,  1,  2,  3,  4,  6,  9,  13, 16, 20, 24, 27, 31,
+                             34, 38, 42, 45, 49, 51, 52, 54, 55, 56, 57, 58};
+    const size_t n_down6 = sizeof down6 / sizeof down6[0], n_v6 = sizeof v6 / sizeof v6[0];
+    const char *path = "test_model_q4km_tmp.gguf";
+    gem_synth_spec qs;
+    char err[256];
+    TCHECK_STATUS(gem_synth_preset("diff", &qs), GEM_OK);
+    qs.type = GEM_SYNTH_Q4_K_M;
+    qs.n_embd = n_embd;
+    qs.no_matrices = 1; /* the types are in the header; no weights needed */
+    TCHECK_STATUS(gem_synth_write(&qs, path, err, sizeof err), GEM_OK);
+    gem_gguf *g = NULL;
+    TCHECK_STATUS(gem_gguf_open(path, &g, err, sizeof err), GEM_OK);
+    if (!g)
+        return;
+    const int fits = n_embd % 256 == 0;
+    const int64_t q4k = GEM_GGUF_Q4_K, q6k = GEM_GGUF_Q6_K;
+    const int64_t hid4 = fits ? q4k : GEM_GGUF_Q8_0, hid6 = fits ? q6k : GEM_GGUF_Q8_0;
+    int64_t ft = -1;
+    TCHECK_STATUS(gem_gguf_get_i64(g, "general.file_type", &ft, err, sizeof err), GEM_OK);
+    TCHECK_EQ_I64(ft, 15);
+    TCHECK_EQ_I64(tensor_type(g, "token_embd.weight"), hid6); /* the tied head */
+    TCHECK_EQ_I64(tensor_type(g, "output.weight"), -1);
+    TCHECK_EQ_I64(tensor_type(g, "output_norm.weight"), GEM_GGUF_F32);
+    int64_t n_v = 0, v_q6 = 0, down_q6 = 0;
+    for (int64_t i = 0; i < 60; i++) {
+        const int full = (i + 1) % 6 == 0;
+        check_type(g, i, "attn_q.weight", hid4);
+        check_type(g, i, "attn_k.weight", hid4);
+        check_type(g, i, "attn_v.weight", full ? -1 : listed(v6, n_v6, i) ? hid6 : hid4);
+        check_type(g, i, "attn_output.weight", q4k);
+        check_type(g, i, "ffn_gate.weight", hid4);
+        check_type(g, i, "ffn_up.weight", hid4);
+        check_type(g, i, "ffn_down.weight", listed(down6, n_down6, i) ? q6k : q4k);
+        check_type(g, i, "attn_norm.weight", GEM_GGUF_F32);
+        check_type(g, i, "ffn_norm.weight", GEM_GGUF_F32);
+        char name[GEM_GGUF_MAX_NAME];
+        snprintf(name, sizeof name, "blk.%lld.attn_v.weight", (long long)i);
+        n_v += tensor_type(g, name) >= 0;
+        v_q6 += tensor_type(g, name) == hid6;
+        snprintf(name, sizeof name, "blk.%lld.ffn_down.weight", (long long)i);
+        down_q6 += tensor_type(g, name) == q6k;
+    }
+    TCHECK_EQ_I64(n_v, 50);
+    if (fits)
+        TCHECK_EQ_I64(v_q6, 25); /* half the attn_v */
+    TCHECK_EQ_I64(down_q6, 30);  /* half the ffn_down */
+    gem_gguf_close(g);
+    remove(path);
+}
+
 static int argmax(const float *x, int64_t n)
 {
     int best = 0;
@@ -177,6 +269,36 @@ int main(void)
             gem_model_free(tm);
             remove(tpath);
         }
+    }
+    /* The q4_k_m mix: llama.cpp's Q4_K_M composition, and its fallback; an unknown type is
+     * refused; a tiny q4_k_m model (hidden 256, so that Q4_K and Q6_K fit) loads and gives
+     * thread-identical, finite logits. */
+    check_q4_k_m(256);
+    check_q4_k_m(64);
+    {
+        gem_synth_spec bs = spec;
+        bs.type = -3;
+        TCHECK_STATUS(gem_synth_write(&bs, "test_model_bad_tmp.gguf", err, sizeof err),
+                      GEM_ERR_PARAM);
+        TCHECK(strstr(err, "type") != NULL);
+        gem_synth_spec ts = spec;
+        ts.type = GEM_SYNTH_Q4_K_M;
+        ts.n_embd = 256;
+        const char *tpath = "test_model_q4km_run_tmp.gguf";
+        gem_model *tm = NULL;
+        TCHECK_STATUS(gem_synth_write(&ts, tpath, err, sizeof err), GEM_OK);
+        TCHECK_STATUS(gem_model_load(tpath, &tm, err, sizeof err), GEM_OK);
+        if (tm) {
+            TCHECK_STATUS(run(tm, 1, GEM_ROUTE_FUSED, prompt, N_PROMPT, b), GEM_OK);
+            TCHECK_STATUS(run(tm, 3, GEM_ROUTE_FUSED, prompt, N_PROMPT, c), GEM_OK);
+            TCHECK(memcmp(b, c, (size_t)V * 4) == 0);
+            int finite = 1;
+            for (int64_t i = 0; i < V; i++)
+                finite &= isfinite(b[i]) != 0;
+            TCHECK(finite);
+            gem_model_free(tm);
+        }
+        remove(tpath);
     }
     /* Products large enough for the pool (past 256 KiB): GeGLU's activation and the per-head
      * norms then run inside the items, and o's x of 16,384 columns gets its digits from the

@@ -8,8 +8,8 @@
 # to the ids of a `tokenizers` BPE with byte fallback on the same vocabulary; the
 # same with K rebuilt from V (--k-from-v). Also gem generate end to end (also with
 # --k-from-v: the reference's tokens, half the full layers' cache bytes), gem
-# model-diff both ways, gem profile, and bad model files / bad usage exiting 2
-# with one line.
+# model-diff both ways, gem profile, gem synth --type q4_k_m, and bad model files / bad usage
+# exiting 2 with one line.
 # usage: bash test_model_ref.sh <gem binary> <source dir>
 set -u
 GEM=$1
@@ -172,6 +172,17 @@ bad "model-check K from V on the baseline route" "$GEM" model-check --model "$TM
 bad "unknown model-diff comparison" "$GEM" model-diff --model "$TMP/tiny.gguf" --compare other
 bad "no prompt" "$GEM" generate --model "$TMP/tiny.gguf"
 bad "synth without --out" "$GEM" synth --preset tiny
+bad "synth --type q5_k_m" "$GEM" synth --preset tiny --type q5_k_m --out "$TMP/bad-type.gguf"
+check "synth --type q5_k_m names the valid types, q4_k_m among them" \
+    grep -q "'q5_k_m' is not one of .*mixed, q4_k_m" "$TMP/err.txt"
+# gem synth --type q4_k_m: its help line, and a tiny model with Q4_K_M's types (hidden 256, so
+# that Q4_K and Q6_K fit the rows) that generates
+"$GEM" synth --help | grep -q "q4_k_m"
+check "synth --help lists q4_k_m" test $? -eq 0
+"$GEM" synth --preset tiny --type q4_k_m --embd 256 --out "$TMP/tiny-q4km.gguf" >/dev/null
+check "synth --type q4_k_m exits 0" test $? -eq 0
+"$GEM" generate --model "$TMP/tiny-q4km.gguf" --prompt-tokens 2,317,362 -n 4 >/dev/null 2>&1
+check "a q4_k_m model loads and generates" test $? -eq 0
 
 # The decoder on the GPU against the same reference, and against the CPU decoder
 # (model-diff --compare backends). Without a GPU (or CUDA in the build) each exits 2

@@ -24,8 +24,12 @@ static void help(void)
            "                  diff (60 layers in the 31B pattern, hidden 64, window 64),\n"
            "                  2gb (about 2 GB of Q8_0), 31b (the real dimensions, Q4_K)\n"
            "  --type T        weight type of every matrix: f32, f16, bf16, q8_0, q4_0, q4_k,\n"
-           "                  q6_k, or mixed (all of them spread over the tensors); matrices\n"
-           "                  whose rows do not fit the block fall back to q8_0\n"
+           "                  q6_k; or mixed (all of them spread over the tensors); or q4_k_m\n"
+           "                  (llama.cpp's Q4_K_M assignment: q4_k, but q6_k for the embedding,\n"
+           "                  which the tied head reads, and for attn_v and ffn_down in the\n"
+           "                  first and last eighth of their layers and every third between;\n"
+           "                  general.file_type 15); matrices whose rows do not fit the block\n"
+           "                  (256 for q4_k and q6_k) fall back to q8_0, then f32\n"
            "  --seed S        weight seed (default 1)\n"
            "  --layers N --embd N --ff N --vocab N --window N --heads N\n"
            "  --kv-swa N --kv-full N --dim-swa N --dim-full N --full-every N\n"
@@ -130,11 +134,14 @@ int gem_cmd_synth(int argc, char **argv)
         gem_gguf_type t;
         if (!strcmp(type, "mixed"))
             s.type = GEM_SYNTH_MIXED;
+        else if (!strcmp(type, "q4_k_m"))
+            s.type = GEM_SYNTH_Q4_K_M;
         else if (gem_gguf_type_parse(type, &t) == GEM_OK)
             s.type = t;
         else {
             cli_error(CMD,
-                      "--type '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mixed",
+                      "--type '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mixed, "
+                      "q4_k_m",
                       type);
             return 2;
         }

@@ -337,9 +337,16 @@ gem_status gem_session_kv_memory(const gem_session *s, gem_kv_memory *out);
 
 /* Element types of a synthetic file: one type for every matrix, or a mix
  * (GEM_SYNTH_MIXED) that puts each of Q8_0, Q4_0, Q4_K, Q6_K, BF16, F16 and F32
- * on some tensor. Matrices whose rows do not fit the type's block fall back to
- * Q8_0 (then F32). Vectors are always F32, as the converter writes them. */
+ * on some tensor, or the mix of a real Q4_K_M file (GEM_SYNTH_Q4_K_M): llama.cpp's
+ * quantizer assignment for LLAMA_FTYPE_MOSTLY_Q4_K_M, Q4_K with Q6_K on the head
+ * (token_embd, which the tied output reads), on attn_v where use_more_bits(i, n) holds
+ * over the n layers that have an attn_v (i counting those layers alone, in layer order)
+ * and on ffn_down where use_more_bits(layer, n_layers) holds; use_more_bits(i, n) is
+ * i < n/8 || i >= 7*n/8 || (i - n/8) % 3 == 2, and general.file_type is 15. Matrices
+ * whose rows do not fit the type's block fall back to Q8_0 (then F32). Vectors are
+ * always F32, as the converter writes them. */
 #define GEM_SYNTH_MIXED (-1)
+#define GEM_SYNTH_Q4_K_M (-2)
 
 typedef struct gem_synth_spec {
     uint64_t seed;
@@ -348,7 +355,7 @@ typedef struct gem_synth_spec {
     int64_t window, context_length;
     int64_t full_every;   /* layer i is full when (i + 1) % full_every == 0; the last is full */
     double rope_base_full, rope_base_swa, partial_rotary_full, softcap, eps;
-    int32_t type;         /* a gem_gguf_type or GEM_SYNTH_MIXED */
+    int32_t type;         /* a gem_gguf_type, GEM_SYNTH_MIXED or GEM_SYNTH_Q4_K_M */
     const char *name;     /* general.name */
     int no_matrices;      /* 1: the matrices (the embedding included) are left out, holes that
                              read as zero weights and take no disk space (gem_gguf_writer_hole):
@@ -363,7 +370,8 @@ typedef struct gem_synth_spec {
 gem_status gem_synth_preset(const char *name, gem_synth_spec *out);
 
 /* Writes a seeded random-weight Gemma 4 GGUF in the converter's layout.
- * GEM_ERR_SHAPE / GEM_ERR_PARAM for an inconsistent spec, GEM_ERR_IO. */
+ * GEM_ERR_SHAPE for inconsistent dimensions, GEM_ERR_PARAM for a type that is none of a
+ * gem_gguf_type, GEM_SYNTH_MIXED and GEM_SYNTH_Q4_K_M, GEM_ERR_IO. */
 gem_status gem_synth_write(const gem_synth_spec *spec, const char *path, char *err,
                            size_t errlen);
 

@@ -371,12 +371,23 @@ static int fill(void *user, int64_t index, void *dst, size_t bytes)
     return 0;
 }
 
-/* The type of a matrix: the spec's type, or the mix, which gives every role a
+/* llama.cpp's use_more_bits: the first and the last eighth of n, and every third one
+ * between. n <= GEM_MODEL_MAX_LAYERS, so 7 * n cannot overflow. */
+static int more_bits(int64_t i, int64_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type of a matrix: the spec's type; or the mix, which gives every role a
  * rotation of types over the layers so that each type gemm reads appears
- * (Q4_K and Q6_K where rows are multiples of 256). Rows that do not fit the
- * block fall back to Q8_0 and then F32. */
+ * (Q4_K and Q6_K where rows are multiples of 256); or llama.cpp's Q4_K_M
+ * assignment: Q6_K for the embedding (the tied head: synth writes no output.weight),
+ * for attn_v and ffn_down where more_bits(i, n) holds, with i the matrix's place
+ * among the n of its role in layer order (attn_v: the layers that have one), and
+ * Q4_K elsewhere. Rows that do not fit the block fall back to Q8_0 and then F32. */
 enum { R_EMBED, R_Q, R_K, R_V, R_O, R_GATE, R_UP, R_DOWN };
-static gem_gguf_type mat_type(const gem_synth_spec *s, int64_t ne0, int role, int64_t layer)
+static gem_gguf_type mat_type(const gem_synth_spec *s, int64_t ne0, int role, int64_t layer,
+                              int64_t i, int64_t n)
 {
     static const gem_gguf_type mix[8][3] = {
         [R_EMBED] = {GEM_GGUF_Q8_0, GEM_GGUF_Q8_0, GEM_GGUF_Q8_0},
@@ -388,7 +399,13 @@ static gem_gguf_type mat_type(const gem_synth_spec *s, int64_t ne0, int role, in
         [R_UP] = {GEM_GGUF_Q8_0, GEM_GGUF_F16, GEM_GGUF_Q4_0},
         [R_DOWN] = {GEM_GGUF_Q6_K, GEM_GGUF_Q4_K, GEM_GGUF_BF16},
     };
-    gem_gguf_type t = s->type == GEM_SYNTH_MIXED ? mix[role][layer % 3] : (gem_gguf_type)s->type;
+    gem_gguf_type t = (gem_gguf_type)s->type;
+    if (s->type == GEM_SYNTH_MIXED)
+        t = mix[role][layer % 3];
+    else if (s->type == GEM_SYNTH_Q4_K_M)
+        t = role == R_EMBED || ((role == R_V || role == R_DOWN) && more_bits(i, n))
+                ? GEM_GGUF_Q6_K
+                : GEM_GGUF_Q4_K;
     size_t rb;
     if (gem_gguf_row_bytes(t, ne0, &rb) == GEM_OK)
         return t;
@@ -397,7 +414,8 @@ static gem_gguf_type mat_type(const gem_synth_spec *s, int64_t ne0, int role, in
     return GEM_GGUF_F32;
 }
 
-/* llama.cpp's general.file_type of a single-type file (7, "mostly Q8_0", for the mix). */
+/* llama.cpp's general.file_type of a single-type file (7, "mostly Q8_0", for the mix;
+ * 15, "mostly Q4_K_M", for the Q4_K_M assignment and for Q4_K alone). */
 static uint32_t file_type(int32_t t)
 {
     switch (t) {
@@ -407,6 +425,7 @@ static uint32_t file_type(int32_t t)
     case GEM_GGUF_Q4_K: return 15;
     case GEM_GGUF_Q6_K: return 18;
     case GEM_GGUF_BF16: return 32;
+    case GEM_SYNTH_Q4_K_M: return 15;
     default: return 7;
     }
 }
@@ -429,7 +448,8 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
         s->head_dim_full % 2 || s->window < 1 || s->full_every < 1 || s->context_length < 1 ||
         !(s->partial_rotary_full > 0.0 && s->partial_rotary_full <= 1.0))
         return sfail(err, errlen, GEM_ERR_SHAPE, "inconsistent synthetic model dimensions");
-    if (s->type != GEM_SYNTH_MIXED && !gem_gguf_type_name((uint32_t)s->type))
+    if (s->type != GEM_SYNTH_MIXED && s->type != GEM_SYNTH_Q4_K_M &&
+        !gem_gguf_type_name((uint32_t)s->type))
         return sfail(err, errlen, GEM_ERR_PARAM, "unknown weight type");
     const int64_t L = s->n_layers;
     uint8_t *swa = malloc((size_t)L);
@@ -515,25 +535,34 @@ gem_status gem_synth_write(const gem_synth_spec *s, const char *path, char *err,
         t[n].type = (ty), t[n].ne0 = (a), t[n].ne1 = (b), t[n].kind = (kd);                        \
         n++;                                                                                       \
     } while (0)
-    T("token_embd.weight", mat_type(s, s->n_embd, R_EMBED, 0), s->n_embd, s->n_vocab, T_EMBED);
+    /* the layers that have an attn_v (the sliding ones), for the Q4_K_M assignment */
+    int64_t n_v = 0, i_v = 0;
+    for (int64_t i = 0; i < L; i++)
+        n_v += swa[i];
+    T("token_embd.weight", mat_type(s, s->n_embd, R_EMBED, 0, 0, 1), s->n_embd, s->n_vocab,
+      T_EMBED);
     for (int64_t i = 0; i < L; i++) {
         const int64_t hd = swa[i] ? s->head_dim_swa : s->head_dim_full, nkv = kvh[i];
         char nm[GEM_GGUF_MAX_NAME];
 #define B(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)i, suffix), nm)
         T(B("attn_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_NORM);
-        T(B("attn_q.weight"), mat_type(s, s->n_embd, R_Q, i), s->n_embd, s->n_head * hd, T_MATRIX);
-        T(B("attn_k.weight"), mat_type(s, s->n_embd, R_K, i), s->n_embd, nkv * hd, T_MATRIX);
-        if (swa[i]) /* full layers have K = V: no attn_v */
-            T(B("attn_v.weight"), mat_type(s, s->n_embd, R_V, i), s->n_embd, nkv * hd, T_MATRIX);
-        T(B("attn_output.weight"), mat_type(s, s->n_head * hd, R_O, i), s->n_head * hd, s->n_embd,
+        T(B("attn_q.weight"), mat_type(s, s->n_embd, R_Q, i, i, L), s->n_embd, s->n_head * hd,
           T_MATRIX);
+        T(B("attn_k.weight"), mat_type(s, s->n_embd, R_K, i, i, L), s->n_embd, nkv * hd, T_MATRIX);
+        if (swa[i]) /* full layers have K = V: no attn_v */
+            T(B("attn_v.weight"), mat_type(s, s->n_embd, R_V, i, i_v++, n_v), s->n_embd,
+              nkv * hd, T_MATRIX);
+        T(B("attn_output.weight"), mat_type(s, s->n_head * hd, R_O, i, i, L), s->n_head * hd,
+          s->n_embd, T_MATRIX);
         T(B("attn_q_norm.weight"), GEM_GGUF_F32, hd, 0, T_QKNORM);
         T(B("attn_k_norm.weight"), GEM_GGUF_F32, hd, 0, T_QKNORM);
         T(B("post_attention_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_POSTNORM);
         T(B("ffn_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_NORM);
-        T(B("ffn_gate.weight"), mat_type(s, s->n_embd, R_GATE, i), s->n_embd, s->n_ff, T_MATRIX);
-        T(B("ffn_up.weight"), mat_type(s, s->n_embd, R_UP, i), s->n_embd, s->n_ff, T_MATRIX);
-        T(B("ffn_down.weight"), mat_type(s, s->n_ff, R_DOWN, i), s->n_ff, s->n_embd, T_MATRIX);
+        T(B("ffn_gate.weight"), mat_type(s, s->n_embd, R_GATE, i, i, L), s->n_embd, s->n_ff,
+          T_MATRIX);
+        T(B("ffn_up.weight"), mat_type(s, s->n_embd, R_UP, i, i, L), s->n_embd, s->n_ff, T_MATRIX);
+        T(B("ffn_down.weight"), mat_type(s, s->n_ff, R_DOWN, i, i, L), s->n_ff, s->n_embd,
+          T_MATRIX);
         T(B("post_ffw_norm.weight"), GEM_GGUF_F32, s->n_embd, 0, T_POSTNORM);
         T(B("layer_output_scale.weight"), GEM_GGUF_F32, 1, 0, T_SCALE);
 #undef B
