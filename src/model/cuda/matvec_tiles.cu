@@ -52,16 +52,15 @@
  * (griddepcontrol): the product's blocks start while the kernels before it finish, issue
  * their first weight loads, and wait for the scratch before they read it or write y. The
  * weights are the only memory touched before the wait. The plain product loads batches of
- * chunks into registers; GeGLU, whose two matrices double the registers a batch takes,
- * streams them through a ring of shared-memory stages per warp (cp.async), which lets an SM
- * hold more of its warps (kRing's comment has the measurements).
+ * chunks into registers; GeGLU runs the plain product's warps for both of its matrices in
+ * one block (the first half the gate's rows, the second the up's), so each of its warps holds
+ * what a plain product's does (geglu_kernel's comment has the measurements).
  *
  * Order. Each lane adds its four block terms per chunk into four F32 accumulators in
  * chunk order; then the two of a row are added, the warp sums its lanes by the xor tree
  * 4, 8, 16, and the block's warps (a split of the chunks that depends only on cols) are
  * added in warp order by one thread per row. No atomics; the same bits on every call and
- * for a row in gem_dmv and gem_dmv_multi (GeGLU splits its chunks its own way: the same sums
- * in another grouping).
+ * for a row in gem_dmv, gem_dmv_multi and GeGLU (whose two sums are gem_dmv's, bit for bit).
  *
  * Q4_K (GGUF: a super-block of 256 elements, 144 bytes: d and dmin in f16, twelve bytes of
  * six-bit scales sc_s and mins m_s of its eight 32-element sub-blocks, 128 nibble bytes with
@@ -77,9 +76,8 @@
  * scratch's correction). The scales of a lane's sub-blocks (h, 2 + h, 4 + h, 6 + h) are bytes h
  * and 2 + h of the scale words shifted by 8 h, decoded two at a time. The error is within a few
  * F32 roundings of sum_s (d1 sum|q x| + m1 sum|x|) plus the digits' representation error,
- * 2^-27 of each block's max|x| times (d1 sum q + 32 m1). A warp owns whole super-blocks (the
- * plain product: at most 6, the warps a power of two up to 16; GeGLU: at most 4) and loads one
- * at a time into registers, the next while it computes (dev/cuda/tiles_q4k version 3; version
+ * 2^-27 of each block's max|x| times (d1 sum q + 32 m1). A warp owns whole super-blocks (at
+ * most 6, the warps a power of two up to 16) and loads one at a time into registers, the next while it computes (dev/cuda/tiles_q4k version 3; version
  * 2's batches of two took 78 registers and lost on every shape but k; run 190 on an H100: 1.6-
  * 2.2x the F32 kernel, the head at 94.5% of the read probe).
  *
@@ -118,11 +116,6 @@ constexpr int kChunkElems = 128;
 constexpr int kChunkBytes = 576;
 constexpr int kXqLaneBytes = GEM_TILES_XQ_LANE_BYTES;
 constexpr int kXqChunkBytes = GEM_TILES_XQ_CHUNK_BYTES;
-/* GeGLU's split: a warp's share of a row is at most 8 chunks (1024 columns), in blocks of up to
- * 16 warps. dev/cuda/model_matvec measured 4 chunks a warp (one batch of loads, blocks of 11
- * warps at 5376 columns) slower: fewer warps resident, GeGLU 49 -> 76 us, the head 217 -> 293
- * us (H200 runs 28 and 29). */
-constexpr int kChunksPerWarp = 8;
 /* The plain product's split: at most 12 chunks a warp, the warps of a block rounded up to a
  * power of two (up to 16), so that blocks fill an SM's 32 warps at 64 registers. A warp's
  * fixed work (its tile, addresses, the reduction) was a third of the product's instructions
@@ -132,20 +125,12 @@ constexpr int kChunksPerWarp = 8;
  * 16384 and 21504 columns this rule keeps 8, 16 and 16 warps, the 8-chunk split's. (k alone,
  * 512 tiles, lost: 8.5 -> 11.1 us; the decoder runs it in one launch with q and v.) */
 constexpr int kPlainChunksPerWarp = 12;
-constexpr int kMaxWarps = 16; /* 512 threads: up to 128 registers */
+constexpr int kMaxWarps = 16; /* 512 threads (GeGLU: twice, 1,024: up to 64 registers) */
 constexpr int kBatch = 4; /* chunks whose loads a warp issues together (the plain product) */
-/* GeGLU's shared-memory stages per warp, a chunk of both matrices each. dev/cuda/tiles_ring
- * (H200 run 35) measured gate+up at 31B 45.4 -> 38.3 us chained (63% -> 75% of the read
- * probe) with 3 stages against register batches of 2 chunks of each matrix (84 registers: 3
- * blocks of 6 warps an SM; the ring kernel 64, 5 blocks); 6 stages lost (46.2 us: the shared
- * memory leaves the scratch less L1). Run 36, against 3: 4 stages 38.0 -> 36.9 us (76% of
- * the probe), 2 stages 40.7. The same ring lost on every plain product (the head 82% -> 73%). */
-constexpr int kRing = 4;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kSbBytes = GEM_TILES_Q4K_SB_BYTES;
-/* the plain Q4_K and Q6_K products: super-blocks a warp, at most; GeGLU's (8 chunks, as Q4_0's) */
+/* the Q4_K and Q6_K products: super-blocks a warp, at most */
 constexpr int kQ4kSbPerWarp = 6;
-constexpr int kQ4kGegluSbPerWarp = 4;
 constexpr int kQ6kSbBytes = GEM_TILES_Q6K_SB_BYTES;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
@@ -240,64 +225,27 @@ __device__ __forceinline__ void tile_rows_out(float (&red)[kMaxWarps][kTileRows]
     }
 }
 
-/* GeGLU's end: the gate's sums (a0) and the up's (a1) as tile_rows_out's, y = gelu(gate) up. */
-__device__ __forceinline__ void tile_geglu_out(float (&red)[2][kMaxWarps][kTileRows],
-                                               const float (&a0)[4], const float (&a1)[4],
-                                               float *y)
+/* One warp's share of a tile's row sums in the plain split (its chunks [warp p.cpw, + p.cpw)
+ * of the tile at `tile`, a matrix's data) into a0; loads in batches of kBatch chunks into
+ * registers, the first before the launch wait. A warp counts its chunks in 32 bits and steps
+ * its weight and scratch pointers a batch at a time. Lineage: dev/cuda/tiles_lean
+ * (results/h200/run170): the loop with 64-bit chunk indices and offsets took 92-94 warp
+ * instructions a 576-byte chunk (ncu), this one 82-84, the same bits (the same tests, loads and
+ * order of additions). */
+__device__ __forceinline__ void q4_0_warp(const TileParams &p, const unsigned char *data,
+                                          int64_t tile, int warp, float (&a0)[4])
 {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
-    float u0 = a1[0] + a1[2], u1 = a1[1] + a1[3];
-    for (int o = 4; o < 32; o <<= 1) {
-        r0 += __shfl_xor_sync(kFull, r0, o);
-        r1 += __shfl_xor_sync(kFull, r1, o);
-        u0 += __shfl_xor_sync(kFull, u0, o);
-        u1 += __shfl_xor_sync(kFull, u1, o);
-    }
-    if (g == 0) {
-        red[0][warp][2 * t] = r0;
-        red[0][warp][2 * t + 1] = r1;
-        red[1][warp][2 * t] = u0;
-        red[1][warp][2 * t + 1] = u1;
-    }
-    __syncthreads();
-    if (threadIdx.x < kTileRows) {
-        const int nw = (int)(blockDim.x >> 5), r = (int)threadIdx.x;
-        float s = red[0][0][r], u = red[1][0][r];
-        for (int w = 1; w < nw; w++)
-            s += red[0][w][r];
-        for (int w = 1; w < nw; w++)
-            u += red[1][w][r];
-        y[r] = __fmul_rn(gem_gelu_tanh(s), u);
-    }
-}
-
-/* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
- * its chunks; loads in batches of kBatch chunks into registers. A warp counts its chunks in 32
- * bits (at most p.cpw of them) and steps its weight and scratch pointers a batch at a time.
- * Lineage: dev/cuda/tiles_lean (results/h200/run170): the loop with 64-bit chunk indices and
- * offsets took 92-94 warp instructions a 576-byte chunk (ncu), this one 82-84, the same 61
- * registers and the same bits (the same tests, loads and order of additions). */
-__global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
-{
-    __shared__ float red[kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = g >> 2;
-    int64_t tile = blockIdx.x;
-    int m = 0;
-    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
-        m++;
-    tile -= p.mat[m].tile0;
     const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
     const uint32_t m0 = h ? 0u : kFull;
-    float a0[4] = {0.f, 0.f, 0.f, 0.f};
     /* this warp's chunks [cb, cb + n); a warp past the tile's chunks has none */
     const int64_t cw = (int64_t)warp * p.cpw;
     const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
     const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
     const uint32_t n = (uint32_t)(ce - cb);
-    const unsigned char *wp = p.mat[m].data + (size_t)tile * tile_bytes +
-                              (size_t)cb * kChunkBytes + (size_t)16 * lane;
+    const unsigned char *wp =
+        data + (size_t)tile * tile_bytes + (size_t)cb * kChunkBytes + (size_t)16 * lane;
     const size_t dl = (size_t)(512 + 8 * (4 * h + t)) - (size_t)16 * lane; /* from wp */
     const unsigned char *xp = p.xq + (size_t)cb * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
     uint4 wq[kBatch];
@@ -312,7 +260,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
             }
         }
     };
-    pdl_trigger();
     load(wp, n);  /* the first weights stream while the kernels before finish */
     pdl_wait(); /* then x's scratch is complete and y free to write */
     for (uint32_t c = 0; c < n; c += kBatch) {
@@ -328,8 +275,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
         if (c + kBatch < n)
             load(wp, n - c - kBatch); /* the next batch once this one is done */
     }
-    /* tile_rows_out's steps, written out: through it ptxas gives this kernel other SASS (63
-     * registers for 61) than the one every run since run 171 measured */
+}
+
+/* The matrix of a plain launch that blockIdx.x falls in (m) and its tile there. */
+__device__ __forceinline__ int tile_of(const TileParams &p, int64_t &tile)
+{
+    tile = blockIdx.x;
+    int m = 0;
+    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
+        m++;
+    tile -= p.mat[m].tile0;
+    return m;
+}
+
+/* Block = one tile (of the matrix mat[m] that blockIdx.x falls in), warps = the split of
+ * its chunks (q4_0_warp). */
+__global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
+{
+    __shared__ float red[kMaxWarps][kTileRows];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int64_t tile;
+    const int m = tile_of(p, tile);
+    float a0[4] = {0.f, 0.f, 0.f, 0.f};
+    pdl_trigger();
+    q4_0_warp(p, p.mat[m].data, tile, warp, a0);
+    /* tile_rows_out's steps, written out: through it ptxas gives this kernel other SASS (more
+     * registers) than the one every run since run 171 measured */
     float r0 = a0[0] + a0[2], r1 = a0[1] + a0[3];
     for (int o = 4; o < 32; o <<= 1) {
         r0 += __shfl_xor_sync(kFull, r0, o);
@@ -347,81 +318,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4t_kernel(const TileParams p)
             s += red[w][r];
         p.mat[m].y[(size_t)tile * kTileRows + (size_t)r] = s;
     }
-}
-
-/* cp.async of 16 bytes, global -> shared, cached in L2 only; a group per chunk. */
-__device__ __forceinline__ void cp16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* GeGLU: y = gelu(gate x) * (up x); mat[0] the gate, mat[1] the up matrix; block = one tile
- * of both, warps = the split of its chunks (GeGLU's own, kChunksPerWarp). The weights come
- * through a ring of kRing stages per warp in dynamic shared memory (geglu_smem_bytes), a
- * stage holding one chunk of each matrix: chunk i + kRing - 1 is issued as soon as chunk i
- * has landed, so a warp keeps two chunks of both matrices in flight while it computes, with
- * no register holding a load. Lane l copies (and alone reads) the 16 nibble bytes at 16 l;
- * lanes 0-3 copy the 64 bytes of scales, which every lane reads after the wait and a warp
- * barrier. */
-__global__ void __launch_bounds__(kMaxWarps * 32) q4t_geglu_kernel(const TileParams p)
-{
-    extern __shared__ __align__(16) unsigned char ring_sm[];
-    __shared__ float red[2][kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int h = g >> 2;
-    const int64_t tile = blockIdx.x;
-    const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
-    const unsigned char *w0 = p.mat[0].data + (size_t)tile * tile_bytes;
-    const unsigned char *w1 = p.mat[1].data + (size_t)tile * tile_bytes;
-    const uint32_t m0 = h ? 0u : kFull;
-    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
-    const int64_t cb = (int64_t)warp * p.cpw;
-    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
-    const int n = ce > cb ? (int)(ce - cb) : 0;
-    unsigned char *ring = ring_sm + (size_t)warp * kRing * 2 * kChunkBytes;
-    auto issue = [&](int i) {
-        if (i < n) {
-            unsigned char *st = ring + (size_t)(i % kRing) * 2 * kChunkBytes;
-            const size_t off = (size_t)(cb + i) * kChunkBytes;
-            cp16(st + 16 * lane, w0 + off + 16 * lane);
-            cp16(st + kChunkBytes + 16 * lane, w1 + off + 16 * lane);
-            if (lane < 4) {
-                cp16(st + 512 + 16 * lane, w0 + off + 512 + 16 * lane);
-                cp16(st + kChunkBytes + 512 + 16 * lane, w1 + off + 512 + 16 * lane);
-            }
-        }
-        cp_commit(); /* a group per chunk, empty past the end: the counts stay uniform */
-    };
-    pdl_trigger();
-#pragma unroll
-    for (int i = 0; i < kRing - 1; i++)
-        issue(i); /* the first weights stream while the kernels before finish */
-    pdl_wait();   /* then x's scratch is complete and y free to write */
-    for (int i = 0; i < n; i++) {
-        cp_wait<kRing - 2>(); /* this lane's copies of chunk i have landed */
-        __syncwarp();         /* and every lane's (the scales); stage (i - 1) % kRing is read */
-        issue(i + kRing - 1);
-        const unsigned char *st = ring + (size_t)(i % kRing) * 2 * kChunkBytes;
-        const uint4 *xc = reinterpret_cast<const uint4 *>(
-            p.xq + (size_t)(cb + i) * kXqChunkBytes + (size_t)kXqLaneBytes * lane);
-        const uint4 dg = __ldg(xc), cx = __ldg(xc + 1);
-        const size_t dlane = (size_t)(512 + 8 * (4 * h + t));
-        gem_tiles_chunk(*reinterpret_cast<const uint4 *>(st + 16 * lane),
-                        *reinterpret_cast<const uint2 *>(st + dlane), dg, cx, m0, a0);
-        gem_tiles_chunk(*reinterpret_cast<const uint4 *>(st + kChunkBytes + 16 * lane),
-                        *reinterpret_cast<const uint2 *>(st + kChunkBytes + dlane), dg, cx, m0,
-                        a1);
-    }
-    cp_wait<0>(); /* the empty groups */
-    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
 }
 
 /* ---- Q4_K ----------------------------------------------------------------------------------- */
@@ -458,34 +354,27 @@ __device__ __forceinline__ Q4kSb q4k_load(const unsigned char *w, const unsigned
     return b;
 }
 
-/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
- * super-blocks (p.cpw / 2 a warp). A warp loads its next super-block while it computes one. */
-__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p)
+/* One warp's share of a Q4_K tile's row sums in the plain split (its super-blocks [warp
+ * p.cpw / 2, + p.cpw / 2)) into acc; the next super-block loaded while it computes one, the
+ * first before the launch wait. */
+__device__ __forceinline__ void q4_k_warp(const TileParams &p, const unsigned char *data,
+                                          int64_t tile, int warp, float (&acc)[4])
 {
-    __shared__ float red[kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = g >> 2;
-    int64_t tile = blockIdx.x;
-    int m = 0;
-    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
-        m++;
-    tile -= p.mat[m].tile0;
     const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
     const uint32_t m0 = h ? 0u : kFull, sh = 8u * (uint32_t)h;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     /* this warp's super-blocks [sb0, sb0 + left); a warp past the tile's has none */
     const int64_t sw = (int64_t)warp * spw;
     const int64_t sb0 = sw < nsb ? sw : nsb;
     const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
     uint32_t left = (uint32_t)(sbe - sb0);
-    const unsigned char *const w0 =
-        p.mat[m].data + ((size_t)tile * (size_t)nsb + (size_t)sb0) * kSbBytes;
+    const unsigned char *const w0 = data + ((size_t)tile * (size_t)nsb + (size_t)sb0) * kSbBytes;
     const unsigned char *wp = w0 + (size_t)16 * lane;    /* nibble words, half 0 */
     const unsigned char *hp = w0 + 1024 + (size_t)32 * t; /* rows 2t, 2t + 1 */
     const unsigned char *xp =
         p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
     Q4kSb b = {};
-    pdl_trigger();
     if (left)
         b = q4k_load(wp, hp); /* the first weights stream while the kernels before finish */
     pdl_wait();             /* then x's scratch is complete and y free to write */
@@ -501,61 +390,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p
         if (left)
             b = q4k_load(wp, hp); /* the next super-block once this one is done */
     }
-    tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
-/* GeGLU on Q4_K tiles: y = gelu(gate x) * (up x), mat[0] the gate, mat[1] the up matrix;
- * block = one tile of both, warps = GeGLU's split of its super-blocks (p.cpw / 2 a warp). A
- * warp loads the next super-block of both matrices while it computes one; both use one
- * scratch load. */
-__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_geglu_kernel(const TileParams p)
+/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
+ * super-blocks (q4_k_warp). */
+__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p)
 {
-    __shared__ float red[2][kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int h = g >> 2;
-    const int64_t tile = blockIdx.x;
-    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
-    const uint32_t m0 = h ? 0u : kFull, sh = 8u * (uint32_t)h;
-    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
-    const int64_t sw = (int64_t)warp * spw;
-    const int64_t sb0 = sw < nsb ? sw : nsb;
-    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
-    uint32_t left = (uint32_t)(sbe - sb0);
-    const size_t first = ((size_t)tile * (size_t)nsb + (size_t)sb0) * kSbBytes;
-    const unsigned char *gw = p.mat[0].data + first + (size_t)16 * lane;
-    const unsigned char *gh = p.mat[0].data + first + 1024 + (size_t)32 * t;
-    const unsigned char *uw = p.mat[1].data + first + (size_t)16 * lane;
-    const unsigned char *uh = p.mat[1].data + first + 1024 + (size_t)32 * t;
-    const unsigned char *xp =
-        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
-    Q4kSb bg = {}, bu = {};
+    __shared__ float red[kMaxWarps][kTileRows];
+    int64_t tile;
+    const int m = tile_of(p, tile);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     pdl_trigger();
-    if (left) {
-        bg = q4k_load(gw, gh);
-        bu = q4k_load(uw, uh);
-    }
-    pdl_wait();
-    while (left) {
-        const uint4 *xc = reinterpret_cast<const uint4 *>(xp);
-        const uint4 dg0 = __ldg(xc), cx0 = __ldg(xc + 1);
-        gem_tiles_q4k_chunk<0>(bg.wq0, bg.h0, bg.h1, sh, dg0, cx0, m0, a0);
-        gem_tiles_q4k_chunk<0>(bu.wq0, bu.h0, bu.h1, sh, dg0, cx0, m0, a1);
-        const uint4 *xd = reinterpret_cast<const uint4 *>(xp + kXqChunkBytes);
-        const uint4 dg1 = __ldg(xd), cx1 = __ldg(xd + 1);
-        gem_tiles_q4k_chunk<1>(bg.wq1, bg.h0, bg.h1, sh, dg1, cx1, m0, a0);
-        gem_tiles_q4k_chunk<1>(bu.wq1, bu.h0, bu.h1, sh, dg1, cx1, m0, a1);
-        left--;
-        gw += kSbBytes;
-        gh += kSbBytes;
-        uw += kSbBytes;
-        uh += kSbBytes;
-        xp += 2 * kXqChunkBytes;
-        if (left) {
-            bg = q4k_load(gw, gh);
-            bu = q4k_load(uw, uh);
-        }
-    }
-    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
+    q4_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
+    tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
 /* ---- Q6_K ----------------------------------------------------------------------------------- */
@@ -620,32 +467,23 @@ __device__ __forceinline__ void q6k_sb(const Q6kSb &b, const unsigned char *x, u
     gem_tiles_q6k_chunk<1>(b.wq1, b.hq1, b.sc, b.dd, __ldg(xd), __ldg(xd + 1), m0, acc);
 }
 
-/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
- * super-blocks (p.cpw / 2 a warp). A warp loads its next super-block while it computes one. */
-__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_kernel(const TileParams p)
+/* One warp's share of a Q6_K tile's row sums in the plain split, as q4_k_warp's. */
+__device__ __forceinline__ void q6_k_warp(const TileParams &p, const unsigned char *data,
+                                          int64_t tile, int warp, float (&acc)[4])
 {
-    __shared__ float red[kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
-    int64_t tile = blockIdx.x;
-    int m = 0;
-    while (m + 1 < p.nmat && tile >= p.mat[m + 1].tile0)
-        m++;
-    tile -= p.mat[m].tile0;
+    const int lane = threadIdx.x & 31, g = lane >> 2;
     const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
     const uint32_t m0 = (g >> 2) ? 0u : kFull;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const int64_t sw = (int64_t)warp * spw;
     const int64_t sb0 = sw < nsb ? sw : nsb;
     const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
     uint32_t left = (uint32_t)(sbe - sb0);
-    const unsigned char *wp = p.mat[m].data +
-                              ((size_t)tile * (size_t)nsb + (size_t)sb0) * kQ6kSbBytes +
-                              (size_t)16 * lane;
+    const unsigned char *wp =
+        data + ((size_t)tile * (size_t)nsb + (size_t)sb0) * kQ6kSbBytes + (size_t)16 * lane;
     const Q6kOffs o = q6k_offs(lane);
     const unsigned char *xp =
         p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
     Q6kSb b = {};
-    pdl_trigger();
     if (left)
         b = q6k_load(wp, o); /* the first weights stream while the kernels before finish */
     pdl_wait();              /* then x's scratch is complete and y free to write */
@@ -657,56 +495,66 @@ __global__ void __launch_bounds__(kMaxWarps * 32) q6kt_kernel(const TileParams p
         if (left)
             b = q6k_load(wp, o); /* the next super-block once this one is done */
     }
+}
+
+/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
+ * super-blocks (q6_k_warp). */
+__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_kernel(const TileParams p)
+{
+    __shared__ float red[kMaxWarps][kTileRows];
+    int64_t tile;
+    const int m = tile_of(p, tile);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    pdl_trigger();
+    q6_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
     tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
-/* GeGLU on Q6_K tiles: y = gelu(gate x) * (up x), mat[0] the gate, mat[1] the up matrix;
- * block = one tile of both, warps = GeGLU's split of its super-blocks (p.cpw / 2 a warp). A
- * warp loads the next super-block of both matrices while it computes one. */
-__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_geglu_kernel(const TileParams p)
+/* ---- GeGLU ---------------------------------------------------------------------------------- */
+
+/* y = gelu(gate x) * (up x) on tiles of kind K, mat[0] the gate, mat[1] the up matrix. Block =
+ * one tile of both; warps [0, W) compute the gate's rows and [W, 2W) the up's, each half the
+ * plain product's split and loop (W = blockDim.x / 64), so each sum is gem_dmv's bit for bit;
+ * then one thread per row adds each half's warps in warp order and writes gelu(gate) * up.
+ * Lineage: dev/cuda/geglu_split (results/h200/run194) against the kernels that gave each warp
+ * a share of both matrices (Q4_0 through a ring of cp.async stages, 63 registers; Q4_K and Q6_K
+ * with the next super-block of both in registers, 101 and 119), which held fewer warps an SM. */
+template <TileKind K>
+__global__ void __launch_bounds__(2 * kMaxWarps * 32) geglu_kernel(const TileParams p)
 {
     __shared__ float red[2][kMaxWarps][kTileRows];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int nw = (int)(blockDim.x >> 6); /* warps a matrix */
+    const int mat = warp >= nw, lw = warp - mat * nw;
     const int64_t tile = blockIdx.x;
-    const int64_t nsb = p.nchunks / 2, spw = p.cpw / 2;
-    const uint32_t m0 = (g >> 2) ? 0u : kFull;
-    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
-    const int64_t sw = (int64_t)warp * spw;
-    const int64_t sb0 = sw < nsb ? sw : nsb;
-    const int64_t sbe = sb0 + spw < nsb ? sb0 + spw : nsb;
-    uint32_t left = (uint32_t)(sbe - sb0);
-    const size_t first =
-        ((size_t)tile * (size_t)nsb + (size_t)sb0) * kQ6kSbBytes + (size_t)16 * lane;
-    const unsigned char *gw = p.mat[0].data + first, *uw = p.mat[1].data + first;
-    const Q6kOffs o = q6k_offs(lane);
-    const unsigned char *xp =
-        p.xq + (size_t)(2 * sb0) * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
-    Q6kSb bg = {}, bu = {};
+    const unsigned char *data = mat ? p.mat[1].data : p.mat[0].data; /* no local copy of p */
+    float a[4] = {0.f, 0.f, 0.f, 0.f};
     pdl_trigger();
-    if (left) {
-        bg = q6k_load(gw, o);
-        bu = q6k_load(uw, o);
+    if (K == TileKind::kQ4_0)
+        q4_0_warp(p, data, tile, lw, a);
+    else if (K == TileKind::kQ4_K)
+        q4_k_warp(p, data, tile, lw, a);
+    else
+        q6_k_warp(p, data, tile, lw, a);
+    float r0 = a[0] + a[2], r1 = a[1] + a[3];
+    for (int o = 4; o < 32; o <<= 1) {
+        r0 += __shfl_xor_sync(kFull, r0, o);
+        r1 += __shfl_xor_sync(kFull, r1, o);
     }
-    pdl_wait();
-    while (left) {
-        q6k_sb(bg, xp, m0, a0);
-        q6k_sb(bu, xp, m0, a1);
-        left--;
-        gw += kQ6kSbBytes;
-        uw += kQ6kSbBytes;
-        xp += 2 * kXqChunkBytes;
-        if (left) {
-            bg = q6k_load(gw, o);
-            bu = q6k_load(uw, o);
-        }
+    if (g == 0) {
+        red[mat][lw][2 * t] = r0;
+        red[mat][lw][2 * t + 1] = r1;
     }
-    tile_geglu_out(red, a0, a1, p.mat[0].y + (size_t)tile * kTileRows);
-}
-
-/* Dynamic shared memory of q4t_geglu_kernel with `warps` warps. */
-constexpr size_t geglu_smem_bytes(int64_t warps)
-{
-    return (size_t)warps * kRing * 2 * kChunkBytes;
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+        const int r = (int)threadIdx.x;
+        float s = red[0][0][r], u = red[1][0][r];
+        for (int w = 1; w < nw; w++)
+            s += red[0][w][r];
+        for (int w = 1; w < nw; w++)
+            u += red[1][w][r];
+        p.mat[0].y[(size_t)tile * kTileRows + (size_t)r] = __fmul_rn(gem_gelu_tanh(s), u);
+    }
 }
 
 gem_status launched(void)
@@ -764,23 +612,16 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
         return GEM_ERR_DEVICE;
     }
     p.nchunks = p.cols / kChunkElems;
-    /* the split depends on cols alone, so a row has the same bits in gem_dmv and
-     * gem_dmv_multi */
-    int64_t warps;
+    /* the split depends on cols alone, so a row has the same bits in gem_dmv, gem_dmv_multi
+     * and (both halves of a block) GeGLU */
     /* the unit a warp owns: a chunk, or for Q4_K and Q6_K a super-block (two chunks) */
     const bool sb = p.kind != TileKind::kQ4_0;
     const int64_t unit = sb ? 2 : 1, units = p.nchunks / unit;
-    if (geglu) {
-        const int64_t per = sb ? kQ4kGegluSbPerWarp : kChunksPerWarp;
-        warps = (units + per - 1) / per;
-        warps = warps > kMaxWarps ? kMaxWarps : warps;
-    } else {
-        const int64_t per = sb ? kQ4kSbPerWarp : kPlainChunksPerWarp;
-        const int64_t need = (units + per - 1) / per;
-        warps = 1;
-        while (warps < need && warps < kMaxWarps)
-            warps *= 2;
-    }
+    const int64_t per = sb ? kQ4kSbPerWarp : kPlainChunksPerWarp;
+    const int64_t need = (units + per - 1) / per;
+    int64_t warps = 1;
+    while (warps < need && warps < kMaxWarps)
+        warps *= 2;
     p.cpw = unit * ((units + warps - 1) / warps);
     int64_t tiles = 0;
     for (int i = 0; i < p.nmat; i++) {
@@ -791,25 +632,18 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     }
     if (tiles > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
-    cudaError_t e;
-    if (p.kind == TileKind::kQ4_K) {
-        e = launch_pdl(geglu ? q4kt_geglu_kernel : q4kt_kernel, (unsigned)tiles,
-                       (unsigned)(32 * warps), s, p);
-    } else if (p.kind == TileKind::kQ6_K) {
-        e = launch_pdl(geglu ? q6kt_geglu_kernel : q6kt_kernel, (unsigned)tiles,
-                       (unsigned)(32 * warps), s, p);
-    } else if (geglu) {
-        const size_t smem = geglu_smem_bytes(warps);
-        e = smem > 48 * 1024 ? cudaFuncSetAttribute(q4t_geglu_kernel,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    (int)smem)
-                             : cudaSuccess;
-        if (e == cudaSuccess)
-            e = launch_pdl_shared(q4t_geglu_kernel, (unsigned)tiles, (unsigned)(32 * warps),
-                                  smem, s, p);
-    } else {
-        e = launch_pdl(q4t_kernel, (unsigned)tiles, (unsigned)(32 * warps), s, p);
-    }
+    void (*kernel)(const TileParams);
+    if (geglu)
+        kernel = p.kind == TileKind::kQ4_K   ? geglu_kernel<TileKind::kQ4_K>
+                 : p.kind == TileKind::kQ6_K ? geglu_kernel<TileKind::kQ6_K>
+                                             : geglu_kernel<TileKind::kQ4_0>;
+    else
+        kernel = p.kind == TileKind::kQ4_K   ? q4kt_kernel
+                 : p.kind == TileKind::kQ6_K ? q6kt_kernel
+                                             : q4t_kernel;
+    /* GeGLU: the plain split's warps for each of its two matrices */
+    const cudaError_t e =
+        launch_pdl(kernel, (unsigned)tiles, (unsigned)((geglu ? 64 : 32) * warps), s, p);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;

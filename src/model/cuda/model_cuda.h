@@ -84,7 +84,7 @@ gem_status gem_dmv_multi(int n, const gem_dmatrix *const *w, const float *x, flo
  * gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) in F32.
  * wg and wu of the same shape; x (cols), y (rows); xq as gem_dmv's. Tiled matrices
  * only in pairs of one layout (GEM_ERR_UNSUPPORTED when one of the two is tiled, or the
- * two are tiles of two types). */
+ * two are tiles of two types); on tiles the two sums are gem_dmv's bit for bit. */
 gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const float *x, float *y,
                          void *xq, void *stream);
 
