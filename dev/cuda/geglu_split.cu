@@ -31,6 +31,13 @@ Q4_K's gate/up pair in about 54 us chained (2 x run 190's 27.2) against the libr
 an estimated 60-65; Q6_K likewise (2 x 36.9 against more); Q4_0 within a few percent of its
 ring.
 
+Run 196 (results/h200/run196, an H100; the program built on the tree before the library took
+the split version), chained us, library GeGLU / split / the plain pair: Q4_0 48.0 / 49.3 / 49.0,
+Q4_K 64.1 / 51.5 / 50.2, Q6_K 79.7 / 70.8 / 67.7. Prediction met. Whole 31B tokens at 8K (run
+194, processes A B B A): Q4_0 0.990, the Q4_K_M mix 0.925, Q6_K 0.948. The split version is the
+library's GeGLU since (matvec_tiles.cu's geglu_kernel); built on such a tree the program's
+"library" rows time the same kernel through gem_dmv_geglu (run 194).
+
 ./geglu_split [--reps R] [--once]
 */
 #include <math.h>

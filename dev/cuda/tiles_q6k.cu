@@ -38,6 +38,13 @@ Prediction (before the first run): 70-80 warp instructions a 840-byte chunk (Q4_
 byte one); on an H100 the head near the Q4_K tiles' 94% of the probe, v near 35-40% (one wave,
 as Q4_K's k), down 65-70%, against 20-35% for the F32 kernel.
 
+Run 192 (results/h200/run192, an H100): both versions within 0.002-0.008 of their bound (the
+F32 kernel 0.004-0.013 of it), repeats equal. Chained us, F32 kernel / v1 / v2: v 15.9 / 13.5-13.8
+/ 11.7, q 30.0 / 15.8 / 21.0, o-swa 26.4 / 19.0 / 19.6, gate 57.7 / 36.9 / 39.8, down 52.7 / 39.9
+/ 49.4, the head 578 / 366.6 / 366.3 (99.0% of the probe). ncu: 129-133 warp instructions a
+chunk, not the 70-80 predicted; the rates beat the prediction. Version 1 is the library's Q6_K
+product since (src/model/cuda/matvec_tiles.cu's q6kt_kernel).
+
 ./tiles_q6k [--reps R] [--once]     (--once: every variant once per shape, no timing, for ncu)
 */
 #include <math.h>
