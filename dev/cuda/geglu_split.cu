@@ -12,7 +12,7 @@ about 64% of the read probe.
 
 The split version: a block is one tile of both matrices; its first W warps compute the gate's
 rows and its last W the up's, each half exactly as the plain product (src/model/cuda/
-matvec_tiles.cu's q4t_kernel, q4kt_kernel, q6kt_kernel: the same split of a row's chunks, the
+matvec_tiles.cu's q4t_kernel and sb_tiles_kernel: the same split of a row's chunks, the
 same loads, arithmetic and order of additions), then one thread per row adds each half's warps
 in warp order and writes gelu(gate) * up. So its output is gelu_tanh(gem_dmv(gate)) *
 gem_dmv(up) bit for bit, and each warp holds the plain product's registers. The scratch of x is
@@ -129,7 +129,7 @@ __device__ __forceinline__ void q4_0_warp(const unsigned char *data, int64_t til
     }
 }
 
-/* q4kt_kernel's: one super-block at a time, the next loaded while one is computed */
+/* Q4_K's (q4_k_warp): one super-block at a time, the next loaded while one is computed */
 __device__ __forceinline__ void q4_k_warp(const unsigned char *data, int64_t tile, int warp,
                                           const Params &p, float (&acc)[4])
 {
@@ -169,7 +169,7 @@ __device__ __forceinline__ void q4_k_warp(const unsigned char *data, int64_t til
     }
 }
 
-/* q6kt_kernel's */
+/* Q6_K's (q6_k_warp) */
 __device__ __forceinline__ void q6_k_warp(const unsigned char *data, int64_t tile, int warp,
                                           const Params &p, float (&acc)[4])
 {

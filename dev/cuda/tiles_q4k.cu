@@ -54,8 +54,8 @@ memcheck and racecheck clean. Chained us, F32 kernel / v2 / v3: q 27.1 / 14.85 /
 10.3 / 13.0, o-swa 24.6 / 13.95 / 14.55, o-full 39.6 / 29.96 / 23.77, gate 51.8 / 27.9 / 27.2,
 down 50.1 / 38.45 / 30.6, the head 519 / 263.1 / 263.5 (94.5% of the probe). ncu: 117-120 warp
 instructions a chunk (not the 90 predicted) against 274-321 for the F32 kernel. Version 3 is
-the library's Q4_K product since (src/model/cuda/matvec_tiles.cu's q4kt_kernel, with a GeGLU
-kernel of its own; run 191).
+the library's Q4_K product since (run 191; src/model/cuda/matvec_tiles.cu's q4_k_warp, which
+GeGLU's warps run too since run 194).
 
 ./tiles_q4k [--reps R] [--once]     (--once: every variant once per shape, no timing, for ncu)
 */

@@ -43,7 +43,7 @@ F32 kernel 0.004-0.013 of it), repeats equal. Chained us, F32 kernel / v1 / v2: 
 / 11.7, q 30.0 / 15.8 / 21.0, o-swa 26.4 / 19.0 / 19.6, gate 57.7 / 36.9 / 39.8, down 52.7 / 39.9
 / 49.4, the head 578 / 366.6 / 366.3 (99.0% of the probe). ncu: 129-133 warp instructions a
 chunk, not the 70-80 predicted; the rates beat the prediction. Version 1 is the library's Q6_K
-product since (src/model/cuda/matvec_tiles.cu's q6kt_kernel).
+product since (src/model/cuda/matvec_tiles.cu's q6_k_warp).
 
 ./tiles_q6k [--reps R] [--once]     (--once: every variant once per shape, no timing, for ncu)
 */

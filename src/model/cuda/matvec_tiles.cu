@@ -392,19 +392,6 @@ __device__ __forceinline__ void q4_k_warp(const TileParams &p, const unsigned ch
     }
 }
 
-/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
- * super-blocks (q4_k_warp). */
-__global__ void __launch_bounds__(kMaxWarps * 32) q4kt_kernel(const TileParams p)
-{
-    __shared__ float red[kMaxWarps][kTileRows];
-    int64_t tile;
-    const int m = tile_of(p, tile);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    pdl_trigger();
-    q4_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
-    tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
-}
-
 /* ---- Q6_K ----------------------------------------------------------------------------------- */
 
 /* rows (rows, row_bytes) in the file's Q6_K layout -> tiles; one thread per (row, super-block). */
@@ -497,16 +484,20 @@ __device__ __forceinline__ void q6_k_warp(const TileParams &p, const unsigned ch
     }
 }
 
-/* Block = one tile of the matrix mat[m] that blockIdx.x falls in; warps = the split of its
- * super-blocks (q6_k_warp). */
-__global__ void __launch_bounds__(kMaxWarps * 32) q6kt_kernel(const TileParams p)
+/* The plain product on Q4_K or Q6_K tiles: block = one tile of the matrix mat[m] that
+ * blockIdx.x falls in; warps = the split of its super-blocks (q4_k_warp, q6_k_warp). */
+template <TileKind K>
+__global__ void __launch_bounds__(kMaxWarps * 32) sb_tiles_kernel(const TileParams p)
 {
     __shared__ float red[kMaxWarps][kTileRows];
     int64_t tile;
     const int m = tile_of(p, tile);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     pdl_trigger();
-    q6_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
+    if (K == TileKind::kQ4_K)
+        q4_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
+    else
+        q6_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
     tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
@@ -641,8 +632,8 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
                  : p.kind == TileKind::kQ6_K ? geglu_kernel<TileKind::kQ6_K>
                                              : geglu_kernel<TileKind::kQ4_0>;
     else
-        kernel = p.kind == TileKind::kQ4_K   ? q4kt_kernel
-                 : p.kind == TileKind::kQ6_K ? q6kt_kernel
+        kernel = p.kind == TileKind::kQ4_K   ? sb_tiles_kernel<TileKind::kQ4_K>
+                 : p.kind == TileKind::kQ6_K ? sb_tiles_kernel<TileKind::kQ6_K>
                                              : q4t_kernel;
     /* GeGLU: the plain split's warps for each of its two matrices */
     const cudaError_t e =
