@@ -34,6 +34,9 @@
  *   - Q6_K in tiles, the same checks, against Q4_0's bound (its weights d sc (q - 32) are
  *     exact in F32, and its sums are exact per 16-element sub-block), and gem_dmv_multi with
  *     Q6_K tiles, Q4_K tiles and file-order rows together;
+ *   - Q8_0 in tiles, the same checks, against Q4_0's bound (its weights d q are exact in F32),
+ *     on Q4_0's shapes (1 to 16 warps a tile, a warp past the tile's chunks, partial batches),
+ *     and gem_dmv_multi with Q8_0 tiles, Q4_0 tiles and file-order rows together;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -536,8 +539,8 @@ static void check_errors(void)
 
 /* ---- Q4_0 and Q4_K in tiles ---------------------------------------------------------------- */
 
-/* The bound of a tiled Q4_0 or Q6_K product (file comment); rows (rows, cols) of dequantized
- * weights. */
+/* The bound of a tiled Q4_0, Q6_K or Q8_0 product (file comment); rows (rows, cols) of
+ * dequantized weights. */
 static double tiles_tol_q4_0(const float *w, const float *x, int64_t cols)
 {
     double wx = 0, mw = 0;
@@ -599,11 +602,11 @@ static gem_dlayout layout_of(gem_gguf_type t)
 {
     return t == GEM_GGUF_Q4_K   ? GEM_DLAYOUT_Q4_K_TILES
            : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
+           : t == GEM_GGUF_Q8_0 ? GEM_DLAYOUT_Q8_0_TILES
                                 : GEM_DLAYOUT_Q4_0_TILES;
 }
 
-/* t tiled into a new device buffer: the matrix (layout GEM_DLAYOUT_Q4_0_TILES,
- * GEM_DLAYOUT_Q4_K_TILES or GEM_DLAYOUT_Q6_K_TILES). */
+/* t tiled into a new device buffer: the matrix (layout_of its type). */
 static gem_dmatrix tiled_copy(const tmat *t)
 {
     gem_dmatrix w = t->d;
@@ -669,12 +672,13 @@ static void check_tiles(gem_gguf_type type, int64_t rows, int64_t cols, uint64_t
 }
 
 /* Unit vectors, zero, non-finite x, rows, multi, GeGLU and the statuses, on one shape, for
- * Q4_0, Q4_K or Q6_K tiles. */
+ * Q4_0, Q4_K, Q6_K or Q8_0 tiles. */
 static void check_tiles_properties(gem_gguf_type type)
 {
-    const int q4k = type == GEM_GGUF_Q4_K, sb = type != GEM_GGUF_Q4_0; /* super-blocks */
-    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q4_K, Q6_K: 5 super-blocks, one warp of
-     * 5 (GeGLU: 2 warps, 3 and 2) */
+    const int q4k = type == GEM_GGUF_Q4_K;
+    const int sb = q4k || type == GEM_GGUF_Q6_K; /* super-blocks */
+    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q8_0: 2 warps of 5 and 4; Q4_K, Q6_K: 5
+     * super-blocks, one warp of 5 (GeGLU: 2 warps, 3 and 2) */
     const int64_t rows = 16, cols = sb ? 1280 : 1152;
     tmat t, up, rowsm;
     tmat_make(&t, type, rows, cols, 4711);
@@ -798,12 +802,12 @@ static void check_tiles_properties(gem_gguf_type type)
         dev_ops->free(drow);
     }
     TCHECK(bad == 0);
-    /* Q4_K tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi (Q6_K: with Q4_K
+    /* Q4_K (Q8_0) tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi (Q6_K: with Q4_K
      * tiles): the same bits as gem_dmv (the second tiled launch reads the scratch the first
      * made) */
-    if (sb) {
+    if (type != GEM_GGUF_Q4_0) {
         tmat o;
-        tmat_make(&o, q4k ? GEM_GGUF_Q4_0 : GEM_GGUF_Q4_K, rows, cols, 4714);
+        tmat_make(&o, type == GEM_GGUF_Q6_K ? GEM_GGUF_Q4_K : GEM_GGUF_Q4_0, rows, cols, 4714);
         gem_dmatrix to = tiled_copy(&o);
         float *dyo = dev_alloc((size_t)rows * 4), *yo = xmalloc((size_t)rows * 4);
         float *got = xmalloc((size_t)rows * 4);
@@ -830,17 +834,21 @@ static void check_tiles_properties(gem_gguf_type type)
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 12, 256) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 128) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 12, 256) &&
-           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_F16, 8, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_BF16, 8, 256) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 256) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 262144, 5376) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 256) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 262144, 5376));
     TCHECK(!gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 7, cols) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 96) &&
-           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 128) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 7, cols) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 96) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 32768 + 128) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 8, 128) &&
-           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 262144, 5376));
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q4_0, 262144, 5376) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 8, 128) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_Q8_0, 262144, 5376));
     TCHECK_STATUS(gem_dmv(&tw, dx, dy, NULL, NULL), GEM_ERR_NULL);
     TCHECK_STATUS(gem_dmv(&tw, dx, dy, xq + 4, NULL), GEM_ERR_ALIGN);
     TCHECK_STATUS(gem_dmv(&tw, dx, dy, (void *)dx, NULL), GEM_ERR_OVERLAP);
@@ -857,9 +865,9 @@ static void check_tiles_properties(gem_gguf_type type)
     bad_w = tw;
     bad_w.rows = 15; /* a partial tile */
     TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
-    for (int k = 0; k < 3; k++) { /* another type's tiles */
-        static const gem_dlayout ls[3] = {GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
-                                          GEM_DLAYOUT_Q6_K_TILES};
+    for (int k = 0; k < 4; k++) { /* another type's tiles */
+        static const gem_dlayout ls[4] = {GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
+                                          GEM_DLAYOUT_Q6_K_TILES, GEM_DLAYOUT_Q8_0_TILES};
         if (ls[k] == tw.layout)
             continue;
         bad_w = tw;
@@ -1000,7 +1008,8 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-/* --tiles: the tiled Q4_0, Q4_K and Q6_K checks and the argmax alone (for compute-sanitizer). */
+/* --tiles: the tiled Q4_0, Q4_K, Q6_K and Q8_0 checks and the argmax alone (for
+ * compute-sanitizer). */
 int main(int argc, char **argv)
 {
     const int tiles_only = argc > 1 && strcmp(argv[1], "--tiles") == 0;
@@ -1070,5 +1079,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof q4k_shapes / sizeof q4k_shapes[0]; i++)
         check_tiles(GEM_GGUF_Q6_K, q4k_shapes[i][0], q4k_shapes[i][1], 3200 + i);
     check_tiles_properties(GEM_GGUF_Q6_K);
+    /* Q8_0 tiles: Q4_0's shapes; at most 6 chunks a warp, so 1 to 16 warps a tile, a warp past
+     * the tile's chunks (42 chunks on 8 warps of 6) and partial batches of two */
+    for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++)
+        check_tiles(GEM_GGUF_Q8_0, tile_shapes[i][0], tile_shapes[i][1], 3300 + i);
+    check_tiles_properties(GEM_GGUF_Q8_0);
     return tcheck_summary("test_cuda_matvec");
 }

@@ -1,8 +1,8 @@
 /*
  * The Gemma 4 decoder on the GPU against the one on the CPU, on the synthetic
  * tiny model (both full-layer routes, every KV type, K rebuilt from V), and on the tiny
- * model in Q4_0 with a hidden size of 2,176 (every product in tiles; the norm kernels in
- * three blocks, writing the products' scratch):
+ * model in Q4_0 and in Q8_0 with a hidden size of 2,176 (every product in tiles; the norm
+ * kernels in three blocks, writing the products' scratch):
  *   - the same greedy tokens (12) and last-position logits within 1e-4 (F32
  *     caches); BF16 / F16 caches: logits within the bound their rounding allows;
  *   - the same bits on a repeat, and after gem_session_copy / gem_session_fill_repeat
@@ -236,16 +236,17 @@ out:
     gem_model_free(m3);
 }
 
-/* A model whose products all tile (Q4_0) and whose hidden size spans three slices of the norm
- * kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm kernels, one block a
- * slice, write the products' x scratch and the products run prepared. Agreement as above. */
-static void tiled_wide(void)
+/* A model whose products all tile (Q4_0 or Q8_0) and whose hidden size spans three slices of
+ * the norm kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm kernels, one
+ * block a slice, write the products' x scratch and the products run prepared. Agreement as
+ * above. */
+static void tiled_wide(gem_gguf_type type)
 {
     const char *path = "test_model_cuda_wide_tmp.gguf";
     gem_synth_spec spec;
     char err[256];
     TCHECK_STATUS(gem_synth_preset("tiny", &spec), GEM_OK);
-    spec.type = GEM_GGUF_Q4_0;
+    spec.type = type;
     spec.n_embd = 2176;
     spec.n_ff = 512;
     spec.n_vocab = 1024;
@@ -320,7 +321,8 @@ int main(void)
         }
         copy_and_fill(m);
         random_weights(path);
-        tiled_wide();
+        tiled_wide(GEM_GGUF_Q4_0);
+        tiled_wide(GEM_GGUF_Q8_0);
     }
     gem_model_free(m);
     remove(path);

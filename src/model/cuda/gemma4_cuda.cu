@@ -134,8 +134,8 @@ typedef struct dev_stage {
 } dev_stage;
 
 /* A matrix on the device: its file bytes, or seeded random blocks (seed != 0, a
- * stream of its own per matrix: `index`); in tiles (Q4_0, Q4_K or Q6_K) when may_tile and its
- * type and shape allow, through `stage`. */
+ * stream of its own per matrix: `index`); in tiles (Q4_0, Q4_K, Q6_K or Q8_0) when may_tile
+ * and its type and shape allow, through `stage`. */
 static gem_status dev_matrix(gem_model_dev *d, const gem_matrix *m, uint64_t seed, uint64_t index,
                              float amp, int may_tile, dev_stage *stage, gem_dmatrix *out,
                              char *err, size_t errlen, const char *name)

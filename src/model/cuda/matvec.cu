@@ -1066,6 +1066,24 @@ __global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int6
         }
 }
 
+/* Row `row` of a Q8_0 matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q8_0_CHUNK_BYTES a
+ * tile's chunk of four blocks) dequantized times scale: row_kernel's arithmetic on the same
+ * bytes, so the same bits. One thread per block. */
+__global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nb,
+                                     float scale, float *y)
+{
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb)
+        return;
+    const int g = (int)(row % 8), i = (int)(b % 4);
+    const size_t chunk = (size_t)(row / 8) * (size_t)(nb / 4) + (size_t)(b / 4);
+    const unsigned char *t = data + chunk * GEM_TILES_Q8_0_CHUNK_BYTES;
+    const float d = ld_half(t + gem_tiles_q8_0_d_off(g, i));
+    for (int e = 0; e < 32; e++)
+        y[32 * b + e] =
+            __fmul_rn(__fmul_rn((float)(signed char)t[gem_tiles_q8_0_qs_off(g, i, e)], d), scale);
+}
+
 /* ---- gem_dmatrix_fill_random ------------------------------------------------------------------ */
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z)
@@ -1333,12 +1351,14 @@ bool known_type(uint32_t t)
     return false;
 }
 
-/* The tile layout of a type: Q4_0, Q4_K and Q6_K have one; GEM_DLAYOUT_ROWS for the others. */
+/* The tile layout of a type: Q4_0, Q4_K, Q6_K and Q8_0 have one; GEM_DLAYOUT_ROWS for the
+ * others. */
 gem_dlayout tiles_layout(gem_gguf_type t)
 {
     return t == GEM_GGUF_Q4_0   ? GEM_DLAYOUT_Q4_0_TILES
            : t == GEM_GGUF_Q4_K ? GEM_DLAYOUT_Q4_K_TILES
            : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
+           : t == GEM_GGUF_Q8_0 ? GEM_DLAYOUT_Q8_0_TILES
                                 : GEM_DLAYOUT_ROWS;
 }
 
@@ -1355,7 +1375,8 @@ gem_status check_matrix(const gem_dmatrix *w)
     if (!gem_dmv_supported(w->type, w->cols))
         return GEM_ERR_UNSUPPORTED;
     if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES &&
-        w->layout != GEM_DLAYOUT_Q4_K_TILES && w->layout != GEM_DLAYOUT_Q6_K_TILES)
+        w->layout != GEM_DLAYOUT_Q4_K_TILES && w->layout != GEM_DLAYOUT_Q6_K_TILES &&
+        w->layout != GEM_DLAYOUT_Q8_0_TILES)
         return GEM_ERR_PARAM;
     if (w->layout != GEM_DLAYOUT_ROWS &&
         (w->layout != tiles_layout(w->type) || !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols)))
@@ -1378,6 +1399,7 @@ TileKind tile_kind(gem_dlayout l)
 {
     return l == GEM_DLAYOUT_Q4_K_TILES   ? TileKind::kQ4_K
            : l == GEM_DLAYOUT_Q6_K_TILES ? TileKind::kQ6_K
+           : l == GEM_DLAYOUT_Q8_0_TILES ? TileKind::kQ8_0
                                          : TileKind::kQ4_0;
 }
 
@@ -1669,6 +1691,13 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
         q6k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
                               static_cast<cudaStream_t>(stream)>>>(
             static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
+        return report_launch("gem_dmv_row");
+    }
+    if (w->layout == GEM_DLAYOUT_Q8_0_TILES) {
+        const int64_t nb = w->cols / 32;
+        q8_0_tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0,
+                               static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const unsigned char *>(w->data), row, nb, scale, y);
         return report_launch("gem_dmv_row");
     }
     int64_t be = 0;

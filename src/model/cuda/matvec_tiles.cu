@@ -1,9 +1,9 @@
 /*
- * Q4_0, Q4_K and Q6_K matrix-vector products on the tensor cores, in integers (model_cuda.h's
- * GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES and GEM_DLAYOUT_Q6_K_TILES): the production
- * product for Q4_0 matrices whose rows are a multiple of 8 and whose columns are a multiple of
- * 128 (every Gemma 4 projection), and for Q4_K and Q6_K ones of 256-column multiples ("Q4_K"
- * and "Q6_K" below).
+ * Q4_0, Q4_K, Q6_K and Q8_0 matrix-vector products on the tensor cores, in integers
+ * (model_cuda.h's GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES and
+ * GEM_DLAYOUT_Q8_0_TILES): the production product for Q4_0 and Q8_0 matrices whose rows are a
+ * multiple of 8 and whose columns are a multiple of 128 (every Gemma 4 projection), and for
+ * Q4_K and Q6_K ones of 256-column multiples ("Q4_K", "Q6_K" and "Q8_0" below).
  *
  * Lineage: dev/cuda/model_matvec.cu measured the F32 product of matvec.cu (which
  * dequantizes every weight and multiplies it in F32) at 18-37% of the read bandwidth
@@ -98,6 +98,14 @@
  * The error is within a few F32 roundings of sum_u |d sc_u| sum |(q - 32) x| plus the digits'
  * representation error, 2^-27 of each 32-block's max|x| times its sum |w|. The loop is Q4_K's
  * (dev/cuda/tiles_q6k version 1).
+ *
+ * Q8_0 (GGUF: a block of 32 elements, 34 bytes: d in f16, then 32 signed bytes q; w = d q). The
+ * tiles hold the same bytes: a chunk of 128 columns is 1,088 bytes, lane (g, t) reading 16 bytes
+ * at 16 lane (row g's elements 4t..4t+3 and 16+4t..16+4t+3 of blocks 4c and 4c + 1, B's fragment
+ * words as they are) and 16 at 512 + 16 lane (blocks 4c + 2 and 4c + 3), then the 32 d at 1024
+ * in the Q4_0 chunk's order. A chunk takes the Q4_0 chunk's four MMAs as s8 x s8 with C = 0, so
+ * S_j = sum q a_j exactly (|S_j| <= 2^18), and the same scaling; the weights d q are exact in
+ * F32, so Q4_0's bound holds. A warp loads two chunks at a time (Q4_0's bytes in flight).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -132,6 +140,10 @@ constexpr int kSbBytes = GEM_TILES_Q4K_SB_BYTES;
 /* the Q4_K and Q6_K products: super-blocks a warp, at most */
 constexpr int kQ4kSbPerWarp = 6;
 constexpr int kQ6kSbBytes = GEM_TILES_Q6K_SB_BYTES;
+constexpr int kQ8ChunkBytes = GEM_TILES_Q8_0_CHUNK_BYTES;
+constexpr int kQ8Batch = 2; /* Q8_0 chunks whose loads a warp issues together */
+/* the Q8_0 product's split: at most this many chunks a warp, the plain rule otherwise */
+constexpr int kQ8ChunksPerWarp = 6;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
  * the f16 d of row r in block 4c+i. */
@@ -484,10 +496,81 @@ __device__ __forceinline__ void q6_k_warp(const TileParams &p, const unsigned ch
     }
 }
 
-/* The plain product on Q4_K or Q6_K tiles: block = one tile of the matrix mat[m] that
- * blockIdx.x falls in; warps = the split of its super-blocks (q4_k_warp, q6_k_warp). */
+/* ---- Q8_0 ----------------------------------------------------------------------------------- */
+
+/* rows (rows, row_bytes) in the file's Q8_0 layout -> tiles; one thread per block. */
+__global__ void tile_q8_0_kernel(const unsigned char *__restrict__ src, size_t row_bytes,
+                                 int64_t rows, int64_t nb, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nb)
+        return;
+    const int64_t r = i / nb, b = i % nb;
+    const int g = (int)(r % kTileRows), bi = (int)(b % 4);
+    const unsigned char *s = src + (size_t)r * row_bytes + (size_t)b * 34;
+    unsigned char *t = dst + ((size_t)(r / kTileRows) * (size_t)(nb / 4) + (size_t)(b / 4)) *
+                                 kQ8ChunkBytes;
+    t[gem_tiles_q8_0_d_off(g, bi)] = s[0];
+    t[gem_tiles_q8_0_d_off(g, bi) + 1] = s[1];
+    for (int e = 0; e < 32; e++)
+        t[gem_tiles_q8_0_qs_off(g, bi, e)] = s[2 + e];
+}
+
+/* One warp's share of a Q8_0 tile's row sums in the plain split (its chunks [warp p.cpw, +
+ * p.cpw)) into a0: q4_0_warp's loop with batches of kQ8Batch chunks, the first before the
+ * launch wait. */
+__device__ __forceinline__ void q8_0_warp(const TileParams &p, const unsigned char *data,
+                                          int64_t tile, int warp, float (&a0)[4])
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int h = g >> 2;
+    const size_t tile_bytes = (size_t)p.nchunks * kQ8ChunkBytes;
+    const uint32_t m0 = h ? 0u : kFull;
+    /* this warp's chunks [cb, cb + n); a warp past the tile's chunks has none */
+    const int64_t cw = (int64_t)warp * p.cpw;
+    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    const uint32_t n = (uint32_t)(ce - cb);
+    const unsigned char *wp =
+        data + (size_t)tile * tile_bytes + (size_t)cb * kQ8ChunkBytes + (size_t)16 * lane;
+    const size_t dl = (size_t)(1024 + 8 * (4 * h + t)) - (size_t)16 * lane; /* from wp */
+    const unsigned char *xp = p.xq + (size_t)cb * kXqChunkBytes + (size_t)kXqLaneBytes * lane;
+    uint4 w01[kQ8Batch], w23[kQ8Batch];
+    uint2 dd[kQ8Batch];
+    /* the batch at w: all kQ8Batch chunks when left >= kQ8Batch, else the first left */
+    auto load = [&](const unsigned char *w, uint32_t left) {
+#pragma unroll
+        for (int k = 0; k < kQ8Batch; k++) {
+            if ((uint32_t)k < left) {
+                const unsigned char *c = w + (size_t)k * kQ8ChunkBytes;
+                w01[k] = __ldcs(reinterpret_cast<const uint4 *>(c));
+                w23[k] = __ldcs(reinterpret_cast<const uint4 *>(c + 512));
+                dd[k] = __ldcs(reinterpret_cast<const uint2 *>(c + dl));
+            }
+        }
+    };
+    load(wp, n); /* the first weights stream while the kernels before finish */
+    pdl_wait();  /* then x's scratch is complete and y free to write */
+    for (uint32_t c = 0; c < n; c += kQ8Batch) {
+#pragma unroll
+        for (int k = 0; k < kQ8Batch; k++) {
+            if (c + (uint32_t)k < n) {
+                const uint4 *xc = reinterpret_cast<const uint4 *>(xp + (size_t)k * kXqChunkBytes);
+                gem_tiles_q8_0_chunk(w01[k], w23[k], dd[k], __ldg(xc), __ldg(xc + 1), m0, a0);
+            }
+        }
+        wp += (size_t)kQ8Batch * kQ8ChunkBytes;
+        xp += (size_t)kQ8Batch * kXqChunkBytes;
+        if (c + kQ8Batch < n)
+            load(wp, n - c - kQ8Batch); /* the next batch once this one is done */
+    }
+}
+
+/* The plain product on Q4_K, Q6_K or Q8_0 tiles: block = one tile of the matrix mat[m] that
+ * blockIdx.x falls in; warps = the split of its super-blocks or chunks (q4_k_warp, q6_k_warp,
+ * q8_0_warp). */
 template <TileKind K>
-__global__ void __launch_bounds__(kMaxWarps * 32) sb_tiles_kernel(const TileParams p)
+__global__ void __launch_bounds__(kMaxWarps * 32) plain_tiles_kernel(const TileParams p)
 {
     __shared__ float red[kMaxWarps][kTileRows];
     int64_t tile;
@@ -496,8 +579,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) sb_tiles_kernel(const TilePara
     pdl_trigger();
     if (K == TileKind::kQ4_K)
         q4_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
-    else
+    else if (K == TileKind::kQ6_K)
         q6_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
+    else
+        q8_0_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
     tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
@@ -528,8 +613,10 @@ __global__ void __launch_bounds__(2 * kMaxWarps * 32) geglu_kernel(const TilePar
         q4_0_warp(p, data, tile, lw, a);
     else if (K == TileKind::kQ4_K)
         q4_k_warp(p, data, tile, lw, a);
-    else
+    else if (K == TileKind::kQ6_K)
         q6_k_warp(p, data, tile, lw, a);
+    else
+        q8_0_warp(p, data, tile, lw, a);
     float r0 = a[0] + a[2], r1 = a[1] + a[3];
     for (int o = 4; o < 32; o <<= 1) {
         r0 += __shfl_xor_sync(kFull, r0, o);
@@ -561,7 +648,8 @@ gem_status launched(void)
 int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_cols)
 {
     /* Q4_K and Q6_K: whole super-blocks */
-    const int64_t step = kind == TileKind::kQ4_0 ? kChunkElems : 2 * kChunkElems;
+    const bool sb = kind == TileKind::kQ4_K || kind == TileKind::kQ6_K;
+    const int64_t step = sb ? 2 * kChunkElems : kChunkElems;
     return rows >= kTileRows && rows % kTileRows == 0 && cols >= step && cols % step == 0 &&
            cols <= max_cols;
 }
@@ -575,7 +663,8 @@ gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t r
                                int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s)
 {
     /* blocks (super-blocks) a row */
-    const int64_t nb = cols / (kind == TileKind::kQ4_0 ? 32 : 256), n = rows * nb;
+    const bool sb = kind == TileKind::kQ4_K || kind == TileKind::kQ6_K;
+    const int64_t nb = cols / (sb ? 256 : 32), n = rows * nb;
     const int64_t grid = (n + 255) / 256;
     if (grid > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
@@ -583,6 +672,8 @@ gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t r
         tile_q4k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     else if (kind == TileKind::kQ6_K)
         tile_q6k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    else if (kind == TileKind::kQ8_0)
+        tile_q8_0_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     else
         tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     return launched();
@@ -609,9 +700,11 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     /* the split depends on cols alone, so a row has the same bits in gem_dmv, gem_dmv_multi
      * and (both halves of a block) GeGLU */
     /* the unit a warp owns: a chunk, or for Q4_K and Q6_K a super-block (two chunks) */
-    const bool sb = p.kind != TileKind::kQ4_0;
+    const bool sb = p.kind == TileKind::kQ4_K || p.kind == TileKind::kQ6_K;
     const int64_t unit = sb ? 2 : 1, units = p.nchunks / unit;
-    const int64_t per = sb ? kQ4kSbPerWarp : kPlainChunksPerWarp;
+    const int64_t per = sb                            ? kQ4kSbPerWarp
+                        : p.kind == TileKind::kQ8_0 ? kQ8ChunksPerWarp
+                                                    : kPlainChunksPerWarp;
     const int64_t need = (units + per - 1) / per;
     int64_t warps = 1;
     while (warps < need && warps < kMaxWarps)
@@ -630,10 +723,12 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     if (geglu)
         kernel = p.kind == TileKind::kQ4_K   ? geglu_kernel<TileKind::kQ4_K>
                  : p.kind == TileKind::kQ6_K ? geglu_kernel<TileKind::kQ6_K>
+                 : p.kind == TileKind::kQ8_0 ? geglu_kernel<TileKind::kQ8_0>
                                              : geglu_kernel<TileKind::kQ4_0>;
     else
-        kernel = p.kind == TileKind::kQ4_K   ? sb_tiles_kernel<TileKind::kQ4_K>
-                 : p.kind == TileKind::kQ6_K ? sb_tiles_kernel<TileKind::kQ6_K>
+        kernel = p.kind == TileKind::kQ4_K   ? plain_tiles_kernel<TileKind::kQ4_K>
+                 : p.kind == TileKind::kQ6_K ? plain_tiles_kernel<TileKind::kQ6_K>
+                 : p.kind == TileKind::kQ8_0 ? plain_tiles_kernel<TileKind::kQ8_0>
                                              : q4t_kernel;
     /* GeGLU: the plain split's warps for each of its two matrices */
     const cudaError_t e =

@@ -1,6 +1,6 @@
 /*
- * Internal to src/model/cuda: the tiled Q4_0, Q4_K and Q6_K products of matvec_tiles.cu, called by
- * matvec.cu's entries after their checks (model_cuda.h has the contracts).
+ * Internal to src/model/cuda: the tiled Q4_0, Q4_K, Q6_K and Q8_0 products of matvec_tiles.cu,
+ * called by matvec.cu's entries after their checks (model_cuda.h has the contracts).
  */
 #ifndef GEM_MATVEC_TILES_H
 #define GEM_MATVEC_TILES_H
@@ -12,7 +12,7 @@
 #include "gem/attn.h"
 
 /* The element type of a launch's tiles. */
-enum class TileKind { kQ4_0, kQ4_K, kQ6_K };
+enum class TileKind { kQ4_0, kQ4_K, kQ6_K, kQ8_0 };
 
 /* One matrix of a launch: data (rows / 8 tiles), y (rows); tile0 is set by the launch. */
 struct TileMat {
@@ -33,7 +33,7 @@ struct TileParams {
 };
 
 /* 1 when a matrix of this kind and rows x cols can be tiled: rows a multiple of 8, cols a
- * multiple of 128 (Q4_K and Q6_K: 256) and at most max_cols. */
+ * multiple of 128 (Q4_0, Q8_0; Q4_K and Q6_K: 256) and at most max_cols. */
 int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_cols);
 
 /* Bytes of the x scratch for cols columns. */

@@ -1,9 +1,9 @@
 /*
  * Internal to src/model/cuda, and read by the dev/cuda experiments on it: the arithmetic of
- * the Q4_0 and Q4_K tile products (matvec_tiles.cu's module comment has the layouts, the
- * scratch and the error bounds): one 32-element block of x to its scratch, the MMAs, one chunk
- * of a Q4_0, a Q4_K or a Q6_K tile, and the decoder's GeGLU activation. One copy, so that an experiment computes the library's
- * bits.
+ * the tile products (matvec_tiles.cu's module comment has the layouts, the scratch and the
+ * error bounds): one 32-element block of x to its scratch, the MMAs, one chunk of a Q4_0, a
+ * Q4_K, a Q6_K or a Q8_0 tile, and the decoder's GeGLU activation. One copy, so that an
+ * experiment computes the library's bits.
  */
 #ifndef GEM_MODEL_CUDA_TILES_ARITH_CUH
 #define GEM_MODEL_CUDA_TILES_ARITH_CUH
@@ -243,6 +243,50 @@ static __device__ __forceinline__ void gem_tiles_q6k_chunk(const uint4 wq, const
             a = fmaf(c1, (float)s1[2 * k + r], a);
         }
     }
+}
+
+/* ---- Q8_0 in tiles (matvec_tiles.cu's module comment, "Q8_0") ---------------------------- */
+
+#define GEM_TILES_Q8_0_CHUNK_BYTES 1088 /* a tile's 128 columns: 8 rows x 4 blocks x 34 bytes */
+
+/* The offsets inside a Q8_0 tile's chunk of row g's bytes. Element e (0..31) of block i (0..3):
+ * lane (g, t)'s 16 bytes at 512 (i / 2) + 16 (4 g + t) hold blocks 2 (i / 2) and 2 (i / 2) + 1,
+ * each as its elements 4t..4t+3 then 16+4t..16+4t+3 (B's two fragment words as they are). d of
+ * block i: at 1024, in the Q4_0 chunk's order of scales (lane (g, t) reads 8 bytes at
+ * 1024 + 8 (4 h + t), h = g / 4: rows 2t and 2t + 1 in block h, then in block 2 + h). */
+static __device__ __host__ __forceinline__ int gem_tiles_q8_0_qs_off(int g, int i, int e)
+{
+    const int t = (e & 15) >> 2;
+    return 512 * (i >> 1) + 16 * (4 * g + t) + 8 * (i & 1) + 4 * (e >> 4) + (e & 3);
+}
+static __device__ __host__ __forceinline__ int gem_tiles_q8_0_d_off(int g, int i)
+{
+    return 1024 + 8 * (4 * (i & 1) + (g >> 1)) + 2 * (2 * (i >> 1) + (g & 1));
+}
+
+/* One chunk of a Q8_0 tile into acc: gem_tiles_chunk's MMAs on the weights as they are (s8 x s8,
+ * C = 0, so S_j = sum q a_j exactly: |S_j| <= 32 * 128 * 64 = 2^18) and its scaling. w01, w23:
+ * the lane's words of blocks 0 and 1, 2 and 3; dd, dg, cx, m0 as gem_tiles_chunk's. */
+static __device__ __forceinline__ void gem_tiles_q8_0_chunk(const uint4 w01, const uint4 w23,
+                                                            const uint2 dd, const uint4 dg,
+                                                            const uint4 cx, uint32_t m0,
+                                                            float (&acc)[4])
+{
+    const uint32_t m1 = ~m0;
+    int s[4] = {0, 0, 0, 0};
+    gem_tiles_mma_ss(s, m0 & dg.x, 0u, m0 & dg.y, 0u, w01.x, w01.y);
+    gem_tiles_mma_ss(s, m1 & dg.x, 0u, m1 & dg.y, 0u, w01.z, w01.w);
+    gem_tiles_mma_ss(s, 0u, m0 & dg.z, 0u, m0 & dg.w, w23.x, w23.y);
+    gem_tiles_mma_ss(s, 0u, m1 & dg.z, 0u, m1 & dg.w, w23.z, w23.w);
+    __half2 ha, hb;
+    memcpy(&ha, &dd.x, 4);
+    memcpy(&hb, &dd.y, 4);
+    const float2 da = __half22float2(ha), db = __half22float2(hb);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
+    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
+    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
+    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
 }
 
 static __device__ __forceinline__ float gem_gelu_tanh(float a)
