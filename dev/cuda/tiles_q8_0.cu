@@ -36,6 +36,16 @@ the head near 95% of the probe on an H100 (Q4_0's 97%, with half the instruction
 split matters little (within 5%) at 5,376 columns, v2 losing on gate and the head where its 4
 warps a tile leave fewer resident warps.
 
+Run 198 (results/h200/run198, an H100, read probe 3,092 GB/s): every variant within 0.012 of its
+bound, repeats equal, v1 the library's bits. Chained us (the ABBA halves agree within 1.5%), rows
+/ library / v2 / v3: k 17.8 / 11.5 / 13.4 / 13.7, q 32.0 / 19.3 / 19.7 / 20.7, o-swa 24.1 / 20.4 /
+21.0 / 22.7, o-full 43.2 / 35.9 / 36.0 / 41.7, gate 58.9 / 44.5 / 45.9 / 44.9, down 72.9 / 45.9 /
+45.8 / 53.5, the head 556 / 474 / 484 / 474 (102% of the 4 GiB probe for the tiles). The
+prediction was high for the rates: 1.17-1.66x, not 1.5-3x (the F32 kernel reads Q8_0 at 42-87%
+of the probe, better than the 4-bit types); it held for the head. v2 lost most on k (16%), not
+on gate; v3's deeper batches lost on every shape but the head. The library keeps 6 chunks a
+warp in batches of two.
+
 ./tiles_q8_0 [--reps R] [--once]     (--once: every variant once per shape, no timing, for ncu)
 */
 #include <math.h>
