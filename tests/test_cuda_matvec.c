@@ -37,6 +37,8 @@
  *   - Q8_0 in tiles, the same checks, against Q4_0's bound (its weights d q are exact in F32),
  *     on Q4_0's shapes (1 to 16 warps a tile, a warp past the tile's chunks, partial batches),
  *     and gem_dmv_multi with Q8_0 tiles, Q4_0 tiles and file-order rows together;
+ *   - BF16 in tiles (x as three exact BF16 pieces on the BF16 tensor cores), the same checks
+ *     against the file-order kernel's bound, on Q4_0's shapes, with Q4_0 tiles and rows;
  *   - the statuses of bad arguments.
  */
 #include <math.h>
@@ -589,11 +591,13 @@ static double tiles_tol_q4_k(const tmat *t, int64_t r, const float *x)
     return 4e-6 * (mag + e / 32) + 0x1p-26 * e + 1e-35;
 }
 
-/* The bound of row r of t's tiled product with x. */
+/* The bound of row r of t's tiled product with x (BF16: the file-order kernel's). */
 static double tiles_tol(const tmat *t, int64_t r, const float *x)
 {
     if (t->d.type == GEM_GGUF_Q4_K)
         return tiles_tol_q4_k(t, r, x);
+    if (t->d.type == GEM_GGUF_BF16)
+        return 1e-5 * row_magnitude(t, r, x) + 1e-30;
     return tiles_tol_q4_0(t->deq + (size_t)r * (size_t)t->d.cols, x, t->d.cols);
 }
 
@@ -603,6 +607,7 @@ static gem_dlayout layout_of(gem_gguf_type t)
     return t == GEM_GGUF_Q4_K   ? GEM_DLAYOUT_Q4_K_TILES
            : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
            : t == GEM_GGUF_Q8_0 ? GEM_DLAYOUT_Q8_0_TILES
+           : t == GEM_GGUF_BF16 ? GEM_DLAYOUT_BF16_TILES
                                 : GEM_DLAYOUT_Q4_0_TILES;
 }
 
@@ -677,8 +682,9 @@ static void check_tiles_properties(gem_gguf_type type)
 {
     const int q4k = type == GEM_GGUF_Q4_K;
     const int sb = q4k || type == GEM_GGUF_Q6_K; /* super-blocks */
-    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q8_0: 2 warps of 5 and 4; Q4_K, Q6_K: 5
-     * super-blocks, one warp of 5 (GeGLU: 2 warps, 3 and 2) */
+    /* Q4_0: 9 chunks, 3 warps of 3, a partial batch; Q8_0: 2 warps of 5 and 4; BF16: 4 warps
+     * of 3, the last with none; Q4_K, Q6_K: 5 super-blocks, one warp of 5 (GeGLU: 2 warps, 3
+     * and 2) */
     const int64_t rows = 16, cols = sb ? 1280 : 1152;
     tmat t, up, rowsm;
     tmat_make(&t, type, rows, cols, 4711);
@@ -802,9 +808,9 @@ static void check_tiles_properties(gem_gguf_type type)
         dev_ops->free(drow);
     }
     TCHECK(bad == 0);
-    /* Q4_K (Q8_0) tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi (Q6_K: with Q4_K
-     * tiles): the same bits as gem_dmv (the second tiled launch reads the scratch the first
-     * made) */
+    /* Q4_K (Q8_0, BF16) tiles, Q4_0 tiles and file-order rows in one gem_dmv_multi (Q6_K: with
+     * Q4_K tiles): the same bits as gem_dmv (the second tiled launch reads the scratch the
+     * first made) */
     if (type != GEM_GGUF_Q4_0) {
         tmat o;
         tmat_make(&o, type == GEM_GGUF_Q6_K ? GEM_GGUF_Q4_K : GEM_GGUF_Q4_0, rows, cols, 4714);
@@ -835,7 +841,10 @@ static void check_tiles_properties(gem_gguf_type type)
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 128) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 12, 256) &&
            !gem_dmatrix_tiles_ok(GEM_GGUF_F16, 8, 256) &&
-           !gem_dmatrix_tiles_ok(GEM_GGUF_BF16, 8, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_F32, 8, 256) &&
+           !gem_dmatrix_tiles_ok(GEM_GGUF_BF16, 8, 96) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_BF16, 8, 128) &&
+           gem_dmatrix_tiles_ok(GEM_GGUF_BF16, 262144, 5376) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 8, 256) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q4_K, 262144, 5376) &&
            gem_dmatrix_tiles_ok(GEM_GGUF_Q6_K, 8, 256) &&
@@ -865,9 +874,10 @@ static void check_tiles_properties(gem_gguf_type type)
     bad_w = tw;
     bad_w.rows = 15; /* a partial tile */
     TCHECK_STATUS(gem_dmv(&bad_w, dx, dy, xq, NULL), GEM_ERR_SHAPE);
-    for (int k = 0; k < 4; k++) { /* another type's tiles */
-        static const gem_dlayout ls[4] = {GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
-                                          GEM_DLAYOUT_Q6_K_TILES, GEM_DLAYOUT_Q8_0_TILES};
+    for (int k = 0; k < 5; k++) { /* another type's tiles */
+        static const gem_dlayout ls[5] = {GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
+                                          GEM_DLAYOUT_Q6_K_TILES, GEM_DLAYOUT_Q8_0_TILES,
+                                          GEM_DLAYOUT_BF16_TILES};
         if (ls[k] == tw.layout)
             continue;
         bad_w = tw;
@@ -1008,7 +1018,7 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmatrix_tile(&eight, x, NULL), GEM_ERR_NO_DEVICE);
 }
 
-/* --tiles: the tiled Q4_0, Q4_K, Q6_K and Q8_0 checks and the argmax alone (for
+/* --tiles: the tiled Q4_0, Q4_K, Q6_K, Q8_0 and BF16 checks and the argmax alone (for
  * compute-sanitizer). */
 int main(int argc, char **argv)
 {
@@ -1084,5 +1094,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++)
         check_tiles(GEM_GGUF_Q8_0, tile_shapes[i][0], tile_shapes[i][1], 3300 + i);
     check_tiles_properties(GEM_GGUF_Q8_0);
+    /* BF16 tiles: Q4_0's shapes; at most 3 chunks a warp, so 1 to 16 warps a tile and warps
+     * past the tile's chunks (42 chunks on 16 warps of 3) */
+    for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++)
+        check_tiles(GEM_GGUF_BF16, tile_shapes[i][0], tile_shapes[i][1], 3400 + i);
+    check_tiles_properties(GEM_GGUF_BF16);
     return tcheck_summary("test_cuda_matvec");
 }

@@ -1,7 +1,7 @@
 /*
  * The Gemma 4 decoder on the GPU against the one on the CPU, on the synthetic
  * tiny model (both full-layer routes, every KV type, K rebuilt from V), and on the tiny
- * model in Q4_0 and in Q8_0 with a hidden size of 2,176 (every product in tiles; the norm
+ * model in Q4_0, Q8_0 and BF16 with a hidden size of 2,176 (every product in tiles; the norm
  * kernels in three blocks, writing the products' scratch):
  *   - the same greedy tokens (12) and last-position logits within 1e-4 (F32
  *     caches); BF16 / F16 caches: logits within the bound their rounding allows;
@@ -236,10 +236,10 @@ out:
     gem_model_free(m3);
 }
 
-/* A model whose products all tile (Q4_0 or Q8_0) and whose hidden size spans three slices of
- * the norm kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm kernels, one
- * block a slice, write the products' x scratch and the products run prepared. Agreement as
- * above. */
+/* A model whose products all tile (Q4_0, Q8_0 or BF16) and whose hidden size spans three
+ * slices of the norm kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm
+ * kernels, one block a slice, write the products' x scratch and the products run prepared.
+ * Agreement as above. */
 static void tiled_wide(gem_gguf_type type)
 {
     const char *path = "test_model_cuda_wide_tmp.gguf";
@@ -323,6 +323,7 @@ int main(void)
         random_weights(path);
         tiled_wide(GEM_GGUF_Q4_0);
         tiled_wide(GEM_GGUF_Q8_0);
+        tiled_wide(GEM_GGUF_BF16);
     }
     gem_model_free(m);
     remove(path);

@@ -517,9 +517,10 @@ __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD]
  * the same sums in the same order (the same bits in each), and block j stores the elements of
  * slice j (k = j: elements k NORM_THREADS .. + NORM_THREADS - 1): xn, the residual stream's
  * new x when there is one, and, when xq is not NULL, the products' scratch of those elements,
- * each warp one 32-element block of xn by gem_tiles_xq_block: the bits xq_kernel would write
- * from xn, so the next product runs prepared, without its own scratch kernel (a launch and a
- * dependent wait less, twice a layer). A block reads x, which another block's stores would
+ * each warp one 32-element block of xn by gem_tiles_xq_block (and its BF16 pieces by
+ * gem_tiles_xq_pieces): the bits xq_kernel would write from xn, so the next product runs
+ * prepared, without its own scratch kernel (a launch and a dependent wait less, twice a
+ * layer). A block reads x, which another block's stores would
  * change, so the residual stream moves between two buffers (x_in -> x_out). */
 __host__ __device__ constexpr unsigned norm_grid(int64_t n)
 {
@@ -550,8 +551,10 @@ __device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
     }
     /* the warp's block: the whole warp in or out, since n % 32 == 0 with a scratch */
     const int64_t blk = ((int64_t)k * blockDim.x + (threadIdx.x & ~31u)) / 32;
-    if (xq && 32 * blk < n)
+    if (xq && 32 * blk < n) {
         gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
+        gem_tiles_xq_pieces(y, i, n, xq);
+    }
 }
 
 /* xn = rmsnorm(x) * w (and its scratch in xq, unless NULL).  x, w, xn (n <= NORM_MAX);

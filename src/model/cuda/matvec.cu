@@ -1084,6 +1084,22 @@ __global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t row, int
             __fmul_rn(__fmul_rn((float)(signed char)t[gem_tiles_q8_0_qs_off(g, i, e)], d), scale);
 }
 
+/* Row `row` of a BF16 matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_BF16_CHUNK_BYTES a
+ * tile's chunk of 128 columns) times scale: row_kernel's arithmetic on the same bytes, so the
+ * same bits. One thread per element. */
+__global__ void bf16_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
+                                     float scale, float *y)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
+        return;
+    const size_t chunk = (size_t)(row / 8) * (size_t)(cols / 128) + (size_t)(j / 128);
+    const unsigned char *p = data + chunk * GEM_TILES_BF16_CHUNK_BYTES +
+                             gem_tiles_bf16_off((int)(row % 8), (int)(j % 128));
+    const unsigned short h = *reinterpret_cast<const unsigned short *>(p);
+    y[j] = __fmul_rn(u2f((uint32_t)h << 16), scale);
+}
+
 /* ---- gem_dmatrix_fill_random ------------------------------------------------------------------ */
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z)
@@ -1351,14 +1367,15 @@ bool known_type(uint32_t t)
     return false;
 }
 
-/* The tile layout of a type: Q4_0, Q4_K, Q6_K and Q8_0 have one; GEM_DLAYOUT_ROWS for the
- * others. */
+/* The tile layout of a type: Q4_0, Q4_K, Q6_K, Q8_0 and BF16 have one; GEM_DLAYOUT_ROWS for
+ * the others. */
 gem_dlayout tiles_layout(gem_gguf_type t)
 {
     return t == GEM_GGUF_Q4_0   ? GEM_DLAYOUT_Q4_0_TILES
            : t == GEM_GGUF_Q4_K ? GEM_DLAYOUT_Q4_K_TILES
            : t == GEM_GGUF_Q6_K ? GEM_DLAYOUT_Q6_K_TILES
            : t == GEM_GGUF_Q8_0 ? GEM_DLAYOUT_Q8_0_TILES
+           : t == GEM_GGUF_BF16 ? GEM_DLAYOUT_BF16_TILES
                                 : GEM_DLAYOUT_ROWS;
 }
 
@@ -1376,7 +1393,7 @@ gem_status check_matrix(const gem_dmatrix *w)
         return GEM_ERR_UNSUPPORTED;
     if (w->layout != GEM_DLAYOUT_ROWS && w->layout != GEM_DLAYOUT_Q4_0_TILES &&
         w->layout != GEM_DLAYOUT_Q4_K_TILES && w->layout != GEM_DLAYOUT_Q6_K_TILES &&
-        w->layout != GEM_DLAYOUT_Q8_0_TILES)
+        w->layout != GEM_DLAYOUT_Q8_0_TILES && w->layout != GEM_DLAYOUT_BF16_TILES)
         return GEM_ERR_PARAM;
     if (w->layout != GEM_DLAYOUT_ROWS &&
         (w->layout != tiles_layout(w->type) || !gem_dmatrix_tiles_ok(w->type, w->rows, w->cols)))
@@ -1400,6 +1417,7 @@ TileKind tile_kind(gem_dlayout l)
     return l == GEM_DLAYOUT_Q4_K_TILES   ? TileKind::kQ4_K
            : l == GEM_DLAYOUT_Q6_K_TILES ? TileKind::kQ6_K
            : l == GEM_DLAYOUT_Q8_0_TILES ? TileKind::kQ8_0
+           : l == GEM_DLAYOUT_BF16_TILES ? TileKind::kBF16
                                          : TileKind::kQ4_0;
 }
 
@@ -1691,6 +1709,12 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
         q6k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
                               static_cast<cudaStream_t>(stream)>>>(
             static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
+        return report_launch("gem_dmv_row");
+    }
+    if (w->layout == GEM_DLAYOUT_BF16_TILES) {
+        bf16_tile_row_kernel<<<(unsigned)((w->cols + 127) / 128), 128, 0,
+                               static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const unsigned char *>(w->data), row, w->cols, scale, y);
         return report_launch("gem_dmv_row");
     }
     if (w->layout == GEM_DLAYOUT_Q8_0_TILES) {

@@ -1,9 +1,10 @@
 /*
- * Q4_0, Q4_K, Q6_K and Q8_0 matrix-vector products on the tensor cores, in integers
- * (model_cuda.h's GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES and
- * GEM_DLAYOUT_Q8_0_TILES): the production product for Q4_0 and Q8_0 matrices whose rows are a
- * multiple of 8 and whose columns are a multiple of 128 (every Gemma 4 projection), and for
- * Q4_K and Q6_K ones of 256-column multiples ("Q4_K", "Q6_K" and "Q8_0" below).
+ * Q4_0, Q4_K, Q6_K and Q8_0 matrix-vector products on the tensor cores, in integers, and BF16
+ * ones in BF16 (model_cuda.h's GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES,
+ * GEM_DLAYOUT_Q6_K_TILES, GEM_DLAYOUT_Q8_0_TILES and GEM_DLAYOUT_BF16_TILES): the production
+ * product for Q4_0, Q8_0 and BF16 matrices whose rows are a multiple of 8 and whose columns are
+ * a multiple of 128 (every Gemma 4 projection), and for Q4_K and Q6_K ones of 256-column
+ * multiples ("Q4_K", "Q6_K", "Q8_0" and "BF16" below).
  *
  * Lineage: dev/cuda/model_matvec.cu measured the F32 product of matvec.cu (which
  * dequantizes every weight and multiplies it in F32) at 18-37% of the read bandwidth
@@ -109,6 +110,18 @@
  * Q4_0 split's bytes a warp and in flight (dev/cuda/tiles_q8_0, results/h200/run198 on an H100,
  * chained against the F32 kernel: k 17.8 -> 11.5 us, q 32.0 -> 19.3, down 72.9 -> 45.9, the head
  * 556 -> 474, at the read probe; 12 chunks a warp or batches of four were slower or even).
+ *
+ * BF16 (GGUF: two bytes an element, F32's upper half). The weights have no common scale, so the
+ * product runs on the BF16 tensor cores in floating point: x is split into three BF16 pieces,
+ * x = h + m + l exactly (the scratch's second part, tiles_arith.cuh's gem_tiles_xq_pieces),
+ * and mma m16n8k16 (bf16 x bf16 into F32) takes the weights as B (the tile's 8 rows) and the
+ * pieces as A's rows 0..2, so every product is exact and D row p holds piece p's sums. The tiles
+ * hold the same bytes: a chunk of 128 columns is 2,048 bytes, four quarters of 512 in which lane
+ * (g, t) reads 16 bytes at 16 lane (row g's columns 8t..8t+7 of the quarter: two MMAs' B, in
+ * order); the lane reads the same columns of its piece from the scratch. The tensor core adds
+ * the products of a chunk's eight MMAs in its own rounding (at most a few units of 2^-23 of
+ * the chunk's sum|w x| an MMA); the chunks' sums are added in F32. Bound, tested: the file-order
+ * kernel's, 1e-5 sum|w x|; unit vectors give the weights exactly (the other pieces are 0).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -147,6 +160,9 @@ constexpr int kQ8ChunkBytes = GEM_TILES_Q8_0_CHUNK_BYTES;
 constexpr int kQ8Batch = 2; /* Q8_0 chunks whose loads a warp issues together */
 /* the Q8_0 product's split: at most this many chunks a warp, the plain rule otherwise */
 constexpr int kQ8ChunksPerWarp = 6;
+constexpr int kBf16ChunkBytes = GEM_TILES_BF16_CHUNK_BYTES;
+/* the BF16 product's split: at most this many chunks a warp (about the Q4_0 split's bytes) */
+constexpr int kBf16ChunksPerWarp = 3;
 
 /* Byte offsets inside a tile: word t of the nibbles of row g (0..7) in block 4c+i, and
  * the f16 d of row r in block 4c+i. */
@@ -210,7 +226,9 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblk)
         return; /* the whole warp */
-    gem_tiles_xq_block(x[32 * b + lane], b, xq, lane);
+    const float v = x[32 * b + lane];
+    gem_tiles_xq_block(v, b, xq, lane);
+    gem_tiles_xq_pieces(v, 32 * b + lane, 32 * nblk, xq);
 }
 
 /* The end of a plain tile product, called by every thread of the block: a warp's four
@@ -569,9 +587,71 @@ __device__ __forceinline__ void q8_0_warp(const TileParams &p, const unsigned ch
     }
 }
 
-/* The plain product on Q4_K, Q6_K or Q8_0 tiles: block = one tile of the matrix mat[m] that
- * blockIdx.x falls in; warps = the split of its super-blocks or chunks (q4_k_warp, q6_k_warp,
- * q8_0_warp). */
+/* ---- BF16 ----------------------------------------------------------------------------------- */
+
+/* rows (rows, row_bytes) in the file's BF16 layout -> tiles; one thread per (row, 8 columns). */
+__global__ void tile_bf16_kernel(const unsigned char *__restrict__ src, size_t row_bytes,
+                                 int64_t rows, int64_t cols, unsigned char *__restrict__ dst)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n8 = cols / 8;
+    if (i >= rows * n8)
+        return;
+    const int64_t r = i / n8, j = 8 * (i % n8);
+    const int g = (int)(r % kTileRows);
+    const unsigned char *s = src + (size_t)r * row_bytes + (size_t)j * 2;
+    unsigned char *t = dst + ((size_t)(r / kTileRows) * (size_t)(cols / kChunkElems) +
+                              (size_t)(j / kChunkElems)) *
+                                 kBf16ChunkBytes +
+                       (size_t)gem_tiles_bf16_off(g, (int)(j % kChunkElems));
+    for (int k = 0; k < 16; k++)
+        t[k] = s[k];
+}
+
+/* One warp's share of a BF16 tile's row sums in the plain split (its chunks [warp p.cpw, +
+ * p.cpw)) into a[0..1]: a chunk's weights (2,048 bytes a warp, about a Q4_0 batch) loaded once
+ * the one before is computed, the first before the launch wait; a lane g < 3 reads its piece of
+ * x for the chunk before its MMAs, the others compute with zeros. */
+__device__ __forceinline__ void bf16_warp(const TileParams &p, const unsigned char *data,
+                                          int64_t tile, int warp, float (&a)[4])
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t cw = (int64_t)warp * p.cpw;
+    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    uint32_t left = (uint32_t)(ce - cb);
+    const unsigned char *wp = data + ((size_t)tile * (size_t)p.nchunks + (size_t)cb) *
+                                         kBf16ChunkBytes + (size_t)16 * lane;
+    /* piece g of x, columns 128 cb + 8t.. (lane g >= 3: none) */
+    const unsigned char *xp = p.xq + (size_t)p.nchunks * kXqChunkBytes +
+                              2 * ((size_t)(g < 3 ? g : 0) * (size_t)(kChunkElems * p.nchunks) +
+                                   (size_t)kChunkElems * (size_t)cb + (size_t)8 * t);
+    uint4 w[4];
+    auto load = [&](const unsigned char *c) {
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+            w[s] = __ldcs(reinterpret_cast<const uint4 *>(c + 512 * s));
+    };
+    if (left)
+        load(wp); /* the first weights stream while the kernels before finish */
+    pdl_wait();   /* then x's scratch is complete and y free to write */
+    while (left) {
+        uint4 xv[4];
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+            xv[s] = g < 3 ? __ldg(reinterpret_cast<const uint4 *>(xp + 64 * s))
+                          : make_uint4(0u, 0u, 0u, 0u);
+        gem_tiles_bf16_chunk(w, xv, a);
+        left--;
+        wp += kBf16ChunkBytes;
+        xp += 2 * kChunkElems;
+        if (left)
+            load(wp); /* the next chunk once this one is done */
+    }
+}
+
+/* The plain product on Q4_K, Q6_K, Q8_0 or BF16 tiles: block = one tile of the matrix mat[m]
+ * that blockIdx.x falls in; warps = the split of its super-blocks or chunks (q4_k_warp,
+ * q6_k_warp, q8_0_warp, bf16_warp). */
 template <TileKind K>
 __global__ void __launch_bounds__(kMaxWarps * 32) plain_tiles_kernel(const TileParams p)
 {
@@ -584,8 +664,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) plain_tiles_kernel(const TileP
         q4_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
     else if (K == TileKind::kQ6_K)
         q6_k_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
-    else
+    else if (K == TileKind::kQ8_0)
         q8_0_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
+    else
+        bf16_warp(p, p.mat[m].data, tile, (int)(threadIdx.x >> 5), acc);
     tile_rows_out(red, acc, p.mat[m].y + (size_t)tile * kTileRows);
 }
 
@@ -618,8 +700,10 @@ __global__ void __launch_bounds__(2 * kMaxWarps * 32) geglu_kernel(const TilePar
         q4_k_warp(p, data, tile, lw, a);
     else if (K == TileKind::kQ6_K)
         q6_k_warp(p, data, tile, lw, a);
-    else
+    else if (K == TileKind::kQ8_0)
         q8_0_warp(p, data, tile, lw, a);
+    else
+        bf16_warp(p, data, tile, lw, a);
     float r0 = a[0] + a[2], r1 = a[1] + a[3];
     for (int o = 4; o < 32; o <<= 1) {
         r0 += __shfl_xor_sync(kFull, r0, o);
@@ -659,15 +743,17 @@ int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_co
 
 size_t gem_tiles_xq_bytes(int64_t cols)
 {
-    return cols > 0 ? (size_t)((cols + kChunkElems - 1) / kChunkElems) * kXqChunkBytes : 0;
+    return cols > 0 ? (size_t)((cols + kChunkElems - 1) / kChunkElems) *
+                          (kXqChunkBytes + GEM_TILES_XQ_PIECES_CHUNK_BYTES)
+                    : 0;
 }
 
 gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t row_bytes,
                                int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s)
 {
-    /* blocks (super-blocks) a row */
+    /* a thread's unit: a block (Q4_0, Q8_0), a super-block (Q4_K, Q6_K), 8 columns (BF16) */
     const bool sb = kind == TileKind::kQ4_K || kind == TileKind::kQ6_K;
-    const int64_t nb = cols / (sb ? 256 : 32), n = rows * nb;
+    const int64_t nb = cols / (sb ? 256 : kind == TileKind::kBF16 ? 8 : 32), n = rows * nb;
     const int64_t grid = (n + 255) / 256;
     if (grid > INT32_MAX)
         return GEM_ERR_UNSUPPORTED;
@@ -677,6 +763,8 @@ gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t r
         tile_q6k_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     else if (kind == TileKind::kQ8_0)
         tile_q8_0_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
+    else if (kind == TileKind::kBF16)
+        tile_bf16_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, cols, dst);
     else
         tile_kernel<<<(unsigned)grid, 256, 0, s>>>(src, row_bytes, rows, nb, dst);
     return launched();
@@ -707,6 +795,7 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
     const int64_t unit = sb ? 2 : 1, units = p.nchunks / unit;
     const int64_t per = sb                            ? kQ4kSbPerWarp
                         : p.kind == TileKind::kQ8_0 ? kQ8ChunksPerWarp
+                        : p.kind == TileKind::kBF16 ? kBf16ChunksPerWarp
                                                     : kPlainChunksPerWarp;
     const int64_t need = (units + per - 1) / per;
     int64_t warps = 1;
@@ -727,11 +816,13 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
         kernel = p.kind == TileKind::kQ4_K   ? geglu_kernel<TileKind::kQ4_K>
                  : p.kind == TileKind::kQ6_K ? geglu_kernel<TileKind::kQ6_K>
                  : p.kind == TileKind::kQ8_0 ? geglu_kernel<TileKind::kQ8_0>
+                 : p.kind == TileKind::kBF16 ? geglu_kernel<TileKind::kBF16>
                                              : geglu_kernel<TileKind::kQ4_0>;
     else
         kernel = p.kind == TileKind::kQ4_K   ? plain_tiles_kernel<TileKind::kQ4_K>
                  : p.kind == TileKind::kQ6_K ? plain_tiles_kernel<TileKind::kQ6_K>
                  : p.kind == TileKind::kQ8_0 ? plain_tiles_kernel<TileKind::kQ8_0>
+                 : p.kind == TileKind::kBF16 ? plain_tiles_kernel<TileKind::kBF16>
                                              : q4t_kernel;
     /* GeGLU: the plain split's warps for each of its two matrices */
     const cudaError_t e =

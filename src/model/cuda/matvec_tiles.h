@@ -1,6 +1,7 @@
 /*
- * Internal to src/model/cuda: the tiled Q4_0, Q4_K, Q6_K and Q8_0 products of matvec_tiles.cu,
- * called by matvec.cu's entries after their checks (model_cuda.h has the contracts).
+ * Internal to src/model/cuda: the tiled Q4_0, Q4_K, Q6_K, Q8_0 and BF16 products of
+ * matvec_tiles.cu, called by matvec.cu's entries after their checks (model_cuda.h has the
+ * contracts).
  */
 #ifndef GEM_MATVEC_TILES_H
 #define GEM_MATVEC_TILES_H
@@ -12,7 +13,7 @@
 #include "gem/attn.h"
 
 /* The element type of a launch's tiles. */
-enum class TileKind { kQ4_0, kQ4_K, kQ6_K, kQ8_0 };
+enum class TileKind { kQ4_0, kQ4_K, kQ6_K, kQ8_0, kBF16 };
 
 /* One matrix of a launch: data (rows / 8 tiles), y (rows); tile0 is set by the launch. */
 struct TileMat {
@@ -33,10 +34,10 @@ struct TileParams {
 };
 
 /* 1 when a matrix of this kind and rows x cols can be tiled: rows a multiple of 8, cols a
- * multiple of 128 (Q4_0, Q8_0; Q4_K and Q6_K: 256) and at most max_cols. */
+ * multiple of 128 (Q4_0, Q8_0, BF16; Q4_K and Q6_K: 256) and at most max_cols. */
 int gem_tiles_shape_ok(TileKind kind, int64_t rows, int64_t cols, int64_t max_cols);
 
-/* Bytes of the x scratch for cols columns. */
+/* Bytes of the x scratch for cols columns: the digits, then the BF16 pieces (tiles_arith.cuh). */
 size_t gem_tiles_xq_bytes(int64_t cols);
 
 /* dst (rows * row_bytes bytes, device) = the tiles of the rows of this kind at src (rows,
@@ -50,7 +51,8 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
 
 /* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch
  * (unless xq_ready: then p.xq already holds it, written by the caller's kernel with
- * gem_tiles_xq_block from the same x, and x is not read), then the tiles. */
+ * gem_tiles_xq_block and gem_tiles_xq_pieces from the same x, and x is not read), then the
+ * tiles. */
 gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
                             cudaStream_t s);
 

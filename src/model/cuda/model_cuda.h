@@ -5,9 +5,9 @@
  *
  * Matrix-vector products. A device matrix holds GGUF rows as the file stores
  * them (gem_matrix: rows x cols of `type`, row_bytes per row) in device memory,
- * or, for Q4_0, Q4_K, Q6_K and Q8_0 of a tileable shape, the same bytes in tiles
+ * or, for Q4_0, Q4_K, Q6_K, Q8_0 and BF16 of a tileable shape, the same bytes in tiles
  * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES,
- * GEM_DLAYOUT_Q8_0_TILES, gem_dmatrix_tile).
+ * GEM_DLAYOUT_Q8_0_TILES, GEM_DLAYOUT_BF16_TILES, gem_dmatrix_tile).
  * In the file's rows each output element is one dot product of
  * the row's exactly dequantized weights (the values of gem_gguf_dequant) with x in
  * F32, computed by one warp in a fixed order and summed by a fixed shuffle tree. In
@@ -37,6 +37,7 @@ typedef enum gem_dlayout {
     GEM_DLAYOUT_Q4_K_TILES = 2, /* Q4_K in tiles of 8 rows (matvec_tiles.cu) */
     GEM_DLAYOUT_Q6_K_TILES = 3, /* Q6_K in tiles of 8 rows (matvec_tiles.cu) */
     GEM_DLAYOUT_Q8_0_TILES = 4, /* Q8_0 in tiles of 8 rows (matvec_tiles.cu) */
+    GEM_DLAYOUT_BF16_TILES = 5, /* BF16 in tiles of 8 rows (matvec_tiles.cu) */
 } gem_dlayout;
 
 /* A weight matrix in device memory: `rows` outputs of `cols` inputs. */
@@ -48,15 +49,17 @@ typedef struct gem_dmatrix {
     gem_dlayout layout; /* 0 (GEM_DLAYOUT_ROWS) unless gem_dmatrix_tile made it */
 } gem_dmatrix;
 
-/* 1 when gem_dmatrix_tile takes a matrix of this type and shape: Q4_0, Q4_K, Q6_K or Q8_0, rows
- * a multiple of 8, cols a multiple of 128 (Q4_K, Q6_K: 256) that gem_dmv_supported takes;
+/* 1 when gem_dmatrix_tile takes a matrix of this type and shape: Q4_0, Q4_K, Q6_K, Q8_0 or
+ * BF16, rows a multiple of 8, cols a multiple of 128 (Q4_K, Q6_K: 256) that gem_dmv_supported
+ * takes;
  * else 0. */
 int gem_dmatrix_tiles_ok(gem_gguf_type type, int64_t rows, int64_t cols);
 
 /* w->data (rows * row_bytes bytes, device) = the tiles of the file-order rows at src
  * (the same bytes, device, not overlapping w->data); sets w->layout to the type's tiles
- * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES or
- * GEM_DLAYOUT_Q8_0_TILES). w describes the matrix (layout ignored on entry).
+ * (GEM_DLAYOUT_Q4_0_TILES, GEM_DLAYOUT_Q4_K_TILES, GEM_DLAYOUT_Q6_K_TILES,
+ * GEM_DLAYOUT_Q8_0_TILES or GEM_DLAYOUT_BF16_TILES). w describes the matrix (layout ignored on
+ * entry).
  * GEM_ERR_UNSUPPORTED when gem_dmatrix_tiles_ok refuses it, GEM_ERR_OVERLAP,
  * GEM_ERR_NULL, GEM_ERR_DEVICE. */
 gem_status gem_dmatrix_tile(gem_dmatrix *w, const void *src, void *stream);
@@ -91,8 +94,9 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
                          void *xq, void *stream);
 
 /* gem_dmv_multi and gem_dmv_geglu for a caller whose own kernel, earlier on `stream`, wrote
- * x's scratch into xq: gem_tiles_xq_block (tiles_arith.cuh) of every 32-element block of x,
- * after it had finished writing x and no earlier product still read xq. The tiled matrices
+ * x's scratch into xq: gem_tiles_xq_block (tiles_arith.cuh) of every 32-element block of x and
+ * gem_tiles_xq_pieces of every element, after it had finished writing x and no earlier product
+ * still read xq. The tiled matrices
  * read xq as it stands, with no scratch kernel of their own, and give the same bits as the
  * unprepared call on that x; the other matrices read x. x, w, y and xq as gem_dmv_multi's / gem_dmv_geglu's (x is still checked:
  * it is the vector the scratch was made from). */

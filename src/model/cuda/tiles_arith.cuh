@@ -8,6 +8,7 @@
 #ifndef GEM_MODEL_CUDA_TILES_ARITH_CUH
 #define GEM_MODEL_CUDA_TILES_ARITH_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +16,10 @@
 
 #define GEM_TILES_XQ_LANE_BYTES 32                               /* a lane's scratch a chunk */
 #define GEM_TILES_XQ_CHUNK_BYTES (32 * GEM_TILES_XQ_LANE_BYTES) /* the scratch of 128 columns */
+/* The scratch of x for cols columns (c = ceil(cols / 128) chunks): the digits, c
+ * GEM_TILES_XQ_CHUNK_BYTES (gem_tiles_xq_block), then x's three BF16 pieces (the BF16 tiles'
+ * operand, gem_tiles_xq_pieces): piece p of element i at 2 (p 128 c + i) after the digits. */
+#define GEM_TILES_XQ_PIECES_CHUNK_BYTES (3 * 128 * 2) /* the pieces of 128 columns */
 
 /* Block b of x into the scratch xq: v is element 32b + lane of x. One warp, all 32 lanes
  * together (shuffles). */
@@ -63,6 +68,25 @@ static __device__ __forceinline__ void gem_tiles_xq_block(float v, int64_t b,
         memcpy(p + 16 + 4 * half, &corr, 4);
         memcpy(p + 24 + 4 * half, &xs, 4);
     }
+}
+
+/* x = h + m + l, each a BF16 (round to nearest even), exactly for every finite x whose pieces
+ * do not underflow (|x| >= 2^-110 or 0): each remainder is exact in F32, and three 8-bit
+ * significands cover x's 24. A value that is not finite makes every piece not finite. Element i
+ * of x (cols columns, digits as gem_tiles_xq_block's) into the pieces after the digits. */
+static __device__ __forceinline__ void gem_tiles_xq_pieces(float v, int64_t i, int64_t cols,
+                                                           unsigned char *__restrict__ xq)
+{
+    const int64_t c = (cols + 127) / 128;
+    __nv_bfloat16 *pc =
+        reinterpret_cast<__nv_bfloat16 *>(xq + (size_t)c * GEM_TILES_XQ_CHUNK_BYTES);
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    const float r = v - __bfloat162float(h);
+    const __nv_bfloat16 m = __float2bfloat16_rn(r);
+    const __nv_bfloat16 l = __float2bfloat16_rn(r - __bfloat162float(m));
+    pc[i] = h;
+    pc[(size_t)128 * c + (size_t)i] = m;
+    pc[(size_t)256 * c + (size_t)i] = l;
 }
 
 /* D += A B: m16n8k32, A s8 (row), B u8 (col), s32 accumulate. */
@@ -287,6 +311,47 @@ static __device__ __forceinline__ void gem_tiles_q8_0_chunk(const uint4 w01, con
     acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
     acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
     acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
+/* ---- BF16 in tiles (matvec_tiles.cu's module comment, "BF16") ----------------------------- */
+
+#define GEM_TILES_BF16_CHUNK_BYTES 2048 /* a tile's 128 columns: 8 rows x 128 x 2 bytes */
+
+/* The offset inside a BF16 tile's chunk of row g's column j (0..127): quarter s = j / 32 at
+ * 512 s, lane (g, t)'s 16 bytes at 16 (4 g + t) holding the quarter's columns 8t..8t+7. */
+static __device__ __host__ __forceinline__ int gem_tiles_bf16_off(int g, int j)
+{
+    return 512 * (j >> 5) + 16 * (4 * g + ((j & 31) >> 3)) + 2 * (j & 7);
+}
+
+/* D += A B: m16n8k16, A bf16 (row), B bf16 (col), F32 accumulate. */
+static __device__ __forceinline__ void gem_tiles_mma_bf16(float (&d)[4], uint32_t a0, uint32_t a2,
+                                                          uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+/* One chunk of a BF16 tile into acc[0..1] (rows 2t, 2t + 1; lane (g, t), g < 3, the sums with
+ * x's piece g). w: the lane's four quarters' words; xp: its piece g of the same columns (zeros
+ * in the lanes g >= 3). A quarter is two MMAs whose k runs over the lane's words in order (the
+ * same order for the weights and the pieces): B is the weights as they are, A's rows 0..2 the
+ * three pieces (the others zero). Every product of two BF16 values is exact in F32; the tensor
+ * core adds a chunk's eight MMAs in its own rounding, then the chunk's sum is added to acc
+ * (F32, to nearest). */
+static __device__ __forceinline__ void gem_tiles_bf16_chunk(const uint4 (&w)[4],
+                                                            const uint4 (&xp)[4], float (&acc)[4])
+{
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        gem_tiles_mma_bf16(d, xp[s].x, xp[s].y, w[s].x, w[s].y);
+        gem_tiles_mma_bf16(d, xp[s].z, xp[s].w, w[s].z, w[s].w);
+    }
+    acc[0] += d[0];
+    acc[1] += d[1];
 }
 
 static __device__ __forceinline__ float gem_gelu_tanh(float a)
