@@ -35,6 +35,17 @@ Prediction (before the first run): the tiles at 90-100% of the probe on every sh
 more on an H100 (0.06 warp instructions a byte, half of the Q4_0 tiles'), ahead of cuBLAS (run
 31 on an H200: 53-96%) and of the F32 kernel (50-89%); v2 within 3%; v3 no faster on an H100.
 
+Run 199 (results/h200/run199, an H200 came; read probe 4,538 GB/s): rows, library, v2 and v3
+within 0.014 of the bound, repeats equal, unit vectors exact; cuBLAS 2.6-5.5e-3 of the RMS from
+gem (x's rounding). Chained us, rows / library / v2 / v3 / cuBLAS: k 17.4 / 15.9 / 16.8 / 16.8 /
+15.9, q 27.0 / 26.6 / 29.2 / 26.2 / 24.9, o-swa 36.6 / 26.6 / 27.7 / 27.0 / 26.5, o-full 52.1 /
+47.9 / 50.3 / 49.8 / 47.2, gate 69.8 / 58.4 / 59.5 / 58.6 / 63.0, down 66.8 / 59.1 / 63.4 / 62.3
+/ 60.4, the head 681 / 617 / 619 / 622 / 659 (library 100.8% of the probe). The prediction held
+for the head and for cuBLAS (the tiles ahead on gate, down and the head, even on k, o-swa and
+o-full, 7% behind on q) but not for the smaller shapes (61-81% of the probe on the H200, the
+other tile products' per-launch costs); v2 lost up to 10% (q), v3's loaded zeros saved nothing.
+The library keeps 3 chunks a warp and the A quads ptxas builds.
+
 ./tiles_bf16 [--reps R] [--once]
 */
 #include <math.h>

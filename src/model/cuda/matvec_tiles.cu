@@ -122,6 +122,10 @@
  * the products of a chunk's eight MMAs in its own rounding (at most a few units of 2^-23 of
  * the chunk's sum|w x| an MMA); the chunks' sums are added in F32. Bound, tested: the file-order
  * kernel's, 1e-5 sum|w x|; unit vectors give the weights exactly (the other pieces are 0).
+ * dev/cuda/tiles_bf16 (results/h200/run199, an H200, chained, F32 kernel / tiles / cuBLAS with x
+ * rounded to BF16): q 27.0 / 26.6 / 24.9 us, gate 69.8 / 58.4 / 63.0, down 66.8 / 59.1 / 60.4,
+ * the head 681 / 617 / 659 (100.8% of the read probe); 6 chunks a warp, or A loaded with its
+ * zero words (no register moves around the MMAs), were slower or even.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
