@@ -1,8 +1,9 @@
 /*
  * The Gemma 4 decoder on the GPU against the one on the CPU, on the synthetic
  * tiny model (both full-layer routes, every KV type, K rebuilt from V), and on the tiny
- * model in Q4_0, Q8_0 and BF16 with a hidden size of 2,176 (every product in tiles; the norm
- * kernels in three blocks, writing the products' scratch):
+ * model in Q4_0, Q8_0 and BF16 with a hidden size of 2,176 and in the Q4_K_M mix (Q4_K and
+ * Q6_K matrices) with 2,304 (every product in tiles; the norm kernels in three blocks, writing
+ * the products' scratch):
  *   - the same greedy tokens (12) and last-position logits within 1e-4 (F32
  *     caches); BF16 / F16 caches: logits within the bound their rounding allows;
  *   - the same bits on a repeat, and after gem_session_copy / gem_session_fill_repeat
@@ -236,18 +237,18 @@ out:
     gem_model_free(m3);
 }
 
-/* A model whose products all tile (Q4_0, Q8_0 or BF16) and whose hidden size spans three
- * slices of the norm kernels (2,176 = 2 x 1,024 + 128, the last slice partial): the norm
- * kernels, one block a slice, write the products' x scratch and the products run prepared.
- * Agreement as above. */
-static void tiled_wide(gem_gguf_type type)
+/* A model whose products all tile (type: Q4_0, Q8_0, BF16, or GEM_SYNTH_Q4_K_M) and whose
+ * hidden size n_embd spans three slices of the norm kernels (2,176 = 2 x 1,024 + 128, 2,304 =
+ * 2 x 1,024 + 256: the last slice partial): the norm kernels, one block a slice, write the
+ * products' x scratch and the products run prepared. Agreement as above. */
+static void tiled_wide(int32_t type, int64_t n_embd)
 {
     const char *path = "test_model_cuda_wide_tmp.gguf";
     gem_synth_spec spec;
     char err[256];
     TCHECK_STATUS(gem_synth_preset("tiny", &spec), GEM_OK);
     spec.type = type;
-    spec.n_embd = 2176;
+    spec.n_embd = n_embd;
     spec.n_ff = 512;
     spec.n_vocab = 1024;
     TCHECK_STATUS(gem_synth_write(&spec, path, err, sizeof err), GEM_OK);
@@ -321,9 +322,10 @@ int main(void)
         }
         copy_and_fill(m);
         random_weights(path);
-        tiled_wide(GEM_GGUF_Q4_0);
-        tiled_wide(GEM_GGUF_Q8_0);
-        tiled_wide(GEM_GGUF_BF16);
+        tiled_wide(GEM_GGUF_Q4_0, 2176);
+        tiled_wide(GEM_GGUF_Q8_0, 2176);
+        tiled_wide(GEM_GGUF_BF16, 2176);
+        tiled_wide(GEM_SYNTH_Q4_K_M, 2304); /* Q4_K and Q6_K tiles */
     }
     gem_model_free(m);
     remove(path);
