@@ -192,7 +192,7 @@ template <int W> static void sk_run(TileParams tp, const float *x)
 static void sk_launch(int v, TileParams p, const float *x, bool geglu)
 {
     if (geglu) { /* the library's GeGLU */
-        if (gem_tiles_launch(p, x, true, false, 0) != GEM_OK) {
+        if (gem_tiles_launch(p, x, true, false, false, 0) != GEM_OK) {
             fprintf(stderr, "tiles_streamk: the GeGLU launch failed\n");
             exit(2);
         }

@@ -517,22 +517,22 @@ __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD]
  * the same sums in the same order (the same bits in each), and block j stores the elements of
  * slice j (k = j: elements k NORM_THREADS .. + NORM_THREADS - 1): xn, the residual stream's
  * new x when there is one, and, when xq is not NULL, the products' scratch of those elements,
- * each warp one 32-element block of xn by gem_tiles_xq_block (and its BF16 pieces by
- * gem_tiles_xq_pieces): the bits xq_kernel would write from xn, so the next product runs
- * prepared, without its own scratch kernel (a launch and a dependent wait less, twice a
- * layer). A block reads x, which another block's stores would
- * change, so the residual stream moves between two buffers (x_in -> x_out). */
+ * each warp one 32-element block of xn by gem_tiles_xq_block (and, when a BF16 tiled matrix
+ * reads it, its BF16 pieces by gem_tiles_xq_pieces): the bits xq_kernel would write from xn, so
+ * the next product runs prepared, without its own scratch kernel (a launch and a dependent wait
+ * less, twice a layer). A block reads x, which another block's stores would change, so the
+ * residual stream moves between two buffers (x_in -> x_out). */
 __host__ __device__ constexpr unsigned norm_grid(int64_t n)
 {
     return (unsigned)((n + NORM_THREADS - 1) / NORM_THREADS);
 }
 
-/* xn = v * r * w for the block's slice (and x_out = v, xq) as above; n <= NORM_MAX, and when
- * xq is not NULL n is a multiple of 32. */
+/* xn = v * r * w for the block's slice (and x_out = v, xq with the BF16 pieces when `pieces`)
+ * as above; n <= NORM_MAX, and when xq is not NULL n is a multiple of 32. */
 __device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
                                            const float (&w)[NORM_PER_THREAD], double r, int64_t n,
                                            float *__restrict__ x_out, float *__restrict__ xn,
-                                           unsigned char *__restrict__ xq)
+                                           unsigned char *__restrict__ xq, int pieces)
 {
     const int k = (int)blockIdx.x;
     float vk = 0.0f, wk = 0.0f; /* the slice's element, picked with constant indices */
@@ -553,15 +553,16 @@ __device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
     const int64_t blk = ((int64_t)k * blockDim.x + (threadIdx.x & ~31u)) / 32;
     if (xq && 32 * blk < n) {
         gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
-        gem_tiles_xq_pieces(y, i, n, xq);
+        if (pieces)
+            gem_tiles_xq_pieces(y, i, n, xq);
     }
 }
 
-/* xn = rmsnorm(x) * w (and its scratch in xq, unless NULL).  x, w, xn (n <= NORM_MAX);
- * norm_grid(n) blocks of NORM_THREADS. */
+/* xn = rmsnorm(x) * w (and its scratch in xq, unless NULL; with the BF16 pieces when
+ * `pieces`).  x, w, xn (n <= NORM_MAX); norm_grid(n) blocks of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n, double eps,
-                float *__restrict__ xn, unsigned char *__restrict__ xq)
+                float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
 {
     __shared__ double sh[32];
     float wv[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -570,17 +571,17 @@ __global__ void __launch_bounds__(NORM_THREADS)
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(x, n, xv);
     const double r = norm_rms_inv(xv, n, eps, sh);
-    norm_store(xv, wv, r, n, nullptr, xn, xq);
+    norm_store(xv, wv, r, n, nullptr, xn, xq, pieces);
 }
 
 /* After attention: x_out = x_in + rmsnorm(o) * w_post; xn = rmsnorm(x_out) * w_ffn (and its
- * scratch in xq, unless NULL).  (n <= NORM_MAX) each, x_out apart from x_in; norm_grid(n)
- * blocks of NORM_THREADS. */
+ * scratch in xq, unless NULL, as norm_kernel's).  (n <= NORM_MAX) each, x_out apart from x_in;
+ * norm_grid(n) blocks of NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                      const float *__restrict__ x_in, float *__restrict__ x_out,
                      const float *__restrict__ w_ffn, int64_t n, double eps,
-                     float *__restrict__ xn, unsigned char *__restrict__ xq)
+                     float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -594,17 +595,18 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] += (float)((double)ov[k] * r) * wp[k];
-    norm_store(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
+    norm_store(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq, pieces);
 }
 
 /* After the MLP: x_out = (x_in + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x_out) * w_next
- * (the next layer's input norm, or the output norm; its scratch in xq, unless NULL).  (n <=
- * NORM_MAX) each, x_out apart from x_in; norm_grid(n) blocks of NORM_THREADS. */
+ * (the next layer's input norm, or the output norm; its scratch in xq, unless NULL, as
+ * norm_kernel's).  (n <= NORM_MAX) each, x_out apart from x_in; norm_grid(n) blocks of
+ * NORM_THREADS. */
 __global__ void __launch_bounds__(NORM_THREADS)
     post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                     const float *__restrict__ x_in, float *__restrict__ x_out, float scale,
                     const float *__restrict__ w_next, int64_t n, double eps,
-                    float *__restrict__ xn, unsigned char *__restrict__ xq)
+                    float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -618,7 +620,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
-    norm_store(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
+    norm_store(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq, pieces);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
@@ -728,14 +730,23 @@ __global__ void softcap_kernel(float *__restrict__ l, int64_t n, double cap, uns
 
 /* ---- one token ----------------------------------------------------------------------------- */
 
-/* 1 when the matrix is in tiles (its product reads the x scratch). */
-static int tiled(const gem_dmatrix *w) { return w->layout != GEM_DLAYOUT_ROWS; }
+/* What a matrix's product reads of the x scratch: 0 nothing (file-order rows), 1 the digits
+ * (integer tiles), 2 the digits' scratch with x's BF16 pieces (BF16 tiles). */
+static int scratch_need(const gem_dmatrix *w)
+{
+    return w->layout == GEM_DLAYOUT_ROWS ? 0 : w->layout == GEM_DLAYOUT_BF16_TILES ? 2 : 1;
+}
+static int tiled(const gem_dmatrix *w) { return scratch_need(w) != 0; }
 
-/* 1 when one of layer li's q, k, v products reads the x scratch. */
-static int qkv_tiled(const gem_model *m, int64_t li)
+/* What layer li's q, k, v products read of the x scratch (scratch_need's, the most of them). */
+static int qkv_need(const gem_model *m, int64_t li)
 {
     const dev_layer *dl = &m->dev->layers[li];
-    return tiled(&dl->wq) || tiled(&dl->wk) || (!m->layers[li].k_eq_v && tiled(&dl->wv));
+    int need = scratch_need(&dl->wq);
+    need = need > scratch_need(&dl->wk) ? need : scratch_need(&dl->wk);
+    if (!m->layers[li].k_eq_v)
+        need = need > scratch_need(&dl->wv) ? need : scratch_need(&dl->wv);
+    return need;
 }
 
 /* Closes the interval of `stage` with an event. */
@@ -777,7 +788,8 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     MARK(ST_EMBED);
     TRY(cu_status(launch_pdl(norm_kernel, ng, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
-                             hp->eps, d->xn, qkv_tiled(m, 0) ? xq : nullptr)));
+                             hp->eps, d->xn, qkv_need(m, 0) ? xq : nullptr,
+                             (int)(qkv_need(m, 0) == 2))));
     MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
@@ -787,7 +799,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
             const gem_dmatrix *mats[3] = {&dl->wq, &dl->wk, &dl->wv};
             float *ys[3] = {d->q, d->k, d->v};
             const int nm = l->k_eq_v ? 2 : 3;
-            TRY(qkv_tiled(m, li) ? gem_dmv_multi_prepared(nm, mats, d->xn, ys, d->xq, str)
+            TRY(qkv_need(m, li) ? gem_dmv_multi_prepared(nm, mats, d->xn, ys, d->xq, str)
                                  : gem_dmv_multi(nm, mats, d->xn, ys, d->xq, str));
         }
         MARK(ST_PROJ);
@@ -809,21 +821,21 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         TRY(gem_dmv(&dl->wo, d->att, d->o, d->xq, str));
         MARK(ST_PROJ);
         /* the residual stream: d->x -> d->x2 here, back to d->x after the MLP */
-        const int mlp_tiled = tiled(&dl->gate);
+        const int mlp_need = scratch_need(&dl->gate); /* the up matrix tiles alike */
         TRY(cu_status(launch_pdl(post_attn_kernel, ng, NORM_THREADS, str, d->o, dl->post_attn_norm,
                                  d->x, d->x2, dl->ffn_norm, E, hp->eps, d->xn,
-                                 mlp_tiled ? xq : nullptr)));
+                                 mlp_need ? xq : nullptr, (int)(mlp_need == 2))));
         MARK(ST_NORMS);
-        TRY(mlp_tiled ? gem_dmv_geglu_prepared(&dl->gate, &dl->up, d->xn, d->h, d->xq, str)
-                      : gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
+        TRY(mlp_need ? gem_dmv_geglu_prepared(&dl->gate, &dl->up, d->xn, d->h, d->xq, str)
+                     : gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
         TRY(gem_dmv(&dl->down, d->h, d->o, d->xq, str));
         MARK(ST_MLP);
         const int last = li + 1 == hp->n_layers;
         const float *next = last ? w->output_norm : w->layers[li + 1].attn_norm;
-        const int next_tiled = last ? tiled(&w->output) : qkv_tiled(m, li + 1);
+        const int next_need = last ? scratch_need(&w->output) : qkv_need(m, li + 1);
         TRY(cu_status(launch_pdl(post_ffn_kernel, ng, NORM_THREADS, str, d->o, dl->post_ffn_norm,
                                  d->x2, d->x, l->out_scale, next, E, hp->eps, d->xn,
-                                 next_tiled ? xq : nullptr)));
+                                 next_need ? xq : nullptr, (int)(next_need == 2))));
         MARK(ST_NORMS);
     }
     if (logits || argmax) {

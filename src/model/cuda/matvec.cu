@@ -1478,7 +1478,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
     gem_status st = check_vector(x);
     if (st != GEM_OK)
         return st;
-    bool any_tiles = false;
+    bool any_tiles = false, pieces = false;
     int64_t rows[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
         if ((st = check_matrix(w[i])) != GEM_OK || (st = check_vector(y[i])) != GEM_OK)
@@ -1491,6 +1491,7 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
             if (overlaps(y[i], w[i]->rows, y[k], w[k]->rows))
                 return GEM_ERR_OVERLAP;
         any_tiles |= tiled(w[i]);
+        pieces |= w[i]->layout == GEM_DLAYOUT_BF16_TILES;
         rows[i] = w[i]->rows;
     }
     if (any_tiles) {
@@ -1518,9 +1519,9 @@ gem_status dmv_multi_ns(int n, const gem_dmatrix *const *w, const float *x, floa
                                                 y[k], w[k]->rows, 0};
                     done[k] = true;
                 }
-            if ((st = gem_tiles_launch(tp, x, false, xq_ready, s)) != GEM_OK)
+            if ((st = gem_tiles_launch(tp, x, false, xq_ready, pieces, s)) != GEM_OK)
                 return st;
-            xq_ready = true; /* both tile layouts read the one scratch of x */
+            xq_ready = true; /* every tile layout reads the one scratch of x */
             continue;
         }
         MvParams p;
@@ -1649,7 +1650,8 @@ static gem_status dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const 
         tp.nmat = 2;
         tp.mat[0] = TileMat{static_cast<const unsigned char *>(wg->data), y, wg->rows, 0};
         tp.mat[1] = TileMat{static_cast<const unsigned char *>(wu->data), y, wu->rows, 0};
-        return gem_tiles_launch(tp, x, true, xq_ready, static_cast<cudaStream_t>(stream));
+        return gem_tiles_launch(tp, x, true, xq_ready, tp.kind == TileKind::kBF16,
+                                static_cast<cudaStream_t>(stream));
     }
     MvParams p;
     memset(&p, 0, sizeof p);

@@ -220,9 +220,10 @@ __global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t 
         }
 }
 
-/* x (cols) -> the digits, corrections and scales of each lane (module comment); one warp
- * per block of 32 elements, lane = element. */
-__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
+/* x (cols) -> the digits, corrections and scales of each lane (module comment), and x's BF16
+ * pieces when `pieces`; one warp per block of 32 elements, lane = element. */
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq,
+                          int pieces)
 {
     pdl_trigger(); /* the product's blocks may start and fetch their first weights */
     pdl_wait();    /* x is the previous kernel's output; xq may still be read by it */
@@ -232,7 +233,8 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
         return; /* the whole warp */
     const float v = x[32 * b + lane];
     gem_tiles_xq_block(v, b, xq, lane);
-    gem_tiles_xq_pieces(v, 32 * b + lane, 32 * nblk, xq);
+    if (pieces)
+        gem_tiles_xq_pieces(v, 32 * b + lane, 32 * nblk, xq);
 }
 
 /* The end of a plain tile product, called by every thread of the block: a warp's four
@@ -783,11 +785,11 @@ gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, f
 }
 
 gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
-                            cudaStream_t s)
+                            bool pieces, cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
     if (!xq_ready && launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
-                                const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
+                                const_cast<unsigned char *>(p.xq), (int)pieces) != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;
     }

@@ -49,11 +49,12 @@ gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t r
 gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
                          float *y, cudaStream_t s);
 
-/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch
- * (unless xq_ready: then p.xq already holds it, written by the caller's kernel with
- * gem_tiles_xq_block and gem_tiles_xq_pieces from the same x, and x is not read), then the
- * tiles. */
+/* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch, its
+ * BF16 pieces too when `pieces` (unless xq_ready: then p.xq already holds it, written by the
+ * caller's kernel with gem_tiles_xq_block, and gem_tiles_xq_pieces when BF16 tiles read it,
+ * from the same x, and x is not read), then the tiles. A launch of BF16 tiles needs the
+ * pieces. */
 gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_ready,
-                            cudaStream_t s);
+                            bool pieces, cudaStream_t s);
 
 #endif /* GEM_MATVEC_TILES_H */

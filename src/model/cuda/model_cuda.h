@@ -94,9 +94,9 @@ gem_status gem_dmv_geglu(const gem_dmatrix *wg, const gem_dmatrix *wu, const flo
                          void *xq, void *stream);
 
 /* gem_dmv_multi and gem_dmv_geglu for a caller whose own kernel, earlier on `stream`, wrote
- * x's scratch into xq: gem_tiles_xq_block (tiles_arith.cuh) of every 32-element block of x and
- * gem_tiles_xq_pieces of every element, after it had finished writing x and no earlier product
- * still read xq. The tiled matrices
+ * x's scratch into xq: gem_tiles_xq_block (tiles_arith.cuh) of every 32-element block of x
+ * and, when one of the matrices is BF16 in tiles, gem_tiles_xq_pieces of every element, after
+ * it had finished writing x and no earlier product still read xq. The tiled matrices
  * read xq as it stands, with no scratch kernel of their own, and give the same bits as the
  * unprepared call on that x; the other matrices read x. x, w, y and xq as gem_dmv_multi's / gem_dmv_geglu's (x is still checked:
  * it is the vector the scratch was made from). */
