@@ -527,12 +527,15 @@ __host__ __device__ constexpr unsigned norm_grid(int64_t n)
     return (unsigned)((n + NORM_THREADS - 1) / NORM_THREADS);
 }
 
-/* xn = v * r * w for the block's slice (and x_out = v, xq with the BF16 pieces when `pieces`)
- * as above; n <= NORM_MAX, and when xq is not NULL n is a multiple of 32. */
+/* xn = v * r * w for the block's slice (and x_out = v, xq with the BF16 pieces when kPieces)
+ * as above; n <= NORM_MAX, and when xq is not NULL n is a multiple of 32. The norm kernels
+ * take kPieces as a template argument, so that the kernels without the pieces are the ones
+ * measured before them (the same SASS). */
+template <bool kPieces>
 __device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
                                            const float (&w)[NORM_PER_THREAD], double r, int64_t n,
                                            float *__restrict__ x_out, float *__restrict__ xn,
-                                           unsigned char *__restrict__ xq, int pieces)
+                                           unsigned char *__restrict__ xq)
 {
     const int k = (int)blockIdx.x;
     float vk = 0.0f, wk = 0.0f; /* the slice's element, picked with constant indices */
@@ -553,16 +556,17 @@ __device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
     const int64_t blk = ((int64_t)k * blockDim.x + (threadIdx.x & ~31u)) / 32;
     if (xq && 32 * blk < n) {
         gem_tiles_xq_block(y, blk, xq, (int)(threadIdx.x & 31));
-        if (pieces)
+        if (kPieces)
             gem_tiles_xq_pieces(y, i, n, xq);
     }
 }
 
 /* xn = rmsnorm(x) * w (and its scratch in xq, unless NULL; with the BF16 pieces when
- * `pieces`).  x, w, xn (n <= NORM_MAX); norm_grid(n) blocks of NORM_THREADS. */
+ * kPieces).  x, w, xn (n <= NORM_MAX); norm_grid(n) blocks of NORM_THREADS. */
+template <bool kPieces>
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(const float *__restrict__ x, const float *__restrict__ w, int64_t n, double eps,
-                float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
+                float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wv[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -571,17 +575,18 @@ __global__ void __launch_bounds__(NORM_THREADS)
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(x, n, xv);
     const double r = norm_rms_inv(xv, n, eps, sh);
-    norm_store(xv, wv, r, n, nullptr, xn, xq, pieces);
+    norm_store<kPieces>(xv, wv, r, n, nullptr, xn, xq);
 }
 
 /* After attention: x_out = x_in + rmsnorm(o) * w_post; xn = rmsnorm(x_out) * w_ffn (and its
  * scratch in xq, unless NULL, as norm_kernel's).  (n <= NORM_MAX) each, x_out apart from x_in;
  * norm_grid(n) blocks of NORM_THREADS. */
+template <bool kPieces>
 __global__ void __launch_bounds__(NORM_THREADS)
     post_attn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                      const float *__restrict__ x_in, float *__restrict__ x_out,
                      const float *__restrict__ w_ffn, int64_t n, double eps,
-                     float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
+                     float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -595,18 +600,19 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] += (float)((double)ov[k] * r) * wp[k];
-    norm_store(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq, pieces);
+    norm_store<kPieces>(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
 }
 
 /* After the MLP: x_out = (x_in + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x_out) * w_next
  * (the next layer's input norm, or the output norm; its scratch in xq, unless NULL, as
  * norm_kernel's).  (n <= NORM_MAX) each, x_out apart from x_in; norm_grid(n) blocks of
  * NORM_THREADS. */
+template <bool kPieces>
 __global__ void __launch_bounds__(NORM_THREADS)
     post_ffn_kernel(const float *__restrict__ o, const float *__restrict__ w_post,
                     const float *__restrict__ x_in, float *__restrict__ x_out, float scale,
                     const float *__restrict__ w_next, int64_t n, double eps,
-                    float *__restrict__ xn, unsigned char *__restrict__ xq, int pieces)
+                    float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
     float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
@@ -620,7 +626,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
-    norm_store(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq, pieces);
+    norm_store<kPieces>(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
@@ -787,9 +793,9 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     TRY(mark(d, ST_EMBED)); /* the start */
     TRY(gem_dmv_row(&w->embd, token, sqrtf((float)E), d->x, str));
     MARK(ST_EMBED);
-    TRY(cu_status(launch_pdl(norm_kernel, ng, NORM_THREADS, str, d->x, w->layers[0].attn_norm, E,
-                             hp->eps, d->xn, qkv_need(m, 0) ? xq : nullptr,
-                             (int)(qkv_need(m, 0) == 2))));
+    TRY(cu_status(launch_pdl(qkv_need(m, 0) == 2 ? norm_kernel<true> : norm_kernel<false>, ng,
+                             NORM_THREADS, str, d->x, w->layers[0].attn_norm, E, hp->eps, d->xn,
+                             qkv_need(m, 0) ? xq : nullptr)));
     MARK(ST_NORMS);
     for (int64_t li = 0; li < hp->n_layers; li++) {
         const gem_layer *l = &m->layers[li];
@@ -822,9 +828,9 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         MARK(ST_PROJ);
         /* the residual stream: d->x -> d->x2 here, back to d->x after the MLP */
         const int mlp_need = scratch_need(&dl->gate); /* the up matrix tiles alike */
-        TRY(cu_status(launch_pdl(post_attn_kernel, ng, NORM_THREADS, str, d->o, dl->post_attn_norm,
-                                 d->x, d->x2, dl->ffn_norm, E, hp->eps, d->xn,
-                                 mlp_need ? xq : nullptr, (int)(mlp_need == 2))));
+        TRY(cu_status(launch_pdl(mlp_need == 2 ? post_attn_kernel<true> : post_attn_kernel<false>,
+                                 ng, NORM_THREADS, str, d->o, dl->post_attn_norm, d->x, d->x2,
+                                 dl->ffn_norm, E, hp->eps, d->xn, mlp_need ? xq : nullptr)));
         MARK(ST_NORMS);
         TRY(mlp_need ? gem_dmv_geglu_prepared(&dl->gate, &dl->up, d->xn, d->h, d->xq, str)
                      : gem_dmv_geglu(&dl->gate, &dl->up, d->xn, d->h, d->xq, str));
@@ -833,9 +839,10 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         const int last = li + 1 == hp->n_layers;
         const float *next = last ? w->output_norm : w->layers[li + 1].attn_norm;
         const int next_need = last ? scratch_need(&w->output) : qkv_need(m, li + 1);
-        TRY(cu_status(launch_pdl(post_ffn_kernel, ng, NORM_THREADS, str, d->o, dl->post_ffn_norm,
-                                 d->x2, d->x, l->out_scale, next, E, hp->eps, d->xn,
-                                 next_need ? xq : nullptr, (int)(next_need == 2))));
+        TRY(cu_status(launch_pdl(next_need == 2 ? post_ffn_kernel<true> : post_ffn_kernel<false>,
+                                 ng, NORM_THREADS, str, d->o, dl->post_ffn_norm, d->x2, d->x,
+                                 l->out_scale, next, E, hp->eps, d->xn,
+                                 next_need ? xq : nullptr)));
         MARK(ST_NORMS);
     }
     if (logits || argmax) {

@@ -221,9 +221,10 @@ __global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t 
 }
 
 /* x (cols) -> the digits, corrections and scales of each lane (module comment), and x's BF16
- * pieces when `pieces`; one warp per block of 32 elements, lane = element. */
-__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq,
-                          int pieces)
+ * pieces when kPieces (a template argument, so that the kernel without them is the one measured
+ * before them); one warp per block of 32 elements, lane = element. */
+template <bool kPieces>
+__global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned char *__restrict__ xq)
 {
     pdl_trigger(); /* the product's blocks may start and fetch their first weights */
     pdl_wait();    /* x is the previous kernel's output; xq may still be read by it */
@@ -233,7 +234,7 @@ __global__ void xq_kernel(const float *__restrict__ x, int64_t nblk, unsigned ch
         return; /* the whole warp */
     const float v = x[32 * b + lane];
     gem_tiles_xq_block(v, b, xq, lane);
-    if (pieces)
+    if (kPieces)
         gem_tiles_xq_pieces(v, 32 * b + lane, 32 * nblk, xq);
 }
 
@@ -788,8 +789,9 @@ gem_status gem_tiles_launch(TileParams p, const float *x, bool geglu, bool xq_re
                             bool pieces, cudaStream_t s)
 {
     const int64_t nblk = p.cols / 32;
-    if (!xq_ready && launch_pdl(xq_kernel, (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
-                                const_cast<unsigned char *>(p.xq), (int)pieces) != cudaSuccess) {
+    if (!xq_ready && launch_pdl(pieces ? xq_kernel<true> : xq_kernel<false>,
+                                (unsigned)((nblk + 7) / 8), 256, s, x, nblk,
+                                const_cast<unsigned char *>(p.xq)) != cudaSuccess) {
         (void)cudaGetLastError();
         return GEM_ERR_DEVICE;
     }
