@@ -265,6 +265,16 @@ __device__ __forceinline__ void tile_rows_out(float (&red)[kMaxWarps][kTileRows]
     }
 }
 
+/* A warp's chunks in the plain split: [cb, cb + the count returned), warp p.cpw on; a warp
+ * past the tile's chunks has none. */
+__device__ __forceinline__ uint32_t warp_chunks(const TileParams &p, int warp, int64_t &cb)
+{
+    const int64_t cw = (int64_t)warp * p.cpw;
+    cb = cw < p.nchunks ? cw : p.nchunks;
+    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
+    return (uint32_t)(ce - cb);
+}
+
 /* One warp's share of a tile's row sums in the plain split (its chunks [warp p.cpw, + p.cpw)
  * of the tile at `tile`, a matrix's data) into a0; loads in batches of kBatch chunks into
  * registers, the first before the launch wait. A warp counts its chunks in 32 bits and steps
@@ -279,11 +289,8 @@ __device__ __forceinline__ void q4_0_warp(const TileParams &p, const unsigned ch
     const int h = g >> 2;
     const size_t tile_bytes = (size_t)p.nchunks * kChunkBytes;
     const uint32_t m0 = h ? 0u : kFull;
-    /* this warp's chunks [cb, cb + n); a warp past the tile's chunks has none */
-    const int64_t cw = (int64_t)warp * p.cpw;
-    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
-    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
-    const uint32_t n = (uint32_t)(ce - cb);
+    int64_t cb;
+    const uint32_t n = warp_chunks(p, warp, cb);
     const unsigned char *wp =
         data + (size_t)tile * tile_bytes + (size_t)cb * kChunkBytes + (size_t)16 * lane;
     const size_t dl = (size_t)(512 + 8 * (4 * h + t)) - (size_t)16 * lane; /* from wp */
@@ -554,11 +561,8 @@ __device__ __forceinline__ void q8_0_warp(const TileParams &p, const unsigned ch
     const int h = g >> 2;
     const size_t tile_bytes = (size_t)p.nchunks * kQ8ChunkBytes;
     const uint32_t m0 = h ? 0u : kFull;
-    /* this warp's chunks [cb, cb + n); a warp past the tile's chunks has none */
-    const int64_t cw = (int64_t)warp * p.cpw;
-    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
-    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
-    const uint32_t n = (uint32_t)(ce - cb);
+    int64_t cb;
+    const uint32_t n = warp_chunks(p, warp, cb);
     const unsigned char *wp =
         data + (size_t)tile * tile_bytes + (size_t)cb * kQ8ChunkBytes + (size_t)16 * lane;
     const size_t dl = (size_t)(1024 + 8 * (4 * h + t)) - (size_t)16 * lane; /* from wp */
@@ -622,10 +626,8 @@ __device__ __forceinline__ void bf16_warp(const TileParams &p, const unsigned ch
                                           int64_t tile, int warp, float (&a)[4])
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t cw = (int64_t)warp * p.cpw;
-    const int64_t cb = cw < p.nchunks ? cw : p.nchunks;
-    const int64_t ce = cb + p.cpw < p.nchunks ? cb + p.cpw : p.nchunks;
-    uint32_t left = (uint32_t)(ce - cb);
+    int64_t cb;
+    uint32_t left = warp_chunks(p, warp, cb);
     const unsigned char *wp = data + ((size_t)tile * (size_t)p.nchunks + (size_t)cb) *
                                          kBf16ChunkBytes + (size_t)16 * lane;
     /* piece g of x, columns 128 cb + 8t.. (lane g >= 3: none) */

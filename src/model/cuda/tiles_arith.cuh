@@ -99,6 +99,23 @@ static __device__ __forceinline__ void gem_tiles_mma(int (&d)[4], uint32_t a0, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* A chunk's four exact block sums into acc: acc[k] += (d 2^(E - 7j)) S_k, the coefficient and
+ * the product exact (an fma), for the lane's rows 2t, 2t + 1 (dd: their f16 d in blocks h and
+ * 2 + h) and digits j (cx: the blocks' scales 2^(E - 7j)). The Q4_0 and Q8_0 chunks' end. */
+static __device__ __forceinline__ void gem_tiles_add_terms(const uint2 dd, const uint4 cx,
+                                                           const int (&s)[4], float (&acc)[4])
+{
+    __half2 ha, hb;
+    memcpy(&ha, &dd.x, 4);
+    memcpy(&hb, &dd.y, 4);
+    const float2 da = __half22float2(ha), db = __half22float2(hb);
+    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
+    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
+    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
+    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
+    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+}
+
 /* One chunk of one tile into acc (matvec_tiles.cu's module comment). wq, dd: the lane's weight words and
  * scales; dg, cx: its scratch (digits; corrections and scales); m0 (m1 = ~m0): all ones
  * in the lanes whose digit rows are blocks 4c and 4c+2. */
@@ -112,15 +129,7 @@ static __device__ __forceinline__ void gem_tiles_chunk(const uint4 wq, const uin
     gem_tiles_mma(s, m1 & dg.x, 0u, m1 & dg.y, 0u, wq.y & lo, (wq.y >> 4) & lo);
     gem_tiles_mma(s, 0u, m0 & dg.z, 0u, m0 & dg.w, wq.z & lo, (wq.z >> 4) & lo);
     gem_tiles_mma(s, 0u, m1 & dg.z, 0u, m1 & dg.w, wq.w & lo, (wq.w >> 4) & lo);
-    __half2 ha, hb;
-    memcpy(&ha, &dd.x, 4);
-    memcpy(&hb, &dd.y, 4);
-    const float2 da = __half22float2(ha), db = __half22float2(hb);
-    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
-    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
-    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
-    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
-    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+    gem_tiles_add_terms(dd, cx, s, acc);
 }
 
 /* ---- Q4_K in tiles (matvec_tiles.cu's module comment, "Q4_K") ---------------------------- */
@@ -302,15 +311,7 @@ static __device__ __forceinline__ void gem_tiles_q8_0_chunk(const uint4 w01, con
     gem_tiles_mma_ss(s, m1 & dg.x, 0u, m1 & dg.y, 0u, w01.z, w01.w);
     gem_tiles_mma_ss(s, 0u, m0 & dg.z, 0u, m0 & dg.w, w23.x, w23.y);
     gem_tiles_mma_ss(s, 0u, m1 & dg.z, 0u, m1 & dg.w, w23.z, w23.w);
-    __half2 ha, hb;
-    memcpy(&ha, &dd.x, 4);
-    memcpy(&hb, &dd.y, 4);
-    const float2 da = __half22float2(ha), db = __half22float2(hb);
-    const float xs0 = __uint_as_float(cx.z), xs1 = __uint_as_float(cx.w);
-    acc[0] = fmaf(da.x * xs0, (float)s[0], acc[0]);
-    acc[1] = fmaf(da.y * xs0, (float)s[1], acc[1]);
-    acc[2] = fmaf(db.x * xs1, (float)s[2], acc[2]);
-    acc[3] = fmaf(db.y * xs1, (float)s[3], acc[3]);
+    gem_tiles_add_terms(dd, cx, s, acc);
 }
 
 /* ---- BF16 in tiles (matvec_tiles.cu's module comment, "BF16") ----------------------------- */
