@@ -1008,62 +1008,48 @@ __global__ void row_kernel(const unsigned char *row, int64_t nblocks, float scal
 
 /* Row `row` of a Q4_K matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q4K_SB_BYTES a
  * tile's super-block) dequantized times scale: row_kernel's arithmetic on the same bytes, so
- * the same bits. One thread per super-block. */
-__global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nsb,
+ * the same bits. One thread per element (cols of them: the embedding row of the head is read
+ * once a token, and a thread per super-block left the row to 21 threads at Gemma 4 31B's
+ * width). */
+__global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
                                     float scale, float *y)
 {
-    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nsb)
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
         return;
-    const int g = (int)(row % 8);
+    const int g = (int)(row % 8), e = (int)(j % 256), sb = e / 32, l = e % 32;
     const unsigned char *t =
-        data + ((size_t)(row / 8) * (size_t)nsb + (size_t)b) * GEM_TILES_Q4K_SB_BYTES;
+        data + ((size_t)(row / 8) * (size_t)(cols / 256) + (size_t)(j / 256)) *
+                   GEM_TILES_Q4K_SB_BYTES;
     uint4 h;
     memcpy(&h, t + 1024 + 16 * g, 16);
-    float *out = y + 256 * b;
-    for (int c = 0; c < 4; c++) {
-        float d1, m1, d2, m2;
-        FmtQ4_K::scales(h, 2 * c, d1, m1);
-        FmtQ4_K::scales(h, 2 * c + 1, d2, m2);
-        for (int l = 0; l < 32; l++) {
-            const int q = t[gem_tiles_q4k_qs_off(g, 32 * c + l)];
-            out[64 * c + l] = __fmul_rn(__fsub_rn(__fmul_rn(d1, (float)(q & 0xf)), m1), scale);
-            out[64 * c + 32 + l] = __fmul_rn(__fsub_rn(__fmul_rn(d2, (float)(q >> 4)), m2), scale);
-        }
-    }
+    float d1, m1;
+    FmtQ4_K::scales(h, sb, d1, m1);
+    const int q = t[gem_tiles_q4k_qs_off(g, 32 * (sb / 2) + l)];
+    y[j] = __fmul_rn(__fsub_rn(__fmul_rn(d1, (float)(sb & 1 ? q >> 4 : q & 0xf)), m1), scale);
 }
 
 /* Row `row` of a Q6_K matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q6K_SB_BYTES a
  * tile's super-block) dequantized times scale: row_kernel's arithmetic on the same bytes, so
- * the same bits. One thread per super-block. */
-__global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nsb,
+ * the same bits. One thread per element, as q4k_tile_row_kernel. */
+__global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
                                     float scale, float *y)
 {
-    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nsb)
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
         return;
-    const int g = (int)(row % 8);
+    /* element 128 h + 32 i + l of the super-block */
+    const int g = (int)(row % 8), e = (int)(j % 256), h = e / 128, i = (e % 128) / 32, l = e % 32;
     const unsigned char *t =
-        data + ((size_t)(row / 8) * (size_t)nsb + (size_t)b) * GEM_TILES_Q6K_SB_BYTES;
+        data + ((size_t)(row / 8) * (size_t)(cols / 256) + (size_t)(j / 256)) *
+                   GEM_TILES_Q6K_SB_BYTES;
     const float d = __half2float(__ushort_as_half(
         (unsigned short)(t[gem_tiles_q6k_d_off(g)] | (t[gem_tiles_q6k_d_off(g) + 1] << 8))));
-    float *out = y + 256 * b;
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const int is = 8 * h + l / 16;
-            const int ql0 = t[gem_tiles_q4k_qs_off(g, 64 * h + l)];
-            const int ql1 = t[gem_tiles_q4k_qs_off(g, 64 * h + l + 32)];
-            const int qh = t[gem_tiles_q6k_qh_off(g, 32 * h + l)];
-            const int q[4] = {((ql0 & 0xf) | ((qh & 3) << 4)) - 32,
-                              ((ql1 & 0xf) | (((qh >> 2) & 3) << 4)) - 32,
-                              ((ql0 >> 4) | (((qh >> 4) & 3) << 4)) - 32,
-                              ((ql1 >> 4) | (((qh >> 6) & 3) << 4)) - 32};
-            for (int i = 0; i < 4; i++) {
-                const float sc = (float)(signed char)t[gem_tiles_q6k_sc_off(g, is + 2 * i)];
-                out[128 * h + 32 * i + l] =
-                    __fmul_rn(__fmul_rn(__fmul_rn(d, sc), (float)q[i]), scale);
-            }
-        }
+    const int ql = t[gem_tiles_q4k_qs_off(g, 64 * h + l + 32 * (i & 1))];
+    const int qh = t[gem_tiles_q6k_qh_off(g, 32 * h + l)];
+    const int q = ((i < 2 ? ql & 0xf : ql >> 4) | (((qh >> (2 * i)) & 3) << 4)) - 32;
+    const float sc = (float)(signed char)t[gem_tiles_q6k_sc_off(g, 8 * h + l / 16 + 2 * i)];
+    y[j] = __fmul_rn(__fmul_rn(__fmul_rn(d, sc), (float)q), scale);
 }
 
 /* Row `row` of a Q8_0 matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q8_0_CHUNK_BYTES a
@@ -1699,18 +1685,10 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
     if (w->layout == GEM_DLAYOUT_Q4_0_TILES)
         return gem_tiles_row(static_cast<const unsigned char *>(w->data), w->cols, row, scale, y,
                              static_cast<cudaStream_t>(stream));
-    if (w->layout == GEM_DLAYOUT_Q4_K_TILES) {
-        const int64_t nsb = w->cols / 256;
-        q4k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
-                              static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
-        return report_launch("gem_dmv_row");
-    }
-    if (w->layout == GEM_DLAYOUT_Q6_K_TILES) {
-        const int64_t nsb = w->cols / 256;
-        q6k_tile_row_kernel<<<(unsigned)((nsb + 127) / 128), 128, 0,
-                              static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const unsigned char *>(w->data), row, nsb, scale, y);
+    if (w->layout == GEM_DLAYOUT_Q4_K_TILES || w->layout == GEM_DLAYOUT_Q6_K_TILES) {
+        (w->layout == GEM_DLAYOUT_Q4_K_TILES ? q4k_tile_row_kernel : q6k_tile_row_kernel)
+            <<<(unsigned)((w->cols + 127) / 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(
+                static_cast<const unsigned char *>(w->data), row, w->cols, scale, y);
         return report_launch("gem_dmv_row");
     }
     if (w->layout == GEM_DLAYOUT_BF16_TILES) {
