@@ -71,9 +71,11 @@ static __device__ __forceinline__ void gem_tiles_xq_block(float v, int64_t b,
 }
 
 /* x = h + m + l, each a BF16 (round to nearest even), exactly for every finite x whose pieces
- * do not underflow (|x| >= 2^-110 or 0): each remainder is exact in F32, and three 8-bit
- * significands cover x's 24. A value that is not finite makes every piece not finite. Element i
- * of x (cols columns, digits as gem_tiles_xq_block's) into the pieces after the digits. */
+ * neither underflow nor overflow (x = 0 or 2^-110 <= |x| < 2^128 - 2^119: above that h rounds
+ * to infinity, so the products are not finite, though x is): each remainder is exact in F32,
+ * and three 8-bit significands cover x's 24. A value that is not finite makes every piece not
+ * finite. Element i of x (cols columns, digits as gem_tiles_xq_block's) into the pieces after
+ * the digits. */
 static __device__ __forceinline__ void gem_tiles_xq_pieces(float v, int64_t i, int64_t cols,
                                                            unsigned char *__restrict__ xq)
 {
