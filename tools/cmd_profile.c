@@ -480,8 +480,12 @@ int gem_cmd_profile(int argc, char **argv)
     if (cli_prefill(CMD, s, ids, prompt, logits, prompt >= 1024 ? 1024 : 0) != GEM_OK)
         goto out;
     char wsha[65] = "unknown";
-    if ((out || stage_out) && cli_weights_sha256(model_path, random_seed, wsha))
-        snprintf(wsha, sizeof wsha, "unknown");
+    if (out || stage_out) {
+        /* the records name the weights by the file's digest: a pass over the whole file */
+        cli_progress("%s: digesting the weights for the records", CMD);
+        if (cli_weights_sha256(model_path, random_seed, wsha))
+            snprintf(wsha, sizeof wsha, "unknown");
+    }
     for (size_t ci = 0; ci < n_ctx; ci++) {
     context = contexts[ci];
     char out_path[1024], stage_path[1024];
