@@ -500,6 +500,14 @@ __device__ __forceinline__ void norm_load(const float *__restrict__ p, int64_t n
     }
 }
 
+/* p[threadIdx.x + blockIdx.x blockDim.x], the element of the block's slice (norm_grid), or 0
+ * past n: a weight that only the slice's store multiplies by. */
+__device__ __forceinline__ float norm_load_slice(const float *__restrict__ p, int64_t n)
+{
+    const int64_t i = threadIdx.x + (int64_t)blockIdx.x * blockDim.x;
+    return i < n ? p[i] : 0.0f;
+}
+
 /* 1 / sqrt(mean(v^2) + eps) over the block's elements (rms_inv's arithmetic). */
 __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD], int64_t n,
                                                double eps, double *sh)
@@ -527,24 +535,24 @@ __host__ __device__ constexpr unsigned norm_grid(int64_t n)
     return (unsigned)((n + NORM_THREADS - 1) / NORM_THREADS);
 }
 
-/* xn = v * r * w for the block's slice (and x_out = v, xq with the BF16 pieces when kPieces)
- * as above; n <= NORM_MAX, and when xq is not NULL n is a multiple of 32. The norm kernels
- * take kPieces as a template argument, so that the kernels without the pieces are the ones
- * measured before them (the same SASS). */
+/* xn = v * r * wk for the block's slice, wk the weight of the thread's element there
+ * (norm_load_slice; and x_out = v, xq with the BF16 pieces when kPieces) as above; n <=
+ * NORM_MAX, and when xq is not NULL n is a multiple of 32. The norm kernels take kPieces as a
+ * template argument, so that the kernels without the pieces are the ones measured before them.
+ * A block loads only its slice of the weight it stores with: the whole vector in registers
+ * made the post-attention and post-MLP kernels spill 20 bytes a thread (ptxas, 1,024 threads
+ * of at most 64 registers), for values no other thread's store reads. */
 template <bool kPieces>
-__device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD],
-                                           const float (&w)[NORM_PER_THREAD], double r, int64_t n,
-                                           float *__restrict__ x_out, float *__restrict__ xn,
-                                           unsigned char *__restrict__ xq)
+__device__ __forceinline__ void norm_store(const float (&v)[NORM_PER_THREAD], float wk, double r,
+                                           int64_t n, float *__restrict__ x_out,
+                                           float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     const int k = (int)blockIdx.x;
-    float vk = 0.0f, wk = 0.0f; /* the slice's element, picked with constant indices */
+    float vk = 0.0f; /* the slice's element, picked with constant indices */
 #pragma unroll
     for (int kk = 0; kk < NORM_PER_THREAD; kk++)
-        if (kk == k) {
+        if (kk == k)
             vk = v[kk];
-            wk = w[kk];
-        }
     const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
     const float y = (float)((double)vk * r) * wk;
     if (i < n) {
@@ -569,13 +577,13 @@ __global__ void __launch_bounds__(NORM_THREADS)
                 float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
-    float wv[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    float xv[NORM_PER_THREAD];
     pdl_trigger();
-    norm_load(w, n, wv);
+    const float wk = norm_load_slice(w, n);
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(x, n, xv);
     const double r = norm_rms_inv(xv, n, eps, sh);
-    norm_store<kPieces>(xv, wv, r, n, nullptr, xn, xq);
+    norm_store<kPieces>(xv, wk, r, n, nullptr, xn, xq);
 }
 
 /* After attention: x_out = x_in + rmsnorm(o) * w_post; xn = rmsnorm(x_out) * w_ffn (and its
@@ -589,10 +597,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
                      float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
-    float wp[NORM_PER_THREAD], wf[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    float wp[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
     pdl_trigger();
     norm_load(w_post, n, wp);
-    norm_load(w_ffn, n, wf);
+    const float wf = norm_load_slice(w_ffn, n);
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
     norm_load(x_in, n, xv);
@@ -615,10 +623,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
                     float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
     __shared__ double sh[32];
-    float wp[NORM_PER_THREAD], wn[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
+    float wp[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
     pdl_trigger();
     norm_load(w_post, n, wp);
-    norm_load(w_next, n, wn);
+    const float wn = norm_load_slice(w_next, n);
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
     norm_load(x_in, n, xv);
