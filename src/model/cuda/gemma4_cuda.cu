@@ -471,6 +471,23 @@ __device__ double block_sum(double v, double *sh)
     return sh[0];
 }
 
+/* block_sum's value and bits with one barrier: every warp adds the warps' sums as block_sum's
+ * warp 0 does and takes its lane 0's. sh (32) shared, written by no other sum of the kernel
+ * (there is no barrier before the warps store into it). */
+__device__ __forceinline__ double block_sum_once(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
 /* 1 / sqrt(mean(x^2) + eps) of x (n) in double, as the CPU's rmsnorm. */
 __device__ double rms_inv(const float *x, int64_t n, double eps, double *sh)
 {
@@ -508,7 +525,9 @@ __device__ __forceinline__ float norm_load_slice(const float *__restrict__ p, in
     return i < n ? p[i] : 0.0f;
 }
 
-/* 1 / sqrt(mean(v^2) + eps) over the block's elements (rms_inv's arithmetic). */
+/* 1 / sqrt(mean(v^2) + eps) over the block's elements (rms_inv's arithmetic); sh (32) shared
+ * for this sum alone (block_sum_once). Lineage: block_sum's three barriers a sum, two of them
+ * around warp 0's sum of the warps' sums, were on each norm kernel's critical path. */
 __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD], int64_t n,
                                                double eps, double *sh)
 {
@@ -517,7 +536,7 @@ __device__ __forceinline__ double norm_rms_inv(const float (&v)[NORM_PER_THREAD]
     for (int k = 0; k < NORM_PER_THREAD; k++)
         if (threadIdx.x + (int64_t)k * blockDim.x < n)
             ss += (double)v[k] * (double)v[k];
-    ss = block_sum(ss, sh);
+    ss = block_sum_once(ss, sh);
     return 1.0 / sqrt(ss / (double)n + eps);
 }
 
@@ -596,7 +615,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
                      const float *__restrict__ w_ffn, int64_t n, double eps,
                      float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
-    __shared__ double sh[32];
+    __shared__ double sh[2][32]; /* a buffer for each of the two sums */
     float wp[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
     pdl_trigger();
     norm_load(w_post, n, wp);
@@ -604,11 +623,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
     norm_load(x_in, n, xv);
-    const double r = norm_rms_inv(ov, n, eps, sh);
+    const double r = norm_rms_inv(ov, n, eps, sh[0]);
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] += (float)((double)ov[k] * r) * wp[k];
-    norm_store<kPieces>(xv, wf, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
+    norm_store<kPieces>(xv, wf, norm_rms_inv(xv, n, eps, sh[1]), n, x_out, xn, xq);
 }
 
 /* After the MLP: x_out = (x_in + rmsnorm(o) * w_post) * scale; xn = rmsnorm(x_out) * w_next
@@ -622,7 +641,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
                     const float *__restrict__ w_next, int64_t n, double eps,
                     float *__restrict__ xn, unsigned char *__restrict__ xq)
 {
-    __shared__ double sh[32];
+    __shared__ double sh[2][32]; /* a buffer for each of the two sums */
     float wp[NORM_PER_THREAD], ov[NORM_PER_THREAD], xv[NORM_PER_THREAD];
     pdl_trigger();
     norm_load(w_post, n, wp);
@@ -630,11 +649,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
     pdl_wait(); /* launched with launch_pdl: the previous kernel's output */
     norm_load(o, n, ov);
     norm_load(x_in, n, xv);
-    const double r = norm_rms_inv(ov, n, eps, sh);
+    const double r = norm_rms_inv(ov, n, eps, sh[0]);
 #pragma unroll
     for (int k = 0; k < NORM_PER_THREAD; k++)
         xv[k] = (xv[k] + (float)((double)ov[k] * r) * wp[k]) * scale;
-    norm_store<kPieces>(xv, wn, norm_rms_inv(xv, n, eps, sh), n, x_out, xn, xq);
+    norm_store<kPieces>(xv, wn, norm_rms_inv(xv, n, eps, sh[1]), n, x_out, xn, xq);
 }
 
 /* NeoX RoPE of one head held in shared memory: pairs (j, j + half), angle pos * inv_freq[j]
