@@ -449,31 +449,12 @@ gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen)
 /* ---- elementwise kernels --------------------------------------------------------------------- */
 
 
-/* The sum of v over the block in a fixed order (warp trees, then warp 0's tree over
- * the warps' sums); every thread receives it. sh (32) shared. */
-__device__ double block_sum(double v, double *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads(); /* sh may still be read from a previous sum */
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < (int)(blockDim.x / 32) ? sh[lane] : 0.0;
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
-        if (lane == 0)
-            sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
-/* block_sum's value and bits with one barrier: every warp adds the warps' sums as block_sum's
- * warp 0 does and takes its lane 0's. sh (32) shared, written by no other sum of the kernel
- * (there is no barrier before the warps store into it). */
+/* The sum of v over the block in a fixed order (warp trees, then each warp the same tree over
+ * the warps' sums, taking its lane 0's), every thread receiving it, with one barrier. sh (32)
+ * shared, written by no other sum of the kernel, since no barrier precedes the warps' stores
+ * (block_sum puts one there). Lineage: the sum once had warp 0 alone add the warps' sums and
+ * hand the result back through sh, the same additions in the same order, with two barriers
+ * more. */
 __device__ __forceinline__ double block_sum_once(double v, double *sh)
 {
     for (int o = 16; o > 0; o >>= 1)
@@ -486,6 +467,14 @@ __device__ __forceinline__ double block_sum_once(double v, double *sh)
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_down_sync(0xffffffffu, v, o);
     return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/* block_sum_once's sum for a kernel that takes several sums with one sh (32): a barrier first,
+ * so that no warp stores into sh while another still reads the previous sum there. */
+__device__ double block_sum(double v, double *sh)
+{
+    __syncthreads();
+    return block_sum_once(v, sh);
 }
 
 /* 1 / sqrt(mean(x^2) + eps) of x (n) in double, as the CPU's rmsnorm. */
