@@ -136,8 +136,26 @@ gem_status gem_session_dev_create(gem_session *s, char *err, size_t errlen);
 void gem_session_dev_free(gem_session *s);
 /* The decode context of the device session (for workspace sizing and support queries). */
 gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s);
-/* One token on the device, as gem_session_eval. */
+/* One token on the device, as gem_session_eval (logits (n_vocab) or *argmax, host memory, at
+ * most one of them non-NULL): gem_session_dev_enqueue, then gem_session_dev_finish, timed. */
 gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax);
+/* Queues one token at s->pos on the session's stream and returns without waiting: the flag's
+ * reset, the start and end events, every kernel, and the copies of the flag and (with
+ * want_logits / want_argmax, at most one of them 1) the logits or the token into pinned host
+ * memory. Nothing on the host changes but the events' use count, so the same call can be
+ * captured into a CUDA graph (the position, the token and each layer's rows are then fixed
+ * in it). On an error the stream may hold part of a token: wait for it before reusing the
+ * session. */
+gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logits,
+                                   int want_argmax);
+/* The rest of a token that gem_session_dev_enqueue queued (or a graph of it replayed): waits
+ * on the stream, GEM_ERR_NONFINITE when the flag is set (the position stays), else writes
+ * the logits (n_vocab, host) or *argmax, whichever the token queued and the pointer asks for,
+ * and advances the position. timed 1: adds the token's events to the session's times (they
+ * must have been recorded by the stream, not captured); 0: leaves the times alone. */
+gem_status gem_session_dev_finish(gem_session *s, float *logits, int32_t *argmax, int timed);
+/* The session's cudaStream_t (NULL on a CPU session). */
+void *gem_session_dev_stream(gem_session *s);
 
 #ifdef __cplusplus
 }

@@ -780,7 +780,10 @@ static gem_status mark(gem_session_dev *d, int stage)
     return cu_status(cudaEventRecord(d->ev[d->used_ev++], d->stream));
 }
 
-gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax)
+void *gem_session_dev_stream(gem_session *s) { return s->dev ? s->dev->stream : NULL; }
+
+gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logits,
+                                   int want_argmax)
 {
     const gem_model *m = s->m;
     const gem_model_dev *w = m->dev;
@@ -861,7 +864,7 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
                                  next_need ? xq : nullptr)));
         MARK(ST_NORMS);
     }
-    if (logits || argmax) {
+    if (want_logits || want_argmax) {
         {
             const gem_dmatrix *head = &w->output;
             float *ys[1] = {d->logits};
@@ -871,30 +874,47 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         const int64_t nv = hp->n_vocab;
         TRY(cu_status(launch_pdl(softcap_kernel, (unsigned)((nv + 255) / 256), 256, str, d->logits,
                                  nv, hp->softcap, d->flag)));
-        if (argmax) /* the token (8 bytes in), the partials after it */
+        if (want_argmax) /* the token (8 bytes in), the partials after it */
             TRY(gem_dargmax(d->logits, nv, d->amax, d->amax + 2, str));
         MARK(ST_LOGITS);
         if (s->whole_only)
             TRY(mark(d, ST_LOGITS)); /* the end, before the copy as with the stages */
-        if (argmax)
+        if (want_argmax)
             TRY(cu_status(cudaMemcpyAsync(d->h_amax, d->amax, sizeof(int32_t),
                                           cudaMemcpyDeviceToHost, str)));
         else
             TRY(cu_status(cudaMemcpyAsync(d->h_logits, d->logits, (size_t)nv * sizeof(float),
                                           cudaMemcpyDeviceToHost, str)));
     }
-    if (s->whole_only && !logits && !argmax)
+    if (s->whole_only && !want_logits && !want_argmax)
         TRY(mark(d, ST_NORMS)); /* the end */
     TRY(cu_status(cudaMemcpyAsync(d->h_flag, d->flag, sizeof(unsigned), cudaMemcpyDeviceToHost,
                                   str)));
+    return GEM_OK;
+fail:
+    return st;
+#undef MARK
+#undef TRY
+}
+
+gem_status gem_session_dev_finish(gem_session *s, float *logits, int32_t *argmax, int timed)
+{
+    gem_session_dev *d = s->dev;
+    cudaStream_t str = d->stream;
+    gem_status st;
+#define TRY(x)                                                                                    \
+    do {                                                                                          \
+        if ((st = (x)) != GEM_OK)                                                                 \
+            goto fail;                                                                            \
+    } while (0)
     TRY(cu_status(cudaStreamSynchronize(str)));
     if (*d->h_flag)
         return GEM_ERR_NONFINITE; /* a cache row (bit 0) or a logit (bit 1); pos stays */
-    if (s->whole_only) {
+    if (timed && s->whole_only) {
         float ms = 0;
         TRY(cu_status(cudaEventElapsedTime(&ms, d->ev[0], d->ev[d->used_ev - 1])));
         s->t.total += 1e-3 * (double)ms;
-    } else {
+    } else if (timed) {
         double stage[ST_COUNT] = {0};
         for (int64_t i = 1; i < d->used_ev; i++) {
             float ms = 0;
@@ -912,18 +932,31 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     if (argmax)
         *argmax = *d->h_amax;
     else if (logits)
-        memcpy(logits, d->h_logits, (size_t)hp->n_vocab * sizeof(float));
-#undef MARK
+        memcpy(logits, d->h_logits, (size_t)s->m->hp.n_vocab * sizeof(float));
 #undef TRY
     s->pos++;
-    s->t.tokens++;
-    if (!s->whole_only)
-        s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full +
-                     s->t.mlp + s->t.logits;
+    if (timed) {
+        s->t.tokens++;
+        if (!s->whole_only)
+            s->t.total = s->t.embed + s->t.norms + s->t.proj + s->t.attn_swa + s->t.attn_full +
+                         s->t.mlp + s->t.logits;
+    }
     return GEM_OK;
 fail:
     /* leave the stream idle before returning: the next call reuses the scratch */
     cudaStreamSynchronize(str);
     (void)cudaGetLastError();
     return st;
+}
+
+gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, int32_t *argmax)
+{
+    const gem_status st = gem_session_dev_enqueue(s, token, logits != NULL, argmax != NULL);
+    if (st != GEM_OK) {
+        /* leave the stream idle before returning: the next call reuses the scratch */
+        cudaStreamSynchronize(s->dev->stream);
+        (void)cudaGetLastError();
+        return st;
+    }
+    return gem_session_dev_finish(s, logits, argmax, 1);
 }

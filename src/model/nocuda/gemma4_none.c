@@ -67,3 +67,28 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     (void)argmax;
     return GEM_ERR_NO_DEVICE;
 }
+
+gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logits,
+                                   int want_argmax)
+{
+    (void)s;
+    (void)token;
+    (void)want_logits;
+    (void)want_argmax;
+    return GEM_ERR_NO_DEVICE;
+}
+
+void *gem_session_dev_stream(gem_session *s)
+{
+    (void)s;
+    return NULL;
+}
+
+gem_status gem_session_dev_finish(gem_session *s, float *logits, int32_t *argmax, int timed)
+{
+    (void)s;
+    (void)logits;
+    (void)argmax;
+    (void)timed;
+    return GEM_ERR_NO_DEVICE;
+}

@@ -1,0 +1,340 @@
+/*
+token_graph: a whole decode token of the model as one CUDA graph, against the token the library
+queues kernel by kernel on its stream (gem_session_eval), in the same process and on the same
+session.
+
+The library queues about 10 kernels a layer (650 for the 31B dimensions), each a programmatic
+dependent of the one before (src/cuda/gem_pdl.cuh), then waits once at the token's end. This
+program captures one token's queue (gem_session_dev_enqueue) into a graph, the programmatic
+launches becoming programmatic edges, and replays it. A graph fixes the position, the token and
+every layer's rows, so a replay repeats one token: enough to time it, and to check it against
+the stream. Before anything is timed, the graph's logits must equal the stream's bit for bit at
+the same position (the same kernels on the same inputs).
+
+Timing, per context, in rounds A B B A (A: one stream token, the position advancing; B: one
+replay at the position of the capture): GPU time between events recorded on the stream before
+the first kernel and after the last copy (the same work in both), host time of the whole call,
+and for A the host time of queueing alone. Then the host cost a graph a token would add: the
+capture, the instantiation, and cudaGraphExecUpdate from a capture at the next position (the
+updated graph checked against the stream again).
+
+./token_graph --model F [--random-weights S] [--context 8192,131072] [--rounds 10]
+              [--kv-dtype f32|bf16]
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+#include "gem/model.h"
+#include "model/model_internal.h"
+
+#define CU(call)                                                                               \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    cudaGetErrorString(e_));                                                   \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define GEM(call)                                                                              \
+    do {                                                                                       \
+        gem_status s_ = (call);                                                                \
+        if (s_ != GEM_OK) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    gem_status_str(s_));                                                       \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median, min and max of n values (sorted in place) */
+static void stats(double *v, int n, double out[3])
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    out[0] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    out[1] = v[0];
+    out[2] = v[n - 1];
+}
+
+/* The token at the session's position captured into an executable graph (logits or argmax
+ * copied out as gem_session_dev_enqueue does); *cap_s, *inst_s: the host seconds of each. */
+static cudaGraph_t capture(gem_session *s, cudaStream_t st, int32_t tok, int argmax,
+                           double *cap_s)
+{
+    cudaGraph_t g = NULL;
+    const double t0 = now_s();
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    const gem_status e = gem_session_dev_enqueue(s, tok, !argmax, argmax);
+    CU(cudaStreamEndCapture(st, &g));
+    *cap_s = now_s() - t0;
+    if (e != GEM_OK) {
+        fprintf(stderr, "capture: gem_session_dev_enqueue: %s\n", gem_status_str(e));
+        exit(1);
+    }
+    return g;
+}
+
+/* Kernel nodes, edges, and the edges that are programmatic, of g. */
+static void count_graph(cudaGraph_t g, size_t *kernels, size_t *edges, size_t *programmatic)
+{
+    size_t n = 0;
+    CU(cudaGraphGetNodes(g, NULL, &n));
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)malloc(n * sizeof *nodes);
+    CU(cudaGraphGetNodes(g, nodes, &n));
+    *kernels = 0;
+    for (size_t i = 0; i < n; i++) {
+        cudaGraphNodeType t;
+        CU(cudaGraphNodeGetType(nodes[i], &t));
+        *kernels += t == cudaGraphNodeTypeKernel;
+    }
+    free(nodes);
+    size_t ne = 0;
+    CU(cudaGraphGetEdges(g, NULL, NULL, NULL, &ne));
+    cudaGraphNode_t *from = (cudaGraphNode_t *)malloc((ne + 1) * sizeof *from);
+    cudaGraphNode_t *to = (cudaGraphNode_t *)malloc((ne + 1) * sizeof *to);
+    cudaGraphEdgeData *ed = (cudaGraphEdgeData *)malloc((ne + 1) * sizeof *ed);
+    CU(cudaGraphGetEdges(g, from, to, ed, &ne));
+    *edges = ne;
+    *programmatic = 0;
+    for (size_t i = 0; i < ne; i++)
+        *programmatic += ed[i].type == cudaGraphDependencyTypeProgrammatic;
+    free(from);
+    free(to);
+    free(ed);
+}
+
+static int parse_list(const char *s, int64_t *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 2)
+            return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL;
+    uint64_t seed = 0;
+    int64_t ctx[8] = {8192, 131072};
+    int n_ctx = 2, rounds = 10;
+    gem_dtype kvt = GEM_DTYPE_F32;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--model") && v)
+            model = v, i++;
+        else if (!strcmp(a, "--random-weights") && v)
+            seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--context") && v) {
+            if ((n_ctx = parse_list(v, ctx, 8)) < 1) {
+                fprintf(stderr, "--context: a list of integers >= 2\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--rounds") && v)
+            rounds = atoi(v), i++;
+        else if (!strcmp(a, "--kv-dtype") && v) {
+            if (!strcmp(v, "f32"))
+                kvt = GEM_DTYPE_F32;
+            else if (!strcmp(v, "bf16"))
+                kvt = GEM_DTYPE_BF16;
+            else {
+                fprintf(stderr, "--kv-dtype: f32 or bf16\n");
+                return 2;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "usage: token_graph --model F [--random-weights S] [--context "
+                            "8192,131072] [--rounds 10] [--kv-dtype f32|bf16]\n");
+            return 2;
+        }
+    }
+    if (!model || rounds < 1 || rounds > 1000) {
+        fprintf(stderr, "token_graph: --model is required; --rounds 1..1000\n");
+        return 2;
+    }
+    char err[512] = "";
+    gem_model *m = NULL;
+    GEM(gem_model_load(model, &m, err, sizeof err));
+    if (gem_model_upload(m, seed, err, sizeof err) != GEM_OK) {
+        fprintf(stderr, "upload: %s\n", err);
+        return 1;
+    }
+    const gem_hparams *hp = gem_model_hparams(m);
+    const int64_t per_ctx = 4 * (int64_t)rounds + 16;
+    const int64_t cap_tokens = ctx[n_ctx - 1] + per_ctx;
+    gem_session_opts so = {0, cap_tokens, GEM_ROUTE_FUSED, 0, 0, kvt, 0, GEM_BACKEND_CUDA};
+    gem_session *s = NULL;
+    if (gem_session_create(m, &so, &s, err, sizeof err) != GEM_OK) {
+        fprintf(stderr, "session: %s\n", err);
+        return 1;
+    }
+    GEM(gem_session_time_stages(s, 0));
+    cudaStream_t st = (cudaStream_t)gem_session_dev_stream(s);
+    const int64_t nv = hp->n_vocab;
+    float *la = (float *)malloc((size_t)nv * sizeof(float));
+    float *lb = (float *)malloc((size_t)nv * sizeof(float));
+    if (!la || !lb)
+        return 1;
+    const int32_t tok = (int32_t)(4 % nv);
+    for (int i = 0; i < 8; i++) /* a short prompt, then the caches filled by repetition */
+        GEM(gem_session_eval(s, (int32_t)((7919 * (i + 1)) % nv), la));
+    printf("token_graph: %s, %s K/V, %d rounds A B B A a context\n", gem_session_describe(s),
+           kvt == GEM_DTYPE_F32 ? "F32" : "BF16", rounds);
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    int fail = 0;
+    for (int ci = 0; ci < n_ctx; ci++) {
+        if (ctx[ci] < gem_session_pos(s)) {
+            fprintf(stderr, "--context %lld is behind the session's position %lld\n",
+                    (long long)ctx[ci], (long long)gem_session_pos(s));
+            return 2;
+        }
+        GEM(gem_session_fill_repeat(s, ctx[ci]));
+        GEM(gem_session_eval(s, tok, la)); /* warm-up */
+        /* the check: a graph of the token at p against the stream's token at p */
+        const int64_t p = gem_session_pos(s);
+        double cap_s = 0, inst_s = 0;
+        cudaGraph_t gl = capture(s, st, tok, 0, &cap_s);
+        cudaGraphExec_t xl;
+        double t0 = now_s();
+        CU(cudaGraphInstantiate(&xl, gl, 0));
+        inst_s = now_s() - t0;
+        size_t nk = 0, ne = 0, npe = 0;
+        count_graph(gl, &nk, &ne, &npe);
+        GEM(gem_session_eval(s, tok, la));
+        s->pos = p;
+        CU(cudaGraphLaunch(xl, st));
+        GEM(gem_session_dev_finish(s, lb, NULL, 0));
+        const int same = !memcmp(la, lb, (size_t)nv * sizeof(float));
+        printf("context %lld: graph of %zu kernels, %zu edges (%zu programmatic); capture %.3f "
+               "ms, instantiate %.3f ms; logits at %lld %s the stream's\n",
+               (long long)ctx[ci], nk, ne, npe, 1e3 * cap_s, 1e3 * inst_s, (long long)p,
+               same ? "bit for bit" : "DIFFER from");
+        fail |= !same;
+        /* the timed graph: argmax, as a decode loop runs */
+        s->pos = p;
+        double cap2 = 0;
+        cudaGraph_t ga = capture(s, st, tok, 1, &cap2);
+        cudaGraphExec_t xa;
+        CU(cudaGraphInstantiate(&xa, ga, 0));
+        const int nt = 2 * rounds;
+        double *ga_ms = (double *)calloc((size_t)nt, sizeof(double));
+        double *gb_ms = (double *)calloc((size_t)nt, sizeof(double));
+        double *ha_ms = (double *)calloc((size_t)nt, sizeof(double));
+        double *hb_ms = (double *)calloc((size_t)nt, sizeof(double));
+        double *qa_ms = (double *)calloc((size_t)nt, sizeof(double));
+        int ia = 0, ib = 0;
+        int32_t amax_a = -1, amax_b = -1;
+        s->pos = p + 1; /* A continues after the checked token */
+        for (int r = 0; r < rounds; r++)
+            for (int k = 0; k < 4; k++) {
+                const int is_a = k == 0 || k == 3;
+                float ms = 0;
+                if (is_a) {
+                    t0 = now_s();
+                    CU(cudaEventRecord(e0, st));
+                    GEM(gem_session_dev_enqueue(s, tok, 0, 1));
+                    CU(cudaEventRecord(e1, st));
+                    qa_ms[ia] = 1e3 * (now_s() - t0);
+                    GEM(gem_session_dev_finish(s, NULL, &amax_a, 1));
+                    ha_ms[ia] = 1e3 * (now_s() - t0);
+                    CU(cudaEventElapsedTime(&ms, e0, e1));
+                    ga_ms[ia++] = ms;
+                } else {
+                    const int64_t keep = s->pos;
+                    s->pos = p;
+                    t0 = now_s();
+                    CU(cudaEventRecord(e0, st));
+                    CU(cudaGraphLaunch(xa, st));
+                    CU(cudaEventRecord(e1, st));
+                    GEM(gem_session_dev_finish(s, NULL, &amax_b, 0));
+                    hb_ms[ib] = 1e3 * (now_s() - t0);
+                    CU(cudaEventElapsedTime(&ms, e0, e1));
+                    gb_ms[ib++] = ms;
+                    s->pos = keep;
+                }
+            }
+        double a[3], b[3], ha[3], hb[3], qa[3];
+        stats(ga_ms, nt, a);
+        stats(gb_ms, nt, b);
+        stats(ha_ms, nt, ha);
+        stats(hb_ms, nt, hb);
+        stats(qa_ms, nt, qa);
+        printf("context %lld GPU ms: stream %.4f (%.4f-%.4f), graph %.4f (%.4f-%.4f), "
+               "graph/stream %.4f\n",
+               (long long)ctx[ci], a[0], a[1], a[2], b[0], b[1], b[2], b[0] / a[0]);
+        printf("context %lld host ms a call: stream %.4f (%.4f-%.4f; queueing %.4f, "
+               "%.4f-%.4f), graph %.4f (%.4f-%.4f)\n",
+               (long long)ctx[ci], ha[0], ha[1], ha[2], qa[0], qa[1], qa[2], hb[0], hb[1],
+               hb[2]);
+        /* the host cost of a graph a token: a capture at the next position and the update */
+        const int64_t q = s->pos;
+        double cap3 = 0;
+        cudaGraph_t gn = capture(s, st, tok, 0, &cap3);
+        cudaGraphExecUpdateResultInfo info;
+        t0 = now_s();
+        const cudaError_t ue = cudaGraphExecUpdate(xl, gn, &info);
+        const double upd_s = now_s() - t0;
+        if (ue != cudaSuccess) {
+            printf("context %lld: cudaGraphExecUpdate refused (%s, result %d)\n",
+                   (long long)ctx[ci], cudaGetErrorString(ue), (int)info.result);
+            (void)cudaGetLastError();
+            fail = 1;
+        } else {
+            GEM(gem_session_eval(s, tok, la));
+            s->pos = q;
+            CU(cudaGraphLaunch(xl, st));
+            GEM(gem_session_dev_finish(s, lb, NULL, 0));
+            const int same2 = !memcmp(la, lb, (size_t)nv * sizeof(float));
+            printf("context %lld: a token's new graph: capture %.3f ms, update %.3f ms; its "
+                   "logits at %lld %s the stream's\n",
+                   (long long)ctx[ci], 1e3 * cap3, 1e3 * upd_s, (long long)q,
+                   same2 ? "bit for bit" : "DIFFER from");
+            fail |= !same2;
+        }
+        fail |= amax_a < 0 || amax_b < 0;
+        CU(cudaGraphExecDestroy(xa));
+        CU(cudaGraphExecDestroy(xl));
+        CU(cudaGraphDestroy(ga));
+        CU(cudaGraphDestroy(gl));
+        CU(cudaGraphDestroy(gn));
+        free(ga_ms);
+        free(gb_ms);
+        free(ha_ms);
+        free(hb_ms);
+        free(qa_ms);
+    }
+    gem_session_free(s);
+    gem_model_free(m);
+    free(la);
+    free(lb);
+    printf("token_graph: %s\n", fail ? "FAILED" : "ok");
+    return fail;
+}
