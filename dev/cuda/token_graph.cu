@@ -18,6 +18,12 @@ and for A the host time of queueing alone. Then the host cost a graph a token wo
 capture, the instantiation, and cudaGraphExecUpdate from a capture at the next position (the
 updated graph checked against the stream again).
 
+Last, what a decode loop would run with a graph a token (D): two executable graphs in turn;
+while the GPU runs token t from one, the host captures token t + 1 and updates the other into
+it, then waits for t and launches t + 1 at once. D's logits over 3 tokens must equal the
+stream's at the same positions bit for bit; then runs of 5 tokens, A D D A, each timed by the
+host's clock from the first launch to the last token's result (the decode loop's rate).
+
 ./token_graph --model F [--random-weights S] [--context 8192,131072] [--rounds 10]
               [--kv-dtype f32|bf16]
 */
@@ -121,6 +127,53 @@ static void count_graph(cudaGraph_t g, size_t *kernels, size_t *edges, size_t *p
     free(ed);
 }
 
+static int reinstantiated; /* D's updates that the runtime refused (a new executable then) */
+
+/* *x updated into g, or re-instantiated from it where the runtime refuses the update */
+static void update_exec(cudaGraphExec_t *x, cudaGraph_t g)
+{
+    cudaGraphExecUpdateResultInfo info;
+    if (cudaGraphExecUpdate(*x, g, &info) != cudaSuccess) {
+        (void)cudaGetLastError();
+        CU(cudaGraphExecDestroy(*x));
+        CU(cudaGraphInstantiate(x, g, 0));
+        reinstantiated++;
+    }
+}
+
+/* D: n tokens of tok from the session's position, each launched from a graph captured (and
+ * an executable updated into it) while the token before ran; logits (n x n_vocab, host) when
+ * not NULL, else the argmax. Returns the host seconds from the first launch to the last
+ * result; *prep_s gets the host seconds of the captures and updates. */
+static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int32_t tok, int n,
+                    float *logits, int64_t nv, double *prep_s)
+{
+    const int argmax = logits == NULL;
+    int32_t amax = -1;
+    double cap = 0, prep = 0;
+    cudaGraph_t g = capture(s, st, tok, argmax, &cap); /* the first token's, before the clock */
+    update_exec(&xe[0], g);
+    CU(cudaGraphDestroy(g));
+    const double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        CU(cudaGraphLaunch(xe[i % 2], st));
+        if (i + 1 < n) { /* the next token's graph while this one runs */
+            const double t1 = now_s();
+            s->pos++;
+            g = capture(s, st, tok, argmax, &cap);
+            s->pos--;
+            update_exec(&xe[(i + 1) % 2], g);
+            CU(cudaGraphDestroy(g));
+            prep += now_s() - t1;
+        }
+        GEM(gem_session_dev_finish(s, logits ? logits + (size_t)i * (size_t)nv : NULL,
+                                   argmax ? &amax : NULL, 0));
+    }
+    const double t = now_s() - t0;
+    *prep_s = prep;
+    return t;
+}
+
 static int parse_list(const char *s, int64_t *out, int max)
 {
     int n = 0;
@@ -186,7 +239,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const gem_hparams *hp = gem_model_hparams(m);
-    const int64_t per_ctx = 4 * (int64_t)rounds + 16;
+    const int64_t per_ctx = 4 * (int64_t)rounds + 20 * (int64_t)(rounds < 3 ? 3 : rounds) + 32;
     const int64_t cap_tokens = ctx[n_ctx - 1] + per_ctx;
     gem_session_opts so = {0, cap_tokens, GEM_ROUTE_FUSED, 0, 0, kvt, 0, GEM_BACKEND_CUDA};
     gem_session *s = NULL;
@@ -320,6 +373,65 @@ int main(int argc, char **argv)
             fail |= !same2;
         }
         fail |= amax_a < 0 || amax_b < 0;
+        /* D: checked over 3 tokens against the stream's at the same positions */
+        {
+            const int nc = 3, nr = 5, runs = rounds < 3 ? 3 : rounds;
+            float *ls = (float *)malloc((size_t)nc * (size_t)nv * sizeof(float));
+            float *ld = (float *)malloc((size_t)nc * (size_t)nv * sizeof(float));
+            if (!ls || !ld)
+                return 1;
+            cudaGraphExec_t xe[2];
+            CU(cudaGraphInstantiate(&xe[0], gn, 0)); /* any token's graph: updated before use */
+            CU(cudaGraphInstantiate(&xe[1], gn, 0));
+            const int64_t r0 = s->pos;
+            for (int i = 0; i < nc; i++)
+                GEM(gem_session_eval(s, tok, ls + (size_t)i * (size_t)nv));
+            s->pos = r0;
+            double prep = 0;
+            (void)d_run(s, st, xe, tok, nc, ld, nv, &prep);
+            const int same3 = !memcmp(ls, ld, (size_t)nc * (size_t)nv * sizeof(float)) &&
+                              s->pos == r0 + nc;
+            printf("context %lld: a graph a token (D), logits of %d tokens from %lld %s the "
+                   "stream's\n",
+                   (long long)ctx[ci], nc, (long long)r0, same3 ? "bit for bit" : "DIFFER from");
+            fail |= !same3;
+            double *da = (double *)calloc((size_t)(2 * runs), sizeof(double));
+            double *dd = (double *)calloc((size_t)(2 * runs), sizeof(double));
+            double *dp = (double *)calloc((size_t)(2 * runs), sizeof(double));
+            int na = 0, nd = 0;
+            for (int r = 0; r < runs; r++)
+                for (int k = 0; k < 4; k++) {
+                    if (k == 0 || k == 3) {
+                        const double t1 = now_s();
+                        for (int i = 0; i < nr; i++)
+                            GEM(gem_session_eval_argmax(s, tok, &amax_a));
+                        da[na++] = 1e3 * (now_s() - t1) / nr;
+                    } else {
+                        const double t = d_run(s, st, xe, tok, nr, NULL, nv, &prep);
+                        dd[nd] = 1e3 * t / nr;
+                        dp[nd++] = 1e3 * prep / (nr - 1);
+                    }
+                }
+            double sa[3], sd[3], sp[3];
+            stats(da, na, sa);
+            stats(dd, nd, sd);
+            stats(dp, nd, sp);
+            printf("context %lld host ms a token, runs of %d: stream %.4f (%.4f-%.4f), graph a "
+                   "token %.4f (%.4f-%.4f), D/A %.4f; capture and update %.4f ms a token "
+                   "(%.4f-%.4f)\n",
+                   (long long)ctx[ci], nr, sa[0], sa[1], sa[2], sd[0], sd[1], sd[2],
+                   sd[0] / sa[0], sp[0], sp[1], sp[2]);
+            printf("context %lld: updates refused (a new executable instead): %d\n",
+                   (long long)ctx[ci], reinstantiated);
+            reinstantiated = 0;
+            CU(cudaGraphExecDestroy(xe[0]));
+            CU(cudaGraphExecDestroy(xe[1]));
+            free(ls);
+            free(ld);
+            free(da);
+            free(dd);
+            free(dp);
+        }
         CU(cudaGraphExecDestroy(xa));
         CU(cudaGraphExecDestroy(xl));
         CU(cudaGraphDestroy(ga));
