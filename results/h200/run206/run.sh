@@ -23,8 +23,9 @@ GEM_GIT_COMMIT=$CB PHASES=build JOBS=14 BUILD_TARGETS="gem" \
 tail -n 1 $R/build-b.txt; echo "build B at $(el) s"
 B=$PWD/build-h200/gem
 (for TY in q4_0 bf16; do
-  $B synth --preset 31b --type $TY --no-matrices --context-length 262144 \
-    --out /tmp/m31-$TY.gguf > $R/synth-$TY.txt 2>&1; echo "synth $TY rc=$? at $(el) s" >> $R/synth-rc.txt
+  [ -s /tmp/m31-$TY.gguf ] || $B synth --preset 31b --type $TY --no-matrices \
+    --context-length 262144 --out /tmp/m31-$TY.gguf > $R/synth-$TY.txt 2>&1
+  echo "synth $TY rc=$? at $(el) s" >> $R/synth-rc.txt
 done) &
 SYN=$!
 for X in t; do
