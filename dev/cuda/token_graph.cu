@@ -36,27 +36,9 @@ host's clock from the first launch to the last token's result (the decode loop's
 
 #include <cuda_runtime.h>
 
+#include "common.h"
 #include "gem/model.h"
 #include "model/model_internal.h"
-
-#define CU(call)                                                                               \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    cudaGetErrorString(e_));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define GEM(call)                                                                              \
-    do {                                                                                       \
-        gem_status s_ = (call);                                                                \
-        if (s_ != GEM_OK) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    gem_status_str(s_));                                                       \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static double now_s(void)
 {
@@ -65,16 +47,10 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* median, min and max of n values (sorted in place) */
 static void stats(double *v, int n, double out[3])
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
     out[0] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     out[1] = v[0];
     out[2] = v[n - 1];
@@ -87,9 +63,9 @@ static cudaGraph_t capture(gem_session *s, cudaStream_t st, int32_t tok, int arg
 {
     cudaGraph_t g = NULL;
     const double t0 = now_s();
-    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    cudaCheck(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
     const gem_status e = gem_session_dev_enqueue(s, tok, !argmax, argmax);
-    CU(cudaStreamEndCapture(st, &g));
+    cudaCheck(cudaStreamEndCapture(st, &g));
     *cap_s = now_s() - t0;
     if (e != GEM_OK) {
         fprintf(stderr, "capture: gem_session_dev_enqueue: %s\n", gem_status_str(e));
@@ -102,22 +78,22 @@ static cudaGraph_t capture(gem_session *s, cudaStream_t st, int32_t tok, int arg
 static void count_graph(cudaGraph_t g, size_t *kernels, size_t *edges, size_t *programmatic)
 {
     size_t n = 0;
-    CU(cudaGraphGetNodes(g, NULL, &n));
+    cudaCheck(cudaGraphGetNodes(g, NULL, &n));
     cudaGraphNode_t *nodes = (cudaGraphNode_t *)malloc(n * sizeof *nodes);
-    CU(cudaGraphGetNodes(g, nodes, &n));
+    cudaCheck(cudaGraphGetNodes(g, nodes, &n));
     *kernels = 0;
     for (size_t i = 0; i < n; i++) {
         cudaGraphNodeType t;
-        CU(cudaGraphNodeGetType(nodes[i], &t));
+        cudaCheck(cudaGraphNodeGetType(nodes[i], &t));
         *kernels += t == cudaGraphNodeTypeKernel;
     }
     free(nodes);
     size_t ne = 0;
-    CU(cudaGraphGetEdges(g, NULL, NULL, NULL, &ne));
+    cudaCheck(cudaGraphGetEdges(g, NULL, NULL, NULL, &ne));
     cudaGraphNode_t *from = (cudaGraphNode_t *)malloc((ne + 1) * sizeof *from);
     cudaGraphNode_t *to = (cudaGraphNode_t *)malloc((ne + 1) * sizeof *to);
     cudaGraphEdgeData *ed = (cudaGraphEdgeData *)malloc((ne + 1) * sizeof *ed);
-    CU(cudaGraphGetEdges(g, from, to, ed, &ne));
+    cudaCheck(cudaGraphGetEdges(g, from, to, ed, &ne));
     *edges = ne;
     *programmatic = 0;
     for (size_t i = 0; i < ne; i++)
@@ -135,8 +111,8 @@ static void update_exec(cudaGraphExec_t *x, cudaGraph_t g)
     cudaGraphExecUpdateResultInfo info;
     if (cudaGraphExecUpdate(*x, g, &info) != cudaSuccess) {
         (void)cudaGetLastError();
-        CU(cudaGraphExecDestroy(*x));
-        CU(cudaGraphInstantiate(x, g, 0));
+        cudaCheck(cudaGraphExecDestroy(*x));
+        cudaCheck(cudaGraphInstantiate(x, g, 0));
         reinstantiated++;
     }
 }
@@ -153,21 +129,21 @@ static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int3
     double cap = 0, prep = 0;
     cudaGraph_t g = capture(s, st, tok, argmax, &cap); /* the first token's, before the clock */
     update_exec(&xe[0], g);
-    CU(cudaGraphDestroy(g));
+    cudaCheck(cudaGraphDestroy(g));
     const double t0 = now_s();
     for (int i = 0; i < n; i++) {
-        CU(cudaGraphLaunch(xe[i % 2], st));
+        cudaCheck(cudaGraphLaunch(xe[i % 2], st));
         if (i + 1 < n) { /* the next token's graph while this one runs */
             const double t1 = now_s();
             s->pos++;
             g = capture(s, st, tok, argmax, &cap);
             s->pos--;
             update_exec(&xe[(i + 1) % 2], g);
-            CU(cudaGraphDestroy(g));
+            cudaCheck(cudaGraphDestroy(g));
             prep += now_s() - t1;
         }
-        GEM(gem_session_dev_finish(s, logits ? logits + (size_t)i * (size_t)nv : NULL,
-                                   argmax ? &amax : NULL, 0));
+        GEM_TRY(gem_session_dev_finish(s, logits ? logits + (size_t)i * (size_t)nv : NULL,
+                                       argmax ? &amax : NULL, 0));
     }
     const double t = now_s() - t0;
     *prep_s = prep;
@@ -233,7 +209,7 @@ int main(int argc, char **argv)
     }
     char err[512] = "";
     gem_model *m = NULL;
-    GEM(gem_model_load(model, &m, err, sizeof err));
+    GEM_TRY(gem_model_load(model, &m, err, sizeof err));
     if (gem_model_upload(m, seed, err, sizeof err) != GEM_OK) {
         fprintf(stderr, "upload: %s\n", err);
         return 1;
@@ -247,7 +223,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "session: %s\n", err);
         return 1;
     }
-    GEM(gem_session_time_stages(s, 0));
+    GEM_TRY(gem_session_time_stages(s, 0));
     cudaStream_t st = (cudaStream_t)gem_session_dev_stream(s);
     const int64_t nv = hp->n_vocab;
     float *la = (float *)malloc((size_t)nv * sizeof(float));
@@ -256,12 +232,12 @@ int main(int argc, char **argv)
         return 1;
     const int32_t tok = (int32_t)(4 % nv);
     for (int i = 0; i < 8; i++) /* a short prompt, then the caches filled by repetition */
-        GEM(gem_session_eval(s, (int32_t)((7919 * (i + 1)) % nv), la));
+        GEM_TRY(gem_session_eval(s, (int32_t)((7919 * (i + 1)) % nv), la));
     printf("token_graph: %s, %s K/V, %d rounds A B B A a context\n", gem_session_describe(s),
            kvt == GEM_DTYPE_F32 ? "F32" : "BF16", rounds);
     cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
     int fail = 0;
     for (int ci = 0; ci < n_ctx; ci++) {
         if (ctx[ci] < gem_session_pos(s)) {
@@ -269,22 +245,22 @@ int main(int argc, char **argv)
                     (long long)ctx[ci], (long long)gem_session_pos(s));
             return 2;
         }
-        GEM(gem_session_fill_repeat(s, ctx[ci]));
-        GEM(gem_session_eval(s, tok, la)); /* warm-up */
+        GEM_TRY(gem_session_fill_repeat(s, ctx[ci]));
+        GEM_TRY(gem_session_eval(s, tok, la)); /* warm-up */
         /* the check: a graph of the token at p against the stream's token at p */
         const int64_t p = gem_session_pos(s);
         double cap_s = 0, inst_s = 0;
         cudaGraph_t gl = capture(s, st, tok, 0, &cap_s);
         cudaGraphExec_t xl;
         double t0 = now_s();
-        CU(cudaGraphInstantiate(&xl, gl, 0));
+        cudaCheck(cudaGraphInstantiate(&xl, gl, 0));
         inst_s = now_s() - t0;
         size_t nk = 0, ne = 0, npe = 0;
         count_graph(gl, &nk, &ne, &npe);
-        GEM(gem_session_eval(s, tok, la));
+        GEM_TRY(gem_session_eval(s, tok, la));
         s->pos = p;
-        CU(cudaGraphLaunch(xl, st));
-        GEM(gem_session_dev_finish(s, lb, NULL, 0));
+        cudaCheck(cudaGraphLaunch(xl, st));
+        GEM_TRY(gem_session_dev_finish(s, lb, NULL, 0));
         const int same = !memcmp(la, lb, (size_t)nv * sizeof(float));
         printf("context %lld: graph of %zu kernels, %zu edges (%zu programmatic); capture %.3f "
                "ms, instantiate %.3f ms; logits at %lld %s the stream's\n",
@@ -296,7 +272,7 @@ int main(int argc, char **argv)
         double cap2 = 0;
         cudaGraph_t ga = capture(s, st, tok, 1, &cap2);
         cudaGraphExec_t xa;
-        CU(cudaGraphInstantiate(&xa, ga, 0));
+        cudaCheck(cudaGraphInstantiate(&xa, ga, 0));
         const int nt = 2 * rounds;
         double *ga_ms = (double *)calloc((size_t)nt, sizeof(double));
         double *gb_ms = (double *)calloc((size_t)nt, sizeof(double));
@@ -312,24 +288,24 @@ int main(int argc, char **argv)
                 float ms = 0;
                 if (is_a) {
                     t0 = now_s();
-                    CU(cudaEventRecord(e0, st));
-                    GEM(gem_session_dev_enqueue(s, tok, 0, 1));
-                    CU(cudaEventRecord(e1, st));
+                    cudaCheck(cudaEventRecord(e0, st));
+                    GEM_TRY(gem_session_dev_enqueue(s, tok, 0, 1));
+                    cudaCheck(cudaEventRecord(e1, st));
                     qa_ms[ia] = 1e3 * (now_s() - t0);
-                    GEM(gem_session_dev_finish(s, NULL, &amax_a, 1));
+                    GEM_TRY(gem_session_dev_finish(s, NULL, &amax_a, 1));
                     ha_ms[ia] = 1e3 * (now_s() - t0);
-                    CU(cudaEventElapsedTime(&ms, e0, e1));
+                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
                     ga_ms[ia++] = ms;
                 } else {
                     const int64_t keep = s->pos;
                     s->pos = p;
                     t0 = now_s();
-                    CU(cudaEventRecord(e0, st));
-                    CU(cudaGraphLaunch(xa, st));
-                    CU(cudaEventRecord(e1, st));
-                    GEM(gem_session_dev_finish(s, NULL, &amax_b, 0));
+                    cudaCheck(cudaEventRecord(e0, st));
+                    cudaCheck(cudaGraphLaunch(xa, st));
+                    cudaCheck(cudaEventRecord(e1, st));
+                    GEM_TRY(gem_session_dev_finish(s, NULL, &amax_b, 0));
                     hb_ms[ib] = 1e3 * (now_s() - t0);
-                    CU(cudaEventElapsedTime(&ms, e0, e1));
+                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
                     gb_ms[ib++] = ms;
                     s->pos = keep;
                 }
@@ -361,10 +337,10 @@ int main(int argc, char **argv)
             (void)cudaGetLastError();
             fail = 1;
         } else {
-            GEM(gem_session_eval(s, tok, la));
+            GEM_TRY(gem_session_eval(s, tok, la));
             s->pos = q;
-            CU(cudaGraphLaunch(xl, st));
-            GEM(gem_session_dev_finish(s, lb, NULL, 0));
+            cudaCheck(cudaGraphLaunch(xl, st));
+            GEM_TRY(gem_session_dev_finish(s, lb, NULL, 0));
             const int same2 = !memcmp(la, lb, (size_t)nv * sizeof(float));
             printf("context %lld: a token's new graph: capture %.3f ms, update %.3f ms; its "
                    "logits at %lld %s the stream's\n",
@@ -381,11 +357,12 @@ int main(int argc, char **argv)
             if (!ls || !ld)
                 return 1;
             cudaGraphExec_t xe[2];
-            CU(cudaGraphInstantiate(&xe[0], gn, 0)); /* any token's graph: updated before use */
-            CU(cudaGraphInstantiate(&xe[1], gn, 0));
+            /* from any token's graph: each is updated before its use */
+            cudaCheck(cudaGraphInstantiate(&xe[0], gn, 0));
+            cudaCheck(cudaGraphInstantiate(&xe[1], gn, 0));
             const int64_t r0 = s->pos;
             for (int i = 0; i < nc; i++)
-                GEM(gem_session_eval(s, tok, ls + (size_t)i * (size_t)nv));
+                GEM_TRY(gem_session_eval(s, tok, ls + (size_t)i * (size_t)nv));
             s->pos = r0;
             double prep = 0;
             (void)d_run(s, st, xe, tok, nc, ld, nv, &prep);
@@ -404,7 +381,7 @@ int main(int argc, char **argv)
                     if (k == 0 || k == 3) {
                         const double t1 = now_s();
                         for (int i = 0; i < nr; i++)
-                            GEM(gem_session_eval_argmax(s, tok, &amax_a));
+                            GEM_TRY(gem_session_eval_argmax(s, tok, &amax_a));
                         da[na++] = 1e3 * (now_s() - t1) / nr;
                     } else {
                         const double t = d_run(s, st, xe, tok, nr, NULL, nv, &prep);
@@ -424,19 +401,19 @@ int main(int argc, char **argv)
             printf("context %lld: updates refused (a new executable instead): %d\n",
                    (long long)ctx[ci], reinstantiated);
             reinstantiated = 0;
-            CU(cudaGraphExecDestroy(xe[0]));
-            CU(cudaGraphExecDestroy(xe[1]));
+            cudaCheck(cudaGraphExecDestroy(xe[0]));
+            cudaCheck(cudaGraphExecDestroy(xe[1]));
             free(ls);
             free(ld);
             free(da);
             free(dd);
             free(dp);
         }
-        CU(cudaGraphExecDestroy(xa));
-        CU(cudaGraphExecDestroy(xl));
-        CU(cudaGraphDestroy(ga));
-        CU(cudaGraphDestroy(gl));
-        CU(cudaGraphDestroy(gn));
+        cudaCheck(cudaGraphExecDestroy(xa));
+        cudaCheck(cudaGraphExecDestroy(xl));
+        cudaCheck(cudaGraphDestroy(ga));
+        cudaCheck(cudaGraphDestroy(gl));
+        cudaCheck(cudaGraphDestroy(gn));
         free(ga_ms);
         free(gb_ms);
         free(ha_ms);

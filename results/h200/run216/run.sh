@@ -16,7 +16,8 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader \
   | tee $R/gpu.txt
 GEM_GIT_COMMIT=$(cat results/h200/run216/commit) PHASES=build JOBS=16 \
-  BUILD_TARGETS="gem dev_token_graph test_model_cuda" bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
+  BUILD_TARGETS="gem dev_token_graph test_model_cuda" bash scripts/h200-run.sh /tmp/b-out \
+  > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build at $(el) s"
 G=$PWD/build-h200/gem TG=$PWD/build-h200/dev/token_graph
 [ -x $G ] && [ -x $TG ] || { echo "no build"; save; exit 1; }
