@@ -103,6 +103,20 @@ static void count_graph(cudaGraph_t g, size_t *kernels, size_t *edges, size_t *p
     free(ed);
 }
 
+/* 1 when executable x (a token at the session's position p) gives the stream's logits there
+ * bit for bit: the stream's token at p, then x replayed at p; the position ends at p + 1.
+ * la, lb: (nv) host scratch. */
+static int same_as_stream(gem_session *s, cudaStream_t st, cudaGraphExec_t x, int32_t tok,
+                          float *la, float *lb, int64_t nv)
+{
+    const int64_t p = s->pos;
+    GEM_TRY(gem_session_eval(s, tok, la));
+    s->pos = p;
+    cudaCheck(cudaGraphLaunch(x, st));
+    GEM_TRY(gem_session_dev_finish(s, lb, NULL, 0));
+    return !memcmp(la, lb, (size_t)nv * sizeof(float));
+}
+
 static int reinstantiated; /* D's updates that the runtime refused (a new executable then) */
 
 /* *x updated into g, or re-instantiated from it where the runtime refuses the update */
@@ -257,11 +271,7 @@ int main(int argc, char **argv)
         inst_s = now_s() - t0;
         size_t nk = 0, ne = 0, npe = 0;
         count_graph(gl, &nk, &ne, &npe);
-        GEM_TRY(gem_session_eval(s, tok, la));
-        s->pos = p;
-        cudaCheck(cudaGraphLaunch(xl, st));
-        GEM_TRY(gem_session_dev_finish(s, lb, NULL, 0));
-        const int same = !memcmp(la, lb, (size_t)nv * sizeof(float));
+        const int same = same_as_stream(s, st, xl, tok, la, lb, nv);
         printf("context %lld: graph of %zu kernels, %zu edges (%zu programmatic); capture %.3f "
                "ms, instantiate %.3f ms; logits at %lld %s the stream's\n",
                (long long)ctx[ci], nk, ne, npe, 1e3 * cap_s, 1e3 * inst_s, (long long)p,
@@ -337,11 +347,7 @@ int main(int argc, char **argv)
             (void)cudaGetLastError();
             fail = 1;
         } else {
-            GEM_TRY(gem_session_eval(s, tok, la));
-            s->pos = q;
-            cudaCheck(cudaGraphLaunch(xl, st));
-            GEM_TRY(gem_session_dev_finish(s, lb, NULL, 0));
-            const int same2 = !memcmp(la, lb, (size_t)nv * sizeof(float));
+            const int same2 = same_as_stream(s, st, xl, tok, la, lb, nv);
             printf("context %lld: a token's new graph: capture %.3f ms, update %.3f ms; its "
                    "logits at %lld %s the stream's\n",
                    (long long)ctx[ci], 1e3 * cap3, 1e3 * upd_s, (long long)q,
