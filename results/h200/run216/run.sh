@@ -16,8 +16,8 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader \
   | tee $R/gpu.txt
 GEM_GIT_COMMIT=$(cat results/h200/run216/commit) PHASES=build JOBS=16 \
-  BUILD_TARGETS="gem dev_token_graph test_model_cuda" bash scripts/h200-run.sh /tmp/b-out \
-  > $R/build.txt 2>&1
+  BUILD_TARGETS="gem dev_token_graph test_model_cuda test_decode_far" \
+  bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build at $(el) s"
 G=$PWD/build-h200/gem TG=$PWD/build-h200/dev/token_graph
 [ -x $G ] && [ -x $TG ] || { echo "no build"; save; exit 1; }
@@ -37,6 +37,9 @@ done
 # the decoder's tests on the tree that splits a token into its queue and its finish
 timeout 150 build-h200/test_model_cuda > $R/test_model_cuda.txt 2>&1
 echo "test_model_cuda rc=$? at $(el) s"; tail -n 3 $R/test_model_cuda.txt
+# gem_decode on views whose rows lie 2^31 .. 2^33 elements from their base (up to 24 GiB)
+timeout 90 build-h200/test_decode_far > $R/test_decode_far.txt 2>&1
+echo "test_decode_far rc=$? at $(el) s"; tail -n 9 $R/test_decode_far.txt
 save
 case "$GPU" in
   *H200*) LIMIT_S=$(( ${LIMIT_S:-580} - $(el) )) bash results/h200/run206/run.sh ;;
