@@ -111,9 +111,9 @@ static uint32_t nan_word(gem_dtype t)
 }
 
 /* The rows of a dense head-major tensor `src` placed at layout l of `dst` in the backend's
- * memory (CUDA: by copies; the CPU: stores into host memory). Rows adjacent in l go in one
- * copy: a token's heads (FAR_TOKEN) or a head's rows (FAR_HEAD). */
-static int place_rows(const fcase *c, const gem_harness_ops *ops, int host, void *dst, lay l,
+ * memory by its copies (the CPU's copy is memcpy, so a mapping takes them too). Rows adjacent
+ * in l go in one copy: a token's heads (FAR_TOKEN) or a head's rows (FAR_HEAD). */
+static int place_rows(const fcase *c, const gem_harness_ops *ops, void *dst, lay l,
                       const void *src)
 {
     const size_t es = gem_dtype_size(c->t);
@@ -122,10 +122,7 @@ static int place_rows(const fcase *c, const gem_harness_ops *ops, int host, void
         for (int64_t g = 0; g < c->nkv; g++) {
             char *to = (char *)dst + (size_t)(g * l.hs) * es;
             const char *from = (const char *)src + (size_t)(g * s.hs) * es;
-            const size_t bytes = (size_t)(c->live * c->d) * es;
-            if (host)
-                memcpy(to, from, bytes);
-            else if (ops->upload(to, from, bytes) != GEM_OK)
+            if (ops->upload(to, from, (size_t)(c->live * c->d) * es) != GEM_OK)
                 return 0;
         }
         return 1;
@@ -139,11 +136,7 @@ static int place_rows(const fcase *c, const gem_harness_ops *ops, int host, void
             memcpy(row + (size_t)(g * c->d) * es,
                    (const char *)src + (size_t)(g * s.hs + r * s.ts) * es, (size_t)c->d * es);
         char *to = (char *)dst + (size_t)(r * l.ts) * es;
-        const size_t bytes = (size_t)(c->nkv * c->d) * es;
-        if (host)
-            memcpy(to, row, bytes);
-        else
-            ok = ops->upload(to, row, bytes) == GEM_OK;
+        ok = ops->upload(to, row, (size_t)(c->nkv * c->d) * es) == GEM_OK;
     }
     free(row);
     return ok;
@@ -334,8 +327,8 @@ static void check_on(const fcase *c, const target *tg, const float *q, const voi
         goto done;
     if (!TCHECK(tg->ops->upload(dv.p, vh, (size_t)dl.elems * es) == GEM_OK &&
                 (c->kfv || tg->ops->upload(dk.p, kh, (size_t)dl.elems * es) == GEM_OK) &&
-                place_rows(c, tg->ops, host, fv.p, fl, vh) &&
-                (c->kfv || place_rows(c, tg->ops, host, fk.p, fl, kh)) &&
+                place_rows(c, tg->ops, fv.p, fl, vh) &&
+                (c->kfv || place_rows(c, tg->ops, fk.p, fl, kh)) &&
                 tg->ops->upload(dq.p, q, no * sizeof(float)) == GEM_OK &&
                 (!c->kfv ||
                  tg->ops->upload(dw.p, k_weight, (size_t)c->d * sizeof(float)) == GEM_OK)))
