@@ -135,24 +135,41 @@ static void update_exec(cudaGraphExec_t *x, cudaGraph_t g)
  * an executable updated into it) while the token before ran; logits (n x n_vocab, host) when
  * not NULL, else the argmax. Returns the host seconds from the first launch to the last
  * result; *prep_s gets the host seconds of the captures and updates. */
-static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int32_t tok, int n,
-                    float *logits, int64_t nv, double *prep_s)
+static void fresh_exec(cudaGraphExec_t *x, cudaGraph_t g)
+{
+    cudaCheck(cudaGraphExecDestroy(*x));
+    cudaCheck(cudaGraphInstantiate(x, g, 0));
+}
+
+/* D's two ways of taking a token's graph, for the checks: D_AFTER captures token t + 1 only
+ * once token t has finished (no capture while the GPU runs), D_FRESH instantiates each graph
+ * anew instead of updating an executable. */
+enum { D_AFTER = 1, D_FRESH = 2 };
+
+static double d_run_as(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int32_t tok,
+                       int n, float *logits, int64_t nv, double *prep_s, int how)
 {
     const int argmax = logits == NULL;
+    void (*take)(cudaGraphExec_t *, cudaGraph_t) = how & D_FRESH ? fresh_exec : update_exec;
     int32_t amax = -1;
     double cap = 0, prep = 0;
     cudaGraph_t g = capture(s, st, tok, argmax, &cap); /* the first token's, before the clock */
-    update_exec(&xe[0], g);
+    take(&xe[0], g);
     cudaCheck(cudaGraphDestroy(g));
     const double t0 = now_s();
     for (int i = 0; i < n; i++) {
+        if (i > 0 && (how & D_AFTER)) { /* this token's graph, the GPU idle */
+            g = capture(s, st, tok, argmax, &cap);
+            take(&xe[i % 2], g);
+            cudaCheck(cudaGraphDestroy(g));
+        }
         cudaCheck(cudaGraphLaunch(xe[i % 2], st));
-        if (i + 1 < n) { /* the next token's graph while this one runs */
+        if (i + 1 < n && !(how & D_AFTER)) { /* the next token's graph while this one runs */
             const double t1 = now_s();
             s->pos++;
             g = capture(s, st, tok, argmax, &cap);
             s->pos--;
-            update_exec(&xe[(i + 1) % 2], g);
+            take(&xe[(i + 1) % 2], g);
             cudaCheck(cudaGraphDestroy(g));
             prep += now_s() - t1;
         }
@@ -162,6 +179,40 @@ static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int3
     const double t = now_s() - t0;
     *prep_s = prep;
     return t;
+}
+
+static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int32_t tok, int n,
+                    float *logits, int64_t nv, double *prep_s)
+{
+    return d_run_as(s, st, xe, tok, n, logits, nv, prep_s, 0);
+}
+
+/* Where n tokens' logits (n x nv) differ: per token the count of differing values and the
+ * largest difference; 1 when all are equal bit for bit. */
+static int report_tokens(const char *what, const float *a, const float *b, int n, int64_t nv)
+{
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t nd = 0;
+        double mx = 0;
+        for (int64_t j = 0; j < nv; j++) {
+            const float x = a[(size_t)i * (size_t)nv + (size_t)j];
+            const float y = b[(size_t)i * (size_t)nv + (size_t)j];
+            if (memcmp(&x, &y, sizeof x)) {
+                nd++;
+                const double dd = fabs((double)x - (double)y);
+                mx = dd > mx || dd != dd ? dd : mx;
+            }
+        }
+        if (nd) {
+            printf("  %s, token %d: %lld of %lld logits differ, largest difference %.3e\n", what,
+                   i, (long long)nd, (long long)nv, mx);
+            same = 0;
+        }
+    }
+    if (same)
+        printf("  %s: bit for bit\n", what);
+    return same;
 }
 
 static int parse_list(const char *s, int64_t *out, int max)
@@ -378,6 +429,26 @@ int main(int argc, char **argv)
                    "stream's\n",
                    (long long)ctx[ci], nc, (long long)r0, same3 ? "bit for bit" : "DIFFER from");
             fail |= !same3;
+            if (!same3) { /* where, and which part of D makes the difference */
+                float *lx = (float *)malloc((size_t)nc * (size_t)nv * sizeof(float));
+                if (!lx)
+                    return 1;
+                report_tokens("D against the stream", ls, ld, nc, nv);
+                s->pos = r0; /* the stream again, its later rows now written */
+                for (int i = 0; i < nc; i++)
+                    GEM_TRY(gem_session_eval(s, tok, lx + (size_t)i * (size_t)nv));
+                report_tokens("the stream again against the stream", ls, lx, nc, nv);
+                static const char *const hows[3] = {"D capturing after each finish",
+                                                    "D instantiating each graph anew",
+                                                    "D after each finish, anew"};
+                for (int hw = 1; hw <= 3; hw++) {
+                    s->pos = r0;
+                    (void)d_run_as(s, st, xe, tok, nc, lx, nv, &prep, hw);
+                    report_tokens(hows[hw - 1], ls, lx, nc, nv);
+                }
+                s->pos = r0 + nc;
+                free(lx);
+            }
             double *da = (double *)calloc((size_t)(2 * runs), sizeof(double));
             double *dd = (double *)calloc((size_t)(2 * runs), sizeof(double));
             double *dp = (double *)calloc((size_t)(2 * runs), sizeof(double));
