@@ -21,8 +21,13 @@ updated graph checked against the stream again).
 Last, what a decode loop would run with a graph a token (D): two executable graphs in turn;
 while the GPU runs token t from one, the host captures token t + 1 and updates the other into
 it, then waits for t and launches t + 1 at once. D's logits over 3 tokens must equal the
-stream's at the same positions bit for bit; then runs of 5 tokens, A D D A, each timed by the
-host's clock from the first launch to the last token's result (the decode loop's rate).
+stream's at the same positions bit for bit, from the same sliding rings (saved before the
+stream's tokens and restored after them: a full ring's oldest rows, which a token reads, are
+those the next tokens overwrite; run 216 compared without the restore and saw other logits);
+where they differ it says which tokens and tries D three other ways (capturing only after each
+token finished, instantiating anew, both) and the stream again. Then runs of 5 tokens, A D D A,
+each timed by the host's clock from the first launch to the last token's result (the decode
+loop's rate).
 
 ./token_graph --model F [--random-weights S] [--context 8192,131072] [--rounds 10]
               [--kv-dtype f32|bf16]
@@ -185,6 +190,36 @@ static double d_run(gem_session *s, cudaStream_t st, cudaGraphExec_t xe[2], int3
                     float *logits, int64_t nv, double *prep_s)
 {
     return d_run_as(s, st, xe, tok, n, logits, nv, prep_s, 0);
+}
+
+/* The sliding layers' rings, saved (dir 0) into or restored (dir 1) from device copies (save:
+ * n_layers pointers, a layer's pair of copies allocated on the first save). A token run again
+ * at a position sees its ring as it was before the first run only when the ring is restored:
+ * once a ring is full, the tokens after a position overwrite rows that the token at it reads
+ * (the oldest of its window). */
+static void rings(gem_session *s, void **save, int dir)
+{
+    const gem_model *m = s->m;
+    for (int64_t li = 0; li < m->hp.n_layers; li++) {
+        const gem_layer *l = &m->layers[li];
+        if (!l->swa)
+            continue;
+        const size_t bytes =
+            (size_t)s->cap[li] * (size_t)l->n_head_kv * (size_t)l->head_dim * s->kv_es;
+        if (!save[li])
+            cudaCheck(cudaMalloc(&save[li], 2 * bytes));
+        char *const b = (char *)save[li];
+        void *const kc = s->kc[li], *const vc = s->vc[li];
+        if (dir == 0) {
+            if (kc)
+                cudaCheck(cudaMemcpy(b, kc, bytes, cudaMemcpyDeviceToDevice));
+            cudaCheck(cudaMemcpy(b + bytes, vc, bytes, cudaMemcpyDeviceToDevice));
+        } else {
+            if (kc)
+                cudaCheck(cudaMemcpy(kc, b, bytes, cudaMemcpyDeviceToDevice));
+            cudaCheck(cudaMemcpy(vc, b + bytes, bytes, cudaMemcpyDeviceToDevice));
+        }
+    }
 }
 
 /* Where n tokens' logits (n x nv) differ: per token the count of differing values and the
@@ -418,9 +453,14 @@ int main(int argc, char **argv)
             cudaCheck(cudaGraphInstantiate(&xe[0], gn, 0));
             cudaCheck(cudaGraphInstantiate(&xe[1], gn, 0));
             const int64_t r0 = s->pos;
+            void **ring = (void **)calloc((size_t)hp->n_layers, sizeof(void *));
+            if (!ring)
+                return 1;
+            rings(s, ring, 0);
             for (int i = 0; i < nc; i++)
                 GEM_TRY(gem_session_eval(s, tok, ls + (size_t)i * (size_t)nv));
             s->pos = r0;
+            rings(s, ring, 1);
             double prep = 0;
             (void)d_run(s, st, xe, tok, nc, ld, nv, &prep);
             const int same3 = !memcmp(ls, ld, (size_t)nc * (size_t)nv * sizeof(float)) &&
@@ -434,7 +474,8 @@ int main(int argc, char **argv)
                 if (!lx)
                     return 1;
                 report_tokens("D against the stream", ls, ld, nc, nv);
-                s->pos = r0; /* the stream again, its later rows now written */
+                s->pos = r0; /* the stream again */
+                rings(s, ring, 1);
                 for (int i = 0; i < nc; i++)
                     GEM_TRY(gem_session_eval(s, tok, lx + (size_t)i * (size_t)nv));
                 report_tokens("the stream again against the stream", ls, lx, nc, nv);
@@ -443,12 +484,17 @@ int main(int argc, char **argv)
                                                     "D after each finish, anew"};
                 for (int hw = 1; hw <= 3; hw++) {
                     s->pos = r0;
+                    rings(s, ring, 1);
                     (void)d_run_as(s, st, xe, tok, nc, lx, nv, &prep, hw);
                     report_tokens(hows[hw - 1], ls, lx, nc, nv);
                 }
                 s->pos = r0 + nc;
                 free(lx);
             }
+            for (int64_t li = 0; li < hp->n_layers; li++)
+                if (ring[li])
+                    cudaCheck(cudaFree(ring[li]));
+            free(ring);
             double *da = (double *)calloc((size_t)(2 * runs), sizeof(double));
             double *dd = (double *)calloc((size_t)(2 * runs), sizeof(double));
             double *dp = (double *)calloc((size_t)(2 * runs), sizeof(double));
