@@ -24,6 +24,9 @@
  *     model runs;
  *   - the hyperparameters and shapes come from the metadata, and a file whose
  *     metadata disagrees with a tensor's shape is refused with one line;
+ *   - gem_session_greedy gives gem_session_eval_argmax's tokens, position and cache, stops
+ *     where its callback asks, and goes on from there (tgreedy.h), on F32 caches and on BF16
+ *     ones that rebuild K from V, the sliding rings wrapped;
  *   - bad calls answer a status.
  */
 #include <math.h>
@@ -33,6 +36,7 @@
 
 #include "gem/model.h"
 #include "tcheck.h"
+#include "tgreedy.h"
 
 #define N_PROMPT 24
 
@@ -229,6 +233,16 @@ int main(void)
     float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4), *c = malloc((size_t)V * 4);
     /* The first CPU session packs the Q8_0 matrices for the integer products, once. */
     TCHECK(gem_model_cpu_packed_bytes(m) == 0);
+    /* greedy decoding in one call (the prompt wraps the sliding rings: window 8) */
+    for (int kind = 0; kind < 2; kind++) {
+        gem_session *gs = NULL;
+        gem_session_opts go = {2, 64, GEM_ROUTE_FUSED, 0, 0,
+                               kind ? GEM_DTYPE_BF16 : GEM_DTYPE_F32, kind, GEM_BACKEND_CPU};
+        TCHECK_STATUS(gem_session_create(m, &go, &gs, err, sizeof err), GEM_OK);
+        if (gs)
+            tgreedy_check(gs, prompt, N_PROMPT, 12, hp->n_vocab);
+        gem_session_free(gs);
+    }
     /* Same bits for any thread count and on a repeat. */
     TCHECK_STATUS(run(m, 1, GEM_ROUTE_FUSED, prompt, N_PROMPT, a), GEM_OK);
     const size_t packed = gem_model_cpu_packed_bytes(m);

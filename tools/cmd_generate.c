@@ -5,7 +5,8 @@
  * evaluated, then the argmax token is taken n times; each token's text goes to
  * stdout as soon as it is chosen. Progress, timing and the KV cache memory go to
  * stderr; --json writes the tokens and each step's top-10 logits. Without --json the steps
- * after the first take gem_session_eval_argmax, so on CUDA the logits stay on the device.
+ * after the first run through gem_session_greedy: on CUDA the logits stay on the device and
+ * each token runs as one CUDA graph, captured while the token before runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,29 @@
 #include "gem/receipt.h"
 
 #define CMD "generate"
+
+/* What gem_session_greedy's callback needs: the tokens so far, the text's end. */
+typedef struct {
+    const gem_tokenizer *tok;
+    json_t *toks;
+    int64_t made;
+    int ignore_eos;
+} gen_stream;
+
+/* A generated token: to the list and, as its text, to stdout; 1 (stop) at an end of text. */
+static int gen_emit(void *user, int32_t id)
+{
+    gen_stream *g = user;
+    json_array_append_new(g->toks, json_integer(id));
+    g->made++;
+    char piece[256];
+    size_t pl = 0;
+    if (gem_token_piece(g->tok, id, piece, sizeof piece, &pl) == GEM_OK) {
+        fwrite(piece, 1, pl, stdout);
+        fflush(stdout);
+    }
+    return !g->ignore_eos && gem_tokenizer_is_eog(g->tok, id);
+}
 
 static void help(void)
 {
@@ -180,41 +204,40 @@ int gem_cmd_generate(int argc, char **argv)
         goto out;
     const double t_prefill = cli_now() - t0;
     t0 = cli_now();
-    int64_t made = 0;
-    /* without --json only the greedy token is needed: gem_session_eval_argmax (on CUDA the
-     * argmax runs on the device and the logits stay there) */
-    int32_t next = -1;
+    /* the first token from the prompt's logits; with --json each step's logits come back for
+     * its record, else the steps run through gem_session_greedy (on CUDA a graph a token, the
+     * logits left on the device) */
+    gen_stream gs = {tok, toks, 0, ignore_eos};
     for (int64_t k = 0; k < n_gen; k++) {
         int32_t top[10];
-        if (k == 0 || json_path) {
-            cli_top10(logits, hp->n_vocab, top);
-            json_t *t10 = json_array();
-            for (int j = 0; j < 10; j++)
-                json_array_append_new(
-                    t10, json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
-            json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
-        } else {
-            top[0] = next; /* step k > 0 without --json: no record to write */
-        }
-        json_array_append_new(toks, json_integer(top[0]));
-        made++;
-        char piece[256];
-        size_t pl = 0;
-        if (gem_token_piece(tok, top[0], piece, sizeof piece, &pl) == GEM_OK) {
-            fwrite(piece, 1, pl, stdout);
-            fflush(stdout);
-        }
-        if (!ignore_eos && gem_tokenizer_is_eog(tok, top[0]))
+        cli_top10(logits, hp->n_vocab, top);
+        json_t *t10 = json_array();
+        for (int j = 0; j < 10; j++)
+            json_array_append_new(t10,
+                                  json_pack("[i, o]", top[j], gem_receipt_real(logits[top[j]])));
+        json_array_append_new(steps, json_pack("{s:i, s:o}", "token", top[0], "top10", t10));
+        if (gen_emit(&gs, top[0]) || k + 1 == n_gen)
             break;
-        if (k + 1 == n_gen)
+        if (!json_path) {
+            int32_t *out = malloc((size_t)(n_gen - 1) * sizeof *out);
+            int64_t done = 0;
+            st = out ? gem_session_greedy(s, top[0], n_gen - 1, out, &done, gen_emit, &gs)
+                     : GEM_ERR_NOMEM;
+            free(out);
+            if (st != GEM_OK) {
+                cli_error(CMD, "evaluating generated token %lld: %s", (long long)done,
+                          gem_status_str(st));
+                goto out;
+            }
             break;
-        st = json_path ? gem_session_eval(s, top[0], logits)
-                       : gem_session_eval_argmax(s, top[0], &next);
+        }
+        st = gem_session_eval(s, top[0], logits);
         if (st != GEM_OK) {
             cli_error(CMD, "evaluating generated token %lld: %s", (long long)k, gem_status_str(st));
             goto out;
         }
     }
+    const int64_t made = gs.made;
     const double t_gen = cli_now() - t0;
     printf("\n");
     fflush(stdout); /* the text's end before the summary on stderr */

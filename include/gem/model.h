@@ -255,6 +255,24 @@ gem_status gem_session_eval(gem_session *s, int32_t token, float *logits);
  * then unwritten). */
 gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argmax);
 
+/* Greedy decoding: evaluates `token` at the session's position, takes the argmax of its logits
+ * (as gem_session_eval_argmax) as the next token, evaluates that, and so on, n evaluations at
+ * most: out (n, host) gets the argmax after each. After each, on_token (may be NULL) is called
+ * with it; a nonzero return stops the loop before that token is evaluated (an end of text).
+ * *made (n >= *made >= 0) gets the tokens written to out, which is also how far the position
+ * advanced; on an error it counts those done before it (GEM_ERR_NONFINITE leaves the position
+ * at the token that failed, as gem_session_eval does).
+ * The tokens, the cache and the position are those of n calls of gem_session_eval_argmax, bit
+ * for bit. On CUDA each token runs as one CUDA graph: the next token's graph is captured while
+ * the token before runs, its id read on the device from that token's argmax, and launched as
+ * soon as the argmax is on the host; the session's stage times (gem_session_times) do not count
+ * these tokens. On the CPU it is the loop of gem_session_eval_argmax, which counts them.
+ * GEM_ERR_NULL for a NULL session, out or made; GEM_ERR_RANGE for n < 1 or n past the session's
+ * capacity (its position plus n evaluations must fit) or a token outside the vocabulary. */
+gem_status gem_session_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
+                              int64_t *made, int (*on_token)(void *user, int32_t token),
+                              void *user);
+
 /* Where the session runs, one line ("NVIDIA H200, sm_90, 132 SMs", "<cpu model>, 16
  * threads, avx512 kernels"), and its backend; the string lives as long as the session. */
 const char *gem_session_describe(const gem_session *s);

@@ -1420,6 +1420,28 @@ gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argma
     return st;
 }
 
+gem_status gem_session_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
+                              int64_t *made, int (*on_token)(void *user, int32_t token),
+                              void *user)
+{
+    if (!s || !out || !made)
+        return GEM_ERR_NULL;
+    *made = 0;
+    if (n < 1 || n > s->max_tokens - s->pos || token < 0 || token >= s->m->hp.n_vocab)
+        return GEM_ERR_RANGE;
+    if (s->backend == GEM_BACKEND_CUDA)
+        return gem_session_dev_greedy(s, token, n, out, made, on_token, user);
+    for (int64_t i = 0; i < n; i++) {
+        const gem_status st = gem_session_eval_argmax(s, i ? out[i - 1] : token, &out[i]);
+        if (st != GEM_OK)
+            return st;
+        *made = i + 1;
+        if (on_token && on_token(user, out[i]))
+            break;
+    }
+    return GEM_OK;
+}
+
 gem_status gem_session_eval(gem_session *s, int32_t token, float *logits)
 {
     if (!s)

@@ -941,15 +941,35 @@ __device__ __forceinline__ float ld_half(const unsigned char *p) /* global, 2-by
     return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(p)));
 }
 
-/* y[i] = scale * (element i of the row at `row`), i < cols: gem_gguf_dequant's arithmetic
- * operation for operation (no contraction), then one rounded product. One thread per block
- * (per element for the plain types). */
+/* The row a row kernel reads: `row`, or with drow (device) *drow, which must lie in [0, rows):
+ * -1 otherwise, and the kernel then writes NaN to its elements, so that the token that reads
+ * them fails on its finiteness flag instead of reading outside the matrix. */
+__device__ __forceinline__ int64_t row_at(int64_t row, const int32_t *drow, int64_t rows)
+{
+    if (!drow)
+        return row;
+    const int64_t r = *drow;
+    return r >= 0 && r < rows ? r : -1;
+}
+
+/* y[i] = scale * (element i of row `row` (or *drow, row_at) of data, row_bytes a row),
+ * i < cols: gem_gguf_dequant's arithmetic operation for operation (no contraction), then one
+ * rounded product. One thread per block (per element for the plain types). */
 template <int TYPE>
-__global__ void row_kernel(const unsigned char *row, int64_t nblocks, float scale, float *y)
+__global__ void row_kernel(const unsigned char *data, size_t row_bytes, int64_t rowh,
+                           const int32_t *drow, int64_t rows, int64_t nblocks, int64_t be,
+                           float scale, float *y)
 {
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nblocks)
         return;
+    const int64_t rr = row_at(rowh, drow, rows);
+    if (rr < 0) {
+        for (int64_t j = 0; j < be; j++)
+            y[be * b + j] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const unsigned char *row = data + (size_t)rr * row_bytes;
     if (TYPE == GEM_GGUF_F32) {
         y[b] = __fmul_rn(reinterpret_cast<const float *>(row)[b], scale);
     } else if (TYPE == GEM_GGUF_F16) {
@@ -1011,12 +1031,17 @@ __global__ void row_kernel(const unsigned char *row, int64_t nblocks, float scal
  * the same bits. One thread per element (cols of them: the embedding row of the head is read
  * once a token, and a thread per super-block left the row to 21 threads at Gemma 4 31B's
  * width). */
-__global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
-                                    float scale, float *y)
+__global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t rowh, const int32_t *drow,
+                                    int64_t rows, int64_t cols, float scale, float *y)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
+    const int64_t row = row_at(rowh, drow, rows);
+    if (row < 0) {
+        y[j] = __int_as_float(0x7fc00000);
+        return;
+    }
     const int g = (int)(row % 8), e = (int)(j % 256), sb = e / 32, l = e % 32;
     const unsigned char *t =
         data + ((size_t)(row / 8) * (size_t)(cols / 256) + (size_t)(j / 256)) *
@@ -1032,12 +1057,17 @@ __global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t row, int6
 /* Row `row` of a Q6_K matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q6K_SB_BYTES a
  * tile's super-block) dequantized times scale: row_kernel's arithmetic on the same bytes, so
  * the same bits. One thread per element, as q4k_tile_row_kernel. */
-__global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
-                                    float scale, float *y)
+__global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t rowh, const int32_t *drow,
+                                    int64_t rows, int64_t cols, float scale, float *y)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
+    const int64_t row = row_at(rowh, drow, rows);
+    if (row < 0) {
+        y[j] = __int_as_float(0x7fc00000);
+        return;
+    }
     /* element 128 h + 32 i + l of the super-block */
     const int g = (int)(row % 8), e = (int)(j % 256), h = e / 128, i = (e % 128) / 32, l = e % 32;
     const unsigned char *t =
@@ -1055,12 +1085,19 @@ __global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t row, int6
 /* Row `row` of a Q8_0 matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_Q8_0_CHUNK_BYTES a
  * tile's chunk of four blocks) dequantized times scale: row_kernel's arithmetic on the same
  * bytes, so the same bits. One thread per block. */
-__global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t row, int64_t nb,
-                                     float scale, float *y)
+__global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t rowh,
+                                     const int32_t *drow, int64_t rows, int64_t nb, float scale,
+                                     float *y)
 {
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb)
         return;
+    const int64_t row = row_at(rowh, drow, rows);
+    if (row < 0) {
+        for (int e = 0; e < 32; e++)
+            y[32 * b + e] = __int_as_float(0x7fc00000);
+        return;
+    }
     const int g = (int)(row % 8), i = (int)(b % 4);
     const size_t chunk = (size_t)(row / 8) * (size_t)(nb / 4) + (size_t)(b / 4);
     const unsigned char *t = data + chunk * GEM_TILES_Q8_0_CHUNK_BYTES;
@@ -1073,12 +1110,18 @@ __global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t row, int
 /* Row `row` of a BF16 matrix in tiles (matvec_tiles.cu's layout; GEM_TILES_BF16_CHUNK_BYTES a
  * tile's chunk of 128 columns) times scale: row_kernel's arithmetic on the same bytes, so the
  * same bits. One thread per element. */
-__global__ void bf16_tile_row_kernel(const unsigned char *data, int64_t row, int64_t cols,
-                                     float scale, float *y)
+__global__ void bf16_tile_row_kernel(const unsigned char *data, int64_t rowh,
+                                     const int32_t *drow, int64_t rows, int64_t cols, float scale,
+                                     float *y)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
+    const int64_t row = row_at(rowh, drow, rows);
+    if (row < 0) {
+        y[j] = __int_as_float(0x7fc00000);
+        return;
+    }
     const size_t chunk = (size_t)(row / 8) * (size_t)(cols / 128) + (size_t)(j / 128);
     const unsigned char *p = data + chunk * GEM_TILES_BF16_CHUNK_BYTES +
                              gem_tiles_bf16_off((int)(row % 8), (int)(j % 128));
@@ -1671,55 +1714,90 @@ gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, 
     return dmv_geglu(wg, wu, x, y, xq, stream, true);
 }
 
-gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)
+/* gem_dmv_row and gem_dmv_row_at: the row `row`, or with drow (device) the row *drow */
+static gem_status dmv_row(const gem_dmatrix *w, int64_t row, const int32_t *drow, float scale,
+                          float *y, void *stream)
 {
     gem_status st;
     if ((st = check_matrix(w)) != GEM_OK || (st = check_vector(y)) != GEM_OK)
         return st;
-    if (row < 0 || row >= w->rows)
+    if (!drow && (row < 0 || row >= w->rows))
         return GEM_ERR_RANGE;
+    if (drow && (st = check_vector(reinterpret_cast<const float *>(drow))) != GEM_OK)
+        return st;
     int dev;
     DevInfo di;
     if ((st = current_device(&dev, &di)) != GEM_OK)
         return st;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const unsigned char *data = static_cast<const unsigned char *>(w->data);
     if (w->layout == GEM_DLAYOUT_Q4_0_TILES)
-        return gem_tiles_row(static_cast<const unsigned char *>(w->data), w->cols, row, scale, y,
-                             static_cast<cudaStream_t>(stream));
+        return gem_tiles_row(data, w->rows, w->cols, row, drow, scale, y, s);
     if (w->layout == GEM_DLAYOUT_Q4_K_TILES || w->layout == GEM_DLAYOUT_Q6_K_TILES) {
         (w->layout == GEM_DLAYOUT_Q4_K_TILES ? q4k_tile_row_kernel : q6k_tile_row_kernel)
-            <<<(unsigned)((w->cols + 127) / 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(
-                static_cast<const unsigned char *>(w->data), row, w->cols, scale, y);
+            <<<(unsigned)((w->cols + 127) / 128), 128, 0, s>>>(data, row, drow, w->rows, w->cols,
+                                                              scale, y);
         return report_launch("gem_dmv_row");
     }
     if (w->layout == GEM_DLAYOUT_BF16_TILES) {
-        bf16_tile_row_kernel<<<(unsigned)((w->cols + 127) / 128), 128, 0,
-                               static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const unsigned char *>(w->data), row, w->cols, scale, y);
+        bf16_tile_row_kernel<<<(unsigned)((w->cols + 127) / 128), 128, 0, s>>>(
+            data, row, drow, w->rows, w->cols, scale, y);
         return report_launch("gem_dmv_row");
     }
     if (w->layout == GEM_DLAYOUT_Q8_0_TILES) {
         const int64_t nb = w->cols / 32;
-        q8_0_tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0,
-                               static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const unsigned char *>(w->data), row, nb, scale, y);
+        q8_0_tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0, s>>>(data, row, drow,
+                                                                          w->rows, nb, scale, y);
         return report_launch("gem_dmv_row");
     }
     int64_t be = 0;
     (void)gem_gguf_type_block((uint32_t)w->type, &be, NULL);
     const int64_t nblocks = w->cols / be;
-    const unsigned char *r = static_cast<const unsigned char *>(w->data) + (size_t)row * w->row_bytes;
     const unsigned grid = (unsigned)((nblocks + 127) / 128);
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const size_t rb = w->row_bytes;
+    const int64_t nr = w->rows;
     switch (w->type) {
-    case GEM_GGUF_F32: row_kernel<GEM_GGUF_F32><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_F16: row_kernel<GEM_GGUF_F16><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_BF16: row_kernel<GEM_GGUF_BF16><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_Q8_0: row_kernel<GEM_GGUF_Q8_0><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_Q4_0: row_kernel<GEM_GGUF_Q4_0><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_Q4_K: row_kernel<GEM_GGUF_Q4_K><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
-    case GEM_GGUF_Q6_K: row_kernel<GEM_GGUF_Q6_K><<<grid, 128, 0, s>>>(r, nblocks, scale, y); break;
+    case GEM_GGUF_F32:
+        row_kernel<GEM_GGUF_F32><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale, y);
+        break;
+    case GEM_GGUF_F16:
+        row_kernel<GEM_GGUF_F16><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale, y);
+        break;
+    case GEM_GGUF_BF16:
+        row_kernel<GEM_GGUF_BF16><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
+                                                       y);
+        break;
+    case GEM_GGUF_Q8_0:
+        row_kernel<GEM_GGUF_Q8_0><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
+                                                       y);
+        break;
+    case GEM_GGUF_Q4_0:
+        row_kernel<GEM_GGUF_Q4_0><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
+                                                       y);
+        break;
+    case GEM_GGUF_Q4_K:
+        row_kernel<GEM_GGUF_Q4_K><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
+                                                       y);
+        break;
+    case GEM_GGUF_Q6_K:
+        row_kernel<GEM_GGUF_Q6_K><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
+                                                       y);
+        break;
     }
     return report_launch("gem_dmv_row");
+}
+
+gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream)
+{
+    return dmv_row(w, row, NULL, scale, y, stream);
+}
+
+gem_status gem_dmv_row_at(const gem_dmatrix *w, const int32_t *drow, float scale, float *y,
+                          void *stream)
+{
+    if (!drow)
+        return GEM_ERR_NULL;
+    return dmv_row(w, 0, drow, scale, y, stream);
 }
 
 gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float amp, void *stream)

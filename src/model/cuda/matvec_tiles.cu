@@ -200,12 +200,19 @@ __global__ void tile_kernel(const unsigned char *__restrict__ src, size_t row_by
 
 /* Row r of a tiled matrix dequantized times scale, as matvec.cu's row_kernel: the same
  * bits as gem_gguf_dequant * scale. One thread per block. */
-__global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t r, int64_t nb,
+__global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t rh,
+                                const int32_t *__restrict__ drow, int64_t rows, int64_t nb,
                                 float scale, float *__restrict__ y)
 {
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb)
         return;
+    const int64_t r = drow ? (*drow >= 0 && *drow < rows ? (int64_t)*drow : -1) : rh;
+    if (r < 0) { /* a row from device memory outside the matrix: NaN, for the token's flag */
+        for (int j = 0; j < 32; j++)
+            y[32 * b + j] = __int_as_float(0x7fc00000);
+        return;
+    }
     const unsigned char *t = data + (size_t)(r / kTileRows) * (size_t)(nb / 4) * kChunkBytes;
     const int g = (int)(r % kTileRows), bi = (int)(b % 4);
     const int64_t c = b / 4;
@@ -779,11 +786,12 @@ gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t r
     return launched();
 }
 
-gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
-                         float *y, cudaStream_t s)
+gem_status gem_tiles_row(const unsigned char *data, int64_t rows, int64_t cols, int64_t row,
+                         const int32_t *drow, float scale, float *y, cudaStream_t s)
 {
     const int64_t nb = cols / 32;
-    tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0, s>>>(data, row, nb, scale, y);
+    tile_row_kernel<<<(unsigned)((nb + 127) / 128), 128, 0, s>>>(data, row, drow, rows, nb, scale,
+                                                                 y);
     return launched();
 }
 

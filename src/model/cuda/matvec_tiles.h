@@ -45,9 +45,11 @@ size_t gem_tiles_xq_bytes(int64_t cols);
 gem_status gem_tiles_from_rows(TileKind kind, const unsigned char *src, size_t row_bytes,
                                int64_t rows, int64_t cols, unsigned char *dst, cudaStream_t s);
 
-/* y (cols) = row `row` of the tiled Q4_0 matrix at data, dequantized, times scale. */
-gem_status gem_tiles_row(const unsigned char *data, int64_t cols, int64_t row, float scale,
-                         float *y, cudaStream_t s);
+/* y (cols) = row `row` of the tiled Q4_0 matrix at data (rows x cols), dequantized, times
+ * scale; with drow (one int32, device) the row *drow instead, read when the kernel runs (NaN in
+ * y where it lies outside [0, rows)). */
+gem_status gem_tiles_row(const unsigned char *data, int64_t rows, int64_t cols, int64_t row,
+                         const int32_t *drow, float scale, float *y, cudaStream_t s);
 
 /* The product (geglu: y = gelu(gate x) * (up x)) of x (cols, device F32): the x scratch, its
  * BF16 pieces too when `pieces` (unless xq_ready: then p.xq already holds it, written by the

@@ -109,6 +109,12 @@ gem_status gem_dmv_geglu_prepared(const gem_dmatrix *wg, const gem_dmatrix *wu, 
  * y (w->cols) F32 device, the same bits in either layout. GEM_ERR_RANGE for a row
  * outside the matrix. */
 gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y, void *stream);
+/* As gem_dmv_row, the row read from device memory when the kernel runs: drow (one int32,
+ * device, 4-byte aligned), so that a queued or captured token can take the token id that an
+ * earlier kernel writes (the argmax before it). A row outside the matrix is not an error here:
+ * y is then NaN, which fails the token that reads it on its finiteness flag. */
+gem_status gem_dmv_row_at(const gem_dmatrix *w, const int32_t *drow, float scale, float *y,
+                          void *stream);
 
 /* Bytes of gem_dargmax's scratch for n values; 0 for n outside 1 .. INT32_MAX. */
 size_t gem_dargmax_scratch_bytes(int64_t n);
