@@ -18,7 +18,7 @@ and for A the host time of queueing alone. Then the host cost a graph a token wo
 capture, the instantiation, and cudaGraphExecUpdate from a capture at the next position (the
 updated graph checked against the stream again).
 
-Last, what a decode loop would run with a graph a token (D): two executable graphs in turn;
+Then what a decode loop would run with a graph a token (D): two executable graphs in turn;
 while the GPU runs token t from one, the host captures token t + 1 and updates the other into
 it, then waits for t and launches t + 1 at once. D's logits over 3 tokens must equal the
 stream's at the same positions bit for bit, from the same sliding rings (saved before the
@@ -27,7 +27,9 @@ those the next tokens overwrite; run 216 compared without the restore and saw ot
 where they differ it says which tokens and tries D three other ways (capturing only after each
 token finished, instantiating anew, both) and the stream again. Then runs of 5 tokens, A D D A,
 each timed by the host's clock from the first launch to the last token's result (the decode
-loop's rate).
+loop's rate). Last, the library's own loop, gem_session_greedy (E), which runs D's way with each
+token's id read on the device from the argmax before it: checked against the stream fed its
+argmax (the same tokens, the same logits one token on), then runs of 5 tokens, A E E A.
 
 ./token_graph --model F [--random-weights S] [--context 8192,131072] [--rounds 10]
               [--kv-dtype f32|bf16]
@@ -315,7 +317,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const gem_hparams *hp = gem_model_hparams(m);
-    const int64_t per_ctx = 4 * (int64_t)rounds + 20 * (int64_t)(rounds < 3 ? 3 : rounds) + 32;
+    const int64_t per_ctx = 4 * (int64_t)rounds + 40 * (int64_t)(rounds < 3 ? 3 : rounds) + 48;
     const int64_t cap_tokens = ctx[n_ctx - 1] + per_ctx;
     gem_session_opts so = {0, cap_tokens, GEM_ROUTE_FUSED, 0, 0, kvt, 0, GEM_BACKEND_CUDA};
     gem_session *s = NULL;
@@ -524,6 +526,58 @@ int main(int argc, char **argv)
             printf("context %lld: updates refused (a new executable instead): %d\n",
                    (long long)ctx[ci], reinstantiated);
             reinstantiated = 0;
+            /* E: the library's greedy loop (gem_session_greedy, a graph a token) against the
+             * stream's gem_session_eval_argmax a token at a time, each feeding its argmax
+             * back: the same tokens, and the logits of one more token the same bits (the same
+             * cache), from the same rings; then runs of nr tokens, A E E A */
+            {
+                void **ring2 = (void **)calloc((size_t)hp->n_layers, sizeof(void *));
+                int32_t ta[8], te[8];
+                if (!ring2)
+                    return 1;
+                const int64_t e0 = s->pos;
+                rings(s, ring2, 0);
+                for (int i = 0; i < nc; i++)
+                    GEM_TRY(gem_session_eval_argmax(s, i ? ta[i - 1] : tok, &ta[i]));
+                GEM_TRY(gem_session_eval(s, ta[nc - 1], la));
+                s->pos = e0;
+                rings(s, ring2, 1);
+                int64_t made = 0;
+                GEM_TRY(gem_session_greedy(s, tok, nc, te, &made, NULL, NULL));
+                GEM_TRY(gem_session_eval(s, te[nc - 1], lb));
+                const int same_e = made == nc && !memcmp(ta, te, (size_t)nc * sizeof *ta) &&
+                                   !memcmp(la, lb, (size_t)nv * sizeof *la);
+                printf("context %lld: gem_session_greedy (E), %d tokens from %lld and the "
+                       "logits after them: %s the stream's\n",
+                       (long long)ctx[ci], nc, (long long)e0,
+                       same_e ? "bit for bit" : "DIFFER from");
+                fail |= !same_e;
+                for (int64_t li = 0; li < hp->n_layers; li++)
+                    if (ring2[li])
+                        cudaCheck(cudaFree(ring2[li]));
+                free(ring2);
+                na = nd = 0;
+                for (int r = 0; r < runs; r++)
+                    for (int k = 0; k < 4; k++) {
+                        const double t1 = now_s();
+                        if (k == 0 || k == 3) {
+                            int32_t prev = tok;
+                            for (int i = 0; i < nr; i++)
+                                GEM_TRY(gem_session_eval_argmax(s, prev, &prev));
+                            da[na++] = 1e3 * (now_s() - t1) / nr;
+                        } else {
+                            int32_t out[8];
+                            GEM_TRY(gem_session_greedy(s, tok, nr, out, &made, NULL, NULL));
+                            dd[nd++] = 1e3 * (now_s() - t1) / nr;
+                        }
+                    }
+                stats(da, na, sa);
+                stats(dd, nd, sd);
+                printf("context %lld host ms a token, runs of %d fed their argmax: stream %.4f "
+                       "(%.4f-%.4f), gem_session_greedy %.4f (%.4f-%.4f), E/A %.4f\n",
+                       (long long)ctx[ci], nr, sa[0], sa[1], sa[2], sd[0], sd[1], sd[2],
+                       sd[0] / sa[0]);
+            }
             cudaCheck(cudaGraphExecDestroy(xe[0]));
             cudaCheck(cudaGraphExecDestroy(xe[1]));
             free(ls);
