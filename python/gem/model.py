@@ -30,6 +30,10 @@ class _Hparams(ctypes.Structure):  # gem_hparams
                 ("n_full_layers", ctypes.c_int64)]
 
 
+# gem_session_greedy's on_token: int (*)(void *user, int32_t token)
+_ON_TOKEN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32)
+
+
 class _SessionOpts(ctypes.Structure):  # gem_session_opts
     _fields_ = [("threads", ctypes.c_int64), ("max_tokens", ctypes.c_int64),
                 ("full_route", ctypes.c_int), ("full_partitions", ctypes.c_int64),
@@ -76,6 +80,9 @@ def _lib():
             "gem_session_free": (None, [vp]),
             "gem_session_eval": (ctypes.c_int, [vp, ctypes.c_int32, vp]),
             "gem_session_eval_argmax": (ctypes.c_int, [vp, ctypes.c_int32, P(ctypes.c_int32)]),
+            "gem_session_greedy": (ctypes.c_int, [vp, ctypes.c_int32, ctypes.c_int64,
+                                                  P(ctypes.c_int32), P(ctypes.c_int64),
+                                                  _ON_TOKEN, vp]),
             "gem_session_describe": (ctypes.c_char_p, [vp]),
             "gem_session_pos": (ctypes.c_int64, [vp]),
             "gem_session_reset": (None, [vp]),
@@ -313,6 +320,35 @@ class Session(_capi.Closable):
         st = _lib().gem_session_eval_argmax(self._handle(), int(token), ctypes.byref(nxt))
         check("gem_session_eval_argmax", st, self._why(st, token))
         return int(nxt.value)
+
+    def greedy(self, token, n, stop=None):
+        """Greedy decoding in one call (gem_session_greedy): runs `token`, then each greedy
+        next token, n evaluations at most, and returns the list of greedy tokens (the same as
+        n calls of next_token; on CUDA each token is one CUDA graph, captured while the one
+        before runs). stop (optional) is called with each new token; when it returns true the
+        loop ends before that token is evaluated. An exception in stop ends the loop too and
+        is raised once the session is idle again."""
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"n={n}: at least 1")
+        out = (ctypes.c_int32 * n)()
+        made = ctypes.c_int64()
+        raised = []
+
+        def on_token(_user, tok):
+            try:
+                return 1 if stop(int(tok)) else 0
+            except BaseException as e:  # kept for after the call: C frames are in between
+                raised.append(e)
+                return 1
+
+        cb = _ON_TOKEN(on_token) if stop is not None else _ON_TOKEN()
+        st = _lib().gem_session_greedy(self._handle(), int(token), n, out, ctypes.byref(made),
+                                       cb, None)
+        if raised:
+            raise raised[0]
+        check("gem_session_greedy", st, self._why(st, token))
+        return [int(out[i]) for i in range(made.value)]
 
     def _why(self, st, token):
         if _capi.lib.gem_status_name(st).decode() != "range":

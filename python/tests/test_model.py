@@ -94,6 +94,33 @@ class Model(unittest.TestCase):
             self.assertEqual(got, want)
             self.assertEqual(s.pos, len(prompt) + len(want) - 1)
 
+    def test_greedy_in_one_call(self):
+        prompt, want = self.ref["prompt"], self.ref["tokens"]
+        with self.model.session(64) as s:
+            for t in prompt[:-1]:
+                s.eval(t, logits=False)
+            got = s.greedy(prompt[-1], len(want))
+            self.assertEqual(got, want)
+            self.assertEqual(s.pos, len(prompt) - 1 + len(want))
+        seen = []
+        with self.model.session(64) as s:
+            for t in prompt[:-1]:
+                s.eval(t, logits=False)
+            got = s.greedy(prompt[-1], 10, stop=lambda t: seen.append(t) or len(seen) == 3)
+            self.assertEqual(got, want[:3])
+            self.assertEqual(seen, want[:3])
+            self.assertEqual(s.pos, len(prompt) - 1 + 3)
+
+            def boom(t):
+                raise KeyError("from stop")
+            with self.assertRaises(KeyError):
+                s.greedy(got[-1], 4, stop=boom)
+            self.assertEqual(s.pos, len(prompt) - 1 + 4)
+            with self.assertRaises(ValueError):
+                s.greedy(0, 0)
+            with self.assertRaises(gem.GemError):
+                s.greedy(self.model.n_vocab, 1)
+
     def test_generate_streams_the_same_tokens(self):
         out = list(self.model.generate(prompt_tokens=self.ref["prompt"], n=20))
         self.assertEqual([t for t, _ in out], self.ref["tokens"])
