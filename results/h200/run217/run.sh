@@ -32,27 +32,31 @@ echo "test_model_cuda rc=$? at $(el) s"; grep -E "FAIL|passed" $R/test_model_cud
 $G synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out /tmp/tiny.gguf \
   > $R/synth-tiny.txt 2>&1
 $G synth --preset tiny --out /tmp/tiny-q8.gguf > $R/synth-tiny-q8.txt 2>&1
-for M in tiny tiny-q8; do
-  timeout 60 $G generate --model /tmp/$M.gguf --backend cuda --prompt-tokens 2,17,33 -n 12 \
-    --ignore-eos > $R/generate-$M.txt 2>&1; echo "generate $M rc=$?"
-  timeout 60 $G generate --model /tmp/$M.gguf --backend cpu --prompt-tokens 2,17,33 -n 12 \
-    --ignore-eos > $R/generate-$M-cpu.txt 2>&1
-  cmp <(head -1 $R/generate-$M.txt) <(head -1 $R/generate-$M-cpu.txt) \
-    && echo "generate $M: the CPU's text" || echo "generate $M: text DIFFERS from the CPU's"
+wait $SYN; echo "synth rc=$? at $(el) s"
+q31() {
+  timeout 150 $TG --model /tmp/m31-q4_0.gguf --random-weights 1 --context 8192,131072 \
+    --rounds 10 --kv-dtype $1 > $R/q4_0-$1.txt 2>&1
+  echo "q4_0 $1 rc=$? at $(el) s"; cat $R/q4_0-$1.txt; save
+}
+gen() {
+  timeout 60 $G generate --model /tmp/$1.gguf --backend cuda --prompt-tokens 2,17,33 -n 12 \
+    --ignore-eos > $R/generate-$1.txt 2>&1; echo "generate $1 rc=$?"
+  timeout 60 $G generate --model /tmp/$1.gguf --backend cpu --prompt-tokens 2,17,33 -n 12 \
+    --ignore-eos > $R/generate-$1-cpu.txt 2>&1
+  cmp <(head -1 $R/generate-$1.txt) <(head -1 $R/generate-$1-cpu.txt) \
+    && echo "generate $1: the CPU's text" || echo "generate $1: text DIFFERS from the CPU's"
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $G generate \
-    --model /tmp/$M.gguf --backend cuda --prompt-tokens 2,17,33 -n 6 --ignore-eos \
-    > $R/memcheck-generate-$M.txt 2>&1
-  echo "memcheck generate $M rc=$? at $(el) s"; tail -n 2 $R/memcheck-generate-$M.txt
-done
+    --model /tmp/$1.gguf --backend cuda --prompt-tokens 2,17,33 -n 6 --ignore-eos \
+    > $R/memcheck-generate-$1.txt 2>&1
+  echo "memcheck generate $1 rc=$? at $(el) s"; tail -n 2 $R/memcheck-generate-$1.txt; save
+}
+q31 f32
+gen tiny
+q31 bf16
+gen tiny-q8
 for KV in f32 bf16; do
   timeout 60 $TG --model /tmp/tiny.gguf --context 64,300 --rounds 5 --kv-dtype $KV \
     > $R/tiny-$KV.txt 2>&1
   echo "tiny $KV rc=$? at $(el) s"; grep -E "\(D\)|\(E\)|E/A|  |token_graph: [oF]" $R/tiny-$KV.txt
 done
 save
-wait $SYN; echo "synth rc=$? at $(el) s"
-for KV in f32 bf16; do
-  timeout 150 $TG --model /tmp/m31-q4_0.gguf --random-weights 1 --context 8192,131072 \
-    --rounds 10 --kv-dtype $KV > $R/q4_0-$KV.txt 2>&1
-  echo "q4_0 $KV rc=$? at $(el) s"; cat $R/q4_0-$KV.txt; save
-done
