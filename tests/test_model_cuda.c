@@ -10,9 +10,9 @@
  *     continue as on the CPU;
  *   - the greedy tokens of gem_session_eval_argmax (the argmax on the device) are those of
  *     the logits, on the CPU and on the GPU;
- *   - gem_session_greedy (a CUDA graph a token, the next captured while the one before
- *     runs) gives gem_session_eval_argmax's tokens, position and cache bit for bit, stops
- *     where its callback asks and goes on from there, on every configuration (tgreedy.h);
+ *   - gem_session_greedy gives gem_session_eval_argmax's tokens, position and cache bit for
+ *     bit, stops where its callback asks and goes on from there, on every configuration
+ *     (tgreedy.h);
  *   - weights generated on the device from a seed: finite logits, the same bits
  *     for the same seed, others for another seed;
  *   - bad calls: a CUDA session before gem_model_upload (GEM_ERR_STATE), threads
@@ -142,7 +142,7 @@ static void agree(const gem_model *m, gem_route route, gem_dtype kt, int k_from_
         TCHECK_STATUS(greedy_argmax(cpu, td), GEM_OK);
         TCHECK(memcmp(ta, td, sizeof ta) == 0);
         TCHECK_STATUS(gem_session_eval_argmax(gpu, prompt[0], NULL), GEM_ERR_NULL);
-        /* greedy decoding in one call: a CUDA graph a token, the bits of the stream's */
+        /* greedy decoding in one call */
         tgreedy_check(gpu, prompt, N_PROMPT, STEPS, V);
         printf("test_model_cuda: %-8s %-4s%s  CPU vs CUDA max |logit diff| %.3g, greedy %s\n",
                gem_route_name(route), gem_dtype_name(kt), k_from_v ? " K from V" : "         ", d,

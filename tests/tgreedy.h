@@ -1,7 +1,7 @@
 /*
  * tgreedy: the checks of gem_session_greedy on a session of either backend, for test_model
- * (the CPU) and test_model_cuda (a graph a token): against gem_session_eval_argmax one token
- * at a time, from the same prompt.
+ * (the CPU) and test_model_cuda (the GPU): against gem_session_eval_argmax one token at a
+ * time, from the same prompt.
  */
 #ifndef GEM_TGREEDY_H
 #define GEM_TGREEDY_H

@@ -5,8 +5,7 @@
  * evaluated, then the argmax token is taken n times; each token's text goes to
  * stdout as soon as it is chosen. Progress, timing and the KV cache memory go to
  * stderr; --json writes the tokens and each step's top-10 logits. Without --json the steps
- * after the first run through gem_session_greedy: on CUDA the logits stay on the device and
- * each token runs as one CUDA graph, captured while the token before runs.
+ * after the first run through gem_session_greedy, so on CUDA the logits stay on the device.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,8 +204,8 @@ int gem_cmd_generate(int argc, char **argv)
     const double t_prefill = cli_now() - t0;
     t0 = cli_now();
     /* the first token from the prompt's logits; with --json each step's logits come back for
-     * its record, else the steps run through gem_session_greedy (on CUDA a graph a token, the
-     * logits left on the device) */
+     * its record, else the steps run through gem_session_greedy (on CUDA the logits left on
+     * the device) */
     gen_stream gs = {tok, toks, 0, ignore_eos};
     for (int64_t k = 0; k < n_gen; k++) {
         int32_t top[10];

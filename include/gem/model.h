@@ -262,11 +262,9 @@ gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argma
  * *made (n >= *made >= 0) gets the tokens written to out, which is also how far the position
  * advanced; on an error it counts those done before it (GEM_ERR_NONFINITE leaves the position
  * at the token that failed, as gem_session_eval does).
- * The tokens, the cache and the position are those of n calls of gem_session_eval_argmax, bit
- * for bit. On CUDA each token runs as one CUDA graph: the next token's graph is captured while
- * the token before runs, its id read on the device from that token's argmax, and launched as
- * soon as the argmax is on the host; the session's stage times (gem_session_times) do not count
- * these tokens. On the CPU it is the loop of gem_session_eval_argmax, which counts them.
+ * The tokens, the cache, the position and the stage times are those of n calls of
+ * gem_session_eval_argmax, which is what it runs on either backend (on CUDA only the argmax
+ * crosses to the host).
  * GEM_ERR_NULL for a NULL session, out or made; GEM_ERR_RANGE for n < 1 or n past the session's
  * capacity (its position plus n evaluations must fit) or a token outside the vocabulary. */
 gem_status gem_session_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,

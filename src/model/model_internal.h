@@ -154,14 +154,16 @@ gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logit
  * and advances the position. timed 1: adds the token's events to the session's times (they
  * must have been recorded by the stream, not captured); 0: leaves the times alone. */
 gem_status gem_session_dev_finish(gem_session *s, float *logits, int32_t *argmax, int timed);
-/* gem_session_greedy on CUDA (its checks done by the caller: n >= 1, out (n) host): each token
- * one CUDA graph, the next token's captured (its id read on the device from the argmax the
- * token before writes) and made runnable while the token before runs, launched once that
- * token's argmax is on the host and on_token did not stop the loop. The same kernels in the
- * same order as gem_session_dev_enqueue's, so the same bits. *made: the tokens done. */
-gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
-                                  int64_t *made, int (*on_token)(void *user, int32_t token),
-                                  void *user);
+/* As gem_session_dev_enqueue, the token's id read on the device when the embedding runs:
+ * dtoken (one int32, device memory), e.g. gem_session_dev_argmax's, where the token queued
+ * before writes its greedy next token; so a token can be queued or captured into a graph before
+ * its id is known. An id outside the vocabulary makes the embedding NaN and the token fails on
+ * its flag (gem_session_dev_finish: GEM_ERR_NONFINITE). GEM_ERR_NULL for a NULL dtoken. */
+gem_status gem_session_dev_enqueue_at(gem_session *s, const int32_t *dtoken, int want_logits,
+                                      int want_argmax);
+/* Device memory (one int32) where a token queued with want_argmax leaves its greedy next token
+ * (before the copy to the host); NULL on a CPU session. */
+const int32_t *gem_session_dev_argmax(gem_session *s);
 /* The session's cudaStream_t (NULL on a CPU session). */
 void *gem_session_dev_stream(gem_session *s);
 

@@ -906,6 +906,16 @@ gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logit
     return enqueue(s, token, NULL, want_logits, want_argmax);
 }
 
+gem_status gem_session_dev_enqueue_at(gem_session *s, const int32_t *dtoken, int want_logits,
+                                      int want_argmax)
+{
+    if (!dtoken)
+        return GEM_ERR_NULL;
+    return enqueue(s, 0, dtoken, want_logits, want_argmax);
+}
+
+const int32_t *gem_session_dev_argmax(gem_session *s) { return s->dev ? s->dev->amax : NULL; }
+
 gem_status gem_session_dev_finish(gem_session *s, float *logits, int32_t *argmax, int timed)
 {
     gem_session_dev *d = s->dev;
@@ -970,101 +980,3 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     return gem_session_dev_finish(s, logits, argmax, 1);
 }
 
-/* ---- greedy decoding, a CUDA graph a token ------------------------------------------------ */
-
-/* The token at s->pos captured into *g (argmax copied out, as gem_session_dev_enqueue queues
- * it), its id from the host (dtoken NULL) or from device memory. The capture is ended on every
- * path, so the stream is never left capturing. */
-static gem_status capture_token(gem_session *s, int32_t token, const int32_t *dtoken,
-                                cudaGraph_t *g)
-{
-    cudaStream_t str = s->dev->stream;
-    *g = NULL;
-    gem_status st = cu_status(cudaStreamBeginCapture(str, cudaStreamCaptureModeRelaxed));
-    if (st != GEM_OK)
-        return st;
-    st = enqueue(s, token, dtoken, 0, 1);
-    cudaGraph_t made = NULL;
-    const cudaError_t e = cudaStreamEndCapture(str, &made);
-    if (st == GEM_OK && e != cudaSuccess)
-        st = cu_status(e);
-    if (st != GEM_OK) {
-        if (made)
-            cudaGraphDestroy(made);
-        (void)cudaGetLastError();
-        return st;
-    }
-    *g = made;
-    return GEM_OK;
-}
-
-/* *x made runnable as g: instantiated when NULL, else updated in place, or instantiated anew
- * where the runtime refuses the update (the topology of a token's graph can change with the
- * position, e.g. a decode route's partition count). g stays the caller's. */
-static gem_status take_graph(cudaGraphExec_t *x, cudaGraph_t g)
-{
-    if (*x) {
-        cudaGraphExecUpdateResultInfo info;
-        if (cudaGraphExecUpdate(*x, g, &info) == cudaSuccess)
-            return GEM_OK;
-        (void)cudaGetLastError();
-        cudaGraphExecDestroy(*x);
-        *x = NULL;
-    }
-    return cu_status(cudaGraphInstantiate(x, g, 0));
-}
-
-gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
-                                  int64_t *made, int (*on_token)(void *user, int32_t token),
-                                  void *user)
-{
-    gem_session_dev *d = s->dev;
-    cudaStream_t str = d->stream;
-    cudaGraphExec_t x[2] = {NULL, NULL};
-    cudaGraph_t g = NULL;
-    int64_t done = 0;
-    gem_status st = capture_token(s, token, NULL, &g);
-    if (st == GEM_OK)
-        st = take_graph(&x[0], g);
-    if (g)
-        cudaGraphDestroy(g);
-    g = NULL;
-    if (st == GEM_OK)
-        st = cu_status(cudaGraphLaunch(x[0], str));
-    for (int64_t i = 0; st == GEM_OK && i < n; i++) {
-        /* token i runs; the next token's graph, its id the argmax that token i writes on the
-         * device, is captured and made runnable meanwhile */
-        gem_status next = GEM_OK;
-        if (i + 1 < n) {
-            s->pos++;
-            next = capture_token(s, 0, (const int32_t *)d->amax, &g);
-            s->pos--;
-            if (next == GEM_OK)
-                next = take_graph(&x[(i + 1) % 2], g);
-            if (g)
-                cudaGraphDestroy(g);
-            g = NULL;
-        }
-        st = gem_session_dev_finish(s, NULL, &out[i], 0);
-        if (st != GEM_OK)
-            break;
-        done++;
-        if (next != GEM_OK) {
-            st = next;
-            break;
-        }
-        const int stop = on_token && on_token(user, out[i]);
-        if (stop || i + 1 == n)
-            break;
-        st = cu_status(cudaGraphLaunch(x[(i + 1) % 2], str));
-    }
-    if (st != GEM_OK) { /* leave the stream idle: the next call reuses the scratch */
-        cudaStreamSynchronize(str);
-        (void)cudaGetLastError();
-    }
-    for (int k = 0; k < 2; k++)
-        if (x[k])
-            cudaGraphExecDestroy(x[k]);
-    *made = done;
-    return st;
-}

@@ -78,18 +78,20 @@ gem_status gem_session_dev_enqueue(gem_session *s, int32_t token, int want_logit
     return GEM_ERR_NO_DEVICE;
 }
 
-gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
-                                  int64_t *made, int (*on_token)(void *user, int32_t token),
-                                  void *user)
+gem_status gem_session_dev_enqueue_at(gem_session *s, const int32_t *dtoken, int want_logits,
+                                      int want_argmax)
 {
     (void)s;
-    (void)token;
-    (void)n;
-    (void)out;
-    (void)on_token;
-    (void)user;
-    *made = 0;
+    (void)dtoken;
+    (void)want_logits;
+    (void)want_argmax;
     return GEM_ERR_NO_DEVICE;
+}
+
+const int32_t *gem_session_dev_argmax(gem_session *s)
+{
+    (void)s;
+    return NULL;
 }
 
 void *gem_session_dev_stream(gem_session *s)
