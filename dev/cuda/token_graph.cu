@@ -27,9 +27,14 @@ those the next tokens overwrite; run 216 compared without the restore and saw ot
 where they differ it says which tokens and tries D three other ways (capturing only after each
 token finished, instantiating anew, both) and the stream again. Then runs of 5 tokens, A D D A,
 each timed by the host's clock from the first launch to the last token's result (the decode
-loop's rate). Last, the library's own loop, gem_session_greedy (E), which runs D's way with each
-token's id read on the device from the argmax before it: checked against the stream fed its
-argmax (the same tokens, the same logits one token on), then runs of 5 tokens, A E E A.
+loop's rate). Last, greedy decoding in one call as a library function would run it (E), each
+token's id read on the device from the argmax before it (gem_session_dev_enqueue_at), checked
+against the stream fed its argmax (the same tokens, the same logits one token on) and timed in
+runs of 5 tokens, A E1 E2 E2 E1 A:
+  - E1 (run 217's gem_session_greedy): a call captures its first token with the GPU idle and
+    instantiates two executables; run 217 measured it at 1.045-1.096 of the stream's time;
+  - E2: the call's first token queued on the stream kernel by kernel while the second's graph is
+    captured, and the two executables kept from call to call (updated, not instantiated).
 
 ./token_graph --model F [--random-weights S] [--context 8192,131072] [--rounds 10]
               [--kv-dtype f32|bf16]
@@ -76,6 +81,21 @@ static cudaGraph_t capture(gem_session *s, cudaStream_t st, int32_t tok, int arg
     *cap_s = now_s() - t0;
     if (e != GEM_OK) {
         fprintf(stderr, "capture: gem_session_dev_enqueue: %s\n", gem_status_str(e));
+        exit(1);
+    }
+    return g;
+}
+
+/* As capture, the token's id read on the device at dtok (gem_session_dev_enqueue_at), argmax
+ * copied out. */
+static cudaGraph_t capture_at(gem_session *s, cudaStream_t st, const int32_t *dtok)
+{
+    cudaGraph_t g = NULL;
+    cudaCheck(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    const gem_status e = gem_session_dev_enqueue_at(s, dtok, 0, 1);
+    cudaCheck(cudaStreamEndCapture(st, &g));
+    if (e != GEM_OK) {
+        fprintf(stderr, "capture: gem_session_dev_enqueue_at: %s\n", gem_status_str(e));
         exit(1);
     }
     return g;
@@ -252,6 +272,53 @@ static int report_tokens(const char *what, const float *a, const float *b, int n
     return same;
 }
 
+/* *x runnable as g: instantiated when NULL, else updated (update_exec) */
+static void take_exec(cudaGraphExec_t *x, cudaGraph_t g)
+{
+    if (*x)
+        update_exec(x, g);
+    else
+        cudaCheck(cudaGraphInstantiate(x, g, 0));
+}
+
+enum { E_STREAM_FIRST = 1 }; /* E2; without it E1 */
+
+/* E: n greedy tokens from tok at the session's position as one library call would run them,
+ * out (n) the argmax after each; keep: E2's executables, kept between calls (NULL at first).
+ * Every token after the first is a graph captured while the token before runs, its id read on
+ * the device where that token's argmax lands, launched once that argmax is on the host. */
+static void e_run(gem_session *s, cudaStream_t st, cudaGraphExec_t keep[2], int32_t tok, int n,
+                  int32_t *out, int how)
+{
+    cudaGraphExec_t own[2] = {NULL, NULL};
+    cudaGraphExec_t *x = how & E_STREAM_FIRST ? keep : own;
+    const int32_t *next_id = gem_session_dev_argmax(s);
+    double cap = 0;
+    if (how & E_STREAM_FIRST) {
+        GEM_TRY(gem_session_dev_enqueue(s, tok, 0, 1));
+    } else {
+        cudaGraph_t g = capture(s, st, tok, 1, &cap);
+        take_exec(&x[0], g);
+        cudaCheck(cudaGraphDestroy(g));
+        cudaCheck(cudaGraphLaunch(x[0], st));
+    }
+    for (int i = 0; i < n; i++) {
+        if (i + 1 < n) {
+            s->pos++;
+            cudaGraph_t g = capture_at(s, st, next_id);
+            s->pos--;
+            take_exec(&x[(i + 1) % 2], g);
+            cudaCheck(cudaGraphDestroy(g));
+        }
+        GEM_TRY(gem_session_dev_finish(s, NULL, &out[i], 0));
+        if (i + 1 < n)
+            cudaCheck(cudaGraphLaunch(x[(i + 1) % 2], st));
+    }
+    for (int k = 0; k < 2; k++)
+        if (own[k])
+            cudaCheck(cudaGraphExecDestroy(own[k]));
+}
+
 static int parse_list(const char *s, int64_t *out, int max)
 {
     int n = 0;
@@ -317,7 +384,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const gem_hparams *hp = gem_model_hparams(m);
-    const int64_t per_ctx = 4 * (int64_t)rounds + 40 * (int64_t)(rounds < 3 ? 3 : rounds) + 48;
+    const int64_t per_ctx = 4 * (int64_t)rounds + 50 * (int64_t)(rounds < 3 ? 3 : rounds) + 64;
     const int64_t cap_tokens = ctx[n_ctx - 1] + per_ctx;
     gem_session_opts so = {0, cap_tokens, GEM_ROUTE_FUSED, 0, 0, kvt, 0, GEM_BACKEND_CUDA};
     gem_session *s = NULL;
@@ -526,13 +593,13 @@ int main(int argc, char **argv)
             printf("context %lld: updates refused (a new executable instead): %d\n",
                    (long long)ctx[ci], reinstantiated);
             reinstantiated = 0;
-            /* E: the library's greedy loop (gem_session_greedy, a graph a token) against the
-             * stream's gem_session_eval_argmax a token at a time, each feeding its argmax
-             * back: the same tokens, and the logits of one more token the same bits (the same
-             * cache), from the same rings; then runs of nr tokens, A E E A */
+            /* E1 and E2 against the stream's gem_session_eval_argmax a token at a time, each
+             * feeding its argmax back: the same tokens, and the logits of one more token the
+             * same bits (the same cache), from the same rings; then runs of nr tokens */
             {
                 void **ring2 = (void **)calloc((size_t)hp->n_layers, sizeof(void *));
                 int32_t ta[8], te[8];
+                cudaGraphExec_t keep[2] = {NULL, NULL};
                 if (!ring2)
                     return 1;
                 const int64_t e0 = s->pos;
@@ -540,43 +607,62 @@ int main(int argc, char **argv)
                 for (int i = 0; i < nc; i++)
                     GEM_TRY(gem_session_eval_argmax(s, i ? ta[i - 1] : tok, &ta[i]));
                 GEM_TRY(gem_session_eval(s, ta[nc - 1], la));
-                s->pos = e0;
-                rings(s, ring2, 1);
-                int64_t made = 0;
-                GEM_TRY(gem_session_greedy(s, tok, nc, te, &made, NULL, NULL));
-                GEM_TRY(gem_session_eval(s, te[nc - 1], lb));
-                const int same_e = made == nc && !memcmp(ta, te, (size_t)nc * sizeof *ta) &&
-                                   !memcmp(la, lb, (size_t)nv * sizeof *la);
-                printf("context %lld: gem_session_greedy (E), %d tokens from %lld and the "
-                       "logits after them: %s the stream's\n",
-                       (long long)ctx[ci], nc, (long long)e0,
-                       same_e ? "bit for bit" : "DIFFER from");
-                fail |= !same_e;
+                for (int how = 0; how < 2; how++) {
+                    s->pos = e0;
+                    rings(s, ring2, 1);
+                    e_run(s, st, keep, tok, nc, te, how ? E_STREAM_FIRST : 0);
+                    GEM_TRY(gem_session_eval(s, te[nc - 1], lb));
+                    const int same_e = s->pos == e0 + nc + 1 &&
+                                       !memcmp(ta, te, (size_t)nc * sizeof *ta) &&
+                                       !memcmp(la, lb, (size_t)nv * sizeof *la);
+                    printf("context %lld: E%d, %d tokens from %lld and the logits after them: %s "
+                           "the stream's\n",
+                           (long long)ctx[ci], how + 1, nc, (long long)e0,
+                           same_e ? "bit for bit" : "DIFFER from");
+                    fail |= !same_e;
+                }
                 for (int64_t li = 0; li < hp->n_layers; li++)
                     if (ring2[li])
                         cudaCheck(cudaFree(ring2[li]));
                 free(ring2);
-                na = nd = 0;
+                /* runs of nr tokens, A E1 E2 E2 E1 A */
+                double *e1 = (double *)calloc((size_t)(2 * runs), sizeof(double));
+                double *e2 = (double *)calloc((size_t)(2 * runs), sizeof(double));
+                if (!e1 || !e2)
+                    return 1;
+                int n1 = 0, n2 = 0;
+                na = 0;
                 for (int r = 0; r < runs; r++)
-                    for (int k = 0; k < 4; k++) {
+                    for (int k = 0; k < 6; k++) {
                         const double t1 = now_s();
-                        if (k == 0 || k == 3) {
+                        int32_t out[8];
+                        if (k == 0 || k == 5) {
                             int32_t prev = tok;
                             for (int i = 0; i < nr; i++)
                                 GEM_TRY(gem_session_eval_argmax(s, prev, &prev));
                             da[na++] = 1e3 * (now_s() - t1) / nr;
+                        } else if (k == 1 || k == 4) {
+                            e_run(s, st, keep, tok, nr, out, 0);
+                            e1[n1++] = 1e3 * (now_s() - t1) / nr;
                         } else {
-                            int32_t out[8];
-                            GEM_TRY(gem_session_greedy(s, tok, nr, out, &made, NULL, NULL));
-                            dd[nd++] = 1e3 * (now_s() - t1) / nr;
+                            e_run(s, st, keep, tok, nr, out, E_STREAM_FIRST);
+                            e2[n2++] = 1e3 * (now_s() - t1) / nr;
                         }
                     }
+                double s1[3], s2[3];
                 stats(da, na, sa);
-                stats(dd, nd, sd);
+                stats(e1, n1, s1);
+                stats(e2, n2, s2);
                 printf("context %lld host ms a token, runs of %d fed their argmax: stream %.4f "
-                       "(%.4f-%.4f), gem_session_greedy %.4f (%.4f-%.4f), E/A %.4f\n",
-                       (long long)ctx[ci], nr, sa[0], sa[1], sa[2], sd[0], sd[1], sd[2],
-                       sd[0] / sa[0]);
+                       "(%.4f-%.4f), E1 %.4f (%.4f-%.4f), E2 %.4f (%.4f-%.4f); E1/A %.4f, E2/A "
+                       "%.4f\n",
+                       (long long)ctx[ci], nr, sa[0], sa[1], sa[2], s1[0], s1[1], s1[2], s2[0],
+                       s2[1], s2[2], s1[0] / sa[0], s2[0] / sa[0]);
+                for (int k = 0; k < 2; k++)
+                    if (keep[k])
+                        cudaCheck(cudaGraphExecDestroy(keep[k]));
+                free(e1);
+                free(e2);
             }
             cudaCheck(cudaGraphExecDestroy(xe[0]));
             cudaCheck(cudaGraphExecDestroy(xe[1]));
