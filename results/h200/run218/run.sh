@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# run 218: greedy decoding in one call with a CUDA graph a token, in the form a library call can
+# run (dev/cuda/token_graph E2: the call's first token queued on the stream while the second is
+# captured, the two executables kept from call to call) against run 217's form (E1: the first
+# token captured with the GPU idle, two executables instantiated a call, measured at
+# 1.045-1.096 of the stream) and the stream, runs of 5 tokens A E1 E2 E2 E1 A, the 31B
+# dimensions in Q4_0 at 8K and 128K, F32 and BF16 caches; E1 and E2 checked against the stream
+# bit for bit first. Predictions: E1/A 1.04-1.10 again; E2/A 0.980-0.992 (its four graph tokens
+# each as D's, 0.976-0.988 of the stream, and its first token the stream's). E2 goes into
+# gem_session_greedy only if E2/A < 1 at both lengths on both cache types.
+set -u -o pipefail
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+R=/tmp/r218; rm -rf $R; mkdir -p $R
+save() { (cd $R && tar czf $OUT/run218.tgz --exclude='*.gguf' .); }
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader \
+  | tee $R/gpu.txt
+GEM_GIT_COMMIT=$(cat results/h200/run218/commit) PHASES=build JOBS=16 \
+  BUILD_TARGETS="gem dev_token_graph test_model_cuda" \
+  bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
+tail -n 1 $R/build.txt; echo "build at $(el) s"
+G=$PWD/build-h200/gem TG=$PWD/build-h200/dev/token_graph
+[ -x $G ] && [ -x $TG ] || { echo "no build"; save; exit 1; }
+$G synth --preset 31b --type q4_0 --no-matrices --context-length 262144 \
+  --out /tmp/m31-q4_0.gguf > $R/synth.txt 2>&1 &
+SYN=$!
+timeout 150 build-h200/test_model_cuda > $R/test_model_cuda.txt 2>&1
+echo "test_model_cuda rc=$? at $(el) s"; grep -E "FAIL|passed" $R/test_model_cuda.txt | head
+wait $SYN; echo "synth rc=$? at $(el) s"
+for KV in f32 bf16; do
+  timeout 150 $TG --model /tmp/m31-q4_0.gguf --random-weights 1 --context 8192,131072 \
+    --rounds 10 --kv-dtype $KV > $R/q4_0-$KV.txt 2>&1
+  echo "q4_0 $KV rc=$? at $(el) s"; cat $R/q4_0-$KV.txt; save
+done
+$G synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out /tmp/tiny.gguf \
+  > $R/synth-tiny.txt 2>&1
+timeout 60 $TG --model /tmp/tiny.gguf --context 64,300 --rounds 5 > $R/tiny-f32.txt 2>&1
+echo "tiny rc=$? at $(el) s"; grep -E "E[12]|token_graph: [oF]" $R/tiny-f32.txt
+save
