@@ -979,4 +979,3 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
     }
     return gem_session_dev_finish(s, logits, argmax, 1);
 }
-

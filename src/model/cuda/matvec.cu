@@ -1756,33 +1756,19 @@ static gem_status dmv_row(const gem_dmatrix *w, int64_t row, const int32_t *drow
     const unsigned grid = (unsigned)((nblocks + 127) / 128);
     const size_t rb = w->row_bytes;
     const int64_t nr = w->rows;
+#define ROW_CASE(T)                                                                               \
+    case T:                                                                                       \
+        row_kernel<T><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale, y);       \
+        break
     switch (w->type) {
-    case GEM_GGUF_F32:
-        row_kernel<GEM_GGUF_F32><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale, y);
-        break;
-    case GEM_GGUF_F16:
-        row_kernel<GEM_GGUF_F16><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale, y);
-        break;
-    case GEM_GGUF_BF16:
-        row_kernel<GEM_GGUF_BF16><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
-                                                       y);
-        break;
-    case GEM_GGUF_Q8_0:
-        row_kernel<GEM_GGUF_Q8_0><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
-                                                       y);
-        break;
-    case GEM_GGUF_Q4_0:
-        row_kernel<GEM_GGUF_Q4_0><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
-                                                       y);
-        break;
-    case GEM_GGUF_Q4_K:
-        row_kernel<GEM_GGUF_Q4_K><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
-                                                       y);
-        break;
-    case GEM_GGUF_Q6_K:
-        row_kernel<GEM_GGUF_Q6_K><<<grid, 128, 0, s>>>(data, rb, row, drow, nr, nblocks, be, scale,
-                                                       y);
-        break;
+        ROW_CASE(GEM_GGUF_F32);
+        ROW_CASE(GEM_GGUF_F16);
+        ROW_CASE(GEM_GGUF_BF16);
+        ROW_CASE(GEM_GGUF_Q8_0);
+        ROW_CASE(GEM_GGUF_Q4_0);
+        ROW_CASE(GEM_GGUF_Q4_K);
+        ROW_CASE(GEM_GGUF_Q6_K);
+#undef ROW_CASE
     }
     return report_launch("gem_dmv_row");
 }
