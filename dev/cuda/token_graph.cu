@@ -145,6 +145,28 @@ static int same_as_stream(gem_session *s, cudaStream_t st, cudaGraphExec_t x, in
 }
 
 static int reinstantiated; /* D's updates that the runtime refused (a new executable then) */
+static int refused_as[16]; /* ... by cudaGraphExecUpdateResult (the runtime's reason) */
+
+/* "N" or "N (K for reason R, ...)": the refusals so far and their reasons; then counts anew */
+static void print_refusals(long long context, const char *who)
+{
+    static const char *const why[] = {"success", "error", "topology changed",
+                                      "node type changed", "function changed",
+                                      "parameters changed", "not supported",
+                                      "unsupported function change", "attributes changed"};
+    printf("context %lld: %s updates refused (a new executable instead): %d", context, who,
+           reinstantiated);
+    const char *sep = " (";
+    for (int r = 0; r < 16; r++)
+        if (refused_as[r]) {
+            printf("%s%d for %s", sep, refused_as[r],
+                   r < (int)(sizeof why / sizeof why[0]) ? why[r] : "reason unknown");
+            sep = ", ";
+        }
+    printf("%s\n", reinstantiated ? ")" : "");
+    reinstantiated = 0;
+    memset(refused_as, 0, sizeof refused_as);
+}
 
 /* *x updated into g, or re-instantiated from it where the runtime refuses the update */
 static void update_exec(cudaGraphExec_t *x, cudaGraph_t g)
@@ -155,6 +177,7 @@ static void update_exec(cudaGraphExec_t *x, cudaGraph_t g)
         cudaCheck(cudaGraphExecDestroy(*x));
         cudaCheck(cudaGraphInstantiate(x, g, 0));
         reinstantiated++;
+        refused_as[(unsigned)info.result < 16 ? (unsigned)info.result : 15]++;
     }
 }
 
@@ -590,9 +613,7 @@ int main(int argc, char **argv)
                    "(%.4f-%.4f)\n",
                    (long long)ctx[ci], nr, sa[0], sa[1], sa[2], sd[0], sd[1], sd[2],
                    sd[0] / sa[0], sp[0], sp[1], sp[2]);
-            printf("context %lld: updates refused (a new executable instead): %d\n",
-                   (long long)ctx[ci], reinstantiated);
-            reinstantiated = 0;
+            print_refusals((long long)ctx[ci], "D's");
             /* E1 and E2 against the stream's gem_session_eval_argmax a token at a time, each
              * feeding its argmax back: the same tokens, and the logits of one more token the
              * same bits (the same cache), from the same rings; then runs of nr tokens */
@@ -658,6 +679,7 @@ int main(int argc, char **argv)
                        "%.4f\n",
                        (long long)ctx[ci], nr, sa[0], sa[1], sa[2], s1[0], s1[1], s1[2], s2[0],
                        s2[1], s2[2], s1[0] / sa[0], s2[0] / sa[0]);
+                print_refusals((long long)ctx[ci], "E's");
                 for (int k = 0; k < 2; k++)
                     if (keep[k])
                         cudaCheck(cudaGraphExecDestroy(keep[k]));
