@@ -14,7 +14,9 @@
  *   - the same bits: on a repeat, for one and four rows per warp (gem_dmv_slots), for a
  *     matrix view that starts one row later, in gem_dmv_multi (one type and three), and
  *     gem_dmv_geglu against gelu_tanh(gate) * up of gem_dmv's values (one type and two);
- *   - gem_dmv_row bit for bit against gem_gguf_dequant * scale;
+ *   - gem_dmv_row bit for bit against gem_gguf_dequant * scale, and gem_dmv_row_at (the row's
+ *     id read on the device) bit for bit against gem_dmv_row in every layout, NaN in every
+ *     element for an id outside the matrix;
  *   - gem_dmatrix_fill_random: the same bytes for the same seed, others for another,
  *     every scale a finite nonzero f16, every value finite, within [-amp, amp] and spread;
  *   - Q4_0 in tiles (gem_dmatrix_tile, the tensor-core product): against the reference
@@ -370,6 +372,33 @@ static void check_multi_geglu(gem_gguf_type t0, gem_gguf_type t1, gem_gguf_type 
     free(x);
 }
 
+/* gem_dmv_row_at on w (cols columns, rows rows): the same bits as gem_dmv_row for row r, and
+ * NaN in every element for the ids -1 and rows; the number of elements that fail */
+static int64_t row_at_differs(const gem_dmatrix *w, int64_t r, float scale, int64_t cols)
+{
+    float *dy = dev_alloc((size_t)cols * 4), *dz = dev_alloc((size_t)cols * 4);
+    float *y = xmalloc((size_t)cols * 4), *z = xmalloc((size_t)cols * 4);
+    int32_t *did = dev_alloc(4);
+    int64_t bad = 0;
+    TCHECK_STATUS(gem_dmv_row(w, r, scale, dy, NULL), GEM_OK);
+    download(y, dy, (size_t)cols * 4);
+    const int32_t ids[3] = {(int32_t)r, -1, (int32_t)w->rows};
+    for (int k = 0; k < 3; k++) {
+        upload(did, &ids[k], 4);
+        TCHECK_STATUS(gem_dmv_row_at(w, did, scale, dz, NULL), GEM_OK);
+        download(z, dz, (size_t)cols * 4);
+        for (int64_t i = 0; i < cols; i++)
+            bad += k == 0 ? memcmp(&y[i], &z[i], 4) != 0 : !isnan(z[i]);
+    }
+    TCHECK_STATUS(gem_dmv_row_at(w, NULL, scale, dz, NULL), GEM_ERR_NULL);
+    dev_ops->free(dy);
+    dev_ops->free(dz);
+    dev_ops->free(did);
+    free(y);
+    free(z);
+    return bad;
+}
+
 static void check_rows(gem_gguf_type type)
 {
     const int64_t rows = 7, cols = 1280;
@@ -386,6 +415,7 @@ static void check_rows(gem_gguf_type type)
             if (memcmp(&want, &y[i], 4) != 0)
                 bad++;
         }
+        bad += (int)row_at_differs(&t.d, r, scale, cols);
     }
     if (!TCHECK(bad == 0))
         fprintf(stderr, "  gem_dmv_row %s: %d elements differ\n", gem_gguf_type_name(type), bad);
@@ -804,6 +834,7 @@ static void check_tiles_properties(gem_gguf_type type)
             const float want = t.deq[r * cols + i] * 0.75f;
             bad += memcmp(&want, &row[i], 4) != 0;
         }
+        bad += (int)row_at_differs(&tw, r, 0.75f, cols);
         free(row);
         dev_ops->free(drow);
     }
@@ -1009,6 +1040,8 @@ static void check_no_device(void)
     TCHECK_STATUS(gem_dmv_multi(1, ws, x, ys, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_geglu(&w, &w, x, y, NULL, NULL), GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dmv_row(&w, 0, 1.0f, y, NULL), GEM_ERR_NO_DEVICE);
+    TCHECK_STATUS(gem_dmv_row_at(&w, (const int32_t *)(uintptr_t)0x400000, 1.0f, y, NULL),
+                  GEM_ERR_NO_DEVICE);
     TCHECK_STATUS(gem_dargmax(x, 4, (int32_t *)(uintptr_t)0x500000, (void *)(uintptr_t)0x600000,
                               NULL),
                   GEM_ERR_NO_DEVICE);

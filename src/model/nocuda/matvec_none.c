@@ -89,6 +89,17 @@ gem_status gem_dmv_row(const gem_dmatrix *w, int64_t row, float scale, float *y,
     return GEM_ERR_NO_DEVICE;
 }
 
+gem_status gem_dmv_row_at(const gem_dmatrix *w, const int32_t *drow, float scale, float *y,
+                          void *stream)
+{
+    (void)w;
+    (void)drow;
+    (void)scale;
+    (void)y;
+    (void)stream;
+    return GEM_ERR_NO_DEVICE;
+}
+
 gem_status gem_dmatrix_fill_random(const gem_dmatrix *w, uint64_t seed, float amp, void *stream)
 {
     (void)w;
