@@ -7,7 +7,9 @@
 # dimensions in Q4_0 at 8K and 128K, F32 and BF16 caches; E1 and E2 checked against the stream
 # bit for bit first. Predictions: E1/A 1.04-1.10 again; E2/A 0.980-0.992 (its four graph tokens
 # each as D's, 0.976-0.988 of the stream, and its first token the stream's). E2 goes into
-# gem_session_greedy only if E2/A < 1 at both lengths on both cache types.
+# gem_session_greedy only if E2/A < 1 at both lengths on both cache types. token_graph prints the
+# runtime's reason for each refused executable update (runs 216-217 saw two a D run, reason not
+# recorded). test_cuda_matvec runs gem_dmv_row_at's checks on a GPU for the first time.
 set -u -o pipefail
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 R=/tmp/r218; rm -rf $R; mkdir -p $R
@@ -15,7 +17,7 @@ save() { (cd $R && tar czf $OUT/run218.tgz --exclude='*.gguf' .); }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader \
   | tee $R/gpu.txt
 GEM_GIT_COMMIT=$(cat results/h200/run218/commit) PHASES=build JOBS=16 \
-  BUILD_TARGETS="gem dev_token_graph test_model_cuda" \
+  BUILD_TARGETS="gem dev_token_graph test_model_cuda test_cuda_matvec" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build.txt 2>&1
 tail -n 1 $R/build.txt; echo "build at $(el) s"
 G=$PWD/build-h200/gem TG=$PWD/build-h200/dev/token_graph
@@ -25,6 +27,9 @@ $G synth --preset 31b --type q4_0 --no-matrices --context-length 262144 \
 SYN=$!
 timeout 150 build-h200/test_model_cuda > $R/test_model_cuda.txt 2>&1
 echo "test_model_cuda rc=$? at $(el) s"; grep -E "FAIL|passed" $R/test_model_cuda.txt | head
+# gem_dmv_row_at (the embedding's id read on the device) in every layout: its first GPU run
+timeout 120 build-h200/test_cuda_matvec > $R/test_cuda_matvec.txt 2>&1
+echo "test_cuda_matvec rc=$? at $(el) s"; grep -E "FAIL|passed" $R/test_cuda_matvec.txt | head
 wait $SYN; echo "synth rc=$? at $(el) s"
 for KV in f32 bf16; do
   timeout 150 $TG --model /tmp/m31-q4_0.gguf --random-weights 1 --context 8192,131072 \
