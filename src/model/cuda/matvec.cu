@@ -941,18 +941,7 @@ __device__ __forceinline__ float ld_half(const unsigned char *p) /* global, 2-by
     return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(p)));
 }
 
-/* The row a row kernel reads: `row`, or with drow (device) *drow, which must lie in [0, rows):
- * -1 otherwise, and the kernel then writes NaN to its elements, so that the token that reads
- * them fails on its finiteness flag instead of reading outside the matrix. */
-__device__ __forceinline__ int64_t row_at(int64_t row, const int32_t *drow, int64_t rows)
-{
-    if (!drow)
-        return row;
-    const int64_t r = *drow;
-    return r >= 0 && r < rows ? r : -1;
-}
-
-/* y[i] = scale * (element i of row `row` (or *drow, row_at) of data, row_bytes a row),
+/* y[i] = scale * (element i of row `row` (or *drow, gem_row_at) of data, row_bytes a row),
  * i < cols: gem_gguf_dequant's arithmetic operation for operation (no contraction), then one
  * rounded product. One thread per block (per element for the plain types). */
 template <int TYPE>
@@ -963,7 +952,7 @@ __global__ void row_kernel(const unsigned char *data, size_t row_bytes, int64_t 
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nblocks)
         return;
-    const int64_t rr = row_at(rowh, drow, rows);
+    const int64_t rr = gem_row_at(rowh, drow, rows);
     if (rr < 0) {
         for (int64_t j = 0; j < be; j++)
             y[be * b + j] = __int_as_float(0x7fc00000);
@@ -1037,7 +1026,7 @@ __global__ void q4k_tile_row_kernel(const unsigned char *data, int64_t rowh, con
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
-    const int64_t row = row_at(rowh, drow, rows);
+    const int64_t row = gem_row_at(rowh, drow, rows);
     if (row < 0) {
         y[j] = __int_as_float(0x7fc00000);
         return;
@@ -1063,7 +1052,7 @@ __global__ void q6k_tile_row_kernel(const unsigned char *data, int64_t rowh, con
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
-    const int64_t row = row_at(rowh, drow, rows);
+    const int64_t row = gem_row_at(rowh, drow, rows);
     if (row < 0) {
         y[j] = __int_as_float(0x7fc00000);
         return;
@@ -1092,7 +1081,7 @@ __global__ void q8_0_tile_row_kernel(const unsigned char *data, int64_t rowh,
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb)
         return;
-    const int64_t row = row_at(rowh, drow, rows);
+    const int64_t row = gem_row_at(rowh, drow, rows);
     if (row < 0) {
         for (int e = 0; e < 32; e++)
             y[32 * b + e] = __int_as_float(0x7fc00000);
@@ -1117,7 +1106,7 @@ __global__ void bf16_tile_row_kernel(const unsigned char *data, int64_t rowh,
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols)
         return;
-    const int64_t row = row_at(rowh, drow, rows);
+    const int64_t row = gem_row_at(rowh, drow, rows);
     if (row < 0) {
         y[j] = __int_as_float(0x7fc00000);
         return;

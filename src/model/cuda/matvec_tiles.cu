@@ -207,7 +207,7 @@ __global__ void tile_row_kernel(const unsigned char *__restrict__ data, int64_t 
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb)
         return;
-    const int64_t r = drow ? (*drow >= 0 && *drow < rows ? (int64_t)*drow : -1) : rh;
+    const int64_t r = gem_row_at(rh, drow, rows);
     if (r < 0) { /* a row from device memory outside the matrix: NaN, for the token's flag */
         for (int j = 0; j < 32; j++)
             y[32 * b + j] = __int_as_float(0x7fc00000);

@@ -21,6 +21,19 @@
  * operand, gem_tiles_xq_pieces): piece p of element i at 2 (p 128 c + i) after the digits. */
 #define GEM_TILES_XQ_PIECES_CHUNK_BYTES (3 * 128 * 2) /* the pieces of 128 columns */
 
+/* The row an embedding row kernel reads (matvec.cu, matvec_tiles.cu): `row`, or with drow
+ * (device) *drow, which must lie in [0, rows): -1 otherwise, and the kernel then writes NaN to
+ * its elements, so that the token that reads them fails on its finiteness flag instead of
+ * reading outside the matrix. */
+static __device__ __forceinline__ int64_t gem_row_at(int64_t row, const int32_t *drow,
+                                                     int64_t rows)
+{
+    if (!drow)
+        return row;
+    const int64_t r = *drow;
+    return r >= 0 && r < rows ? r : -1;
+}
+
 /* Block b of x into the scratch xq: v is element 32b + lane of x. One warp, all 32 lanes
  * together (shuffles). */
 static __device__ __forceinline__ void gem_tiles_xq_block(float v, int64_t b,
