@@ -16,7 +16,10 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader \
   | tee $R/gpu.txt
 case "$GPU" in *H200*) ;; *) echo "not an H200 ($GPU): nothing to run"; save; exit 0;; esac
-CT=$(cat build-a/t-commit); CB=$(cat results/h200/run206/commit)
+# T needs build-a/t-tree.tgz and build-a/t-commit carried with the tree; without them the
+# promotion runs alone
+HAS_T=0; [ -s build-a/t-tree.tgz ] && [ -s build-a/t-commit ] && HAS_T=1
+CT=$( [ $HAS_T = 1 ] && cat build-a/t-commit || echo none); CB=$(cat results/h200/run206/commit)
 echo "T=$CT B=$CB" | tee $R/commits.txt
 GEM_GIT_COMMIT=$CB PHASES=build JOBS=14 BUILD_TARGETS="gem" \
   bash scripts/h200-run.sh /tmp/b-out > $R/build-b.txt 2>&1
@@ -28,14 +31,15 @@ B=$PWD/build-h200/gem
   echo "synth $TY rc=$? at $(el) s" >> $R/synth-rc.txt
 done) &
 SYN=$!
-for X in t; do
+TS=t; [ $HAS_T = 1 ] || TS=
+for X in $TS; do
   C=$CT
   (mkdir -p /tmp/$X && tar xzf build-a/$X-tree.tgz -C /tmp/$X && ln -sfn $PWD/.deps /tmp/$X/.deps &&
     cd /tmp/$X && GEM_GIT_COMMIT=$C PHASES=build BUILD_TARGETS="gem" JOBS=14 \
     bash scripts/h200-run.sh /tmp/$X-out > $R/build-$X.txt 2>&1) &
   BLD="${BLD:-} $!"
 done
-wait $BLD; tail -n 1 $R/build-t.txt; echo "builds done at $(el) s"
+[ -n "${BLD:-}" ] && { wait $BLD; tail -n 1 $R/build-t.txt; }; echo "builds done at $(el) s"
 promote() { # weight type, timeout s
   local TY=$1 D=$R/$1; mkdir -p $D
   timeout $2 $B profile --model /tmp/m31-$TY.gguf --backend cuda --random-weights 1 \
@@ -55,7 +59,8 @@ promote q4_0 150
 wait $SYN; cat $R/synth-rc.txt
 promote bf16 $(( $(left) - 60 > 240 ? 240 : $(left) - 60 ))
 i=0
-for X in B T T B B T T B; do
+ORDER="B T T B B T T B"; [ $HAS_T = 1 ] || ORDER=
+for X in $ORDER; do
   i=$((i+1))
   [ $(left) -lt 25 ] && { echo "stop before $X-$i: $(left) s left"; break; }
   G=$B; [ $X != B ] && G=/tmp/${X,,}/build-h200/gem

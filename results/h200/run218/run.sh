@@ -41,3 +41,9 @@ $G synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out /tmp/t
 timeout 60 $TG --model /tmp/tiny.gguf --context 64,300 --rounds 5 > $R/tiny-f32.txt 2>&1
 echo "tiny rc=$? at $(el) s"; grep -E "E[12]|token_graph: [oF]" $R/tiny-f32.txt
 save
+# on an H200, the rest of the call goes to run 206 (the promotion, BF16 31B at 128K)
+case "$(cat $R/gpu.txt)" in
+  *H200*) echo "run 206 from $(el) s"; LIMIT_S=$(( ${LIMIT_S:-590} - $(el) )) \
+    bash results/h200/run206/run.sh ;;
+  *) echo "not an H200: run 206 waits" ;;
+esac
