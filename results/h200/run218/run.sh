@@ -41,9 +41,39 @@ $G synth --preset tiny --type q4_0 --embd 256 --ff 512 --vocab 1024 --out /tmp/t
 timeout 60 $TG --model /tmp/tiny.gguf --context 64,300 --rounds 5 > $R/tiny-f32.txt 2>&1
 echo "tiny rc=$? at $(el) s"; grep -E "E[12]|token_graph: [oF]" $R/tiny-f32.txt
 save
-# on an H200, the rest of the call goes to run 206 (the promotion, BF16 31B at 128K)
+# E2 in the library (branch greedy-e2, build-a/e2-tree.tgz, its commit in build-a/e2-commit):
+# gem_session_greedy as E2, the executables kept in the session; test_model_cuda (tgreedy: its
+# tokens, position and cache against gem_session_eval_argmax bit for bit over several calls on
+# one session), gem generate's text against the CPU's, and memcheck over gem generate
+e2lib() {
+  local E=/tmp/e2 D=$R/e2; mkdir -p $D
+  [ -s build-a/e2-tree.tgz ] || { echo "no build-a/e2-tree.tgz"; return; }
+  mkdir -p $E && tar xzf build-a/e2-tree.tgz -C $E && ln -sfn $PWD/.deps $E/.deps
+  local C=$(cat build-a/e2-commit)
+  (cd $E && GEM_GIT_COMMIT=$C PHASES=build JOBS=16 \
+    BUILD_TARGETS="gem test_model_cuda" bash scripts/h200-run.sh /tmp/e2-out) > $D/build.txt 2>&1
+  tail -n 1 $D/build.txt; echo "e2 build at $(el) s"
+  timeout 150 $E/build-h200/test_model_cuda > $D/test_model_cuda.txt 2>&1
+  echo "e2 test_model_cuda rc=$? at $(el) s"; grep -E "FAIL|passed" $D/test_model_cuda.txt | head
+  $G synth --preset tiny --out /tmp/tiny-q8.gguf > $D/synth-tiny-q8.txt 2>&1
+  for F in tiny tiny-q8; do
+    for B in cuda cpu; do
+      timeout 60 $E/build-h200/gem generate --model /tmp/$F.gguf --backend $B \
+        --prompt-tokens 2,17,33 -n 12 --ignore-eos > $D/generate-$F-$B.txt 2>&1
+    done
+    cmp <(head -1 $D/generate-$F-cuda.txt) <(head -1 $D/generate-$F-cpu.txt) \
+      && echo "e2 generate $F: the CPU's text" || echo "e2 generate $F: text DIFFERS"
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $E/build-h200/gem generate \
+      --model /tmp/$F.gguf --backend cuda --prompt-tokens 2,17,33 -n 6 --ignore-eos \
+      > $D/memcheck-generate-$F.txt 2>&1
+    echo "e2 memcheck generate $F rc=$? at $(el) s"; tail -n 2 $D/memcheck-generate-$F.txt
+  done
+  save
+}
+# on an H200, the rest of the call goes to run 206 (the promotion, BF16 31B at 128K); on an
+# H100, to E2 in the library
 case "$(cat $R/gpu.txt)" in
   *H200*) echo "run 206 from $(el) s"; LIMIT_S=$(( ${LIMIT_S:-590} - $(el) )) \
     bash results/h200/run206/run.sh ;;
-  *) echo "not an H200: run 206 waits" ;;
+  *) echo "not an H200: run 206 waits"; e2lib ;;
 esac
