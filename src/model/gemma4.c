@@ -1429,8 +1429,8 @@ gem_status gem_session_greedy(gem_session *s, int32_t token, int64_t n, int32_t 
     *made = 0;
     if (n < 1 || n > s->max_tokens - s->pos || token < 0 || token >= s->m->hp.n_vocab)
         return GEM_ERR_RANGE;
-    /* on either backend the loop of gem_session_eval_argmax: a CUDA graph a token
-     * (dev/cuda/token_graph, runs 216-217) is not faster yet in the form a call can run */
+    if (s->backend == GEM_BACKEND_CUDA)
+        return gem_session_dev_greedy(s, token, n, out, made, on_token, user);
     for (int64_t i = 0; i < n; i++) {
         const gem_status st = gem_session_eval_argmax(s, i ? out[i - 1] : token, &out[i]);
         if (st != GEM_OK)

@@ -164,6 +164,16 @@ gem_status gem_session_dev_enqueue_at(gem_session *s, const int32_t *dtoken, int
 /* Device memory (one int32) where a token queued with want_argmax leaves its greedy next token
  * (before the copy to the host); NULL on a CPU session. */
 const int32_t *gem_session_dev_argmax(gem_session *s);
+/* gem_session_greedy on CUDA (its checks done by the caller: n >= 1, out (n) host): the first
+ * token queued on the stream, each token after it one CUDA graph, captured (its id read on the
+ * device from the argmax the token before writes) and made runnable while the token before
+ * runs, launched once that token's argmax is on the host and on_token did not stop the loop.
+ * The session keeps the two executables between calls and updates them in place. The same
+ * kernels in the same order as gem_session_dev_enqueue's, so the same bits. *made: the tokens
+ * done. */
+gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
+                                  int64_t *made, int (*on_token)(void *user, int32_t token),
+                                  void *user);
 /* The session's cudaStream_t (NULL on a CPU session). */
 void *gem_session_dev_stream(gem_session *s);
 

@@ -325,6 +325,8 @@ struct gem_session_dev {
     cudaEvent_t *ev;    /* (n_ev) */
     int *ev_stage;      /* (n_ev): the stage that the interval ending at event i belongs to */
     int64_t n_ev, used_ev;
+    cudaGraphExec_t greedy[2]; /* gem_session_dev_greedy's two executables, kept between calls
+                                  (NULL until its first call with n >= 2) */
 };
 
 gem_decode_ctx *gem_session_dev_decode_ctx(gem_session *s) { return s->dctx; }
@@ -347,6 +349,9 @@ void gem_session_dev_free(gem_session *s)
         return;
     if (d->stream)
         cudaStreamSynchronize(d->stream);
+    for (int k = 0; k < 2; k++)
+        if (d->greedy[k])
+            cudaGraphExecDestroy(d->greedy[k]);
     float *dev_bufs[] = {d->x, d->x2, d->xn, d->q, d->k, d->v, d->att, d->o, d->h, d->logits};
     for (size_t i = 0; i < sizeof dev_bufs / sizeof *dev_bufs; i++)
         gem_dev_free(dev_bufs[i]);
@@ -978,4 +983,98 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
         return st;
     }
     return gem_session_dev_finish(s, logits, argmax, 1);
+}
+
+/* ---- greedy decoding, a CUDA graph a token ------------------------------------------------ */
+
+/* The token at s->pos captured into *g (argmax copied out, as gem_session_dev_enqueue queues
+ * it), its id from the host (dtoken NULL) or from device memory. The capture is ended on every
+ * path, so the stream is never left capturing. */
+static gem_status capture_token(gem_session *s, int32_t token, const int32_t *dtoken,
+                                cudaGraph_t *g)
+{
+    cudaStream_t str = s->dev->stream;
+    *g = NULL;
+    gem_status st = cu_status(cudaStreamBeginCapture(str, cudaStreamCaptureModeRelaxed));
+    if (st != GEM_OK)
+        return st;
+    st = enqueue(s, token, dtoken, 0, 1);
+    cudaGraph_t made = NULL;
+    const cudaError_t e = cudaStreamEndCapture(str, &made);
+    if (st == GEM_OK && e != cudaSuccess)
+        st = cu_status(e);
+    if (st != GEM_OK) {
+        if (made)
+            cudaGraphDestroy(made);
+        (void)cudaGetLastError();
+        return st;
+    }
+    *g = made;
+    return GEM_OK;
+}
+
+/* *x made runnable as g: instantiated when NULL, else updated in place, or instantiated anew
+ * where the runtime refuses the update (the topology of a token's graph can change with the
+ * position, e.g. a decode route's partition count). g stays the caller's. */
+static gem_status take_graph(cudaGraphExec_t *x, cudaGraph_t g)
+{
+    if (*x) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(*x, g, &info) == cudaSuccess)
+            return GEM_OK;
+        (void)cudaGetLastError();
+        cudaGraphExecDestroy(*x);
+        *x = NULL;
+    }
+    const gem_status st = cu_status(cudaGraphInstantiate(x, g, 0));
+    if (st != GEM_OK)
+        *x = NULL;
+    return st;
+}
+
+gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
+                                  int64_t *made, int (*on_token)(void *user, int32_t token),
+                                  void *user)
+{
+    gem_session_dev *d = s->dev;
+    cudaStream_t str = d->stream;
+    cudaGraphExec_t *x = d->greedy;
+    cudaGraph_t g = NULL;
+    int64_t done = 0;
+    /* the first token queued kernel by kernel: the GPU starts at once, and the second token's
+     * capture and update run on the host meanwhile */
+    gem_status st = enqueue(s, token, NULL, 0, 1);
+    for (int64_t i = 0; st == GEM_OK && i < n; i++) {
+        /* token i runs; the next token's graph, its id the argmax that token i writes on the
+         * device, is captured and made runnable meanwhile */
+        gem_status next = GEM_OK;
+        if (i + 1 < n) {
+            s->pos++;
+            next = capture_token(s, 0, (const int32_t *)d->amax, &g);
+            s->pos--;
+            if (next == GEM_OK)
+                next = take_graph(&x[(i + 1) % 2], g);
+            if (g)
+                cudaGraphDestroy(g);
+            g = NULL;
+        }
+        st = gem_session_dev_finish(s, NULL, &out[i], 0);
+        if (st != GEM_OK)
+            break;
+        done++;
+        if (next != GEM_OK) {
+            st = next;
+            break;
+        }
+        const int stop = on_token && on_token(user, out[i]);
+        if (stop || i + 1 == n)
+            break;
+        st = cu_status(cudaGraphLaunch(x[(i + 1) % 2], str));
+    }
+    if (st != GEM_OK) { /* leave the stream idle: the next call reuses the scratch */
+        cudaStreamSynchronize(str);
+        (void)cudaGetLastError();
+    }
+    *made = done;
+    return st;
 }

@@ -94,6 +94,20 @@ const int32_t *gem_session_dev_argmax(gem_session *s)
     return NULL;
 }
 
+gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,
+                                  int64_t *made, int (*on_token)(void *user, int32_t token),
+                                  void *user)
+{
+    (void)s;
+    (void)token;
+    (void)n;
+    (void)out;
+    (void)on_token;
+    (void)user;
+    *made = 0;
+    return GEM_ERR_NO_DEVICE;
+}
+
 void *gem_session_dev_stream(gem_session *s)
 {
     (void)s;
