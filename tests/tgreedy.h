@@ -64,10 +64,17 @@ static void tgreedy_check(gem_session *s, const int32_t *prompt, int64_t n_promp
         memset(got, 0xff, (size_t)steps * sizeof *got);
         tgreedy_seen seen = {want, 0, 0, 0};
         int64_t made = -1;
+        gem_stage_times t0, t1;
+        gem_session_times(s, &t0);
         TCHECK_STATUS(gem_session_greedy(s, prompt[n_prompt - 1], steps, got, &made,
                                          cb ? tgreedy_on_token : NULL, cb ? &seen : NULL),
                       GEM_OK);
         TCHECK_EQ_I64(made, steps);
+        /* the stage times: the CPU's loop adds its tokens', CUDA's graphs leave them */
+        gem_session_times(s, &t1);
+        const int cuda = gem_session_backend(s) == GEM_BACKEND_CUDA;
+        TCHECK_EQ_I64(t1.tokens, t0.tokens + (cuda ? 0 : steps));
+        TCHECK(cuda ? t1.total == t0.total : t1.total > t0.total);
         TCHECK(memcmp(got, want, (size_t)steps * sizeof *got) == 0);
         TCHECK_EQ_I64(gem_session_pos(s), pos);
         TCHECK(!cb || (seen.calls == steps && !seen.wrong));

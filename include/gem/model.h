@@ -262,9 +262,12 @@ gem_status gem_session_eval_argmax(gem_session *s, int32_t token, int32_t *argma
  * *made (n >= *made >= 0) gets the tokens written to out, which is also how far the position
  * advanced; on an error it counts those done before it (GEM_ERR_NONFINITE leaves the position
  * at the token that failed, as gem_session_eval does).
- * The tokens, the cache, the position and the stage times are those of n calls of
- * gem_session_eval_argmax, which is what it runs on either backend (on CUDA only the argmax
- * crosses to the host).
+ * The tokens, the cache and the position are those of n calls of gem_session_eval_argmax, bit
+ * for bit. On the CPU it is that loop, stage times included. On CUDA the first token is queued
+ * as gem_session_eval_argmax queues it and each later one runs as one CUDA graph of the same
+ * kernels, captured while the token before it runs, its id read on the device (only the argmax
+ * crosses to the host); the session keeps the graphs for its next call, and the stage times are
+ * left as they were.
  * GEM_ERR_NULL for a NULL session, out or made; GEM_ERR_RANGE for n < 1 or n past the session's
  * capacity (its position plus n evaluations must fit) or a token outside the vocabulary. */
 gem_status gem_session_greedy(gem_session *s, int32_t token, int64_t n, int32_t *out,

@@ -324,9 +324,10 @@ class Session(_capi.Closable):
     def greedy(self, token, n, stop=None):
         """Greedy decoding in one call (gem_session_greedy): runs `token`, then each greedy
         next token, n evaluations at most, and returns the list of greedy tokens (the same as
-        n calls of next_token, with the loop in C). stop (optional) is called with each new
-        token; when it returns true the loop ends before that token is evaluated. An exception
-        in stop ends the loop too and is raised once the call has returned."""
+        n calls of next_token, with the loop in C; on the GPU a CUDA graph a token). stop
+        (optional) is called with each new token; when it returns true the loop ends before
+        that token is evaluated. An exception in stop ends the loop too and is raised once the
+        call has returned."""
         n = int(n)
         if n < 1:
             raise ValueError(f"n={n}: at least 1")
