@@ -95,6 +95,27 @@ assert len(d["routes"]["fused"]["whole_token_ms"]) == 4
 EOF
 check fused-only-no-baseline-line sh -c "! grep -q '^baseline' '$WORK/fused-only.txt'"
 
+# --greedy: greedy decoding as an application runs it, after the repetitions, on the last route
+# timed: four runs of its tokens (A B B A), the positions they take counted in the capacity and
+# in the spacing of the contexts.
+check profile-greedy P --model "$WORK/tiny.gguf" --context 40,90 --prompt 20 --reps 1 \
+  --greedy 6 --out "$WORK/greedy.json" >"$WORK/greedy.txt"
+check greedy-record python3 - "$WORK/greedy-ctx40.json" "$WORK/greedy-ctx90.json" <<'EOF'
+import json, math, sys
+for path in sys.argv[1:]:
+    g = json.load(open(path))["greedy"]
+    assert g["route"] == "fused" and g["tokens_per_call"] == 6, g
+    for k in ("greedy_ms_per_token", "token_by_token_ms_per_token"):
+        assert len(g[k]) == 2 and all(math.isfinite(x) and x > 0 for x in g[k]), g
+    assert math.isfinite(g["floor_ms"]) and g["floor_ms"] > 0, g
+EOF
+check greedy-lines test "$(grep -c '^fused .*greedy decoding, 6 tokens a call' "$WORK/greedy.txt")" = 2
+# (4 x 1 x 2 + 2 steps of the repetitions and warm-up, 4 x 6 of --greedy)
+expect_usage greedy-contexts "must be at least 34" \
+  P --model "$WORK/tiny.gguf" --context 40,67 --prompt 20 --reps 1 --greedy 6
+expect_usage greedy-range "--greedy '-1' is not an integer" \
+  P --model "$WORK/tiny.gguf" --context 40 --prompt 20 --greedy -1
+
 # Usage.
 expect_usage no-baseline-with-fused-only "--fused-only leaves out" \
   P --model "$WORK/tiny.gguf" --context 40 --prompt 20 --fused-only --stage-profile "$WORK/x.json"

@@ -93,6 +93,10 @@ static void help(void)
            "                  reads a stored K)\n"
            "  --fused-only    times the fused route alone, with K stored\n"
            "  --bw-mib M      MiB read by the bandwidth probe (default 1024)\n"
+           "  --greedy N      after the repetitions, greedy decoding as an application runs\n"
+           "                  it: N tokens a call of gem_session_greedy (on CUDA a graph a\n"
+           "                  token) against N calls of gem_session_eval_argmax, A B B A on the\n"
+           "                  host's clock, on the last route timed (default 0: not timed)\n"
            "  --out FILE      write the gem.model_profile.v1 record\n"
            "  --stage-profile FILE\n"
            "                  also time the baseline route's stages (score, normalize, value,\n"
@@ -260,6 +264,7 @@ int gem_cmd_profile(int argc, char **argv)
 {
     const char *model_path = NULL, *out = NULL, *stage_out = NULL;
     int64_t context = 256, prompt = -1, reps = 3, samples = 5, threads = 0, bw_mib = 1024;
+    int64_t greedy = 0; /* tokens a greedy call (--greedy), 0: none */
     int64_t contexts[MAX_CONTEXTS] = {256};
     size_t n_ctx = 1;
     gem_dtype kv_dtype = GEM_DTYPE_F32;
@@ -310,6 +315,8 @@ int gem_cmd_profile(int argc, char **argv)
             dst = &threads, lo = 0, hi = 4096;
         else if (!strcmp(a, "--bw-mib"))
             dst = &bw_mib, lo = 16, hi = 1 << 20;
+        else if (!strcmp(a, "--greedy"))
+            dst = &greedy, lo = 0, hi = 4096;
         else if (!strcmp(a, "--backend")) {
             if (cli_parse_model_backend(CMD, v, &backend))
                 return 2;
@@ -339,8 +346,9 @@ int gem_cmd_profile(int argc, char **argv)
         cli_error(CMD, "--threads is for the CPU; the CUDA backend takes --threads 0");
         return 2;
     }
-    /* per context: two steps a sample (timed whole, then per stage), two routes, + 2 warm-up */
-    const int64_t steps = 4 * reps * samples + 2;
+    /* per context: two steps a sample (timed whole, then per stage), two routes, + 2 warm-up;
+     * with --greedy four runs of its tokens */
+    const int64_t steps = 4 * reps * samples + 2 + 4 * greedy;
     for (size_t i = 1; i < n_ctx; i++)
         if (contexts[i] < contexts[i - 1] + steps) {
             cli_error(CMD, "--context: %lld follows %lld; each context must be at least %lld "
@@ -407,6 +415,7 @@ int gem_cmd_profile(int argc, char **argv)
     json_t *per_route = NULL; /* the record's per-route figures */
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    int32_t *gout = malloc((size_t)(greedy > 0 ? greedy : 1) * sizeof *gout); /* --greedy's */
     double *whole[2], *staged[2], *stage[2][N_STAGES], *floor_ms[2];
     int alloc_failed = 0;
     for (int r = 0; r < 2; r++) {
@@ -430,7 +439,7 @@ int gem_cmd_profile(int argc, char **argv)
         alloc_failed |= !sp.attention_total;
     }
     char err[GEM_GGUF_ERR_LEN];
-    if (!ids || !logits || alloc_failed) {
+    if (!ids || !logits || !gout || alloc_failed) {
         cli_error(CMD, "out of memory");
         goto out;
     }
@@ -590,6 +599,50 @@ int gem_cmd_profile(int argc, char **argv)
                 tok = top[0];
             }
         }
+    /* --greedy: greedy decoding as an application runs it, on the last route timed, A B B A:
+     * A gem_session_eval_argmax a token at a time, B gem_session_greedy (the first B call
+     * also makes the graphs a CUDA session keeps) */
+    double loop_ms[2] = {0.0, 0.0}, greedy_ms[2] = {0.0, 0.0}, greedy_floor = 0.0;
+    if (greedy > 0) {
+        gem_session_set_route(s, routes[n_routes - 1]);
+        if (gem_session_time_stages(s, 0) != GEM_OK ||
+            (stage_out && gem_session_time_baseline_stages(s, 0) != GEM_OK)) {
+            cli_error(CMD, "cannot switch the stage clocks");
+            goto out;
+        }
+        /* the floor at the middle of the four runs */
+        greedy_floor =
+            1e3 * (double)(wbytes + gem_session_kv_bytes_at(s, gem_session_pos(s) + 2 * greedy)) /
+            bw;
+        cli_progress("%s: greedy decoding, %lld tokens a call, A B B A, %s route", CMD,
+                     (long long)greedy, gem_route_name(routes[n_routes - 1]));
+        for (int run = 0; run < 4; run++) {
+            const int call = run == 1 || run == 2;
+            int64_t made = 0;
+            gem_status st = GEM_OK;
+            const double t0 = cli_now();
+            if (call)
+                st = gem_session_greedy(s, tok, greedy, gout, &made, NULL, NULL);
+            else
+                for (int64_t k = 0; k < greedy; k++) {
+                    st = gem_session_eval_argmax(s, k ? gout[k - 1] : tok, &gout[k]);
+                    if (st != GEM_OK)
+                        break;
+                    made = k + 1;
+                }
+            const double ms = 1e3 * (cli_now() - t0) / (double)greedy;
+            if (st != GEM_OK || made != greedy) {
+                cli_error(CMD, "greedy decoding failed after %lld tokens: %s", (long long)made,
+                          gem_status_str(st));
+                goto out;
+            }
+            if (call)
+                greedy_ms[run - 1] = ms;
+            else
+                loop_ms[run ? 1 : 0] = ms;
+            tok = gout[greedy - 1];
+        }
+    }
     const int64_t n = reps * samples;
     printf("gem profile: %s on %s, context %lld (%lld evaluated%s), read bandwidth %.2f GB/s\n",
            model_path, gem_session_describe(s), (long long)context, (long long)prompt,
@@ -628,6 +681,15 @@ int gem_cmd_profile(int argc, char **argv)
                                       meds, "whole_token_median_ms", med, "tokens_per_s",
                                       1e3 / med, "floor_median_ms", fl, "x_floor", med / fl,
                                       "staged_whole_token_median_ms", smed));
+    }
+    if (greedy > 0) {
+        const double gm = 0.5 * (greedy_ms[0] + greedy_ms[1]), lm = 0.5 * (loop_ms[0] + loop_ms[1]);
+        printf("%-8s  greedy decoding, %lld tokens a call: %.3f ms a token (%.2f tokens/s), floor "
+               "%.3f ms, %.1f%% of it; token by token %.3f ms; greedy/token by token %.4f (host "
+               "clock, A B B A: %.3f %.3f %.3f %.3f ms)\n",
+               gem_route_name(routes[n_routes - 1]), (long long)greedy, gm, 1e3 / gm, greedy_floor,
+               100.0 * greedy_floor / gm, lm, gm / lm, loop_ms[0], greedy_ms[0], greedy_ms[1],
+               loop_ms[1]);
     }
     if (stage_out) {
         /* the baseline route's series: the steps timed per stage, staged[0] (routes[0] is
@@ -713,6 +775,17 @@ int gem_cmd_profile(int argc, char **argv)
         json_object_set_new(doc, "order", json_string("ABBA over repetitions, consecutive tokens"));
         json_object_set_new(doc, "routes", per_route);
         per_route = NULL;
+        if (greedy > 0)
+            json_object_set_new(
+                doc, "greedy",
+                json_pack("{s:s, s:I, s:s, s:s, s:[f, f], s:[f, f], s:f}", "route",
+                          gem_route_name(routes[n_routes - 1]), "tokens_per_call",
+                          (json_int_t)greedy, "order",
+                          "A B B A: A gem_session_eval_argmax a token at a time, B "
+                          "gem_session_greedy",
+                          "clock", "host, milliseconds a token", "greedy_ms_per_token",
+                          greedy_ms[0], greedy_ms[1], "token_by_token_ms_per_token", loop_ms[0],
+                          loop_ms[1], "floor_ms", greedy_floor));
         if (gem_receipt_write(out_path, doc) != GEM_OK) {
             cli_error(CMD, "cannot write %s", out_path);
             json_decref(doc);
@@ -738,6 +811,7 @@ out:
     }
     free(ids);
     free(logits);
+    free(gout);
     gem_engine_destroy(e);
     gem_session_free(s);
     gem_model_free(m);
