@@ -43,9 +43,9 @@ done
 promote() { # weight type, timeout s
   local TY=$1 D=$R/$1; mkdir -p $D
   timeout $2 $B profile --model /tmp/m31-$TY.gguf --backend cuda --random-weights 1 \
-    --context 8192,65536,131072 --kv-dtype f32 --reps 3 --samples 5 --bw-mib 4096 \
+    --context 8192,65536,131072 --kv-dtype f32 --reps 3 --samples 5 --bw-mib 4096 --greedy 16 \
     --out $D/p.json --stage-profile $D/s.json > $D/profile.txt 2>&1
-  echo "profile $TY rc=$? at $(el) s"; grep -v "^\[" $D/profile.txt | grep -E "gem profile|whole token"
+  echo "profile $TY rc=$? at $(el) s"; grep -v "^\[" $D/profile.txt | grep -E "gem profile|whole token|greedy"
   $B analyze promotion --long $D/p-ctx65536.json --long $D/p-ctx131072.json \
     --short $D/p-ctx8192.json --out $D/promotion.json > $D/promotion.txt 2>&1
   echo "analyze promotion $TY rc=$?"; cat $D/promotion.txt
