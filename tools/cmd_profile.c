@@ -260,6 +260,18 @@ static json_t *stage_profile_doc(const stage_profile_series *sp, const gem_model
     return doc;
 }
 
+/* The session's stage clocks on (1) or off (0): its stages, and with baseline_too the
+ * baseline route's own stages. 0, or 1 after saying why. */
+static int stage_clocks(gem_session *s, int on, int baseline_too)
+{
+    if (gem_session_time_stages(s, on) != GEM_OK ||
+        (baseline_too && gem_session_time_baseline_stages(s, on) != GEM_OK)) {
+        cli_error(CMD, "cannot switch the stage clocks");
+        return 1;
+    }
+    return 0;
+}
+
 int gem_cmd_profile(int argc, char **argv)
 {
     const char *model_path = NULL, *out = NULL, *stage_out = NULL;
@@ -540,11 +552,8 @@ int gem_cmd_profile(int argc, char **argv)
                 /* a step timed whole (two CUDA events: what a decode loop runs), then a
                  * step timed per stage (events at every stage; the baseline's own stages
                  * with --stage-profile), alternating */
-                if (gem_session_time_stages(s, 0) != GEM_OK ||
-                    (stage_out && gem_session_time_baseline_stages(s, 0) != GEM_OK)) {
-                    cli_error(CMD, "cannot switch the stage clocks");
+                if (stage_clocks(s, 0, stage_out != NULL))
                     goto out;
-                }
                 floor_ms[r][idx] =
                     1e3 * (double)(wbytes + gem_session_kv_bytes_at(s, gem_session_pos(s))) / bw;
                 gem_status st = gem_session_eval(s, tok, logits);
@@ -559,11 +568,8 @@ int gem_cmd_profile(int argc, char **argv)
                     cli_top10(logits, hp->n_vocab, top);
                     tok = top[0];
                 }
-                if (gem_session_time_stages(s, 1) != GEM_OK ||
-                    (stage_out && gem_session_time_baseline_stages(s, 1) != GEM_OK)) {
-                    cli_error(CMD, "cannot switch the stage clocks");
+                if (stage_clocks(s, 1, stage_out != NULL))
                     goto out;
-                }
                 gem_session_times_reset(s);
                 st = gem_session_eval(s, tok, logits);
                 if (st != GEM_OK) {
@@ -605,11 +611,8 @@ int gem_cmd_profile(int argc, char **argv)
     double loop_ms[2] = {0.0, 0.0}, greedy_ms[2] = {0.0, 0.0}, greedy_floor = 0.0;
     if (greedy > 0) {
         gem_session_set_route(s, routes[n_routes - 1]);
-        if (gem_session_time_stages(s, 0) != GEM_OK ||
-            (stage_out && gem_session_time_baseline_stages(s, 0) != GEM_OK)) {
-            cli_error(CMD, "cannot switch the stage clocks");
+        if (stage_clocks(s, 0, stage_out != NULL))
             goto out;
-        }
         /* the floor at the middle of the four runs */
         greedy_floor =
             1e3 * (double)(wbytes + gem_session_kv_bytes_at(s, gem_session_pos(s) + 2 * greedy)) /

@@ -993,17 +993,16 @@ gem_status gem_session_dev_eval(gem_session *s, int32_t token, float *logits, in
  * both executables in every call, took 1.04-1.10 of the stream's loop (runs 217-218). */
 
 /* The token at s->pos captured into *g (argmax copied out, as gem_session_dev_enqueue queues
- * it), its id from the host (dtoken NULL) or from device memory. The capture is ended on every
+ * it), its id read from dtoken (device memory) when it runs. The capture is ended on every
  * path, so the stream is never left capturing. */
-static gem_status capture_token(gem_session *s, int32_t token, const int32_t *dtoken,
-                                cudaGraph_t *g)
+static gem_status capture_token(gem_session *s, const int32_t *dtoken, cudaGraph_t *g)
 {
     cudaStream_t str = s->dev->stream;
     *g = NULL;
     gem_status st = cu_status(cudaStreamBeginCapture(str, cudaStreamCaptureModeRelaxed));
     if (st != GEM_OK)
         return st;
-    st = enqueue(s, token, dtoken, 0, 1);
+    st = enqueue(s, 0, dtoken, 0, 1);
     cudaGraph_t made = NULL;
     const cudaError_t e = cudaStreamEndCapture(str, &made);
     if (st == GEM_OK && e != cudaSuccess)
@@ -1044,7 +1043,6 @@ gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int3
     gem_session_dev *d = s->dev;
     cudaStream_t str = d->stream;
     cudaGraphExec_t *x = d->greedy;
-    cudaGraph_t g = NULL;
     int64_t done = 0;
     /* the first token queued kernel by kernel: the GPU starts at once, and the second token's
      * capture and update run on the host meanwhile */
@@ -1054,14 +1052,14 @@ gem_status gem_session_dev_greedy(gem_session *s, int32_t token, int64_t n, int3
          * device, is captured and made runnable meanwhile */
         gem_status next = GEM_OK;
         if (i + 1 < n) {
+            cudaGraph_t g = NULL;
             s->pos++;
-            next = capture_token(s, 0, (const int32_t *)d->amax, &g);
+            next = capture_token(s, d->amax, &g);
             s->pos--;
-            if (next == GEM_OK)
+            if (next == GEM_OK) {
                 next = take_graph(&x[(i + 1) % 2], g);
-            if (g)
                 cudaGraphDestroy(g);
-            g = NULL;
+            }
         }
         st = gem_session_dev_finish(s, NULL, &out[i], 0);
         if (st != GEM_OK)
