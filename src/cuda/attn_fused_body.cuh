@@ -2348,22 +2348,38 @@ __device__ __forceinline__ void gem_fp_prefetch_l2(const void *k, int64_t k_hs, 
  * together and keeps them for the first batch's weight. */
 #define GEM_FR_LOADS 64 /* reducer: O loads in flight per thread */
 
+/* A load of the reducer: through the read-only path (__ldg) when the partials come from an
+ * earlier grid, from the L2 (__ldcg, coherent) when the same grid wrote them (FRESH: the
+ * partials of a cluster's blocks, read after its barrier). */
+template <bool FRESH>
+__device__ __forceinline__ float gem_fr_load(const float *p)
+{
+    return FRESH ? __ldcg(p) : __ldg(p);
+}
+/* M_p or S_p: as gem_fr_load, a plain load when not FRESH (what the compiler makes of it) */
+template <bool FRESH>
+__device__ __forceinline__ float gem_fr_load_ms(const float *__restrict__ p)
+{
+    return FRESH ? __ldcg(p) : *p;
+}
+
 /* The reducer's O loads of one group: op[u] = p[u * stride] for u < n, 0 past it (n > 0). A
  * whole group steps one pointer (two instructions a load); computing each address and bound
  * on its own took some 20. */
+template <bool FRESH>
 __device__ __forceinline__ void gem_fr_load_group(float *op, const float *p, int64_t stride,
                                                   int64_t n)
 {
     if (n >= GEM_FR_LOADS) {
 #pragma unroll
         for (int u = 0; u < GEM_FR_LOADS; u++) {
-            op[u] = __ldg(p);
+            op[u] = gem_fr_load<FRESH>(p);
             p += stride;
         }
     } else {
 #pragma unroll
         for (int u = 0; u < GEM_FR_LOADS; u++) {
-            op[u] = u < n ? __ldg(p) : 0.f;
+            op[u] = u < n ? gem_fr_load<FRESH>(p) : 0.f;
             p += u < n ? stride : 0;
         }
     }
@@ -2373,45 +2389,44 @@ __device__ __forceinline__ void gem_fr_load_group(float *op, const float *p, int
  * n_q_heads * dv; gem_decode_merge's states: both n_q_heads * (dv + 2)). With state_ms not
  * NULL the division is left out: out receives O, and state_ms[h], state_ms[n_q_heads + h]
  * M and S (gem_decode_state); a merge of one partial then gives back its O and S exactly, so
- * the state's division elsewhere is this one's. */
-__device__ __forceinline__ void gem_fused_reducer_body(
+ * the state's division elsewhere is this one's.
+ * gem_fused_reducer_core is the merge of head h, dims 256 slice .. 256 slice + 255, by one
+ * 256-thread block (FRESH: gem_fr_load); gem_fused_reducer_body is the reducer grid's block
+ * (h = blockIdx.x, n_q_heads = gridDim.x, slice = blockIdx.y) after its launch wait. */
+template <bool FRESH>
+__device__ __forceinline__ void gem_fused_reducer_core(
     const float *__restrict__ part_m, /* (P, m_stride) */
     const float *__restrict__ part_s, /* (P, m_stride) */
     const float *__restrict__ part_o, /* (P, o_stride) */
     float *__restrict__ out,          /* (n_q_heads, dv) */
-    int64_t partitions, int64_t dv = GEM_CU_D, bool trigger = false, int64_t m_stride = 0,
-    int64_t o_stride = 0, float *__restrict__ state_ms = nullptr)
+    int64_t partitions, int64_t dv, int64_t h, int64_t n_q_heads, int64_t slice,
+    int64_t m_stride, int64_t o_stride, float *__restrict__ state_ms)
 {
     static_assert(GEM_FR_BATCH % GEM_FR_LOADS == 0, "a batch of weights is whole load groups");
     __shared__ float w[GEM_FR_BATCH];  /* w_p of the batch */
     __shared__ float sw[GEM_FR_BATCH]; /* S_p w_p of the batch */
     __shared__ float red[GEM_CU_THREADS / 32];
     __shared__ float s_all;
-    /* launched as a programmatic dependent: wait until the first pass has completed and
-     * its writes are visible */
-    pdl_wait();
-    if (trigger) /* the stream's next grid may launch now (it waits for this one itself) */
-        pdl_trigger();
-    const int64_t h = blockIdx.x, n_q_heads = gridDim.x;
-    const int64_t d = (int64_t)blockIdx.y * GEM_CU_THREADS + threadIdx.x;
+    const int64_t d = slice * GEM_CU_THREADS + threadIdx.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t mstride = m_stride ? m_stride : n_q_heads;
     /* O_p of this thread's element: po[p * pstride]; the first group's loads go out first */
     const float *po = part_o + h * dv + d;
     const int64_t pstride = o_stride ? o_stride : n_q_heads * dv;
     float op[GEM_FR_LOADS];
-    gem_fr_load_group(op, po, pstride, partitions);
+    gem_fr_load_group<FRESH>(op, po, pstride, partitions);
     /* M_p and S_p of partial p = threadIdx.x */
     float m0 = -INFINITY, s0 = 0.f;
     if (threadIdx.x < partitions) {
-        m0 = part_m[threadIdx.x * mstride + h];
-        s0 = part_s[threadIdx.x * mstride + h];
+        m0 = gem_fr_load_ms<FRESH>(part_m + threadIdx.x * mstride + h);
+        s0 = gem_fr_load_ms<FRESH>(part_s + threadIdx.x * mstride + h);
     }
     float mx = -INFINITY;
     if (s0 > 0.f)
         mx = fmaxf(mx, m0);
     for (int64_t p = threadIdx.x + GEM_CU_THREADS; p < partitions; p += GEM_CU_THREADS) {
-        const float mp = part_m[p * mstride + h], sp = part_s[p * mstride + h];
+        const float mp = gem_fr_load_ms<FRESH>(part_m + p * mstride + h),
+                    sp = gem_fr_load_ms<FRESH>(part_s + p * mstride + h);
         if (sp > 0.f)
             mx = fmaxf(mx, mp);
     }
@@ -2431,8 +2446,8 @@ __device__ __forceinline__ void gem_fused_reducer_body(
             float mp = m0, sp = s0; /* the first batch: partial threadIdx.x, loaded above */
             if (p0 > 0) {
                 const int64_t r = (p0 + threadIdx.x) * mstride + h;
-                mp = part_m[r];
-                sp = part_s[r];
+                mp = gem_fr_load_ms<FRESH>(part_m + r);
+                sp = gem_fr_load_ms<FRESH>(part_s + r);
             }
             const float wp = sp > 0.f ? expf(mp - mx) : 0.f;
             w[threadIdx.x] = wp;
@@ -2450,7 +2465,7 @@ __device__ __forceinline__ void gem_fused_reducer_body(
         for (int64_t b0 = 0; b0 < nb; b0 += GEM_FR_LOADS) {
             const int64_t g = p0 + b0; /* the group's first partial */
             if (g > 0)
-                gem_fr_load_group(op, po + g * pstride, pstride, partitions - g);
+                gem_fr_load_group<FRESH>(op, po + g * pstride, pstride, partitions - g);
 #pragma unroll
             for (int u = 0; u < GEM_FR_LOADS; u++)
                 if (b0 + u < nb)
@@ -2460,7 +2475,7 @@ __device__ __forceinline__ void gem_fused_reducer_body(
     }
     if (state_ms) { /* the state: O, and M and S once per head */
         out[h * dv + d] = o;
-        if (blockIdx.y == 0 && threadIdx.x == 0) {
+        if (slice == 0 && threadIdx.x == 0) {
             state_ms[h] = mx;
             state_ms[n_q_heads + h] = sa;
         }
@@ -2470,6 +2485,23 @@ __device__ __forceinline__ void gem_fused_reducer_body(
         s_all = sa;
     __syncthreads();
     out[h * dv + d] = __fdiv_rn(o, s_all);
+}
+
+__device__ __forceinline__ void gem_fused_reducer_body(
+    const float *__restrict__ part_m, /* (P, m_stride) */
+    const float *__restrict__ part_s, /* (P, m_stride) */
+    const float *__restrict__ part_o, /* (P, o_stride) */
+    float *__restrict__ out,          /* (n_q_heads, dv) */
+    int64_t partitions, int64_t dv = GEM_CU_D, bool trigger = false, int64_t m_stride = 0,
+    int64_t o_stride = 0, float *__restrict__ state_ms = nullptr)
+{
+    /* launched as a programmatic dependent: wait until the first pass has completed and
+     * its writes are visible */
+    pdl_wait();
+    if (trigger) /* the stream's next grid may launch now (it waits for this one itself) */
+        pdl_trigger();
+    gem_fused_reducer_core<false>(part_m, part_s, part_o, out, partitions, dv, blockIdx.x,
+                                  gridDim.x, blockIdx.y, m_stride, o_stride, state_ms);
 }
 
 #endif /* GEM_ATTN_FUSED_BODY_CUH */
