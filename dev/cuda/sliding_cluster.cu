@@ -33,6 +33,7 @@ the subjects reversed every other round):
 ./sliding_cluster                          validate, then time live 1,024, F32 and BF16
 ./sliding_cluster --lengths 256,1024 --types f32 --reps 300 --rounds 40
 ./sliding_cluster --check-only             validate alone (for the sanitizers)
+./sliding_cluster --check-only --check-max 1024   the lengths up to 1,024 alone
 
 Prediction (before any run): the cluster kernel saves 1-2 us a call in the chain (docs/cuda.md:
 the reducer adds about 2 us after the D256 first pass, 12.9 -> ~15 us at F32 1,024 rows on an
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(GEM_CU_THREADS)
 }
 
 /* The first pass and the merge in one grid (P, n_kv_heads) of clusters (P, 1, 1): after the
- * cluster's barrier, block r < 2 of KV head g merges query head 2g + r. */
+ * cluster's barrier, block r of KV head g merges query heads 2g + r, 2g + r + P, ... (< 2g + 2:
+ * at P 1 its one block merges both). */
 template <typename E, bool TRIGGER>
 __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
     first_pass_cluster(const float *__restrict__ q, const void *__restrict__ k, int64_t k_hs4,
@@ -117,10 +119,13 @@ __global__ void __launch_bounds__(GEM_CU_THREADS, 2)
         pdl_trigger();
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-    if (rank < GEM_CU_D256_GROUP)
+    for (int64_t r = rank; r < GEM_CU_D256_GROUP; r += partitions) {
+        if (r > rank)
+            __syncthreads(); /* the merge's shared memory is free again */
         gem_fused_reducer_core<true>(part_m, part_s, part_o, out, partitions, GEM_CU_D256,
-                                     (int64_t)blockIdx.y * GEM_CU_D256_GROUP + rank, n_q_heads,
-                                     0, 0, 0, nullptr);
+                                     (int64_t)blockIdx.y * GEM_CU_D256_GROUP + r, n_q_heads, 0,
+                                     0, 0, nullptr);
+    }
 }
 
 /* ---- launches -------------------------------------------------------------------------------- */
@@ -351,6 +356,7 @@ int main(int argc, char **argv)
 {
     int64_t lengths[16] = {1024};
     int nl = 1, reps = 200, rounds = 30, check_only = 0;
+    int64_t check_max = INT64_MAX;
     gem_dtype types[3] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
     int nt = 2;
     for (int i = 1; i < argc; i++) {
@@ -360,6 +366,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check-only"))
             check_only = 1;
+        else if (!strcmp(argv[i], "--check-max") && i + 1 < argc)
+            check_max = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
@@ -371,7 +379,7 @@ int main(int argc, char **argv)
             free(copy);
         } else {
             fprintf(stderr, "usage: sliding_cluster [--lengths L,..] [--reps N] [--rounds N] "
-                            "[--types f32,bf16,f16] [--check-only]\n");
+                            "[--types f32,bf16,f16] [--check-only] [--check-max L]\n");
             return 2;
         }
     }
@@ -393,6 +401,8 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int ti = 0; ti < 3; ti++)
         for (size_t li = 0; li < sizeof check_lengths / sizeof check_lengths[0]; li++) {
+            if (check_lengths[li] > check_max)
+                continue;
             host_case c;
             if (make_case(&c, all_types[ti], check_lengths[li], 100 + li)) {
                 fprintf(stderr, "out of host memory\n");
