@@ -9,17 +9,18 @@ writes are flushed; here each KV head's merge starts when that head's own blocks
 
 Subjects, all with the partition count of the library's default config at that length:
   lib       gem_decode, the library (first pass + reducer)
-  two       the same two kernels built here from attn_fused_d256_body.cuh (the control)
+  two       the same two kernels built here from attn_fused_d256_body.cuh (the control), at
+            the cluster kernels' partition count (--cluster-p; the default's otherwise)
   cluster   one kernel: the first pass, the cluster barrier (release / acquire), the pdl
             trigger, then gem_fused_reducer_core on blocks 0 and 1 of the cluster
   cl-late   the same without the trigger (the next grid launches when every block has ended)
 The merge is the reducer's code (gem_fused_reducer_core, its loads of the partials from the L2),
-so every subject must give the library's bits.
+so the cluster kernels must give two's bits, and two the library's at the same P.
 
 First it validates every subject at live 1, 13, 63, 64, 65, 1,000, 1,023, 1,024 and 4,097 for
 F32, BF16 and F16: NMSE <= 1e-10 against the double reference, every output finite (the output
-is poisoned with NaN first, every cache row past live is NaN), and bit for bit the library's
-output, twice. Nothing is timed unless all of that holds.
+is poisoned with NaN first, every cache row past live is NaN), and bit for bit the outputs
+named above, twice. Nothing is timed unless all of that holds.
 
 Then at each length and type it times the subjects two ways, in A B B A order (the order of
 the subjects reversed every other round):
@@ -34,6 +35,7 @@ the subjects reversed every other round):
 ./sliding_cluster --lengths 256,1024 --types f32 --reps 300 --rounds 40
 ./sliding_cluster --check-only             validate alone (for the sanitizers)
 ./sliding_cluster --check-only --check-max 1024   the lengths up to 1,024 alone
+./sliding_cluster --cluster-p 8            the cluster kernels at P 8 (lib and two at the default)
 
 Prediction (before any run): the cluster kernel saves 1-2 us a call in the chain (docs/cuda.md:
 the reducer adds about 2 us after the D256 first pass, 12.9 -> ~15 us at F32 1,024 rows on an
@@ -256,10 +258,10 @@ static void free_bufs(bufs *b)
 
 /* Every subject twice on case c: 0 when the library's output is within NMSE 1e-10 of the double
  * reference and finite, and every run of every subject gives its bits. */
-static int validate(gem_decode_ctx *ctx, const host_case *c, cudaStream_t st)
+static int validate(gem_decode_ctx *ctx, const host_case *c, int64_t cluster_p, cudaStream_t st)
 {
-    const int64_t P = default_partitions(ctx, c->live);
-    if (P > 16) {
+    const int64_t P = default_partitions(ctx, c->live), Pc = cluster_p ? cluster_p : P;
+    if (Pc > 16) {
         printf("check %-4s live %5lld: P%lld is past a cluster's 16 blocks: not checked\n",
                gem_dtype_name(c->t), (long long)c->live, (long long)P);
         return 0;
@@ -267,9 +269,10 @@ static int validate(gem_decode_ctx *ctx, const host_case *c, cudaStream_t st)
     const size_t n = (size_t)NQ * D;
     double *ref = (double *)malloc(n * sizeof(double));
     float *lib = (float *)malloc(n * sizeof(float)), *out = (float *)malloc(n * sizeof(float));
+    float *two = (float *)malloc(n * sizeof(float));
     reference(ref, c->q, c->kf, c->vf, c->live, 1.0f, NQ, GROUP, D);
     bufs b;
-    alloc_bufs(&b, ctx, c->live, P);
+    alloc_bufs(&b, ctx, c->live, P > Pc ? P : Pc);
     void *dk, *dv;
     cudaCheck(cudaMalloc(&dk, c->cache_bytes));
     cudaCheck(cudaMalloc(&dv, c->cache_bytes));
@@ -282,12 +285,15 @@ static int validate(gem_decode_ctx *ctx, const host_case *c, cudaStream_t st)
         for (int s = 0; s < NSUB && !bad; s++) {
             cudaCheck(cudaMemsetAsync(b.out, 0xFF, n * sizeof(float), st)); /* NaN */
             cudaCheck(cudaMemsetAsync(b.ws, 0xFF, b.ws_bytes, st));
-            cudaCheck(cudaMemsetAsync(b.part_o, 0xFF, (size_t)P * n * sizeof(float), st));
-            run_subject(s, c->t, ctx, &b, dk, dv, c->live, P, st);
+            cudaCheck(cudaMemsetAsync(b.part_o, 0xFF, (size_t)(P > Pc ? P : Pc) * n * 4, st));
+            run_subject(s, c->t, ctx, &b, dk, dv, c->live, s < 1 ? P : Pc, st);
             cudaCheck(cudaStreamSynchronize(st));
             cudaCheck(cudaGetLastError());
             cudaCheck(cudaMemcpy(out, b.out, n * sizeof(float), cudaMemcpyDeviceToHost));
-            if (rep == 0 && s == 0) {
+            /* lib and, at another P, two against the double reference; two's bits are the
+             * library's kernels' at the cluster's P, which the cluster kernels must give */
+            const float *want = s == 0 ? NULL : (s == 1 ? (Pc == P ? lib : NULL) : two);
+            if (rep == 0 && !want) {
                 double num = 0, den = 0;
                 size_t nonfinite = 0;
                 for (size_t j = 0; j < n; j++) {
@@ -295,33 +301,44 @@ static int validate(gem_decode_ctx *ctx, const host_case *c, cudaStream_t st)
                     num += (out[j] - ref[j]) * (out[j] - ref[j]);
                     den += ref[j] * ref[j];
                 }
-                nmse = num / den;
-                if (nonfinite || !(nmse <= 1e-10)) {
-                    printf("check %-4s live %5lld: INVALID: lib nmse %.3g, %zu not finite\n",
-                           gem_dtype_name(c->t), (long long)c->live, nmse, nonfinite);
+                const double e = num / den;
+                if (s == 0)
+                    nmse = e;
+                if (nonfinite || !(e <= 1e-10)) {
+                    printf("check %-4s live %5lld: INVALID: %s nmse %.3g, %zu not finite\n",
+                           gem_dtype_name(c->t), (long long)c->live, subject_names[s], e,
+                           nonfinite);
                     bad = 1;
                 }
-                memcpy(lib, out, n * sizeof(float));
-            } else if (memcmp(lib, out, n * sizeof(float)) != 0) {
-                size_t first = 0;
-                while (first < n && !memcmp(lib + first, out + first, sizeof(float)))
-                    first++;
-                printf("check %-4s live %5lld: INVALID: %s (run %d) differs from lib at %zu: "
-                       "%.9g against %.9g\n",
-                       gem_dtype_name(c->t), (long long)c->live, subject_names[s], rep + 1, first,
-                       (double)out[first], (double)lib[first]);
-                bad = 1;
+            } else {
+                if (!want)
+                    want = s == 0 ? lib : two;
+                if (memcmp(want, out, n * sizeof(float)) != 0) {
+                    size_t first = 0;
+                    while (first < n && !memcmp(want + first, out + first, sizeof(float)))
+                        first++;
+                    printf("check %-4s live %5lld: INVALID: %s (run %d) differs at %zu: %.9g "
+                           "against %.9g\n",
+                           gem_dtype_name(c->t), (long long)c->live, subject_names[s], rep + 1,
+                           first, (double)out[first], (double)want[first]);
+                    bad = 1;
+                }
             }
+            if (rep == 0 && s == 0)
+                memcpy(lib, out, n * sizeof(float));
+            if (rep == 0 && s == 1)
+                memcpy(two, out, n * sizeof(float));
         }
     if (!bad)
-        printf("check %-4s live %5lld P%-3lld: lib nmse %.3g against double; two, cluster and "
-               "cl-late give its bits, twice\n",
-               gem_dtype_name(c->t), (long long)c->live, (long long)P, nmse);
+        printf("check %-4s live %5lld P%-3lld: lib nmse %.3g against double; cluster and "
+               "cl-late give the bits of two (P%lld), twice\n",
+               gem_dtype_name(c->t), (long long)c->live, (long long)P, nmse, (long long)Pc);
     cudaFree(dk);
     cudaFree(dv);
     free_bufs(&b);
     free(ref);
     free(lib);
+    free(two);
     free(out);
     return bad;
 }
@@ -356,7 +373,7 @@ int main(int argc, char **argv)
 {
     int64_t lengths[16] = {1024};
     int nl = 1, reps = 200, rounds = 30, check_only = 0;
-    int64_t check_max = INT64_MAX;
+    int64_t check_max = INT64_MAX, cluster_p = 0;
     gem_dtype types[3] = {GEM_DTYPE_F32, GEM_DTYPE_BF16, GEM_DTYPE_F16};
     int nt = 2;
     for (int i = 1; i < argc; i++) {
@@ -368,6 +385,8 @@ int main(int argc, char **argv)
             check_only = 1;
         else if (!strcmp(argv[i], "--check-max") && i + 1 < argc)
             check_max = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--cluster-p") && i + 1 < argc)
+            cluster_p = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
@@ -379,9 +398,14 @@ int main(int argc, char **argv)
             free(copy);
         } else {
             fprintf(stderr, "usage: sliding_cluster [--lengths L,..] [--reps N] [--rounds N] "
-                            "[--types f32,bf16,f16] [--check-only] [--check-max L]\n");
+                            "[--types f32,bf16,f16] [--check-only] [--check-max L] "
+                            "[--cluster-p P]\n");
             return 2;
         }
+    }
+    if (cluster_p < 0 || cluster_p > 16) {
+        fprintf(stderr, "sliding_cluster: --cluster-p takes 1 .. 16\n");
+        return 2;
     }
     if (reps < 10 || rounds < 10 || nl < 1 || nt < 1) {
         fprintf(stderr, "sliding_cluster: want --reps >= 10, --rounds >= 10, a length, a type\n");
@@ -408,7 +432,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "out of host memory\n");
                 return 2;
             }
-            failed |= validate(ctx, &c, st);
+            failed |= validate(ctx, &c, cluster_p, st);
             free_case(&c);
         }
     if (failed) {
@@ -428,8 +452,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bad length or out of host memory\n");
                 return 2;
             }
-            const int64_t P = default_partitions(ctx, c.live);
-            if (P > 16) {
+            const int64_t P = default_partitions(ctx, c.live), Pc = cluster_p ? cluster_p : P;
+            if (Pc > 16) {
                 printf("%-4s live %5lld: P%lld is past a cluster's 16 blocks: not timed\n",
                        gem_dtype_name(c.t), (long long)c.live, (long long)P);
                 free_case(&c);
@@ -438,20 +462,20 @@ int main(int argc, char **argv)
             {
                 cudaLaunchConfig_t cfg;
                 memset(&cfg, 0, sizeof cfg);
-                cfg.gridDim = dim3((unsigned)P, NKV);
+                cfg.gridDim = dim3((unsigned)Pc, NKV);
                 cfg.blockDim = dim3(GEM_CU_THREADS);
                 cudaLaunchAttribute a;
                 a.id = cudaLaunchAttributeClusterDimension;
-                a.val.clusterDim.x = (unsigned)P;
+                a.val.clusterDim.x = (unsigned)Pc;
                 a.val.clusterDim.y = a.val.clusterDim.z = 1;
                 cfg.attrs = &a;
                 cfg.numAttrs = 1;
                 int nclusters = 0;
                 cudaCheck(cudaOccupancyMaxActiveClusters(
                     &nclusters, (const void *)first_pass_cluster<gem_kv_f32, true>, &cfg));
-                printf("%-4s live %5lld: P%lld, clusters of %lld blocks, %d of them resident at "
-                       "once (the grid has %d)\n",
-                       gem_dtype_name(c.t), (long long)c.live, (long long)P, (long long)P,
+                printf("%-4s live %5lld: lib and two P%lld; clusters of %lld blocks, %d of them "
+                       "resident at once (the grid has %d)\n",
+                       gem_dtype_name(c.t), (long long)c.live, (long long)P, (long long)Pc,
                        nclusters, NKV);
             }
             int copies = (int)ceil((double)(1u << 30) / (2.0 * (double)c.cache_bytes));
@@ -464,7 +488,7 @@ int main(int argc, char **argv)
                 cudaCheck(cudaMemcpy(dv[i], c.v, c.cache_bytes, cudaMemcpyHostToDevice));
             }
             bufs b;
-            alloc_bufs(&b, ctx, c.live, P);
+            alloc_bufs(&b, ctx, c.live, P > Pc ? P : Pc);
             cudaCheck(cudaMemcpy(b.q, c.q, NQ * D * sizeof(float), cudaMemcpyHostToDevice));
             double *ts = (double *)malloc((size_t)NSUB * reps * sizeof(double));
             double *tc = (double *)malloc((size_t)NSUB * rounds * sizeof(double));
@@ -475,7 +499,7 @@ int main(int argc, char **argv)
                     const int cp = turn++ % copies;
                     wait_kernel<<<1, 1, 0, st>>>(50000);
                     cudaCheck(cudaEventRecord(e0, st));
-                    run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, P, st);
+                    run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, s < 1 ? P : Pc, st);
                     cudaCheck(cudaEventRecord(e1, st));
                     cudaCheck(cudaEventSynchronize(e1));
                     float ms = 0;
@@ -490,7 +514,7 @@ int main(int argc, char **argv)
                     cudaCheck(cudaEventRecord(e0, st));
                     for (int i = 0; i < CHAIN; i++) {
                         const int cp = turn++ % copies;
-                        run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, P, st);
+                        run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, s < 1 ? P : Pc, st);
                     }
                     cudaCheck(cudaEventRecord(e1, st));
                     cudaCheck(cudaEventSynchronize(e1));
@@ -505,12 +529,13 @@ int main(int argc, char **argv)
                 const stats ch = summarize(tc + (size_t)s * rounds, rounds);
                 printf("%-4s live %5lld P%-3lld %-8s single %.5f ms [p10 %.5f, p90 %.5f]  chain "
                        "%.5f ms a call [p10 %.5f, p90 %.5f]  %.1f GB/s in the chain\n",
-                       gem_dtype_name(c.t), (long long)c.live, (long long)P, subject_names[s],
+                       gem_dtype_name(c.t), (long long)c.live, (long long)(s < 1 ? P : Pc),
+                       subject_names[s],
                        a.median, a.p10, a.p90, ch.median, ch.p10, ch.p90,
                        kv_bytes / (ch.median * 1e-3) * 1e-9);
             }
             const stats lib_s = summarize(ts, reps), lib_c = summarize(tc, rounds);
-            for (int s = 2; s < NSUB; s++) {
+            for (int s = 1; s < NSUB; s++) {
                 const stats a = summarize(ts + (size_t)s * reps, reps);
                 const stats ch = summarize(tc + (size_t)s * rounds, rounds);
                 printf("%-4s live %5lld %-8s / lib: single %.4f (%+.2f us), chain %.4f (%+.2f us "
