@@ -41,6 +41,19 @@ Prediction (before any run): the cluster kernel saves 1-2 us a call in the chain
 the reducer adds about 2 us after the D256 first pass, 12.9 -> ~15 us at F32 1,024 rows on an
 H200), 50-100 us a 31B token; single calls save less (0.5-1.5 us), since the lone reducer's
 launch is already overlapped by the programmatic launch.
+
+Outcome (an H100 80GB HBM3, results/h200/runs 220-221): it loses. Every check passes (the cluster
+kernels give the library's bits for F32, BF16 and F16 at every length; memcheck, racecheck and
+synccheck report nothing), but at the default P 16 only 14 of the 16 clusters of 16 blocks are
+resident at once, so two clusters run as a second wave: chain ms a call, lib / cluster, F32
+0.00847 / 0.01212 at 256 rows and 0.01639 / 0.02209 at 1,024; BF16 0.00809 / 0.01153 and
+0.01239 / 0.01805. With every cluster resident it still does not win: at P 8 (30 clusters of 8
+fit) the cluster kernel takes 0.01826 ms a call against 0.01797 for the two kernels at the same
+P (F32, 1,024 rows; BF16 0.01539 / 0.01502), and P 8 itself costs 1.6-2.7 us against the
+library's P 16; at P 12 (16 fit) the cluster kernel takes 0.02086 against 0.01701 with the early
+trigger and 0.01839 without it. The reducer's programmatic launch already hides its launch and
+wait, and a cluster's merge waits for its slowest block while holding the cluster's other
+blocks to the barrier. The library keeps its two kernels.
 */
 #include <math.h>
 #include <stdint.h>
