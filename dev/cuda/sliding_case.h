@@ -1,7 +1,8 @@
 /*
 What dev/cuda/sliding_decode.cu and dev/cuda/sliding_cluster.cu share: the seeded inputs of Gemma 4
 31B's sliding-window shape (32 query heads over 16 KV heads, dk = dv = 256, a token-major ring of
-WINDOW = 1,024 rows) in F32, BF16 or F16, with NaN in every row past live, and their view.
+WINDOW = 1,024 rows) in F32, BF16 or F16, with NaN in every row past live, and their view; the
+summary of a sample of times and the parsing of a list argument.
 */
 #ifndef GEM_DEV_CUDA_SLIDING_CASE_H
 #define GEM_DEV_CUDA_SLIDING_CASE_H
@@ -83,7 +84,8 @@ static int make_case(host_case *c, gem_dtype t, int64_t live, uint64_t seed)
         return -1;
     }
     fill(c->q, NQ * D, seed);
-    uint32_t nan_bits = t == GEM_DTYPE_F32 ? 0x7FC00000u : (t == GEM_DTYPE_BF16 ? 0x7FC0u : 0x7E00u);
+    uint32_t nan_bits =
+        t == GEM_DTYPE_F32 ? 0x7FC00000u : (t == GEM_DTYPE_BF16 ? 0x7FC0u : 0x7E00u);
     for (size_t i = 0; i < elems; i++) {
         store_bits(c->k, t, i, nan_bits);
         store_bits(c->v, t, i, nan_bits);
@@ -116,7 +118,7 @@ static void free_case(host_case *c)
 }
 
 /* The token-major view of a device copy of the cache. */
-static gem_kv_view view_of(const host_case *c, const void *k, const void *v)
+static inline gem_kv_view view_of(const host_case *c, const void *k, const void *v)
 {
     gem_kv_view kv;
     memset(&kv, 0, sizeof kv);
@@ -128,6 +130,46 @@ static gem_kv_view view_of(const host_case *c, const void *k, const void *v)
     kv.live = c->live;
     kv.capacity = c->capacity;
     return kv;
+}
+
+/* ---- times and arguments ---- */
+
+typedef struct stats {
+    double p10, median, p90;
+} stats;
+
+/* The 10th percentile, median and 90th percentile of t (n >= 10 times; sorted in place). */
+static stats summarize(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    stats s;
+    s.p10 = t[n / 10];
+    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    s.p90 = t[n - 1 - n / 10];
+    return s;
+}
+
+/* "a,b,c" into out (cap entries); the count parsed. */
+static int parse_list(const char *s, int64_t *out, int cap)
+{
+    int n = 0;
+    char *copy = strdup(s);
+    for (char *t = strtok(copy, ","); t && n < cap; t = strtok(NULL, ","))
+        out[n++] = atoll(t);
+    free(copy);
+    return n;
+}
+
+/* "f32,bf16" into out (cap entries): the names gem_dtype_parse knows; the count parsed. */
+static int parse_types(const char *s, gem_dtype *out, int cap)
+{
+    int n = 0;
+    char *copy = strdup(s);
+    for (char *t = strtok(copy, ","); t && n < cap; t = strtok(NULL, ","))
+        if (gem_dtype_parse(t, &out[n]) == GEM_OK)
+            n++;
+    free(copy);
+    return n;
 }
 
 #endif /* GEM_DEV_CUDA_SLIDING_CASE_H */

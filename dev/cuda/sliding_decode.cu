@@ -183,32 +183,6 @@ static int validate(gem_decode_ctx *ctx, const host_case *c, const gem_decode_co
 
 /* ---- timing --------------------------------------------------------------------------------- */
 
-typedef struct stats {
-    double p10, median, p90;
-} stats;
-
-/* The 10th percentile, median and 90th percentile of t (n >= 10 times; sorted in place). */
-static stats summarize(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    stats s;
-    s.p10 = t[n / 10];
-    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    s.p90 = t[n - 1 - n / 10];
-    return s;
-}
-
-/* "a,b,c" into out (cap entries); the count parsed. */
-static int parse_list(const char *s, int64_t *out, int cap)
-{
-    int n = 0;
-    char *copy = strdup(s);
-    for (char *t = strtok(copy, ","); t && n < cap; t = strtok(NULL, ","))
-        out[n++] = atoll(t);
-    free(copy);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     int64_t lengths[16] = {256, 512, 1024, 4096}, sweep[MAX_CONFIGS];
@@ -222,14 +196,9 @@ int main(int argc, char **argv)
             ns = parse_list(argv[++i], sweep, MAX_CONFIGS - 1);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
-            nt = 0;
-            char *copy = strdup(argv[++i]);
-            for (char *t = strtok(copy, ","); t && nt < 3; t = strtok(NULL, ","))
-                if (gem_dtype_parse(t, &types[nt]) == GEM_OK)
-                    nt++;
-            free(copy);
-        } else {
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
+            nt = parse_types(argv[++i], types, 3);
+        else {
             fprintf(stderr, "usage: sliding_decode [--lengths L,..] [--sweep P,..] [--reps N] "
                             "[--types f32,bf16,f16]\n");
             return 2;
