@@ -356,6 +356,33 @@ static int validate(gem_decode_ctx *ctx, const host_case *c, int64_t cluster_p, 
     return bad;
 }
 
+/* Every subject, rounds samples of `calls` calls back to back (each on the next copy of the
+ * cache, a programmatic dependent of the one before) behind 50 us of GPU work, CUDA events
+ * around them; the subjects' order reversed every other round; `warm` untimed rounds first.
+ * t[s * rounds + r]: ms a call of subject s in round r. */
+static void time_rounds(int rounds, int warm, int calls, double *t, int *turn, int copies,
+                        void *const *dk, void *const *dv, const host_case *c,
+                        gem_decode_ctx *ctx, const bufs *b, int64_t P, int64_t Pc,
+                        cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1)
+{
+    for (int r = -warm; r < rounds; r++)
+        for (int j = 0; j < NSUB; j++) {
+            const int s = (r & 1) ? NSUB - 1 - j : j;
+            wait_kernel<<<1, 1, 0, st>>>(50000); /* the host runs ahead */
+            cudaCheck(cudaEventRecord(e0, st));
+            for (int i = 0; i < calls; i++) {
+                const int cp = (*turn)++ % copies;
+                run_subject(s, c->t, ctx, b, dk[cp], dv[cp], c->live, s < 1 ? P : Pc, st);
+            }
+            cudaCheck(cudaEventRecord(e1, st));
+            cudaCheck(cudaEventSynchronize(e1));
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= 0)
+                t[(size_t)s * rounds + r] = ms / calls;
+        }
+}
+
 /* ---- timing ---------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -477,36 +504,9 @@ int main(int argc, char **argv)
             double *ts = (double *)malloc((size_t)NSUB * reps * sizeof(double));
             double *tc = (double *)malloc((size_t)NSUB * rounds * sizeof(double));
             int turn = 0;
-            for (int r = -3; r < reps; r++) /* single calls; three untimed warm-up rounds */
-                for (int j = 0; j < NSUB; j++) {
-                    const int s = (r & 1) ? NSUB - 1 - j : j;
-                    const int cp = turn++ % copies;
-                    wait_kernel<<<1, 1, 0, st>>>(50000);
-                    cudaCheck(cudaEventRecord(e0, st));
-                    run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, s < 1 ? P : Pc, st);
-                    cudaCheck(cudaEventRecord(e1, st));
-                    cudaCheck(cudaEventSynchronize(e1));
-                    float ms = 0;
-                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-                    if (r >= 0)
-                        ts[(size_t)s * reps + r] = ms;
-                }
-            for (int r = -2; r < rounds; r++) /* chains; two untimed warm-up rounds */
-                for (int j = 0; j < NSUB; j++) {
-                    const int s = (r & 1) ? NSUB - 1 - j : j;
-                    wait_kernel<<<1, 1, 0, st>>>(50000);
-                    cudaCheck(cudaEventRecord(e0, st));
-                    for (int i = 0; i < CHAIN; i++) {
-                        const int cp = turn++ % copies;
-                        run_subject(s, c.t, ctx, &b, dk[cp], dv[cp], c.live, s < 1 ? P : Pc, st);
-                    }
-                    cudaCheck(cudaEventRecord(e1, st));
-                    cudaCheck(cudaEventSynchronize(e1));
-                    float ms = 0;
-                    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-                    if (r >= 0)
-                        tc[(size_t)s * rounds + r] = ms / CHAIN;
-                }
+            time_rounds(reps, 3, 1, ts, &turn, copies, dk, dv, &c, ctx, &b, P, Pc, st, e0, e1);
+            time_rounds(rounds, 2, CHAIN, tc, &turn, copies, dk, dv, &c, ctx, &b, P, Pc, st, e0,
+                        e1);
             const double kv_bytes = 2.0 * (double)c.live * NKV * D * (double)gem_dtype_size(c.t);
             for (int s = 0; s < NSUB; s++) {
                 const stats a = summarize(ts + (size_t)s * reps, reps);
