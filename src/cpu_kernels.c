@@ -970,12 +970,62 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
 }
 
 #elif CPU_AVX2
+/* The value update of heads [h0, h0 + HB) (HB 1 to 4) of NH over 16 columns at a time (n a
+ * multiple of 16) for value_nh's segments: the block's 2 HB accumulators stay in registers for
+ * the whole call, each pair of V vectors is loaded (and converted) once for the block and
+ * feeds 2 HB FMAs, the weights broadcast from memory. While it computes it asks for the
+ * lines of the first pf_nt rows of pf (pr: column 0 of pf's first row, NULL: none). */
+INLINE void value_block_avx2(float *o, int64_t n, const float *p, const void *v, int64_t vs,
+                             const int64_t *seg_t, const float *const *seg_al, int nseg,
+                             const char *pr, int64_t pf_nt, const gem_dtype vt, const int h0,
+                             const int HB, const int NH)
+{
+    const int64_t row_bytes = vs * esize(vt);
+    for (int64_t d = 0; d < n; d += 16) {
+        __m256 a[4], b[4];
+        for (int h = 0; h < HB; h++) {
+            a[h] = _mm256_loadu_ps(o + (h0 + h) * n + d);
+            b[h] = _mm256_loadu_ps(o + (h0 + h) * n + d + 8);
+        }
+        const char *vr = elem(v, d, vt);
+        /* a line of each pf row per 64 bytes of columns: every 16 columns of F32, 32 of 16-bit */
+        const int ask = pr && (d * esize(vt)) % 64 == 0;
+        const char *pd = ask ? pr + d * esize(vt) : NULL;
+        const float *pt = p + h0;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
+                for (int h = 0; h < HB; h++) {
+                    const __m256 ah = _mm256_set1_ps(seg_al[g][h0 + h]);
+                    a[h] = _mm256_mul_ps(a[h], ah);
+                    b[h] = _mm256_mul_ps(b[h], ah);
+                }
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                const __m256 va = load8(vr, 0, vt), vb = load8(vr, 8, vt);
+                if (ask && t < pf_nt) {
+                    __builtin_prefetch(pd, 0, CPU_PF_LOCALITY);
+                    pd += row_bytes;
+                }
+                for (int h = 0; h < HB; h++) {
+                    const __m256 ph = _mm256_set1_ps(pt[h]);
+                    a[h] = _mm256_fmadd_ps(ph, va, a[h]);
+                    b[h] = _mm256_fmadd_ps(ph, vb, b[h]);
+                }
+                vr += row_bytes;
+                pt += NH;
+            }
+        }
+        for (int h = 0; h < HB; h++) {
+            _mm256_storeu_ps(o + (h0 + h) * n + d, a[h]);
+            _mm256_storeu_ps(o + (h0 + h) * n + d + 8, b[h]);
+        }
+    }
+}
+
 /* cpu_value_tile for NH (1 to 8) heads, n a multiple of 16, V of type vt (F32, BF16 or F16),
- * at most VALUE_MAX_TILES tiles: per 8 columns the NH heads' accumulators stay in registers
- * for the whole call; each V vector is loaded (and converted) once and feeds NH FMAs (weights
- * broadcast from memory). The tokens run in value_segments' segments: the multiplies of a
- * tile whose alphas are all 1 are left out (x * 1 = x). Per element the rule's operations in
- * the rule's order. While it computes it asks for the lines of the first pf_nt rows of pf. */
+ * at most VALUE_MAX_TILES tiles: the heads in blocks of 4 (value_block_avx2), the tokens in
+ * value_segments' segments (the multiplies of a tile whose alphas are all 1 left out: x * 1 =
+ * x). Per element the rule's operations in the rule's order. The first block asks for the
+ * lines of the first pf_nt rows of pf. */
 INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
                      const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
                      const gem_dtype vt, const int NH)
@@ -983,34 +1033,16 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
     int64_t seg_t[VALUE_MAX_TILES + 1];
     const float *seg_al[VALUE_MAX_TILES];
     const int nseg = value_segments(tile, alpha, nt, seg_t, seg_al, NH);
-    const int64_t row_bytes = vs * esize(vt);
-    for (int64_t d = 0; d < n; d += 8) {
-        __m256 a[8];
-        for (int h = 0; h < NH; h++)
-            a[h] = _mm256_loadu_ps(o + h * n + d);
-        const char *vr = elem(v, d, vt);
-        const int ask = pf_nt > 0 && (d * esize(vt)) % 64 == 0; /* a new line of each row */
-        const char *pr = ask ? elem(pf, d, vt) : NULL;
-        const float *pt = p;
-        for (int g = 0; g < nseg; g++) {
-            if (seg_al[g])
-                for (int h = 0; h < NH; h++)
-                    a[h] = _mm256_mul_ps(a[h], _mm256_set1_ps(seg_al[g][h]));
-            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
-                const __m256 vv = load8(vr, 0, vt);
-                if (ask && t < pf_nt) {
-                    __builtin_prefetch(pr, 0, CPU_PF_LOCALITY);
-                    pr += row_bytes;
-                }
-                for (int h = 0; h < NH; h++)
-                    a[h] = _mm256_fmadd_ps(_mm256_set1_ps(pt[h]), vv, a[h]);
-                vr += row_bytes;
-                pt += NH;
-            }
-        }
-        for (int h = 0; h < NH; h++)
-            _mm256_storeu_ps(o + h * n + d, a[h]);
-    }
+    const char *pr = pf_nt > 0 ? (const char *)pf : NULL;
+    int h0 = 0;
+    for (; h0 + 4 <= NH; h0 += 4, pr = NULL)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 4, NH);
+    if (NH - h0 == 3)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 3, NH);
+    else if (NH - h0 == 2)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 2, NH);
+    else if (NH - h0 == 1)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 1, NH);
 }
 #endif
 
@@ -1097,7 +1129,7 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
 #undef VALUE_TILE
     }
 #elif CPU_AVX2
-    if (nh >= 1 && nh <= 8 && n % 8 == 0 && vt != GEM_DTYPE_FP8_E4M3) {
+    if (nh >= 1 && nh <= 8 && n % 16 == 0 && vt != GEM_DTYPE_FP8_E4M3) {
 #define VALUE_TILE(NH)                                                                      \
     switch (vt) {                                                                           \
     case GEM_DTYPE_BF16:                                                                    \
