@@ -818,26 +818,6 @@ INLINE int rescales(const float *al, const int NH)
 /* Tiles one value_nh call takes at most (cpu_value_tile splits longer calls). */
 #define VALUE_MAX_TILES 64
 
-/* The segments of a value call of nt tokens in tiles of `tile` (at most VALUE_MAX_TILES): a
- * segment starts at the first tile and at every tile whose NH alphas are not all 1 (rescales),
- * and runs to the next one. seg_t[g]: its first token (seg_t[nseg] = nt); seg_al[g]: its
- * tile's alphas, NULL when all 1 (no multiply). Returns nseg. alpha (tiles, NH). */
-INLINE int value_segments(int64_t tile, const float *alpha, int64_t nt, int64_t *seg_t,
-                          const float **seg_al, const int NH)
-{
-    int nseg = 0;
-    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
-        const float *al = alpha + (t0 / tile) * NH;
-        const int r = rescales(al, NH);
-        if (nseg == 0 || r) {
-            seg_t[nseg] = t0;
-            seg_al[nseg] = r ? al : NULL;
-            nseg++;
-        }
-    }
-    seg_t[nseg] = nt;
-    return nseg;
-}
 #endif
 
 #if CPU_AVX512
@@ -857,7 +837,17 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
 {
     int64_t seg_t[VALUE_MAX_TILES + 1];     /* first token of each segment, then nt */
     const float *seg_al[VALUE_MAX_TILES];   /* its tile's alphas, NULL when all 1 */
-    const int nseg = value_segments(tile, alpha, nt, seg_t, seg_al, NH);
+    int nseg = 0;
+    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+        const float *al = alpha + (t0 / tile) * NH;
+        const int r = rescales(al, NH);
+        if (nseg == 0 || r) {
+            seg_t[nseg] = t0;
+            seg_al[nseg] = r ? al : NULL;
+            nseg++;
+        }
+    }
+    seg_t[nseg] = nt;
     const int64_t row_bytes = vs * esize(vt);
     int64_t d = 0;
     /* BF16: a 64-byte load holds 32 columns; shifting each dword up 16 bits gives
@@ -970,6 +960,27 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
 }
 
 #elif CPU_AVX2
+/* The segments of a value call of nt tokens in tiles of `tile` (at most VALUE_MAX_TILES): a
+ * segment starts at the first tile and at every tile whose NH alphas are not all 1 (rescales),
+ * and runs to the next one (the AVX-512 value_nh builds the same segments inline, in the
+ * form it was measured in). seg_t[g]: its first token (seg_t[nseg] = nt); seg_al[g]: its
+ * tile's alphas, NULL when all 1 (no multiply). Returns nseg. alpha (tiles, NH). */
+INLINE int value_segments(int64_t tile, const float *alpha, int64_t nt, int64_t *seg_t,
+                          const float **seg_al, const int NH)
+{
+    int nseg = 0;
+    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+        const float *al = alpha + (t0 / tile) * NH;
+        const int r = rescales(al, NH);
+        if (nseg == 0 || r) {
+            seg_t[nseg] = t0;
+            seg_al[nseg] = r ? al : NULL;
+            nseg++;
+        }
+    }
+    seg_t[nseg] = nt;
+    return nseg;
+}
 /* The value update of heads [h0, h0 + HB) (HB 1 to 4) of NH over 16 columns at a time (n a
  * multiple of 16) for value_nh's segments: the block's 2 HB accumulators stay in registers for
  * the whole call, each pair of V vectors is loaded (and converted) once for the block and
