@@ -78,6 +78,7 @@ INLINE void prefetch_row(const void *p, int64_t n, const gem_dtype t)
         __builtin_prefetch((const char *)p + i, 0, CPU_PF_LOCALITY);
 }
 
+#if CPU_AVX512 || CPU_AVX2
 /* Prefetch of the line that holds element i of a row of type t, asked once per
  * 64-byte line as i advances by 16 (every step for F32, every other for 16 bits). */
 INLINE void prefetch_step(const void *row, int64_t i, const gem_dtype t)
@@ -85,6 +86,7 @@ INLINE void prefetch_step(const void *row, int64_t i, const gem_dtype t)
     if ((i * esize(t)) % 64 == 0)
         __builtin_prefetch(elem(row, i, t), 0, CPU_PF_LOCALITY);
 }
+#endif
 
 const char *cpu_kernels_isa(void)
 {
