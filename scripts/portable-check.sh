@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # portable-check.sh: the CPU backend's portable C path, built without -march=native (so the
-# AVX-512 kernels are compiled out) by clang-14 (which has no _Float16 there, so the tests round
-# to F16 by their own arithmetic), and the tests that hold the kernels, the routes and the
-# products to their definitions bit for bit. Needs clang-14 (scripts/clang-check.sh installs
-# it). Build folder: build-portable.
+# AVX-512 and AVX2 kernels are compiled out) by clang-14 (which has no _Float16 there, so the
+# tests round to F16 by their own arithmetic), and the tests that hold the kernels, the routes
+# and the products to their definitions bit for bit; then the AVX2 kernels (-march=x86-64-v3:
+# AVX2, FMA, F16C, no AVX-512) with the same tests, where the processor runs them. Needs
+# clang-14 (scripts/clang-check.sh installs it). Build folders: build-portable, build-avx2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -23,4 +24,14 @@ cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC"
   -DGEM_CUDA=OFF -DGEM_NATIVE=OFF >/dev/null
 cmake --build build-portable -j"$jobs" --target "${tests[@]}" >/dev/null
 (cd build-portable && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+if [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* && " $flags " == *" f16c "* ]]; then
+  echo "portable-check: building the AVX2 kernels (-march=x86-64-v3)"
+  cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+    -DGEM_CUDA=OFF -DGEM_NATIVE=OFF -DCMAKE_C_FLAGS="-march=x86-64-v3" >/dev/null
+  cmake --build build-avx2 -j"$jobs" --target "${tests[@]}" >/dev/null
+  (cd build-avx2 && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
+else
+  echo "portable-check: this processor lacks AVX2, FMA or F16C: the AVX2 kernels not run"
+fi
 echo "portable-check: passed"

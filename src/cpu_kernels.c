@@ -1,9 +1,11 @@
 /*
  * The CPU backend's inner loops (see cpu_kernels.h for the rule each one
  * follows). With AVX-512 (F + DQ) the dot products, the value update and the
- * streaming read use intrinsics; otherwise the portable C below, which gcc
- * vectorizes for whatever the target has. Both follow the same per-element
- * operation order, so they agree bit for bit.
+ * streaming read use intrinsics; without it, with AVX2, FMA and F16C (x86-64-v3:
+ * most AMD and Intel servers before AVX-512), the fused route's three kernels
+ * use 8-lane intrinsics; otherwise the portable C below, which gcc vectorizes
+ * for whatever the target has. All follow the same per-element operation order,
+ * so they agree bit for bit.
  *
  * Cache rows of 16-bit types: the AVX-512 kernels convert 16 elements as they
  * load them (BF16: zero-extend and shift up 16 bits; F16: vcvtph2ps, exact for
@@ -26,6 +28,15 @@
 #define CPU_AVX512 1
 #else
 #define CPU_AVX512 0
+#endif
+
+/* AVX2 with FMA and F16C and no AVX-512: the 8-lane kernels (each 16-lane accumulator of the
+ * rule as two 8-lane halves). FP8 rows and the baseline's value stage stay portable. */
+#if !CPU_AVX512 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define CPU_AVX2 1
+#else
+#define CPU_AVX2 0
 #endif
 
 #ifndef CPU_PF_LOCALITY
@@ -67,7 +78,20 @@ INLINE void prefetch_row(const void *p, int64_t n, const gem_dtype t)
         __builtin_prefetch((const char *)p + i, 0, CPU_PF_LOCALITY);
 }
 
-const char *cpu_kernels_isa(void) { return CPU_AVX512 ? "avx512" : "portable"; }
+#if CPU_AVX512 || CPU_AVX2
+/* Prefetch of the line that holds element i of a row of type t, asked once per
+ * 64-byte line as i advances by 16 (every step for F32, every other for 16 bits). */
+INLINE void prefetch_step(const void *row, int64_t i, const gem_dtype t)
+{
+    if ((i * esize(t)) % 64 == 0)
+        __builtin_prefetch(elem(row, i, t), 0, CPU_PF_LOCALITY);
+}
+#endif
+
+const char *cpu_kernels_isa(void)
+{
+    return CPU_AVX512 ? "avx512" : (CPU_AVX2 ? "avx2" : "portable");
+}
 
 void cpu_widen(const void *src, gem_dtype t, int64_t n, float *dst)
 {
@@ -200,14 +224,6 @@ INLINE __m512 load16(const void *row, int64_t i, const gem_dtype t)
     if (t == GEM_DTYPE_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
-}
-
-/* Prefetch of the line that holds element i of a row of type t, asked once per
- * 64-byte line as i advances by 16 (every step for F32, every other for 16 bits). */
-INLINE void prefetch_step(const void *row, int64_t i, const gem_dtype t)
-{
-    if ((i * esize(t)) % 64 == 0)
-        __builtin_prefetch(elem(row, i, t), 0, CPU_PF_LOCALITY);
 }
 
 /* The 16 dot products of a 4 x 4 block reduced by the tree of hsum16, all at
@@ -428,6 +444,92 @@ INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t k
 }
 #endif
 
+#if CPU_AVX2
+/* Elements [i, i + 8) of a row of type t (F32, BF16 or F16) as 8 floats, converted exactly
+ * (BF16: zero-extended and shifted up 16 bits; F16: vcvtph2ps, subnormals included). */
+INLINE __m256 load8(const void *row, int64_t i, const gem_dtype t)
+{
+    if (t == GEM_DTYPE_F32)
+        return _mm256_loadu_ps((const float *)row + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+    if (t == GEM_DTYPE_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+/* tree16 of the 16 lanes lo (0-7) and hi (8-15), in its order. */
+static inline float hsum16_avx2(__m256 lo, __m256 hi)
+{
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* out[h * os] = dot(q_h, k) for NH (1..8) query rows of q (n apart) and one row k of type kt,
+ * n a multiple of 16. The rule's lanes 0-7 of every head over the whole row first, then lanes
+ * 8-15: a lane's FMAs are in the rule's order and the two halves meet only in the tree, so NH
+ * accumulators and one K vector are live at a time (NH 8 would not fit 16 registers with both
+ * halves). While it computes the first half it asks for the lines of pf (a row of type kt with
+ * n elements; NULL: none). */
+INLINE void dot_row_avx2(const float *q, int64_t n, const void *k, const void *pf, float *out,
+                         int64_t os, const gem_dtype kt, const int NH)
+{
+    __m256 lo[8];
+    for (int half = 0; half < 2; half++) {
+        __m256 acc[8];
+        for (int h = 0; h < NH; h++)
+            acc[h] = _mm256_setzero_ps();
+        for (int64_t i = 8 * half; i < n; i += 16) {
+            const __m256 kv = load8(k, i, kt);
+            if (pf && half == 0)
+                prefetch_step(pf, i, kt);
+            for (int h = 0; h < NH; h++)
+                acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * n + i), kv, acc[h]);
+        }
+        for (int h = 0; h < NH; h++) {
+            if (half == 0)
+                lo[h] = acc[h];
+            else
+                out[h * os] = hsum16_avx2(lo[h], acc[h]);
+        }
+    }
+}
+
+/* dot_row_avx2 for nh heads (blocks of 8, then the rest): out[h * os] = dot(q_h, k). */
+INLINE void dot_heads_avx2(const float *q, int64_t nh, int64_t n, const void *k, const void *pf,
+                           float *out, int64_t os, const gem_dtype kt)
+{
+    int64_t h = 0;
+    for (; h + 8 <= nh; h += 8, pf = NULL) /* the prefetch once, with the first block */
+        dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 8);
+    switch (nh - h) {
+    case 7: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 7); break;
+    case 6: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 6); break;
+    case 5: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 5); break;
+    case 4: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 4); break;
+    case 3: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 3); break;
+    case 2: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 2); break;
+    case 1: dot_row_avx2(q + h * n, n, k, pf, out + h * os, os, kt, 1); break;
+    default: break;
+    }
+}
+
+/* cpu_dot_tile (h_stride = out_stride, t_stride = 1) and cpu_dot_tile_tm (h_stride = 1,
+ * t_stride = out_stride) for n a multiple of 16: row by row, row t asking for row t of pf. */
+INLINE void dot_tile_avx2(const float *q, int64_t nh, const void *k, int64_t ks, int64_t nt,
+                          int64_t n, float *out, int64_t h_stride, int64_t t_stride,
+                          const void *pf, int64_t pf_nt, const gem_dtype kt)
+{
+    for (int64_t t = 0; t < nt; t++)
+        dot_heads_avx2(q, nh, n, elem(k, t * ks, kt),
+                       pf && t < pf_nt ? elem(pf, t * ks, kt) : NULL, out + t * t_stride,
+                       h_stride, kt);
+    for (int64_t t = nt; pf && t < pf_nt; t++) /* rows beyond the tile's */
+        prefetch_row(elem(pf, t * ks, kt), n, kt);
+}
+#endif
+
 void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks, int64_t nt,
                   int64_t n, float *out, int64_t out_stride)
 {
@@ -447,6 +549,16 @@ void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64
             dot_tile_avx(q, nh, k, ks, nt, n, out, out_stride, GEM_DTYPE_F32);
             return;
         }
+    }
+#elif CPU_AVX2
+    if (n % 16 == 0 && kt != GEM_DTYPE_FP8_E4M3) {
+        if (kt == GEM_DTYPE_BF16)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_BF16);
+        else if (kt == GEM_DTYPE_F16)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_F16);
+        else
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_F32);
+        return;
     }
 #endif
     for (int64_t h = 0; h < nh; h++)
@@ -475,6 +587,16 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const void *k, gem_dtype kt, in
             dot_tile_tm_avx(q, nh, k, ks, nt, n, out, out_stride, pf, pf_nt, GEM_DTYPE_F32);
             return;
         }
+    }
+#elif CPU_AVX2
+    if (n % 16 == 0 && kt != GEM_DTYPE_FP8_E4M3) {
+        if (kt == GEM_DTYPE_BF16)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt, GEM_DTYPE_BF16);
+        else if (kt == GEM_DTYPE_F16)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt, GEM_DTYPE_F16);
+        else
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt, GEM_DTYPE_F32);
+        return;
     }
 #endif
     for (int64_t t = 0; pf && t < pf_nt; t++)
@@ -611,7 +733,7 @@ static inline int online_tile_n(float *sc, int64_t nt, const int64_t nh, float s
     return 0;
 }
 
-#if CPU_AVX512
+#if CPU_AVX512 || CPU_AVX2
 /* exp_rule on 8 lanes, operation for operation (the same bits). */
 static inline __m256 exp_rule8(__m256 x)
 {
@@ -669,7 +791,7 @@ static int online_tile_8(float *sc, int64_t nt, float scale, float *m, float *s,
 int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, float *s,
                     float *alpha)
 {
-#if CPU_AVX512
+#if CPU_AVX512 || CPU_AVX2
     if (nh == 8)
         return online_tile_8(sc, nt, scale, m, s, alpha);
 #endif
@@ -678,7 +800,7 @@ int cpu_online_tile(float *sc, int64_t nt, int64_t nh, float scale, float *m, fl
     return online_tile_n(sc, nt, nh, scale, m, s, alpha);
 }
 
-#if CPU_AVX512
+#if CPU_AVX512 || CPU_AVX2
 /* 0 when all NH alphas of a tile are exactly 1: the rule's o * alpha is then o
  * itself, bit for bit (x * 1 = x for every float but a signalling NaN, which no
  * accumulator of the routes holds: they start at 0 and only take FMA results),
@@ -697,6 +819,10 @@ INLINE int rescales(const float *al, const int NH)
 
 /* Tiles one value_nh call takes at most (cpu_value_tile splits longer calls). */
 #define VALUE_MAX_TILES 64
+
+#endif
+
+#if CPU_AVX512
 
 /* cpu_value_tile for NH (1, 2, 4 or 8) heads, n a multiple of 16, V of type vt, at
  * most VALUE_MAX_TILES tiles: per 32 (then 16) columns the NH heads' accumulators
@@ -835,6 +961,105 @@ INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, cons
     }
 }
 
+#elif CPU_AVX2
+/* The segments of a value call of nt tokens in tiles of `tile` (at most VALUE_MAX_TILES): a
+ * segment starts at the first tile and at every tile whose NH alphas are not all 1 (rescales),
+ * and runs to the next one (the AVX-512 value_nh builds the same segments inline, in the
+ * form it was measured in). seg_t[g]: its first token (seg_t[nseg] = nt); seg_al[g]: its
+ * tile's alphas, NULL when all 1 (no multiply). Returns nseg. alpha (tiles, NH). */
+INLINE int value_segments(int64_t tile, const float *alpha, int64_t nt, int64_t *seg_t,
+                          const float **seg_al, const int NH)
+{
+    int nseg = 0;
+    for (int64_t t0 = 0; t0 < nt; t0 += tile) {
+        const float *al = alpha + (t0 / tile) * NH;
+        const int r = rescales(al, NH);
+        if (nseg == 0 || r) {
+            seg_t[nseg] = t0;
+            seg_al[nseg] = r ? al : NULL;
+            nseg++;
+        }
+    }
+    seg_t[nseg] = nt;
+    return nseg;
+}
+/* The value update of heads [h0, h0 + HB) (HB 1 to 4) of NH over 16 columns at a time (n a
+ * multiple of 16) for value_nh's segments: the block's 2 HB accumulators stay in registers for
+ * the whole call, each pair of V vectors is loaded (and converted) once for the block and
+ * feeds 2 HB FMAs, the weights broadcast from memory. While it computes it asks for the
+ * lines of the first pf_nt rows of pf (pr: column 0 of pf's first row, NULL: none). */
+INLINE void value_block_avx2(float *o, int64_t n, const float *p, const void *v, int64_t vs,
+                             const int64_t *seg_t, const float *const *seg_al, int nseg,
+                             const char *pr, int64_t pf_nt, const gem_dtype vt, const int h0,
+                             const int HB, const int NH)
+{
+    const int64_t row_bytes = vs * esize(vt);
+    for (int64_t d = 0; d < n; d += 16) {
+        __m256 a[4], b[4];
+        for (int h = 0; h < HB; h++) {
+            a[h] = _mm256_loadu_ps(o + (h0 + h) * n + d);
+            b[h] = _mm256_loadu_ps(o + (h0 + h) * n + d + 8);
+        }
+        const char *vr = elem(v, d, vt);
+        /* a line of each pf row per 64 bytes of columns: every 16 columns of F32, 32 of 16-bit */
+        const int ask = pr && (d * esize(vt)) % 64 == 0;
+        const char *pd = ask ? pr + d * esize(vt) : NULL;
+        const float *pt = p + h0;
+        for (int g = 0; g < nseg; g++) {
+            if (seg_al[g])
+                for (int h = 0; h < HB; h++) {
+                    const __m256 ah = _mm256_set1_ps(seg_al[g][h0 + h]);
+                    a[h] = _mm256_mul_ps(a[h], ah);
+                    b[h] = _mm256_mul_ps(b[h], ah);
+                }
+            for (int64_t t = seg_t[g]; t < seg_t[g + 1]; t++) {
+                const __m256 va = load8(vr, 0, vt), vb = load8(vr, 8, vt);
+                if (ask && t < pf_nt) {
+                    __builtin_prefetch(pd, 0, CPU_PF_LOCALITY);
+                    pd += row_bytes;
+                }
+                for (int h = 0; h < HB; h++) {
+                    const __m256 ph = _mm256_set1_ps(pt[h]);
+                    a[h] = _mm256_fmadd_ps(ph, va, a[h]);
+                    b[h] = _mm256_fmadd_ps(ph, vb, b[h]);
+                }
+                vr += row_bytes;
+                pt += NH;
+            }
+        }
+        for (int h = 0; h < HB; h++) {
+            _mm256_storeu_ps(o + (h0 + h) * n + d, a[h]);
+            _mm256_storeu_ps(o + (h0 + h) * n + d + 8, b[h]);
+        }
+    }
+}
+
+/* cpu_value_tile for NH (1 to 8) heads, n a multiple of 16, V of type vt (F32, BF16 or F16),
+ * at most VALUE_MAX_TILES tiles: the heads in blocks of 4 (value_block_avx2), the tokens in
+ * value_segments' segments (the multiplies of a tile whose alphas are all 1 left out: x * 1 =
+ * x). Per element the rule's operations in the rule's order. The first block asks for the
+ * lines of the first pf_nt rows of pf. */
+INLINE void value_nh(float *o, int64_t n, int64_t tile, const float *alpha, const float *p,
+                     const void *v, int64_t nt, int64_t vs, const void *pf, int64_t pf_nt,
+                     const gem_dtype vt, const int NH)
+{
+    int64_t seg_t[VALUE_MAX_TILES + 1];
+    const float *seg_al[VALUE_MAX_TILES];
+    const int nseg = value_segments(tile, alpha, nt, seg_t, seg_al, NH);
+    const char *pr = pf_nt > 0 ? (const char *)pf : NULL;
+    int h0 = 0;
+    for (; h0 + 4 <= NH; h0 += 4, pr = NULL)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 4, NH);
+    if (NH - h0 == 3)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 3, NH);
+    else if (NH - h0 == 2)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 2, NH);
+    else if (NH - h0 == 1)
+        value_block_avx2(o, n, p, v, vs, seg_t, seg_al, nseg, pr, pf_nt, vt, h0, 1, NH);
+}
+#endif
+
+#if CPU_AVX512 || CPU_AVX2
 /* cpu_value_tile for NH heads: calls of at most VALUE_MAX_TILES tiles (each loads
  * and stores o; the per-element order is the rule's), then the prefetch of the
  * rows beyond this call's tokens. */
@@ -854,6 +1079,9 @@ INLINE void value_tile_nh(float *o, int64_t n, int64_t tile, const float *alpha,
         prefetch_row(elem(pf, t * vs, vt), n, vt);
 }
 
+#endif
+
+#if CPU_AVX512
 /* cpu_weighted_rows for 8 heads and 32 columns, V of type vt. */
 INLINE void weighted_8x32(const float *p, int64_t p_stride, const void *v, int64_t v_stride,
                           int64_t nt, float *acc, const gem_dtype vt)
@@ -911,6 +1139,32 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
         if (nh == 2)
             VALUE_TILE(2)
         VALUE_TILE(1)
+#undef VALUE_TILE
+    }
+#elif CPU_AVX2
+    if (nh >= 1 && nh <= 8 && n % 16 == 0 && vt != GEM_DTYPE_FP8_E4M3) {
+#define VALUE_TILE(NH)                                                                      \
+    switch (vt) {                                                                           \
+    case GEM_DTYPE_BF16:                                                                    \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16, NH); \
+        return;                                                                             \
+    case GEM_DTYPE_F16:                                                                     \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F16, NH);  \
+        return;                                                                             \
+    default:                                                                                \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_F32, NH);  \
+        return;                                                                             \
+    }
+        switch (nh) {
+        case 8: VALUE_TILE(8)
+        case 7: VALUE_TILE(7)
+        case 6: VALUE_TILE(6)
+        case 5: VALUE_TILE(5)
+        case 4: VALUE_TILE(4)
+        case 3: VALUE_TILE(3)
+        case 2: VALUE_TILE(2)
+        default: VALUE_TILE(1)
+        }
 #undef VALUE_TILE
     }
 #endif

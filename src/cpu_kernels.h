@@ -16,7 +16,8 @@
  * and accumulators are F32. The AVX-512 path converts as it loads (BF16: a
  * 16-bit shift; F16: vcvtph2ps; FP8: the exponent rebiased in integers, the
  * subnormals through a convert), so the bytes it reads from the cache are the
- * dtype's.
+ * dtype's; so does the AVX2 path for BF16 and F16 (FP8 rows take the portable
+ * path there).
  */
 #ifndef GEM_CPU_KERNELS_H
 #define GEM_CPU_KERNELS_H
@@ -79,7 +80,9 @@ float cpu_stream_sum_ahead(const float *x, int64_t n, int64_t ahead, cpu_prefetc
 gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype kt, int64_t ks,
                             int64_t nt, int64_t n);
 
-/* Which implementation cpu_dot_tile and friends use: "avx512" or "portable". */
+/* Which implementation cpu_dot_tile and friends use: "avx512", "avx2" (AVX2, FMA and F16C
+ * without AVX-512: the scores, the softmax step and the value update of F32, BF16 and F16
+ * rows; the rest portable) or "portable". */
 const char *cpu_kernels_isa(void);
 
 /* cpu_dot_tile with the scores token-major, the layout of the fused route's

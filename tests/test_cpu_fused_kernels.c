@@ -38,7 +38,7 @@ static void *emalloc(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof
 static void check_dot_tm(void)
 {
     const int64_t ns[] = {512, 48, 13, 1, 33};
-    const int64_t nhs[] = {1, 2, 3, 4, 5, 8, 9};
+    const int64_t nhs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9}; /* every head block of each path */
     const int64_t nts[] = {1, 3, 4, 5, 16, 17};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
@@ -150,7 +150,7 @@ static void check_online_tile(void)
 static void check_value_tile(void)
 {
     const int64_t ns[] = {512, 48, 13};
-    const int64_t nhs[] = {1, 2, 4, 5, 8, 9};
+    const int64_t nhs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     const int64_t nts[] = {1, 3, 4, 16, 17};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof nhs / sizeof nhs[0]; b++)
