@@ -794,6 +794,22 @@ int main(void)
         gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL, 0};
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
+    {
+        /* the products' instruction set names this build's paths */
+        const char *isa = gem_model_cpu_products_isa();
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+        const char *want = "avx512-vnni";
+#elif defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx512";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx2";
+#else
+        const char *want = "portable";
+#endif
+        if (!TCHECK(isa && strcmp(isa, want) == 0))
+            fprintf(stderr, "     products' instruction set %s, this build's %s\n",
+                    isa ? isa : "(null)", want);
+    }
     check_tunings(p3);
     check_pair(p1, p3, GEM_GGUF_Q8_0, 1024, 512, 1);  /* on the pool */
     check_pair(p1, p3, GEM_GGUF_Q4_K, 512, 2048, 2);  /* units of 32 rows */

@@ -107,6 +107,19 @@ static int mv_amd(void)
     return v;
 }
 
+const char *gem_model_cpu_products_isa(void)
+{
+#if MV_INT_VNNI
+    return "avx512-vnni";
+#elif defined(__AVX512F__) && MV_INT_AVX2
+    return "avx512";
+#elif MV_ROWS_AVX2 && MV_INT_AVX2
+    return "avx2";
+#else
+    return "portable";
+#endif
+}
+
 /* The default prefetch distance of a product of type t on this processor (bytes; 0: none). */
 static int64_t mv_prefetch_bytes(gem_gguf_type t)
 {

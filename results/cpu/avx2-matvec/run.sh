@@ -29,6 +29,6 @@ for T in q8_0 q4_0 q4_k q6_k; do
   for X in A B; do
     D=$A_DEV; [ $X = B ] && D=$B_DEV
     $D --threads 1 --rounds 4 --mib 128 --layers 2 --type $T > int8-$X-$T.txt 2>&1
-    echo "mv_int8 $X $T: $(awk '$2 == "int8" && ($1 == "hot" || $1 == "dram") {printf "%s %s GB/s  ", $1, $(NF-1)}' int8-$X-$T.txt)"
+    echo "mv_int8 $X $T: $(awk '$2 == "int8" && $3 != "/" && ($1 == "hot" || $1 == "dram") {printf "%s %s GB/s  ", $1, $(NF-1)}' int8-$X-$T.txt)"
   done
 done
