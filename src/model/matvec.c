@@ -240,6 +240,13 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
     return lanes_sum(acc);
 }
 
+#if defined(__AVX512F__) || MV_ROWS_AVX2
+/* The plain element types' scalar values, for the partial last group of the vector paths. */
+static inline float f32_of(float v) { return v; }
+static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
+static inline float f16_of(uint16_t v) { return half_table[v]; }
+#endif
+
 #if defined(__AVX512F__)
 /* Four 16-lane accumulators a[0..3]: a[g % 4] takes group g (elements 16g..16g+15),
  * with a fused multiply-add per element as in the scalar rule, so both give the
@@ -359,9 +366,6 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
 #define LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
-static inline float f32_of(float v) { return v; }
-static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
-static inline float f16_of(uint16_t v) { return half_table[v]; }
 PLAIN_DOT(dot_f32, float, LOAD_F32, f32_of)
 PLAIN_DOT(dot_bf16, uint16_t, LOAD_BF16, bf16_of)
 PLAIN_DOT(dot_f16, uint16_t, LOAD_F16, f16_of)
@@ -449,9 +453,6 @@ static float lanes_out8(const __m256 a[8])
     _mm256_castsi256_ps(_mm256_slli_epi32(                                                         \
         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
 #define LOAD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
-static inline float f32_of(float v) { return v; }
-static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
-static inline float f16_of(uint16_t v) { return half_table[v]; }
 PLAIN_DOT8(dot_f32, float, LOAD8_F32, f32_of)
 PLAIN_DOT8(dot_bf16, uint16_t, LOAD8_BF16, bf16_of)
 PLAIN_DOT8(dot_f16, uint16_t, LOAD8_F16, f16_of)
