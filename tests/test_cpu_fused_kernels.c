@@ -268,7 +268,11 @@ static void check_fp8_every_code(void)
     const int64_t nt = 8, nhs[] = {8, 4, 1};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
         const int64_t n = ns[a];
-        uint8_t *k = malloc((size_t)(nt * n));
+        /* the codes' bytes and the two NaN cells' offsets as size_t: with int64_t products
+         * the H100 host's GCC could not bound them and warned of writes before the allocation */
+        const size_t cells = (size_t)nt * (size_t)n, nan_a = 5 * (size_t)n + 7,
+                     nan_b = 7 * (size_t)n - 3;
+        uint8_t *k = malloc(cells);
         float *wide = fmalloc(nt * n), *q = fmalloc(8 * n), *out = fmalloc(nt * 8);
         float *o1 = fmalloc(8 * n), *o2 = fmalloc(8 * n), *p = fmalloc(nt * 8), al[8];
         if (!TCHECK(k && wide && q && out && o1 && o2 && p))
@@ -280,8 +284,8 @@ static void check_fp8_every_code(void)
                     c ^= 1; /* 0x7E / 0xFE: NaN only where placed below */
                 k[t * n + i] = c;
             }
-        k[5 * n + 7] = 0x7F;     /* in a 32-column step */
-        k[6 * n + n - 3] = 0xFF; /* the tail's 16 columns at n = 48 */
+        k[nan_a] = 0x7F; /* row 5, in a 32-column step */
+        k[nan_b] = 0xFF; /* row 6, in the tail's 16 columns at n = 48 */
         for (int64_t i = 0; i < nt * n; i++)
             wide[i] = tdt_from_fp8(k[i]);
         gem_fill_uniform(1200 + (uint64_t)a, -1.0f, 1.0f, q, (size_t)(8 * n));

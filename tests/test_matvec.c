@@ -11,7 +11,9 @@
  * and 3 threads, any row range, x of every magnitude (blocks of zeros, near the smallest
  * normals, subnormals, near the largest floats), within the error bound of the contract
  * against a double sum; a block with NaN or infinity makes every row NaN; a short scratch
- * is refused with nothing written.
+ * is refused with nothing written. And at the extremes of the integer sums: every quant byte
+ * 0x7F, 0x80 or 0xFF (Q8_0's q of 127 and -128, the 4-bit types' nibble 15, Q6_K's 6-bit 63)
+ * with x's digits +-64, where a 16-bit partial sum that saturated or overflowed would show.
  */
 #include <math.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -288,6 +290,54 @@ static void check_packed(cpu_pool *p1, cpu_pool *p3, gem_gguf_type t, int64_t ro
     free(y3);
     free(part);
     free(row);
+    free(q);
+    free(pk);
+    free(xq.buf);
+}
+
+/* Packed products where every quant byte is `fill` (scales 1.0, Q4_K's dmin 1.0) against
+ * x = +-63.5 (digits a0 = +-64, a1 = -+64: the largest in magnitude), in blocks of one sign
+ * or with signs alternating in pairs of elements: the definition's bits. */
+static void check_extremes(cpu_pool *p1, gem_gguf_type t, uint8_t fill)
+{
+    const int64_t rows = 16, cols = 512;
+    size_t rb = 0;
+    TCHECK_STATUS(gem_gguf_row_bytes(t, cols, &rb), GEM_OK);
+    uint8_t *q = malloc((size_t)rows * rb);
+    void *pk = aligned_alloc(64, ((size_t)rows * rb + 63) / 64 * 64);
+    mv_scratch xq = {aligned_alloc(64, (mv_xq_bytes(cols) + 63) / 64 * 64), mv_xq_bytes(cols)};
+    float x[512], y[16];
+    memset(q, fill, (size_t)rows * rb);
+    /* the f16 scales at 1.0 (0x3C00): where each block keeps them */
+    const size_t bb = t == GEM_GGUF_Q8_0   ? 34
+                      : t == GEM_GGUF_Q4_0 ? 18
+                      : t == GEM_GGUF_Q4_K ? 144
+                                           : 210;
+    for (size_t at = 0; at < (size_t)rows * rb; at += bb) {
+        const size_t d = t == GEM_GGUF_Q6_K ? 208 : 0;
+        q[at + d] = 0x00, q[at + d + 1] = 0x3C;
+        if (t == GEM_GGUF_Q4_K)
+            q[at + 2] = 0x00, q[at + 3] = 0x3C;
+    }
+    gem_matrix w = {q, t, rows, cols, rb, NULL, 1};
+    TCHECK(mv_packable(&w));
+    mv_pack(&w, pk);
+    w.packed = pk;
+    for (int pattern = 0; pattern < 3; pattern++) {
+        for (int64_t i = 0; i < cols; i++)
+            x[i] = pattern == 0   ? 63.5f
+                   : pattern == 1 ? -63.5f
+                                  : ((i / 2 + i / 32) % 2 ? 63.5f : -63.5f);
+        TCHECK_STATUS(mv(p1, &w, x, &xq, y), GEM_OK);
+        int bad = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const float want = ref_int(t, q + (size_t)r * rb, x, cols);
+            bad += memcmp(&want, &y[r], 4) != 0 || !isfinite(y[r]);
+        }
+        if (!TCHECK(bad == 0))
+            fprintf(stderr, "     extremes %s bytes 0x%02X pattern %d: %d rows differ\n",
+                    gem_gguf_type_name(t), fill, pattern, bad);
+    }
     free(q);
     free(pk);
     free(xq.buf);
@@ -716,6 +766,9 @@ int main(void)
             check_packed(p1, p3, t, 176, k_quant ? 2816 : 2592, span);
         check_packed(p1, p3, t, 512, 4096, 8); /* on the pool */
         check_packed(p1, p3, t, 48, 512, 8);   /* one chunk: the span changes nothing */
+        check_extremes(p1, t, 0x7F);
+        check_extremes(p1, t, 0x80);
+        check_extremes(p1, t, 0xFF);
     }
     {
         /* mv_span_for: on AMD the widest span that leaves a span for each of threads x 4
@@ -740,6 +793,22 @@ int main(void)
     {
         gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL, 0};
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
+    }
+    {
+        /* the products' instruction set names this build's paths */
+        const char *isa = gem_model_cpu_products_isa();
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+        const char *want = "avx512-vnni";
+#elif defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx512";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx2";
+#else
+        const char *want = "portable";
+#endif
+        if (!TCHECK(isa && strcmp(isa, want) == 0))
+            fprintf(stderr, "     products' instruction set %s, this build's %s\n",
+                    isa ? isa : "(null)", want);
     }
     check_tunings(p3);
     check_pair(p1, p3, GEM_GGUF_Q8_0, 1024, 512, 1);  /* on the pool */

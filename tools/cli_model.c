@@ -173,9 +173,9 @@ int cli_packed_line(const gem_model *m, char *buf, size_t cap)
     if (!b)
         return -1;
     snprintf(buf, cap,
-             "quantized matrices repacked for the CPU's integer products: %.1f MB of host memory "
-             "beside the file's mapping",
-             (double)b / 1e6);
+             "quantized matrices repacked for the CPU's integer products (%s): %.1f MB of host "
+             "memory beside the file's mapping",
+             gem_model_cpu_products_isa(), (double)b / 1e6);
     return 0;
 }
 

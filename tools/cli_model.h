@@ -71,7 +71,7 @@ int cli_check_k_from_v(const char *cmd, int k_from_v, gem_route route);
  * layers: 4.5 MB saved, half of their caches; 16.8 MB with K stored)". */
 void cli_kv_memory_line(const gem_session *s, char *buf, size_t cap);
 
-/* "quantized matrices repacked for the CPU's integer products: N MB ..." into buf (cap) when the
+/* "quantized matrices repacked for the CPU's integer products (ISA): N MB ..." into buf (cap) when the
  * model holds such a copy (gem_model_cpu_packed_bytes); 0 then, -1 (buf empty) when not. */
 int cli_packed_line(const gem_model *m, char *buf, size_t cap);
 

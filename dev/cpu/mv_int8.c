@@ -7,7 +7,8 @@ Two versions of one product, both the library's (src/model/matvec.c), for the ty
         multiplied into 64 F32 lanes by an FMA, per 16 weights a widening, a conversion, a
         product by d and the FMA (the F32 rule of matvec.h)
   int8  the matrix packed in 16-row groups (mv_pack) and x as four 8-bit digits a block
-        (matvec.h's integer products): per 512 weights 32 vpdpbusd (AVX512-VNNI) and 13 vector
+        (matvec.h's integer products): per 512 weights 32 vpdpbusd (AVX512-VNNI; without it
+        AVX2's vpmaddubsw and vpmaddwd, gem_model_cpu_products_isa) and 13 vector
         operations for the scales, one F32 accumulator a row
 
 Each version is first checked against a double sum of the same dequantized weights, within
@@ -186,11 +187,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mv_int8: no pool\n");
         return 1;
     }
-#if defined(__AVX512VNNI__)
-    const char *isa = "AVX512-VNNI";
-#else
-    const char *isa = "portable (no AVX512-VNNI: the scalar integer products)";
-#endif
+    const char *isa = gem_model_cpu_products_isa();
     printf("mv_int8: %s, %lld threads, integer products %s\n", gem_gguf_type_name(type),
            (long long)threads, isa);
     xq.bytes = mv_xq_bytes(8192);

@@ -139,6 +139,11 @@ size_t gem_model_weight_bytes_per_token(const gem_model *m);
  * session: gem_session_create), beside the file's mapping; 0 before that or when none
  * qualifies. */
 size_t gem_model_cpu_packed_bytes(const gem_model *m);
+/* The instruction set this build's CPU matrix-vector products run on: "avx512-vnni" (AVX-512F
+ * rows, the integer products by vpdpbusd), "avx512" (AVX-512F rows, the integer products by
+ * AVX2), "avx2" (AVX2, FMA and F16C) or "portable" (C). Each gives the same bits. A static
+ * string; never NULL. */
+const char *gem_model_cpu_products_isa(void);
 
 /* ---- tokenizer (tokenizer.ggml.model = "gemma4": BPE with merges, byte fallback) ---- */
 

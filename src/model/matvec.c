@@ -21,7 +21,26 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__AVX512F__)
+/* The F32 rule's rows: with AVX-512F 16 lanes a register; else, with AVX2, FMA and F16C (the
+ * plain element types), each 16-lane accumulator as two 8-lane halves. The integer products:
+ * with AVX512-VNNI by vpdpbusd; else, with AVX2, FMA and F16C, by vpmaddubsw and vpmaddwd.
+ * Otherwise portable C. Every path gives the same bits (matvec.h). */
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define MV_ROWS_AVX2 1
+#else
+#define MV_ROWS_AVX2 0
+#endif
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#define MV_INT_VNNI 1
+#else
+#define MV_INT_VNNI 0
+#endif
+#if !MV_INT_VNNI && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define MV_INT_AVX2 1
+#else
+#define MV_INT_AVX2 0
+#endif
+#if defined(__AVX512F__) || MV_ROWS_AVX2 || MV_INT_AVX2
 #include <immintrin.h>
 #endif
 #if defined(__x86_64__) || defined(__i386__)
@@ -86,6 +105,19 @@ static int mv_amd(void)
 #endif
     __atomic_store_n(&known, v, __ATOMIC_RELAXED);
     return v;
+}
+
+const char *gem_model_cpu_products_isa(void)
+{
+#if MV_INT_VNNI
+    return "avx512-vnni";
+#elif defined(__AVX512F__) && MV_INT_AVX2
+    return "avx512";
+#elif MV_ROWS_AVX2 && MV_INT_AVX2
+    return "avx2";
+#else
+    return "portable";
+#endif
 }
 
 /* The default prefetch distance of a product of type t on this processor (bytes; 0: none). */
@@ -208,6 +240,13 @@ static float dot_generic(const gem_matrix *w, const uint8_t *row, const float *x
     return lanes_sum(acc);
 }
 
+#if defined(__AVX512F__) || MV_ROWS_AVX2
+/* The plain element types' scalar values, for the partial last group of the vector paths. */
+static inline float f32_of(float v) { return v; }
+static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
+static inline float f16_of(uint16_t v) { return half_table[v]; }
+#endif
+
 #if defined(__AVX512F__)
 /* Four 16-lane accumulators a[0..3]: a[g % 4] takes group g (elements 16g..16g+15),
  * with a fused multiply-add per element as in the scalar rule, so both give the
@@ -327,12 +366,10 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
 #define LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
-static inline float f32_of(float v) { return v; }
-static inline float bf16_of(uint16_t v) { return gem_gguf_bf16_to_f32(v); }
-static inline float f16_of(uint16_t v) { return half_table[v]; }
 PLAIN_DOT(dot_f32, float, LOAD_F32, f32_of)
 PLAIN_DOT(dot_bf16, uint16_t, LOAD_BF16, bf16_of)
 PLAIN_DOT(dot_f16, uint16_t, LOAD_F16, f16_of)
+#define MV_HAS_DOT_F16 1
 
 /* Q6_K in element order: quarter k of each 128-element half takes its low 4 bits
  * from ql[l + 32*(k&1)] (low nibble for k < 2) and its high 2 bits from qh[l] at
@@ -369,6 +406,59 @@ static float dot_q6_k(const uint8_t *row, const float *x, int64_t cols)
     return lanes_out(a);
 }
 #else
+#if MV_ROWS_AVX2
+/* Eight 8-lane accumulators: a[2 (g % 4) + h] takes half h (elements 16g + 8h .. 16g + 8h + 7)
+ * of group g, so that a[2i], a[2i + 1] are the 16-lane accumulator i of the AVX-512 path. */
+#define MADD8(acc, w, x) ((acc) = _mm256_fmadd_ps((w), (x), (acc)))
+
+/* lanes_sum on the eight accumulators (lanes_out's additions, each 16-lane one as two halves:
+ * 32: a0 + a4 and a2 + a6, their sum; 8: the two halves' sums; then 4, 2, 1). */
+static float lanes_out8(const __m256 a[8])
+{
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    const __m256 u = _mm256_add_ps(lo, hi);
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+    return _mm_cvtss_f32(v);
+}
+
+/* Plain element types 8 at a time through `load`, the tail by the scalar rule. */
+#define PLAIN_DOT8(name, T, LOAD, SCALAR)                                                          \
+    static float name(const T *w, const float *x, int64_t cols)                                    \
+    {                                                                                              \
+        __m256 a[8];                                                                               \
+        for (int k = 0; k < 8; k++)                                                                \
+            a[k] = _mm256_setzero_ps();                                                            \
+        int64_t i = 0;                                                                             \
+        for (; i + 64 <= cols; i += 64)                                                            \
+            for (int k = 0; k < 8; k++)                                                            \
+                MADD8(a[k], LOAD(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k));                  \
+        for (; i + 8 <= cols; i += 8)                                                              \
+            MADD8(a[(i / 8) % 8], LOAD(w + i), _mm256_loadu_ps(x + i));                            \
+        if (i < cols) { /* the partial last half group, by the scalar rule */                      \
+            float acc[LANES];                                                                      \
+            for (int k = 0; k < 8; k++)                                                            \
+                _mm256_storeu_ps(acc + 8 * k, a[k]);                                               \
+            for (; i < cols; i++)                                                                  \
+                acc[i % LANES] = fmaf(SCALAR(w[i]), x[i], acc[i % LANES]);                         \
+            for (int k = 0; k < 8; k++)                                                            \
+                a[k] = _mm256_loadu_ps(acc + 8 * k);                                               \
+        }                                                                                          \
+        return lanes_out8(a);                                                                      \
+    }
+#define LOAD8_F32(p) _mm256_loadu_ps(p)
+#define LOAD8_BF16(p)                                                                              \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                         \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define LOAD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+PLAIN_DOT8(dot_f32, float, LOAD8_F32, f32_of)
+PLAIN_DOT8(dot_bf16, uint16_t, LOAD8_BF16, bf16_of)
+PLAIN_DOT8(dot_f16, uint16_t, LOAD8_F16, f16_of)
+#define MV_HAS_DOT_F16 1
+#endif
+
 static float dot_q8_0(const uint8_t *row, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
@@ -397,6 +487,7 @@ static float dot_q4_0(const uint8_t *row, const float *x, int64_t cols)
     return lanes_sum(acc);
 }
 
+#if !MV_ROWS_AVX2
 static float dot_f32(const float *w, const float *x, int64_t cols)
 {
     float acc[LANES] = {0};
@@ -412,6 +503,7 @@ static float dot_bf16(const uint16_t *w, const float *x, int64_t cols)
         acc[i % LANES] = fmaf(gem_gguf_bf16_to_f32(w[i]), x[i], acc[i % LANES]);
     return lanes_sum(acc);
 }
+#endif
 #endif
 
 /* Q4_K: the scale and min of sub-blocks 2j and 2j+1 from the 12 packed bytes. */
@@ -485,8 +577,10 @@ static float dot_row(const gem_matrix *w, const uint8_t *row, const float *x)
     case GEM_GGUF_Q4_K: return dot_q4_k(row, x, w->cols);
     case GEM_GGUF_F32: return dot_f32((const float *)(const void *)row, x, w->cols);
     case GEM_GGUF_BF16: return dot_bf16((const uint16_t *)(const void *)row, x, w->cols);
-#if defined(__AVX512F__)
+#if defined(MV_HAS_DOT_F16)
     case GEM_GGUF_F16: return dot_f16((const uint16_t *)(const void *)row, x, w->cols);
+#endif
+#if defined(__AVX512F__)
     case GEM_GGUF_Q6_K: return dot_q6_k(row, x, w->cols);
 #endif
     default: return dot_generic(w, row, x);
@@ -550,6 +644,18 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
         /* 0x99: QNaN, SNaN, +inf, -inf */
         bad = (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
         m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+#elif MV_INT_AVX2
+        const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * i));
+            /* not below infinity, or unordered: inf or NaN */
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ)) != 0;
+            mx = _mm256_max_ps(mx, a);
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        m = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
 #else
         for (int i = 0; i < 32; i++) {
             bad |= !isfinite(v[i]);
@@ -584,6 +690,36 @@ static void xq_quantize(const float *x, int64_t cols, xq_block *out)
             o->half_sum[j][1] = _mm512_reduce_add_epi32(i1);
             r0 = _mm512_mul_ps(_mm512_sub_ps(r0, q0), k128); /* exact: |r - q| <= 1/2 */
             r1 = _mm512_mul_ps(_mm512_sub_ps(r1, q1), k128);
+        }
+#elif MV_INT_AVX2
+        __m256 r8[4];
+        for (int i = 0; i < 4; i++)
+            r8[i] = _mm256_loadu_ps(r + 8 * i);
+        const __m256 k128 = _mm256_set1_ps(128.0f);
+        /* packs leave each 128-bit lane's share interleaved: dword 4h + i holds elements
+         * 8i + 4h .. 8i + 4h + 3 */
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (int j = 0; j < 4; j++) {
+            __m256i qi[4];
+            for (int i = 0; i < 4; i++) {
+                /* rintf: to nearest, ties to even (|r| <= 64) */
+                const __m256 q =
+                    _mm256_round_ps(r8[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                qi[i] = _mm256_cvtps_epi32(q);
+                r8[i] = _mm256_mul_ps(_mm256_sub_ps(r8[i], q), k128); /* exact: |r - q| <= 1/2 */
+            }
+            const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                                     _mm256_packs_epi32(qi[2], qi[3]));
+            _mm256_storeu_si256((__m256i *)(void *)o->dig[j],
+                                _mm256_permutevar8x32_epi32(bytes, order));
+            for (int e = 0; e < 2; e++) {
+                const __m256i t = _mm256_add_epi32(qi[2 * e], qi[2 * e + 1]);
+                __m128i u =
+                    _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                u = _mm_add_epi32(u, _mm_unpackhi_epi64(u, u));
+                u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 1));
+                o->half_sum[j][e] = _mm_cvtsi128_si32(u);
+            }
         }
 #else
         for (int j = 0; j < 4; j++) {
@@ -775,7 +911,7 @@ int64_t mv_span_for(const gem_matrix *w, int64_t threads)
     return 1;
 }
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if MV_INT_VNNI || MV_INT_AVX2
 /* Asks for the `bytes` that start `ahead` past the block at p, while they lie before end
  * (ahead 0: none); locality 3 L1, 2 L2, 0 non-temporal. */
 static inline __attribute__((always_inline)) void
@@ -789,9 +925,46 @@ prefetch_packed(const uint8_t *p, size_t bytes, size_t ahead, const uint8_t *end
 
 /* Four digits (4 bytes at p) in every 32-bit lane: a broadcast straight from memory (through a
  * general register it costs a transfer uop each). */
+#endif
+#if MV_INT_VNNI
 static inline __m512i digits4(const int8_t *p)
 {
     return _mm512_broadcastd_epi32(_mm_loadu_si32((const void *)p));
+}
+#endif
+#if MV_INT_AVX2
+/* The AVX2 products take a group's 16 rows as two halves of 8: bytes 0..31 of each 64-byte
+ * vector hold rows 0..7, bytes 32..63 rows 8..15. A quant byte u times a digit a comes from
+ * vpmaddubsw, which adds the products of neighbouring bytes into 16 bits, then vpmaddwd
+ * against ones, which adds neighbouring 16-bit sums into the row's 32-bit lane: vpdpbusd's
+ * sum in two steps. vpmaddubsw saturates, but |a| <= 64 (matvec.h's digits), so a pair's sum
+ * is at most 2 * 255 * 64 = 32,640 in magnitude and never does. */
+static inline __m256i digits4_8(const int8_t *p)
+{
+    return _mm256_broadcastd_epi32(_mm_loadu_si32((const void *)p));
+}
+
+/* 32 bytes at p */
+static inline __m256i bytes32(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+
+/* 8 f16 at p as floats (exactly, as half_table) */
+static inline __m256 f16x8(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* The 32-bit lanes' sums of a vpmaddubsw result's 16-bit pairs (exact). */
+static inline __m256i pairs32(__m256i t) { return _mm256_madd_epi16(t, _mm256_set1_epi16(1)); }
+
+/* acc[h] = fmaf(d[h] * scale, S[h], acc[h]) lane by lane, h = 0, 1 (rows 0..7, 8..15). */
+static inline void scaled_fma8(__m256 acc[2], const __m256 d[2], float scale, const __m256i S[2])
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int h = 0; h < 2; h++)
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d[h], sc), _mm256_cvtepi32_ps(S[h]), acc[h]);
 }
 #endif
 
@@ -807,7 +980,7 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, const int 
     const int q8 = t == GEM_GGUF_Q8_0;
     const int32_t off = q8 ? 128 : 8;
     const size_t pb = q8 ? 544 : 288;
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if MV_INT_VNNI
     __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++, p += pb) {
@@ -838,6 +1011,53 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, const int 
         }
     }
     _mm512_storeu_ps(y, acc);
+#elif MV_INT_AVX2
+    __m256 acc[2] = {carry ? _mm256_loadu_ps(y) : _mm256_setzero_ps(),
+                     carry ? _mm256_loadu_ps(y + 8) : _mm256_setzero_ps()};
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++, p += pb) {
+        prefetch_packed(p, pb, ahead, end, locality);
+        const __m256 d[2] = {f16x8(p), f16x8(p + 16)};
+        const xq_block *x = xb + b;
+        __m256i s[4][2];
+        if (q8) { /* u = q + 128: each vector's pair sums widened at once */
+            for (int j = 0; j < 4; j++)
+                s[j][0] = s[j][1] = _mm256_set1_epi32(-off * x->sum[j]);
+            for (int k = 0; k < 8; k++) {
+                const __m256i u0 = bytes32(p + 32 + 64 * k), u1 = bytes32(p + 64 + 64 * k);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i a = digits4_8(x->dig[j] + 4 * k);
+                    s[j][0] = _mm256_add_epi32(s[j][0], pairs32(_mm256_maddubs_epi16(u0, a)));
+                    s[j][1] = _mm256_add_epi32(s[j][1], pairs32(_mm256_maddubs_epi16(u1, a)));
+                }
+            }
+        } else { /* u = n <= 15: a pair's sum is at most 1,920 in magnitude, so the 16-bit sums
+                  * of all 8 vectors (15,360) are exact and are widened once */
+            for (int j = 0; j < 4; j++)
+                s[j][0] = s[j][1] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                const uint8_t *v = p + 32 + 64 * (k % 4);
+                __m256i u0 = bytes32(v), u1 = bytes32(v + 32);
+                if (k >= 4)
+                    u0 = _mm256_srli_epi16(u0, 4), u1 = _mm256_srli_epi16(u1, 4);
+                u0 = _mm256_and_si256(u0, lo4), u1 = _mm256_and_si256(u1, lo4);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i a = digits4_8(x->dig[j] + 4 * k);
+                    s[j][0] = _mm256_add_epi16(s[j][0], _mm256_maddubs_epi16(u0, a));
+                    s[j][1] = _mm256_add_epi16(s[j][1], _mm256_maddubs_epi16(u1, a));
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                const __m256i o = _mm256_set1_epi32(-off * x->sum[j]);
+                s[j][0] = _mm256_add_epi32(pairs32(s[j][0]), o);
+                s[j][1] = _mm256_add_epi32(pairs32(s[j][1]), o);
+            }
+        }
+        for (int j = 0; j < 4; j++)
+            scaled_fma8(acc, d, x->scale[j], s[j]);
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
@@ -865,6 +1085,25 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, const int 
 #endif
 }
 
+#if MV_INT_VNNI || MV_INT_AVX2
+/* Q4_K: the 6-bit scales (sc) and mins (mn) of sub-block s of the 16 rows, one byte a row, from
+ * the packed scale bytes B[0..11] (byte i of every row; q4k_scales' arithmetic). */
+static inline void q4k_scale_bytes(const __m128i B[12], int s, __m128i *sc, __m128i *mn)
+{
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
+    if (s < 4) {
+        *sc = _mm_and_si128(B[s], m63);
+        *mn = _mm_and_si128(B[s + 4], m63);
+    } else {
+        /* (b >> 6) << 4 = (b >> 2) & 0x30 */
+        *sc = _mm_or_si128(_mm_and_si128(B[s + 4], m0f),
+                           _mm_and_si128(_mm_srli_epi16(B[s - 4], 2), m30));
+        *mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(B[s + 4], 4), m0f),
+                           _mm_and_si128(_mm_srli_epi16(B[s], 2), m30));
+    }
+}
+#endif
+
 /* Q4_K: one group's nsb consecutive super-blocks at p into y[0..15], carried on from y when
  * `carry` (group_int) (matvec.h: per sub-block s of 32,
  * weights d1 n - dm1 with d1 = d sc_s, dm1 = dmin m_s; acc takes fmaf(d1 2^(E - 7j), S_j, acc)
@@ -872,10 +1111,9 @@ group_int(const uint8_t *p, int64_t nb, const xq_block *xb, float *y, const int 
 static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y,
                        const int carry, size_t ahead, const uint8_t *end, const int locality)
 {
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if MV_INT_VNNI
     __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
-    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8) {
         prefetch_packed(p, 2304, ahead, end, locality);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
@@ -891,16 +1129,7 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
         float dm1[8][GROUP_ROWS] __attribute__((aligned(64)));
         for (int s = 0; s < 8; s++) {
             __m128i sc, mn;
-            if (s < 4) {
-                sc = _mm_and_si128(B[s], m63);
-                mn = _mm_and_si128(B[s + 4], m63);
-            } else {
-                /* (b >> 6) << 4 = (b >> 2) & 0x30 */
-                sc = _mm_or_si128(_mm_and_si128(B[s + 4], m0f),
-                                  _mm_and_si128(_mm_srli_epi16(B[s - 4], 2), m30));
-                mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(B[s + 4], 4), m0f),
-                                  _mm_and_si128(_mm_srli_epi16(B[s], 2), m30));
-            }
+            q4k_scale_bytes(B, s, &sc, &mn);
             _mm512_store_ps(d1[s], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc))));
             _mm512_store_ps(dm1[s],
                             _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn))));
@@ -927,6 +1156,57 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
         }
     }
     _mm512_storeu_ps(y, acc);
+#elif MV_INT_AVX2
+    __m256 acc[2] = {carry ? _mm256_loadu_ps(y) : _mm256_setzero_ps(),
+                     carry ? _mm256_loadu_ps(y + 8) : _mm256_setzero_ps()};
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int64_t sb = 0; sb < nsb; sb++, p += 2304, xb += 8) {
+        prefetch_packed(p, 2304, ahead, end, locality);
+        const __m256 d[2] = {f16x8(p), f16x8(p + 16)}, dmin[2] = {f16x8(p + 32), f16x8(p + 48)};
+        __m128i B[12];
+        for (int i = 0; i < 12; i++)
+            B[i] = _mm_loadu_si128((const __m128i *)(const void *)(p + 64 + 16 * i));
+        /* the 16 rows' d1 and dm1 of the 8 sub-blocks, rows 0..7 then 8..15 */
+        __m256 d1[8][2], dm1[8][2];
+        for (int s = 0; s < 8; s++) {
+            __m128i sc, mn;
+            q4k_scale_bytes(B, s, &sc, &mn);
+            for (int h = 0; h < 2; h++) {
+                const __m128i sh = h ? _mm_srli_si128(sc, 8) : sc;
+                const __m128i mh = h ? _mm_srli_si128(mn, 8) : mn;
+                d1[s][h] = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sh)));
+                dm1[s][h] = _mm256_mul_ps(dmin[h], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mh)));
+            }
+        }
+        for (int s = 0; s < 8; s++) { /* sub-block s: pair s / 2, low nibbles when s is even */
+            const uint8_t *qs = p + 256 + 512 * (s / 2);
+            const xq_block *x = xb + s;
+            /* n <= 15: the 16-bit sums of the 8 vectors are exact (group_int) */
+            __m256i S[4][2];
+            for (int j = 0; j < 4; j++)
+                S[j][0] = S[j][1] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                __m256i u0 = bytes32(qs + 64 * k), u1 = bytes32(qs + 64 * k + 32);
+                if (s % 2)
+                    u0 = _mm256_srli_epi16(u0, 4), u1 = _mm256_srli_epi16(u1, 4);
+                u0 = _mm256_and_si256(u0, lo4), u1 = _mm256_and_si256(u1, lo4);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i a = digits4_8(x->dig[j] + 4 * k);
+                    S[j][0] = _mm256_add_epi16(S[j][0], _mm256_maddubs_epi16(u0, a));
+                    S[j][1] = _mm256_add_epi16(S[j][1], _mm256_maddubs_epi16(u1, a));
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                S[j][0] = pairs32(S[j][0]), S[j][1] = pairs32(S[j][1]);
+                scaled_fma8(acc, d1[s], x->scale[j], S[j]);
+            }
+            const __m256 sx = _mm256_set1_ps(x->sum_x);
+            for (int h = 0; h < 2; h++)
+                acc[h] = _mm256_fnmadd_ps(dm1[s][h], sx, acc[h]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
@@ -967,7 +1247,7 @@ static void group_q4_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
 static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float *y,
                        const int carry, size_t ahead, const uint8_t *end, const int locality)
 {
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if MV_INT_VNNI
     __m512 acc = carry ? _mm512_loadu_ps(y) : _mm512_setzero_ps();
     const __m512i lo4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8) {
@@ -1007,6 +1287,60 @@ static void group_q6_k(const uint8_t *p, int64_t nsb, const xq_block *xb, float 
             }
     }
     _mm512_storeu_ps(y, acc);
+#elif MV_INT_AVX2
+    __m256 acc[2] = {carry ? _mm256_loadu_ps(y) : _mm256_setzero_ps(),
+                     carry ? _mm256_loadu_ps(y + 8) : _mm256_setzero_ps()};
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++, p += 3360, xb += 8) {
+        prefetch_packed(p, 3360, ahead, end, locality);
+        const __m256 d[2] = {f16x8(p), f16x8(p + 16)};
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                const xq_block *x = xb + 4 * h + k;
+                for (int e = 0; e < 2; e++) { /* the block's halves of 16, one scale each */
+                    /* u <= 63: a pair's sum is at most 8,064 in magnitude, so the 16-bit sums
+                     * of the 4 vectors (32,256) are exact */
+                    __m256i S[4][2];
+                    for (int j = 0; j < 4; j++)
+                        S[j][0] = S[j][1] = _mm256_setzero_si256();
+                    for (int t = 4 * e; t < 4 * e + 4; t++) { /* elements 4t .. 4t + 3 */
+                        __m256i u[2];
+                        for (int r = 0; r < 2; r++) {
+                            const __m256i l =
+                                bytes32(p + 288 + 1024 * h + 64 * (8 * (k & 1) + t) + 32 * r);
+                            const __m256i q = bytes32(p + 2336 + 512 * h + 64 * t + 32 * r);
+                            const __m256i nib =
+                                _mm256_and_si256(k < 2 ? l : _mm256_srli_epi16(l, 4), lo4);
+                            /* bits 2k, 2k + 1 of qh to bits 4, 5 */
+                            const __m256i hb = k == 0   ? _mm256_slli_epi16(q, 4)
+                                               : k == 1 ? _mm256_slli_epi16(q, 2)
+                                               : k == 2 ? q
+                                                        : _mm256_srli_epi16(q, 2);
+                            u[r] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
+                        }
+                        for (int j = 0; j < 4; j++) {
+                            const __m256i a = digits4_8(x->dig[j] + 4 * t);
+                            S[j][0] = _mm256_add_epi16(S[j][0], _mm256_maddubs_epi16(u[0], a));
+                            S[j][1] = _mm256_add_epi16(S[j][1], _mm256_maddubs_epi16(u[1], a));
+                        }
+                    }
+                    const __m128i sc8 = _mm_loadu_si128(
+                        (const __m128i *)(const void *)(p + 32 + 16 * (8 * h + 2 * k + e)));
+                    const __m256 ds[2] = {
+                        _mm256_mul_ps(d[0], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8))),
+                        _mm256_mul_ps(d[1], _mm256_cvtepi32_ps(
+                                                _mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))))};
+                    for (int j = 0; j < 4; j++) {
+                        const __m256i o = _mm256_set1_epi32(-32 * x->half_sum[j][e]);
+                        S[j][0] = _mm256_add_epi32(pairs32(S[j][0]), o);
+                        S[j][1] = _mm256_add_epi32(pairs32(S[j][1]), o);
+                        scaled_fma8(acc, ds, x->scale[j], S[j]);
+                    }
+                }
+            }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
 #else
     (void)ahead, (void)end, (void)locality;
     float acc[GROUP_ROWS] = {0};
