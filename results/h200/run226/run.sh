@@ -3,6 +3,8 @@
 # without its GPU part, which ran, after its CPU part found two build faults: the AVX2 build
 # lacked the carried jansson (now through h200-run.sh's pkg-config shim), and the host's GCC
 # failed test_cpu_fused_kernels on -Wstringop-overflow (its offsets now size_t).
+# Order: the builds, every test, then mv_int8 (part 2), then fused_parts and the benches of
+# part 1 while STOP_S allows.
 # 1. The CPU's AVX2 kernels on an Intel processor: the tree built with -march=x86-64-v3 (AVX2,
 #    FMA, F16C, no AVX-512) holds test_cpu_fused_kernels and test_cpu_routes (the rule's bits);
 #    the native build (AVX-512) holds test_cpu_fused_kernels. Then fused_parts of both on 1 and
@@ -63,22 +65,23 @@ for T in "$V/test_cpu_fused_kernels" "$V/test_cpu_routes" "$N/test_cpu_fused_ker
   echo "$T rc=$? at $(el) s: $(tail -n 1 $R/$(basename $(dirname $T))-$(basename $T).txt)"
 done
 save
-for B in N V; do
-  D=$N/dev/fused_parts; [ $B = V ] && D=$V/dev/fused_parts
-  for DT in f32 bf16; do
-    timeout 60 $D --dtype $DT --threads 1,16 > $R/parts-$B-$DT.txt 2>&1
-    echo "fused_parts $B $DT rc=$?: $(grep -E '^ +(1|16) +(score|value|item) ' $R/parts-$B-$DT.txt \
-      | awk '{printf "%s %s %s  ", $1, $2, $3}')"
-  done
-done
-save
 for TY in q8_0 q4_k q4_0 q6_k; do
   for B in N V; do
     D=$N/dev/mv_int8; [ $B = V ] && D=$V/dev/mv_int8
     [ $(el) -gt ${STOP_S:-480} ] && { echo "stop before mv_int8 at $(el) s"; break 2; }
     timeout 60 $D --threads 16 --rounds 3 --mib 256 --layers 4 --type $TY > $R/int8-$B-$TY.txt 2>&1
-    echo "mv_int8 $B $TY rc=$?: $(awk '$2 == "int8" && NF > 5 {printf "%s %s GB/s  ", $1, $(NF-1)}' \
+    echo "mv_int8 $B $TY rc=$?: $(awk '$2 == "int8" && $3 != "/" && NF > 5 {printf "%s %s GB/s  ", $1, $(NF-1)}' \
       $R/int8-$B-$TY.txt)"
+  done
+done
+save
+for B in N V; do
+  [ $(el) -gt ${STOP_S:-480} ] && { echo "stop before fused_parts at $(el) s"; break; }
+  D=$N/dev/fused_parts; [ $B = V ] && D=$V/dev/fused_parts
+  for DT in f32 bf16; do
+    timeout 60 $D --dtype $DT --threads 1,16 > $R/parts-$B-$DT.txt 2>&1
+    echo "fused_parts $B $DT rc=$?: $(grep -E '^ +(1|16) +(score|value|item) ' $R/parts-$B-$DT.txt \
+      | awk '{printf "%s %s %s  ", $1, $2, $3}')"
   done
 done
 save
