@@ -31,7 +31,8 @@
 #endif
 
 /* AVX2 with FMA and F16C and no AVX-512: the 8-lane kernels (each 16-lane accumulator of the
- * rule as two 8-lane halves). FP8 rows and the baseline's value stage stay portable. */
+ * rule as two 8-lane halves). FP8 rows (the baseline's value stage's included) and the
+ * baseline's value stage outside 8 heads x 32 columns stay portable. */
 #if !CPU_AVX512 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define CPU_AVX2 1
@@ -1107,6 +1108,43 @@ INLINE void weighted_8x32(const float *p, int64_t p_stride, const void *v, int64
     }
 }
 #endif
+#if CPU_AVX2
+/* Rows of V a chunk of weighted_8x32_avx2: 64 rows of 32 columns (8 KiB of F32) stay in the
+ * L1 while the chunk's four blocks of heads and columns read them in turn. */
+#define WEIGHTED_CHUNK_ROWS 64
+
+/* cpu_weighted_rows for 8 heads and 32 columns, V of type vt (F32, BF16 or F16): each chunk of
+ * rows once for every block of 4 heads x 16 columns (8 accumulators in registers), so every
+ * acc lane still takes its rows' FMAs in row order. */
+INLINE void weighted_8x32_avx2(const float *p, int64_t p_stride, const void *v, int64_t v_stride,
+                               int64_t nt, float *acc, const gem_dtype vt)
+{
+    for (int64_t t0 = 0; t0 < nt; t0 += WEIGHTED_CHUNK_ROWS) {
+        const int64_t t1 = nt - t0 < WEIGHTED_CHUNK_ROWS ? nt : t0 + WEIGHTED_CHUNK_ROWS;
+        for (int hb = 0; hb < 8; hb += 4)
+            for (int c = 0; c < 32; c += 16) {
+                __m256 a[4][2];
+                for (int h = 0; h < 4; h++) {
+                    a[h][0] = _mm256_loadu_ps(acc + (hb + h) * 32 + c);
+                    a[h][1] = _mm256_loadu_ps(acc + (hb + h) * 32 + c + 8);
+                }
+                for (int64_t t = t0; t < t1; t++) {
+                    const void *row = elem(v, t * v_stride, vt);
+                    const __m256 v0 = load8(row, c, vt), v1 = load8(row, c + 8, vt);
+                    for (int h = 0; h < 4; h++) {
+                        const __m256 ph = _mm256_broadcast_ss(p + (hb + h) * p_stride + t);
+                        a[h][0] = _mm256_fmadd_ps(ph, v0, a[h][0]);
+                        a[h][1] = _mm256_fmadd_ps(ph, v1, a[h][1]);
+                    }
+                }
+                for (int h = 0; h < 4; h++) {
+                    _mm256_storeu_ps(acc + (hb + h) * 32 + c, a[h][0]);
+                    _mm256_storeu_ps(acc + (hb + h) * 32 + c + 8, a[h][1]);
+                }
+            }
+    }
+}
+#endif
 
 void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *alpha,
                     const float *p, const void *v, gem_dtype vt, int64_t nt, int64_t v_stride,
@@ -1217,6 +1255,22 @@ void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void 
         default:
             weighted_8x32(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F32);
             return;
+        }
+    }
+#elif CPU_AVX2
+    if (nh == 8 && w == 32) {
+        switch (vt) {
+        case GEM_DTYPE_BF16:
+            weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_BF16);
+            return;
+        case GEM_DTYPE_F16:
+            weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F16);
+            return;
+        case GEM_DTYPE_F32:
+            weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F32);
+            return;
+        default: /* FP8 rows: the portable loop */
+            break;
         }
     }
 #endif

@@ -206,12 +206,14 @@ static void check_kernels(void)
             free(k);
             free(wide);
         }
-    /* weighted rows: 8 heads x 32 columns (the vector block) and a ragged block */
-    const int64_t shapes[][2] = {{8, 32}, {3, 13}, {8, 16}};
-    for (size_t a = 0; a < 3; a++)
+    /* weighted rows: 8 heads x 32 columns (the vector block; over 150 rows also the AVX2
+     * block's chunks of 64 rows, the last ragged) and ragged blocks */
+    const int64_t shapes[][3] = {{8, 32, 37}, {3, 13, 37}, {8, 16, 37}, {8, 32, 150}};
+    for (size_t a = 0; a < sizeof shapes / sizeof shapes[0]; a++)
         for (size_t e = 0; e < sizeof dtypes / sizeof dtypes[0]; e++) {
             const gem_dtype vt = dtypes[e];
-            const int64_t nh = shapes[a][0], w = shapes[a][1], nt = 37, vs = w + 5, ps = nt + 2;
+            const int64_t nh = shapes[a][0], w = shapes[a][1], nt = shapes[a][2], vs = w + 5,
+                          ps = nt + 2;
             float *p = malloc((size_t)(nh * ps) * sizeof(float));
             void *v = malloc((size_t)(nt * vs) * sizeof(float));
             float *wide = malloc((size_t)(nt * vs) * sizeof(float));
