@@ -31,8 +31,8 @@
 #endif
 
 /* AVX2 with FMA and F16C and no AVX-512: the 8-lane kernels (each 16-lane accumulator of the
- * rule as two 8-lane halves). FP8 rows (the baseline's value stage's included) and the
- * baseline's value stage outside 8 heads x 32 columns stay portable. */
+ * rule as two 8-lane halves), for rows of every type. The baseline's value stage outside 8
+ * heads x 32 columns stays portable. */
 #if !CPU_AVX512 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define CPU_AVX2 1
@@ -446,12 +446,26 @@ INLINE void dot_tile_tm_avx(const float *q, int64_t nh, const void *k, int64_t k
 #endif
 
 #if CPU_AVX2
-/* Elements [i, i + 8) of a row of type t (F32, BF16 or F16) as 8 floats, converted exactly
- * (BF16: zero-extended and shifted up 16 bits; F16: vcvtph2ps, subnormals included). */
+/* Elements [i, i + 8) of a row of type t as 8 floats, converted exactly (BF16: zero-extended
+ * and shifted up 16 bits; F16: vcvtph2ps, subnormals included; FP8 E4M3 through F16 as
+ * load16's AVX512BW path, gem_fp8_e4m3_to_f32's bits for every code). */
 INLINE __m256 load8(const void *row, int64_t i, const gem_dtype t)
 {
     if (t == GEM_DTYPE_F32)
         return _mm256_loadu_ps((const float *)row + i);
+    if (t == GEM_DTYPE_FP8_E4M3) {
+        /* the code's exponent and mantissa under a half's (sign to bit 15, bits 0-6 to 7-13)
+         * stand for the value times 2^-8, the subnormals as F16 subnormals; the NaN codes
+         * (exponent and mantissa all ones) become F16's quiet NaN 0x7E00, which vcvtph2ps
+         * widens to 0x7FC00000 and the multiply by 256 returns as it is. 8 operations. */
+        const __m128i w = _mm_slli_epi16(
+            _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)((const uint8_t *)row + i))), 8);
+        const __m128i h = _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xBF80));
+        const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x3F80)),
+                                            _mm_set1_epi16(0x3F80));
+        return _mm256_mul_ps(_mm256_cvtph_ps(_mm_blendv_epi8(h, _mm_set1_epi16(0x7E00), nan)),
+                             _mm256_set1_ps(256.0f));
+    }
     const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
     if (t == GEM_DTYPE_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -552,8 +566,10 @@ void cpu_dot_tile(const float *q, int64_t nh, const void *k, gem_dtype kt, int64
         }
     }
 #elif CPU_AVX2
-    if (n % 16 == 0 && kt != GEM_DTYPE_FP8_E4M3) {
-        if (kt == GEM_DTYPE_BF16)
+    if (n % 16 == 0) {
+        if (kt == GEM_DTYPE_FP8_E4M3)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_FP8_E4M3);
+        else if (kt == GEM_DTYPE_BF16)
             dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_BF16);
         else if (kt == GEM_DTYPE_F16)
             dot_tile_avx2(q, nh, k, ks, nt, n, out, out_stride, 1, NULL, 0, GEM_DTYPE_F16);
@@ -590,8 +606,11 @@ void cpu_dot_tile_tm(const float *q, int64_t nh, const void *k, gem_dtype kt, in
         }
     }
 #elif CPU_AVX2
-    if (n % 16 == 0 && kt != GEM_DTYPE_FP8_E4M3) {
-        if (kt == GEM_DTYPE_BF16)
+    if (n % 16 == 0) {
+        if (kt == GEM_DTYPE_FP8_E4M3)
+            dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt,
+                          GEM_DTYPE_FP8_E4M3);
+        else if (kt == GEM_DTYPE_BF16)
             dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt, GEM_DTYPE_BF16);
         else if (kt == GEM_DTYPE_F16)
             dot_tile_avx2(q, nh, k, ks, nt, n, out, 1, out_stride, pf, pf_nt, GEM_DTYPE_F16);
@@ -1035,7 +1054,7 @@ INLINE void value_block_avx2(float *o, int64_t n, const float *p, const void *v,
     }
 }
 
-/* cpu_value_tile for NH (1 to 8) heads, n a multiple of 16, V of type vt (F32, BF16 or F16),
+/* cpu_value_tile for NH (1 to 8) heads, n a multiple of 16, V of type vt (any row type),
  * at most VALUE_MAX_TILES tiles: the heads in blocks of 4 (value_block_avx2), the tokens in
  * value_segments' segments (the multiplies of a tile whose alphas are all 1 left out: x * 1 =
  * x). Per element the rule's operations in the rule's order. The first block asks for the
@@ -1113,7 +1132,7 @@ INLINE void weighted_8x32(const float *p, int64_t p_stride, const void *v, int64
  * L1 while the chunk's four blocks of heads and columns read them in turn. */
 #define WEIGHTED_CHUNK_ROWS 64
 
-/* cpu_weighted_rows for 8 heads and 32 columns, V of type vt (F32, BF16 or F16): each chunk of
+/* cpu_weighted_rows for 8 heads and 32 columns, V of type vt (any row type): each chunk of
  * rows once for every block of 4 heads x 16 columns (8 accumulators in registers), so every
  * acc lane still takes its rows' FMAs in row order. */
 INLINE void weighted_8x32_avx2(const float *p, int64_t p_stride, const void *v, int64_t v_stride,
@@ -1180,9 +1199,13 @@ void cpu_value_tile(float *o, int64_t nh, int64_t n, int64_t tile, const float *
 #undef VALUE_TILE
     }
 #elif CPU_AVX2
-    if (nh >= 1 && nh <= 8 && n % 16 == 0 && vt != GEM_DTYPE_FP8_E4M3) {
+    if (nh >= 1 && nh <= 8 && n % 16 == 0) {
 #define VALUE_TILE(NH)                                                                      \
     switch (vt) {                                                                           \
+    case GEM_DTYPE_FP8_E4M3:                                                                \
+        value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_FP8_E4M3,  \
+                      NH);                                                                  \
+        return;                                                                             \
     case GEM_DTYPE_BF16:                                                                    \
         value_tile_nh(o, n, tile, alpha, p, v, nt, v_stride, pf, pf_nt, GEM_DTYPE_BF16, NH); \
         return;                                                                             \
@@ -1266,11 +1289,12 @@ void cpu_weighted_rows(const float *p, int64_t p_stride, int64_t nh, const void 
         case GEM_DTYPE_F16:
             weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F16);
             return;
-        case GEM_DTYPE_F32:
+        case GEM_DTYPE_FP8_E4M3:
+            weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_FP8_E4M3);
+            return;
+        default:
             weighted_8x32_avx2(p, p_stride, v, v_stride, nt, acc, GEM_DTYPE_F32);
             return;
-        default: /* FP8 rows: the portable loop */
-            break;
         }
     }
 #endif

@@ -16,8 +16,8 @@
  * and accumulators are F32. The AVX-512 path converts as it loads (BF16: a
  * 16-bit shift; F16: vcvtph2ps; FP8: the exponent rebiased in integers, the
  * subnormals through a convert), so the bytes it reads from the cache are the
- * dtype's; so does the AVX2 path for BF16 and F16 (FP8 rows take the portable
- * path there).
+ * dtype's; so does the AVX2 path (FP8 there through F16: the code's bits under a half's,
+ * vcvtph2ps and a multiply by 256).
  */
 #ifndef GEM_CPU_KERNELS_H
 #define GEM_CPU_KERNELS_H
@@ -81,8 +81,8 @@ gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype
                             int64_t nt, int64_t n);
 
 /* Which implementation cpu_dot_tile and friends use: "avx512", "avx2" (AVX2, FMA and F16C
- * without AVX-512: the scores, the softmax step and the value update of F32, BF16 and F16
- * rows; the rest portable) or "portable". */
+ * without AVX-512: the scores, the softmax step, the value update and the baseline's 8 x 32
+ * weighted rows, for rows of every type; the rest portable) or "portable". */
 const char *cpu_kernels_isa(void);
 
 /* cpu_dot_tile with the scores token-major, the layout of the fused route's
