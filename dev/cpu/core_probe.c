@@ -7,8 +7,8 @@ and taking uops out of the kernels did not move the 16-thread figure (results/h2
 causes fit: the all-core AVX-512 clock, or vCPUs that are sibling hyperthreads on the host,
 which share one core's FMA units. This program tells them apart with two loops that touch no
 memory, run on T threads at once for T = 1, 2, 4, ... up to the processors:
-  fma   16 independent chains of 16-lane FMAs (AVX-512; 8-lane without it): bound by the FMA
-        units. Sibling hyperthreads halve it per thread; a lower clock lowers it by the clock.
+  fma   16 independent chains of 16-lane FMAs (AVX-512; with AVX2 and FMA alone, 12 of 8
+        lanes, which fit its 16 registers; else plain C): bound by the FMA units. Sibling hyperthreads halve it per thread; a lower clock lowers it by the clock.
   chain one dependent scalar FMA chain: bound by the FMA latency, so by the clock alone;
         siblings barely share it.
 Predictions for the Xeon host: if its 16 vCPUs are 8 cores x 2 threads, fma per thread falls
@@ -45,10 +45,15 @@ usage: core_probe [--iters N] [--rounds R] [--threads 1,2,4,8,12,16]
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define LANES 16
+#define CHAINS 16
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define LANES 8
+#define CHAINS 12 /* with the two constants, 14 of AVX2's 16 registers: no spill */
 #else
 #define LANES 8
-#endif
 #define CHAINS 16
+#endif
 #define MAX_COUNTS 16
 #define MAX_THREADS 512
 
@@ -65,6 +70,16 @@ static void fma_loop(int64_t iters, float x0, float *out)
             acc[c] = _mm512_fmadd_ps(acc[c], a, b);
     for (int c = 0; c < CHAINS; c++)
         _mm512_storeu_ps(out + c * LANES, acc[c]);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[CHAINS];
+    const __m256 a = _mm256_set1_ps(0.5f), b = _mm256_set1_ps(1.0f);
+    for (int c = 0; c < CHAINS; c++)
+        acc[c] = _mm256_set1_ps(x0 + (float)c);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < CHAINS; c++)
+            acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+    for (int c = 0; c < CHAINS; c++)
+        _mm256_storeu_ps(out + c * LANES, acc[c]);
 #else
     float acc[CHAINS][LANES];
     for (int c = 0; c < CHAINS; c++)
