@@ -3,13 +3,16 @@
 # AVX-512 and AVX2 kernels are compiled out) by clang-14 (which has no _Float16 there, so the
 # tests round to F16 by their own arithmetic), and the tests that hold the kernels, the routes
 # and the products to their definitions bit for bit; then the AVX2 kernels (-march=x86-64-v3:
-# AVX2, FMA, F16C, no AVX-512) with the same tests, where the processor runs them. Needs
-# clang-14 (scripts/clang-check.sh installs it). Build folders: build-portable, build-avx2.
+# AVX2, FMA, F16C, no AVX-512) with the same tests, where the processor runs them; then a
+# build for other machines (GEM_NATIVE=OFF: the kernels built for AVX-512, AVX2 and portable
+# and chosen at run time) with the same tests under every build the processor runs
+# (GEM_CPU_ISA), each run's kernels checked by name. Needs clang-14 (scripts/clang-check.sh
+# installs it). Build folders: build-portable, build-avx2, build-dispatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   "") ;;
-  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "portable-check.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
 CC=$(command -v clang-14 || command -v clang || true)
@@ -21,17 +24,38 @@ jobs=$(nproc 2>/dev/null || echo 2)
 tests=(test_core test_online test_cpu_fused_kernels test_cpu_routes test_matvec)
 echo "portable-check: building the portable CPU path with $("$CC" --version | head -1)"
 cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
-  -DGEM_CUDA=OFF -DGEM_NATIVE=OFF >/dev/null
+  -DGEM_CUDA=OFF -DGEM_NATIVE=OFF -DGEM_CPU_DISPATCH=OFF >/dev/null
 cmake --build build-portable -j"$jobs" --target "${tests[@]}" >/dev/null
 (cd build-portable && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
 if [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* && " $flags " == *" f16c "* ]]; then
   echo "portable-check: building the AVX2 kernels (-march=x86-64-v3)"
   cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
-    -DGEM_CUDA=OFF -DGEM_NATIVE=OFF -DCMAKE_C_FLAGS="-march=x86-64-v3" >/dev/null
+    -DGEM_CUDA=OFF -DGEM_NATIVE=OFF -DGEM_CPU_DISPATCH=OFF -DCMAKE_C_FLAGS="-march=x86-64-v3" \
+    >/dev/null
   cmake --build build-avx2 -j"$jobs" --target "${tests[@]}" >/dev/null
   (cd build-avx2 && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
 else
   echo "portable-check: this processor lacks AVX2, FMA or F16C: the AVX2 kernels not run"
 fi
+echo "portable-check: building the kernels for other machines (GEM_NATIVE=OFF, chosen at run time)"
+cmake -S . -B build-dispatch -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+  -DGEM_CUDA=OFF -DGEM_NATIVE=OFF -DGEM_CPU_DISPATCH=ON >/dev/null
+cmake --build build-dispatch -j"$jobs" --target "${tests[@]}" >/dev/null
+isas=(portable)
+[[ " $flags " == *" avx2 "* && " $flags " == *" fma "* && " $flags " == *" f16c "* ]] &&
+  isas+=(avx2)
+[[ " ${isas[*]} " == *" avx2 "* && " $flags " == *" avx512f "* && " $flags " == *" avx512dq "* &&
+   " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]] && isas+=(avx512)
+for isa in "${isas[@]}"; do
+  out=$(GEM_CPU_ISA=$isa build-dispatch/test_cpu_fused_kernels)
+  line=${out%%$'\n'*}
+  if [ "$line" != "test_cpu_fused_kernels: $isa kernels" ]; then
+    echo "portable-check: GEM_CPU_ISA=$isa ran '$line', not the $isa kernels" >&2
+    exit 1
+  fi
+  echo "portable-check: the kernels for other machines, GEM_CPU_ISA=$isa"
+  (cd build-dispatch && GEM_CPU_ISA=$isa ctest --output-on-failure \
+    -R "^($(IFS='|'; echo "${tests[*]}"))\$")
+done
 echo "portable-check: passed"

@@ -20,6 +20,9 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef GEM_CPU_VARIANT /* one of several builds of this file (cpu_kernels_variant.h) */
+#include "cpu_kernels_variant.h"
+#endif
 #include "cpu_kernels.h"
 #include "kv_view.h"
 

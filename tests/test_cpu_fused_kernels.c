@@ -423,6 +423,9 @@ static void check_stream_sums(void)
 
 int main(void)
 {
+    /* the build of the kernels that runs (GEM_CPU_ISA picks one in a GEM_CPU_DISPATCH build;
+     * scripts/portable-check.sh reads this line) */
+    printf("test_cpu_fused_kernels: %s kernels\n", cpu_kernels_isa());
     check_stream_sums();
     check_dot_tm();
     check_online_tile();
