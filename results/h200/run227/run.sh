@@ -14,7 +14,7 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 R=/tmp/r227; rm -rf $R; mkdir -p $R
 save() { (cd $R && tar czf $OUT/run227.tgz .); }
 lscpu > $R/lscpu.txt; grep -E "Model name|^CPU\(s\)|^Model:|avx512f" -o $R/lscpu.txt | sort -u
-git rev-parse HEAD 2>/dev/null > $R/commit || cat results/h200/run227/commit > $R/commit
+cp results/h200/run227/commit $R/commit # the tree sent (the device copy's .git is not it)
 # jansson and OpenSSL: the carried static ones (.deps/dist) through a pkg-config stand-in, as
 # scripts/h200-run.sh does, where the host lacks their development files
 EXTRA=()
