@@ -3,12 +3,10 @@
  * for AVX-512, for AVX2 with FMA and F16C, and portable; cpu_kernels_variant.h names them):
  * each function of cpu_kernels.h calls the build chosen once per process, the widest that
  * the processor and the operating system support. All three give the same bits (the rules of
- * cpu_kernels.h), so the choice changes speed alone. GEM_CPU_ISA=avx512|avx2|portable in the
- * environment asks for one build instead; a build the processor cannot run, or another word,
- * leaves the widest (cpu_kernels_isa() names the build that runs).
+ * cpu_kernels.h), so the choice changes speed alone; cpu_kernels_use lets the tests hold every
+ * build to the rules in one process.
  */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -116,29 +114,42 @@ static int cpu_level(void)
     return avx512 && (xcr0() & 0xE0) == 0xE0 ? 2 : 1;
 }
 
-static const cpu_kernel_table *chosen;
+static const cpu_kernel_table *const tables[3] = {&table_portable, &table_avx2, &table_avx512};
+static const char *const names_by_level[3] = {"portable", "avx2", "avx512"};
+
+static int level;                     /* cpu_level(), read once */
+static const cpu_kernel_table *chosen; /* the build that runs */
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void)
 {
-    const int level = cpu_level();
-    const char *ask = getenv("GEM_CPU_ISA");
-    int want = level;
-    if (ask && strcmp(ask, "portable") == 0)
-        want = 0;
-    else if (ask && strcmp(ask, "avx2") == 0)
-        want = 1;
-    else if (ask && strcmp(ask, "avx512") == 0)
-        want = 2;
-    if (want > level) /* a build this processor cannot run: the widest it can */
-        want = level;
-    chosen = want == 2 ? &table_avx512 : (want == 1 ? &table_avx2 : &table_portable);
+    level = cpu_level();
+    chosen = tables[level];
 }
 
 static const cpu_kernel_table *kernels(void)
 {
     pthread_once(&chosen_once, choose);
     return chosen;
+}
+
+int cpu_kernels_builds(const char **names, int max)
+{
+    pthread_once(&chosen_once, choose);
+    for (int i = 0; i <= level && i < max; i++)
+        names[i] = names_by_level[level - i];
+    return level + 1;
+}
+
+int cpu_kernels_use(const char *name)
+{
+    pthread_once(&chosen_once, choose);
+    for (int i = 0; i <= level; i++)
+        if (strcmp(name, names_by_level[i]) == 0) {
+            chosen = tables[i];
+            return 0;
+        }
+    return -1;
 }
 
 #define FORWARD_R(ret, name, params, args)                                                        \

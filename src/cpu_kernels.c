@@ -97,6 +97,20 @@ const char *cpu_kernels_isa(void)
     return CPU_AVX512 ? "avx512" : (CPU_AVX2 ? "avx2" : "portable");
 }
 
+#ifndef GEM_CPU_VARIANT /* one build: these two; several: src/cpu_dispatch.c's */
+int cpu_kernels_builds(const char **names, int max)
+{
+    if (max > 0)
+        names[0] = cpu_kernels_isa();
+    return 1;
+}
+
+int cpu_kernels_use(const char *name)
+{
+    return strcmp(name, cpu_kernels_isa()) == 0 ? 0 : -1;
+}
+#endif
+
 void cpu_widen(const void *src, gem_dtype t, int64_t n, float *dst)
 {
     if (t == GEM_DTYPE_F32) {

@@ -85,6 +85,17 @@ gem_status cpu_score_status(const float *q, int64_t nh, const void *k, gem_dtype
  * weighted rows, for rows of every type; the rest portable) or "portable". */
 const char *cpu_kernels_isa(void);
 
+/* The builds of the kernels that this library holds and this processor runs, widest first:
+ * with GEM_CPU_DISPATCH up to three ("avx512", "avx2", "portable"), else the one build
+ * (cpu_kernels_isa()). Writes at most max names (static strings) into names and returns how
+ * many there are. names (max). The build chosen by default is the first. */
+int cpu_kernels_builds(const char **names, int max);
+
+/* Makes `name`, one of cpu_kernels_builds' names, the build that every later kernel call runs
+ * (the tests hold each build to the rules in one process; all give the same bits). Returns 0,
+ * or -1 (nothing changed) for another name. Not to be called while kernels run. */
+int cpu_kernels_use(const char *name);
+
 /* cpu_dot_tile with the scores token-major, the layout of the fused route's
  * tile: out[t*out_stride + h] = dot(q + h*n, k_t) for h < nh, t < nt, each
  * by the rule of cpu_dot_portable (bitwise equal to it); k of type kt.

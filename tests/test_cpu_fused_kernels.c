@@ -423,17 +423,24 @@ static void check_stream_sums(void)
 
 int main(void)
 {
-    /* the build of the kernels that runs (GEM_CPU_ISA picks one in a GEM_CPU_DISPATCH build;
-     * scripts/portable-check.sh reads this line) */
-    printf("test_cpu_fused_kernels: %s kernels\n", cpu_kernels_isa());
-    check_stream_sums();
-    check_dot_tm();
-    check_online_tile();
-    check_value_tile();
-    check_value_tiles();
-    check_fp8_every_code();
-    check_route_tiles(32, 4, 512, 1003, 21); /* production heads, ragged live */
-    check_route_tiles(16, 2, 48, 301, 22);   /* group 8, dims a multiple of 16 */
-    check_route_tiles(6, 2, 13, 45, 23);     /* group 3, odd dims, P = 512 > live */
+    /* every build of the kernels this library holds and this processor runs (three in a
+     * GEM_CPU_DISPATCH build), each named (scripts/portable-check.sh reads the lines) */
+    const char *builds[3];
+    const int nb = cpu_kernels_builds(builds, 3);
+    for (int b = 0; b < nb && b < 3; b++) {
+        TCHECK(cpu_kernels_use(builds[b]) == 0 && strcmp(cpu_kernels_isa(), builds[b]) == 0);
+        printf("test_cpu_fused_kernels: %s kernels\n", cpu_kernels_isa());
+        check_stream_sums();
+        check_dot_tm();
+        check_online_tile();
+        check_value_tile();
+        check_value_tiles();
+        check_fp8_every_code();
+        check_route_tiles(32, 4, 512, 1003, 21); /* production heads, ragged live */
+        check_route_tiles(16, 2, 48, 301, 22);   /* group 8, dims a multiple of 16 */
+        check_route_tiles(6, 2, 13, 45, 23);     /* group 3, odd dims, P = 512 > live */
+    }
+    TCHECK(cpu_kernels_use("no such build") == -1);
+    TCHECK(cpu_kernels_use(builds[0]) == 0);
     return tcheck_summary("test_cpu_fused_kernels");
 }

@@ -518,15 +518,23 @@ static void check_engine_fp8(void)
 
 int main(void)
 {
-    check_kernels();
-    check_fp8_conversions();
-    check_engine_dtypes();
-    check_engine_fp8();
-    check_shape(32, 4, 512, 512, 4097, 4097, 1);  /* production heads and dims */
-    check_shape(8, 8, 13, 7, 13, 20, 2);          /* GQA ratio 1, odd dims, capacity > live */
-    check_shape(4, 2, 24, 40, 1, 3, 3);           /* ratio 2, dk != dv, one token */
-    check_shape(16, 2, 64, 48, 1000, 1000, 4);    /* ratio 8, dk != dv, 1,000 tokens */
-    check_shape(8, 1, 96, 33, 200, 211, 5);       /* ratio 8, P = 256 > live */
-    check_rows_beyond_live();
+    /* every build of the kernels this library holds and this processor runs */
+    const char *builds[3];
+    const int nb = cpu_kernels_builds(builds, 3);
+    for (int b = 0; b < nb && b < 3; b++) {
+        TCHECK(cpu_kernels_use(builds[b]) == 0);
+        printf("test_cpu_routes: %s kernels\n", cpu_kernels_isa());
+        check_kernels();
+        check_fp8_conversions();
+        check_engine_dtypes();
+        check_engine_fp8();
+        check_shape(32, 4, 512, 512, 4097, 4097, 1); /* production heads and dims */
+        check_shape(8, 8, 13, 7, 13, 20, 2);         /* GQA ratio 1, odd dims, capacity > live */
+        check_shape(4, 2, 24, 40, 1, 3, 3);          /* ratio 2, dk != dv, one token */
+        check_shape(16, 2, 64, 48, 1000, 1000, 4);   /* ratio 8, dk != dv, 1,000 tokens */
+        check_shape(8, 1, 96, 33, 200, 211, 5);      /* ratio 8, P = 256 > live */
+        check_rows_beyond_live();
+    }
+    cpu_kernels_use(builds[0]);
     return tcheck_summary("test_cpu_routes");
 }
