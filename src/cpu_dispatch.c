@@ -115,7 +115,6 @@ static int cpu_level(void)
 }
 
 static const cpu_kernel_table *const tables[3] = {&table_portable, &table_avx2, &table_avx512};
-static const char *const names_by_level[3] = {"portable", "avx2", "avx512"};
 
 static int level;                     /* cpu_level(), read once */
 static const cpu_kernel_table *chosen; /* the build that runs */
@@ -135,17 +134,17 @@ static const cpu_kernel_table *kernels(void)
 
 int cpu_kernels_builds(const char **names, int max)
 {
-    pthread_once(&chosen_once, choose);
+    kernels(); /* level read */
     for (int i = 0; i <= level && i < max; i++)
-        names[i] = names_by_level[level - i];
+        names[i] = tables[level - i]->cpu_kernels_isa();
     return level + 1;
 }
 
 int cpu_kernels_use(const char *name)
 {
-    pthread_once(&chosen_once, choose);
+    kernels(); /* level read */
     for (int i = 0; i <= level; i++)
-        if (strcmp(name, names_by_level[i]) == 0) {
+        if (strcmp(name, tables[i]->cpu_kernels_isa()) == 0) {
             chosen = tables[i];
             return 0;
         }
