@@ -4,15 +4,16 @@
 # tests round to F16 by their own arithmetic), and the tests that hold the kernels, the routes
 # and the products to their definitions bit for bit; then the AVX2 kernels (-march=x86-64-v3:
 # AVX2, FMA, F16C, no AVX-512) with the same tests, where the processor runs them; then a
-# build for other machines (GEM_NATIVE=OFF: the kernels built for AVX-512, AVX2 and portable
-# and chosen at run time), whose kernel tests run every build the processor runs, each
-# checked by name. Needs clang-14 (scripts/clang-check.sh installs it). Build folders:
-# build-portable, build-avx2, build-dispatch.
+# build for other machines (GEM_NATIVE=OFF: the kernels built for AVX-512, AVX2 and portable,
+# the model's products also for AVX-512 with VNNI, chosen at run time), whose kernel and
+# product tests run every build the processor runs, each checked by name. Needs clang-14
+# (scripts/clang-check.sh installs it). Build folders: build-portable, build-avx2,
+# build-dispatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   "") ;;
-  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "portable-check.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
 CC=$(command -v clang-14 || command -v clang || true)
@@ -56,5 +57,14 @@ for isa in "${isas[@]}"; do
   fi
 done
 echo "portable-check: the kernels for other machines run as ${isas[*]}"
+[[ " ${isas[*]} " == *" avx512 "* && " $flags " == *" avx512_vnni "* ]] && isas+=(avx512-vnni)
+out=$(build-dispatch/test_matvec)
+for isa in "${isas[@]}"; do
+  if [[ $'\n'"$out"$'\n' != *$'\n'"test_matvec: $isa products"$'\n'* ]]; then
+    echo "portable-check: the build for other machines did not run its $isa products" >&2
+    exit 1
+  fi
+done
+echo "portable-check: the products for other machines run as ${isas[*]}"
 (cd build-dispatch && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
 echo "portable-check: passed"
