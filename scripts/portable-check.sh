@@ -48,23 +48,21 @@ isas=(portable)
   isas+=(avx2)
 [[ " ${isas[*]} " == *" avx2 "* && " $flags " == *" avx512f "* && " $flags " == *" avx512dq "* &&
    " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]] && isas+=(avx512)
-# the kernel tests run every build the processor runs, each naming it
-out=$(build-dispatch/test_cpu_fused_kernels)
-for isa in "${isas[@]}"; do
-  if [[ $'\n'"$out"$'\n' != *$'\n'"test_cpu_fused_kernels: $isa kernels"$'\n'* ]]; then
-    echo "portable-check: the build for other machines did not run its $isa kernels" >&2
-    exit 1
-  fi
-done
-echo "portable-check: the kernels for other machines run as ${isas[*]}"
+# ran_every TEST WHAT: TEST (of build-dispatch) printed "TEST: <isa> WHAT" for every isa in isas
+ran_every() {
+  local out isa
+  out=$(build-dispatch/"$1")
+  for isa in "${isas[@]}"; do
+    if [[ $'\n'"$out"$'\n' != *$'\n'"$1: $isa $2"$'\n'* ]]; then
+      echo "portable-check: the build for other machines did not run its $isa $2" >&2
+      exit 1
+    fi
+  done
+  echo "portable-check: the $2 for other machines run as ${isas[*]}"
+}
+# the kernel and product tests run every build the processor runs, each naming it
+ran_every test_cpu_fused_kernels kernels
 [[ " ${isas[*]} " == *" avx512 "* && " $flags " == *" avx512_vnni "* ]] && isas+=(avx512-vnni)
-out=$(build-dispatch/test_matvec)
-for isa in "${isas[@]}"; do
-  if [[ $'\n'"$out"$'\n' != *$'\n'"test_matvec: $isa products"$'\n'* ]]; then
-    echo "portable-check: the build for other machines did not run its $isa products" >&2
-    exit 1
-  fi
-done
-echo "portable-check: the products for other machines run as ${isas[*]}"
+ran_every test_matvec products
 (cd build-dispatch && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
 echo "portable-check: passed"
