@@ -74,40 +74,7 @@ GEM=$BUILD/gem
 # ---- build ----------------------------------------------------------------------
 if has build; then
     step "build"
-    CMAKE_EXTRA=()
-    if [ -n "${FORCE_DEPS:-}" ] || ! { command -v pkg-config >/dev/null && pkg-config --exists jansson; } ||
-        [ ! -f /usr/include/openssl/sha.h ]; then
-        D=$SRC/.deps/dist
-        [ -d "$D" ] || { echo "no jansson/OpenSSL development files and no .deps/dist"; exit 2; }
-        echo "using the carried static jansson/OpenSSL in $D"
-        mkdir -p /tmp/gemdeps
-        cat >/tmp/gemdeps/pkg-config <<EOF
-#!/bin/sh
-# answers CMake's pkg-config questions for the carried static jansson
-for a in "\$@"; do
-  case "\$a" in
-    --version) echo 0.29.2; exit 0;;
-    --modversion) echo 2.14; exit 0;;
-    --variable=prefix) echo "$D"; exit 0;;
-    --variable=includedir) echo "$D/include"; exit 0;;
-    --variable=libdir) echo "$D/lib"; exit 0;;
-    --cflags|--cflags-only-I) echo "-I$D/include"; exit 0;;
-    --cflags-only-other|--libs-only-other) echo; exit 0;;
-    --libs) echo "-L$D/lib -ljansson"; exit 0;;
-    --libs-only-L) echo "-L$D/lib"; exit 0;;
-    --libs-only-l) echo "-ljansson"; exit 0;;
-    --variable=*) echo; exit 0;;
-  esac
-done
-exit 0
-EOF
-        chmod +x /tmp/gemdeps/pkg-config
-        CMAKE_EXTRA=(-DPKG_CONFIG_EXECUTABLE=/tmp/gemdeps/pkg-config -DOPENSSL_ROOT_DIR="$D"
-            -DOPENSSL_USE_STATIC_LIBS=TRUE -DOPENSSL_INCLUDE_DIR="$D/include"
-            -DOPENSSL_CRYPTO_LIBRARY="$D/lib/libcrypto.a" -DOPENSSL_SSL_LIBRARY="$D/lib/libssl.a"
-            -DCMAKE_EXE_LINKER_FLAGS="-L$D/lib")
-        export LIBRARY_PATH=$D/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
-    fi
+    . "$SRC/scripts/deps-cmake.sh" || exit 2 # CMAKE_EXTRA: jansson and OpenSSL
     cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         "${CMAKE_EXTRA[@]}" >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; exit 2; }
     grep -E "gem: CUDA|jansson|OpenSSL" "$OUT/cmake.txt"

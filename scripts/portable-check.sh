@@ -4,15 +4,16 @@
 # tests round to F16 by their own arithmetic), and the tests that hold the kernels, the routes
 # and the products to their definitions bit for bit; then the AVX2 kernels (-march=x86-64-v3:
 # AVX2, FMA, F16C, no AVX-512) with the same tests, where the processor runs them; then a
-# build for other machines (GEM_NATIVE=OFF: the kernels built for AVX-512, AVX2 and portable
-# and chosen at run time), whose kernel tests run every build the processor runs, each
-# checked by name. Needs clang-14 (scripts/clang-check.sh installs it). Build folders:
-# build-portable, build-avx2, build-dispatch.
+# build for other machines (GEM_NATIVE=OFF: the kernels built for AVX-512, AVX2 and portable,
+# the model's products also for AVX-512 with VNNI, chosen at run time), whose kernel and
+# product tests run every build the processor runs, each checked by name. Needs clang-14
+# (scripts/clang-check.sh installs it). Build folders: build-portable, build-avx2,
+# build-dispatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   "") ;;
-  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "portable-check.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
 CC=$(command -v clang-14 || command -v clang || true)
@@ -47,14 +48,21 @@ isas=(portable)
   isas+=(avx2)
 [[ " ${isas[*]} " == *" avx2 "* && " $flags " == *" avx512f "* && " $flags " == *" avx512dq "* &&
    " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]] && isas+=(avx512)
-# the kernel tests run every build the processor runs, each naming it
-out=$(build-dispatch/test_cpu_fused_kernels)
-for isa in "${isas[@]}"; do
-  if [[ $'\n'"$out"$'\n' != *$'\n'"test_cpu_fused_kernels: $isa kernels"$'\n'* ]]; then
-    echo "portable-check: the build for other machines did not run its $isa kernels" >&2
-    exit 1
-  fi
-done
-echo "portable-check: the kernels for other machines run as ${isas[*]}"
+# ran_every TEST WHAT: TEST (of build-dispatch) printed "TEST: <isa> WHAT" for every isa in isas
+ran_every() {
+  local out isa
+  out=$(build-dispatch/"$1")
+  for isa in "${isas[@]}"; do
+    if [[ $'\n'"$out"$'\n' != *$'\n'"$1: $isa $2"$'\n'* ]]; then
+      echo "portable-check: the build for other machines did not run its $isa $2" >&2
+      exit 1
+    fi
+  done
+  echo "portable-check: the $2 for other machines run as ${isas[*]}"
+}
+# the kernel and product tests run every build the processor runs, each naming it
+ran_every test_cpu_fused_kernels kernels
+[[ " ${isas[*]} " == *" avx512 "* && " $flags " == *" avx512_vnni "* ]] && isas+=(avx512-vnni)
+ran_every test_matvec products
 (cd build-dispatch && ctest --output-on-failure -R "^($(IFS='|'; echo "${tests[*]}"))\$")
 echo "portable-check: passed"

@@ -97,9 +97,7 @@ static unsigned long long xcr0(void)
     return ((unsigned long long)hi << 32) | lo;
 }
 
-/* 2: the AVX-512 build can run (AVX512 F, DQ, BW and VL, with AVX2, FMA and F16C, and the
- * opmask and ZMM state saved by the OS); 1: the AVX2 build (AVX2, FMA, F16C, YMM state); 0. */
-static int cpu_level(void)
+int cpu_isa_level(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
@@ -111,7 +109,9 @@ static int cpu_level(void)
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 5) & 1)) /* AVX2 */
         return 0;
     const int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
-    return avx512 && (xcr0() & 0xE0) == 0xE0 ? 2 : 1;
+    if (!avx512 || (xcr0() & 0xE0) != 0xE0)
+        return 1;
+    return (c >> 11) & 1 ? 3 : 2; /* AVX512_VNNI */
 }
 
 static const cpu_kernel_table *const tables[3] = {&table_portable, &table_avx2, &table_avx512};
@@ -122,7 +122,8 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void)
 {
-    level = cpu_level();
+    const int l = cpu_isa_level();
+    level = l < 2 ? l : 2; /* VNNI adds nothing to these kernels */
     chosen = tables[level];
 }
 

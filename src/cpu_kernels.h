@@ -91,6 +91,12 @@ const char *cpu_kernels_isa(void);
  * many there are. names (max). The build chosen by default is the first. */
 int cpu_kernels_builds(const char **names, int max);
 
+/* With GEM_CPU_DISPATCH (src/cpu_dispatch.c), what the processor and the operating system run:
+ * 3 AVX-512 F, DQ, BW and VL with AVX512_VNNI, 2 the same without VNNI, 1 AVX2 with FMA and
+ * F16C, 0 none of these (each level with AVX2, FMA and F16C, and the register state it needs
+ * saved by the OS). Asks CPUID each call. Not defined in other builds. */
+int cpu_isa_level(void);
+
 /* Makes `name`, one of cpu_kernels_builds' names, the build that every later kernel call runs
  * (the tests hold each build to the rules in one process; all give the same bits). Returns 0,
  * or -1 (nothing changed) for another name. Not to be called while kernels run. */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "model/matvec.h"
+#include "model/matvec_kernels.h"
 #include "cpu_pool.h"
 #include "tcheck.h"
 
@@ -709,7 +710,8 @@ static void check_tunings(cpu_pool *p3)
     free(xq.buf);
 }
 
-int main(void)
+/* Every check of the products, on the build that runs (mvk_use). */
+static void check_products(cpu_pool *p1, cpu_pool *p3)
 {
     static const gem_gguf_type types[] = {GEM_GGUF_F32,  GEM_GGUF_F16,  GEM_GGUF_BF16,
                                           GEM_GGUF_Q8_0, GEM_GGUF_Q4_0, GEM_GGUF_Q4_K,
@@ -723,9 +725,6 @@ int main(void)
         src[i] = sinf((float)i * 0.731f) * 0.1f * (float)(1 + i % 5);
     for (int64_t i = 0; i < max_cols; i++)
         x[i] = cosf((float)i * 0.37f);
-    cpu_pool *p1 = NULL, *p3 = NULL;
-    TCHECK_STATUS(cpu_pool_create(1, &p1), GEM_OK);
-    TCHECK_STATUS(cpu_pool_create(3, &p3), GEM_OK);
     for (int pass = 0; pass < 2; pass++)
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
             const int64_t cols = pass ? 500 : 512;
@@ -794,22 +793,6 @@ int main(void)
         gem_matrix h16 = {NULL, GEM_GGUF_F16, 32, 256, 512, NULL, 0};
         TCHECK(!mv_packable(&h16)); /* the other types keep the F32 rule */
     }
-    {
-        /* the products' instruction set names this build's paths */
-        const char *isa = gem_model_cpu_products_isa();
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
-        const char *want = "avx512-vnni";
-#elif defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-        const char *want = "avx512";
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-        const char *want = "avx2";
-#else
-        const char *want = "portable";
-#endif
-        if (!TCHECK(isa && strcmp(isa, want) == 0))
-            fprintf(stderr, "     products' instruction set %s, this build's %s\n",
-                    isa ? isa : "(null)", want);
-    }
     check_tunings(p3);
     check_pair(p1, p3, GEM_GGUF_Q8_0, 1024, 512, 1);  /* on the pool */
     check_pair(p1, p3, GEM_GGUF_Q4_K, 512, 2048, 2);  /* units of 32 rows */
@@ -824,13 +807,49 @@ int main(void)
      * (they still compute x's digits, 16,384 columns), the callbacks once a range */
     check_pair(p1, p3, GEM_GGUF_Q8_0, 16, 16384, 1);
     check_batch_then(p1, p3, GEM_GGUF_Q8_0, 32, 16384, 1);
-    cpu_pool_destroy(p1);
-    cpu_pool_destroy(p3);
     free(src);
     free(x);
     free(row);
     free(y);
     free(y2);
     free(q);
+}
+
+int main(void)
+{
+    cpu_pool *p1 = NULL, *p3 = NULL;
+    TCHECK_STATUS(cpu_pool_create(1, &p1), GEM_OK);
+    TCHECK_STATUS(cpu_pool_create(3, &p3), GEM_OK);
+    /* every build of the products this library holds and this processor runs (up to four in a
+     * GEM_CPU_DISPATCH build), each named (scripts/portable-check.sh reads the lines) */
+    const char *builds[4];
+    const int nb = mvk_builds(builds, 4);
+    for (int b = 0; b < nb && b < 4; b++) {
+        TCHECK(mvk_use(builds[b]) == 0 && strcmp(gem_model_cpu_products_isa(), builds[b]) == 0);
+        printf("test_matvec: %s products\n", builds[b]);
+        check_products(p1, p3);
+    }
+    TCHECK(mvk_use("no such build") == -1);
+    TCHECK(mvk_use(builds[0]) == 0);
+    {
+        /* one build: it names this program's target's paths; several: the last is portable */
+        const char *isa = gem_model_cpu_products_isa();
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+        const char *want = "avx512-vnni";
+#elif defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx512";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+        const char *want = "avx2";
+#else
+        const char *want = "portable";
+#endif
+        if (nb > 1)
+            TCHECK(strcmp(builds[nb - 1], "portable") == 0);
+        else if (!TCHECK(isa && strcmp(isa, want) == 0))
+            fprintf(stderr, "     products' instruction set %s, this build's %s\n",
+                    isa ? isa : "(null)", want);
+    }
+    cpu_pool_destroy(p1);
+    cpu_pool_destroy(p3);
     return tcheck_summary("test_matvec");
 }
