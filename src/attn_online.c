@@ -53,6 +53,34 @@ gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p, int6
     return GEM_OK;
 }
 
+/* Tokens whose dot products the oracle computes side by side (online_dots). */
+#define ONLINE_CHAINS 8
+
+/* out[j] = dot(q, k + j * dk) for j < nt (nt <= ONLINE_CHAINS): each the serial float sum
+ * dot += q[i] * k[i], i = 0 .. dk - 1, a product then a sum, both rounded. The nt sums run side
+ * by side, element by element, so each is the same chain of operations as alone (the same bits)
+ * while the processor overlaps the independent chains. */
+static void online_dots(const float *q, const float *k, int64_t dk, int64_t nt, float *out)
+{
+    if (nt == ONLINE_CHAINS) {
+        float d[ONLINE_CHAINS] = {0};
+        for (int64_t i = 0; i < dk; i++) {
+            const float qi = q[i];
+            for (int j = 0; j < ONLINE_CHAINS; j++)
+                d[j] += qi * k[(size_t)j * (size_t)dk + (size_t)i];
+        }
+        memcpy(out, d, sizeof d);
+        return;
+    }
+    for (int64_t j = 0; j < nt; j++) {
+        const float *kj = k + (size_t)j * (size_t)dk;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < dk; i++)
+            dot += q[i] * kj[i];
+        out[j] = dot;
+    }
+}
+
 /* Why a score is not finite: a non-finite input, or float overflow. */
 static gem_status score_error(const float *q, const float *k, int64_t dk)
 {
@@ -86,13 +114,14 @@ gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs
         float *oh = o + (size_t)h * (size_t)dv;
         float mh = -INFINITY, sh = 0.0f;
         memset(oh, 0, (size_t)dv * sizeof(float));
+        float dots[ONLINE_CHAINS];
         for (int64_t t = begin; t < end; t++) {
             const float *krow = kg + (size_t)t * (size_t)dk;
             const float *vrow = vg + (size_t)t * (size_t)dv;
-            float dot = 0.0f;
-            for (int64_t i = 0; i < dk; i++)
-                dot += qh[i] * krow[i];
-            const float x = shape->scale * dot;
+            if ((t - begin) % ONLINE_CHAINS == 0) /* the next tokens' scores, in order */
+                online_dots(qh, krow, dk, end - t < ONLINE_CHAINS ? end - t : ONLINE_CHAINS,
+                            dots);
+            const float x = shape->scale * dots[(t - begin) % ONLINE_CHAINS];
             if (!isfinite(x))
                 return score_error(qh, krow, dk);
             if (x > mh) {

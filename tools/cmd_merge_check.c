@@ -55,6 +55,32 @@ typedef struct score_stats {
     double count;        /* heads * tokens */
 } score_stats;
 
+/* Tokens whose scores group_score_stats computes side by side. */
+#define MC_CHAINS 8
+
+/* out[j] = dot(q, k + j * dk) in double for j < nt (nt <= MC_CHAINS), each the serial sum
+ * dot += q[i] k[i] over i; the nt sums run side by side, so each has the bits it has alone. */
+static void score_dots(const float *q, const float *k, int64_t dk, int64_t nt, double *out)
+{
+    if (nt == MC_CHAINS) {
+        double d[MC_CHAINS] = {0};
+        for (int64_t i = 0; i < dk; i++) {
+            const double qi = (double)q[i];
+            for (int j = 0; j < MC_CHAINS; j++)
+                d[j] += qi * (double)k[(size_t)j * (size_t)dk + (size_t)i];
+        }
+        memcpy(out, d, sizeof d);
+        return;
+    }
+    for (int64_t j = 0; j < nt; j++) {
+        const float *kj = k + (size_t)j * (size_t)dk;
+        double dot = 0.0;
+        for (int64_t i = 0; i < dk; i++)
+            dot += (double)q[i] * (double)kj[i];
+        out[j] = dot;
+    }
+}
+
 /* Scores of the heads [h0, h0 + nh) of one shape, against KV head g.
  * q (n_q_heads, dk), k (n_kv_heads, capacity, dk), scratch (live) doubles. */
 static void group_score_stats(const gem_attn_shape *s, const float *q, const float *k,
@@ -70,12 +96,15 @@ static void group_score_stats(const gem_attn_shape *s, const float *q, const flo
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
         const float *qh = q + (size_t)h * (size_t)s->dk;
         double mx = -INFINITY;
+        double dots[MC_CHAINS];
         for (int64_t t = 0; t < s->live; t++) {
-            const float *kt = k + ((size_t)g * (size_t)s->capacity + (size_t)t) * (size_t)s->dk;
-            double dot = 0.0;
-            for (int64_t i = 0; i < s->dk; i++)
-                dot += (double)qh[i] * (double)kt[i];
-            double sc = (double)s->scale * dot;
+            if (t % MC_CHAINS == 0) {
+                const float *kt =
+                    k + ((size_t)g * (size_t)s->capacity + (size_t)t) * (size_t)s->dk;
+                score_dots(qh, kt, s->dk, s->live - t < MC_CHAINS ? s->live - t : MC_CHAINS,
+                           dots);
+            }
+            double sc = (double)s->scale * dots[t % MC_CHAINS];
             scratch[t] = sc;
             st->sum += sc;
             st->sumsq += sc * sc;
