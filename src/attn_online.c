@@ -55,6 +55,8 @@ gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p, int6
 
 /* Tokens whose dot products the oracle computes side by side (online_dots). */
 #define ONLINE_CHAINS 8
+/* Query heads of one KV head whose states the oracle advances together. */
+#define ONLINE_HEADS 8
 
 /* out[j] = dot(q, k + j * dk) for j < nt (nt <= ONLINE_CHAINS): each the serial float sum
  * dot += q[i] * k[i], i = 0 .. dk - 1, a product then a sum, both rounded. The nt sums run side
@@ -106,40 +108,53 @@ gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs
 
     const int64_t group = shape->n_q_heads / shape->n_kv_heads;
     const int64_t dk = shape->dk, dv = shape->dv;
-    for (int64_t h = 0; h < shape->n_q_heads; h++) {
-        const int64_t g = h / group;
-        const float *qh = in->q + (size_t)h * (size_t)dk;
+    /* Up to ONLINE_HEADS query heads of one KV head at a time, token by token, so that each K
+     * and V row is read once for all of them; every head's state sees the same operations in
+     * the same order as if it ran alone. */
+    for (int64_t h0 = 0, nh = 0; h0 < shape->n_q_heads; h0 += nh) {
+        const int64_t g = h0 / group;
+        nh = (g + 1) * group - h0 < ONLINE_HEADS ? (g + 1) * group - h0 : ONLINE_HEADS;
         const float *kg = in->k + (size_t)g * (size_t)shape->capacity * (size_t)dk;
         const float *vg = in->v + (size_t)g * (size_t)shape->capacity * (size_t)dv;
-        float *oh = o + (size_t)h * (size_t)dv;
-        float mh = -INFINITY, sh = 0.0f;
-        memset(oh, 0, (size_t)dv * sizeof(float));
-        float dots[ONLINE_CHAINS];
-        for (int64_t t = begin; t < end; t++) {
-            const float *krow = kg + (size_t)t * (size_t)dk;
-            const float *vrow = vg + (size_t)t * (size_t)dv;
-            if ((t - begin) % ONLINE_CHAINS == 0) /* the next tokens' scores, in order */
-                online_dots(qh, krow, dk, end - t < ONLINE_CHAINS ? end - t : ONLINE_CHAINS,
-                            dots);
-            const float x = shape->scale * dots[(t - begin) % ONLINE_CHAINS];
-            if (!isfinite(x))
-                return score_error(qh, krow, dk);
-            if (x > mh) {
-                /* New maximum: rescale what came before (exp(-inf) = 0 for the first token). */
-                const float alpha = expf(mh - x);
-                sh = sh * alpha + 1.0f;
-                for (int64_t i = 0; i < dv; i++)
-                    oh[i] = oh[i] * alpha + vrow[i];
-                mh = x;
-            } else {
-                const float w = expf(x - mh);
-                sh += w;
-                for (int64_t i = 0; i < dv; i++)
-                    oh[i] += w * vrow[i];
+        float mh[ONLINE_HEADS], sh[ONLINE_HEADS], dots[ONLINE_HEADS][ONLINE_CHAINS];
+        for (int64_t j = 0; j < nh; j++) {
+            mh[j] = -INFINITY;
+            sh[j] = 0.0f;
+            memset(o + (size_t)(h0 + j) * (size_t)dv, 0, (size_t)dv * sizeof(float));
+        }
+        for (int64_t t0 = begin; t0 < end; t0 += ONLINE_CHAINS) {
+            const int64_t nt = end - t0 < ONLINE_CHAINS ? end - t0 : ONLINE_CHAINS;
+            const float *k0 = kg + (size_t)t0 * (size_t)dk;
+            for (int64_t j = 0; j < nh; j++) /* the next tokens' scores, in order */
+                online_dots(in->q + (size_t)(h0 + j) * (size_t)dk, k0, dk, nt, dots[j]);
+            for (int64_t u = 0; u < nt; u++) {
+                const float *vrow = vg + (size_t)(t0 + u) * (size_t)dv;
+                for (int64_t j = 0; j < nh; j++) {
+                    float *oh = o + (size_t)(h0 + j) * (size_t)dv;
+                    const float x = shape->scale * dots[j][u];
+                    if (!isfinite(x))
+                        return score_error(in->q + (size_t)(h0 + j) * (size_t)dk,
+                                           k0 + (size_t)u * (size_t)dk, dk);
+                    if (x > mh[j]) {
+                        /* New maximum: rescale what came before (exp(-inf) = 0 at first). */
+                        const float alpha = expf(mh[j] - x);
+                        sh[j] = sh[j] * alpha + 1.0f;
+                        for (int64_t i = 0; i < dv; i++)
+                            oh[i] = oh[i] * alpha + vrow[i];
+                        mh[j] = x;
+                    } else {
+                        const float w = expf(x - mh[j]);
+                        sh[j] += w;
+                        for (int64_t i = 0; i < dv; i++)
+                            oh[i] += w * vrow[i];
+                    }
+                }
             }
         }
-        m[h] = mh;
-        s[h] = sh;
+        for (int64_t j = 0; j < nh; j++) {
+            m[h0 + j] = mh[j];
+            s[h0 + j] = sh[j];
+        }
     }
     return GEM_OK;
 }

@@ -5,6 +5,12 @@
 passed=0
 failed=0
 
+# python3 (the tests call it a few hundred times, for tamper.py and small edits) as the
+# interpreter's own path, resolved once: through a version manager's shim each call costs
+# another shell and process before Python starts.
+GEM_TEST_PYTHON=$(command python3 -c 'import sys; print(sys.executable)')
+python3() { "$GEM_TEST_PYTHON" "$@"; }
+
 # expect_fail NAME CLASS COMMAND...
 expect_fail() {
   local name="$1" cls="$2"

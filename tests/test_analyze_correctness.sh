@@ -15,10 +15,19 @@
 # committed operator and 31B model records pass the whole gate while the CUDA
 # route's records of that run are refused for their geometry. It never
 # reports promotion eligibility.
-#   usage: bash test_analyze_correctness.sh <gem> <source-dir>
+#   usage: bash test_analyze_correctness.sh <gem> <source-dir> [sanitize]
+# With "sanitize" (the sanitizer build's ctest) run 168's records are held to every check
+# before the merge check's rerun but do not pass the whole gate: that rerun is the good case's
+# (the same receipt, seeds and code), 2-3 minutes a time under ASan and UBSan, and the release
+# build's ctest runs both.
 set -euo pipefail
 GEM="$1"
 SRC="$2"
+SCALE="${3:-full}"
+case "$SCALE" in
+  full|sanitize) ;;
+  *) echo "test_analyze_correctness: the third argument is 'sanitize' or nothing" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 . "$SRC/tests/analyze_lib.sh"
@@ -220,13 +229,29 @@ R168="$SRC/results/h200/run168/out/gate"
 RD="$R168/diff-cpu/diff-cpu-fused_p32_t4-vs-baseline_p16-live"
 RC="$R168/diff-cuda/diff-cuda-fused_p64_t8-vs-baseline_p16-live"
 RM="$R168/model-diff-31b-q4_0/model-diff-gem-synth-31b"
-expect_pass committed-run168 \
-  A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
-  --resources-analysis "$WORK/resources-analysis.json" \
-  --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
-  --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
-  --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
-  --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+if [ "$SCALE" = full ]; then
+  expect_pass committed-run168 \
+    A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
+    --resources-analysis "$WORK/resources-analysis.json" \
+    --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
+    --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
+    --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
+    --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+else # every check before the rerun: the receipt's shortest case carries a wrong output
+  # digest, its analysis binds the edited receipt, and the gate stops at that case's rerun
+  $T "$MR" "$WORK/mr-edited.json" set cases.0.output_sha256.reference \
+    '"'"$(printf 'e%.0s' $(seq 64))"'"'
+  $T "$MA" "$WORK/ma-edited.json" set receipt.sha256 \
+    '"'"$(sha256sum "$WORK/mr-edited.json" | cut -c1-64)"'"'
+  expect_fail committed-run168-to-rerun "digest mismatch" \
+    A --merge "$WORK/mr-edited.json" --merge-analysis "$WORK/ma-edited.json" \
+    --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
+    --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
+    --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
+    --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
+    --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+  check committed-run168-reached-rerun grep -q "mr-edited.json" "$WORK/err.txt"
+fi
 expect_fail committed-run168-cuda-geometry "wrong geometry: 64, the design fixes 32" \
   A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
   --resources-analysis "$WORK/resources-analysis.json" \

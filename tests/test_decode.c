@@ -41,7 +41,8 @@
  * the sliding-window shape.
  *
  * No environment variable changes what runs. Options:
- *   --small   short lengths only (for compute-sanitizer memcheck / racecheck)
+ *   --small   short lengths only (the sanitizer build's ctest; compute-sanitizer memcheck
+ *             and racecheck)
  *   --long    also 65,536 and 131,072 tokens (minutes on the CPU reference)
  *   --shard I/N  only the table's cases i with i % N == I (0 <= I < N <= 16), and the
  *             CUDA pieces and the cache loops in shard 0 alone: N processes together run

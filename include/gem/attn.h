@@ -291,8 +291,9 @@ gem_status gem_partition_range(int64_t live, int64_t partitions, int64_t p,
  * how many elements m/s (`ms_elems`) and o (`o_elems`) hold. A score that is
  * not finite is an error: GEM_ERR_NONFINITE when the q row or k row it came
  * from holds NaN or infinity, GEM_ERR_SCORE when they are finite and
- * scale * q.k overflows float. On those two errors m, s and o may hold
- * partial results (the heads before the failing one). */
+ * scale * q.k overflows float. The query heads of a KV head advance together
+ * token by token, and the first non-finite score in that order is the one
+ * reported. On those two errors m, s and o may hold partial results. */
 gem_status gem_online_partial(const gem_attn_shape *shape, const gem_attn_inputs *in,
                               int64_t begin, int64_t end, float *m, float *s,
                               size_t ms_elems, float *o, size_t o_elems);
