@@ -229,14 +229,18 @@ R168="$SRC/results/h200/run168/out/gate"
 RD="$R168/diff-cpu/diff-cpu-fused_p32_t4-vs-baseline_p16-live"
 RC="$R168/diff-cuda/diff-cuda-fused_p64_t8-vs-baseline_p16-live"
 RM="$R168/model-diff-31b-q4_0/model-diff-gem-synth-31b"
-if [ "$SCALE" = full ]; then
-  expect_pass committed-run168 \
-    A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
+# gate168 MERGE ANALYSIS DIFFS: the gate on run 168's model records and its operator records
+# DIFFS<live>-f32-seed1.json, beside the hand-made resource receipt
+gate168() {
+  A --merge "$1" --merge-analysis "$2" --resources "$WORK/resources.json" \
     --resources-analysis "$WORK/resources-analysis.json" \
-    --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
-    --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
-    --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
+    --diff "${3}8191-f32-seed1.json" --diff "${3}8192-f32-seed1.json" \
+    --diff "${3}8193-f32-seed1.json" --diff "${3}65536-f32-seed1.json" \
+    --diff "${3}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
     --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+}
+if [ "$SCALE" = full ]; then
+  expect_pass committed-run168 gate168 "$MR" "$MA" "$RD"
 else # every check before the rerun: the receipt's shortest case carries a wrong output
   # digest, its analysis binds the edited receipt, and the gate stops at that case's rerun
   $T "$MR" "$WORK/mr-edited.json" set cases.0.output_sha256.reference \
@@ -244,21 +248,11 @@ else # every check before the rerun: the receipt's shortest case carries a wrong
   $T "$MA" "$WORK/ma-edited.json" set receipt.sha256 \
     '"'"$(sha256sum "$WORK/mr-edited.json" | cut -c1-64)"'"'
   expect_fail committed-run168-to-rerun "digest mismatch" \
-    A --merge "$WORK/mr-edited.json" --merge-analysis "$WORK/ma-edited.json" \
-    --resources "$WORK/resources.json" --resources-analysis "$WORK/resources-analysis.json" \
-    --diff "${RD}8191-f32-seed1.json" --diff "${RD}8192-f32-seed1.json" \
-    --diff "${RD}8193-f32-seed1.json" --diff "${RD}65536-f32-seed1.json" \
-    --diff "${RD}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
-    --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+    gate168 "$WORK/mr-edited.json" "$WORK/ma-edited.json" "$RD"
   check committed-run168-reached-rerun grep -q "mr-edited.json" "$WORK/err.txt"
 fi
 expect_fail committed-run168-cuda-geometry "wrong geometry: 64, the design fixes 32" \
-  A --merge "$MR" --merge-analysis "$MA" --resources "$WORK/resources.json" \
-  --resources-analysis "$WORK/resources-analysis.json" \
-  --diff "${RC}8191-f32-seed1.json" --diff "${RC}8192-f32-seed1.json" \
-  --diff "${RC}8193-f32-seed1.json" --diff "${RC}65536-f32-seed1.json" \
-  --diff "${RC}131072-f32-seed1.json" --model "$RM-ctx8191-seed1.json" \
-  --model "$RM-ctx8192-seed1.json" --model "$RM-ctx8193-seed1.json" --root "$WORK/root"
+  gate168 "$MR" "$MA" "$RC"
 
 # The command line: missing inputs and wrong counts are usage errors (exit 2).
 expect_usage no-merge "--merge is required" \
